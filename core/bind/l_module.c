@@ -1,0 +1,91 @@
+/*
+ * l_module.c — luaopen for the C part of lutra ("lutra.core"), lutra_preload/luaopen_lutra for hosts,
+ * and the registration of every binding area. The Lua part (lua/lutra/) is embedded in the static
+ * library by core/bind/embed_lua.lua, so a host needs no files on disk.
+ */
+#include <string.h>
+
+#include "l_util.h"
+#include "lt_alloc.h"
+#include "lt_blas.h"
+#include "lt_interrupt.h"
+#include "lutra.h"
+
+/* Each binding area registers its functions into the module table on top of the stack. */
+void l_tensor_register(lua_State *L);
+
+static int l_interrupt(lua_State *L) { (void)L; lt_interrupt_request(); return 0; }
+static int l_interrupt_pending(lua_State *L) { lua_pushboolean(L, lt_interrupt_pending()); return 1; }
+static int l_interrupt_clear(lua_State *L) { (void)L; lt_interrupt_clear(); return 0; }
+
+static int open_with_upvalues(lua_State *L) {
+  lua_newtable(L);
+  l_tensor_register(L);
+  static const luaL_Reg misc[] = {
+    { "interrupt", l_interrupt }, { "interrupt_pending", l_interrupt_pending }, { "interrupt_clear", l_interrupt_clear },
+    { NULL, NULL }
+  };
+  l_setfuncs(L, misc);
+  lua_pushvalue(L, lua_upvalueindex(2));
+  lua_setfield(L, -2, "Tensor"); /* the metatable: Lua adds __tostring and friends */
+  lua_pushstring(L, LUTRA_VERSION);
+  lua_setfield(L, -2, "version");
+  return 1;
+}
+
+int luaopen_lutra_core(lua_State *L) {
+  /* choose the BLAS kernel family before OpenBLAS is loaded, and flush denormals on this thread */
+  lt_set_flush_denormal(1);
+  lt_blas_init();
+  l_state *S = lua_newuserdata(L, sizeof *S);
+  memset(S, 0, sizeof *S);
+  lt_ctx_init(&S->ctx);
+  S->ctx.num_threads = lt_blas_get_info()->threads;
+  S->gc_mark = lt_alloc_total_allocated();
+  lua_newtable(L); /* tensor metatable */
+  lua_pushcclosure(L, open_with_upvalues, 2);
+  lua_call(L, 0, 1);
+  return 1;
+}
+
+/* ---- hosts ------------------------------------------------------------------------------------ */
+
+typedef struct lutra_lua_module { const char *name, *chunkname, *src; size_t len; } lutra_lua_module;
+extern const lutra_lua_module lutra_lua_modules[];
+
+static int load_embedded(lua_State *L) {
+  const lutra_lua_module *m = lua_touserdata(L, lua_upvalueindex(1));
+  if (luaL_loadbuffer(L, m->src, m->len, m->chunkname)) return lua_error(L);
+  lua_pushvalue(L, 1);
+  lua_call(L, 1, 1);
+  return 1;
+}
+
+void lutra_preload(lua_State *L) {
+  lua_getglobal(L, "package");
+  lua_getfield(L, -1, "preload");
+  lua_pushcfunction(L, luaopen_lutra_core);
+  lua_setfield(L, -2, "lutra.core");
+  for (const lutra_lua_module *m = lutra_lua_modules; m->name; m++) {
+    lua_pushlightuserdata(L, (void *)m);
+    lua_pushcclosure(L, load_embedded, 1);
+    lua_setfield(L, -2, m->name);
+  }
+  lua_pop(L, 2);
+}
+
+int luaopen_lutra(lua_State *L) {
+  lutra_preload(L);
+  lua_getglobal(L, "require");
+  lua_pushstring(L, "lutra");
+  lua_call(L, 1, 1);
+  return 1;
+}
+
+int lutra_set_allocator(const lutra_allocator *a) {
+  lt_allocator al;
+  if (a) { al.alloc = a->alloc; al.free = a->free; al.ud = a->ud; }
+  return lt_alloc_set_allocator(a ? &al : NULL);
+}
+
+void lutra_interrupt(void) { lt_interrupt_request(); }

@@ -1,0 +1,850 @@
+/*
+ * l_tensor.c — the tensor userdata: creation functions (lt.zeros ...), queries, views, maths,
+ * in-place ops and autograd, as Lua methods and lt.* functions. Dims and indices are 1-based here
+ * and 0-based in the core; index-valued tensors are converted at this boundary.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "l_util.h"
+#include "lt_alloc.h"
+#include "lt_blas.h"
+
+#define T(i, name) l_checktensor(L, (i), (name))
+
+/* ---- lifecycle ------------------------------------------------------------------------------ */
+
+static int l_gc(lua_State *L) {
+  l_box *b = lua_touserdata(L, 1);
+  if (b && b->t) {
+    lt_tensor_release(b->t);
+    b->t = NULL;
+  }
+  return 0;
+}
+
+/* ---- creation --------------------------------------------------------------------------------- */
+
+static int fill_from_table(lua_State *L, int idx, int depth, int64_t *shape, int *ndim, lt_tensor *t, int64_t *pos) {
+  int64_t n = (int64_t)lua_objlen(L, idx);
+  if (depth >= LT_MAX_DIM) return luaL_error(L, "tensor: nested tables deeper than %d", LT_MAX_DIM);
+  if (t == NULL) { /* first pass: shape */
+    if (depth >= *ndim) { shape[depth] = n; *ndim = depth + 1; }
+  } else if (shape[depth] != n) {
+    return luaL_error(L, "tensor: ragged nested table: expected %lld elements at depth %d, got %lld",
+                      (long long)shape[depth], depth + 1, (long long)n);
+  }
+  for (int64_t i = 1; i <= n; i++) {
+    lua_rawgeti(L, idx, (int)i);
+    int ty = lua_type(L, -1);
+    if (ty == LUA_TTABLE) {
+      if (t && depth + 1 >= *ndim)
+        return luaL_error(L, "tensor: ragged nested table: a table where a number was expected at depth %d", depth + 1);
+      fill_from_table(L, lua_gettop(L), depth + 1, shape, ndim, t, pos);
+    } else if (ty == LUA_TNUMBER || ty == LUA_TBOOLEAN) {
+      double v = ty == LUA_TBOOLEAN ? (double)lua_toboolean(L, -1) : lua_tonumber(L, -1);
+      if (t) {
+        if (depth + 1 != *ndim)
+          return luaL_error(L, "tensor: ragged nested table: a number where a table was expected at depth %d", depth + 1);
+        if (t->dtype == LT_I64) lt_i64(t)[(*pos)++] = (int64_t)v;
+        else lt_f32(t)[(*pos)++] = (float)v;
+      }
+    } else {
+      return luaL_error(L, "tensor: element %d at depth %d is a %s, expected a number or a table", (int)i, depth + 1,
+                        luaL_typename(L, -1));
+    }
+    lua_pop(L, 1);
+    if (!t && ty == LUA_TTABLE) break; /* the shape comes from the first element at each depth */
+  }
+  return 0;
+}
+
+static int l_tensor_new(lua_State *L) {
+  lt_dtype dt = l_checkdtype(L, 2, LT_F32, "tensor");
+  lt_tensor *src = l_totensor(L, 1);
+  if (src) {
+    lt_tensor *r = lt_op_to_dtype(L_CTX(L), src, dt);
+    if (r == src) { lt_tensor_release(r); r = lt_op_clone(L_CTX(L), src); }
+    if (r && r->grad_fn) { lt_node_release(r->grad_fn); r->grad_fn = NULL; r->requires_grad = 0; }
+    return l_push(L, r);
+  }
+  if (lua_type(L, 1) == LUA_TNUMBER) {
+    lt_tensor *t = lt_op_full(L_CTX(L), dt, 0, NULL, lua_tonumber(L, 1));
+    return l_push(L, t);
+  }
+  luaL_checktype(L, 1, LUA_TTABLE);
+  int64_t shape[LT_MAX_DIM] = { 0 };
+  int ndim = 0;
+  fill_from_table(L, 1, 0, shape, &ndim, NULL, NULL);
+  if (ndim == 1 && shape[0] == 0) ndim = 1;
+  lt_tensor *t = lt_tensor_new(L_CTX(L), dt, ndim, shape);
+  if (!t) return l_error(L);
+  l_push(L, t); /* owned by Lua before filling, so an error while filling cannot leak it */
+  int64_t pos = 0;
+  fill_from_table(L, 1, 0, shape, &ndim, t, &pos);
+  return 1;
+}
+
+static int creation(lua_State *L, const char *name, int kind) {
+  int64_t shape[LT_MAX_DIM];
+  int ndim = l_checkshape(L, 1, shape, name);
+  int next = lua_istable(L, 1) ? 2 : ndim + 1;
+  lt_ctx *c = L_CTX(L);
+  lt_tensor *t = NULL;
+  switch (kind) {
+    case 0: t = lt_tensor_zeros(c, l_checkdtype(L, next, LT_F32, name), ndim, shape); break;
+    case 1: t = lt_op_full(c, l_checkdtype(L, next, LT_F32, name), ndim, shape, 1.0); break;
+    case 2: t = lt_tensor_new(c, l_checkdtype(L, next, LT_F32, name), ndim, shape); break;
+    case 3: t = lt_op_rand(c, ndim, shape); break;
+    case 4: t = lt_op_randn(c, ndim, shape); break;
+  }
+  return l_push(L, t);
+}
+static int l_zeros(lua_State *L) { return creation(L, "zeros", 0); }
+static int l_ones(lua_State *L) { return creation(L, "ones", 1); }
+static int l_empty(lua_State *L) { return creation(L, "empty", 2); }
+static int l_rand(lua_State *L) { return creation(L, "rand", 3); }
+static int l_randn(lua_State *L) { return creation(L, "randn", 4); }
+
+static int l_full(lua_State *L) {
+  int64_t shape[LT_MAX_DIM];
+  if (!lua_istable(L, 1)) luaL_error(L, "bad argument #1 to 'full' (shape table expected, got %s)", luaL_typename(L, 1));
+  int ndim = l_checkshape(L, 1, shape, "full");
+  double v = luaL_checknumber(L, 2);
+  return l_push(L, lt_op_full(L_CTX(L), l_checkdtype(L, 3, LT_F32, "full"), ndim, shape, v));
+}
+
+static int l_arange(lua_State *L) {
+  double a = luaL_checknumber(L, 1);
+  double b;
+  if (lua_isnoneornil(L, 2)) { b = a; a = 0; } else b = luaL_checknumber(L, 2);
+  double step = luaL_optnumber(L, 3, 1.0);
+  int all_int = a == floor(a) && b == floor(b) && step == floor(step);
+  lt_dtype dt = l_checkdtype(L, 4, all_int && lua_isstring(L, 4) ? LT_I64 : LT_F32, "arange");
+  return l_push(L, lt_op_arange(L_CTX(L), a, b, step, dt));
+}
+
+static int l_eye(lua_State *L) {
+  int64_t n = luaL_checkinteger(L, 1);
+  int64_t m = luaL_optinteger(L, 2, n);
+  if (n < 0 || m < 0) return luaL_error(L, "eye: sizes must be >= 0, got %lld x %lld", (long long)n, (long long)m);
+  return l_push(L, lt_op_eye(L_CTX(L), n, m));
+}
+
+static int like(lua_State *L, const char *name, double v) {
+  lt_tensor *t = T(1, name);
+  lt_tensor *r = lt_op_full(L_CTX(L), t->dtype, t->ndim, t->shape, v);
+  return l_push(L, r);
+}
+static int l_zeros_like(lua_State *L) { return like(L, "zeros_like", 0.0); }
+static int l_ones_like(lua_State *L) { return like(L, "ones_like", 1.0); }
+
+/* ---- queries ---------------------------------------------------------------------------------- */
+
+static int l_shape(lua_State *L) {
+  lt_tensor *t = T(1, "shape");
+  lua_createtable(L, t->ndim, 0);
+  for (int d = 0; d < t->ndim; d++) {
+    lua_pushnumber(L, (lua_Number)t->shape[d]);
+    lua_rawseti(L, -2, d + 1);
+  }
+  return 1;
+}
+
+static int l_size(lua_State *L) {
+  lt_tensor *t = T(1, "size");
+  if (lua_isnoneornil(L, 2)) return l_shape(L);
+  int d = l_checkdim(L, 2, t->ndim, "size");
+  lua_pushnumber(L, t->ndim ? (lua_Number)t->shape[d] : 1);
+  return 1;
+}
+
+static int l_stride(lua_State *L) {
+  lt_tensor *t = T(1, "stride");
+  lua_createtable(L, t->ndim, 0);
+  for (int d = 0; d < t->ndim; d++) {
+    lua_pushnumber(L, (lua_Number)t->stride[d]);
+    lua_rawseti(L, -2, d + 1);
+  }
+  return 1;
+}
+
+static int l_len(lua_State *L) {
+  lt_tensor *t = T(1, "__len");
+  if (t->ndim == 0) return luaL_error(L, "#: a 0-dim tensor has no length (use x:item())");
+  lua_pushnumber(L, (lua_Number)t->shape[0]);
+  return 1;
+}
+
+static int l_dim(lua_State *L) { lua_pushinteger(L, T(1, "dim")->ndim); return 1; }
+static int l_numel(lua_State *L) { lua_pushnumber(L, (lua_Number)lt_numel(T(1, "numel"))); return 1; }
+static int l_dtype(lua_State *L) { lua_pushstring(L, lt_dtype_name(T(1, "dtype")->dtype)); return 1; }
+static int l_is_contiguous(lua_State *L) { lua_pushboolean(L, lt_is_contiguous(T(1, "is_contiguous"))); return 1; }
+
+static int l_item(lua_State *L) {
+  lt_tensor *t = T(1, "item");
+  if (lt_numel(t) != 1) {
+    char b[128];
+    return luaL_error(L, "item: the tensor has %lld elements (shape %s), item() needs exactly one",
+                      (long long)lt_numel(t), lt_shape_str(t, b, sizeof b));
+  }
+  lua_pushnumber(L, lt_get_flat(t, 0));
+  return 1;
+}
+
+static void push_table_rec(lua_State *L, const lt_tensor *t, int d, int64_t off) {
+  if (d == t->ndim) {
+    if (t->dtype == LT_I64) lua_pushnumber(L, (lua_Number)((int64_t *)t->storage->data)[off]);
+    else lua_pushnumber(L, ((float *)t->storage->data)[off]);
+    return;
+  }
+  lua_createtable(L, (int)t->shape[d], 0);
+  for (int64_t i = 0; i < t->shape[d]; i++) {
+    push_table_rec(L, t, d + 1, off + i * t->stride[d]);
+    lua_rawseti(L, -2, (int)i + 1);
+  }
+}
+
+static int l_totable(lua_State *L) {
+  lt_tensor *t = T(1, "totable");
+  push_table_rec(L, t, 0, t->offset);
+  return 1;
+}
+
+/* flat values (row-major) as a Lua array: used by tostring and tests */
+static int l_tolist(lua_State *L) {
+  lt_tensor *t = T(1, "tolist");
+  int64_t n = lt_numel(t);
+  lua_createtable(L, (int)n, 0);
+  for (int64_t i = 0; i < n; i++) {
+    lua_pushnumber(L, lt_get_flat(t, i));
+    lua_rawseti(L, -2, (int)i + 1);
+  }
+  return 1;
+}
+
+/* ---- views ------------------------------------------------------------------------------------ */
+
+static int l_view(lua_State *L) {
+  lt_tensor *t = T(1, "view");
+  int64_t shape[LT_MAX_DIM];
+  int n = l_checkshape(L, 2, shape, "view");
+  return l_push(L, lt_op_view(L_CTX(L), t, n, shape));
+}
+
+static int l_reshape(lua_State *L) {
+  lt_tensor *t = T(1, "reshape");
+  int64_t shape[LT_MAX_DIM];
+  int n = l_checkshape(L, 2, shape, "reshape");
+  return l_push(L, lt_op_reshape(L_CTX(L), t, n, shape));
+}
+
+static int l_t(lua_State *L) {
+  lt_tensor *t = T(1, "t");
+  if (t->ndim > 2) {
+    char b[128];
+    return luaL_error(L, "t: expects a tensor with <= 2 dims, got %s (use transpose(d1, d2))", lt_shape_str(t, b, sizeof b));
+  }
+  if (t->ndim < 2) return l_push(L, lt_op_view(L_CTX(L), t, t->ndim, t->shape));
+  return l_push(L, lt_op_transpose(L_CTX(L), t, 0, 1));
+}
+
+static int l_transpose(lua_State *L) {
+  lt_tensor *t = T(1, "transpose");
+  int d1 = l_checkdim(L, 2, t->ndim, "transpose"), d2 = l_checkdim(L, 3, t->ndim, "transpose");
+  return l_push(L, lt_op_transpose(L_CTX(L), t, d1, d2));
+}
+
+static int l_permute(lua_State *L) {
+  lt_tensor *t = T(1, "permute");
+  int perm[LT_MAX_DIM];
+  int64_t dims[LT_MAX_DIM];
+  int n = l_checkshape(L, 2, dims, "permute");
+  if (n != t->ndim) return luaL_error(L, "permute: %d dims given for a %d-dimensional tensor", n, t->ndim);
+  for (int d = 0; d < n; d++) {
+    int64_t v = dims[d];
+    perm[d] = (int)(v < 0 ? t->ndim + v : v - 1);
+  }
+  return l_push(L, lt_op_permute(L_CTX(L), t, perm));
+}
+
+static int l_narrow(lua_State *L) {
+  lt_tensor *t = T(1, "narrow");
+  int d = l_checkdim(L, 2, t->ndim, "narrow");
+  int64_t start = luaL_checkinteger(L, 3), len = luaL_checkinteger(L, 4);
+  if (start < 1) return luaL_error(L, "narrow: start %lld is out of range (1-based)", (long long)start);
+  return l_push(L, lt_op_narrow(L_CTX(L), t, d, start - 1, len));
+}
+
+static int l_select(lua_State *L) {
+  lt_tensor *t = T(1, "select");
+  int d = l_checkdim(L, 2, t->ndim, "select");
+  int64_t i = luaL_checkinteger(L, 3);
+  if (i < 0 && t->ndim) i += t->shape[d] + 1;
+  return l_push(L, lt_op_select(L_CTX(L), t, d, i - 1));
+}
+
+static int l_unsqueeze(lua_State *L) {
+  lt_tensor *t = T(1, "unsqueeze");
+  int d = l_checkdim(L, 2, t->ndim + 1, "unsqueeze");
+  return l_push(L, lt_op_unsqueeze(L_CTX(L), t, d));
+}
+
+static int l_squeeze(lua_State *L) {
+  lt_tensor *t = T(1, "squeeze");
+  int d = l_optdim(L, 2, t->ndim, "squeeze", -1);
+  return l_push(L, lt_op_squeeze(L_CTX(L), t, d));
+}
+
+static int l_expand(lua_State *L) {
+  lt_tensor *t = T(1, "expand");
+  int64_t shape[LT_MAX_DIM];
+  int n = l_checkshape(L, 2, shape, "expand");
+  return l_push(L, lt_op_expand(L_CTX(L), t, n, shape));
+}
+
+static int l_flatten(lua_State *L) {
+  lt_tensor *t = T(1, "flatten");
+  if (t->ndim == 0) return l_push(L, lt_op_reshape(L_CTX(L), t, 1, (int64_t[]){ 1 }));
+  int s = l_optdim(L, 2, t->ndim, "flatten", 0), e = l_optdim(L, 3, t->ndim, "flatten", t->ndim - 1);
+  if (s > e) return luaL_error(L, "flatten: start dim %d is after end dim %d", s + 1, e + 1);
+  int64_t shape[LT_MAX_DIM];
+  int k = 0;
+  for (int d = 0; d < s; d++) shape[k++] = t->shape[d];
+  int64_t m = 1;
+  for (int d = s; d <= e; d++) m *= t->shape[d];
+  shape[k++] = m;
+  for (int d = e + 1; d < t->ndim; d++) shape[k++] = t->shape[d];
+  return l_push(L, lt_op_reshape(L_CTX(L), t, k, shape));
+}
+
+static int l_contiguous(lua_State *L) { return l_push(L, lt_op_contiguous(L_CTX(L), T(1, "contiguous"))); }
+static int l_clone(lua_State *L) { return l_push(L, lt_op_clone(L_CTX(L), T(1, "clone"))); }
+static int l_detach(lua_State *L) { return l_push(L, lt_op_detach(L_CTX(L), T(1, "detach"))); }
+static int l_float(lua_State *L) { return l_push(L, lt_op_to_dtype(L_CTX(L), T(1, "float"), LT_F32)); }
+static int l_long(lua_State *L) { return l_push(L, lt_op_to_dtype(L_CTX(L), T(1, "long"), LT_I64)); }
+static int l_type(lua_State *L) {
+  lt_tensor *t = T(1, "type");
+  if (lua_isnoneornil(L, 2)) { lua_pushstring(L, lt_dtype_name(t->dtype)); return 1; }
+  return l_push(L, lt_op_to_dtype(L_CTX(L), t, l_checkdtype(L, 2, LT_F32, "type")));
+}
+
+/* ---- maths ------------------------------------------------------------------------------------ */
+
+/* a op b where either may be a number (for metamethods and lt.add(x, 2)) */
+static int binary(lua_State *L, lt_binop op) {
+  const char *name = lt_binop_name(op);
+  lt_tensor *a = l_totensor(L, 1), *b = l_totensor(L, 2);
+  lt_ctx *c = L_CTX(L);
+  if (a && b) return l_push(L, lt_op_binary(c, op, a, b));
+  if (a && lua_type(L, 2) == LUA_TNUMBER) return l_push(L, lt_op_binary_scalar(c, op, a, lua_tonumber(L, 2), 0));
+  if (b && lua_type(L, 1) == LUA_TNUMBER) return l_push(L, lt_op_binary_scalar(c, op, b, lua_tonumber(L, 1), 1));
+  return luaL_error(L, "%s: expected tensors or numbers, got %s and %s", name, luaL_typename(L, 1), luaL_typename(L, 2));
+}
+static int l_add(lua_State *L) { return binary(L, LT_ADD); }
+static int l_sub(lua_State *L) { return binary(L, LT_SUB); }
+static int l_mul(lua_State *L) { return binary(L, LT_MUL); }
+static int l_div(lua_State *L) { return binary(L, LT_DIV); }
+static int l_pow(lua_State *L) { return binary(L, LT_POW); }
+static int l_maximum(lua_State *L) { return binary(L, LT_MAXIMUM); }
+static int l_minimum(lua_State *L) { return binary(L, LT_MINIMUM); }
+static int l_eq(lua_State *L) { return binary(L, LT_EQ); }
+static int l_ne(lua_State *L) { return binary(L, LT_NE); }
+static int l_lt(lua_State *L) { return binary(L, LT_LT); }
+static int l_le(lua_State *L) { return binary(L, LT_LE); }
+static int l_gt(lua_State *L) { return binary(L, LT_GT); }
+static int l_ge(lua_State *L) { return binary(L, LT_GE); }
+
+static int inplace_binary(lua_State *L, lt_binop op) {
+  lt_tensor *a = T(1, lt_binop_name(op));
+  lt_tensor *b = l_totensor(L, 2);
+  lt_ctx *c = L_CTX(L);
+  if (b) {
+    if (op == LT_ADD && lua_type(L, 3) == LUA_TNUMBER) /* x:add_(y, alpha) */
+      l_check(L, lt_op_axpy_(c, a, lua_tonumber(L, 3), b));
+    else
+      l_check(L, lt_op_binary_(c, op, a, b));
+  } else {
+    l_check(L, lt_op_binary_scalar_(c, op, a, luaL_checknumber(L, 2)));
+  }
+  lua_settop(L, 1);
+  return 1;
+}
+static int l_add_(lua_State *L) { return inplace_binary(L, LT_ADD); }
+static int l_sub_(lua_State *L) { return inplace_binary(L, LT_SUB); }
+static int l_mul_(lua_State *L) { return inplace_binary(L, LT_MUL); }
+static int l_div_(lua_State *L) { return inplace_binary(L, LT_DIV); }
+static int l_pow_(lua_State *L) { return inplace_binary(L, LT_POW); }
+
+static int l_unm(lua_State *L) { return l_push(L, lt_op_unary(L_CTX(L), LT_NEG, T(1, "neg"))); }
+
+#define UNARY(fn, OP, name)                                                              \
+  static int fn(lua_State *L) { return l_push(L, lt_op_unary(L_CTX(L), OP, T(1, name))); } \
+  static int fn##_(lua_State *L) {                                                       \
+    l_check(L, lt_op_unary_(L_CTX(L), OP, T(1, name "_")));                              \
+    lua_settop(L, 1);                                                                    \
+    return 1;                                                                            \
+  }
+UNARY(l_neg, LT_NEG, "neg")
+UNARY(l_exp, LT_EXP, "exp")
+UNARY(l_log, LT_LOG, "log")
+UNARY(l_sqrt, LT_SQRT, "sqrt")
+UNARY(l_abs, LT_ABS, "abs")
+UNARY(l_tanh, LT_TANH, "tanh")
+UNARY(l_sigmoid, LT_SIGMOID, "sigmoid")
+UNARY(l_relu, LT_RELU, "relu")
+UNARY(l_sin, LT_SIN, "sin")
+UNARY(l_cos, LT_COS, "cos")
+UNARY(l_gelu, LT_GELU, "gelu")
+UNARY(l_rsqrt, LT_RSQRT, "rsqrt")
+UNARY(l_sign, LT_SIGN, "sign")
+UNARY(l_log1p, LT_LOG1P, "log1p")
+UNARY(l_square, LT_SQUARE, "square")
+
+static int l_leaky_relu(lua_State *L) {
+  return l_push(L, lt_op_leaky_relu(L_CTX(L), T(1, "leaky_relu"), luaL_optnumber(L, 2, 0.01)));
+}
+
+static double opt_bound(lua_State *L, int idx, double def) { return lua_isnoneornil(L, idx) ? def : luaL_checknumber(L, idx); }
+
+static int l_clamp(lua_State *L) {
+  lt_tensor *t = T(1, "clamp");
+  return l_push(L, lt_op_clamp(L_CTX(L), t, opt_bound(L, 2, -INFINITY), opt_bound(L, 3, INFINITY)));
+}
+static int l_clamp_(lua_State *L) {
+  lt_tensor *t = T(1, "clamp_");
+  l_check(L, lt_op_clamp_(L_CTX(L), t, opt_bound(L, 2, -INFINITY), opt_bound(L, 3, INFINITY)));
+  lua_settop(L, 1);
+  return 1;
+}
+
+static int l_where(lua_State *L) {
+  lt_tensor *cond = T(1, "where");
+  lt_ctx *c = L_CTX(L);
+  lt_tensor *a = l_totensor(L, 2), *b = l_totensor(L, 3);
+  lt_tensor *ta = a ? lt_tensor_retain(a) : lt_tensor_scalar(c, luaL_checknumber(L, 2));
+  lt_tensor *tb = b ? lt_tensor_retain(b) : (lua_isnumber(L, 3) ? lt_tensor_scalar(c, lua_tonumber(L, 3)) : NULL);
+  if (!ta || !tb) {
+    lt_tensor_release(ta);
+    lt_tensor_release(tb);
+    return luaL_error(L, "where: expected (cond, a, b) with a and b tensors or numbers");
+  }
+  lt_tensor *r = lt_op_where(c, cond, ta, tb);
+  lt_tensor_release(ta);
+  lt_tensor_release(tb);
+  return l_push(L, r);
+}
+
+static int l_matmul(lua_State *L) { return l_push(L, lt_op_matmul(L_CTX(L), T(1, "matmul"), T(2, "matmul"))); }
+
+static int l_linear(lua_State *L) {
+  lt_tensor *b = lua_isnoneornil(L, 3) ? NULL : T(3, "linear");
+  return l_push(L, lt_op_linear(L_CTX(L), T(1, "linear"), T(2, "linear"), b));
+}
+
+/* sum/mean: (x[, dim[, keepdim]]) */
+static int reduce(lua_State *L, lt_redop op, const char *name) {
+  lt_tensor *t = T(1, name);
+  int dim = l_optdim(L, 2, t->ndim, name, -1);
+  int keep = lua_toboolean(L, 3);
+  return l_push(L, lt_op_reduce(L_CTX(L), op, t, dim, keep));
+}
+static int l_sum(lua_State *L) { return reduce(L, LT_RSUM, "sum"); }
+static int l_mean(lua_State *L) { return reduce(L, LT_RMEAN, "mean"); }
+
+/* max/min: without dim the value; with dim (values, 1-based indices) like Torch7 */
+static int reduce_idx(lua_State *L, lt_redop op, const char *name) {
+  lt_tensor *t = T(1, name);
+  if (lua_isnoneornil(L, 2)) return l_push(L, lt_op_reduce(L_CTX(L), op, t, -1, 0));
+  if (l_totensor(L, 2)) return binary(L, op == LT_RMAX ? LT_MAXIMUM : LT_MINIMUM);
+  int dim = l_checkdim(L, 2, t->ndim, name);
+  lt_tensor *v = NULL, *i = NULL;
+  l_check(L, lt_op_reduce_idx(L_CTX(L), op, t, dim, lua_toboolean(L, 3), &v, &i));
+  l_push(L, v);
+  int rc = lt_op_binary_scalar_(L_CTX(L), LT_ADD, i, 1.0); /* 1-based */
+  l_push(L, i);
+  l_check(L, rc);
+  return 2;
+}
+static int l_max(lua_State *L) { return reduce_idx(L, LT_RMAX, "max"); }
+static int l_min(lua_State *L) { return reduce_idx(L, LT_RMIN, "min"); }
+
+static int l_argmax(lua_State *L) {
+  lt_tensor *t = T(1, "argmax");
+  int dim = l_optdim(L, 2, t->ndim, "argmax", -1);
+  lt_tensor *i = lt_op_argmax(L_CTX(L), t, dim, lua_toboolean(L, 3));
+  l_push(L, i);
+  l_check(L, lt_op_binary_scalar_(L_CTX(L), LT_ADD, i, 1.0));
+  return 1;
+}
+
+static int l_softmax(lua_State *L) {
+  lt_tensor *t = T(1, "softmax");
+  return l_push(L, lt_op_softmax(L_CTX(L), t, l_optdim(L, 2, t->ndim, "softmax", t->ndim ? t->ndim - 1 : 0)));
+}
+static int l_log_softmax(lua_State *L) {
+  lt_tensor *t = T(1, "log_softmax");
+  return l_push(L, lt_op_log_softmax(L_CTX(L), t, l_optdim(L, 2, t->ndim, "log_softmax", t->ndim ? t->ndim - 1 : 0)));
+}
+
+static int gather_list(lua_State *L, const char *name, lt_tensor ***out) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  int n = (int)lua_objlen(L, 1);
+  if (n == 0) return luaL_error(L, "%s: expected a non-empty list of tensors", name);
+  lt_tensor **ts = lua_newuserdata(L, sizeof *ts * (size_t)n); /* freed by the GC, even on error */
+  for (int i = 0; i < n; i++) {
+    lua_rawgeti(L, 1, i + 1);
+    ts[i] = l_totensor(L, -1);
+    if (!ts[i]) return luaL_error(L, "%s: element %d of the list is a %s, expected a tensor", name, i + 1, luaL_typename(L, -1));
+    lua_pop(L, 1);
+  }
+  *out = ts;
+  return n;
+}
+
+static int l_cat(lua_State *L) {
+  lt_tensor **ts;
+  int n = gather_list(L, "cat", &ts);
+  int dim = l_optdim(L, 2, ts[0]->ndim, "cat", 0);
+  return l_push(L, lt_op_cat(L_CTX(L), n, ts, dim));
+}
+
+static int l_stack(lua_State *L) {
+  lt_tensor **ts;
+  int n = gather_list(L, "stack", &ts);
+  int dim = l_optdim(L, 2, ts[0]->ndim + 1, "stack", 0);
+  return l_push(L, lt_op_stack(L_CTX(L), n, ts, dim));
+}
+
+static int l_gather(lua_State *L) {
+  lt_tensor *t = T(1, "gather");
+  int dim = l_checkdim(L, 2, t->ndim, "gather");
+  lt_tensor *idx = l_index_from_lua(L, T(3, "gather"), "gather");
+  lt_tensor *r = lt_op_gather(L_CTX(L), t, dim, idx);
+  lt_tensor_release(idx);
+  return l_push(L, r);
+}
+
+static int l_index_select(lua_State *L) {
+  lt_tensor *t = T(1, "index_select");
+  int dim = l_checkdim(L, 2, t->ndim, "index_select");
+  lt_tensor *idx = l_index_from_lua(L, T(3, "index_select"), "index_select");
+  lt_tensor *r = lt_op_index_select(L_CTX(L), t, dim, idx);
+  lt_tensor_release(idx);
+  return l_push(L, r);
+}
+
+/* ---- in-place fills ------------------------------------------------------------------------- */
+
+static int ret_self(lua_State *L, int status) {
+  l_check(L, status);
+  lua_settop(L, 1);
+  return 1;
+}
+static int l_zero_(lua_State *L) { return ret_self(L, lt_op_zero_(L_CTX(L), T(1, "zero_"))); }
+static int l_fill_(lua_State *L) { return ret_self(L, lt_op_fill_(L_CTX(L), T(1, "fill_"), luaL_checknumber(L, 2))); }
+static int l_copy_(lua_State *L) { return ret_self(L, lt_op_copy_(L_CTX(L), T(1, "copy_"), T(2, "copy_"))); }
+static int l_uniform_(lua_State *L) {
+  return ret_self(L, lt_op_uniform_(L_CTX(L), T(1, "uniform_"), luaL_optnumber(L, 2, 0), luaL_optnumber(L, 3, 1)));
+}
+static int l_normal_(lua_State *L) {
+  return ret_self(L, lt_op_normal_(L_CTX(L), T(1, "normal_"), luaL_optnumber(L, 2, 0), luaL_optnumber(L, 3, 1)));
+}
+
+/* ---- autograd --------------------------------------------------------------------------------- */
+
+static int l_requires_grad(lua_State *L) {
+  lt_tensor *t = T(1, "requires_grad");
+  if (lua_isnone(L, 2)) { lua_pushboolean(L, t->requires_grad); return 1; }
+  int on = lua_toboolean(L, 2);
+  if (t->grad_fn && !on)
+    return luaL_error(L, "requires_grad: cannot turn off grad on a result of an op (use x:detach())");
+  if (on && t->dtype != LT_F32)
+    return luaL_error(L, "requires_grad: only float32 tensors can require grad, got %s", lt_dtype_name(t->dtype));
+  t->requires_grad = on;
+  lua_settop(L, 1);
+  return 1;
+}
+
+static int l_param(lua_State *L) {
+  lt_tensor *t = T(1, "param");
+  if (t->dtype != LT_F32) return luaL_error(L, "param: only float32 tensors can require grad, got %s", lt_dtype_name(t->dtype));
+  lt_tensor *r = t->grad_fn ? lt_op_detach(L_CTX(L), t) : lt_tensor_retain(t);
+  if (!r) return l_error(L);
+  r->requires_grad = 1;
+  return l_push(L, r);
+}
+
+static int l_backward(lua_State *L) {
+  lt_tensor *t = T(1, "backward");
+  lt_tensor *g = lua_isnoneornil(L, 2) ? NULL : T(2, "backward");
+  l_check(L, lt_backward(L_CTX(L), t, g));
+  l_gc_account(L, L_STATE(L));
+  return 0;
+}
+
+static int l_zero_grad(lua_State *L) {
+  lt_tensor *t = T(1, "zero_grad");
+  if (lua_toboolean(L, 2)) { lt_tensor_release(t->grad); t->grad = NULL; } /* set_to_none */
+  else if (t->grad) l_check(L, lt_op_zero_(L_CTX(L), t->grad));
+  lua_settop(L, 1);
+  return 1;
+}
+
+static int l_is_leaf(lua_State *L) { lua_pushboolean(L, T(1, "is_leaf")->grad_fn == NULL); return 1; }
+static int l_grad_fn(lua_State *L) {
+  lt_tensor *t = T(1, "grad_fn");
+  if (t->grad_fn) lua_pushstring(L, t->grad_fn->op);
+  else lua_pushnil(L);
+  return 1;
+}
+
+/* x.grad, x[i], then methods */
+static int l_index(lua_State *L) {
+  lt_tensor *t = l_totensor(L, 1);
+  if (lua_type(L, 2) == LUA_TSTRING) {
+    size_t len;
+    const char *k = lua_tolstring(L, 2, &len);
+    if (len == 4 && !memcmp(k, "grad", 4)) {
+      if (t && t->grad) l_push_retained(L, t->grad);
+      else lua_pushnil(L);
+      return 1;
+    }
+    lua_pushvalue(L, 2);
+    lua_rawget(L, lua_upvalueindex(3));
+    return 1;
+  }
+  if (lua_type(L, 2) == LUA_TNUMBER && t) {
+    if (t->ndim == 0) return luaL_error(L, "index: cannot index a 0-dim tensor (use x:item())");
+    int64_t i = (int64_t)lua_tonumber(L, 2);
+    if (i < 0) i += t->shape[0] + 1;
+    return l_push(L, lt_op_select(L_CTX(L), t, 0, i - 1));
+  }
+  lua_pushnil(L);
+  return 1;
+}
+
+/* x.grad = g (or nil); x[i] = v / tensor */
+static int l_newindex(lua_State *L) {
+  lt_tensor *t = T(1, "__newindex");
+  if (lua_type(L, 2) == LUA_TSTRING && !strcmp(lua_tostring(L, 2), "grad")) {
+    lt_tensor *g = lua_isnil(L, 3) ? NULL : T(3, "grad");
+    if (g && !lt_same_shape(g, t)) {
+      char b1[128], b2[128];
+      return luaL_error(L, "grad: assigned gradient has shape %s, the tensor has %s", lt_shape_str(g, b1, sizeof b1),
+                        lt_shape_str(t, b2, sizeof b2));
+    }
+    lt_tensor_release(t->grad);
+    t->grad = g ? lt_tensor_retain(g) : NULL;
+    return 0;
+  }
+  if (lua_type(L, 2) == LUA_TNUMBER) {
+    int64_t i = (int64_t)lua_tonumber(L, 2);
+    if (t->ndim == 0) return luaL_error(L, "index: cannot index a 0-dim tensor");
+    if (i < 0) i += t->shape[0] + 1;
+    lt_ctx *c = L_CTX(L);
+    lt_tensor *row = lt_op_select(c, t, 0, i - 1);
+    if (!row) return l_error(L);
+    lt_tensor *src = l_totensor(L, 3);
+    int rc = src ? lt_op_copy_(c, row, src) : lt_op_fill_(c, row, luaL_checknumber(L, 3));
+    lt_tensor_release(row);
+    l_check(L, rc);
+    return 0;
+  }
+  return luaL_error(L, "tensor: cannot set field '%s' (tensors only accept x.grad = ... and x[i] = ...)",
+                    lua_tostring(L, 2) ? lua_tostring(L, 2) : luaL_typename(L, 2));
+}
+
+/* ---- module-level ---------------------------------------------------------------------------- */
+
+static int l_is_tensor(lua_State *L) { lua_pushboolean(L, l_totensor(L, 1) != NULL); return 1; }
+
+static int l_manual_seed(lua_State *L) {
+  lua_Number s = luaL_checknumber(L, 1);
+  lt_rng_seed(&L_CTX(L)->rng, (uint64_t)(int64_t)s);
+  return 0;
+}
+
+static int l_get_rng_state(lua_State *L) {
+  lt_rng *r = &L_CTX(L)->rng;
+  char buf[80];
+  snprintf(buf, sizeof buf, "%016llx%016llx%016llx%016llx", (unsigned long long)r->s[0], (unsigned long long)r->s[1],
+           (unsigned long long)r->s[2], (unsigned long long)r->s[3]);
+  lua_pushstring(L, buf);
+  return 1;
+}
+
+static int l_set_rng_state(lua_State *L) {
+  const char *s = luaL_checkstring(L, 1);
+  if (strlen(s) != 64) return luaL_error(L, "set_rng_state: expected a 64-character hex string from get_rng_state()");
+  lt_rng r;
+  for (int i = 0; i < 4; i++) {
+    char part[17];
+    memcpy(part, s + 16 * i, 16);
+    part[16] = 0;
+    char *end;
+    r.s[i] = strtoull(part, &end, 16);
+    if (*end) return luaL_error(L, "set_rng_state: '%s' is not hexadecimal", part);
+  }
+  L_CTX(L)->rng = r;
+  return 0;
+}
+
+static int l_random_integer(lua_State *L) { /* lt.random_integer(n) in 1..n, from lutra's RNG */
+  lua_Number n = luaL_checknumber(L, 1);
+  if (n < 1) return luaL_error(L, "random_integer: n must be >= 1, got %g", n);
+  lua_pushnumber(L, (lua_Number)(lt_rng_below(&L_CTX(L)->rng, (uint64_t)n) + 1));
+  return 1;
+}
+
+static int l_randperm(lua_State *L) { /* 1-based permutation as int64 tensor (Fisher-Yates) */
+  int64_t n = luaL_checkinteger(L, 1);
+  if (n < 0) return luaL_error(L, "randperm: n must be >= 0");
+  lt_tensor *t = lt_tensor_new(L_CTX(L), LT_I64, 1, &n);
+  if (!t) return l_error(L);
+  int64_t *p = lt_i64(t);
+  for (int64_t i = 0; i < n; i++) p[i] = i + 1;
+  for (int64_t i = n - 1; i > 0; i--) {
+    int64_t j = (int64_t)lt_rng_below(&L_CTX(L)->rng, (uint64_t)(i + 1));
+    int64_t tmp = p[i]; p[i] = p[j]; p[j] = tmp;
+  }
+  return l_push(L, t);
+}
+
+static int l_set_grad_enabled(lua_State *L) {
+  lt_ctx *c = L_CTX(L);
+  int was = c->grad_enabled;
+  c->grad_enabled = lua_toboolean(L, 1);
+  lua_pushboolean(L, was);
+  return 1;
+}
+static int l_is_grad_enabled(lua_State *L) { lua_pushboolean(L, L_CTX(L)->grad_enabled); return 1; }
+
+static int l_set_num_threads(lua_State *L) {
+  int n = (int)luaL_checkinteger(L, 1);
+  if (n < 1) return luaL_error(L, "set_num_threads: n must be >= 1, got %d", n);
+  L_CTX(L)->num_threads = n;
+  lt_blas_set_threads(n);
+  return 0;
+}
+static int l_get_num_threads(lua_State *L) { lua_pushinteger(L, L_CTX(L)->num_threads); return 1; }
+
+static int l_set_flush_denormal(lua_State *L) {
+  int on = lua_toboolean(L, 1);
+  L_CTX(L)->flush_denormal = on;
+  lua_pushboolean(L, lt_set_flush_denormal(on));
+  return 1;
+}
+
+static int l_blas_info(lua_State *L) {
+  const lt_blas_info *I = lt_blas_get_info();
+  lua_createtable(L, 0, 7);
+  lua_pushstring(L, I->library); lua_setfield(L, -2, "library");
+  lua_pushstring(L, I->coretype); lua_setfield(L, -2, "coretype");
+  lua_pushstring(L, I->corename); lua_setfield(L, -2, "corename");
+  lua_pushstring(L, I->config); lua_setfield(L, -2, "config");
+  lua_pushstring(L, I->reason); lua_setfield(L, -2, "reason");
+  lua_pushstring(L, I->cpu_features); lua_setfield(L, -2, "cpu_features");
+  lua_pushinteger(L, I->threads); lua_setfield(L, -2, "threads");
+  return 1;
+}
+
+static int l_memory_stats(lua_State *L) {
+  lt_alloc_stats s;
+  lt_alloc_get_stats(&s);
+  lua_createtable(L, 0, 6);
+  lua_pushnumber(L, (lua_Number)s.live_bytes); lua_setfield(L, -2, "live_bytes");
+  lua_pushnumber(L, (lua_Number)s.cached_bytes); lua_setfield(L, -2, "cached_bytes");
+  lua_pushnumber(L, (lua_Number)s.total_allocated); lua_setfield(L, -2, "total_allocated");
+  lua_pushnumber(L, (lua_Number)s.system_allocs); lua_setfield(L, -2, "system_allocs");
+  lua_pushnumber(L, (lua_Number)s.cache_hits); lua_setfield(L, -2, "cache_hits");
+  lua_pushnumber(L, (lua_Number)lt_tensor_live_count()); lua_setfield(L, -2, "live_tensors");
+  return 1;
+}
+
+static int l_empty_cache(lua_State *L) { (void)L; lt_alloc_trim(); return 0; }
+
+/* storage identity, for tests of view sharing */
+static int l_data_ptr(lua_State *L) {
+  lt_tensor *t = T(1, "data_ptr");
+  lua_pushlightuserdata(L, (char *)t->storage->data + t->offset * (int64_t)lt_dtype_size(t->dtype));
+  return 1;
+}
+
+static const luaL_Reg methods[] = {
+  { "shape", l_shape }, { "size", l_size }, { "stride", l_stride }, { "dim", l_dim }, { "nDimension", l_dim },
+  { "numel", l_numel }, { "nElement", l_numel }, { "dtype", l_dtype }, { "item", l_item }, { "totable", l_totable },
+  { "tolist", l_tolist }, { "is_contiguous", l_is_contiguous }, { "data_ptr", l_data_ptr },
+  { "view", l_view }, { "reshape", l_reshape }, { "t", l_t }, { "transpose", l_transpose }, { "permute", l_permute },
+  { "narrow", l_narrow }, { "select", l_select }, { "unsqueeze", l_unsqueeze }, { "squeeze", l_squeeze },
+  { "expand", l_expand }, { "flatten", l_flatten }, { "contiguous", l_contiguous }, { "clone", l_clone },
+  { "detach", l_detach }, { "float", l_float }, { "long", l_long }, { "int64", l_long }, { "type", l_type },
+  { "add", l_add }, { "sub", l_sub }, { "mul", l_mul }, { "div", l_div }, { "pow", l_pow },
+  { "maximum", l_maximum }, { "minimum", l_minimum },
+  { "eq", l_eq }, { "ne", l_ne }, { "lt", l_lt }, { "le", l_le }, { "gt", l_gt }, { "ge", l_ge },
+  { "add_", l_add_ }, { "sub_", l_sub_ }, { "mul_", l_mul_ }, { "div_", l_div_ }, { "pow_", l_pow_ },
+  { "neg", l_neg }, { "exp", l_exp }, { "log", l_log }, { "sqrt", l_sqrt }, { "abs", l_abs }, { "tanh", l_tanh },
+  { "sigmoid", l_sigmoid }, { "relu", l_relu }, { "sin", l_sin }, { "cos", l_cos }, { "gelu", l_gelu },
+  { "rsqrt", l_rsqrt }, { "sign", l_sign }, { "log1p", l_log1p }, { "square", l_square },
+  { "neg_", l_neg_ }, { "exp_", l_exp_ }, { "log_", l_log_ }, { "sqrt_", l_sqrt_ }, { "abs_", l_abs_ },
+  { "tanh_", l_tanh_ }, { "sigmoid_", l_sigmoid_ }, { "relu_", l_relu_ }, { "sin_", l_sin_ }, { "cos_", l_cos_ },
+  { "gelu_", l_gelu_ }, { "rsqrt_", l_rsqrt_ }, { "sign_", l_sign_ }, { "log1p_", l_log1p_ }, { "square_", l_square_ },
+  { "leaky_relu", l_leaky_relu }, { "clamp", l_clamp }, { "clamp_", l_clamp_ },
+  { "matmul", l_matmul }, { "sum", l_sum }, { "mean", l_mean }, { "max", l_max }, { "min", l_min },
+  { "argmax", l_argmax }, { "softmax", l_softmax }, { "log_softmax", l_log_softmax },
+  { "gather", l_gather }, { "index_select", l_index_select },
+  { "zero_", l_zero_ }, { "fill_", l_fill_ }, { "copy_", l_copy_ }, { "uniform_", l_uniform_ }, { "normal_", l_normal_ },
+  { "requires_grad", l_requires_grad }, { "backward", l_backward }, { "zero_grad", l_zero_grad },
+  { "is_leaf", l_is_leaf }, { "grad_fn", l_grad_fn },
+  { NULL, NULL }
+};
+
+/* lt.* functions (in addition to every method, which is also exported as lt.name(x, ...)) */
+static const luaL_Reg functions[] = {
+  { "tensor", l_tensor_new }, { "zeros", l_zeros }, { "ones", l_ones }, { "empty", l_empty }, { "rand", l_rand },
+  { "randn", l_randn }, { "full", l_full }, { "arange", l_arange }, { "eye", l_eye }, { "zeros_like", l_zeros_like },
+  { "ones_like", l_ones_like }, { "param", l_param }, { "cat", l_cat }, { "stack", l_stack }, { "where", l_where },
+  { "linear", l_linear }, { "is_tensor", l_is_tensor }, { "manual_seed", l_manual_seed },
+  { "get_rng_state", l_get_rng_state }, { "set_rng_state", l_set_rng_state }, { "random_integer", l_random_integer },
+  { "randperm", l_randperm }, { "set_grad_enabled", l_set_grad_enabled }, { "is_grad_enabled", l_is_grad_enabled },
+  { "set_num_threads", l_set_num_threads }, { "get_num_threads", l_get_num_threads },
+  { "set_flush_denormal", l_set_flush_denormal }, { "blas_info", l_blas_info }, { "memory_stats", l_memory_stats },
+  { "empty_cache", l_empty_cache },
+  { NULL, NULL }
+};
+
+/* Expects the module table on top; the two upvalues must be pushable (called from luaopen). */
+void l_tensor_register(lua_State *L) {
+  int mod = lua_gettop(L);
+  lua_pushvalue(L, lua_upvalueindex(2)); /* metatable */
+  int mt = lua_gettop(L);
+  lua_newtable(L); /* methods */
+  int meth = lua_gettop(L);
+  l_setfuncs(L, methods);
+  /* every method is also lt.name(x, ...) */
+  for (const luaL_Reg *f = methods; f->name; f++) {
+    lua_getfield(L, meth, f->name);
+    lua_setfield(L, mod, f->name);
+  }
+  lua_pushvalue(L, mod);
+  l_setfuncs(L, functions);
+  lua_pop(L, 1);
+  /* metamethods */
+  lua_pushvalue(L, meth);
+  lua_setfield(L, mt, "methods");
+  l_push_upvalues(L);
+  lua_pushvalue(L, meth);
+  lua_pushcclosure(L, l_index, 3);
+  lua_setfield(L, mt, "__index");
+  static const luaL_Reg meta[] = {
+    { "__gc", l_gc }, { "__newindex", l_newindex }, { "__add", l_add }, { "__sub", l_sub }, { "__mul", l_mul },
+    { "__div", l_div }, { "__pow", l_pow }, { "__unm", l_unm }, { "__len", l_len }, { NULL, NULL }
+  };
+  lua_pushvalue(L, mt);
+  l_setfuncs(L, meta);
+  lua_pop(L, 1);
+  lua_pushstring(L, "lutra.Tensor");
+  lua_setfield(L, mt, "__name");
+  lua_settop(L, mod);
+}

@@ -1,0 +1,136 @@
+/* l_util.c — argument parsing, tensor boxes, error raising and GC accounting for the binding. */
+#include "l_util.h"
+
+#include <string.h>
+
+#include "lt_alloc.h"
+
+void l_push_upvalues(lua_State *L) {
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_pushvalue(L, lua_upvalueindex(2));
+}
+
+void l_setfuncs(lua_State *L, const luaL_Reg *funcs) {
+  for (; funcs->name; funcs++) {
+    l_push_upvalues(L);
+    lua_pushcclosure(L, funcs->func, 2);
+    lua_setfield(L, -2, funcs->name);
+  }
+}
+
+lt_tensor *l_totensor(lua_State *L, int idx) {
+  l_box *b = lua_touserdata(L, idx);
+  if (!b || !lua_getmetatable(L, idx)) return NULL;
+  int same = lua_rawequal(L, -1, lua_upvalueindex(2));
+  lua_pop(L, 1);
+  return same ? b->t : NULL;
+}
+
+lt_tensor *l_checktensor(lua_State *L, int idx, const char *fname) {
+  lt_tensor *t = l_totensor(L, idx);
+  if (!t) {
+    const char *got = luaL_typename(L, idx);
+    luaL_error(L, "bad argument #%d to '%s' (tensor expected, got %s)", idx, fname, got);
+  }
+  return t;
+}
+
+int l_error(lua_State *L) { return luaL_error(L, "%s", L_CTX(L)->err); }
+
+void l_check(lua_State *L, int status) {
+  if (status != LT_OK) l_error(L);
+}
+
+void l_gc_account(lua_State *L, l_state *S) {
+  uint64_t total = lt_alloc_total_allocated();
+  uint64_t debt = total - S->gc_mark;
+  if (debt >= (1u << 20)) {
+    S->gc_mark = total;
+    lua_gc(L, LUA_GCSTEP, (int)(debt >> 10));
+  }
+}
+
+static void push_box(lua_State *L, lt_tensor *t) {
+  l_box *b = lua_newuserdata(L, sizeof *b);
+  b->t = NULL; /* a half-built box is safe to collect */
+  lua_pushvalue(L, lua_upvalueindex(2));
+  lua_setmetatable(L, -2);
+  b->t = t;
+}
+
+int l_push(lua_State *L, lt_tensor *t) {
+  if (!t) return l_error(L);
+  push_box(L, t);
+  l_gc_account(L, L_STATE(L));
+  return 1;
+}
+
+void l_push_retained(lua_State *L, lt_tensor *t) { push_box(L, lt_tensor_retain(t)); }
+
+int l_checkdim(lua_State *L, int idx, int ndim, const char *fname) {
+  lua_Integer d = luaL_checkinteger(L, idx);
+  int n = ndim > 0 ? ndim : 1;
+  if (d >= 1 && d <= n) return (int)d - 1;
+  if (d < 0 && -d <= n) return (int)(n + d);
+  return luaL_error(L, "%s: dim %d out of range for a %d-dimensional tensor (expected 1..%d, or -%d..-1)", fname,
+                    (int)d, ndim, n, n);
+}
+
+int l_optdim(lua_State *L, int idx, int ndim, const char *fname, int def) {
+  if (lua_isnoneornil(L, idx)) return def;
+  return l_checkdim(L, idx, ndim, fname);
+}
+
+int l_checkshape(lua_State *L, int first, int64_t *shape, const char *fname) {
+  int n = 0;
+  if (lua_istable(L, first)) {
+    n = (int)lua_objlen(L, first);
+    if (n > LT_MAX_DIM) luaL_error(L, "%s: %d dimensions requested, at most %d are supported", fname, n, LT_MAX_DIM);
+    for (int i = 1; i <= n; i++) {
+      lua_rawgeti(L, first, i);
+      if (!lua_isnumber(L, -1))
+        luaL_error(L, "%s: size %d of the shape must be a number, got %s", fname, i, luaL_typename(L, -1));
+      shape[i - 1] = (int64_t)lua_tonumber(L, -1);
+      lua_pop(L, 1);
+    }
+    return n;
+  }
+  int top = lua_gettop(L);
+  for (int i = first; i <= top && lua_type(L, i) == LUA_TNUMBER; i++) {
+    if (n >= LT_MAX_DIM) luaL_error(L, "%s: at most %d dimensions are supported", fname, LT_MAX_DIM);
+    lua_Number v = lua_tonumber(L, i);
+    if (v != (lua_Number)(int64_t)v) luaL_error(L, "%s: size %d must be an integer, got %g", fname, n + 1, v);
+    shape[n++] = (int64_t)v;
+  }
+  return n;
+}
+
+lt_dtype l_checkdtype(lua_State *L, int idx, lt_dtype def, const char *fname) {
+  if (lua_isnoneornil(L, idx)) return def;
+  const char *s = luaL_checkstring(L, idx);
+  if (!strcmp(s, "float32") || !strcmp(s, "float")) return LT_F32;
+  if (!strcmp(s, "int64") || !strcmp(s, "long")) return LT_I64;
+  luaL_error(L, "%s: unknown dtype '%s' (expected \"float32\" or \"int64\")", fname, s);
+  return LT_F32;
+}
+
+lt_tensor *l_index_from_lua(lua_State *L, lt_tensor *idx, const char *fname) {
+  lt_ctx *c = L_CTX(L);
+  if (idx->dtype != LT_I64) luaL_error(L, "%s: index must be int64, got %s", fname, lt_dtype_name(idx->dtype));
+  lt_tensor *z = lt_op_contiguous(c, idx);
+  lt_tensor *r = z ? lt_tensor_new_like(c, z) : NULL;
+  if (!r) { lt_tensor_release(z); l_error(L); }
+  const int64_t *s = lt_i64(z);
+  int64_t *d = lt_i64(r);
+  for (int64_t i = 0, n = lt_numel(z); i < n; i++) {
+    if (s[i] < 1) {
+      long long bad = (long long)s[i];
+      lt_tensor_release(z);
+      lt_tensor_release(r);
+      luaL_error(L, "%s: index %lld is out of range (indices are 1-based)", fname, bad);
+    }
+    d[i] = s[i] - 1;
+  }
+  lt_tensor_release(z);
+  return r;
+}

@@ -1,0 +1,55 @@
+/*
+ * l_util.h — shared pieces of the Lua binding: the per-state context, the tensor box, argument
+ * parsing (1-based dims, shapes as varargs or a table) and turning core failures into Lua errors.
+ *
+ * Every C function of the binding is registered with two upvalues: 1 = the l_state userdata,
+ * 2 = the tensor metatable (so type checks are a pointer comparison, not a registry string lookup).
+ */
+#ifndef L_UTIL_H
+#define L_UTIL_H
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "lt_ops.h"
+
+typedef struct l_state {
+  lt_ctx ctx;
+  uint64_t gc_mark;        /* lt_alloc total at the last GC step we gave */
+} l_state;
+
+typedef struct l_box { lt_tensor *t; } l_box;
+
+#define L_STATE(L) ((l_state *)lua_touserdata((L), lua_upvalueindex(1)))
+#define L_CTX(L) (&L_STATE(L)->ctx)
+
+/* Registers funcs into the table at the top of the stack with the two standard upvalues. */
+void l_setfuncs(lua_State *L, const luaL_Reg *funcs);
+/* Pushes the state and the metatable (the two upvalues), for code that builds closures itself. */
+void l_push_upvalues(lua_State *L);
+
+lt_tensor *l_totensor(lua_State *L, int idx);              /* NULL if not a tensor */
+lt_tensor *l_checktensor(lua_State *L, int idx, const char *fname);
+/* Pushes a new box owning t (a new reference from a core op). t NULL: raises the core's error. */
+int l_push(lua_State *L, lt_tensor *t);
+/* Pushes a box that takes one more reference to t. */
+void l_push_retained(lua_State *L, lt_tensor *t);
+/* Raises the core message of the last failure. */
+int l_error(lua_State *L);
+/* Checks a core status; on failure raises. */
+void l_check(lua_State *L, int status);
+
+/* Lua dim (1-based, negative counts from the end) to 0-based; ndim is the tensor's. */
+int l_checkdim(lua_State *L, int idx, int ndim, const char *fname);
+int l_optdim(lua_State *L, int idx, int ndim, const char *fname, int def);
+/* Shape from varargs of integers or one table, starting at stack index first. Returns ndim. */
+int l_checkshape(lua_State *L, int first, int64_t *shape, const char *fname);
+lt_dtype l_checkdtype(lua_State *L, int idx, lt_dtype def, const char *fname);
+
+/* Accounts C memory to the Lua GC: a step of work in proportion to bytes allocated since the last. */
+void l_gc_account(lua_State *L, l_state *S);
+
+/* Converts a 1-based int64 index tensor (from Lua) to a 0-based copy; errors on values < 1. */
+lt_tensor *l_index_from_lua(lua_State *L, lt_tensor *idx, const char *fname);
+
+#endif

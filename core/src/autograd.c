@@ -1,0 +1,240 @@
+/*
+ * autograd.c — the reverse-mode engine: recording nodes, and backward() over the graph in dependency
+ * order. backward() frees the graph it walked (inputs and saved tensors of every node), so holding a
+ * result never keeps a step's activations alive.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "lt_alloc.h"
+#include "lt_errors.h"
+#include "lt_ops.h"
+
+int lt_needs_grad(const lt_ctx *c, int n, lt_tensor *const *inputs) {
+  if (!c->grad_enabled) return 0;
+  for (int i = 0; i < n; i++)
+    if (inputs[i] && inputs[i]->requires_grad) return 1;
+  return 0;
+}
+
+static void node_free_graph(lt_node *n) {
+  for (int i = 0; i < n->ninputs; i++) {
+    lt_tensor_release(n->inputs[i]);
+    n->inputs[i] = NULL;
+  }
+  for (int i = 0; i < 3; i++) {
+    lt_tensor_release(n->saved[i]);
+    n->saved[i] = NULL;
+  }
+  lt_tensor_release(n->grad_acc);
+  n->grad_acc = NULL;
+}
+
+void lt_node_release(lt_node *n) {
+  if (!n || --n->refcount > 0) return;
+  node_free_graph(n);
+  if (n->inputs != n->inline_inputs) lt_free(n->inputs, sizeof(lt_tensor *) * (size_t)n->ninputs);
+  lt_free(n, sizeof *n);
+}
+
+int lt_record(lt_ctx *c, lt_tensor *out, const char *op, lt_backward_fn bw, int n,
+              lt_tensor *const *inputs, lt_node **node) {
+  *node = NULL;
+  if (!lt_needs_grad(c, n, inputs)) return LT_OK;
+  lt_node *nd = lt_alloc(sizeof *nd);
+  if (!nd) return lt_fail(c, LT_E_OOM, sizeof *nd);
+  memset(nd, 0, sizeof *nd);
+  nd->refcount = 1;
+  nd->op = op;
+  nd->backward = bw;
+  nd->ninputs = n;
+  if (n <= LT_NODE_INLINE) nd->inputs = nd->inline_inputs;
+  else {
+    nd->inputs = lt_alloc(sizeof(lt_tensor *) * (size_t)n);
+    if (!nd->inputs) { lt_free(nd, sizeof *nd); return lt_fail(c, LT_E_OOM, sizeof(lt_tensor *) * (size_t)n); }
+  }
+  for (int i = 0; i < n; i++) {
+    /* every input is kept (a backward rule may need the values of one that needs no gradient);
+       gradients flow only to inputs with requires_grad */
+    nd->inputs[i] = lt_tensor_retain(inputs[i]);
+  }
+  nd->out_ndim = out->ndim;
+  memcpy(nd->out_shape, out->shape, sizeof out->shape);
+  out->grad_fn = nd;
+  out->requires_grad = 1;
+  *node = nd;
+  return LT_OK;
+}
+
+void lt_node_save(lt_node *n, int slot, lt_tensor *t) {
+  lt_tensor_release(n->saved[slot]);
+  n->saved[slot] = lt_tensor_retain(t);
+}
+
+int lt_node_save_output(lt_ctx *c, lt_node *n, int slot, lt_tensor *out) {
+  lt_tensor *alias = lt_tensor_alias(c, out, out->ndim, out->shape, out->stride, out->offset);
+  if (!alias) return LT_ERR;
+  lt_tensor_release(n->saved[slot]);
+  n->saved[slot] = alias;
+  return LT_OK;
+}
+
+int lt_accumulate_grad(lt_ctx *c, lt_tensor *leaf, lt_tensor *g) {
+  if (!leaf->grad) {
+    if (g->refcount == 1 && !g->grad_fn && lt_is_contiguous(g) && g->offset == 0 &&
+        g->storage->refcount == 1 && lt_same_shape(g, leaf)) {
+      leaf->grad = lt_tensor_retain(g);
+      g->requires_grad = 0;
+      return LT_OK;
+    }
+    lt_tensor *z = lt_tensor_zeros(c, LT_F32, leaf->ndim, leaf->shape);
+    if (!z) return LT_ERR;
+    leaf->grad = z;
+  }
+  int saved = c->grad_enabled;
+  c->grad_enabled = 0;
+  int rc = lt_op_axpy_(c, leaf->grad, 1.0, g);
+  c->grad_enabled = saved;
+  return rc;
+}
+
+/* Adds g into node->grad_acc (taking g's reference when there is nothing yet). */
+static int accumulate_node(lt_ctx *c, lt_node *n, lt_tensor *g) {
+  if (!n->grad_acc) {
+    n->grad_acc = lt_tensor_retain(g);
+    return LT_OK;
+  }
+  lt_tensor *acc = n->grad_acc;
+  if (acc->refcount == 1 && acc->storage->refcount == 1 && lt_is_contiguous(acc))
+    return lt_op_axpy_(c, acc, 1.0, g);
+  lt_tensor *sum = lt_op_binary(c, LT_ADD, acc, g);
+  if (!sum) return LT_ERR;
+  lt_tensor_release(acc);
+  n->grad_acc = sum;
+  return LT_OK;
+}
+
+typedef struct node_vec { lt_node **v; size_t n, cap; } node_vec;
+
+static int vec_push(lt_ctx *c, node_vec *s, lt_node *n) {
+  if (s->n == s->cap) {
+    size_t cap = s->cap ? s->cap * 2 : 64;
+    lt_node **v = realloc(s->v, cap * sizeof *v);
+    if (!v) return lt_fail(c, LT_E_OOM, cap * sizeof *v);
+    s->v = v;
+    s->cap = cap;
+  }
+  s->v[s->n++] = n;
+  return LT_OK;
+}
+
+int lt_backward(lt_ctx *c, lt_tensor *root, lt_tensor *grad) {
+  char b1[128], b2[128];
+  if (!root->requires_grad) return lt_fail(c, LT_E_NO_GRAD_FN);
+  lt_tensor *seed = NULL;
+  if (grad) {
+    if (!lt_same_shape(grad, root))
+      return lt_fail(c, "backward: gradient has shape %s, expected the tensor's shape %s",
+                     lt_shape_str(grad, b1, sizeof b1), lt_shape_str(root, b2, sizeof b2));
+    if (lt_check_dtype(c, "backward", "gradient", grad, LT_F32)) return LT_ERR;
+    seed = lt_tensor_retain(grad);
+  } else {
+    if (lt_numel(root) != 1) return lt_fail(c, LT_E_BACKWARD_SCALAR, lt_shape_str(root, b1, sizeof b1));
+    seed = lt_op_full(c, LT_F32, root->ndim, root->shape, 1.0);
+    if (!seed) return LT_ERR;
+  }
+  if (!root->grad_fn) { /* a leaf: its gradient is the seed */
+    int rc = lt_accumulate_grad(c, root, seed);
+    lt_tensor_release(seed);
+    return rc;
+  }
+  if (root->grad_fn->released) {
+    lt_tensor_release(seed);
+    return lt_fail(c, LT_E_GRAPH_FREED, root->grad_fn->op);
+  }
+
+  int saved_mode = c->grad_enabled;
+  c->grad_enabled = 0;
+  int rc = LT_OK;
+  node_vec all = { 0 }, stack = { 0 }, ready = { 0 };
+
+  /* 1. find every node reachable from the root and count its consumers */
+  lt_node *r = root->grad_fn;
+  r->mark = 1;
+  r->deps = 0;
+  if (vec_push(c, &all, r) || vec_push(c, &stack, r)) { rc = LT_ERR; goto done; }
+  while (stack.n) {
+    lt_node *n = stack.v[--stack.n];
+    for (int i = 0; i < n->ninputs; i++) {
+      lt_tensor *in = n->inputs[i];
+      if (!in || !in->requires_grad || !in->grad_fn) continue;
+      lt_node *m = in->grad_fn;
+      if (m->released) {
+        rc = lt_fail(c, LT_E_GRAPH_FREED, m->op);
+        goto done;
+      }
+      if (!m->mark) {
+        m->mark = 1;
+        m->deps = 0;
+        if (vec_push(c, &all, m) || vec_push(c, &stack, m)) { rc = LT_ERR; goto done; }
+      }
+      m->deps++;
+    }
+  }
+
+  /* 2. run the backward rules in dependency order */
+  r->grad_acc = seed;
+  seed = NULL;
+  if (vec_push(c, &ready, r)) { rc = LT_ERR; goto done; }
+  while (ready.n) {
+    lt_node *n = ready.v[--ready.n];
+    lt_tensor *gin_inline[LT_NODE_INLINE] = { 0 };
+    lt_tensor **gin = gin_inline;
+    if (n->ninputs > LT_NODE_INLINE) {
+      gin = calloc((size_t)n->ninputs, sizeof *gin);
+      if (!gin) { rc = lt_fail(c, LT_E_OOM, sizeof *gin * (size_t)n->ninputs); goto done; }
+    }
+    if (n->grad_acc && n->backward(c, n, n->grad_acc, gin) != LT_OK) {
+      lt_fail_prefix(c, "backward");
+      rc = LT_ERR;
+    }
+    for (int i = 0; i < n->ninputs; i++) {
+      lt_tensor *in = n->inputs[i];
+      if (in && !in->requires_grad) in = NULL;
+      lt_tensor *g = gin[i];
+      if (rc == LT_OK && in && g && !lt_same_shape(g, in)) {
+        rc = lt_fail(c, "backward of %s: gradient %d has shape %s, input has %s (internal error)", n->op,
+                     i + 1, lt_shape_str(g, b1, sizeof b1), lt_shape_str(in, b2, sizeof b2));
+      }
+      if (rc == LT_OK && in && g) {
+        if (in->grad_fn) rc = accumulate_node(c, in->grad_fn, g);
+        else rc = lt_accumulate_grad(c, in, g);
+      }
+      lt_tensor_release(g);
+      if (in && in->grad_fn && --in->grad_fn->deps == 0 && rc == LT_OK)
+        if (vec_push(c, &ready, in->grad_fn)) rc = LT_ERR;
+    }
+    if (gin != gin_inline) free(gin);
+    if (rc != LT_OK) goto done;
+  }
+
+done:
+  /* free the graph that was walked; on failure only the transient gradients */
+  for (size_t i = 0; i < all.n; i++) {
+    lt_node *n = all.v[i];
+    n->mark = 0;
+    if (rc == LT_OK) {
+      node_free_graph(n);
+      n->released = 1;
+    } else {
+      lt_tensor_release(n->grad_acc);
+      n->grad_acc = NULL;
+    }
+  }
+  lt_tensor_release(seed);
+  free(all.v);
+  free(stack.v);
+  free(ready.v);
+  c->grad_enabled = saved_mode;
+  return rc;
+}

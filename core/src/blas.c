@@ -1,0 +1,164 @@
+/* blas.c — CPU feature detection, the OpenBLAS kernel-family choice, dlopen, and a fallback GEMM. */
+#include "lt_blas.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#include <xmmintrin.h>
+#define LT_X86 1
+#endif
+
+enum { CblasRowMajor = 101, CblasNoTrans = 111, CblasTrans = 112 };
+typedef void (*sgemm_fn)(int, int, int, int, int, int, float, const float *, int, const float *, int, float,
+                         float *, int);
+
+/* Process-wide by nature: the BLAS library is loaded once per process. */
+static struct {
+  pthread_once_t once;
+  lt_blas_info info;
+  sgemm_fn sgemm;
+  void (*set_threads)(int);
+} B = { PTHREAD_ONCE_INIT, { 0 }, NULL, NULL };
+
+typedef struct cpu_feats { int avx, avx2, fma, avx512f, avx512bw, avx512dq, avx512vl, avx512cd; } cpu_feats;
+
+static cpu_feats detect(void) {
+  cpu_feats f = { 0 };
+#ifdef LT_X86
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  int osxsave = (c >> 27) & 1, avx = (c >> 28) & 1, fma = (c >> 12) & 1;
+  unsigned long long xcr0 = 0;
+  if (osxsave) {
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    xcr0 = ((unsigned long long)hi << 32) | lo;
+  }
+  int os_avx = (xcr0 & 0x6) == 0x6, os_avx512 = (xcr0 & 0xe6) == 0xe6;
+  f.avx = avx && os_avx;
+  f.fma = fma && f.avx;
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
+    f.avx2 = ((b >> 5) & 1) && f.avx;
+    f.avx512f = ((b >> 16) & 1) && os_avx512;
+    f.avx512dq = ((b >> 17) & 1) && os_avx512;
+    f.avx512cd = ((b >> 28) & 1) && os_avx512;
+    f.avx512bw = ((b >> 30) & 1) && os_avx512;
+    f.avx512vl = ((b >> 31) & 1) && os_avx512;
+  }
+#endif
+  return f;
+}
+
+static const char *choose_family(cpu_feats f) {
+  if (f.avx512f && f.avx512bw && f.avx512dq && f.avx512vl && f.avx512cd) return "SkylakeX";
+  if (f.avx2 && f.fma) return "Haswell";
+  if (f.avx) return "Sandybridge";
+  return NULL;
+}
+
+static void naive_sgemm(int order, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
+                        const float *b, int ldb, float beta, float *c, int ldc) {
+  (void)order;
+  for (int i = 0; i < m; i++)
+    for (int j = 0; j < n; j++) {
+      float s = 0;
+      for (int p = 0; p < k; p++) {
+        float x = ta == CblasTrans ? a[p * lda + i] : a[i * lda + p];
+        float y = tb == CblasTrans ? b[j * ldb + p] : b[p * ldb + j];
+        s += x * y;
+      }
+      c[i * ldc + j] = alpha * s + (beta == 0 ? 0 : beta * c[i * ldc + j]);
+    }
+}
+
+int lt_blas_cpu_count(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? (int)n : 1;
+}
+
+static void init_once(void) {
+  lt_blas_info *I = &B.info;
+  cpu_feats f = detect();
+  snprintf(I->cpu_features, sizeof I->cpu_features, "%s%s%s%s%s%s%s%s", f.avx ? "avx " : "", f.avx2 ? "avx2 " : "",
+           f.fma ? "fma " : "", f.avx512f ? "avx512f " : "", f.avx512cd ? "avx512cd " : "",
+           f.avx512bw ? "avx512bw " : "", f.avx512dq ? "avx512dq " : "", f.avx512vl ? "avx512vl" : "");
+  const char *user = getenv("OPENBLAS_CORETYPE");
+  if (user && *user) {
+    snprintf(I->coretype, sizeof I->coretype, "%s", user);
+    I->reason = "user: OPENBLAS_CORETYPE was set in the environment";
+  } else {
+    const char *fam = choose_family(f);
+    if (fam) {
+      setenv("OPENBLAS_CORETYPE", fam, 0);
+      snprintf(I->coretype, sizeof I->coretype, "%s", fam);
+      I->reason = "cpu features: the best OpenBLAS kernel family this CPU and OS support "
+                  "(Debian's OpenBLAS 0.3.21 misdetects AVX-512 Xeons as Prescott)";
+    } else {
+      I->reason = "cpu features: no AVX; OpenBLAS chooses by itself";
+    }
+  }
+  /* OpenBLAS starts its own threads; 2 pools on 2 cores fight, so lutra owns the count. */
+  if (!getenv("OPENBLAS_NUM_THREADS")) {
+    char n[16];
+    snprintf(n, sizeof n, "%d", lt_blas_cpu_count());
+    setenv("OPENBLAS_NUM_THREADS", n, 0);
+  }
+  static const char *const libs[] = { "libopenblas.so.0", "libopenblas.so", "libblas.so.3" };
+  for (size_t i = 0; i < sizeof libs / sizeof *libs && !B.sgemm; i++) {
+    void *h = dlopen(libs[i], RTLD_NOW | RTLD_LOCAL);
+    if (!h) continue;
+    B.sgemm = (sgemm_fn)dlsym(h, "cblas_sgemm");
+    if (!B.sgemm) { dlclose(h); continue; }
+    I->library = libs[i];
+    B.set_threads = (void (*)(int))dlsym(h, "openblas_set_num_threads");
+    char *(*corename)(void) = (char *(*)(void))dlsym(h, "openblas_get_corename");
+    char *(*config)(void) = (char *(*)(void))dlsym(h, "openblas_get_config");
+    if (corename) snprintf(I->corename, sizeof I->corename, "%s", corename());
+    if (config) snprintf(I->config, sizeof I->config, "%s", config());
+  }
+  if (!B.sgemm) {
+    B.sgemm = naive_sgemm;
+    I->library = "builtin";
+    I->reason = "no BLAS library found (install libopenblas0): using lutra's plain C GEMM, which is slow";
+  }
+  I->threads = lt_blas_cpu_count();
+}
+
+void lt_blas_init(void) { pthread_once(&B.once, init_once); }
+
+const lt_blas_info *lt_blas_get_info(void) {
+  lt_blas_init();
+  return &B.info;
+}
+
+void lt_blas_set_threads(int n) {
+  lt_blas_init();
+  if (n < 1) n = 1;
+  if (B.set_threads) B.set_threads(n);
+  B.info.threads = n;
+}
+
+int lt_set_flush_denormal(int on) {
+#ifdef LT_X86
+  unsigned csr = _mm_getcsr();
+  int was = (csr & 0x8040) == 0x8040;
+  _mm_setcsr(on ? (csr | 0x8040) : (csr & ~0x8040u));
+  return was;
+#else
+  (void)on;
+  return 0;
+#endif
+}
+
+void lt_blas_sgemm(int transa, int transb, int m, int n, int k, float alpha, const float *a, int lda,
+                   const float *b, int ldb, float beta, float *c, int ldc) {
+  lt_blas_init();
+  B.sgemm(CblasRowMajor, transa ? CblasTrans : CblasNoTrans, transb ? CblasTrans : CblasNoTrans, m, n, k, alpha,
+          a, lda, b, ldb, beta, c, ldc);
+}

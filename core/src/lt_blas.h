@@ -1,0 +1,35 @@
+/*
+ * lt_blas.h — OpenBLAS, loaded at run time so that lutra chooses its kernel family first.
+ *
+ * Debian's OpenBLAS 0.3.21 does not recognise recent AVX-512 Xeons and falls back to its slowest
+ * ("Prescott") kernels. OpenBLAS reads OPENBLAS_CORETYPE once, when it is loaded, so lutra detects the
+ * CPU's features (cpuid + xgetbv), sets OPENBLAS_CORETYPE to the best family the CPU really supports
+ * unless the user already set it, and only then dlopens the library. Without any BLAS a plain C GEMM
+ * keeps everything working (slowly), and lt.blas_info() says so.
+ */
+#ifndef LT_BLAS_H
+#define LT_BLAS_H
+
+#include <stdint.h>
+
+typedef struct lt_blas_info {
+  const char *library;      /* path that was loaded, or "builtin" */
+  char coretype[32];        /* the kernel family OpenBLAS was told, or "" */
+  char corename[64];        /* what OpenBLAS reports it uses */
+  char config[256];         /* openblas_get_config() */
+  const char *reason;       /* why this family: "user" (OPENBLAS_CORETYPE was set), "cpu features", ... */
+  char cpu_features[128];   /* "avx512f avx512bw ... avx2 fma" */
+  int threads;
+} lt_blas_info;
+
+void lt_blas_init(void);                 /* idempotent, thread-safe */
+const lt_blas_info *lt_blas_get_info(void);
+void lt_blas_set_threads(int n);
+int lt_blas_cpu_count(void);
+/* Sets FTZ/DAZ on the calling thread (x86 MXCSR); returns the previous state. */
+int lt_set_flush_denormal(int on);
+/* Row-major sgemm, C = alpha * op(A) op(B) + beta * C. */
+void lt_blas_sgemm(int transa, int transb, int m, int n, int k, float alpha, const float *a, int lda,
+                   const float *b, int ldb, float beta, float *c, int ldc);
+
+#endif

@@ -1,0 +1,95 @@
+/*
+ * lt_ops.h — tensor operations. Differentiable ops record an autograd node when grad mode is on and an
+ * input requires grad; their backward rules live next to their forward code.
+ *
+ * Each op returns a new reference or NULL with the message in c->err (see lt_tensor.h). In-place ops end
+ * with an underscore, return LT_OK/LT_ERR, never record autograd, and refuse tensors that require grad
+ * while grad mode is on. dims are 0-based and already normalised (the binding maps 1-based/negative dims).
+ */
+#ifndef LT_OPS_H
+#define LT_OPS_H
+
+#include "lt_tensor.h"
+
+/* --- creation and filling (ops_create.c) ------------------------------------------------------ */
+lt_tensor *lt_op_full(lt_ctx *c, lt_dtype dt, int ndim, const int64_t *shape, double v);
+lt_tensor *lt_op_arange(lt_ctx *c, double a, double b, double step, lt_dtype dt);
+lt_tensor *lt_op_eye(lt_ctx *c, int64_t n, int64_t m);
+lt_tensor *lt_op_rand(lt_ctx *c, int ndim, const int64_t *shape);
+lt_tensor *lt_op_randn(lt_ctx *c, int ndim, const int64_t *shape);
+int lt_op_fill_(lt_ctx *c, lt_tensor *t, double v);
+int lt_op_zero_(lt_ctx *c, lt_tensor *t);
+int lt_op_uniform_(lt_ctx *c, lt_tensor *t, double a, double b);
+int lt_op_normal_(lt_ctx *c, lt_tensor *t, double mean, double std);
+int lt_op_copy_(lt_ctx *c, lt_tensor *dst, lt_tensor *src);        /* broadcasts src, converts dtype */
+lt_tensor *lt_op_clone(lt_ctx *c, lt_tensor *t);                    /* differentiable, contiguous */
+lt_tensor *lt_op_contiguous(lt_ctx *c, lt_tensor *t);               /* retains t when already contiguous */
+lt_tensor *lt_op_to_dtype(lt_ctx *c, lt_tensor *t, lt_dtype dt);    /* copy; retains when same dtype */
+lt_tensor *lt_op_detach(lt_ctx *c, lt_tensor *t);                   /* shares storage, no grad */
+
+/* --- views and shape (ops_shape.c) -------------------------------------------------------------- */
+lt_tensor *lt_op_view(lt_ctx *c, lt_tensor *t, int ndim, const int64_t *shape);    /* one size may be -1 */
+lt_tensor *lt_op_reshape(lt_ctx *c, lt_tensor *t, int ndim, const int64_t *shape); /* view or copy */
+lt_tensor *lt_op_transpose(lt_ctx *c, lt_tensor *t, int d1, int d2);
+lt_tensor *lt_op_permute(lt_ctx *c, lt_tensor *t, const int *perm);
+lt_tensor *lt_op_narrow(lt_ctx *c, lt_tensor *t, int dim, int64_t start, int64_t len); /* start 0-based */
+lt_tensor *lt_op_select(lt_ctx *c, lt_tensor *t, int dim, int64_t index);              /* 0-based */
+lt_tensor *lt_op_unsqueeze(lt_ctx *c, lt_tensor *t, int dim);
+lt_tensor *lt_op_squeeze(lt_ctx *c, lt_tensor *t, int dim);   /* dim -1: every size-1 dim */
+lt_tensor *lt_op_expand(lt_ctx *c, lt_tensor *t, int ndim, const int64_t *shape);
+lt_tensor *lt_op_cat(lt_ctx *c, int n, lt_tensor *const *ts, int dim);
+lt_tensor *lt_op_stack(lt_ctx *c, int n, lt_tensor *const *ts, int dim);
+
+/* --- elementwise (ops_elementwise.c) ------------------------------------------------------------ */
+typedef enum lt_binop { LT_ADD, LT_SUB, LT_MUL, LT_DIV, LT_POW, LT_MAXIMUM, LT_MINIMUM,
+                        LT_EQ, LT_NE, LT_LT, LT_LE, LT_GT, LT_GE } lt_binop;
+lt_tensor *lt_op_binary(lt_ctx *c, lt_binop op, lt_tensor *a, lt_tensor *b);        /* broadcasting */
+lt_tensor *lt_op_binary_scalar(lt_ctx *c, lt_binop op, lt_tensor *a, double s, int scalar_first);
+int lt_op_binary_(lt_ctx *c, lt_binop op, lt_tensor *a, lt_tensor *b);               /* a op= b */
+int lt_op_binary_scalar_(lt_ctx *c, lt_binop op, lt_tensor *a, double s);
+/* a += alpha * b (b broadcast to a); the workhorse of gradient accumulation and optimizers */
+int lt_op_axpy_(lt_ctx *c, lt_tensor *a, double alpha, lt_tensor *b);
+
+typedef enum lt_unop { LT_NEG, LT_EXP, LT_LOG, LT_SQRT, LT_ABS, LT_TANH, LT_SIGMOID, LT_RELU,
+                       LT_SIN, LT_COS, LT_GELU, LT_RSQRT, LT_SIGN, LT_LOG1P, LT_SQUARE } lt_unop;
+lt_tensor *lt_op_unary(lt_ctx *c, lt_unop op, lt_tensor *a);
+int lt_op_unary_(lt_ctx *c, lt_unop op, lt_tensor *a);
+lt_tensor *lt_op_leaky_relu(lt_ctx *c, lt_tensor *a, double slope);
+lt_tensor *lt_op_clamp(lt_ctx *c, lt_tensor *a, double lo, double hi);   /* +-INFINITY for none */
+int lt_op_clamp_(lt_ctx *c, lt_tensor *a, double lo, double hi);
+lt_tensor *lt_op_where(lt_ctx *c, lt_tensor *cond, lt_tensor *a, lt_tensor *b);
+const char *lt_binop_name(lt_binop op);
+const char *lt_unop_name(lt_unop op);
+
+/* --- reductions (ops_reduce.c) ------------------------------------------------------------------ */
+typedef enum lt_redop { LT_RSUM, LT_RMEAN, LT_RMAX, LT_RMIN } lt_redop;
+/* dim < 0: over all elements (result 0-dim, or all-ones shape with keepdim) */
+lt_tensor *lt_op_reduce(lt_ctx *c, lt_redop op, lt_tensor *a, int dim, int keepdim);
+/* max/min along dim with their indices (0-based int64 here; the binding shows them 1-based) */
+int lt_op_reduce_idx(lt_ctx *c, lt_redop op, lt_tensor *a, int dim, int keepdim,
+                     lt_tensor **values, lt_tensor **indices);
+lt_tensor *lt_op_argmax(lt_ctx *c, lt_tensor *a, int dim, int keepdim);      /* dim < 0: flat index */
+/* Sums g down to `shape` (the reverse of broadcasting). */
+lt_tensor *lt_op_sum_to(lt_ctx *c, lt_tensor *g, int ndim, const int64_t *shape);
+
+/* --- linear algebra (ops_matmul.c) -------------------------------------------------------------- */
+lt_tensor *lt_op_matmul(lt_ctx *c, lt_tensor *a, lt_tensor *b);
+/* y = x W^T + b, x [..., in], W [out, in], b [out] or NULL (fused, one GEMM) */
+lt_tensor *lt_op_linear(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b);
+/* raw sgemm on contiguous (or transposed-contiguous) 2-D operands: C = alpha*op(A)op(B) + beta*C */
+int lt_gemm(lt_ctx *c, int transa, int transb, int64_t m, int64_t n, int64_t k, float alpha,
+            const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *cc, int64_t ldc);
+
+/* --- softmax family and indexing (ops_softmax.c, ops_index.c) ------------------------------------ */
+lt_tensor *lt_op_softmax(lt_ctx *c, lt_tensor *a, int dim);
+lt_tensor *lt_op_log_softmax(lt_ctx *c, lt_tensor *a, int dim);
+lt_tensor *lt_op_gather(lt_ctx *c, lt_tensor *a, int dim, lt_tensor *index);        /* index 0-based int64 */
+lt_tensor *lt_op_index_select(lt_ctx *c, lt_tensor *a, int dim, lt_tensor *index);  /* index 0-based int64 */
+
+/* Helpers shared by op files. */
+int lt_check_dtype(lt_ctx *c, const char *op, const char *what, const lt_tensor *t, lt_dtype want);
+int lt_check_inplace(lt_ctx *c, const char *op, const lt_tensor *t);
+int lt_broadcast_shape(lt_ctx *c, const char *op, const lt_tensor *a, const lt_tensor *b,
+                       int *ndim, int64_t *shape);
+
+#endif

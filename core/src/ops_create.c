@@ -1,0 +1,202 @@
+/* ops_create.c — creation, filling, random init, copies and dtype conversion. */
+#include <math.h>
+#include <string.h>
+
+#include "lt_errors.h"
+#include "lt_iter.h"
+#include "lt_ops.h"
+
+lt_tensor *lt_op_full(lt_ctx *c, lt_dtype dt, int ndim, const int64_t *shape, double v) {
+  lt_tensor *t = lt_tensor_new(c, dt, ndim, shape);
+  if (t && lt_op_fill_(c, t, v)) { lt_tensor_release(t); return NULL; }
+  return t;
+}
+
+lt_tensor *lt_op_arange(lt_ctx *c, double a, double b, double step, lt_dtype dt) {
+  if (step == 0) { lt_fail(c, "arange: step must be nonzero"); return NULL; }
+  if ((step > 0 && b < a) || (step < 0 && b > a)) {
+    lt_fail(c, "arange: the range [%g, %g) is empty or reversed for step %g", a, b, step);
+    return NULL;
+  }
+  int64_t n = (int64_t)ceil((b - a) / step);
+  if (n < 0) n = 0;
+  lt_tensor *t = lt_tensor_new(c, dt, 1, &n);
+  if (!t) return NULL;
+  for (int64_t i = 0; i < n; i++) {
+    double v = a + (double)i * step;
+    if (dt == LT_I64) lt_i64(t)[i] = (int64_t)v;
+    else lt_f32(t)[i] = (float)v;
+  }
+  return t;
+}
+
+lt_tensor *lt_op_eye(lt_ctx *c, int64_t n, int64_t m) {
+  int64_t shape[2] = { n, m };
+  lt_tensor *t = lt_tensor_zeros(c, LT_F32, 2, shape);
+  if (!t) return NULL;
+  for (int64_t i = 0; i < n && i < m; i++) lt_f32(t)[i * m + i] = 1.0f;
+  return t;
+}
+
+lt_tensor *lt_op_rand(lt_ctx *c, int ndim, const int64_t *shape) {
+  lt_tensor *t = lt_tensor_new(c, LT_F32, ndim, shape);
+  if (t) lt_op_uniform_(c, t, 0.0, 1.0);
+  return t;
+}
+
+lt_tensor *lt_op_randn(lt_ctx *c, int ndim, const int64_t *shape) {
+  lt_tensor *t = lt_tensor_new(c, LT_F32, ndim, shape);
+  if (t) lt_op_normal_(c, t, 0.0, 1.0);
+  return t;
+}
+
+/* Visits every element of t (any layout) in row-major logical order. */
+#define FOR_EACH_ELEMENT(t, off, body)                                            \
+  do {                                                                            \
+    const int64_t *_st[1] = { (t)->stride };                                      \
+    lt_iter _it;                                                                  \
+    lt_iter_init(&_it, (t)->ndim, (t)->shape, 1, _st);                            \
+    LT_ITER_ROWS(&_it, _o0, _o1, _o2) {                                           \
+      for (int64_t _i = 0; _i < _it.n; _i++) { int64_t off = _o0 + _i * _it.s[0]; body; } \
+    } LT_ITER_ROWS_END(&_it, _o0, _o1, _o2);                                      \
+  } while (0)
+
+int lt_op_fill_(lt_ctx *c, lt_tensor *t, double v) {
+  if (lt_check_inplace(c, "fill_", t)) return LT_ERR;
+  if (t->dtype == LT_I64) {
+    int64_t iv = (int64_t)v, *p = lt_i64(t);
+    FOR_EACH_ELEMENT(t, o, p[o] = iv);
+  } else {
+    float fv = (float)v, *p = lt_f32(t);
+    if (lt_is_contiguous(t)) {
+      int64_t n = lt_numel(t);
+      for (int64_t i = 0; i < n; i++) p[i] = fv;
+    } else {
+      FOR_EACH_ELEMENT(t, o, p[o] = fv);
+    }
+  }
+  return LT_OK;
+}
+
+int lt_op_zero_(lt_ctx *c, lt_tensor *t) {
+  if (lt_check_inplace(c, "zero_", t)) return LT_ERR;
+  if (lt_is_contiguous(t)) {
+    memset((char *)t->storage->data + t->offset * (int64_t)lt_dtype_size(t->dtype), 0,
+           (size_t)lt_numel(t) * lt_dtype_size(t->dtype));
+    return LT_OK;
+  }
+  return lt_op_fill_(c, t, 0.0);
+}
+
+int lt_op_uniform_(lt_ctx *c, lt_tensor *t, double a, double b) {
+  if (lt_check_inplace(c, "uniform_", t)) return LT_ERR;
+  if (lt_check_dtype(c, "uniform_", "the tensor", t, LT_F32)) return LT_ERR;
+  if (!(a <= b)) return lt_fail(c, "uniform_: expected a <= b, got a=%g, b=%g", a, b);
+  float *p = lt_f32(t);
+  FOR_EACH_ELEMENT(t, o, p[o] = (float)(a + (b - a) * lt_rng_uniform(&c->rng)));
+  return LT_OK;
+}
+
+int lt_op_normal_(lt_ctx *c, lt_tensor *t, double mean, double std) {
+  if (lt_check_inplace(c, "normal_", t)) return LT_ERR;
+  if (lt_check_dtype(c, "normal_", "the tensor", t, LT_F32)) return LT_ERR;
+  if (!(std >= 0)) return lt_fail(c, "normal_: std must be >= 0, got %g", std);
+  float *p = lt_f32(t);
+  FOR_EACH_ELEMENT(t, o, p[o] = (float)(mean + std * lt_rng_normal(&c->rng)));
+  return LT_OK;
+}
+
+/* dst <- src (broadcast), converting dtype. No autograd. */
+static void copy_raw(lt_tensor *dst, const lt_tensor *src) {
+  int64_t sd[LT_MAX_DIM], ss[LT_MAX_DIM];
+  lt_broadcast_strides(dst, dst->ndim, dst->shape, sd);
+  lt_broadcast_strides(src, dst->ndim, dst->shape, ss);
+  const int64_t *st[2] = { sd, ss };
+  lt_iter it;
+  lt_iter_init(&it, dst->ndim, dst->shape, 2, st);
+  if (dst->dtype == LT_F32 && src->dtype == LT_F32) {
+    float *pd = lt_f32(dst);
+    const float *ps = lt_f32(src);
+    LT_ITER_ROWS(&it, o0, o1, o2) {
+      if (it.s[0] == 1 && it.s[1] == 1) memcpy(pd + o0, ps + o1, (size_t)it.n * sizeof(float));
+      else for (int64_t i = 0; i < it.n; i++) pd[o0 + i * it.s[0]] = ps[o1 + i * it.s[1]];
+    } LT_ITER_ROWS_END(&it, o0, o1, o2);
+  } else if (dst->dtype == LT_I64 && src->dtype == LT_I64) {
+    int64_t *pd = lt_i64(dst);
+    const int64_t *ps = lt_i64(src);
+    LT_ITER_ROWS(&it, o0, o1, o2) {
+      for (int64_t i = 0; i < it.n; i++) pd[o0 + i * it.s[0]] = ps[o1 + i * it.s[1]];
+    } LT_ITER_ROWS_END(&it, o0, o1, o2);
+  } else if (dst->dtype == LT_F32) {
+    float *pd = lt_f32(dst);
+    const int64_t *ps = lt_i64(src);
+    LT_ITER_ROWS(&it, o0, o1, o2) {
+      for (int64_t i = 0; i < it.n; i++) pd[o0 + i * it.s[0]] = (float)ps[o1 + i * it.s[1]];
+    } LT_ITER_ROWS_END(&it, o0, o1, o2);
+  } else {
+    int64_t *pd = lt_i64(dst);
+    const float *ps = lt_f32(src);
+    LT_ITER_ROWS(&it, o0, o1, o2) {
+      for (int64_t i = 0; i < it.n; i++) pd[o0 + i * it.s[0]] = (int64_t)ps[o1 + i * it.s[1]];
+    } LT_ITER_ROWS_END(&it, o0, o1, o2);
+  }
+}
+
+int lt_op_copy_(lt_ctx *c, lt_tensor *dst, lt_tensor *src) {
+  if (lt_check_inplace(c, "copy_", dst)) return LT_ERR;
+  int ndim;
+  int64_t shape[LT_MAX_DIM];
+  if (lt_broadcast_shape(c, "copy_", dst, src, &ndim, shape)) return LT_ERR;
+  int ok = ndim == dst->ndim;
+  for (int d = 0; d < ndim && ok; d++) ok = shape[d] == dst->shape[d];
+  if (!ok) {
+    char b1[128], b2[128];
+    return lt_fail(c, "copy_: source %s cannot be copied into %s", lt_shape_str(src, b1, sizeof b1),
+                   lt_shape_str(dst, b2, sizeof b2));
+  }
+  if (src->storage == dst->storage && !(src->offset == dst->offset && lt_is_contiguous(src) && lt_is_contiguous(dst))) {
+    /* overlapping memory: go through a temporary */
+    lt_tensor *tmp = lt_tensor_new(c, src->dtype, src->ndim, src->shape);
+    if (!tmp) return LT_ERR;
+    copy_raw(tmp, src);
+    copy_raw(dst, tmp);
+    lt_tensor_release(tmp);
+    return LT_OK;
+  }
+  copy_raw(dst, src);
+  return LT_OK;
+}
+
+static int identity_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
+  (void)c; (void)n;
+  gin[0] = lt_tensor_retain(g);
+  return LT_OK;
+}
+
+lt_tensor *lt_op_clone(lt_ctx *c, lt_tensor *t) {
+  lt_tensor *out = lt_tensor_new_like(c, t);
+  if (!out) return NULL;
+  copy_raw(out, t);
+  lt_node *nd;
+  if (t->dtype == LT_F32 && lt_record(c, out, "clone", identity_backward, 1, &t, &nd)) {
+    lt_tensor_release(out);
+    return NULL;
+  }
+  return out;
+}
+
+lt_tensor *lt_op_contiguous(lt_ctx *c, lt_tensor *t) {
+  if (lt_is_contiguous(t)) return lt_tensor_retain(t);
+  return lt_op_clone(c, t);
+}
+
+lt_tensor *lt_op_to_dtype(lt_ctx *c, lt_tensor *t, lt_dtype dt) {
+  if (t->dtype == dt) return lt_tensor_retain(t);
+  lt_tensor *out = lt_tensor_new(c, dt, t->ndim, t->shape);
+  if (out) copy_raw(out, t);
+  return out; /* conversions to or from int64 carry no gradient */
+}
+
+lt_tensor *lt_op_detach(lt_ctx *c, lt_tensor *t) {
+  return lt_tensor_alias(c, t, t->ndim, t->shape, t->stride, t->offset);
+}

@@ -1,0 +1,698 @@
+/*
+ * ops_elementwise.c — broadcasting binary ops, scalar ops, unary maths and activations, with their
+ * backward rules. Forward loops run over merged strided rows (lt_iter.h) so contiguous and bias-like
+ * broadcasts are unit-stride loops the compiler vectorises.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "lt_errors.h"
+#include "lt_iter.h"
+#include "lt_ops.h"
+
+static const char *const binop_names[] = { "add", "sub", "mul", "div", "pow", "maximum", "minimum",
+                                           "eq", "ne", "lt", "le", "gt", "ge" };
+static const char *const unop_names[] = { "neg", "exp", "log", "sqrt", "abs", "tanh", "sigmoid", "relu",
+                                          "sin", "cos", "gelu", "rsqrt", "sign", "log1p", "square" };
+const char *lt_binop_name(lt_binop op) { return binop_names[op]; }
+const char *lt_unop_name(lt_unop op) { return unop_names[op]; }
+
+static int is_compare(lt_binop op) { return op >= LT_EQ; }
+
+int lt_check_dtype(lt_ctx *c, const char *op, const char *what, const lt_tensor *t, lt_dtype want) {
+  if (t->dtype == want) return LT_OK;
+  return lt_fail(c, LT_E_DTYPE, op, what, lt_dtype_name(want), lt_dtype_name(t->dtype));
+}
+
+int lt_check_inplace(lt_ctx *c, const char *op, const lt_tensor *t) {
+  if (c->grad_enabled && t->requires_grad) return lt_fail(c, LT_E_INPLACE_GRAD, op);
+  return LT_OK;
+}
+
+int lt_broadcast_shape(lt_ctx *c, const char *op, const lt_tensor *a, const lt_tensor *b, int *ndim,
+                       int64_t *shape) {
+  int n = a->ndim > b->ndim ? a->ndim : b->ndim;
+  for (int d = 0; d < n; d++) {
+    int da = d - (n - a->ndim), db = d - (n - b->ndim);
+    int64_t sa = da >= 0 ? a->shape[da] : 1, sb = db >= 0 ? b->shape[db] : 1;
+    if (sa != sb && sa != 1 && sb != 1) {
+      char b1[128], b2[128];
+      return lt_fail(c, LT_E_BROADCAST, op, lt_shape_str(a, b1, sizeof b1), lt_shape_str(b, b2, sizeof b2));
+    }
+    shape[d] = sa == 1 ? sb : sa;
+  }
+  *ndim = n;
+  return LT_OK;
+}
+
+/* ---- scalar maths, shared by forward loops ---------------------------------------------------- */
+
+static inline float bin_f(lt_binop op, float x, float y) {
+  switch (op) {
+    case LT_ADD: return x + y;
+    case LT_SUB: return x - y;
+    case LT_MUL: return x * y;
+    case LT_DIV: return x / y;
+    case LT_POW: return powf(x, y);
+    case LT_MAXIMUM: return x >= y || isnan(x) ? x : y;
+    case LT_MINIMUM: return x <= y || isnan(x) ? x : y;
+    case LT_EQ: return x == y;
+    case LT_NE: return x != y;
+    case LT_LT: return x < y;
+    case LT_LE: return x <= y;
+    case LT_GT: return x > y;
+    case LT_GE: return x >= y;
+  }
+  return 0;
+}
+
+static inline int64_t bin_i(lt_binop op, int64_t x, int64_t y) {
+  switch (op) {
+    case LT_ADD: return x + y;
+    case LT_SUB: return x - y;
+    case LT_MUL: return x * y;
+    case LT_MAXIMUM: return x >= y ? x : y;
+    case LT_MINIMUM: return x <= y ? x : y;
+    case LT_EQ: return x == y;
+    case LT_NE: return x != y;
+    case LT_LT: return x < y;
+    case LT_LE: return x <= y;
+    case LT_GT: return x > y;
+    case LT_GE: return x >= y;
+    default: return 0;
+  }
+}
+
+/* Row loop for float32: specialised on unit/zero strides so each case vectorises. */
+static inline void bin_row_f(lt_binop op, float *o, int64_t so, const float *x, int64_t sx, const float *y,
+                             int64_t sy, int64_t n) {
+  if (so == 1 && sx == 1 && sy == 1) {
+    for (int64_t i = 0; i < n; i++) o[i] = bin_f(op, x[i], y[i]);
+  } else if (so == 1 && sx == 1 && sy == 0) {
+    float v = y[0];
+    for (int64_t i = 0; i < n; i++) o[i] = bin_f(op, x[i], v);
+  } else if (so == 1 && sx == 0 && sy == 1) {
+    float v = x[0];
+    for (int64_t i = 0; i < n; i++) o[i] = bin_f(op, v, y[i]);
+  } else {
+    for (int64_t i = 0; i < n; i++) o[i * so] = bin_f(op, x[i * sx], y[i * sy]);
+  }
+}
+
+#define BIN_CASE(OP)                                                                                \
+  case OP:                                                                                          \
+    LT_ITER_ROWS(&it, o0, o1, o2) { bin_row_f(OP, po + o0, it.s[0], px + o1, it.s[1], py + o2, it.s[2], it.n); } \
+    LT_ITER_ROWS_END(&it, o0, o1, o2);                                                              \
+    break;
+
+/* out = x op y over a common shape; all float32; out may alias x (in-place). */
+static void binary_f32(lt_binop op, int ndim, const int64_t *shape, lt_tensor *out, const lt_tensor *x,
+                       const lt_tensor *y) {
+  int64_t so[LT_MAX_DIM], sx[LT_MAX_DIM], sy[LT_MAX_DIM];
+  lt_broadcast_strides(out, ndim, shape, so);
+  lt_broadcast_strides(x, ndim, shape, sx);
+  lt_broadcast_strides(y, ndim, shape, sy);
+  const int64_t *st[3] = { so, sx, sy };
+  lt_iter it;
+  lt_iter_init(&it, ndim, shape, 3, st);
+  float *po = lt_f32(out);
+  const float *px = lt_f32(x), *py = lt_f32(y);
+  switch (op) {
+    BIN_CASE(LT_ADD) BIN_CASE(LT_SUB) BIN_CASE(LT_MUL) BIN_CASE(LT_DIV) BIN_CASE(LT_POW)
+    BIN_CASE(LT_MAXIMUM) BIN_CASE(LT_MINIMUM) BIN_CASE(LT_EQ) BIN_CASE(LT_NE) BIN_CASE(LT_LT)
+    BIN_CASE(LT_LE) BIN_CASE(LT_GT) BIN_CASE(LT_GE)
+  }
+}
+
+/* int64 operands; out is int64 (arithmetic) or float32 (comparison masks). */
+static void binary_i64(lt_binop op, int ndim, const int64_t *shape, lt_tensor *out, const lt_tensor *x,
+                       const lt_tensor *y) {
+  int64_t so[LT_MAX_DIM], sx[LT_MAX_DIM], sy[LT_MAX_DIM];
+  lt_broadcast_strides(out, ndim, shape, so);
+  lt_broadcast_strides(x, ndim, shape, sx);
+  lt_broadcast_strides(y, ndim, shape, sy);
+  const int64_t *st[3] = { so, sx, sy };
+  lt_iter it;
+  lt_iter_init(&it, ndim, shape, 3, st);
+  const int64_t *px = lt_i64(x), *py = lt_i64(y);
+  LT_ITER_ROWS(&it, o0, o1, o2) {
+    for (int64_t i = 0; i < it.n; i++) {
+      int64_t v = bin_i(op, px[o1 + i * it.s[1]], py[o2 + i * it.s[2]]);
+      if (out->dtype == LT_F32) lt_f32(out)[o0 + i * it.s[0]] = (float)v;
+      else lt_i64(out)[o0 + i * it.s[0]] = v;
+    }
+  }
+  LT_ITER_ROWS_END(&it, o0, o1, o2);
+}
+
+/* ---- backward rules --------------------------------------------------------------------------- */
+
+/* helper: op result reduced to the input's shape; consumes t */
+static lt_tensor *to_shape(lt_ctx *c, lt_tensor *t, const lt_tensor *like) {
+  if (!t) return NULL;
+  if (lt_same_shape(t, like)) return t;
+  lt_tensor *r = lt_op_sum_to(c, t, like->ndim, like->shape);
+  lt_tensor_release(t);
+  return r;
+}
+
+static int binary_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
+  lt_binop op = (lt_binop)n->i[0];
+  lt_tensor *a = n->inputs[0], *b = n->inputs[1], *out = n->saved[0];
+  int need_a = a->requires_grad, need_b = b->requires_grad;
+  switch (op) {
+    case LT_ADD:
+      if (need_a) gin[0] = to_shape(c, lt_tensor_retain(g), a);
+      if (need_b) gin[1] = to_shape(c, lt_tensor_retain(g), b);
+      break;
+    case LT_SUB:
+      if (need_a) gin[0] = to_shape(c, lt_tensor_retain(g), a);
+      if (need_b) gin[1] = to_shape(c, lt_op_unary(c, LT_NEG, g), b);
+      break;
+    case LT_MUL:
+      if (need_a) gin[0] = to_shape(c, lt_op_binary(c, LT_MUL, g, b), a);
+      if (need_b) gin[1] = to_shape(c, lt_op_binary(c, LT_MUL, g, a), b);
+      break;
+    case LT_DIV:
+      if (need_a) gin[0] = to_shape(c, lt_op_binary(c, LT_DIV, g, b), a);
+      if (need_b) { /* -g * out / b */
+        lt_tensor *t = lt_op_binary(c, LT_MUL, g, out);
+        lt_tensor *u = t ? lt_op_binary(c, LT_DIV, t, b) : NULL;
+        lt_tensor_release(t);
+        if (u && lt_op_unary_(c, LT_NEG, u)) { lt_tensor_release(u); u = NULL; }
+        gin[1] = to_shape(c, u, b);
+      }
+      break;
+    case LT_POW:
+      if (need_a) { /* g * b * a^(b-1) */
+        lt_tensor *bm1 = lt_op_binary_scalar(c, LT_SUB, b, 1.0, 0);
+        lt_tensor *p = bm1 ? lt_op_binary(c, LT_POW, a, bm1) : NULL;
+        lt_tensor *q = p ? lt_op_binary(c, LT_MUL, p, b) : NULL;
+        lt_tensor *r = q ? lt_op_binary(c, LT_MUL, q, g) : NULL;
+        lt_tensor_release(bm1); lt_tensor_release(p); lt_tensor_release(q);
+        gin[0] = to_shape(c, r, a);
+      }
+      if (need_b) { /* g * out * log(a) */
+        lt_tensor *la = lt_op_unary(c, LT_LOG, a);
+        lt_tensor *p = la ? lt_op_binary(c, LT_MUL, la, out) : NULL;
+        lt_tensor *r = p ? lt_op_binary(c, LT_MUL, p, g) : NULL;
+        lt_tensor_release(la); lt_tensor_release(p);
+        gin[1] = to_shape(c, r, b);
+      }
+      break;
+    case LT_MAXIMUM:
+    case LT_MINIMUM: { /* the gradient goes to the operand that was chosen (a on ties) */
+      lt_tensor *mask = lt_op_binary(c, op == LT_MAXIMUM ? LT_GE : LT_LE, a, b);
+      if (!mask) return LT_ERR;
+      if (need_a) gin[0] = to_shape(c, lt_op_binary(c, LT_MUL, g, mask), a);
+      if (need_b) {
+        lt_tensor *inv = lt_op_binary_scalar(c, LT_SUB, mask, 1.0, 1);
+        gin[1] = to_shape(c, inv ? lt_op_binary(c, LT_MUL, g, inv) : NULL, b);
+        lt_tensor_release(inv);
+      }
+      lt_tensor_release(mask);
+      break;
+    }
+    default: break;
+  }
+  if ((need_a && !gin[0]) || (need_b && !gin[1])) return LT_ERR;
+  return LT_OK;
+}
+
+/* ---- binary forward --------------------------------------------------------------------------- */
+
+lt_tensor *lt_op_binary(lt_ctx *c, lt_binop op, lt_tensor *a, lt_tensor *b) {
+  const char *name = binop_names[op];
+  int ndim;
+  int64_t shape[LT_MAX_DIM];
+  if (lt_broadcast_shape(c, name, a, b, &ndim, shape)) return NULL;
+  if (a->dtype == LT_I64 && b->dtype == LT_I64 && op != LT_DIV && op != LT_POW) {
+    lt_tensor *out = lt_tensor_new(c, is_compare(op) ? LT_F32 : LT_I64, ndim, shape);
+    if (out) binary_i64(op, ndim, shape, out, a, b);
+    return out;
+  }
+  /* mixed or integer division: compute in float32, as PyTorch's type promotion does */
+  lt_tensor *fa = lt_op_to_dtype(c, a, LT_F32);
+  lt_tensor *fb = fa ? lt_op_to_dtype(c, b, LT_F32) : NULL;
+  lt_tensor *out = fb ? lt_tensor_new(c, LT_F32, ndim, shape) : NULL;
+  if (out) {
+    binary_f32(op, ndim, shape, out, fa, fb);
+    if (!is_compare(op)) {
+      lt_tensor *ins[2] = { fa, fb };
+      lt_node *nd;
+      if (lt_record(c, out, name, binary_backward, 2, ins, &nd)) {
+        lt_tensor_release(out);
+        out = NULL;
+      } else if (nd) {
+        nd->i[0] = op;
+        if ((op == LT_DIV || op == LT_POW) && lt_node_save_output(c, nd, 0, out)) { lt_tensor_release(out); out = NULL; }
+      }
+    }
+  }
+  lt_tensor_release(fa);
+  lt_tensor_release(fb);
+  return out;
+}
+
+int lt_op_binary_(lt_ctx *c, lt_binop op, lt_tensor *a, lt_tensor *b) {
+  const char *name = binop_names[op];
+  if (lt_check_inplace(c, name, a)) return LT_ERR;
+  int ndim;
+  int64_t shape[LT_MAX_DIM];
+  if (lt_broadcast_shape(c, name, a, b, &ndim, shape)) return LT_ERR;
+  /* the result must keep a's shape */
+  int keeps_shape = ndim == a->ndim;
+  for (int d = 0; d < ndim && keeps_shape; d++) keeps_shape = a->shape[d] == shape[d];
+  if (!keeps_shape) {
+    char b1[128], b2[128];
+    return lt_fail(c, "%s_: the result would have shape %s, but the tensor updated in place is %s", name,
+                   lt_dims_str(ndim, shape, b1, sizeof b1), lt_shape_str(a, b2, sizeof b2));
+  }
+  if (a->dtype == LT_I64) {
+    if (b->dtype != LT_I64 || op == LT_DIV || op == LT_POW || is_compare(op))
+      return lt_fail(c, "%s_: cannot update an int64 tensor in place with a %s result", name,
+                     b->dtype == LT_I64 ? "float32" : lt_dtype_name(b->dtype));
+    binary_i64(op, ndim, shape, a, a, b);
+    return LT_OK;
+  }
+  lt_tensor *fb = lt_op_to_dtype(c, b, LT_F32);
+  if (!fb) return LT_ERR;
+  binary_f32(op, ndim, shape, a, a, fb);
+  lt_tensor_release(fb);
+  return LT_OK;
+}
+
+/* ---- scalar forms ----------------------------------------------------------------------------- */
+
+static int scalar_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
+  lt_binop op = (lt_binop)n->i[0];
+  int first = (int)n->i[1];
+  double s = n->f[0];
+  lt_tensor *a = n->inputs[0], *out = n->saved[0];
+  lt_tensor *r = NULL;
+  switch (op) {
+    case LT_ADD: r = lt_tensor_retain(g); break;
+    case LT_SUB: r = first ? lt_op_unary(c, LT_NEG, g) : lt_tensor_retain(g); break;
+    case LT_MUL: r = lt_op_binary_scalar(c, LT_MUL, g, s, 0); break;
+    case LT_DIV:
+      if (!first) r = lt_op_binary_scalar(c, LT_DIV, g, s, 0);
+      else { /* d(s/a) = -s/a^2 = -out/a */
+        lt_tensor *t = lt_op_binary(c, LT_DIV, out, a);
+        r = t ? lt_op_binary(c, LT_MUL, t, g) : NULL;
+        lt_tensor_release(t);
+        if (r && lt_op_unary_(c, LT_NEG, r)) { lt_tensor_release(r); r = NULL; }
+      }
+      break;
+    case LT_POW:
+      if (!first) { /* g * s * a^(s-1) */
+        lt_tensor *p = lt_op_binary_scalar(c, LT_POW, a, s - 1.0, 0);
+        if (p && lt_op_binary_scalar_(c, LT_MUL, p, s)) { lt_tensor_release(p); p = NULL; }
+        r = p ? lt_op_binary(c, LT_MUL, p, g) : NULL;
+        lt_tensor_release(p);
+      } else { /* g * out * ln(s) */
+        lt_tensor *p = lt_op_binary(c, LT_MUL, g, out);
+        if (p && lt_op_binary_scalar_(c, LT_MUL, p, log(s))) { lt_tensor_release(p); p = NULL; }
+        r = p;
+      }
+      break;
+    case LT_MAXIMUM:
+    case LT_MINIMUM: {
+      lt_tensor *mask = lt_op_binary_scalar(c, op == LT_MAXIMUM ? LT_GE : LT_LE, a, s, 0);
+      r = mask ? lt_op_binary(c, LT_MUL, g, mask) : NULL;
+      lt_tensor_release(mask);
+      break;
+    }
+    default: break;
+  }
+  gin[0] = r;
+  return r ? LT_OK : LT_ERR;
+}
+
+lt_tensor *lt_op_binary_scalar(lt_ctx *c, lt_binop op, lt_tensor *a, double s, int scalar_first) {
+  const char *name = binop_names[op];
+  if (a->dtype == LT_I64 && s == floor(s) && op != LT_DIV && op != LT_POW) {
+    lt_tensor *out = lt_tensor_new(c, is_compare(op) ? LT_F32 : LT_I64, a->ndim, a->shape);
+    if (!out) return NULL;
+    lt_tensor *sv = lt_op_full(c, LT_I64, 0, NULL, s);
+    if (!sv) { lt_tensor_release(out); return NULL; }
+    if (scalar_first) binary_i64(op, a->ndim, a->shape, out, sv, a);
+    else binary_i64(op, a->ndim, a->shape, out, a, sv);
+    lt_tensor_release(sv);
+    return out;
+  }
+  lt_tensor *fa = lt_op_to_dtype(c, a, LT_F32);
+  if (!fa) return NULL;
+  lt_tensor *out = lt_tensor_new(c, LT_F32, a->ndim, a->shape);
+  lt_tensor sv = { 0 };
+  lt_storage ss = { 1, sizeof(float), NULL };
+  float sval = (float)s;
+  ss.data = &sval;
+  sv.refcount = 1;
+  sv.storage = &ss;
+  sv.dtype = LT_F32;
+  if (out) {
+    if (scalar_first) binary_f32(op, a->ndim, a->shape, out, &sv, fa);
+    else binary_f32(op, a->ndim, a->shape, out, fa, &sv);
+    if (!is_compare(op)) {
+      lt_node *nd;
+      if (lt_record(c, out, name, scalar_backward, 1, &fa, &nd)) {
+        lt_tensor_release(out);
+        out = NULL;
+      } else if (nd) {
+        nd->i[0] = op;
+        nd->i[1] = scalar_first;
+        nd->f[0] = s;
+        if ((op == LT_DIV || op == LT_POW) && lt_node_save_output(c, nd, 0, out)) { lt_tensor_release(out); out = NULL; }
+      }
+    }
+  }
+  lt_tensor_release(fa);
+  return out;
+}
+
+int lt_op_binary_scalar_(lt_ctx *c, lt_binop op, lt_tensor *a, double s) {
+  const char *name = binop_names[op];
+  if (lt_check_inplace(c, name, a)) return LT_ERR;
+  if (a->dtype == LT_I64) {
+    if (s != floor(s) || op == LT_DIV || op == LT_POW || is_compare(op))
+      return lt_fail(c, "%s_: cannot update an int64 tensor in place with a non-integer result", name);
+    lt_tensor *sv = lt_op_full(c, LT_I64, 0, NULL, s);
+    if (!sv) return LT_ERR;
+    binary_i64(op, a->ndim, a->shape, a, a, sv);
+    lt_tensor_release(sv);
+    return LT_OK;
+  }
+  lt_tensor sv = { 0 };
+  lt_storage ss = { 1, sizeof(float), NULL };
+  float sval = (float)s;
+  ss.data = &sval;
+  sv.refcount = 1;
+  sv.storage = &ss;
+  sv.dtype = LT_F32;
+  binary_f32(op, a->ndim, a->shape, a, a, &sv);
+  return LT_OK;
+}
+
+int lt_op_axpy_(lt_ctx *c, lt_tensor *a, double alpha, lt_tensor *b) {
+  if (lt_check_inplace(c, "add_", a)) return LT_ERR;
+  if (lt_check_dtype(c, "add_", "the tensor updated in place", a, LT_F32)) return LT_ERR;
+  if (lt_check_dtype(c, "add_", "the added tensor", b, LT_F32)) return LT_ERR;
+  int ndim;
+  int64_t shape[LT_MAX_DIM];
+  if (lt_broadcast_shape(c, "add_", a, b, &ndim, shape)) return LT_ERR;
+  if (ndim != a->ndim) {
+    char b1[128], b2[128];
+    return lt_fail(c, "add_: %s cannot be added in place into %s", lt_shape_str(b, b1, sizeof b1),
+                   lt_shape_str(a, b2, sizeof b2));
+  }
+  for (int d = 0; d < ndim; d++)
+    if (shape[d] != a->shape[d]) {
+      char b1[128], b2[128];
+      return lt_fail(c, "add_: %s cannot be added in place into %s", lt_shape_str(b, b1, sizeof b1),
+                     lt_shape_str(a, b2, sizeof b2));
+    }
+  int64_t sa[LT_MAX_DIM], sb[LT_MAX_DIM];
+  lt_broadcast_strides(a, ndim, shape, sa);
+  lt_broadcast_strides(b, ndim, shape, sb);
+  const int64_t *st[2] = { sa, sb };
+  lt_iter it;
+  lt_iter_init(&it, ndim, shape, 2, st);
+  float *pa = lt_f32(a);
+  const float *pb = lt_f32(b);
+  float al = (float)alpha;
+  LT_ITER_ROWS(&it, o0, o1, o2) {
+    float *x = pa + o0;
+    const float *y = pb + o1;
+    if (it.s[0] == 1 && it.s[1] == 1) {
+      if (al == 1.0f) for (int64_t i = 0; i < it.n; i++) x[i] += y[i];
+      else for (int64_t i = 0; i < it.n; i++) x[i] += al * y[i];
+    } else {
+      for (int64_t i = 0; i < it.n; i++) x[i * it.s[0]] += al * y[i * it.s[1]];
+    }
+  }
+  LT_ITER_ROWS_END(&it, o0, o1, o2);
+  return LT_OK;
+}
+
+/* ---- unary ------------------------------------------------------------------------------------ */
+
+static inline float gelu_f(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
+
+static inline float un_f(lt_unop op, float x) {
+  switch (op) {
+    case LT_NEG: return -x;
+    case LT_EXP: return expf(x);
+    case LT_LOG: return logf(x);
+    case LT_SQRT: return sqrtf(x);
+    case LT_ABS: return fabsf(x);
+    case LT_TANH: return tanhf(x);
+    case LT_SIGMOID: return x >= 0 ? 1.0f / (1.0f + expf(-x)) : expf(x) / (1.0f + expf(x));
+    case LT_RELU: return x > 0 ? x : 0.0f;
+    case LT_SIN: return sinf(x);
+    case LT_COS: return cosf(x);
+    case LT_GELU: return gelu_f(x);
+    case LT_RSQRT: return 1.0f / sqrtf(x);
+    case LT_SIGN: return (float)((x > 0) - (x < 0));
+    case LT_LOG1P: return log1pf(x);
+    case LT_SQUARE: return x * x;
+  }
+  return 0;
+}
+
+#define UN_CASE(OP)                                                                          \
+  case OP:                                                                                   \
+    LT_ITER_ROWS(&it, o0, o1, o2) {                                                          \
+      float *y = po + o0; const float *x = px + o1;                                          \
+      if (it.s[0] == 1 && it.s[1] == 1) for (int64_t i = 0; i < it.n; i++) y[i] = un_f(OP, x[i]); \
+      else for (int64_t i = 0; i < it.n; i++) y[i * it.s[0]] = un_f(OP, x[i * it.s[1]]);     \
+    } LT_ITER_ROWS_END(&it, o0, o1, o2);                                                     \
+    break;
+
+static void unary_f32(lt_unop op, lt_tensor *out, const lt_tensor *x) {
+  const int64_t *st[2] = { out->stride, x->stride };
+  lt_iter it;
+  lt_iter_init(&it, x->ndim, x->shape, 2, st);
+  float *po = lt_f32(out);
+  const float *px = lt_f32(x);
+  switch (op) {
+    UN_CASE(LT_NEG) UN_CASE(LT_EXP) UN_CASE(LT_LOG) UN_CASE(LT_SQRT) UN_CASE(LT_ABS) UN_CASE(LT_TANH)
+    UN_CASE(LT_SIGMOID) UN_CASE(LT_RELU) UN_CASE(LT_SIN) UN_CASE(LT_COS) UN_CASE(LT_GELU)
+    UN_CASE(LT_RSQRT) UN_CASE(LT_SIGN) UN_CASE(LT_LOG1P) UN_CASE(LT_SQUARE)
+  }
+}
+
+/* One fused pass: gin = g * f'(x), using the saved output where that is cheaper. */
+static int unary_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
+  lt_unop op = (lt_unop)n->i[0];
+  lt_tensor *x = lt_op_contiguous(c, n->inputs[0]);
+  lt_tensor *y = n->saved[0] ? lt_op_contiguous(c, n->saved[0]) : NULL;
+  lt_tensor *gc = lt_op_contiguous(c, g);
+  lt_tensor *r = (x && gc) ? lt_tensor_new_like(c, x) : NULL;
+  if (!r || (n->saved[0] && !y)) {
+    lt_tensor_release(x); lt_tensor_release(y); lt_tensor_release(gc); lt_tensor_release(r);
+    return LT_ERR;
+  }
+  const float *px = lt_f32(x), *pg = lt_f32(gc), *py = y ? lt_f32(y) : NULL;
+  float *pr = lt_f32(r);
+  int64_t N = lt_numel(x);
+  switch (op) {
+    case LT_NEG: for (int64_t i = 0; i < N; i++) pr[i] = -pg[i]; break;
+    case LT_EXP: for (int64_t i = 0; i < N; i++) pr[i] = pg[i] * py[i]; break;
+    case LT_LOG: for (int64_t i = 0; i < N; i++) pr[i] = pg[i] / px[i]; break;
+    case LT_SQRT: for (int64_t i = 0; i < N; i++) pr[i] = pg[i] * 0.5f / py[i]; break;
+    case LT_ABS: for (int64_t i = 0; i < N; i++) pr[i] = pg[i] * (float)((px[i] > 0) - (px[i] < 0)); break;
+    case LT_TANH: for (int64_t i = 0; i < N; i++) pr[i] = pg[i] * (1.0f - py[i] * py[i]); break;
+    case LT_SIGMOID: for (int64_t i = 0; i < N; i++) pr[i] = pg[i] * py[i] * (1.0f - py[i]); break;
+    case LT_RELU: for (int64_t i = 0; i < N; i++) pr[i] = px[i] > 0 ? pg[i] : 0.0f; break;
+    case LT_SIN: for (int64_t i = 0; i < N; i++) pr[i] = pg[i] * cosf(px[i]); break;
+    case LT_COS: for (int64_t i = 0; i < N; i++) pr[i] = -pg[i] * sinf(px[i]); break;
+    case LT_GELU:
+      for (int64_t i = 0; i < N; i++) {
+        float v = px[i];
+        float cdf = 0.5f * (1.0f + erff(v * 0.70710678118654752f));
+        float pdf = expf(-0.5f * v * v) * 0.39894228040143268f;
+        pr[i] = pg[i] * (cdf + v * pdf);
+      }
+      break;
+    case LT_RSQRT: for (int64_t i = 0; i < N; i++) pr[i] = -0.5f * pg[i] * py[i] * py[i] * py[i]; break;
+    case LT_SIGN: for (int64_t i = 0; i < N; i++) pr[i] = 0.0f; break;
+    case LT_LOG1P: for (int64_t i = 0; i < N; i++) pr[i] = pg[i] / (1.0f + px[i]); break;
+    case LT_SQUARE: for (int64_t i = 0; i < N; i++) pr[i] = 2.0f * px[i] * pg[i]; break;
+  }
+  lt_tensor_release(x);
+  lt_tensor_release(y);
+  lt_tensor_release(gc);
+  gin[0] = r;
+  return LT_OK;
+}
+
+static int unary_saves_output(lt_unop op) {
+  return op == LT_EXP || op == LT_SQRT || op == LT_TANH || op == LT_SIGMOID || op == LT_RSQRT;
+}
+
+lt_tensor *lt_op_unary(lt_ctx *c, lt_unop op, lt_tensor *a) {
+  const char *name = unop_names[op];
+  if (a->dtype == LT_I64 && (op == LT_NEG || op == LT_ABS || op == LT_SIGN || op == LT_SQUARE)) {
+    lt_tensor *out = lt_tensor_new_like(c, a);
+    if (!out) return NULL;
+    int64_t *po = lt_i64(out);
+    for (int64_t i = 0, n = lt_numel(a); i < n; i++) {
+      int64_t v = (int64_t)lt_get_flat(a, i);
+      po[i] = op == LT_NEG ? -v : op == LT_ABS ? (v < 0 ? -v : v) : op == LT_SIGN ? (v > 0) - (v < 0) : v * v;
+    }
+    return out;
+  }
+  lt_tensor *fa = lt_op_to_dtype(c, a, LT_F32);
+  if (!fa) return NULL;
+  lt_tensor *out = lt_tensor_new(c, LT_F32, fa->ndim, fa->shape);
+  if (out) {
+    unary_f32(op, out, fa);
+    lt_node *nd;
+    if (lt_record(c, out, name, unary_backward, 1, &fa, &nd)) {
+      lt_tensor_release(out);
+      out = NULL;
+    } else if (nd) {
+      nd->i[0] = op;
+      if (unary_saves_output(op) && lt_node_save_output(c, nd, 0, out)) { lt_tensor_release(out); out = NULL; }
+    }
+  }
+  lt_tensor_release(fa);
+  return out;
+}
+
+int lt_op_unary_(lt_ctx *c, lt_unop op, lt_tensor *a) {
+  if (lt_check_inplace(c, unop_names[op], a)) return LT_ERR;
+  if (lt_check_dtype(c, unop_names[op], "the tensor updated in place", a, LT_F32)) return LT_ERR;
+  unary_f32(op, a, a);
+  return LT_OK;
+}
+
+/* ---- leaky_relu, clamp, where ------------------------------------------------------------------ */
+
+static int leaky_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
+  lt_tensor *x = lt_op_contiguous(c, n->inputs[0]);
+  lt_tensor *gc = x ? lt_op_contiguous(c, g) : NULL;
+  lt_tensor *r = gc ? lt_tensor_new_like(c, x) : NULL;
+  if (r) {
+    float s = (float)n->f[0];
+    const float *px = lt_f32(x), *pg = lt_f32(gc);
+    float *pr = lt_f32(r);
+    for (int64_t i = 0, N = lt_numel(x); i < N; i++) pr[i] = px[i] > 0 ? pg[i] : s * pg[i];
+  }
+  lt_tensor_release(x);
+  lt_tensor_release(gc);
+  gin[0] = r;
+  return r ? LT_OK : LT_ERR;
+}
+
+lt_tensor *lt_op_leaky_relu(lt_ctx *c, lt_tensor *a, double slope) {
+  if (lt_check_dtype(c, "leaky_relu", "input", a, LT_F32)) return NULL;
+  lt_tensor *x = lt_op_contiguous(c, a);
+  lt_tensor *out = x ? lt_tensor_new_like(c, x) : NULL;
+  if (out) {
+    float s = (float)slope;
+    const float *px = lt_f32(x);
+    float *po = lt_f32(out);
+    for (int64_t i = 0, N = lt_numel(x); i < N; i++) po[i] = px[i] > 0 ? px[i] : s * px[i];
+    lt_node *nd;
+    if (lt_record(c, out, "leaky_relu", leaky_backward, 1, &a, &nd)) { lt_tensor_release(out); out = NULL; }
+    else if (nd) nd->f[0] = slope;
+  }
+  lt_tensor_release(x);
+  return out;
+}
+
+static int clamp_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
+  lt_tensor *x = lt_op_contiguous(c, n->inputs[0]);
+  lt_tensor *gc = x ? lt_op_contiguous(c, g) : NULL;
+  lt_tensor *r = gc ? lt_tensor_new_like(c, x) : NULL;
+  if (r) {
+    float lo = (float)n->f[0], hi = (float)n->f[1];
+    const float *px = lt_f32(x), *pg = lt_f32(gc);
+    float *pr = lt_f32(r);
+    for (int64_t i = 0, N = lt_numel(x); i < N; i++) pr[i] = (px[i] >= lo && px[i] <= hi) ? pg[i] : 0.0f;
+  }
+  lt_tensor_release(x);
+  lt_tensor_release(gc);
+  gin[0] = r;
+  return r ? LT_OK : LT_ERR;
+}
+
+lt_tensor *lt_op_clamp(lt_ctx *c, lt_tensor *a, double lo, double hi) {
+  if (lt_check_dtype(c, "clamp", "input", a, LT_F32)) return NULL;
+  if (lo > hi) { lt_fail(c, "clamp: min %g is greater than max %g", lo, hi); return NULL; }
+  lt_tensor *out = lt_op_clone(c, a);
+  if (!out) return NULL;
+  lt_node_release(out->grad_fn); /* clone recorded a node; clamp records its own */
+  out->grad_fn = NULL;
+  out->requires_grad = 0;
+  float l = (float)lo, h = (float)hi;
+  float *p = lt_f32(out);
+  for (int64_t i = 0, N = lt_numel(out); i < N; i++) p[i] = p[i] < l ? l : (p[i] > h ? h : p[i]);
+  lt_node *nd;
+  if (lt_record(c, out, "clamp", clamp_backward, 1, &a, &nd)) { lt_tensor_release(out); return NULL; }
+  if (nd) { nd->f[0] = lo; nd->f[1] = hi; }
+  return out;
+}
+
+int lt_op_clamp_(lt_ctx *c, lt_tensor *a, double lo, double hi) {
+  if (lt_check_inplace(c, "clamp_", a)) return LT_ERR;
+  if (lt_check_dtype(c, "clamp_", "the tensor updated in place", a, LT_F32)) return LT_ERR;
+  if (lo > hi) return lt_fail(c, "clamp_: min %g is greater than max %g", lo, hi);
+  const int64_t *st[1] = { a->stride };
+  lt_iter it;
+  lt_iter_init(&it, a->ndim, a->shape, 1, st);
+  float l = (float)lo, h = (float)hi, *p = lt_f32(a);
+  LT_ITER_ROWS(&it, o0, o1, o2) {
+    for (int64_t i = 0; i < it.n; i++) {
+      float *v = p + o0 + i * it.s[0];
+      *v = *v < l ? l : (*v > h ? h : *v);
+    }
+  }
+  LT_ITER_ROWS_END(&it, o0, o1, o2);
+  return LT_OK;
+}
+
+static int where_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
+  lt_tensor *cond = n->saved[0];
+  lt_tensor *a = n->inputs[0], *b = n->inputs[1];
+  lt_tensor *zero = lt_tensor_scalar(c, 0.0);
+  if (!zero) return LT_ERR;
+  if (a->requires_grad) gin[0] = to_shape(c, lt_op_where(c, cond, g, zero), a);
+  if (b->requires_grad) gin[1] = to_shape(c, lt_op_where(c, cond, zero, g), b);
+  lt_tensor_release(zero);
+  return ((a->requires_grad && !gin[0]) || (b->requires_grad && !gin[1])) ? LT_ERR : LT_OK;
+}
+
+lt_tensor *lt_op_where(lt_ctx *c, lt_tensor *cond, lt_tensor *a, lt_tensor *b) {
+  int nd1, nd2;
+  int64_t s1[LT_MAX_DIM], s2[LT_MAX_DIM];
+  if (lt_broadcast_shape(c, "where", a, b, &nd1, s1)) return NULL;
+  lt_tensor tmp = { .ndim = nd1 };
+  memcpy(tmp.shape, s1, sizeof s1);
+  if (lt_broadcast_shape(c, "where", cond, &tmp, &nd2, s2)) return NULL;
+  lt_tensor *fa = lt_op_to_dtype(c, a, LT_F32);
+  lt_tensor *fb = fa ? lt_op_to_dtype(c, b, LT_F32) : NULL;
+  lt_tensor *out = fb ? lt_tensor_new(c, LT_F32, nd2, s2) : NULL;
+  if (out) {
+    int64_t i = 0, N = lt_numel(out);
+    /* rare op: a plain logical-index loop over broadcast aliases is clear and fast enough */
+    lt_tensor *ca = lt_broadcast_alias(c, fa, nd2, s2), *cb = lt_broadcast_alias(c, fb, nd2, s2);
+    lt_tensor *cc = lt_broadcast_alias(c, cond, nd2, s2);
+    if (!ca || !cb || !cc) { lt_tensor_release(out); out = NULL; }
+    else {
+      float *po = lt_f32(out);
+      for (i = 0; i < N; i++) po[i] = lt_get_flat(cc, i) != 0 ? (float)lt_get_flat(ca, i) : (float)lt_get_flat(cb, i);
+    }
+    lt_tensor_release(ca); lt_tensor_release(cb); lt_tensor_release(cc);
+    if (out) {
+      lt_tensor *ins[2] = { fa, fb };
+      lt_node *nd;
+      if (lt_record(c, out, "where", where_backward, 2, ins, &nd)) { lt_tensor_release(out); out = NULL; }
+      else if (nd) lt_node_save(nd, 0, cond);
+    }
+  }
+  lt_tensor_release(fa);
+  lt_tensor_release(fb);
+  return out;
+}

@@ -1,0 +1,149 @@
+/* ops_index.c — gather and index_select (0-based int64 indices here; the binding converts from Lua's
+ * 1-based ones), with scatter-add backward rules. */
+#include <string.h>
+
+#include "lt_errors.h"
+#include "lt_ops.h"
+
+static int check_index_tensor(lt_ctx *c, const char *op, const lt_tensor *idx) {
+  return lt_check_dtype(c, op, "index", idx, LT_I64);
+}
+
+/* out[..., j, ...] = a[..., idx[..., j, ...], ...] along dim; idx has a's ndim, sizes <= a's off dim */
+static int gather_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
+  lt_tensor *a = n->inputs[0], *idx = n->saved[0];
+  int dim = (int)n->i[0];
+  lt_tensor *r = lt_tensor_zeros(c, LT_F32, a->ndim, a->shape);
+  lt_tensor *gc = r ? lt_op_contiguous(c, g) : NULL;
+  if (!gc) { lt_tensor_release(r); return LT_ERR; }
+  int64_t rst[LT_MAX_DIM];
+  lt_contiguous_strides(a->ndim, a->shape, rst);
+  float *pr = lt_f32(r);
+  const float *pg = lt_f32(gc);
+  int64_t N = lt_numel(idx);
+  for (int64_t i = 0; i < N; i++) {
+    int64_t rem = i, off = 0;
+    int64_t ix = (int64_t)lt_get_flat(idx, i);
+    for (int d = idx->ndim - 1; d >= 0; d--) {
+      int64_t k = rem % idx->shape[d];
+      rem /= idx->shape[d];
+      off += (d == dim ? ix : k) * rst[d];
+    }
+    pr[off] += pg[i];
+  }
+  lt_tensor_release(gc);
+  gin[0] = r;
+  return LT_OK;
+}
+
+lt_tensor *lt_op_gather(lt_ctx *c, lt_tensor *a, int dim, lt_tensor *idx) {
+  char b1[128], b2[128];
+  if (check_index_tensor(c, "gather", idx)) return NULL;
+  if (dim < 0 || dim >= a->ndim) {
+    lt_fail(c, LT_E_DIM_RANGE, "gather", dim + 1, a->ndim, a->ndim, a->ndim);
+    return NULL;
+  }
+  if (idx->ndim != a->ndim) {
+    lt_fail(c, "gather: index %s must have as many dims as the input %s", lt_shape_str(idx, b1, sizeof b1),
+            lt_shape_str(a, b2, sizeof b2));
+    return NULL;
+  }
+  for (int d = 0; d < a->ndim; d++)
+    if (d != dim && idx->shape[d] > a->shape[d]) {
+      lt_fail(c, "gather: index %s is larger than the input %s in dim %d", lt_shape_str(idx, b1, sizeof b1),
+              lt_shape_str(a, b2, sizeof b2), d + 1);
+      return NULL;
+    }
+  lt_tensor *out = lt_tensor_new(c, a->dtype, idx->ndim, idx->shape);
+  if (!out) return NULL;
+  int64_t N = lt_numel(idx);
+  for (int64_t i = 0; i < N; i++) {
+    int64_t rem = i, off = a->offset;
+    int64_t ix = (int64_t)lt_get_flat(idx, i);
+    if (ix < 0 || ix >= a->shape[dim]) {
+      lt_fail(c, LT_E_INDEX_RANGE, "gather", (long long)ix + 1, (long long)a->shape[dim], dim + 1);
+      lt_tensor_release(out);
+      return NULL;
+    }
+    for (int d = idx->ndim - 1; d >= 0; d--) {
+      int64_t k = rem % idx->shape[d];
+      rem /= idx->shape[d];
+      off += (d == dim ? ix : k) * a->stride[d];
+    }
+    if (a->dtype == LT_F32) lt_f32(out)[i] = ((float *)a->storage->data)[off];
+    else lt_i64(out)[i] = ((int64_t *)a->storage->data)[off];
+  }
+  if (a->dtype == LT_F32) {
+    lt_node *nd;
+    if (lt_record(c, out, "gather", gather_backward, 1, &a, &nd)) { lt_tensor_release(out); return NULL; }
+    if (nd) { nd->i[0] = dim; lt_node_save(nd, 0, idx); }
+  }
+  return out;
+}
+
+static int index_select_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
+  lt_tensor *a = n->inputs[0], *idx = n->saved[0];
+  int dim = (int)n->i[0];
+  lt_tensor *r = lt_tensor_zeros(c, LT_F32, a->ndim, a->shape);
+  lt_tensor *gc = r ? lt_op_contiguous(c, g) : NULL;
+  if (!gc) { lt_tensor_release(r); return LT_ERR; }
+  int64_t outer = 1, inner = 1, len = a->shape[dim], k = lt_numel(idx);
+  for (int d = 0; d < dim; d++) outer *= a->shape[d];
+  for (int d = dim + 1; d < a->ndim; d++) inner *= a->shape[d];
+  float *pr = lt_f32(r);
+  const float *pg = lt_f32(gc);
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t j = 0; j < k; j++) {
+      int64_t ix = (int64_t)lt_get_flat(idx, j);
+      float *dst = pr + (o * len + ix) * inner;
+      const float *src = pg + (o * k + j) * inner;
+      for (int64_t q = 0; q < inner; q++) dst[q] += src[q];
+    }
+  lt_tensor_release(gc);
+  gin[0] = r;
+  return LT_OK;
+}
+
+lt_tensor *lt_op_index_select(lt_ctx *c, lt_tensor *a, int dim, lt_tensor *idx) {
+  char b1[128];
+  if (check_index_tensor(c, "index_select", idx)) return NULL;
+  if (dim < 0 || dim >= a->ndim) {
+    lt_fail(c, LT_E_DIM_RANGE, "index_select", dim + 1, a->ndim, a->ndim, a->ndim);
+    return NULL;
+  }
+  if (idx->ndim > 1) {
+    lt_fail(c, "index_select: index must be 1-D, got %s", lt_shape_str(idx, b1, sizeof b1));
+    return NULL;
+  }
+  int64_t k = lt_numel(idx);
+  int64_t shape[LT_MAX_DIM];
+  memcpy(shape, a->shape, sizeof shape);
+  shape[dim] = k;
+  lt_tensor *ac = lt_op_contiguous(c, a);
+  lt_tensor *out = ac ? lt_tensor_new(c, a->dtype, a->ndim, shape) : NULL;
+  if (!out) { lt_tensor_release(ac); return NULL; }
+  int64_t outer = 1, inner = 1, len = a->shape[dim];
+  for (int d = 0; d < dim; d++) outer *= a->shape[d];
+  for (int d = dim + 1; d < a->ndim; d++) inner *= a->shape[d];
+  size_t es = lt_dtype_size(a->dtype);
+  const char *src = (const char *)ac->storage->data + ac->offset * (int64_t)es;
+  char *dst = (char *)out->storage->data;
+  for (int64_t j = 0; j < k; j++) {
+    int64_t ix = (int64_t)lt_get_flat(idx, j);
+    if (ix < 0 || ix >= len) {
+      lt_fail(c, LT_E_INDEX_RANGE, "index_select", (long long)ix + 1, (long long)len, dim + 1);
+      lt_tensor_release(ac);
+      lt_tensor_release(out);
+      return NULL;
+    }
+    for (int64_t o = 0; o < outer; o++)
+      memcpy(dst + ((o * k + j) * inner) * (int64_t)es, src + ((o * len + ix) * inner) * (int64_t)es, (size_t)inner * es);
+  }
+  lt_tensor_release(ac);
+  if (a->dtype == LT_F32) {
+    lt_node *nd;
+    if (lt_record(c, out, "index_select", index_select_backward, 1, &a, &nd)) { lt_tensor_release(out); return NULL; }
+    if (nd) { nd->i[0] = dim; lt_node_save(nd, 0, idx); }
+  }
+  return out;
+}

@@ -1,0 +1,253 @@
+/* ops_matmul.c — matmul (1-D, 2-D, batched with broadcasting) and the fused linear layer, on sgemm.
+ * Contiguous and transposed-contiguous operands go to the BLAS as they are: no copies. */
+#include <limits.h>
+#include <string.h>
+
+#include "lt_blas.h"
+#include "lt_errors.h"
+#include "lt_ops.h"
+
+int lt_gemm(lt_ctx *c, int transa, int transb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+            int64_t lda, const float *b, int64_t ldb, float beta, float *cc, int64_t ldc) {
+  if (m > INT_MAX || n > INT_MAX || k > INT_MAX || lda > INT_MAX || ldb > INT_MAX || ldc > INT_MAX)
+    return lt_fail(c, "matmul: sizes beyond 2^31 are not supported by the BLAS");
+  if (m == 0 || n == 0) return LT_OK;
+  if (k == 0) {
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < n; j++) cc[i * ldc + j] = beta == 0 ? 0 : beta * cc[i * ldc + j];
+    return LT_OK;
+  }
+  lt_blas_sgemm(transa, transb, (int)m, (int)n, (int)k, alpha, a, (int)(lda ? lda : 1), b, (int)(ldb ? ldb : 1),
+                beta, cc, (int)(ldc ? ldc : 1));
+  return LT_OK;
+}
+
+/* How a 2-D slice (rows, cols, row stride, col stride) can be handed to the BLAS. */
+static int blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, int *trans, int64_t *ld) {
+  if (cs == 1 && (rs >= cols || rows == 1)) { *trans = 0; *ld = rows == 1 ? (cols > 0 ? cols : 1) : rs; return 1; }
+  if (rs == 1 && (cs >= rows || cols == 1)) { *trans = 1; *ld = cols == 1 ? (rows > 0 ? rows : 1) : cs; return 1; }
+  return 0;
+}
+
+static int matmul_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
+  lt_tensor *a = n->inputs[0], *b = n->inputs[1];
+  int nd = g->ndim;
+  if (a->requires_grad) {
+    lt_tensor *bt = lt_op_transpose(c, b, b->ndim - 2, b->ndim - 1);
+    lt_tensor *r = bt ? lt_op_matmul(c, g, bt) : NULL;
+    lt_tensor_release(bt);
+    if (r && !lt_same_shape(r, a)) {
+      lt_tensor *s = lt_op_sum_to(c, r, a->ndim, a->shape);
+      lt_tensor_release(r);
+      r = s;
+    }
+    if (!r) return LT_ERR;
+    gin[0] = r;
+  }
+  if (b->requires_grad) {
+    lt_tensor *at = lt_op_transpose(c, a, a->ndim - 2, a->ndim - 1);
+    lt_tensor *r = at ? lt_op_matmul(c, at, g) : NULL;
+    lt_tensor_release(at);
+    if (r && !lt_same_shape(r, b)) {
+      lt_tensor *s = lt_op_sum_to(c, r, b->ndim, b->shape);
+      lt_tensor_release(r);
+      r = s;
+    }
+    if (!r) return LT_ERR;
+    gin[1] = r;
+  }
+  (void)nd;
+  return LT_OK;
+}
+
+/* a [..., n, k] @ b [..., k, m], both at least 2-D. */
+static lt_tensor *matmul_nd(lt_ctx *c, lt_tensor *a, lt_tensor *b) {
+  char b1[128], b2[128];
+  int na = a->ndim, nb = b->ndim;
+  int64_t n = a->shape[na - 2], k = a->shape[na - 1], m = b->shape[nb - 1];
+  if (b->shape[nb - 2] != k) {
+    lt_fail(c, LT_E_MATMUL_SHAPE, lt_shape_str(a, b1, sizeof b1), lt_shape_str(b, b2, sizeof b2), na, nb - 1);
+    return NULL;
+  }
+  /* broadcast batch dims */
+  int nbatch = (na > nb ? na : nb) - 2;
+  int64_t bshape[LT_MAX_DIM];
+  for (int d = 0; d < nbatch; d++) {
+    int da = d - (nbatch - (na - 2)), db = d - (nbatch - (nb - 2));
+    int64_t sa = da >= 0 ? a->shape[da] : 1, sb = db >= 0 ? b->shape[db] : 1;
+    if (sa != sb && sa != 1 && sb != 1) {
+      lt_fail(c, "matmul: batch dims of a %s and b %s cannot be broadcast", lt_shape_str(a, b1, sizeof b1),
+              lt_shape_str(b, b2, sizeof b2));
+      return NULL;
+    }
+    bshape[d] = sa == 1 ? sb : sa;
+  }
+  int64_t oshape[LT_MAX_DIM];
+  memcpy(oshape, bshape, sizeof(int64_t) * (size_t)nbatch);
+  oshape[nbatch] = n;
+  oshape[nbatch + 1] = m;
+  lt_tensor *out = lt_tensor_new(c, LT_F32, nbatch + 2, oshape);
+  if (!out) return NULL;
+  int ta = 0, tb = 0;
+  int64_t lda = 1, ldb = 1;
+  lt_tensor *ac = NULL, *bc = NULL;
+  if (!blas_layout(n, k, a->stride[na - 2], a->stride[na - 1], &ta, &lda)) {
+    ac = lt_tensor_new(c, LT_F32, na, a->shape);
+    if (!ac || lt_op_copy_(c, ac, a)) goto fail;
+    blas_layout(n, k, ac->stride[na - 2], ac->stride[na - 1], &ta, &lda);
+  }
+  if (!blas_layout(k, m, b->stride[nb - 2], b->stride[nb - 1], &tb, &ldb)) {
+    bc = lt_tensor_new(c, LT_F32, nb, b->shape);
+    if (!bc || lt_op_copy_(c, bc, b)) goto fail;
+    blas_layout(k, m, bc->stride[nb - 2], bc->stride[nb - 1], &tb, &ldb);
+  }
+  const lt_tensor *A = ac ? ac : a, *Bm = bc ? bc : b;
+  int64_t nb_total = 1;
+  for (int d = 0; d < nbatch; d++) nb_total *= bshape[d];
+  for (int64_t bi = 0; bi < nb_total; bi++) {
+    /* offsets of this batch in a and b (broadcast dims stay at 0) */
+    int64_t rem = bi, offa = 0, offb = 0;
+    for (int d = nbatch - 1; d >= 0; d--) {
+      int64_t idx = rem % bshape[d];
+      rem /= bshape[d];
+      int da = d - (nbatch - (na - 2)), db = d - (nbatch - (nb - 2));
+      if (da >= 0 && A->shape[da] != 1) offa += idx * A->stride[da];
+      if (db >= 0 && Bm->shape[db] != 1) offb += idx * Bm->stride[db];
+    }
+    if (lt_gemm(c, ta, tb, n, m, k, 1.0f, lt_f32(A) + offa, lda, lt_f32(Bm) + offb, ldb, 0.0f,
+                lt_f32(out) + bi * n * m, m))
+      goto fail;
+  }
+  lt_tensor_release(ac);
+  lt_tensor_release(bc);
+  lt_tensor *ins[2] = { a, b };
+  lt_node *nd;
+  if (lt_record(c, out, "matmul", matmul_backward, 2, ins, &nd)) { lt_tensor_release(out); return NULL; }
+  return out;
+fail:
+  lt_tensor_release(ac);
+  lt_tensor_release(bc);
+  lt_tensor_release(out);
+  return NULL;
+}
+
+lt_tensor *lt_op_matmul(lt_ctx *c, lt_tensor *a, lt_tensor *b) {
+  char b1[128], b2[128];
+  if (lt_check_dtype(c, "matmul", "a", a, LT_F32) || lt_check_dtype(c, "matmul", "b", b, LT_F32)) return NULL;
+  if (a->ndim == 0 || b->ndim == 0) {
+    lt_fail(c, "matmul: both arguments must have at least 1 dimension, got a %s and b %s",
+            lt_shape_str(a, b1, sizeof b1), lt_shape_str(b, b2, sizeof b2));
+    return NULL;
+  }
+  if (a->ndim == 1 && b->ndim == 1 && a->shape[0] != b->shape[0]) {
+    lt_fail(c, LT_E_MATMUL_SHAPE, lt_shape_str(a, b1, sizeof b1), lt_shape_str(b, b2, sizeof b2), 1, 1);
+    return NULL;
+  }
+  if (a->ndim >= 2 && b->ndim == 1 && a->shape[a->ndim - 1] != b->shape[0]) {
+    lt_fail(c, LT_E_MATMUL_SHAPE, lt_shape_str(a, b1, sizeof b1), lt_shape_str(b, b2, sizeof b2), a->ndim, 1);
+    return NULL;
+  }
+  if (a->ndim == 1 && b->ndim >= 2 && a->shape[0] != b->shape[b->ndim - 2]) {
+    lt_fail(c, LT_E_MATMUL_SHAPE, lt_shape_str(a, b1, sizeof b1), lt_shape_str(b, b2, sizeof b2), 1, b->ndim - 1);
+    return NULL;
+  }
+  /* 1-D operands: promote with a size-1 dim, multiply, drop it again (views carry the gradient) */
+  lt_tensor *A = a->ndim == 1 ? lt_op_unsqueeze(c, a, 0) : lt_tensor_retain(a);
+  lt_tensor *Bm = A ? (b->ndim == 1 ? lt_op_unsqueeze(c, b, 1) : lt_tensor_retain(b)) : NULL;
+  lt_tensor *r = Bm ? matmul_nd(c, A, Bm) : NULL;
+  lt_tensor_release(A);
+  lt_tensor_release(Bm);
+  if (r && (a->ndim == 1 || b->ndim == 1)) {
+    lt_tensor *s = r;
+    if (b->ndim == 1) { s = lt_op_squeeze(c, r, r->ndim - 1); lt_tensor_release(r); r = s; }
+    if (r && a->ndim == 1) { s = lt_op_squeeze(c, r, r->ndim - (b->ndim == 1 ? 1 : 2)); lt_tensor_release(r); r = s; }
+  }
+  return r;
+}
+
+/* ---- linear: y = x W^T + b, one GEMM with the bias preloaded into the output ------------------ */
+
+static int linear_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
+  lt_tensor *x = n->inputs[0], *w = n->inputs[1], *b = n->ninputs > 2 ? n->inputs[2] : NULL;
+  int64_t out_f = w->shape[0], in_f = w->shape[1];
+  int64_t rows = lt_numel(x) / (in_f ? in_f : 1);
+  lt_tensor *gc = lt_op_contiguous(c, g);
+  lt_tensor *xc = gc ? lt_op_contiguous(c, x) : NULL;
+  lt_tensor *wc = xc ? lt_op_contiguous(c, w) : NULL;
+  if (!wc) goto fail;
+  if (x->requires_grad) { /* gx [rows, in] = g [rows, out] @ W [out, in] */
+    lt_tensor *gx = lt_tensor_new(c, LT_F32, x->ndim, x->shape);
+    if (!gx || lt_gemm(c, 0, 0, rows, in_f, out_f, 1.0f, lt_f32(gc), out_f, lt_f32(wc), in_f, 0.0f, lt_f32(gx), in_f)) {
+      lt_tensor_release(gx);
+      goto fail;
+    }
+    gin[0] = gx;
+  }
+  if (w->requires_grad) { /* gW [out, in] = g^T [out, rows] @ x [rows, in] */
+    lt_tensor *gw = lt_tensor_new(c, LT_F32, 2, w->shape);
+    if (!gw || lt_gemm(c, 1, 0, out_f, in_f, rows, 1.0f, lt_f32(gc), out_f, lt_f32(xc), in_f, 0.0f, lt_f32(gw), in_f)) {
+      lt_tensor_release(gw);
+      goto fail;
+    }
+    gin[1] = gw;
+  }
+  if (b && b->requires_grad) { /* gb = column sums of g */
+    lt_tensor *gb = lt_tensor_zeros(c, LT_F32, 1, &out_f);
+    if (!gb) goto fail;
+    float *pb = lt_f32(gb);
+    const float *pg = lt_f32(gc);
+    for (int64_t r = 0; r < rows; r++)
+      for (int64_t j = 0; j < out_f; j++) pb[j] += pg[r * out_f + j];
+    gin[2] = gb;
+  }
+  lt_tensor_release(gc); lt_tensor_release(xc); lt_tensor_release(wc);
+  return LT_OK;
+fail:
+  lt_tensor_release(gc); lt_tensor_release(xc); lt_tensor_release(wc);
+  return LT_ERR;
+}
+
+lt_tensor *lt_op_linear(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b) {
+  char b1[128], b2[128];
+  if (lt_check_dtype(c, "linear", "input", x, LT_F32) || lt_check_dtype(c, "linear", "weight", w, LT_F32))
+    return NULL;
+  if (w->ndim != 2) {
+    lt_fail(c, "linear: weight must be 2-D [out x in], got %s", lt_shape_str(w, b1, sizeof b1));
+    return NULL;
+  }
+  int64_t out_f = w->shape[0], in_f = w->shape[1];
+  if (x->ndim < 1 || x->shape[x->ndim - 1] != in_f) {
+    lt_fail(c, "linear: input has %lld features, expected %lld (input %s, weight %s)",
+            (long long)(x->ndim ? x->shape[x->ndim - 1] : 0), (long long)in_f, lt_shape_str(x, b1, sizeof b1),
+            lt_shape_str(w, b2, sizeof b2));
+    return NULL;
+  }
+  if (b && (b->ndim != 1 || b->shape[0] != out_f || b->dtype != LT_F32)) {
+    lt_fail(c, "linear: bias must be float32 [%lld], got %s", (long long)out_f, lt_shape_str(b, b1, sizeof b1));
+    return NULL;
+  }
+  int64_t oshape[LT_MAX_DIM];
+  memcpy(oshape, x->shape, sizeof oshape);
+  oshape[x->ndim - 1] = out_f;
+  lt_tensor *out = lt_tensor_new(c, LT_F32, x->ndim, oshape);
+  lt_tensor *xc = out ? lt_op_contiguous(c, x) : NULL;
+  lt_tensor *wc = xc ? lt_op_contiguous(c, w) : NULL;
+  if (!wc) { lt_tensor_release(out); lt_tensor_release(xc); return NULL; }
+  int64_t rows = lt_numel(x) / (in_f ? in_f : 1);
+  float *po = lt_f32(out);
+  if (b) {
+    lt_tensor *bc = lt_op_contiguous(c, b);
+    if (!bc) { lt_tensor_release(out); lt_tensor_release(xc); lt_tensor_release(wc); return NULL; }
+    const float *pb = lt_f32(bc);
+    for (int64_t r = 0; r < rows; r++) memcpy(po + r * out_f, pb, sizeof(float) * (size_t)out_f);
+    lt_tensor_release(bc);
+  }
+  int rc = lt_gemm(c, 0, 1, rows, out_f, in_f, 1.0f, lt_f32(xc), in_f, lt_f32(wc), in_f, b ? 1.0f : 0.0f, po, out_f);
+  lt_tensor_release(xc);
+  lt_tensor_release(wc);
+  if (rc) { lt_tensor_release(out); return NULL; }
+  lt_tensor *ins[3] = { x, w, b };
+  lt_node *nd;
+  if (lt_record(c, out, "linear", linear_backward, b ? 3 : 2, ins, &nd)) { lt_tensor_release(out); return NULL; }
+  return out;
+}

@@ -1,0 +1,247 @@
+/* ops_reduce.c — sum, mean, max, min (all elements or along a dim, keepdim), argmax, and sum_to
+ * (the reverse of broadcasting, used by every broadcasting op's backward). */
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "lt_errors.h"
+#include "lt_iter.h"
+#include "lt_ops.h"
+
+static const char *const red_names[] = { "sum", "mean", "max", "min" };
+
+/* Output shape of reducing `dim` (dim < 0: everything). */
+static int reduced_shape(const lt_tensor *a, int dim, int keepdim, int64_t *shape) {
+  int k = 0;
+  for (int d = 0; d < a->ndim; d++) {
+    if (dim < 0 || d == dim) {
+      if (keepdim) shape[k++] = 1;
+    } else {
+      shape[k++] = a->shape[d];
+    }
+  }
+  return k;
+}
+
+static void split_dims(const lt_tensor *a, int dim, int64_t *outer, int64_t *n, int64_t *inner) {
+  if (dim < 0) { *outer = 1; *n = lt_numel(a); *inner = 1; return; }
+  *outer = 1; *inner = 1;
+  for (int d = 0; d < dim; d++) *outer *= a->shape[d];
+  *n = a->shape[dim];
+  for (int d = dim + 1; d < a->ndim; d++) *inner *= a->shape[d];
+}
+
+/* gradient of sum/mean: g broadcast back over the reduced dims, scaled */
+static int sum_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
+  lt_tensor *in = n->inputs[0];
+  int dim = (int)n->i[0];
+  /* g as keepdim shape, then broadcast to the input's shape */
+  int64_t ks[LT_MAX_DIM], kst[LT_MAX_DIM];
+  lt_tensor *gc = lt_op_contiguous(c, g);
+  if (!gc) return LT_ERR;
+  int k = reduced_shape(in, dim, 1, ks);
+  lt_contiguous_strides(k, ks, kst);
+  lt_tensor *gk = lt_tensor_alias(c, gc, k, ks, kst, gc->offset);
+  lt_tensor_release(gc);
+  if (!gk) return LT_ERR;
+  lt_tensor *r = lt_tensor_new_like(c, in);
+  if (r) r->dtype = LT_F32;
+  if (r && lt_op_copy_(c, r, gk)) { lt_tensor_release(r); r = NULL; }
+  lt_tensor_release(gk);
+  if (r && n->f[0] != 1.0) lt_op_binary_scalar_(c, LT_MUL, r, n->f[0]);
+  gin[0] = r;
+  return r ? LT_OK : LT_ERR;
+}
+
+/* gradient of max/min values: g goes to the chosen element */
+static int select_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
+  lt_tensor *in = n->inputs[0], *idx = n->saved[0];
+  int dim = (int)n->i[0];
+  int64_t outer, len, inner;
+  split_dims(in, dim, &outer, &len, &inner);
+  lt_tensor *gc = lt_op_contiguous(c, g);
+  lt_tensor *r = gc ? lt_tensor_zeros(c, LT_F32, in->ndim, in->shape) : NULL;
+  if (!r) { lt_tensor_release(gc); return LT_ERR; }
+  const float *pg = lt_f32(gc);
+  const int64_t *pi = lt_i64(idx);
+  float *pr = lt_f32(r);
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t k = 0; k < inner; k++) pr[(o * len + pi[o * inner + k]) * inner + k] += pg[o * inner + k];
+  lt_tensor_release(gc);
+  gin[0] = r;
+  return LT_OK;
+}
+
+static int check_reduce(lt_ctx *c, const char *name, const lt_tensor *a, int dim) {
+  if (dim >= a->ndim && !(a->ndim == 0 && dim == 0))
+    return lt_fail(c, LT_E_DIM_RANGE, name, dim + 1, a->ndim, a->ndim, a->ndim);
+  return LT_OK;
+}
+
+/* Computes values (and 0-based indices for max/min) along dim of a contiguous float tensor. */
+static void reduce_f32(lt_redop op, const float *x, int64_t outer, int64_t n, int64_t inner, float *out,
+                       int64_t *idx) {
+  if (op == LT_RSUM || op == LT_RMEAN) {
+    if (inner == 1) {
+      for (int64_t o = 0; o < outer; o++) {
+        double s = 0;
+        const float *row = x + o * n;
+        for (int64_t j = 0; j < n; j++) s += row[j];
+        out[o] = (float)(op == LT_RMEAN ? s / (double)n : s);
+      }
+    } else {
+      for (int64_t o = 0; o < outer; o++) {
+        float *acc = out + o * inner;
+        memset(acc, 0, sizeof(float) * (size_t)inner);
+        for (int64_t j = 0; j < n; j++) {
+          const float *row = x + (o * n + j) * inner;
+          for (int64_t k = 0; k < inner; k++) acc[k] += row[k];
+        }
+        if (op == LT_RMEAN)
+          for (int64_t k = 0; k < inner; k++) acc[k] /= (float)n;
+      }
+    }
+    return;
+  }
+  int is_max = op == LT_RMAX;
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t k = 0; k < inner; k++) {
+      const float *p = x + o * n * inner + k;
+      float best = p[0];
+      int64_t bi = 0;
+      for (int64_t j = 1; j < n; j++) {
+        float v = p[j * inner];
+        if (isnan(best)) break;
+        if (isnan(v) || (is_max ? v > best : v < best)) { best = v; bi = j; }
+      }
+      out[o * inner + k] = best;
+      if (idx) idx[o * inner + k] = bi;
+    }
+}
+
+static void reduce_i64(lt_redop op, const int64_t *x, int64_t outer, int64_t n, int64_t inner, int64_t *out,
+                       int64_t *idx) {
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t k = 0; k < inner; k++) {
+      const int64_t *p = x + o * n * inner + k;
+      int64_t acc = p[0], bi = 0;
+      for (int64_t j = 1; j < n; j++) {
+        int64_t v = p[j * inner];
+        if (op == LT_RSUM) acc += v;
+        else if (op == LT_RMAX ? v > acc : v < acc) { acc = v; bi = j; }
+      }
+      out[o * inner + k] = acc;
+      if (idx) idx[o * inner + k] = bi;
+    }
+}
+
+static int reduce_impl(lt_ctx *c, lt_redop op, lt_tensor *a, int dim, int keepdim, lt_tensor **values,
+                       lt_tensor **indices) {
+  const char *name = red_names[op];
+  if (check_reduce(c, name, a, dim)) return LT_ERR;
+  if (a->ndim == 0) dim = -1;
+  int64_t outer, n, inner;
+  split_dims(a, dim, &outer, &n, &inner);
+  if (n == 0 && (op == LT_RMAX || op == LT_RMIN)) {
+    char b[128];
+    return lt_fail(c, "%s: cannot reduce an empty dimension (shape %s)", name, lt_shape_str(a, b, sizeof b));
+  }
+  int64_t shape[LT_MAX_DIM];
+  int k = reduced_shape(a, dim, keepdim, shape);
+  int as_float = a->dtype == LT_F32 || op == LT_RMEAN;
+  lt_tensor *src = as_float ? lt_op_to_dtype(c, a, LT_F32) : lt_tensor_retain(a);
+  lt_tensor *x = src ? lt_op_contiguous(c, src) : NULL;
+  lt_tensor_release(src);
+  if (!x) return LT_ERR;
+  lt_tensor *out = lt_tensor_new(c, as_float ? LT_F32 : LT_I64, k, shape);
+  lt_tensor *idx = (out && (op == LT_RMAX || op == LT_RMIN)) ? lt_tensor_new(c, LT_I64, k, shape) : NULL;
+  if (!out || ((op == LT_RMAX || op == LT_RMIN) && !idx)) {
+    lt_tensor_release(x); lt_tensor_release(out); lt_tensor_release(idx);
+    return LT_ERR;
+  }
+  if (as_float) {
+    if (n == 0) memset(lt_f32(out), 0, sizeof(float) * (size_t)(outer * inner));
+    else reduce_f32(op, lt_f32(x), outer, n, inner, lt_f32(out), idx ? lt_i64(idx) : NULL);
+    if (n == 0 && op == LT_RMEAN) lt_op_fill_(c, out, NAN);
+  } else {
+    if (n == 0) memset(lt_i64(out), 0, sizeof(int64_t) * (size_t)(outer * inner));
+    else reduce_i64(op, lt_i64(x), outer, n, inner, lt_i64(out), idx ? lt_i64(idx) : NULL);
+  }
+  if (as_float) {
+    lt_node *nd;
+    int is_sel = op == LT_RMAX || op == LT_RMIN;
+    if (lt_record(c, out, name, is_sel ? select_backward : sum_backward, 1, &x, &nd)) {
+      lt_tensor_release(x); lt_tensor_release(out); lt_tensor_release(idx);
+      return LT_ERR;
+    }
+    if (nd) {
+      nd->i[0] = dim;
+      nd->f[0] = op == LT_RMEAN ? 1.0 / (double)n : 1.0;
+      if (is_sel) lt_node_save(nd, 0, idx);
+    }
+  }
+  lt_tensor_release(x);
+  *values = out;
+  if (indices) *indices = idx;
+  else lt_tensor_release(idx);
+  return LT_OK;
+}
+
+lt_tensor *lt_op_reduce(lt_ctx *c, lt_redop op, lt_tensor *a, int dim, int keepdim) {
+  lt_tensor *v = NULL;
+  if (reduce_impl(c, op, a, dim, keepdim, &v, NULL)) return NULL;
+  return v;
+}
+
+int lt_op_reduce_idx(lt_ctx *c, lt_redop op, lt_tensor *a, int dim, int keepdim, lt_tensor **values,
+                     lt_tensor **indices) {
+  if (op != LT_RMAX && op != LT_RMIN) return lt_fail(c, "%s: has no indices", red_names[op]);
+  return reduce_impl(c, op, a, dim, keepdim, values, indices);
+}
+
+lt_tensor *lt_op_argmax(lt_ctx *c, lt_tensor *a, int dim, int keepdim) {
+  lt_tensor *v = NULL, *i = NULL;
+  int saved = c->grad_enabled;
+  c->grad_enabled = 0;
+  int rc = reduce_impl(c, LT_RMAX, a, dim, keepdim, &v, &i);
+  c->grad_enabled = saved;
+  if (rc) return NULL;
+  lt_tensor_release(v);
+  return i;
+}
+
+lt_tensor *lt_op_sum_to(lt_ctx *c, lt_tensor *g, int ndim, const int64_t *shape) {
+  char b1[128], b2[128];
+  if (ndim > g->ndim) goto bad;
+  for (int d = 0; d < ndim; d++) {
+    int64_t gs = g->shape[d + g->ndim - ndim];
+    if (shape[d] != gs && shape[d] != 1) goto bad;
+  }
+  lt_tensor *out = lt_tensor_zeros(c, LT_F32, ndim, shape);
+  if (!out) return NULL;
+  int64_t so[LT_MAX_DIM];
+  lt_broadcast_strides(out, g->ndim, g->shape, so);
+  const int64_t *st[2] = { so, g->stride };
+  lt_iter it;
+  lt_iter_init(&it, g->ndim, g->shape, 2, st);
+  float *po = lt_f32(out);
+  const float *pg = lt_f32(g);
+  LT_ITER_ROWS(&it, o0, o1, o2) {
+    float *y = po + o0;
+    const float *x = pg + o1;
+    if (it.s[0] == 0) {
+      double s = 0;
+      for (int64_t i = 0; i < it.n; i++) s += x[i * it.s[1]];
+      y[0] += (float)s;
+    } else if (it.s[0] == 1 && it.s[1] == 1) {
+      for (int64_t i = 0; i < it.n; i++) y[i] += x[i];
+    } else {
+      for (int64_t i = 0; i < it.n; i++) y[i * it.s[0]] += x[i * it.s[1]];
+    }
+  }
+  LT_ITER_ROWS_END(&it, o0, o1, o2);
+  return out;
+bad:
+  lt_fail(c, "sum_to: cannot reduce %s to %s", lt_shape_str(g, b1, sizeof b1), lt_dims_str(ndim, shape, b2, sizeof b2));
+  return NULL;
+}

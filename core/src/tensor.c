@@ -1,0 +1,181 @@
+/* tensor.c — storage and tensor lifecycle, shapes, and element access. */
+#include "lt_tensor.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "lt_alloc.h"
+#include "lt_errors.h"
+
+static int64_t live_tensors;
+
+size_t lt_dtype_size(lt_dtype d) { return d == LT_I64 ? 8 : 4; }
+const char *lt_dtype_name(lt_dtype d) { return d == LT_I64 ? "int64" : "float32"; }
+
+int64_t lt_tensor_live_count(void) { return __atomic_load_n(&live_tensors, __ATOMIC_RELAXED); }
+
+static lt_storage *storage_new(lt_ctx *c, size_t nbytes) {
+  lt_storage *s = lt_alloc(sizeof *s);
+  if (!s) { lt_fail(c, LT_E_OOM, sizeof *s); return NULL; }
+  s->data = lt_alloc(nbytes);
+  if (!s->data) {
+    lt_free(s, sizeof *s);
+    lt_fail(c, LT_E_OOM, nbytes);
+    return NULL;
+  }
+  s->refcount = 1;
+  s->nbytes = nbytes;
+  return s;
+}
+
+static void storage_release(lt_storage *s) {
+  if (s && --s->refcount == 0) {
+    lt_free(s->data, s->nbytes);
+    lt_free(s, sizeof *s);
+  }
+}
+
+void lt_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride) {
+  int64_t st = 1;
+  for (int d = ndim - 1; d >= 0; d--) {
+    stride[d] = st;
+    st *= shape[d] > 0 ? shape[d] : 1;
+  }
+}
+
+static lt_tensor *header_new(lt_ctx *c) {
+  lt_tensor *t = lt_alloc(sizeof *t);
+  if (!t) { lt_fail(c, LT_E_OOM, sizeof *t); return NULL; }
+  memset(t, 0, sizeof *t);
+  t->refcount = 1;
+  __atomic_add_fetch(&live_tensors, 1, __ATOMIC_RELAXED);
+  return t;
+}
+
+lt_tensor *lt_tensor_new(lt_ctx *c, lt_dtype dt, int ndim, const int64_t *shape) {
+  if (ndim < 0 || ndim > LT_MAX_DIM) {
+    lt_fail(c, "tensor: %d dimensions requested, at most %d are supported", ndim, LT_MAX_DIM);
+    return NULL;
+  }
+  int64_t n = 1;
+  for (int d = 0; d < ndim; d++) {
+    if (shape[d] < 0) {
+      char buf[128];
+      lt_fail(c, "tensor: size %lld of dim %d is negative (shape %s)", (long long)shape[d], d + 1,
+              lt_dims_str(ndim, shape, buf, sizeof buf));
+      return NULL;
+    }
+    if (shape[d] > 0 && n > (INT64_C(1) << 46) / shape[d]) {
+      lt_fail(c, "tensor: shape too large to allocate");
+      return NULL;
+    }
+    n *= shape[d];
+  }
+  lt_tensor *t = header_new(c);
+  if (!t) return NULL;
+  t->storage = storage_new(c, (size_t)n * lt_dtype_size(dt));
+  if (!t->storage) { lt_tensor_release(t); return NULL; }
+  t->ndim = ndim;
+  t->dtype = dt;
+  memcpy(t->shape, shape, sizeof(int64_t) * (size_t)ndim);
+  lt_contiguous_strides(ndim, shape, t->stride);
+  return t;
+}
+
+lt_tensor *lt_tensor_new_like(lt_ctx *c, const lt_tensor *t) {
+  return lt_tensor_new(c, t->dtype, t->ndim, t->shape);
+}
+
+lt_tensor *lt_tensor_zeros(lt_ctx *c, lt_dtype dt, int ndim, const int64_t *shape) {
+  lt_tensor *t = lt_tensor_new(c, dt, ndim, shape);
+  if (t) memset(t->storage->data, 0, t->storage->nbytes);
+  return t;
+}
+
+lt_tensor *lt_tensor_scalar(lt_ctx *c, double v) {
+  lt_tensor *t = lt_tensor_new(c, LT_F32, 0, NULL);
+  if (t) lt_f32(t)[0] = (float)v;
+  return t;
+}
+
+lt_tensor *lt_tensor_alias(lt_ctx *c, const lt_tensor *base, int ndim, const int64_t *shape,
+                           const int64_t *stride, int64_t offset) {
+  lt_tensor *t = header_new(c);
+  if (!t) return NULL;
+  t->storage = base->storage;
+  t->storage->refcount++;
+  t->offset = offset;
+  t->ndim = ndim;
+  t->dtype = base->dtype;
+  memcpy(t->shape, shape, sizeof(int64_t) * (size_t)ndim);
+  memcpy(t->stride, stride, sizeof(int64_t) * (size_t)ndim);
+  return t;
+}
+
+lt_tensor *lt_broadcast_alias(lt_ctx *c, const lt_tensor *t, int ndim, const int64_t *shape) {
+  int64_t st[LT_MAX_DIM];
+  int off = ndim - t->ndim;
+  for (int d = 0; d < ndim; d++) {
+    int td = d - off;
+    st[d] = (td < 0 || (t->shape[td] == 1 && shape[d] != 1)) ? 0 : t->stride[td];
+  }
+  return lt_tensor_alias(c, t, ndim, shape, st, t->offset);
+}
+
+lt_tensor *lt_tensor_retain(lt_tensor *t) {
+  if (t) t->refcount++;
+  return t;
+}
+
+void lt_tensor_release(lt_tensor *t) {
+  if (!t || --t->refcount > 0) return;
+  storage_release(t->storage);
+  lt_tensor_release(t->grad);
+  if (t->grad_fn) lt_node_release(t->grad_fn);
+  lt_free(t, sizeof *t);
+  __atomic_sub_fetch(&live_tensors, 1, __ATOMIC_RELAXED);
+}
+
+int64_t lt_numel(const lt_tensor *t) {
+  int64_t n = 1;
+  for (int d = 0; d < t->ndim; d++) n *= t->shape[d];
+  return n;
+}
+
+int lt_is_contiguous(const lt_tensor *t) {
+  int64_t st = 1;
+  for (int d = t->ndim - 1; d >= 0; d--) {
+    if (t->shape[d] != 1 && t->stride[d] != st) return 0;
+    st *= t->shape[d];
+  }
+  return 1;
+}
+
+char *lt_dims_str(int ndim, const int64_t *shape, char *buf, size_t n) {
+  size_t k = 0;
+  k += (size_t)snprintf(buf + k, n - k, "[");
+  for (int d = 0; d < ndim && k < n; d++)
+    k += (size_t)snprintf(buf + k, n - k, d ? " x %lld" : "%lld", (long long)shape[d]);
+  if (k < n) snprintf(buf + k, n - k, "]");
+  return buf;
+}
+
+char *lt_shape_str(const lt_tensor *t, char *buf, size_t n) { return lt_dims_str(t->ndim, t->shape, buf, n); }
+
+int lt_same_shape(const lt_tensor *a, const lt_tensor *b) {
+  if (a->ndim != b->ndim) return 0;
+  for (int d = 0; d < a->ndim; d++)
+    if (a->shape[d] != b->shape[d]) return 0;
+  return 1;
+}
+
+double lt_get_flat(const lt_tensor *t, int64_t i) {
+  int64_t off = t->offset;
+  for (int d = t->ndim - 1; d >= 0; d--) {
+    int64_t s = t->shape[d];
+    off += (i % s) * t->stride[d];
+    i /= s;
+  }
+  if (t->dtype == LT_I64) return (double)((int64_t *)t->storage->data)[off];
+  return ((float *)t->storage->data)[off];
+}

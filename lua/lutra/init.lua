@@ -1,0 +1,44 @@
+-- lutra: a deep-learning training framework with a C core. `local lt = require "lutra"`.
+-- The C core (tensors, autograd, kernels, loops) is lutra.core; submodules load on first use so that
+-- `require "lutra"` stays fast.
+local lt = require "lutra.core"
+
+require "lutra.tensor" -- printing and Lua-side tensor helpers
+
+local submodules = {
+  nn = "lutra.nn", F = "lutra.F", optim = "lutra.optim", data = "lutra.data", callbacks = "lutra.callbacks",
+  loggers = "lutra.loggers", Trainer = "lutra.trainer", Loop = "lutra.loop", plot = "lutra.plot",
+  utils = "lutra.utils",
+}
+
+setmetatable(lt, {
+  __index = function(t, k)
+    local name = submodules[k]
+    if not name then return nil end
+    local m = require(name)
+    rawset(t, k, m)
+    return m
+  end,
+})
+
+--- Runs fn(...) with gradient recording off; returns what fn returns.
+function lt.no_grad(fn, ...)
+  if type(fn) ~= "function" then
+    error("no_grad: expected a function, got " .. type(fn), 2)
+  end
+  local was = lt.set_grad_enabled(false)
+  local res = { pcall(fn, ...) }
+  lt.set_grad_enabled(was)
+  if not res[1] then error(res[2], 0) end
+  return unpack(res, 2, table.maxn(res))
+end
+
+function lt.enable_grad(fn, ...)
+  local was = lt.set_grad_enabled(true)
+  local res = { pcall(fn, ...) }
+  lt.set_grad_enabled(was)
+  if not res[1] then error(res[2], 0) end
+  return unpack(res, 2, table.maxn(res))
+end
+
+return lt

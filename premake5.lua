@@ -1,0 +1,89 @@
+-- lutra build description.
+-- Written in premake5 syntax; also runs under Debian's premake4 (`premake4 --file=premake5.lua gmake`)
+-- through the small shim below, which maps the premake5 calls we use onto premake4's.
+
+local is_premake4 = (_PREMAKE_VERSION or ""):match("^4") ~= nil
+if is_premake4 then
+  workspace = solution
+  function filter(f)
+    if type(f) == "table" then f = f[1] end
+    local cfg = f and f:match("^configurations:(.+)$")
+    configuration(cfg or f or {})
+  end
+  function symbols(v) if v == "On" then flags { "Symbols" } end end
+  function optimize(v) if v == "Speed" or v == "Full" or v == "On" then flags { "OptimizeSpeed" } end end
+  function warnings(v) if v == "Extra" then buildoptions { "-Wall", "-Wextra" } end end
+  function cdialect(v) buildoptions { "-std=" .. v:lower() } end
+else
+  premake.override = premake.override
+end
+
+local LUAJIT_INC = "/usr/include/luajit-2.1"
+
+workspace "lutra"
+  configurations { "release", "debug", "asan" }
+  location "build"
+  language "C"
+  cdialect "C11"
+  warnings "Extra"
+  includedirs { "core/include", "core/src", "core/bind", LUAJIT_INC, "build/gen" }
+  buildoptions { "-fPIC", "-pthread", "-D_GNU_SOURCE" }
+  linkoptions { "-pthread" }
+  objdir "build/obj"
+
+  filter "configurations:release"
+    optimize "Speed"
+    buildoptions { "-O3", "-fno-math-errno", "-fno-trapping-math" }
+    defines { "NDEBUG" }
+    targetdir "build/bin/release"
+  filter "configurations:debug"
+    symbols "On"
+    buildoptions { "-O0" }
+    targetdir "build/bin/debug"
+  filter "configurations:asan"
+    symbols "On"
+    buildoptions { "-O1", "-fsanitize=address,undefined", "-fno-omit-frame-pointer",
+                   "-fno-sanitize-recover=undefined" }
+    linkoptions { "-fsanitize=address,undefined" }
+    targetdir "build/bin/asan"
+  filter {}
+
+-- Everything of the core and the Lua binding, for C hosts (and for the binary and the module).
+project "lutra_static"
+  kind "StaticLib"
+  targetname "lutra"
+  files { "core/src/*.c", "core/bind/*.c", "build/gen/lutra_lua.c" }
+  excludes { "core/bind/module_so.c" }
+  prebuildcommands { "luajit ../core/bind/embed_lua.lua ../lua gen/lutra_lua.c" }
+
+-- The Lua module for plain `luajit`: lutra/core.so on package.cpath; Lua files come from package.path.
+project "lutra_core"
+  kind "SharedLib"
+  targetname "core"
+  targetprefix ""
+  files { "core/bind/module_so.c" }
+  links { "lutra_static", "z", "dl", "m" }
+  filter "configurations:release"
+    targetdir "build/bin/release/lutra"
+  filter "configurations:debug"
+    targetdir "build/bin/debug/lutra"
+  filter "configurations:asan"
+    targetdir "build/bin/asan/lutra"
+  filter {}
+
+-- The `lutra` binary: embeds LuaJIT, runs scripts, opens the REPL.
+project "lutra"
+  kind "ConsoleApp"
+  files { "core/cli/*.c" }
+  links { "lutra_static", "luajit-5.1", "edit", "z", "dl", "m" }
+  linkoptions { "-Wl,-E" }
+
+-- C test programs: one executable per tests/c/test_*.c, linked with the static library.
+for _, path in ipairs(os.matchfiles("tests/c/test_*.c")) do
+  local name = path:match("([^/]+)%.c$")
+  project(name)
+    kind "ConsoleApp"
+    files { path }
+    links { "lutra_static", "luajit-5.1", "z", "dl", "m" }
+    linkoptions { "-Wl,-E" }
+end
