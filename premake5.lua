@@ -19,40 +19,44 @@ else
 end
 
 local LUAJIT_INC = "/usr/include/luajit-2.1"
+-- One build tree per checkout by default; LUTRA_BUILD_DIR (a folder name at the top level) lets
+-- several builds live side by side (e.g. one per engineer working in the same tree).
+local BUILD = os.getenv("LUTRA_BUILD_DIR") or "build"
+assert(not BUILD:find("/"), "LUTRA_BUILD_DIR must be a folder name at the repository's top level")
 
 workspace "lutra"
   configurations { "release", "debug", "asan" }
-  location "build"
+  location(BUILD)
   language "C"
   cdialect "C11"
   warnings "Extra"
-  includedirs { "core/include", "core/src", "core/bind", LUAJIT_INC, "build/gen" }
+  includedirs { "core/include", "core/src", "core/bind", LUAJIT_INC, BUILD .. "/gen" }
   buildoptions { "-fPIC", "-pthread", "-D_GNU_SOURCE" }
   linkoptions { "-pthread" }
-  objdir "build/obj"
+  objdir(BUILD .. "/obj")
 
   filter "configurations:release"
     optimize "Speed"
     buildoptions { "-O3", "-fno-math-errno", "-fno-trapping-math" }
     defines { "NDEBUG" }
-    targetdir "build/bin/release"
+    targetdir(BUILD .. "/bin/release")
   filter "configurations:debug"
     symbols "On"
     buildoptions { "-O0" }
-    targetdir "build/bin/debug"
+    targetdir(BUILD .. "/bin/debug")
   filter "configurations:asan"
     symbols "On"
     buildoptions { "-O1", "-fsanitize=address,undefined", "-fno-omit-frame-pointer",
                    "-fno-sanitize-recover=undefined" }
     linkoptions { "-fsanitize=address,undefined" }
-    targetdir "build/bin/asan"
+    targetdir(BUILD .. "/bin/asan")
   filter {}
 
 -- Everything of the core and the Lua binding, for C hosts (and for the binary and the module).
 project "lutra_static"
   kind "StaticLib"
   targetname "lutra"
-  files { "core/src/*.c", "core/bind/*.c", "build/gen/lutra_lua.c" }
+  files { "core/src/*.c", "core/bind/*.c", BUILD .. "/gen/lutra_lua.c" }
   excludes { "core/bind/module_so.c" }
   prebuildcommands { "luajit ../core/bind/embed_lua.lua ../lua gen/lutra_lua.c" }
 
@@ -64,11 +68,11 @@ project "lutra_core"
   files { "core/bind/module_so.c" }
   links { "lutra_static", "z", "dl", "m" }
   filter "configurations:release"
-    targetdir "build/bin/release/lutra"
+    targetdir(BUILD .. "/bin/release/lutra")
   filter "configurations:debug"
-    targetdir "build/bin/debug/lutra"
+    targetdir(BUILD .. "/bin/debug/lutra")
   filter "configurations:asan"
-    targetdir "build/bin/asan/lutra"
+    targetdir(BUILD .. "/bin/asan/lutra")
   filter {}
 
 -- The `lutra` binary: embeds LuaJIT, runs scripts, opens the REPL.

@@ -13,6 +13,11 @@
 
 /* Each binding area registers its functions into the module table on top of the stack. */
 void l_tensor_register(lua_State *L);
+void l_nn_register(lua_State *L);     /* l_nn.c: conv, pooling, norms, losses, dropout, embedding */
+void l_optim_register(lua_State *L);  /* l_optim.c: optimizers (fused C updates) */
+void l_data_register(lua_State *L);   /* l_data.c: IDX reading, batching */
+void l_io_register(lua_State *L);     /* l_io.c: safetensors checkpoints, atomic files */
+void l_loop_register(lua_State *L);   /* l_loop.c: the training loops and hook dispatch */
 
 static int l_interrupt(lua_State *L) { (void)L; lt_interrupt_request(); return 0; }
 static int l_interrupt_pending(lua_State *L) { lua_pushboolean(L, lt_interrupt_pending()); return 1; }
@@ -21,6 +26,11 @@ static int l_interrupt_clear(lua_State *L) { (void)L; lt_interrupt_clear(); retu
 static int open_with_upvalues(lua_State *L) {
   lua_newtable(L);
   l_tensor_register(L);
+  l_nn_register(L);
+  l_optim_register(L);
+  l_data_register(L);
+  l_io_register(L);
+  l_loop_register(L);
   static const luaL_Reg misc[] = {
     { "interrupt", l_interrupt }, { "interrupt_pending", l_interrupt_pending }, { "interrupt_clear", l_interrupt_clear },
     { NULL, NULL }
