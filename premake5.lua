@@ -66,7 +66,7 @@ project "lutra_core"
   targetname "core"
   targetprefix ""
   files { "core/bind/module_so.c" }
-  links { "lutra_static", "z", "dl", "m" }
+  links { "lutra_static", "jansson", "z", "dl", "m" }
   filter "configurations:release"
     targetdir(BUILD .. "/bin/release/lutra")
   filter "configurations:debug"
@@ -79,7 +79,7 @@ project "lutra_core"
 project "lutra"
   kind "ConsoleApp"
   files { "core/cli/*.c" }
-  links { "lutra_static", "luajit-5.1", "edit", "z", "dl", "m" }
+  links { "lutra_static", "luajit-5.1", "edit", "jansson", "z", "dl", "m" }
   linkoptions { "-Wl,-E" }
 
 -- C test programs: one executable per tests/c/test_*.c, linked with the static library.
@@ -88,6 +88,6 @@ for _, path in ipairs(os.matchfiles("tests/c/test_*.c")) do
   project(name)
     kind "ConsoleApp"
     files { path }
-    links { "lutra_static", "luajit-5.1", "z", "dl", "m" }
+    links { "lutra_static", "luajit-5.1", "jansson", "z", "dl", "m" }
     linkoptions { "-Wl,-E" }
 end
