@@ -28,11 +28,11 @@ static int l_gc(lua_State *L) {
 
 static int fill_from_table(lua_State *L, int idx, int depth, int64_t *shape, int *ndim, lt_tensor *t, int64_t *pos) {
   int64_t n = (int64_t)lua_objlen(L, idx);
-  if (depth >= LT_MAX_DIM) return luaL_error(L, "tensor: nested tables deeper than %d", LT_MAX_DIM);
+  if (depth >= LT_MAX_DIM) return l_errorf(L, "tensor: nested tables deeper than %d", LT_MAX_DIM);
   if (t == NULL) { /* first pass: shape */
     if (depth >= *ndim) { shape[depth] = n; *ndim = depth + 1; }
   } else if (shape[depth] != n) {
-    return luaL_error(L, "tensor: ragged nested table: expected %lld elements at depth %d, got %lld",
+    return l_errorf(L, "tensor: ragged nested table: expected %lld elements at depth %d, got %lld",
                       (long long)shape[depth], depth + 1, (long long)n);
   }
   for (int64_t i = 1; i <= n; i++) {
@@ -40,18 +40,18 @@ static int fill_from_table(lua_State *L, int idx, int depth, int64_t *shape, int
     int ty = lua_type(L, -1);
     if (ty == LUA_TTABLE) {
       if (t && depth + 1 >= *ndim)
-        return luaL_error(L, "tensor: ragged nested table: a table where a number was expected at depth %d", depth + 1);
+        return l_errorf(L, "tensor: ragged nested table: a table where a number was expected at depth %d", depth + 1);
       fill_from_table(L, lua_gettop(L), depth + 1, shape, ndim, t, pos);
     } else if (ty == LUA_TNUMBER || ty == LUA_TBOOLEAN) {
       double v = ty == LUA_TBOOLEAN ? (double)lua_toboolean(L, -1) : lua_tonumber(L, -1);
       if (t) {
         if (depth + 1 != *ndim)
-          return luaL_error(L, "tensor: ragged nested table: a number where a table was expected at depth %d", depth + 1);
+          return l_errorf(L, "tensor: ragged nested table: a number where a table was expected at depth %d", depth + 1);
         if (t->dtype == LT_I64) lt_i64(t)[(*pos)++] = (int64_t)v;
         else lt_f32(t)[(*pos)++] = (float)v;
       }
     } else {
-      return luaL_error(L, "tensor: element %d at depth %d is a %s, expected a number or a table", (int)i, depth + 1,
+      return l_errorf(L, "tensor: element %d at depth %d is a %s, expected a number or a table", (int)i, depth + 1,
                         luaL_typename(L, -1));
     }
     lua_pop(L, 1);
@@ -109,7 +109,7 @@ static int l_randn(lua_State *L) { return creation(L, "randn", 4); }
 
 static int l_full(lua_State *L) {
   int64_t shape[LT_MAX_DIM];
-  if (!lua_istable(L, 1)) luaL_error(L, "bad argument #1 to 'full' (shape table expected, got %s)", luaL_typename(L, 1));
+  if (!lua_istable(L, 1)) l_errorf(L, "bad argument #1 to 'full' (shape table expected, got %s)", luaL_typename(L, 1));
   int ndim = l_checkshape(L, 1, shape, "full");
   double v = luaL_checknumber(L, 2);
   return l_push(L, lt_op_full(L_CTX(L), l_checkdtype(L, 3, LT_F32, "full"), ndim, shape, v));
@@ -128,7 +128,7 @@ static int l_arange(lua_State *L) {
 static int l_eye(lua_State *L) {
   int64_t n = luaL_checkinteger(L, 1);
   int64_t m = luaL_optinteger(L, 2, n);
-  if (n < 0 || m < 0) return luaL_error(L, "eye: sizes must be >= 0, got %lld x %lld", (long long)n, (long long)m);
+  if (n < 0 || m < 0) return l_errorf(L, "eye: sizes must be >= 0, got %lld x %lld", (long long)n, (long long)m);
   return l_push(L, lt_op_eye(L_CTX(L), n, m));
 }
 
@@ -172,7 +172,7 @@ static int l_stride(lua_State *L) {
 
 static int l_len(lua_State *L) {
   lt_tensor *t = T(1, "__len");
-  if (t->ndim == 0) return luaL_error(L, "#: a 0-dim tensor has no length (use x:item())");
+  if (t->ndim == 0) return l_errorf(L, "#: a 0-dim tensor has no length (use x:item())");
   lua_pushnumber(L, (lua_Number)t->shape[0]);
   return 1;
 }
@@ -186,7 +186,7 @@ static int l_item(lua_State *L) {
   lt_tensor *t = T(1, "item");
   if (lt_numel(t) != 1) {
     char b[128];
-    return luaL_error(L, "item: the tensor has %lld elements (shape %s), item() needs exactly one",
+    return l_errorf(L, "item: the tensor has %lld elements (shape %s), item() needs exactly one",
                       (long long)lt_numel(t), lt_shape_str(t, b, sizeof b));
   }
   lua_pushnumber(L, lt_get_flat(t, 0));
@@ -244,7 +244,7 @@ static int l_t(lua_State *L) {
   lt_tensor *t = T(1, "t");
   if (t->ndim > 2) {
     char b[128];
-    return luaL_error(L, "t: expects a tensor with <= 2 dims, got %s (use transpose(d1, d2))", lt_shape_str(t, b, sizeof b));
+    return l_errorf(L, "t: expects a tensor with <= 2 dims, got %s (use transpose(d1, d2))", lt_shape_str(t, b, sizeof b));
   }
   if (t->ndim < 2) return l_push(L, lt_op_view(L_CTX(L), t, t->ndim, t->shape));
   return l_push(L, lt_op_transpose(L_CTX(L), t, 0, 1));
@@ -261,7 +261,7 @@ static int l_permute(lua_State *L) {
   int perm[LT_MAX_DIM];
   int64_t dims[LT_MAX_DIM];
   int n = l_checkshape(L, 2, dims, "permute");
-  if (n != t->ndim) return luaL_error(L, "permute: %d dims given for a %d-dimensional tensor", n, t->ndim);
+  if (n != t->ndim) return l_errorf(L, "permute: %d dims given for a %d-dimensional tensor", n, t->ndim);
   for (int d = 0; d < n; d++) {
     int64_t v = dims[d];
     perm[d] = (int)(v < 0 ? t->ndim + v : v - 1);
@@ -273,7 +273,7 @@ static int l_narrow(lua_State *L) {
   lt_tensor *t = T(1, "narrow");
   int d = l_checkdim(L, 2, t->ndim, "narrow");
   int64_t start = luaL_checkinteger(L, 3), len = luaL_checkinteger(L, 4);
-  if (start < 1) return luaL_error(L, "narrow: start %lld is out of range (1-based)", (long long)start);
+  if (start < 1) return l_errorf(L, "narrow: start %lld is out of range (1-based)", (long long)start);
   return l_push(L, lt_op_narrow(L_CTX(L), t, d, start - 1, len));
 }
 
@@ -308,7 +308,7 @@ static int l_flatten(lua_State *L) {
   lt_tensor *t = T(1, "flatten");
   if (t->ndim == 0) return l_push(L, lt_op_reshape(L_CTX(L), t, 1, (int64_t[]){ 1 }));
   int s = l_optdim(L, 2, t->ndim, "flatten", 0), e = l_optdim(L, 3, t->ndim, "flatten", t->ndim - 1);
-  if (s > e) return luaL_error(L, "flatten: start dim %d is after end dim %d", s + 1, e + 1);
+  if (s > e) return l_errorf(L, "flatten: start dim %d is after end dim %d", s + 1, e + 1);
   int64_t shape[LT_MAX_DIM];
   int k = 0;
   for (int d = 0; d < s; d++) shape[k++] = t->shape[d];
@@ -340,7 +340,7 @@ static int binary(lua_State *L, lt_binop op) {
   if (a && b) return l_push(L, lt_op_binary(c, op, a, b));
   if (a && lua_type(L, 2) == LUA_TNUMBER) return l_push(L, lt_op_binary_scalar(c, op, a, lua_tonumber(L, 2), 0));
   if (b && lua_type(L, 1) == LUA_TNUMBER) return l_push(L, lt_op_binary_scalar(c, op, b, lua_tonumber(L, 1), 1));
-  return luaL_error(L, "%s: expected tensors or numbers, got %s and %s", name, luaL_typename(L, 1), luaL_typename(L, 2));
+  return l_errorf(L, "%s: expected tensors or numbers, got %s and %s", name, luaL_typename(L, 1), luaL_typename(L, 2));
 }
 static int l_add(lua_State *L) { return binary(L, LT_ADD); }
 static int l_sub(lua_State *L) { return binary(L, LT_SUB); }
@@ -428,7 +428,7 @@ static int l_where(lua_State *L) {
   if (!ta || !tb) {
     lt_tensor_release(ta);
     lt_tensor_release(tb);
-    return luaL_error(L, "where: expected (cond, a, b) with a and b tensors or numbers");
+    return l_errorf(L, "where: expected (cond, a, b) with a and b tensors or numbers");
   }
   lt_tensor *r = lt_op_where(c, cond, ta, tb);
   lt_tensor_release(ta);
@@ -462,10 +462,10 @@ static int reduce_idx(lua_State *L, lt_redop op, const char *name) {
   lt_tensor *v = NULL, *i = NULL;
   l_check(L, lt_op_reduce_idx(L_CTX(L), op, t, dim, lua_toboolean(L, 3), &v, &i));
   l_push(L, v);
-  int rc = lt_op_binary_scalar_(L_CTX(L), LT_ADD, i, 1.0); /* 1-based */
-  l_push(L, i);
-  l_check(L, rc);
-  return 2;
+  /* 1-based for Lua; a new tensor, since the 0-based one is saved by the autograd node */
+  lt_tensor *i1 = lt_op_binary_scalar(L_CTX(L), LT_ADD, i, 1.0, 0);
+  lt_tensor_release(i);
+  return 1 + l_push(L, i1);
 }
 static int l_max(lua_State *L) { return reduce_idx(L, LT_RMAX, "max"); }
 static int l_min(lua_State *L) { return reduce_idx(L, LT_RMIN, "min"); }
@@ -491,12 +491,12 @@ static int l_log_softmax(lua_State *L) {
 static int gather_list(lua_State *L, const char *name, lt_tensor ***out) {
   luaL_checktype(L, 1, LUA_TTABLE);
   int n = (int)lua_objlen(L, 1);
-  if (n == 0) return luaL_error(L, "%s: expected a non-empty list of tensors", name);
+  if (n == 0) return l_errorf(L, "%s: expected a non-empty list of tensors", name);
   lt_tensor **ts = lua_newuserdata(L, sizeof *ts * (size_t)n); /* freed by the GC, even on error */
   for (int i = 0; i < n; i++) {
     lua_rawgeti(L, 1, i + 1);
     ts[i] = l_totensor(L, -1);
-    if (!ts[i]) return luaL_error(L, "%s: element %d of the list is a %s, expected a tensor", name, i + 1, luaL_typename(L, -1));
+    if (!ts[i]) return l_errorf(L, "%s: element %d of the list is a %s, expected a tensor", name, i + 1, luaL_typename(L, -1));
     lua_pop(L, 1);
   }
   *out = ts;
@@ -505,13 +505,15 @@ static int gather_list(lua_State *L, const char *name, lt_tensor ***out) {
 
 static int l_cat(lua_State *L) {
   lt_tensor **ts;
-  int n = gather_list(L, "cat", &ts);
+  lua_settop(L, 2);
+  int n = gather_list(L, "cat", &ts); /* pushes the list buffer at index 3 */
   int dim = l_optdim(L, 2, ts[0]->ndim, "cat", 0);
   return l_push(L, lt_op_cat(L_CTX(L), n, ts, dim));
 }
 
 static int l_stack(lua_State *L) {
   lt_tensor **ts;
+  lua_settop(L, 2);
   int n = gather_list(L, "stack", &ts);
   int dim = l_optdim(L, 2, ts[0]->ndim + 1, "stack", 0);
   return l_push(L, lt_op_stack(L_CTX(L), n, ts, dim));
@@ -559,9 +561,9 @@ static int l_requires_grad(lua_State *L) {
   if (lua_isnone(L, 2)) { lua_pushboolean(L, t->requires_grad); return 1; }
   int on = lua_toboolean(L, 2);
   if (t->grad_fn && !on)
-    return luaL_error(L, "requires_grad: cannot turn off grad on a result of an op (use x:detach())");
+    return l_errorf(L, "requires_grad: cannot turn off grad on a result of an op (use x:detach())");
   if (on && t->dtype != LT_F32)
-    return luaL_error(L, "requires_grad: only float32 tensors can require grad, got %s", lt_dtype_name(t->dtype));
+    return l_errorf(L, "requires_grad: only float32 tensors can require grad, got %s", lt_dtype_name(t->dtype));
   t->requires_grad = on;
   lua_settop(L, 1);
   return 1;
@@ -569,7 +571,7 @@ static int l_requires_grad(lua_State *L) {
 
 static int l_param(lua_State *L) {
   lt_tensor *t = T(1, "param");
-  if (t->dtype != LT_F32) return luaL_error(L, "param: only float32 tensors can require grad, got %s", lt_dtype_name(t->dtype));
+  if (t->dtype != LT_F32) return l_errorf(L, "param: only float32 tensors can require grad, got %s", lt_dtype_name(t->dtype));
   lt_tensor *r = t->grad_fn ? lt_op_detach(L_CTX(L), t) : lt_tensor_retain(t);
   if (!r) return l_error(L);
   r->requires_grad = 1;
@@ -616,7 +618,7 @@ static int l_index(lua_State *L) {
     return 1;
   }
   if (lua_type(L, 2) == LUA_TNUMBER && t) {
-    if (t->ndim == 0) return luaL_error(L, "index: cannot index a 0-dim tensor (use x:item())");
+    if (t->ndim == 0) return l_errorf(L, "index: cannot index a 0-dim tensor (use x:item())");
     int64_t i = (int64_t)lua_tonumber(L, 2);
     if (i < 0) i += t->shape[0] + 1;
     return l_push(L, lt_op_select(L_CTX(L), t, 0, i - 1));
@@ -632,7 +634,7 @@ static int l_newindex(lua_State *L) {
     lt_tensor *g = lua_isnil(L, 3) ? NULL : T(3, "grad");
     if (g && !lt_same_shape(g, t)) {
       char b1[128], b2[128];
-      return luaL_error(L, "grad: assigned gradient has shape %s, the tensor has %s", lt_shape_str(g, b1, sizeof b1),
+      return l_errorf(L, "grad: assigned gradient has shape %s, the tensor has %s", lt_shape_str(g, b1, sizeof b1),
                         lt_shape_str(t, b2, sizeof b2));
     }
     lt_tensor_release(t->grad);
@@ -641,7 +643,7 @@ static int l_newindex(lua_State *L) {
   }
   if (lua_type(L, 2) == LUA_TNUMBER) {
     int64_t i = (int64_t)lua_tonumber(L, 2);
-    if (t->ndim == 0) return luaL_error(L, "index: cannot index a 0-dim tensor");
+    if (t->ndim == 0) return l_errorf(L, "index: cannot index a 0-dim tensor");
     if (i < 0) i += t->shape[0] + 1;
     lt_ctx *c = L_CTX(L);
     lt_tensor *row = lt_op_select(c, t, 0, i - 1);
@@ -652,7 +654,7 @@ static int l_newindex(lua_State *L) {
     l_check(L, rc);
     return 0;
   }
-  return luaL_error(L, "tensor: cannot set field '%s' (tensors only accept x.grad = ... and x[i] = ...)",
+  return l_errorf(L, "tensor: cannot set field '%s' (tensors only accept x.grad = ... and x[i] = ...)",
                     lua_tostring(L, 2) ? lua_tostring(L, 2) : luaL_typename(L, 2));
 }
 
@@ -677,7 +679,7 @@ static int l_get_rng_state(lua_State *L) {
 
 static int l_set_rng_state(lua_State *L) {
   const char *s = luaL_checkstring(L, 1);
-  if (strlen(s) != 64) return luaL_error(L, "set_rng_state: expected a 64-character hex string from get_rng_state()");
+  if (strlen(s) != 64) return l_errorf(L, "set_rng_state: expected a 64-character hex string from get_rng_state()");
   lt_rng r;
   for (int i = 0; i < 4; i++) {
     char part[17];
@@ -685,7 +687,7 @@ static int l_set_rng_state(lua_State *L) {
     part[16] = 0;
     char *end;
     r.s[i] = strtoull(part, &end, 16);
-    if (*end) return luaL_error(L, "set_rng_state: '%s' is not hexadecimal", part);
+    if (*end) return l_errorf(L, "set_rng_state: '%s' is not hexadecimal", part);
   }
   L_CTX(L)->rng = r;
   return 0;
@@ -693,14 +695,14 @@ static int l_set_rng_state(lua_State *L) {
 
 static int l_random_integer(lua_State *L) { /* lt.random_integer(n) in 1..n, from lutra's RNG */
   lua_Number n = luaL_checknumber(L, 1);
-  if (n < 1) return luaL_error(L, "random_integer: n must be >= 1, got %g", n);
+  if (n < 1) return l_errorf(L, "random_integer: n must be >= 1, got %g", n);
   lua_pushnumber(L, (lua_Number)(lt_rng_below(&L_CTX(L)->rng, (uint64_t)n) + 1));
   return 1;
 }
 
 static int l_randperm(lua_State *L) { /* 1-based permutation as int64 tensor (Fisher-Yates) */
   int64_t n = luaL_checkinteger(L, 1);
-  if (n < 0) return luaL_error(L, "randperm: n must be >= 0");
+  if (n < 0) return l_errorf(L, "randperm: n must be >= 0");
   lt_tensor *t = lt_tensor_new(L_CTX(L), LT_I64, 1, &n);
   if (!t) return l_error(L);
   int64_t *p = lt_i64(t);
@@ -723,7 +725,7 @@ static int l_is_grad_enabled(lua_State *L) { lua_pushboolean(L, L_CTX(L)->grad_e
 
 static int l_set_num_threads(lua_State *L) {
   int n = (int)luaL_checkinteger(L, 1);
-  if (n < 1) return luaL_error(L, "set_num_threads: n must be >= 1, got %d", n);
+  if (n < 1) return l_errorf(L, "set_num_threads: n must be >= 1, got %d", n);
   L_CTX(L)->num_threads = n;
   lt_blas_set_threads(n);
   return 0;

@@ -1,6 +1,8 @@
 /* l_util.c — argument parsing, tensor boxes, error raising and GC accounting for the binding. */
 #include "l_util.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "lt_alloc.h"
@@ -30,9 +32,19 @@ lt_tensor *l_checktensor(lua_State *L, int idx, const char *fname) {
   lt_tensor *t = l_totensor(L, idx);
   if (!t) {
     const char *got = luaL_typename(L, idx);
-    luaL_error(L, "bad argument #%d to '%s' (tensor expected, got %s)", idx, fname, got);
+    l_errorf(L, "bad argument #%d to '%s' (tensor expected, got %s)", idx, fname, got);
   }
   return t;
+}
+
+int l_errorf(lua_State *L, const char *fmt, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  lua_pushstring(L, buf);
+  return lua_error(L);
 }
 
 int l_error(lua_State *L) { return luaL_error(L, "%s", L_CTX(L)->err); }
@@ -72,7 +84,7 @@ int l_checkdim(lua_State *L, int idx, int ndim, const char *fname) {
   int n = ndim > 0 ? ndim : 1;
   if (d >= 1 && d <= n) return (int)d - 1;
   if (d < 0 && -d <= n) return (int)(n + d);
-  return luaL_error(L, "%s: dim %d out of range for a %d-dimensional tensor (expected 1..%d, or -%d..-1)", fname,
+  return l_errorf(L, "%s: dim %d out of range for a %d-dimensional tensor (expected 1..%d, or -%d..-1)", fname,
                     (int)d, ndim, n, n);
 }
 
@@ -85,11 +97,11 @@ int l_checkshape(lua_State *L, int first, int64_t *shape, const char *fname) {
   int n = 0;
   if (lua_istable(L, first)) {
     n = (int)lua_objlen(L, first);
-    if (n > LT_MAX_DIM) luaL_error(L, "%s: %d dimensions requested, at most %d are supported", fname, n, LT_MAX_DIM);
+    if (n > LT_MAX_DIM) l_errorf(L, "%s: %d dimensions requested, at most %d are supported", fname, n, LT_MAX_DIM);
     for (int i = 1; i <= n; i++) {
       lua_rawgeti(L, first, i);
       if (!lua_isnumber(L, -1))
-        luaL_error(L, "%s: size %d of the shape must be a number, got %s", fname, i, luaL_typename(L, -1));
+        l_errorf(L, "%s: size %d of the shape must be a number, got %s", fname, i, luaL_typename(L, -1));
       shape[i - 1] = (int64_t)lua_tonumber(L, -1);
       lua_pop(L, 1);
     }
@@ -97,9 +109,9 @@ int l_checkshape(lua_State *L, int first, int64_t *shape, const char *fname) {
   }
   int top = lua_gettop(L);
   for (int i = first; i <= top && lua_type(L, i) == LUA_TNUMBER; i++) {
-    if (n >= LT_MAX_DIM) luaL_error(L, "%s: at most %d dimensions are supported", fname, LT_MAX_DIM);
+    if (n >= LT_MAX_DIM) l_errorf(L, "%s: at most %d dimensions are supported", fname, LT_MAX_DIM);
     lua_Number v = lua_tonumber(L, i);
-    if (v != (lua_Number)(int64_t)v) luaL_error(L, "%s: size %d must be an integer, got %g", fname, n + 1, v);
+    if (v != (lua_Number)(int64_t)v) l_errorf(L, "%s: size %d must be an integer, got %g", fname, n + 1, v);
     shape[n++] = (int64_t)v;
   }
   return n;
@@ -110,13 +122,13 @@ lt_dtype l_checkdtype(lua_State *L, int idx, lt_dtype def, const char *fname) {
   const char *s = luaL_checkstring(L, idx);
   if (!strcmp(s, "float32") || !strcmp(s, "float")) return LT_F32;
   if (!strcmp(s, "int64") || !strcmp(s, "long")) return LT_I64;
-  luaL_error(L, "%s: unknown dtype '%s' (expected \"float32\" or \"int64\")", fname, s);
+  l_errorf(L, "%s: unknown dtype '%s' (expected \"float32\" or \"int64\")", fname, s);
   return LT_F32;
 }
 
 lt_tensor *l_index_from_lua(lua_State *L, lt_tensor *idx, const char *fname) {
   lt_ctx *c = L_CTX(L);
-  if (idx->dtype != LT_I64) luaL_error(L, "%s: index must be int64, got %s", fname, lt_dtype_name(idx->dtype));
+  if (idx->dtype != LT_I64) l_errorf(L, "%s: index must be int64, got %s", fname, lt_dtype_name(idx->dtype));
   lt_tensor *z = lt_op_contiguous(c, idx);
   lt_tensor *r = z ? lt_tensor_new_like(c, z) : NULL;
   if (!r) { lt_tensor_release(z); l_error(L); }
@@ -127,7 +139,7 @@ lt_tensor *l_index_from_lua(lua_State *L, lt_tensor *idx, const char *fname) {
       long long bad = (long long)s[i];
       lt_tensor_release(z);
       lt_tensor_release(r);
-      luaL_error(L, "%s: index %lld is out of range (indices are 1-based)", fname, bad);
+      l_errorf(L, "%s: index %lld is out of range (indices are 1-based)", fname, bad);
     }
     d[i] = s[i] - 1;
   }

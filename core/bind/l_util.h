@@ -34,6 +34,8 @@ lt_tensor *l_checktensor(lua_State *L, int idx, const char *fname);
 int l_push(lua_State *L, lt_tensor *t);
 /* Pushes a box that takes one more reference to t. */
 void l_push_retained(lua_State *L, lt_tensor *t);
+/* Raises a formatted message (printf formats, unlike luaL_error which knows only %d %s %f). */
+int l_errorf(lua_State *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Raises the core message of the last failure. */
 int l_error(lua_State *L);
 /* Checks a core status; on failure raises. */
