@@ -1,0 +1,89 @@
+/* test_core.c — the core without Lua: tensors, views, broadcasting, autograd, errors, allocator. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "lt_alloc.h"
+#include "lt_ops.h"
+
+static int passed, failed;
+#define CHECK(cond, what)                                                        \
+  do {                                                                           \
+    if (cond) { passed++; printf("ok - %s\n", what); }                           \
+    else { failed++; printf("not ok - %s (%s:%d)\n", what, __FILE__, __LINE__); } \
+  } while (0)
+
+static lt_tensor *from(lt_ctx *c, int ndim, const int64_t *shape, const float *v) {
+  lt_tensor *t = lt_tensor_new(c, LT_F32, ndim, shape);
+  memcpy(lt_f32(t), v, sizeof(float) * (size_t)lt_numel(t));
+  return t;
+}
+
+int main(void) {
+  lt_ctx ctx, *c = &ctx;
+  lt_ctx_init(c);
+
+  /* matmul forward and backward through the BLAS */
+  int64_t s23[2] = { 2, 3 }, s32[2] = { 3, 2 };
+  lt_tensor *a = from(c, 2, s23, (float[]){ 1, 2, 3, 4, 5, 6 });
+  lt_tensor *b = from(c, 2, s32, (float[]){ 1, 0, 0, 1, 1, 1 });
+  a->requires_grad = 1;
+  b->requires_grad = 1;
+  lt_tensor *m = lt_op_matmul(c, a, b);
+  CHECK(m && m->shape[0] == 2 && m->shape[1] == 2, "matmul shape");
+  float *pm = lt_f32(m);
+  CHECK(pm[0] == 4 && pm[1] == 5 && pm[2] == 10 && pm[3] == 11, "matmul values");
+  lt_tensor *s = lt_op_reduce(c, LT_RSUM, m, -1, 0);
+  CHECK(lt_backward(c, s, NULL) == LT_OK, "backward runs");
+  /* d sum(A B) / dA = ones @ B^T : rows of B summed */
+  float *ga = lt_f32(a->grad);
+  CHECK(ga[0] == 1 && ga[1] == 1 && ga[2] == 2 && ga[3] == 1 && ga[4] == 1 && ga[5] == 2, "matmul grad a");
+  float *gb = lt_f32(b->grad);
+  CHECK(gb[0] == 5 && gb[2] == 7 && gb[4] == 9, "matmul grad b");
+  CHECK(s->grad_fn->released, "backward released the graph");
+  CHECK(lt_backward(c, s, NULL) == LT_ERR && strstr(c->err, "already freed"), "second backward is an error");
+
+  /* broadcasting error message */
+  int64_t s4[1] = { 4 };
+  lt_tensor *v4 = lt_tensor_zeros(c, LT_F32, 1, s4);
+  lt_tensor *bad = lt_op_binary(c, LT_ADD, a, v4);
+  CHECK(!bad && !strcmp(c->err, "add: shapes [2 x 3] and [4] cannot be broadcast (sizes must match or be 1 in each dim, from the last)"),
+        "broadcast error names op and shapes");
+
+  /* matmul error message */
+  lt_tensor *bad2 = lt_op_matmul(c, a, a);
+  CHECK(!bad2 && !strcmp(c->err, "matmul: shape mismatch: a is [2 x 3], b is [2 x 3] (a:size(2) must equal b:size(1))"),
+        "matmul error names both shapes");
+
+  /* views share storage */
+  lt_tensor *tr = lt_op_transpose(c, a, 0, 1);
+  CHECK(tr->storage == a->storage && !lt_is_contiguous(tr), "transpose is a view");
+  lt_tensor *row = lt_op_select(c, a, 0, 1);
+  CHECK(lt_f32(row)[0] == 4, "select row 2");
+
+  /* out of memory is an error, not a crash */
+  int64_t huge[2] = { INT64_C(1) << 30, INT64_C(1) << 30 };
+  lt_tensor *h = lt_tensor_new(c, LT_F32, 2, huge);
+  CHECK(!h && strstr(c->err, "too large"), "huge shape is refused");
+  int64_t big[1] = { INT64_C(1) << 44 };
+  lt_tensor *h2 = lt_tensor_new(c, LT_F32, 1, big);
+  CHECK(!h2 && strstr(c->err, "out of memory"), "failed allocation is an error");
+
+  /* size-class cache: freeing then allocating the same size reuses the buffer */
+  lt_alloc_stats st0, st1;
+  void *p = lt_alloc(100000);
+  lt_free(p, 100000);
+  lt_alloc_get_stats(&st0);
+  void *q = lt_alloc(100000);
+  lt_alloc_get_stats(&st1);
+  CHECK(q == p && st1.system_allocs == st0.system_allocs, "cache reuses a freed buffer");
+  CHECK(((uintptr_t)q % LT_ALIGN) == 0, "buffers are 64-byte aligned");
+  lt_free(q, 100000);
+
+  lt_tensor *all[] = { a, b, m, s, v4, tr, row };
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) lt_tensor_release(all[i]);
+  CHECK(lt_tensor_live_count() == 0, "every tensor released");
+
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed != 0;
+}
