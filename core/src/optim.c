@@ -1,0 +1,458 @@
+/*
+ * optim.c — optimizer objects and their fused update steps (PyTorch 1.13 rules, single-tensor path):
+ *
+ *   SGD:     g += wd*p; buf = first ? g : mom*buf + (1-damp)*g; g = nesterov ? g + mom*buf : buf; p -= lr*g
+ *   Adam:    g += wd*p; m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g^2; [vmax = max(vmax, v)]
+ *            p -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps)
+ *   AdamW:   p *= 1 - lr*wd, then Adam without the coupled decay
+ *   RMSprop: g += wd*p; sq = a*sq + (1-a)*g^2; [ga = a*ga + (1-a)*g; avg = sqrt(sq - ga^2) + eps]
+ *            momentum: buf = mom*buf + g/avg, p -= lr*buf; else p -= lr*g/avg
+ *
+ * Each rule is one loop over the parameter's elements (float32 arithmetic, like PyTorch's kernels).
+ * maximize negates the gradient first. Parameters and grads that are not contiguous go through a
+ * contiguous copy (rare: parameters are normally contiguous leaves).
+ */
+#include "lt_optim.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "lt_alloc.h"
+#include "lt_errors.h"
+#include "lt_ops.h"
+
+typedef struct lt_param_group {
+  lt_optim_hparams h;
+  int n;
+  lt_tensor **params;     /* retained */
+  lt_optim_state *state;  /* n entries */
+} lt_param_group;
+
+struct lt_optimizer {
+  lt_optim_kind kind;
+  lt_optim_hparams defaults;
+  int ngroups, cap;
+  lt_param_group *groups;
+};
+
+static const char *const kind_names[LT_OPTIM_NKINDS] = { "SGD", "Adam", "AdamW", "RMSprop" };
+static const char *const buf_names[LT_OPTIM_NBUFS] = { "momentum_buffer", "exp_avg", "exp_avg_sq",
+                                                       "max_exp_avg_sq", "square_avg", "grad_avg" };
+
+const char *lt_optim_kind_name(lt_optim_kind k) { return k < LT_OPTIM_NKINDS ? kind_names[k] : "optimizer"; }
+const char *lt_optim_buf_name(lt_optim_buf b) { return b < LT_OPTIM_NBUFS ? buf_names[b] : "?"; }
+
+int lt_optim_kind_from_name(const char *name) {
+  for (int k = 0; k < LT_OPTIM_NKINDS; k++)
+    if (!strcmp(name, kind_names[k])) return k;
+  return -1;
+}
+
+const char *const *lt_optim_hparam_names(lt_optim_kind k) {
+  static const char *const sgd[] = { "lr", "momentum", "dampening", "weight_decay", "nesterov", "maximize", NULL };
+  static const char *const adam[] = { "lr", "betas", "eps", "weight_decay", "amsgrad", "maximize", NULL };
+  static const char *const rms[] = { "lr", "alpha", "eps", "weight_decay", "momentum", "centered", "maximize", NULL };
+  return k == LT_OPTIM_SGD ? sgd : k == LT_OPTIM_RMSPROP ? rms : adam;
+}
+
+int lt_optim_has_hparam(lt_optim_kind k, const char *name) {
+  for (const char *const *list = lt_optim_hparam_names(k); *list; list++)
+    if (!strcmp(*list, name)) return 1;
+  return 0;
+}
+
+void lt_optim_defaults(lt_optim_kind k, lt_optim_hparams *h) {
+  memset(h, 0, sizeof *h);
+  h->beta1 = 0.9;
+  h->beta2 = 0.999;
+  h->eps = 1e-8;
+  h->alpha = 0.99;
+  switch (k) {
+    case LT_OPTIM_SGD: h->lr = 1e-3; break;
+    case LT_OPTIM_ADAM: h->lr = 1e-3; break;
+    case LT_OPTIM_ADAMW: h->lr = 1e-3; h->weight_decay = 1e-2; break;
+    case LT_OPTIM_RMSPROP: h->lr = 1e-2; break;
+    default: break;
+  }
+}
+
+int lt_optim_check_hparams(lt_ctx *c, lt_optim_kind k, const lt_optim_hparams *h) {
+  const char *n = lt_optim_kind_name(k);
+  if (!(h->lr >= 0)) return lt_fail(c, "%s: invalid learning rate: %g (lr must be >= 0)", n, h->lr);
+  if (!(h->weight_decay >= 0))
+    return lt_fail(c, "%s: invalid weight_decay value: %g (weight_decay must be >= 0)", n, h->weight_decay);
+  if (k == LT_OPTIM_SGD || k == LT_OPTIM_RMSPROP) {
+    if (!(h->momentum >= 0)) return lt_fail(c, "%s: invalid momentum value: %g (momentum must be >= 0)", n, h->momentum);
+  }
+  if (k != LT_OPTIM_SGD) {
+    if (!(h->eps >= 0)) return lt_fail(c, "%s: invalid epsilon value: %g (eps must be >= 0)", n, h->eps);
+  }
+  if (k == LT_OPTIM_SGD && h->nesterov && (h->momentum <= 0 || h->dampening != 0))
+    return lt_fail(c, "%s: nesterov momentum requires a momentum and zero dampening (momentum=%g, dampening=%g)", n,
+                   h->momentum, h->dampening);
+  if (k == LT_OPTIM_ADAM || k == LT_OPTIM_ADAMW) {
+    if (!(h->beta1 >= 0 && h->beta1 < 1))
+      return lt_fail(c, "%s: invalid beta parameter at index 1: %g (betas must be in [0, 1))", n, h->beta1);
+    if (!(h->beta2 >= 0 && h->beta2 < 1))
+      return lt_fail(c, "%s: invalid beta parameter at index 2: %g (betas must be in [0, 1))", n, h->beta2);
+  }
+  if (k == LT_OPTIM_RMSPROP && !(h->alpha >= 0))
+    return lt_fail(c, "%s: invalid alpha value: %g (alpha must be >= 0)", n, h->alpha);
+  return LT_OK;
+}
+
+/* ---- lifecycle ------------------------------------------------------------------------------------ */
+
+lt_optimizer *lt_optim_new(lt_ctx *c, lt_optim_kind k, const lt_optim_hparams *defaults) {
+  if ((int)k < 0 || k >= LT_OPTIM_NKINDS) { lt_fail(c, "optimizer: unknown kind %d", (int)k); return NULL; }
+  lt_optim_hparams h;
+  if (!defaults) lt_optim_defaults(k, &h);
+  else h = *defaults;
+  if (lt_optim_check_hparams(c, k, &h)) return NULL;
+  lt_optimizer *o = lt_alloc(sizeof *o);
+  if (!o) { lt_fail(c, LT_E_OOM, sizeof *o); return NULL; }
+  memset(o, 0, sizeof *o);
+  o->kind = k;
+  o->defaults = h;
+  return o;
+}
+
+static void state_clear(lt_optim_state *s) {
+  for (int b = 0; b < LT_OPTIM_NBUFS; b++) {
+    lt_tensor_release(s->buf[b]);
+    s->buf[b] = NULL;
+  }
+  s->initialized = 0;
+  s->step = 0;
+}
+
+void lt_optim_clear_state(lt_optimizer *o) {
+  for (int g = 0; g < o->ngroups; g++)
+    for (int i = 0; i < o->groups[g].n; i++) state_clear(&o->groups[g].state[i]);
+}
+
+void lt_optim_free(lt_optimizer *o) {
+  if (!o) return;
+  for (int g = 0; g < o->ngroups; g++) {
+    lt_param_group *pg = &o->groups[g];
+    for (int i = 0; i < pg->n; i++) {
+      state_clear(&pg->state[i]);
+      lt_tensor_release(pg->params[i]);
+    }
+    if (pg->n) {
+      lt_free(pg->params, sizeof(lt_tensor *) * (size_t)pg->n);
+      lt_free(pg->state, sizeof(lt_optim_state) * (size_t)pg->n);
+    }
+  }
+  if (o->cap) lt_free(o->groups, sizeof(lt_param_group) * (size_t)o->cap);
+  lt_free(o, sizeof *o);
+}
+
+lt_optim_kind lt_optim_kind_of(const lt_optimizer *o) { return o->kind; }
+const lt_optim_hparams *lt_optim_get_defaults(const lt_optimizer *o) { return &o->defaults; }
+
+int lt_optim_add_param_group(lt_ctx *c, lt_optimizer *o, const lt_optim_hparams *h, int n, lt_tensor *const *params) {
+  const char *name = lt_optim_kind_name(o->kind);
+  if (lt_optim_check_hparams(c, o->kind, h)) return LT_ERR;
+  if (n <= 0) return lt_fail(c, "%s: optimizer got an empty parameter list", name);
+  for (int i = 0; i < n; i++) {
+    const lt_tensor *p = params[i];
+    if (!p) return lt_fail(c, "%s: parameter %d is missing", name, i + 1);
+    if (p->dtype != LT_F32)
+      return lt_fail(c, "%s: parameter %d is %s, the optimizer can only optimize float32 tensors", name, i + 1,
+                     lt_dtype_name(p->dtype));
+    if (p->grad_fn)
+      return lt_fail(c, "%s: can't optimize a non-leaf tensor (parameter %d is the result of an op; use a leaf, "
+                     "e.g. x:detach():requires_grad(true))", name, i + 1);
+    for (int j = 0; j < i; j++)
+      if (params[j] == p) return lt_fail(c, "%s: parameter %d appears twice in the parameter group", name, i + 1);
+    for (int g = 0; g < o->ngroups; g++)
+      for (int j = 0; j < o->groups[g].n; j++)
+        if (o->groups[g].params[j] == p)
+          return lt_fail(c, "%s: some parameters appear in more than one parameter group (parameter %d of the new "
+                         "group is already in group %d)", name, i + 1, g + 1);
+  }
+  if (o->ngroups == o->cap) {
+    int cap = o->cap ? 2 * o->cap : 4;
+    lt_param_group *ng = lt_alloc(sizeof *ng * (size_t)cap);
+    if (!ng) return lt_fail(c, LT_E_OOM, sizeof *ng * (size_t)cap);
+    if (o->ngroups) memcpy(ng, o->groups, sizeof *ng * (size_t)o->ngroups);
+    if (o->cap) lt_free(o->groups, sizeof *ng * (size_t)o->cap);
+    o->groups = ng;
+    o->cap = cap;
+  }
+  lt_param_group *pg = &o->groups[o->ngroups];
+  pg->params = lt_alloc(sizeof(lt_tensor *) * (size_t)n);
+  pg->state = lt_alloc(sizeof(lt_optim_state) * (size_t)n);
+  if (!pg->params || !pg->state) {
+    if (pg->params) lt_free(pg->params, sizeof(lt_tensor *) * (size_t)n);
+    if (pg->state) lt_free(pg->state, sizeof(lt_optim_state) * (size_t)n);
+    return lt_fail(c, LT_E_OOM, sizeof(lt_optim_state) * (size_t)n);
+  }
+  memset(pg->state, 0, sizeof(lt_optim_state) * (size_t)n);
+  for (int i = 0; i < n; i++) pg->params[i] = lt_tensor_retain(params[i]);
+  pg->n = n;
+  pg->h = *h;
+  o->ngroups++;
+  return LT_OK;
+}
+
+/* ---- accessors ------------------------------------------------------------------------------------ */
+
+int lt_optim_num_groups(const lt_optimizer *o) { return o->ngroups; }
+
+lt_optim_hparams *lt_optim_group_hparams(lt_optimizer *o, int g) {
+  return g >= 0 && g < o->ngroups ? &o->groups[g].h : NULL;
+}
+
+int lt_optim_group_size(const lt_optimizer *o, int g) { return g >= 0 && g < o->ngroups ? o->groups[g].n : 0; }
+
+lt_tensor *lt_optim_group_param(const lt_optimizer *o, int g, int i) {
+  if (g < 0 || g >= o->ngroups || i < 0 || i >= o->groups[g].n) return NULL;
+  return o->groups[g].params[i];
+}
+
+lt_optim_state *lt_optim_param_state(lt_optimizer *o, int g, int i) {
+  if (g < 0 || g >= o->ngroups || i < 0 || i >= o->groups[g].n) return NULL;
+  return &o->groups[g].state[i];
+}
+
+int lt_optim_num_params(const lt_optimizer *o) {
+  int n = 0;
+  for (int g = 0; g < o->ngroups; g++) n += o->groups[g].n;
+  return n;
+}
+
+int lt_optim_set_state_buf(lt_ctx *c, lt_optimizer *o, int g, int i, lt_optim_buf b, const lt_tensor *t) {
+  lt_optim_state *s = lt_optim_param_state(o, g, i);
+  if (!s || b >= LT_OPTIM_NBUFS) return lt_fail(c, "optimizer: no parameter %d in group %d", i + 1, g + 1);
+  const lt_tensor *p = o->groups[g].params[i];
+  lt_tensor *copy = NULL;
+  if (t) {
+    if (!lt_same_shape(t, p)) {
+      char b1[128], b2[128];
+      return lt_fail(c, "%s: state %s of parameter %d in group %d has shape %s, the parameter has %s",
+                     lt_optim_kind_name(o->kind), buf_names[b], i + 1, g + 1, lt_shape_str(t, b1, sizeof b1),
+                     lt_shape_str(p, b2, sizeof b2));
+    }
+    copy = lt_tensor_new(c, LT_F32, p->ndim, p->shape);
+    if (!copy) return LT_ERR;
+    float *d = lt_f32(copy);
+    int64_t n = lt_numel(copy);
+    for (int64_t k = 0; k < n; k++) d[k] = (float)lt_get_flat(t, k);
+  }
+  lt_tensor_release(s->buf[b]);
+  s->buf[b] = copy;
+  s->initialized = 1;
+  return LT_OK;
+}
+
+int lt_optim_zero_grad(lt_ctx *c, lt_optimizer *o, int set_to_none) {
+  for (int g = 0; g < o->ngroups; g++) {
+    lt_param_group *pg = &o->groups[g];
+    for (int i = 0; i < pg->n; i++) {
+      lt_tensor *p = pg->params[i], *gr = p->grad;
+      if (!gr) continue;
+      if (set_to_none) {
+        p->grad = NULL;
+        lt_tensor_release(gr);
+        continue;
+      }
+      if (gr->grad_fn) { lt_node_release(gr->grad_fn); gr->grad_fn = NULL; } /* PyTorch: p.grad.detach_() */
+      gr->requires_grad = 0;
+      if (lt_op_zero_(c, gr)) return LT_ERR;
+    }
+  }
+  return LT_OK;
+}
+
+/* ---- fused kernels (contiguous float arrays of n elements) --------------------------------------------- */
+
+static void sgd_kernel(int64_t n, float *restrict p, const float *restrict g, float *restrict buf, int first,
+                       const lt_optim_hparams *h) {
+  const float lr = (float)h->lr, wd = (float)h->weight_decay, mom = (float)h->momentum,
+              damp1 = (float)(1.0 - h->dampening);
+  const float sg = h->maximize ? -1.0f : 1.0f;
+  if (!buf) { /* plain SGD */
+    for (int64_t i = 0; i < n; i++) {
+      float d = sg * g[i] + wd * p[i];
+      p[i] -= lr * d;
+    }
+  } else if (first) {
+    if (h->nesterov) {
+      for (int64_t i = 0; i < n; i++) {
+        float d = sg * g[i] + wd * p[i];
+        buf[i] = d;
+        p[i] -= lr * (d + mom * d);
+      }
+    } else {
+      for (int64_t i = 0; i < n; i++) {
+        float d = sg * g[i] + wd * p[i];
+        buf[i] = d;
+        p[i] -= lr * d;
+      }
+    }
+  } else if (h->nesterov) {
+    for (int64_t i = 0; i < n; i++) {
+      float d = sg * g[i] + wd * p[i];
+      float b = mom * buf[i] + damp1 * d;
+      buf[i] = b;
+      p[i] -= lr * (d + mom * b);
+    }
+  } else {
+    for (int64_t i = 0; i < n; i++) {
+      float d = sg * g[i] + wd * p[i];
+      float b = mom * buf[i] + damp1 * d;
+      buf[i] = b;
+      p[i] -= lr * b;
+    }
+  }
+}
+
+/* decoupled: AdamW (p *= 1 - lr*wd first, no coupled decay) */
+static void adam_kernel(int64_t n, float *restrict p, const float *restrict g, float *restrict m, float *restrict v,
+                        float *restrict vmax, double step, const lt_optim_hparams *h, int decoupled) {
+  const double b1 = h->beta1, b2 = h->beta2;
+  const double bc1 = 1.0 - pow(b1, step), bc2 = 1.0 - pow(b2, step);
+  const float step_size = (float)(h->lr / bc1);
+  const float inv_bc2_sqrt = (float)(1.0 / sqrt(bc2));
+  const float eps = (float)h->eps;
+  const float fb1 = (float)b1, fb2 = (float)b2, c1 = (float)(1.0 - b1), c2 = (float)(1.0 - b2);
+  const float wd = decoupled ? 0.0f : (float)h->weight_decay;
+  const float decay = decoupled ? (float)(1.0 - h->lr * h->weight_decay) : 1.0f;
+  const float sg = h->maximize ? -1.0f : 1.0f;
+  if (vmax) {
+    for (int64_t i = 0; i < n; i++) {
+      float pi = p[i] * decay;
+      float d = sg * g[i] + wd * pi;
+      float mi = fb1 * m[i] + c1 * d;
+      float vi = fb2 * v[i] + c2 * d * d;
+      float vm = vmax[i] > vi ? vmax[i] : vi;
+      m[i] = mi;
+      v[i] = vi;
+      vmax[i] = vm;
+      p[i] = pi - step_size * mi / (sqrtf(vm) * inv_bc2_sqrt + eps);
+    }
+  } else {
+    for (int64_t i = 0; i < n; i++) {
+      float pi = p[i] * decay;
+      float d = sg * g[i] + wd * pi;
+      float mi = fb1 * m[i] + c1 * d;
+      float vi = fb2 * v[i] + c2 * d * d;
+      m[i] = mi;
+      v[i] = vi;
+      p[i] = pi - step_size * mi / (sqrtf(vi) * inv_bc2_sqrt + eps);
+    }
+  }
+}
+
+static void rmsprop_kernel(int64_t n, float *restrict p, const float *restrict g, float *restrict sq,
+                           float *restrict ga, float *restrict buf, const lt_optim_hparams *h) {
+  const float a = (float)h->alpha, a1 = (float)(1.0 - h->alpha), eps = (float)h->eps, lr = (float)h->lr,
+              wd = (float)h->weight_decay, mom = (float)h->momentum;
+  const float sg = h->maximize ? -1.0f : 1.0f;
+  for (int64_t i = 0; i < n; i++) {
+    float d = sg * g[i] + wd * p[i];
+    float s = a * sq[i] + a1 * d * d;
+    sq[i] = s;
+    float avg;
+    if (ga) {
+      float gi = a * ga[i] + a1 * d;
+      ga[i] = gi;
+      avg = sqrtf(s - gi * gi) + eps;
+    } else {
+      avg = sqrtf(s) + eps;
+    }
+    if (buf) {
+      float b = mom * buf[i] + d / avg;
+      buf[i] = b;
+      p[i] -= lr * b;
+    } else {
+      p[i] -= lr * d / avg;
+    }
+  }
+}
+
+/* ---- step ----------------------------------------------------------------------------------------------- */
+
+static lt_tensor *zeros_like(lt_ctx *c, const lt_tensor *p) { return lt_tensor_zeros(c, LT_F32, p->ndim, p->shape); }
+
+static int ensure_buf(lt_ctx *c, lt_optim_state *s, lt_optim_buf b, const lt_tensor *p) {
+  if (s->buf[b]) return LT_OK;
+  s->buf[b] = zeros_like(c, p);
+  return s->buf[b] ? LT_OK : LT_ERR;
+}
+
+static int step_param(lt_ctx *c, lt_optimizer *o, lt_param_group *pg, int g, int i) {
+  lt_tensor *p = pg->params[i];
+  lt_optim_state *s = &pg->state[i];
+  const lt_optim_hparams *h = &pg->h;
+  lt_tensor *grad = p->grad;
+  if (grad->dtype != LT_F32 || !lt_same_shape(grad, p)) {
+    char b1[128], b2[128];
+    return lt_fail(c, "%s: step: the grad of parameter %d in group %d is %s %s, the parameter is float32 %s",
+                   lt_optim_kind_name(o->kind), i + 1, g + 1, lt_dtype_name(grad->dtype),
+                   lt_shape_str(grad, b1, sizeof b1), lt_shape_str(p, b2, sizeof b2));
+  }
+  /* contiguous views of p and g (copies in the rare strided case) */
+  lt_tensor *gc = lt_op_contiguous(c, grad);
+  if (!gc) return LT_ERR;
+  lt_tensor *pc = lt_is_contiguous(p) ? lt_tensor_retain(p) : lt_op_contiguous(c, p);
+  if (!pc) { lt_tensor_release(gc); return LT_ERR; }
+  int64_t n = lt_numel(p);
+  int rc = LT_OK;
+  int first = !s->initialized;
+  switch (o->kind) {
+    case LT_OPTIM_SGD: {
+      float *buf = NULL;
+      if (h->momentum != 0) {
+        if (!s->buf[LT_OPTIM_MOMENTUM_BUFFER]) {
+          first = 1;
+          s->buf[LT_OPTIM_MOMENTUM_BUFFER] = lt_tensor_new(c, LT_F32, p->ndim, p->shape);
+          if (!s->buf[LT_OPTIM_MOMENTUM_BUFFER]) { rc = LT_ERR; break; }
+        } else {
+          first = 0;
+        }
+        buf = lt_f32(s->buf[LT_OPTIM_MOMENTUM_BUFFER]);
+      }
+      sgd_kernel(n, lt_f32(pc), lt_f32(gc), buf, first, h);
+      break;
+    }
+    case LT_OPTIM_ADAM:
+    case LT_OPTIM_ADAMW:
+      if (ensure_buf(c, s, LT_OPTIM_EXP_AVG, p) || ensure_buf(c, s, LT_OPTIM_EXP_AVG_SQ, p) ||
+          (h->amsgrad && ensure_buf(c, s, LT_OPTIM_MAX_EXP_AVG_SQ, p))) { rc = LT_ERR; break; }
+      s->step += 1;
+      adam_kernel(n, lt_f32(pc), lt_f32(gc), lt_f32(s->buf[LT_OPTIM_EXP_AVG]), lt_f32(s->buf[LT_OPTIM_EXP_AVG_SQ]),
+                  h->amsgrad ? lt_f32(s->buf[LT_OPTIM_MAX_EXP_AVG_SQ]) : NULL, s->step, h,
+                  o->kind == LT_OPTIM_ADAMW);
+      break;
+    case LT_OPTIM_RMSPROP:
+      if (ensure_buf(c, s, LT_OPTIM_SQUARE_AVG, p) || (h->momentum > 0 && ensure_buf(c, s, LT_OPTIM_MOMENTUM_BUFFER, p)) ||
+          (h->centered && ensure_buf(c, s, LT_OPTIM_GRAD_AVG, p))) { rc = LT_ERR; break; }
+      s->step += 1;
+      rmsprop_kernel(n, lt_f32(pc), lt_f32(gc), lt_f32(s->buf[LT_OPTIM_SQUARE_AVG]),
+                     h->centered ? lt_f32(s->buf[LT_OPTIM_GRAD_AVG]) : NULL,
+                     h->momentum > 0 ? lt_f32(s->buf[LT_OPTIM_MOMENTUM_BUFFER]) : NULL, h);
+      break;
+    default: rc = lt_fail(c, "optimizer: unknown kind"); break;
+  }
+  if (rc == LT_OK) s->initialized = 1;
+  if (rc == LT_OK && pc != p) rc = lt_op_copy_(c, p, pc); /* strided parameter: write back */
+  lt_tensor_release(pc);
+  lt_tensor_release(gc);
+  return rc;
+}
+
+int lt_optim_step(lt_ctx *c, lt_optimizer *o) {
+  int was = c->grad_enabled;
+  c->grad_enabled = 0; /* updates are not recorded, and may touch tensors that require grad */
+  int rc = LT_OK;
+  for (int g = 0; g < o->ngroups && rc == LT_OK; g++) {
+    lt_param_group *pg = &o->groups[g];
+    for (int i = 0; i < pg->n && rc == LT_OK; i++)
+      if (pg->params[i]->grad) rc = step_param(c, o, pg, g, i);
+  }
+  c->grad_enabled = was;
+  return rc;
+}
