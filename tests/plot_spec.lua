@@ -1,0 +1,268 @@
+-- tests/plot_spec.lua — lutra.plot: learning curves from a CSVLogger metrics.csv as SVG, through the Lua API
+-- (require "lutra.plot", from lua/) and through `lutra plot` ($LUTRA_BIN, else build/bin/release/lutra).
+--
+--   busted tests/plot_spec.lua        # from the repository root
+
+package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
+
+local plot = require "lutra.plot"
+
+local BIN = os.getenv("LUTRA_BIN") or "build/bin/release/lutra"
+local PYTHON = "/usr/bin/python3"
+
+local function q(s)
+  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
+end
+
+local function slurp(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("*a")
+  f:close()
+  return s
+end
+
+local function spit(path, text)
+  local f = assert(io.open(path, "wb"))
+  f:write(text)
+  f:close()
+  return path
+end
+
+local function exists(path)
+  local f = io.open(path, "rb")
+  if f then f:close() end
+  return f ~= nil
+end
+
+local function sh(cmdline)
+  local out, err = os.tmpname(), os.tmpname()
+  local p = io.popen("(" .. cmdline .. ") </dev/null >" .. q(out) .. " 2>" .. q(err) .. "; echo $?")
+  local code = tonumber(p:read("*a"):match("(%d+)%s*$"))
+  p:close()
+  local r = { code = code, out = slurp(out) or "", err = slurp(err) or "" }
+  os.remove(out)
+  os.remove(err)
+  return r
+end
+
+local function tmpdir()
+  local d = os.tmpname()
+  os.remove(d)
+  assert(sh("mkdir -p " .. q(d)).code == 0)
+  return d
+end
+
+local function count(s, pattern)
+  local n = 0
+  for _ in s:gmatch(pattern) do n = n + 1 end
+  return n
+end
+
+-- Well-formed XML? Python's parser when there is one, else a small check of tags, nesting and entities.
+local function check_xml(path)
+  if exists(PYTHON) then
+    local r = sh(PYTHON .. " -c 'import sys, xml.dom.minidom; xml.dom.minidom.parse(sys.argv[1])' " .. q(path))
+    return r.code == 0, r.err
+  end
+  local s = slurp(path):gsub("^<%?xml[^>]*%?>", "")
+  local stack = {}
+  for text, tag in s:gmatch("([^<]*)(<[^>]*>)") do
+    if text:find("&", 1, true) and text:gsub("&[%w#]+;", ""):find("&", 1, true) then
+      return false, "bad entity in " .. text
+    end
+    if text:find(">", 1, true) then return false, "stray > in " .. text end
+    local close, name = tag:match("^<(/?)([%w:_%-]+)")
+    if not name then return false, "bad tag " .. tag end
+    if close == "/" then
+      if table.remove(stack) ~= name then return false, "mismatched </" .. name .. ">" end
+    elseif not tag:find("/>$") then
+      stack[#stack + 1] = name
+    end
+  end
+  return #stack == 0, "unclosed " .. tostring(stack[#stack])
+end
+
+-- A Lightning-like CSVLogger file: each row logs some metrics only.
+local GAPPY = table.concat({
+  "epoch,step,train_loss_step,val_loss,val_acc,notes",
+  "0,49,2.31,,,warmup",
+  "0,99,1.72,,,",
+  "0,99,,1.61,0.42,",
+  "1,149,1.20,,,",
+  "1,199,0.93,,,",
+  "1,199,,0.98,0.67,",
+  "2,249,0.71,,,",
+  "2,299,0.66,,,",
+  "2,299,,0.74,0.75,",
+  "",
+}, "\n")
+
+describe("lutra.plot", function()
+  local dir
+  before_each(function() dir = tmpdir() end)
+  after_each(function() sh("rm -rf " .. q(dir)) end)
+
+  describe("svg()", function()
+    it("draws a CSV with gaps as well-formed SVG with one path per metric", function()
+      local csv = spit(dir .. "/metrics.csv", GAPPY)
+      local out, n = plot.svg(csv, dir .. "/out.svg")
+      assert.are.equal(dir .. "/out.svg", out)
+      assert.are.equal(3, n)
+      local ok, why = check_xml(out)
+      assert.is_true(ok, why)
+      local svg = slurp(out)
+      assert.are.equal(3, count(svg, "<path "))
+      for _, name in ipairs({ "train_loss_step", "val_loss", "val_acc" }) do
+        assert.truthy(svg:find(">" .. name .. "</text>", 1, true), name)
+      end
+      assert.falsy(svg:find(">notes</text>", 1, true)) -- a text-only column is not a metric
+      assert.truthy(svg:find('<g class="legend">', 1, true))
+    end)
+
+    it("writes curves.svg next to the CSV by default", function()
+      local csv = spit(dir .. "/metrics.csv", GAPPY)
+      assert.are.equal(dir .. "/curves.svg", plot.svg(csv))
+      assert.truthy(exists(dir .. "/curves.svg"))
+    end)
+
+    it("joins a metric's points across the rows where it is empty", function()
+      local data = plot.read(spit(dir .. "/metrics.csv", GAPPY))
+      assert.are.equal("step", data.x_name)
+      local val = data.metrics[2]
+      assert.are.equal("val_loss", val.name)
+      assert.are.same({ 99, 199, 299 }, val.xs)
+      assert.are.same({ 1.61, 0.98, 0.74 }, val.ys)
+      assert.are.same({ 49, 99, 149, 199, 249, 299 }, data.metrics[1].xs)
+    end)
+
+    it("draws points as circles below 30 points, not above", function()
+      local rows = { "step,few,many" }
+      for i = 1, 40 do rows[#rows + 1] = ("%d,%s,%g"):format(i, i % 4 == 0 and tostring(i) or "", 1 / i) end
+      local svg = slurp(plot.svg(spit(dir .. "/m.csv", table.concat(rows, "\n")), dir .. "/m.svg"))
+      assert.are.equal(10, count(svg, "<circle "))
+      assert.are.equal(2, count(svg, "<path "))
+    end)
+
+    it("falls back to epoch for x when there is no step column", function()
+      local csv = spit(dir .. "/e.csv", "epoch,val_loss\n0,1.5\n1,1.0\n2,0.8\n")
+      local data = plot.read(csv)
+      assert.are.equal("epoch", data.x_name)
+      local svg = slurp(plot.svg(csv, dir .. "/e.svg"))
+      assert.truthy(svg:find(">epoch</text>", 1, true))
+    end)
+
+    it("labels ticks with nice numbers", function()
+      local csv = spit(dir .. "/t.csv", "step,loss\n0,0.23\n500,2.31\n1000,1.07\n")
+      local svg = slurp(plot.svg(csv, dir .. "/t.svg"))
+      for _, label in ipairs({ ">0.5<", ">1.0<", ">1.5<", ">2.0<", ">2.5<", ">200<", ">1000<" }) do
+        assert.truthy(svg:find(label, 1, true), label)
+      end
+      assert.falsy(svg:find(">0.23<", 1, true))
+    end)
+
+    it("handles a constant metric and a single point", function()
+      local csv = spit(dir .. "/c.csv", "epoch,step,lr,once\n0,1,0.1,\n0,2,0.1,5\n0,3,0.1,\n")
+      local out = plot.svg(csv, dir .. "/c.svg")
+      local ok, why = check_xml(out)
+      assert.is_true(ok, why)
+      assert.are.equal(2, count(slurp(out), "<path "))
+      assert.falsy(slurp(out):find("%Wnan%W"))
+      assert.falsy(slurp(out):find("%Winf%W"))
+    end)
+
+    it("escapes metric names and reads quoted CSV fields", function()
+      local csv = spit(dir .. "/x.csv", 'step,"a<b & ""c""",plain\r\n1,2,3\r\n2,"4",5\r\n')
+      local out = plot.svg(csv, dir .. "/x.svg")
+      local ok, why = check_xml(out)
+      assert.is_true(ok, why)
+      assert.truthy(slurp(out):find("a&lt;b &amp; &quot;c&quot;", 1, true))
+      assert.are.equal(2, count(slurp(out), "<path "))
+    end)
+
+    it("skips nan and inf cells", function()
+      local data = plot.read(spit(dir .. "/n.csv", "step,loss\n1,nan\n2,inf\n3,0.5\n4,-inf\n"))
+      assert.are.same({ 3 }, data.metrics[1].xs)
+    end)
+  end)
+
+  describe("errors name the file", function()
+    it("missing file", function()
+      local ok, err = pcall(plot.svg, dir .. "/nope.csv")
+      assert.is_false(ok)
+      assert.truthy(err:find("cannot open " .. dir .. "/nope.csv", 1, true), err)
+    end)
+
+    it("empty file: no header", function()
+      local ok, err = pcall(plot.svg, spit(dir .. "/empty.csv", ""))
+      assert.is_false(ok)
+      assert.truthy(err:find(dir .. "/empty.csv: no header row", 1, true), err)
+    end)
+
+    it("numbers in the first row: no header", function()
+      local ok, err = pcall(plot.svg, spit(dir .. "/nh.csv", "1,2\n3,4\n"))
+      assert.is_false(ok)
+      assert.truthy(err:find("nh.csv: no header row", 1, true), err)
+    end)
+
+    it("no numeric metric columns", function()
+      local ok, err = pcall(plot.svg, spit(dir .. "/none.csv", "epoch,step,name\n0,1,abc\n0,2,\n"))
+      assert.is_false(ok)
+      assert.truthy(err:find(dir .. "/none.csv: no numeric metric column", 1, true), err)
+      ok, err = pcall(plot.svg, spit(dir .. "/hdr.csv", "epoch,step,loss\n"))
+      assert.is_false(ok)
+      assert.truthy(err:find("hdr.csv: no numeric metric column", 1, true), err)
+    end)
+
+    it("unwritable output", function()
+      local csv = spit(dir .. "/metrics.csv", GAPPY)
+      local ok, err = pcall(plot.svg, csv, dir .. "/no/such/dir/out.svg")
+      assert.is_false(ok)
+      assert.truthy(err:find("cannot write " .. dir .. "/no/such/dir/out.svg", 1, true), err)
+    end)
+  end)
+
+  describe("lutra plot", function()
+    local function need_bin()
+      assert(exists(BIN), "no lutra binary at " .. BIN .. " (build it, or set LUTRA_BIN)")
+    end
+
+    it("writes curves.svg next to METRICS.csv", function()
+      need_bin()
+      local csv = spit(dir .. "/metrics.csv", GAPPY)
+      local r = sh(q(BIN) .. " plot " .. q(csv))
+      assert.are.equal(0, r.code, r.err)
+      assert.truthy(r.out:find(dir .. "/curves.svg", 1, true), r.out)
+      local ok, why = check_xml(dir .. "/curves.svg")
+      assert.is_true(ok, why)
+      assert.are.equal(3, count(slurp(dir .. "/curves.svg"), "<path "))
+    end)
+
+    it("writes to -o", function()
+      need_bin()
+      local csv = spit(dir .. "/metrics.csv", GAPPY)
+      local r = sh(q(BIN) .. " plot " .. q(csv) .. " -o " .. q(dir .. "/o.svg"))
+      assert.are.equal(0, r.code, r.err)
+      assert.truthy(exists(dir .. "/o.svg"))
+      assert.falsy(exists(dir .. "/curves.svg"))
+    end)
+
+    it("exits 1 with a message naming the file, without a traceback", function()
+      need_bin()
+      local r = sh(q(BIN) .. " plot " .. q(dir .. "/missing.csv"))
+      assert.are.equal(1, r.code)
+      assert.truthy(r.err:find("^lutra plot: cannot open " .. dir:gsub("%p", "%%%0") .. "/missing%.csv"), r.err)
+      assert.falsy(r.err:find("traceback", 1, true), r.err)
+      r = sh(q(BIN) .. " plot " .. q(spit(dir .. "/bad.csv", "epoch,step\n0,1\n")))
+      assert.are.equal(1, r.code)
+      assert.truthy(r.err:find("bad.csv: no numeric metric column", 1, true), r.err)
+    end)
+
+    it("prints its usage without a file, exits 1", function()
+      need_bin()
+      local r = sh(q(BIN) .. " plot")
+      assert.are.equal(1, r.code)
+      assert.truthy(r.err:find("usage: lutra plot METRICS.csv [-o out.svg]", 1, true), r.err)
+    end)
+  end)
+end)
