@@ -341,13 +341,13 @@ static int kind_has_buf(lt_optim_kind k, int b) {
   }
 }
 
-/* Pushes the proxy's own keys (initial_lr, ...) into the table on top. */
-static void copy_extras(lua_State *L, int proxy) {
+/* Copies the proxy's own keys (initial_lr, ...) into the table at dst (absolute indices). */
+static void copy_extras(lua_State *L, int proxy, int dst) {
   lua_pushnil(L);
   while (lua_next(L, proxy)) {
     lua_pushvalue(L, -2);
     lua_insert(L, -2);
-    lua_rawset(L, -4);
+    lua_rawset(L, dst);
   }
 }
 
@@ -369,7 +369,7 @@ static int l_state_dict(lua_State *L) {
     lua_newtable(L);
     int gt = lua_gettop(L);
     lua_rawgeti(L, groups, g + 1);
-    copy_extras(L, lua_gettop(L));
+    copy_extras(L, lua_gettop(L), gt);
     lua_pop(L, 1);
     const lt_optim_hparams *h = lt_optim_group_hparams(o, g);
     for (const char *const *k = lt_optim_hparam_names(kind); *k; k++) {
