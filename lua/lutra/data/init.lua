@@ -499,14 +499,15 @@ local function collate_column(col, where)
       for k = 1, #col do
         local s = col[k]
         if type(s) ~= "table" then
-          error(string.format("DataLoader: %s of sample %d is a %s, sample 1 has a table", where, k, type(s)), 0)
+          error(string.format("DataLoader: %s of sample %d is a %s, sample 1 has a table", where or "sample", k, type(s)), 0)
         end
         sub[k] = s[key]
         if sub[k] == nil then
-          error(string.format("DataLoader: %s.%s is missing in sample %d", where, tostring(key), k), 0)
+          error(string.format("DataLoader: %s is missing in sample %d",
+            where and (where .. "." .. tostring(key)) or ("field " .. tostring(key)), k), 0)
         end
       end
-      out[key] = collate_column(sub, where .. "." .. tostring(key))
+      out[key] = collate_column(sub, where and (where .. "." .. tostring(key)) or ("field " .. tostring(key)))
     end
     return out
   else
@@ -517,7 +518,7 @@ end
 function M.default_collate(samples)
   if #samples == 0 then return {} end
   local first = samples[1]
-  if type(first) == "table" then return collate_column(samples, "field") end
+  if type(first) == "table" then return collate_column(samples, nil) end
   return { collate_column(samples, "the sample") }
 end
 
