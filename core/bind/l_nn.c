@@ -1,6 +1,117 @@
-/* l_nn.c — Lua binding for conv2d, pooling, batch/layer norm, embedding, dropout and the fused losses. */
+/*
+ * l_nn.c — Lua binding for conv2d, pooling, batch/layer norm, embedding, dropout and the fused losses.
+ *
+ * The functions land in `lutra.core._nn` (positional arguments, no option tables); lua/lutra/F.lua
+ * wraps them with PyTorch-style options and checks. Class targets, ignore_index and embedding indices
+ * arrive 1-based and are shifted to 0-based here.
+ */
+#include <string.h>
+
 #include "l_util.h"
+#include "lt_nn.h"
+
+#define T(i, name) l_checktensor(L, (i), (name))
+
+static lt_tensor *opt_tensor(lua_State *L, int idx, const char *fname) {
+  return lua_isnoneornil(L, idx) ? NULL : T(idx, fname);
+}
+
+static int check_int(lua_State *L, int idx) { return (int)luaL_checkinteger(L, idx); }
+
+static lt_reduction check_reduction(lua_State *L, int idx, const char *fname) {
+  const char *s = luaL_optstring(L, idx, "mean");
+  if (!strcmp(s, "mean")) return LT_REDUCE_MEAN;
+  if (!strcmp(s, "sum")) return LT_REDUCE_SUM;
+  if (!strcmp(s, "none")) return LT_REDUCE_NONE;
+  luaL_error(L, "%s: reduction must be \"mean\", \"sum\" or \"none\", got \"%s\"", fname, s);
+  return LT_REDUCE_MEAN;
+}
+
+/* 1-based int64 indices -> a 0-based copy (no range check: the core checks and reports 1-based);
+ * other dtypes are passed through retained so the core reports the dtype. */
+static lt_tensor *shift_index(lua_State *L, lt_tensor *t) {
+  lt_tensor *r = t->dtype == LT_I64 ? lt_op_binary_scalar(L_CTX(L), LT_SUB, t, 1.0, 0) : lt_tensor_retain(t);
+  if (!r) l_error(L);
+  return r;
+}
+
+static int l_conv2d(lua_State *L) {
+  lt_tensor *x = T(1, "conv2d"), *w = T(2, "conv2d"), *b = opt_tensor(L, 3, "conv2d");
+  int sh = check_int(L, 4), sw = check_int(L, 5), ph = check_int(L, 6), pw = check_int(L, 7);
+  return l_push(L, lt_nn_conv2d(L_CTX(L), x, w, b, sh, sw, ph, pw));
+}
+
+static int l_max_pool2d(lua_State *L) {
+  lt_tensor *x = T(1, "max_pool2d");
+  int kh = check_int(L, 2), kw = check_int(L, 3), sh = check_int(L, 4), sw = check_int(L, 5);
+  int ph = check_int(L, 6), pw = check_int(L, 7);
+  return l_push(L, lt_nn_max_pool2d(L_CTX(L), x, kh, kw, sh, sw, ph, pw));
+}
+
+static int l_avg_pool2d(lua_State *L) {
+  lt_tensor *x = T(1, "avg_pool2d");
+  int kh = check_int(L, 2), kw = check_int(L, 3), sh = check_int(L, 4), sw = check_int(L, 5);
+  int ph = check_int(L, 6), pw = check_int(L, 7);
+  int cip = lua_isnoneornil(L, 8) ? 1 : lua_toboolean(L, 8);
+  return l_push(L, lt_nn_avg_pool2d(L_CTX(L), x, kh, kw, sh, sw, ph, pw, cip));
+}
+
+static int l_dropout(lua_State *L) {
+  lt_tensor *x = T(1, "dropout");
+  double p = luaL_optnumber(L, 2, 0.5);
+  int training = lua_isnoneornil(L, 3) ? 1 : lua_toboolean(L, 3);
+  return l_push(L, lt_nn_dropout(L_CTX(L), x, p, training));
+}
+
+/* (x, target, weight|nil, ignore_index|nil (1-based), label_smoothing, reduction) */
+static int l_cross_entropy(lua_State *L) {
+  lt_tensor *x = T(1, "cross_entropy"), *t = T(2, "cross_entropy"), *w = opt_tensor(L, 3, "cross_entropy");
+  int64_t ignore = lua_isnoneornil(L, 4) ? LT_NO_IGNORE : (int64_t)luaL_checkinteger(L, 4) - 1;
+  double eps = luaL_optnumber(L, 5, 0.0);
+  lt_reduction red = check_reduction(L, 6, "cross_entropy");
+  lt_tensor *t0 = shift_index(L, t);
+  lt_tensor *r = lt_nn_cross_entropy(L_CTX(L), x, t0, w, ignore, eps, red);
+  lt_tensor_release(t0);
+  return l_push(L, r);
+}
+
+/* (logp, target, weight|nil, ignore_index|nil, reduction) */
+static int l_nll_loss(lua_State *L) {
+  lt_tensor *x = T(1, "nll_loss"), *t = T(2, "nll_loss"), *w = opt_tensor(L, 3, "nll_loss");
+  int64_t ignore = lua_isnoneornil(L, 4) ? LT_NO_IGNORE : (int64_t)luaL_checkinteger(L, 4) - 1;
+  lt_reduction red = check_reduction(L, 5, "nll_loss");
+  lt_tensor *t0 = shift_index(L, t);
+  lt_tensor *r = lt_nn_nll_loss(L_CTX(L), x, t0, w, ignore, red);
+  lt_tensor_release(t0);
+  return l_push(L, r);
+}
+
+static int l_mse_loss(lua_State *L) {
+  lt_tensor *x = T(1, "mse_loss"), *y = T(2, "mse_loss");
+  return l_push(L, lt_nn_mse_loss(L_CTX(L), x, y, check_reduction(L, 3, "mse_loss")));
+}
+
+static int l_l1_loss(lua_State *L) {
+  lt_tensor *x = T(1, "l1_loss"), *y = T(2, "l1_loss");
+  return l_push(L, lt_nn_l1_loss(L_CTX(L), x, y, check_reduction(L, 3, "l1_loss")));
+}
+
+/* (x, y, pos_weight|nil, reduction) */
+static int l_bce_with_logits(lua_State *L) {
+  const char *fn = "binary_cross_entropy_with_logits";
+  lt_tensor *x = T(1, fn), *y = T(2, fn), *pw = opt_tensor(L, 3, fn);
+  return l_push(L, lt_nn_bce_with_logits(L_CTX(L), x, y, pw, check_reduction(L, 4, fn)));
+}
+
+static const luaL_Reg nn_funcs[] = {
+  { "conv2d", l_conv2d }, { "max_pool2d", l_max_pool2d }, { "avg_pool2d", l_avg_pool2d },
+  { "dropout", l_dropout }, { "cross_entropy", l_cross_entropy }, { "nll_loss", l_nll_loss },
+  { "mse_loss", l_mse_loss }, { "l1_loss", l_l1_loss }, { "binary_cross_entropy_with_logits", l_bce_with_logits },
+  { NULL, NULL }
+};
 
 void l_nn_register(lua_State *L) {
-  (void)L; /* functions are registered here as this area is built */
+  lua_newtable(L);
+  l_setfuncs(L, nn_funcs);
+  lua_setfield(L, -2, "_nn");
 }

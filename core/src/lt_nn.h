@@ -1,0 +1,53 @@
+/*
+ * lt_nn.h — neural-network kernels with their backward rules: convolution (im2col + GEMM), pooling,
+ * batch and layer normalisation, embedding, dropout, and the fused losses.
+ *
+ *   lt_tensor *y = lt_nn_conv2d(c, x, w, b, 1, 1, 2, 2);          // x [N,C,H,W], w [O,C,kh,kw]
+ *   lt_tensor *p = lt_nn_max_pool2d(c, y, 2, 2, 2, 2, 0, 0);
+ *   lt_tensor *l = lt_nn_cross_entropy(c, logits, targets, NULL, LT_NO_IGNORE, 0.0, LT_REDUCE_MEAN);
+ *
+ * Same conventions as lt_ops.h: a new reference or NULL with the message in c->err; autograd nodes are
+ * recorded when grad mode is on and an input requires grad. Index-valued tensors (targets, embedding
+ * indices) are 0-based int64 here; messages print them 1-based, as Lua users see them.
+ */
+#ifndef LT_NN_H
+#define LT_NN_H
+
+#include "lt_ops.h"
+
+typedef enum lt_reduction { LT_REDUCE_NONE = 0, LT_REDUCE_MEAN = 1, LT_REDUCE_SUM = 2 } lt_reduction;
+#define LT_NO_IGNORE INT64_MIN
+
+/* --- convolution and pooling (nn_conv.c, nn_pool.c) -------------------------------------------- */
+/* x [N, C, H, W], w [O, C, kh, kw], b [O] or NULL -> [N, O, Ho, Wo] */
+lt_tensor *lt_nn_conv2d(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, int sh, int sw, int ph, int pw);
+/* x [N, C, H, W]; floor mode; padding is -inf for max, counted (count_include_pad) for avg */
+lt_tensor *lt_nn_max_pool2d(lt_ctx *c, lt_tensor *x, int kh, int kw, int sh, int sw, int ph, int pw);
+lt_tensor *lt_nn_avg_pool2d(lt_ctx *c, lt_tensor *x, int kh, int kw, int sh, int sw, int ph, int pw,
+                            int count_include_pad);
+
+/* --- regularisation and normalisation (nn_dropout.c, nn_norm.c) -------------------------------- */
+/* Inverted dropout with a mask drawn from c->rng; training 0 or p 0 returns x itself (retained). */
+lt_tensor *lt_nn_dropout(lt_ctx *c, lt_tensor *x, double p, int training);
+/* x [N, C, ...]; running_mean/var [C] (may be NULL when training: no tracking); weight/bias [C] or NULL.
+ * Training: batch statistics, running stats updated in place with momentum and the unbiased variance. */
+lt_tensor *lt_nn_batch_norm(lt_ctx *c, lt_tensor *x, lt_tensor *running_mean, lt_tensor *running_var,
+                            lt_tensor *weight, lt_tensor *bias, int training, double momentum, double eps);
+/* Normalises over the last k dims; weight/bias have those dims' shape (or are NULL). */
+lt_tensor *lt_nn_layer_norm(lt_ctx *c, lt_tensor *x, int k, lt_tensor *weight, lt_tensor *bias, double eps);
+/* idx int64 (0-based) of any shape, w [n, d] -> [idx shape..., d]; backward scatter-adds into w. */
+lt_tensor *lt_nn_embedding(lt_ctx *c, lt_tensor *idx, lt_tensor *w);
+
+/* --- losses (nn_loss.c) ------------------------------------------------------------------------ */
+/* logits [N, C] or [N, C, d...], target int64 0-based [N] / [N, d...]; weight [C] or NULL;
+ * ignore_index 0-based or LT_NO_IGNORE. log-softmax + NLL in one pass. */
+lt_tensor *lt_nn_cross_entropy(lt_ctx *c, lt_tensor *logits, lt_tensor *target, lt_tensor *weight,
+                               int64_t ignore_index, double label_smoothing, lt_reduction red);
+lt_tensor *lt_nn_nll_loss(lt_ctx *c, lt_tensor *logp, lt_tensor *target, lt_tensor *weight, int64_t ignore_index,
+                          lt_reduction red);
+lt_tensor *lt_nn_mse_loss(lt_ctx *c, lt_tensor *x, lt_tensor *y, lt_reduction red);
+lt_tensor *lt_nn_l1_loss(lt_ctx *c, lt_tensor *x, lt_tensor *y, lt_reduction red);
+/* stable max(x,0) - x*y + log(1+exp(-|x|)); pos_weight broadcast over the last dim, or NULL */
+lt_tensor *lt_nn_bce_with_logits(lt_ctx *c, lt_tensor *x, lt_tensor *y, lt_tensor *pos_weight, lt_reduction red);
+
+#endif

@@ -1,0 +1,368 @@
+/*
+ * nn_loss.c — fused losses with their backward rules: cross_entropy (log-softmax + NLL in one pass,
+ * class weights, ignore_index, label smoothing), nll_loss, mse_loss, l1_loss and
+ * binary_cross_entropy_with_logits (stable form, optional pos_weight). Sums are taken in double.
+ *
+ * Class dimension is dim 2 (Lua) of [N, C] or [N, C, d...]; targets are [N] or [N, d...], 0-based
+ * here (the binding converts from Lua's 1-based classes) and printed 1-based in messages.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "lt_errors.h"
+#include "lt_nn.h"
+
+/* ---- shared pieces ---------------------------------------------------------------------------- */
+
+/* checks logits/target shapes of the class losses; N * inner samples, C classes */
+static int class_dims(lt_ctx *c, const char *op, const char *what, lt_tensor *x, lt_tensor *t, lt_tensor *w,
+                      int64_t *N, int64_t *C, int64_t *inner) {
+  char b1[128], b2[128];
+  if (lt_check_dtype(c, op, what, x, LT_F32) || lt_check_dtype(c, op, "target", t, LT_I64)) return LT_ERR;
+  if (x->ndim < 2)
+    return lt_fail(c, "%s: %s must be [batch x classes] (or [batch x classes x d...]), got %s", op, what,
+                   lt_shape_str(x, b1, sizeof b1));
+  int ok = t->ndim == x->ndim - 1 && t->shape[0] == x->shape[0];
+  for (int d = 2; ok && d < x->ndim; d++) ok = t->shape[d - 1] == x->shape[d];
+  if (!ok)
+    return lt_fail(c, "%s: target %s does not match %s %s (expected the %s's shape without dim 2)", op,
+                   lt_shape_str(t, b1, sizeof b1), what, lt_shape_str(x, b2, sizeof b2), what);
+  *N = x->shape[0];
+  *C = x->shape[1];
+  *inner = 1;
+  for (int d = 2; d < x->ndim; d++) *inner *= x->shape[d];
+  if (w) {
+    if (lt_check_dtype(c, op, "weight", w, LT_F32)) return LT_ERR;
+    if (w->ndim != 1 || w->shape[0] != *C)
+      return lt_fail(c, "%s: weight must be [%lld] (one per class), got %s", op, (long long)*C,
+                     lt_shape_str(w, b1, sizeof b1));
+  }
+  return LT_OK;
+}
+
+static int check_targets(lt_ctx *c, const char *op, const int64_t *t, int64_t n, int64_t C, int64_t ignore) {
+  for (int64_t s = 0; s < n; s++)
+    if (t[s] != ignore && (t[s] < 0 || t[s] >= C))
+      return lt_fail(c, "%s: target %lld is out of range 1..%lld (class targets are 1-based)", op,
+                     (long long)(t[s] + 1), (long long)C);
+  return LT_OK;
+}
+
+/* output of a loss: 0-dim for mean/sum, the per-sample shape for none */
+static lt_tensor *loss_out(lt_ctx *c, lt_reduction red, int ndim, const int64_t *shape) {
+  return red == LT_REDUCE_NONE ? lt_tensor_new(c, LT_F32, ndim, shape) : lt_tensor_new(c, LT_F32, 0, NULL);
+}
+
+/* upstream gradient of sample s: gout[s] for none, the scalar otherwise */
+static inline float go_at(const float *pg, lt_reduction red, int64_t s) { return red == LT_REDUCE_NONE ? pg[s] : pg[0]; }
+
+/* ---- cross_entropy ------------------------------------------------------------------------------ */
+
+/* node: i = {red, ignore, N, C, inner}; f = {eps, nll scale, smooth scale};
+ * saved = {lse [N*inner], target (0-based, contiguous), weight or NULL} */
+static int cross_entropy_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin) {
+  lt_tensor *x = n->inputs[0];
+  lt_reduction red = (lt_reduction)n->i[0];
+  int64_t ignore = n->i[1], N = n->i[2], C = n->i[3], inner = n->i[4];
+  double eps = n->f[0], sn = n->f[1], ss = n->f[2];
+  lt_tensor *gc = lt_op_contiguous(c, gout);
+  lt_tensor *xc = gc ? lt_op_contiguous(c, x) : NULL;
+  lt_tensor *gx = xc ? lt_tensor_new(c, LT_F32, x->ndim, x->shape) : NULL;
+  if (!gx) { lt_tensor_release(gc); lt_tensor_release(xc); return LT_ERR; }
+  const float *px = lt_f32(xc), *pg = lt_f32(gc), *lse = lt_f32(n->saved[0]);
+  const int64_t *pt = lt_i64(n->saved[1]);
+  const float *pw = n->saved[2] ? lt_f32(n->saved[2]) : NULL;
+  double W = 0;
+  if (pw) for (int64_t k = 0; k < C; k++) W += pw[k];
+  else W = (double)C;
+  float *po = lt_f32(gx);
+  for (int64_t i = 0; i < N; i++)
+    for (int64_t k = 0; k < inner; k++) {
+      int64_t s = i * inner + k, base = i * C * inner + k;
+      int64_t t = pt[s];
+      if (t == ignore) {
+        for (int64_t j = 0; j < C; j++) po[base + j * inner] = 0;
+        continue;
+      }
+      double go = go_at(pg, red, s);
+      double a = (1 - eps) * (pw ? pw[t] : 1.0) * sn * go, b = eps / (double)C * ss * go;
+      double l = lse[s];
+      for (int64_t j = 0; j < C; j++) {
+        double p = exp((double)px[base + j * inner] - l);
+        double gj = a * (p - (j == t)) + (b != 0 ? b * (W * p - (pw ? pw[j] : 1.0)) : 0);
+        po[base + j * inner] = (float)gj;
+      }
+    }
+  lt_tensor_release(gc);
+  lt_tensor_release(xc);
+  gin[0] = gx;
+  return LT_OK;
+}
+
+lt_tensor *lt_nn_cross_entropy(lt_ctx *c, lt_tensor *x, lt_tensor *target, lt_tensor *weight, int64_t ignore,
+                               double eps, lt_reduction red) {
+  const char *op = "cross_entropy";
+  int64_t N, C, inner;
+  if (class_dims(c, op, "input", x, target, weight, &N, &C, &inner)) return NULL;
+  if (!(eps >= 0 && eps <= 1)) {
+    lt_fail(c, "cross_entropy: label_smoothing must be between 0 and 1, got %g", eps);
+    return NULL;
+  }
+  lt_tensor *xc = lt_op_contiguous(c, x);
+  lt_tensor *tc = xc ? lt_op_contiguous(c, target) : NULL;
+  lt_tensor *wc = tc && weight ? lt_op_contiguous(c, weight) : NULL;
+  int64_t ns = N * inner;
+  lt_tensor *lse = (tc && (wc || !weight)) ? lt_tensor_new(c, LT_F32, 1, &ns) : NULL;
+  lt_tensor *out = lse ? loss_out(c, red, target->ndim, target->shape) : NULL;
+  if (!out) goto fail;
+  const int64_t *pt = lt_i64(tc);
+  if (check_targets(c, op, pt, ns, C, ignore)) goto fail;
+  const float *px = lt_f32(xc), *pw = wc ? lt_f32(wc) : NULL;
+  float *pl = lt_f32(lse), *po = lt_f32(out);
+  double tot_nll = 0, tot_smooth = 0, wsum = 0;
+  for (int64_t i = 0; i < N; i++)
+    for (int64_t k = 0; k < inner; k++) {
+      int64_t s = i * inner + k, base = i * C * inner + k;
+      double mx = -INFINITY;
+      for (int64_t j = 0; j < C; j++) mx = px[base + j * inner] > mx ? px[base + j * inner] : mx;
+      double se = 0;
+      for (int64_t j = 0; j < C; j++) se += exp((double)px[base + j * inner] - mx);
+      double l = mx + log(se);
+      pl[s] = (float)l;
+      int64_t t = pt[s];
+      if (t == ignore) {
+        if (red == LT_REDUCE_NONE) po[s] = 0;
+        continue;
+      }
+      double wt = pw ? pw[t] : 1.0;
+      double nll = wt * (l - px[base + t * inner]);
+      double smooth = 0;
+      if (eps > 0)
+        for (int64_t j = 0; j < C; j++) smooth += (pw ? pw[j] : 1.0) * (l - px[base + j * inner]);
+      wsum += wt;
+      tot_nll += nll;
+      tot_smooth += smooth;
+      if (red == LT_REDUCE_NONE) po[s] = (float)((1 - eps) * nll + eps / (double)C * smooth);
+    }
+  double sn = 1, ss = 1;
+  if (red == LT_REDUCE_MEAN) {
+    sn = 1.0 / wsum;
+    ss = pw ? 1.0 / wsum : 1.0 / (double)ns;
+  }
+  if (red != LT_REDUCE_NONE) po[0] = (float)((1 - eps) * tot_nll * sn + eps / (double)C * tot_smooth * ss);
+  lt_node *nd;
+  if (lt_record(c, out, op, cross_entropy_backward, 1, &x, &nd)) goto fail;
+  if (nd) {
+    nd->i[0] = red; nd->i[1] = ignore; nd->i[2] = N; nd->i[3] = C; nd->i[4] = inner;
+    nd->f[0] = eps; nd->f[1] = sn; nd->f[2] = ss;
+    lt_node_save(nd, 0, lse);
+    lt_node_save(nd, 1, tc);
+    if (wc) lt_node_save(nd, 2, wc);
+  }
+  lt_tensor_release(xc); lt_tensor_release(tc); lt_tensor_release(wc); lt_tensor_release(lse);
+  return out;
+fail:
+  lt_tensor_release(xc); lt_tensor_release(tc); lt_tensor_release(wc); lt_tensor_release(lse);
+  lt_tensor_release(out);
+  return NULL;
+}
+
+/* ---- nll_loss ----------------------------------------------------------------------------------- */
+
+/* node: i = {red, ignore, N, C, inner}; f = {scale}; saved = {target, weight or NULL} */
+static int nll_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin) {
+  lt_tensor *x = n->inputs[0];
+  lt_reduction red = (lt_reduction)n->i[0];
+  int64_t ignore = n->i[1], N = n->i[2], C = n->i[3], inner = n->i[4];
+  lt_tensor *gc = lt_op_contiguous(c, gout);
+  lt_tensor *gx = gc ? lt_tensor_zeros(c, LT_F32, x->ndim, x->shape) : NULL;
+  if (!gx) { lt_tensor_release(gc); return LT_ERR; }
+  const float *pg = lt_f32(gc), *pw = n->saved[1] ? lt_f32(n->saved[1]) : NULL;
+  const int64_t *pt = lt_i64(n->saved[0]);
+  float *po = lt_f32(gx);
+  for (int64_t i = 0; i < N; i++)
+    for (int64_t k = 0; k < inner; k++) {
+      int64_t s = i * inner + k, t = pt[s];
+      if (t == ignore) continue;
+      po[i * C * inner + t * inner + k] = (float)(-(pw ? pw[t] : 1.0) * n->f[0] * go_at(pg, red, s));
+    }
+  lt_tensor_release(gc);
+  gin[0] = gx;
+  return LT_OK;
+}
+
+lt_tensor *lt_nn_nll_loss(lt_ctx *c, lt_tensor *x, lt_tensor *target, lt_tensor *weight, int64_t ignore,
+                          lt_reduction red) {
+  const char *op = "nll_loss";
+  int64_t N, C, inner;
+  if (class_dims(c, op, "input", x, target, weight, &N, &C, &inner)) return NULL;
+  lt_tensor *xc = lt_op_contiguous(c, x);
+  lt_tensor *tc = xc ? lt_op_contiguous(c, target) : NULL;
+  lt_tensor *wc = tc && weight ? lt_op_contiguous(c, weight) : NULL;
+  lt_tensor *out = (tc && (wc || !weight)) ? loss_out(c, red, target->ndim, target->shape) : NULL;
+  if (!out) goto fail;
+  const int64_t *pt = lt_i64(tc);
+  int64_t ns = N * inner;
+  if (check_targets(c, op, pt, ns, C, ignore)) goto fail;
+  const float *px = lt_f32(xc), *pw = wc ? lt_f32(wc) : NULL;
+  float *po = lt_f32(out);
+  double tot = 0, wsum = 0;
+  for (int64_t i = 0; i < N; i++)
+    for (int64_t k = 0; k < inner; k++) {
+      int64_t s = i * inner + k, t = pt[s];
+      if (t == ignore) {
+        if (red == LT_REDUCE_NONE) po[s] = 0;
+        continue;
+      }
+      double wt = pw ? pw[t] : 1.0, l = -wt * px[i * C * inner + t * inner + k];
+      wsum += wt;
+      tot += l;
+      if (red == LT_REDUCE_NONE) po[s] = (float)l;
+    }
+  double scale = red == LT_REDUCE_MEAN ? 1.0 / wsum : 1.0;
+  if (red != LT_REDUCE_NONE) po[0] = (float)(tot * scale);
+  lt_node *nd;
+  if (lt_record(c, out, op, nll_backward, 1, &x, &nd)) goto fail;
+  if (nd) {
+    nd->i[0] = red; nd->i[1] = ignore; nd->i[2] = N; nd->i[3] = C; nd->i[4] = inner;
+    nd->f[0] = scale;
+    lt_node_save(nd, 0, tc);
+    if (wc) lt_node_save(nd, 1, wc);
+  }
+  lt_tensor_release(xc); lt_tensor_release(tc); lt_tensor_release(wc);
+  return out;
+fail:
+  lt_tensor_release(xc); lt_tensor_release(tc); lt_tensor_release(wc); lt_tensor_release(out);
+  return NULL;
+}
+
+/* ---- elementwise losses: mse, l1, bce_with_logits ----------------------------------------------- */
+
+typedef enum { PW_MSE, PW_L1, PW_BCE } pw_kind;
+
+static const char *pw_name(pw_kind k) {
+  return k == PW_MSE ? "mse_loss" : k == PW_L1 ? "l1_loss" : "binary_cross_entropy_with_logits";
+}
+
+static inline double softplus_neg(double x) { return log1p(exp(-fabs(x))) + (x < 0 ? -x : 0); } /* log(1+e^-x) */
+
+static inline double pw_loss(pw_kind k, double x, double y, double pw) {
+  switch (k) {
+  case PW_MSE: return (x - y) * (x - y);
+  case PW_L1: return fabs(x - y);
+  default: return (1 - y) * x + (1 + (pw - 1) * y) * softplus_neg(x);
+  }
+}
+
+/* d loss / dx and d loss / dy */
+static inline void pw_grad(pw_kind k, double x, double y, double pw, double *gx, double *gy) {
+  switch (k) {
+  case PW_MSE: *gx = 2 * (x - y); *gy = -*gx; break;
+  case PW_L1: *gx = x > y ? 1 : x < y ? -1 : 0; *gy = -*gx; break;
+  default: {
+    double lw = 1 + (pw - 1) * y, sneg = 1 / (1 + exp(x)); /* sigmoid(-x) */
+    *gx = (1 - y) - lw * sneg;
+    *gy = -x + (pw - 1) * softplus_neg(x);
+  }
+  }
+}
+
+/* node: i = {kind, red, pw_n}; f = {scale}; saved = {pos_weight contiguous or NULL} */
+static int pointwise_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin) {
+  lt_tensor *x = n->inputs[0], *y = n->inputs[1];
+  pw_kind kind = (pw_kind)n->i[0];
+  lt_reduction red = (lt_reduction)n->i[1];
+  int64_t npw = n->i[2];
+  lt_tensor *gc = lt_op_contiguous(c, gout);
+  lt_tensor *xc = gc ? lt_op_contiguous(c, x) : NULL;
+  lt_tensor *yc = xc ? lt_op_contiguous(c, y) : NULL;
+  lt_tensor *gx = yc && x->requires_grad ? lt_tensor_new(c, LT_F32, x->ndim, x->shape) : NULL;
+  lt_tensor *gy = yc && y->requires_grad ? lt_tensor_new(c, LT_F32, y->ndim, y->shape) : NULL;
+  if (!yc || (x->requires_grad && !gx) || (y->requires_grad && !gy)) {
+    lt_tensor_release(gc); lt_tensor_release(xc); lt_tensor_release(yc);
+    lt_tensor_release(gx); lt_tensor_release(gy);
+    return LT_ERR;
+  }
+  const float *px = lt_f32(xc), *py = lt_f32(yc), *pg = lt_f32(gc);
+  const float *ppw = n->saved[0] ? lt_f32(n->saved[0]) : NULL;
+  float *ogx = gx ? lt_f32(gx) : NULL, *ogy = gy ? lt_f32(gy) : NULL;
+  double scale = n->f[0];
+  for (int64_t i = 0, m = lt_numel(xc); i < m; i++) {
+    double a, b, go = go_at(pg, red, i) * scale;
+    pw_grad(kind, px[i], py[i], ppw ? ppw[i % npw] : 1.0, &a, &b);
+    if (ogx) ogx[i] = (float)(a * go);
+    if (ogy) ogy[i] = (float)(b * go);
+  }
+  lt_tensor_release(gc); lt_tensor_release(xc); lt_tensor_release(yc);
+  gin[0] = gx;
+  gin[1] = gy;
+  return LT_OK;
+}
+
+static lt_tensor *pointwise_loss(lt_ctx *c, pw_kind kind, lt_tensor *x, lt_tensor *y, lt_tensor *pos_weight,
+                                 lt_reduction red) {
+  char b1[128], b2[128];
+  const char *op = pw_name(kind);
+  if (lt_check_dtype(c, op, "input", x, LT_F32) || lt_check_dtype(c, op, "target", y, LT_F32)) return NULL;
+  if (!lt_same_shape(x, y)) {
+    lt_fail(c, "%s: input %s and target %s must have the same shape", op, lt_shape_str(x, b1, sizeof b1),
+            lt_shape_str(y, b2, sizeof b2));
+    return NULL;
+  }
+  int64_t npw = 1;
+  if (pos_weight) {
+    int64_t last = x->ndim ? x->shape[x->ndim - 1] : 1;
+    if (lt_check_dtype(c, op, "pos_weight", pos_weight, LT_F32)) return NULL;
+    npw = lt_numel(pos_weight);
+    if (pos_weight->ndim > 1 || (npw != last && npw != 1)) {
+      lt_fail(c, "%s: pos_weight must be [%lld] (one per class, the input's last dim) or [1], got %s", op,
+              (long long)last, lt_shape_str(pos_weight, b1, sizeof b1));
+      return NULL;
+    }
+  }
+  lt_tensor *xc = lt_op_contiguous(c, x);
+  lt_tensor *yc = xc ? lt_op_contiguous(c, y) : NULL;
+  lt_tensor *pc = yc && pos_weight ? lt_op_contiguous(c, pos_weight) : NULL;
+  lt_tensor *out = yc && (pc || !pos_weight) ? loss_out(c, red, x->ndim, x->shape) : NULL;
+  if (!out) {
+    lt_tensor_release(xc); lt_tensor_release(yc); lt_tensor_release(pc);
+    return NULL;
+  }
+  const float *px = lt_f32(xc), *py = lt_f32(yc), *ppw = pc ? lt_f32(pc) : NULL;
+  float *po = lt_f32(out);
+  int64_t m = lt_numel(xc);
+  double tot = 0;
+  for (int64_t i = 0; i < m; i++) {
+    double l = pw_loss(kind, px[i], py[i], ppw ? ppw[i % npw] : 1.0);
+    if (red == LT_REDUCE_NONE) po[i] = (float)l;
+    else tot += l;
+  }
+  double scale = red == LT_REDUCE_MEAN ? 1.0 / (double)m : 1.0;
+  if (red != LT_REDUCE_NONE) po[0] = (float)(tot * scale);
+  lt_tensor_release(xc);
+  lt_tensor_release(yc);
+  lt_tensor *ins[2] = { x, y };
+  lt_node *nd;
+  if (lt_record(c, out, op, pointwise_backward, 2, ins, &nd)) {
+    lt_tensor_release(out);
+    lt_tensor_release(pc);
+    return NULL;
+  }
+  if (nd) {
+    nd->i[0] = kind; nd->i[1] = red; nd->i[2] = npw;
+    nd->f[0] = scale;
+    if (pc) lt_node_save(nd, 0, pc);
+  }
+  lt_tensor_release(pc);
+  return out;
+}
+
+lt_tensor *lt_nn_mse_loss(lt_ctx *c, lt_tensor *x, lt_tensor *y, lt_reduction red) {
+  return pointwise_loss(c, PW_MSE, x, y, NULL, red);
+}
+lt_tensor *lt_nn_l1_loss(lt_ctx *c, lt_tensor *x, lt_tensor *y, lt_reduction red) {
+  return pointwise_loss(c, PW_L1, x, y, NULL, red);
+}
+lt_tensor *lt_nn_bce_with_logits(lt_ctx *c, lt_tensor *x, lt_tensor *y, lt_tensor *pos_weight, lt_reduction red) {
+  return pointwise_loss(c, PW_BCE, x, y, pos_weight, red);
+}

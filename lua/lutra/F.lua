@@ -1,0 +1,110 @@
+-- F.lua — lt.F: the functional forms of the nn layers and the losses (PyTorch's torch.nn.functional).
+--
+--   local loss = lt.F.cross_entropy(logits, targets)                     -- targets int64, 1..C
+--   local loss = lt.F.cross_entropy(logits, targets, {label_smoothing = 0.1, ignore_index = 1})
+--   local y = lt.F.conv2d(x, w, b, {stride = 2, padding = 1})
+--
+-- Dims are 1-based (softmax(x, 2) is over the classes of [N, C]); class targets, ignore_index and
+-- embedding indices are 1-based. Reductions: "mean" (default), "sum", "none". Losses take either an
+-- options table or, like PyTorch's positional form, the reduction string.
+local lt = require "lutra"
+local core = require "lutra.core"
+local H = require "lutra.nn.helpers"
+local C = core._nn
+
+local F = {}
+
+-- ---- layers -----------------------------------------------------------------------------------------
+
+F.linear = lt.linear
+
+--- conv2d(x, w[, b[, opts | stride[, padding]]]), opts {stride, padding}; stride/padding a number or {h, w}.
+function F.conv2d(x, w, b, stride, padding)
+  if type(stride) == "table" and padding == nil and stride[1] == nil then
+    local o = H.check_opts("conv2d", stride, { stride = "number|table", padding = "number|table" })
+    stride, padding = o.stride, o.padding
+  end
+  local sh, sw = H.pair("conv2d", "stride", stride or 1, 1)
+  local ph, pw = H.pair("conv2d", "padding", padding or 0, 0)
+  return C.conv2d(x, w, b, sh, sw, ph, pw)
+end
+
+local function pool_args(name, k, stride, padding, extra)
+  local opts = {}
+  if type(stride) == "table" and padding == nil and not stride[1] then
+    opts = H.check_opts(name, stride, extra, 2)
+    stride, padding = opts.stride, opts.padding
+  end
+  local kh, kw = H.pair(name, "kernel_size", k, 1)
+  local sh, sw = kh, kw
+  if stride ~= nil then sh, sw = H.pair(name, "stride", stride, 1) end
+  local ph, pw = H.pair(name, "padding", padding or 0, 0)
+  return kh, kw, sh, sw, ph, pw, opts
+end
+
+--- max_pool2d(x, k[, stride = k[, padding = 0]]) or max_pool2d(x, k, {stride, padding})
+function F.max_pool2d(x, k, stride, padding)
+  local kh, kw, sh, sw, ph, pw = pool_args("max_pool2d", k, stride, padding,
+    { stride = "number|table", padding = "number|table" })
+  return C.max_pool2d(x, kh, kw, sh, sw, ph, pw)
+end
+
+--- avg_pool2d(x, k[, stride = k[, padding = 0]]) or avg_pool2d(x, k, {stride, padding, count_include_pad=true})
+function F.avg_pool2d(x, k, stride, padding)
+  local kh, kw, sh, sw, ph, pw, opts = pool_args("avg_pool2d", k, stride, padding,
+    { stride = "number|table", padding = "number|table", count_include_pad = "boolean" })
+  return C.avg_pool2d(x, kh, kw, sh, sw, ph, pw, opts.count_include_pad ~= false)
+end
+
+--- dropout(x[, p = 0.5[, training = true]]): inverted dropout, mask from lt's RNG
+function F.dropout(x, p, training)
+  if training == nil then training = true end
+  return C.dropout(x, p or 0.5, training)
+end
+
+function F.relu(x) return x:relu() end
+function F.leaky_relu(x, slope) return x:leaky_relu(slope or 0.01) end
+function F.gelu(x) return x:gelu() end
+function F.tanh(x) return x:tanh() end
+function F.sigmoid(x) return x:sigmoid() end
+function F.softmax(x, dim) return x:softmax(dim) end
+function F.log_softmax(x, dim) return x:log_softmax(dim) end
+
+-- ---- losses -----------------------------------------------------------------------------------------
+
+local function loss_opts(name, opts, spec)
+  if type(opts) == "string" then return { reduction = opts } end
+  return H.check_opts(name, opts, spec, 3)
+end
+
+--- cross_entropy(logits [N, C] (or [N, C, d...]), targets int64 1..C [N], opts)
+--- opts: reduction, ignore_index (1-based), label_smoothing, weight [C]
+function F.cross_entropy(logits, targets, opts)
+  local o = loss_opts("cross_entropy", opts,
+    { reduction = "string", ignore_index = "number", label_smoothing = "number", weight = "tensor" })
+  return C.cross_entropy(logits, targets, o.weight, o.ignore_index, o.label_smoothing or 0, o.reduction)
+end
+
+--- nll_loss(log_probs, targets, opts {reduction, ignore_index, weight})
+function F.nll_loss(logp, targets, opts)
+  local o = loss_opts("nll_loss", opts, { reduction = "string", ignore_index = "number", weight = "tensor" })
+  return C.nll_loss(logp, targets, o.weight, o.ignore_index, o.reduction)
+end
+
+function F.mse_loss(x, y, opts)
+  local o = loss_opts("mse_loss", opts, { reduction = "string" })
+  return C.mse_loss(x, y, o.reduction)
+end
+
+function F.l1_loss(x, y, opts)
+  local o = loss_opts("l1_loss", opts, { reduction = "string" })
+  return C.l1_loss(x, y, o.reduction)
+end
+
+--- binary_cross_entropy_with_logits(x, y, opts {reduction, pos_weight [last dim]})
+function F.binary_cross_entropy_with_logits(x, y, opts)
+  local o = loss_opts("binary_cross_entropy_with_logits", opts, { reduction = "string", pos_weight = "tensor" })
+  return C.binary_cross_entropy_with_logits(x, y, o.pos_weight, o.reduction)
+end
+
+return F

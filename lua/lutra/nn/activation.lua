@@ -1,0 +1,60 @@
+-- nn/activation.lua — ReLU, LeakyReLU({negative_slope=0.01}), GELU (exact erf form), Tanh, Sigmoid,
+-- Softmax(dim), LogSoftmax(dim) (dim 1-based; negative counts from the end). No parameters.
+local lt = require "lutra"
+local Module = require("lutra.nn.module").Module
+local H = require "lutra.nn.helpers"
+
+local A = {}
+
+local function simple(name, method)
+  local cls = Module:extend(name)
+  function cls:init(opts) H.check_opts(name, opts, {}, 3) end
+  function cls:forward(x)
+    if not lt.is_tensor(x) then self:fail("expected a tensor input, got " .. type(x)) end
+    return x[method](x)
+  end
+  A[name] = cls
+end
+simple("ReLU", "relu")
+simple("GELU", "gelu")
+simple("Tanh", "tanh")
+simple("Sigmoid", "sigmoid")
+
+local LeakyReLU = Module:extend("LeakyReLU")
+function LeakyReLU:init(opts)
+  if type(opts) == "number" then opts = { negative_slope = opts } end
+  opts = H.check_opts("LeakyReLU", opts, { negative_slope = "number" }, 3)
+  self.negative_slope = opts.negative_slope or 0.01
+end
+function LeakyReLU:extra_repr() return "negative_slope=" .. self.negative_slope end
+function LeakyReLU:forward(x)
+  if not lt.is_tensor(x) then self:fail("expected a tensor input, got " .. type(x)) end
+  return x:leaky_relu(self.negative_slope)
+end
+A.LeakyReLU = LeakyReLU
+
+local function softmax_like(name, method)
+  local cls = Module:extend(name)
+  function cls:init(dim)
+    if type(dim) == "table" then dim = dim.dim end
+    if type(dim) ~= "number" or dim ~= math.floor(dim) or dim == 0 then
+      error(string.format("%s: dim must be a non-zero integer (1-based; negative counts from the end), got %s",
+        name, tostring(dim)), 3)
+    end
+    self.dim = dim
+  end
+  function cls:extra_repr() return "dim=" .. self.dim end
+  function cls:forward(x)
+    if not lt.is_tensor(x) then self:fail("expected a tensor input, got " .. type(x)) end
+    local n = x:dim()
+    if self.dim > n or -self.dim > n then
+      self:fail(string.format("dim %d is out of range for an input of shape %s", self.dim, x:shape_str()))
+    end
+    return x[method](x, self.dim)
+  end
+  A[name] = cls
+end
+softmax_like("Softmax", "softmax")
+softmax_like("LogSoftmax", "log_softmax")
+
+return A

@@ -1,0 +1,344 @@
+-- nn/module.lua — the shared base of lt.nn modules, and the walk that finds parameters, buffers and
+-- sub-modules in any table (a Module, a plain model table, a list of modules).
+--
+--   local Net = lt.nn.Module:extend("Net")
+--   function Net:init(n) self.fc = lt.nn.Linear(n, 10) end
+--   function Net:forward(x) return self.fc(x) end
+--   local net = Net(784)           -- construct; net(x) == net:forward(x)
+--   net:named_parameters()         -- { ["fc.weight"] = ..., ["fc.bias"] = ... }, { "fc.weight", "fc.bias" }
+--
+-- Names are table paths from the root (Sequential children are numbered from 1: "net.1.weight").
+-- Fields are visited in a fixed order: a module's declared parameters (class field _params, e.g.
+-- {"weight", "bias"}) and buffers (_buffers), then integer keys ascending, then string keys sorted.
+-- Keys starting with "_" and the key "trainer" are skipped; tables are entered when they are modules
+-- (a Module, or any table with a `forward` function) or plain tables without a metatable (lists of
+-- modules); each table is visited once, so cycles and shared modules are harmless. A tensor field is
+-- a parameter when it is a leaf that requires grad; buffers are only the declared ones.
+local lt = require "lutra"
+
+local Module = { __lutra_module = true }
+Module.__index = Module
+Module.__name = "Module"
+
+local SKIP = { trainer = true }
+
+local function is_module_instance(t)
+  local mt = getmetatable(t)
+  return type(mt) == "table" and rawget(mt, "__lutra_module") == true
+end
+
+local function get_field(t, k)
+  local ok, v = pcall(function() return t[k] end)
+  return ok and v or nil
+end
+
+-- a table the walk enters, and whether it is a module (gets `training`, a path)
+local function classify(v)
+  if type(v) ~= "table" then return false, false end
+  if is_module_instance(v) then return true, true end
+  local mt = getmetatable(v)
+  if mt == nil then return true, type(rawget(v, "forward")) == "function" end
+  if type(get_field(v, "forward")) == "function" then return true, true end
+  return false, false
+end
+
+local function sorted_keys(t)
+  local ints, strs = {}, {}
+  for k in pairs(t) do
+    local tk = type(k)
+    if tk == "number" then
+      if k == math.floor(k) then ints[#ints + 1] = k end
+    elseif tk == "string" then
+      if k:sub(1, 1) ~= "_" and not SKIP[k] then strs[#strs + 1] = k end
+    end
+  end
+  table.sort(ints)
+  table.sort(strs)
+  for i = 1, #strs do ints[#ints + 1] = strs[i] end
+  return ints
+end
+
+--- Walks root; calls on.param(name, t), on.buffer(name, t), on.module(tbl, path, key, parent)
+--- (path nil for the root). Names and order are described at the top of this file.
+local function walk(root, on)
+  local seen = {}
+  -- every walk from a true root (a plain model table, or a module no parent has named) records each
+  -- module's path for error messages; a walk from inside a named tree keeps the full paths
+  local assign = not (is_module_instance(root) and rawget(root, "_path"))
+  if assign and is_module_instance(root) then rawset(root, "_paths_assigned", true) end
+  local function visit(t, path)
+    seen[t] = true
+    if on.module then on.module(t, path) end
+    if assign and path and is_module_instance(t) then rawset(t, "_path", path) end
+    local prefix = path and (path .. ".") or ""
+    local declared = {}
+    local params = get_field(t, "_params")
+    if type(params) == "table" then
+      for _, k in ipairs(params) do
+        declared[k] = true
+        local v = rawget(t, k)
+        if lt.is_tensor(v) and not seen[v] then
+          seen[v] = true
+          if on.param then on.param(prefix .. k, v) end
+        end
+      end
+    end
+    local buffers = get_field(t, "_buffers")
+    if type(buffers) == "table" then
+      for _, k in ipairs(buffers) do
+        declared[k] = true
+        local v = rawget(t, k)
+        if lt.is_tensor(v) and not seen[v] then
+          seen[v] = true
+          if on.buffer then on.buffer(prefix .. k, v) end
+        end
+      end
+    end
+    for _, k in ipairs(sorted_keys(t)) do
+      if not declared[k] then
+        local v = rawget(t, k)
+        if lt.is_tensor(v) then
+          if not seen[v] and v:requires_grad() and v:is_leaf() then
+            seen[v] = true
+            if on.param then on.param(prefix .. k, v) end
+          end
+        elseif type(v) == "table" and not seen[v] then
+          local enter = classify(v)
+          if enter then visit(v, prefix .. tostring(k)) end
+        end
+      end
+    end
+  end
+  visit(root, nil)
+end
+
+-- ---- functions over any table (the Trainer and optimizers use these on plain model tables) --------
+
+local M = {}
+
+function M.named_parameters(root)
+  local named, order = {}, {}
+  walk(root, { param = function(name, t) named[name] = t; order[#order + 1] = name end })
+  return named, order
+end
+
+function M.parameters(root)
+  local list = {}
+  walk(root, { param = function(_, t) list[#list + 1] = t end })
+  return list
+end
+
+function M.named_buffers(root)
+  local named, order = {}, {}
+  walk(root, { buffer = function(name, t) named[name] = t; order[#order + 1] = name end })
+  return named, order
+end
+
+function M.buffers(root)
+  local list = {}
+  walk(root, { buffer = function(_, t) list[#list + 1] = t end })
+  return list
+end
+
+--- Every module in the tree (root first, pre-order), with their paths: list, paths.
+function M.modules(root)
+  local list, paths = {}, {}
+  walk(root, { module = function(t, path)
+    local _, is_mod = classify(t)
+    if is_mod or t == root then list[#list + 1] = t; paths[#list] = path end
+  end })
+  return list, paths
+end
+
+--- Sets `_path` on every Module instance below root (used in error messages). Every walk from a root
+--- does it; this is the walk with nothing else to do.
+function M.assign_paths(root)
+  walk(root, {})
+end
+
+function M.train(root, mode)
+  if mode == nil then mode = true end
+  for _, m in ipairs((M.modules(root))) do rawset(m, "training", mode and true or false) end
+  return root
+end
+
+function M.zero_grad(root, set_to_none)
+  for _, p in ipairs(M.parameters(root)) do p:zero_grad(set_to_none) end
+end
+
+function M.state_dict(root)
+  local sd, order = {}, {}
+  walk(root, {
+    param = function(name, t) sd[name] = t:detach(); order[#order + 1] = name end,
+    buffer = function(name, t) sd[name] = t:detach(); order[#order + 1] = name end,
+  })
+  return sd, order
+end
+
+local function quoted_list(names)
+  table.sort(names)
+  local q = {}
+  for i, n in ipairs(names) do q[i] = '"' .. n .. '"' end
+  return table.concat(q, ", ")
+end
+
+function M.load_state_dict(root, sd, opts)
+  if type(sd) ~= "table" then error("load_state_dict: expected a table of tensors, got " .. type(sd), 2) end
+  opts = opts or {}
+  for k in pairs(opts) do
+    if k ~= "strict" then error("load_state_dict: unknown option '" .. tostring(k) .. "' (expected: strict)", 2) end
+  end
+  local strict = opts.strict ~= false
+  local own, order = {}, {}
+  walk(root, {
+    param = function(name, t) own[name] = t; order[#order + 1] = name end,
+    buffer = function(name, t) own[name] = t; order[#order + 1] = name end,
+  })
+  local missing, unexpected = {}, {}
+  for _, name in ipairs(order) do
+    local v = sd[name]
+    if v == nil then
+      missing[#missing + 1] = name
+    elseif not lt.is_tensor(v) then
+      error(string.format("load_state_dict: entry %s is a %s, expected a tensor", name, type(v)), 2)
+    else
+      local t = own[name]
+      local ss, ts = v:shape(), t:shape()
+      local same = #ss == #ts
+      for i = 1, #ss do same = same and ss[i] == ts[i] end
+      if not same then
+        error(string.format("load_state_dict: size mismatch for %s: copying a tensor of shape %s from the state_dict, " ..
+          "the shape in the current model is %s", name, v:shape_str(), t:shape_str()), 2)
+      end
+    end
+  end
+  for name in pairs(sd) do
+    if own[name] == nil then unexpected[#unexpected + 1] = tostring(name) end
+  end
+  if strict and (#missing > 0 or #unexpected > 0) then
+    local parts = {}
+    if #missing > 0 then parts[#parts + 1] = "missing key(s) in state_dict: " .. quoted_list(missing) end
+    if #unexpected > 0 then parts[#parts + 1] = "unexpected key(s) in state_dict: " .. quoted_list(unexpected) end
+    error("load_state_dict: " .. table.concat(parts, "; ") .. " (pass {strict=false} to load the rest)", 2)
+  end
+  lt.no_grad(function()
+    for _, name in ipairs(order) do
+      local v = sd[name]
+      if v ~= nil then own[name]:copy_(v) end
+    end
+  end)
+  return { missing_keys = missing, unexpected_keys = unexpected }
+end
+
+--- The direct sub-modules of t, in walk order, with their keys: list, keys.
+function M.children(t)
+  local list, keys = {}, {}
+  local seen = { [t] = true }
+  local function scan(tbl, prefix)
+    for _, k in ipairs(sorted_keys(tbl)) do
+      local v = rawget(tbl, k)
+      if type(v) == "table" and not seen[v] then
+        local enter, is_mod = classify(v)
+        if is_mod then
+          seen[v] = true
+          list[#list + 1] = v; keys[#list] = prefix .. tostring(k)
+        elseif enter then
+          seen[v] = true
+          scan(v, prefix .. tostring(k) .. ".")
+        end
+      end
+    end
+  end
+  scan(t, "")
+  return list, keys
+end
+
+M.walk = walk
+M.is_module_instance = is_module_instance
+
+-- ---- the Module class ------------------------------------------------------------------------------
+
+local function indent(s) return (s:gsub("\n", "\n  ")) end
+
+--- One-line description: "Linear(784 -> 512)".
+function Module:short_repr()
+  local mt = getmetatable(self)
+  local extra = self.extra_repr and self:extra_repr() or ""
+  return (mt and mt.__name or "Module") .. "(" .. extra .. ")"
+end
+
+function Module:__tostring()
+  local kids, keys = M.children(self)
+  if #kids == 0 then return self:short_repr() end
+  local mt = getmetatable(self)
+  local extra = self.extra_repr and self:extra_repr() or ""
+  local lines = { (mt and mt.__name or "Module") .. "(" .. extra }
+  for i, k in ipairs(kids) do
+    lines[#lines + 1] = "  (" .. keys[i] .. "): " .. indent(tostring(k))
+  end
+  lines[#lines + 1] = ")"
+  return table.concat(lines, "\n")
+end
+
+--- Raises "in <path> <Module(...)>: msg", or "<Module(...)>: msg" when the module has no path.
+function Module:fail(msg)
+  local path = rawget(self, "_path")
+  if path then error("in " .. path .. " " .. self:short_repr() .. ": " .. msg, 0) end
+  error(self:short_repr() .. ": " .. msg, 0)
+end
+
+function Module:__call(...)
+  if rawget(self, "_path") == nil and not rawget(self, "_paths_assigned") then M.assign_paths(self) end
+  return self:forward(...)
+end
+
+function Module:forward()
+  error(self:short_repr() .. ": forward is not implemented (define forward(self, input) in the module)", 2)
+end
+
+function Module:parameters() return M.parameters(self) end
+function Module:named_parameters() return M.named_parameters(self) end
+function Module:buffers() return M.buffers(self) end
+function Module:named_buffers() return M.named_buffers(self) end
+function Module:state_dict() return M.state_dict(self) end
+function Module:load_state_dict(sd, opts) return M.load_state_dict(self, sd, opts) end
+function Module:zero_grad(set_to_none) return M.zero_grad(self, set_to_none) end
+function Module:children() return (M.children(self)) end
+function Module:named_children() return M.children(self) end
+function Module:modules() return (M.modules(self)) end
+function Module:train(mode) return M.train(self, mode) end
+function Module:eval() return M.train(self, false) end
+
+--- Number of parameter elements.
+function Module:num_parameters()
+  local n = 0
+  for _, p in ipairs(self:parameters()) do n = n + p:numel() end
+  return n
+end
+
+local class_mt = {}
+class_mt.__index = function(cls, k) local super = rawget(cls, "super"); return super and super[k] end
+class_mt.__call = function(cls, ...)
+  local o = setmetatable({ training = true }, cls)
+  local init = cls.init
+  if init then init(o, ...) end
+  return o
+end
+class_mt.__tostring = function(cls) return "lt.nn." .. cls.__name .. " (class)" end
+
+--- A new module class deriving from self: `local Net = lt.nn.Module:extend("Net")`; define
+--- Net:init(...) (the constructor) and Net:forward(...); `Net(...)` builds an instance.
+function Module:extend(name)
+  if type(name) ~= "string" then error("Module:extend: expected a class name string, got " .. type(name), 2) end
+  local cls = { __name = name, super = self, __lutra_module = true }
+  cls.__index = cls
+  -- metamethods are looked up raw on the metatable, so each class carries its own copies
+  cls.__call = rawget(self, "__call") or Module.__call
+  cls.__tostring = rawget(self, "__tostring") or Module.__tostring
+  return setmetatable(cls, class_mt)
+end
+
+setmetatable(Module, class_mt)
+
+M.Module = Module
+return M

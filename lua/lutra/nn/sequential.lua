@@ -1,0 +1,42 @@
+-- nn/sequential.lua — Sequential{m1, m2, ...}: applies its children in order. Children are the
+-- integer fields 1..n (so parameters are named "1.weight", "net.1.weight" from a model).
+local Module = require("lutra.nn.module").Module
+local MM = require "lutra.nn.module"
+
+local Sequential = Module:extend("Sequential")
+
+local function check_child(m, i, level)
+  local ok = type(m) == "table" and (MM.is_module_instance(m) or type(m.forward) == "function")
+  if not ok then
+    error(string.format("Sequential: element %d is a %s, expected a module (a table with forward)", i, type(m)), level)
+  end
+end
+
+function Sequential:init(list, ...)
+  if select("#", ...) > 0 or (type(list) == "table" and (MM.is_module_instance(list) or list.forward)) then
+    list = { list, ... }
+  end
+  if list ~= nil and type(list) ~= "table" then
+    error("Sequential: expected a list of modules, Sequential{m1, m2, ...}, got " .. type(list), 3)
+  end
+  for i, m in ipairs(list or {}) do
+    check_child(m, i, 4)
+    self[i] = m
+  end
+end
+
+--- Appends a module; returns self (so calls chain).
+function Sequential:add(m)
+  check_child(m, #self + 1, 3)
+  self[#self + 1] = m
+  local path = rawget(self, "_path")
+  if MM.is_module_instance(m) then rawset(m, "_path", (path and path .. "." or "") .. #self) end
+  return self
+end
+
+function Sequential:forward(x)
+  for i = 1, #self do x = self[i]:forward(x) end
+  return x
+end
+
+return Sequential

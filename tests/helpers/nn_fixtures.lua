@@ -1,0 +1,43 @@
+-- tests/helpers/nn_fixtures.lua — reading tests/fixtures/*.json (see tests/fixtures/README.md) and
+-- comparing tensors with the fixtures' tolerance |got - ref| <= max(atol, rtol * |ref|).
+local lt = require "lutra"
+local cjson = require "cjson"
+
+local X = {}
+
+function X.load(name)
+  local f = assert(io.open("tests/fixtures/" .. name, "rb"))
+  local s = f:read("*a")
+  f:close()
+  return cjson.decode(s)
+end
+
+--- A fixture tensor object {shape, data[, dtype]} as a lutra tensor.
+function X.tensor(obj)
+  local dtype = obj.dtype == "int64" and "int64" or "float32"
+  if #obj.shape == 0 then return lt.tensor(obj.data[1], dtype) end
+  return lt.tensor(obj.data, dtype):reshape(obj.shape)
+end
+
+--- Raises a message naming what, the element and both values when got and ref differ.
+function X.check(what, got, ref, rtol, atol)
+  rtol, atol = rtol or 1e-5, atol or 1e-6
+  assert(got ~= nil, what .. ": no tensor (nil)")
+  local rs = ref.shape
+  local gs = got:shape()
+  assert(#gs == #rs, string.format("%s: shape %s, expected [%s]", what, got:shape_str(), table.concat(rs, " x ")))
+  for i = 1, #rs do
+    assert(gs[i] == rs[i], string.format("%s: shape %s, expected [%s]", what, got:shape_str(), table.concat(rs, " x ")))
+  end
+  local g = got:tolist()
+  for i, r in ipairs(ref.data) do
+    local tol = math.max(atol, rtol * math.abs(r))
+    if not (math.abs(g[i] - r) <= tol) then
+      error(string.format("%s: element %d is %.9g, expected %.9g (diff %.3g > tol %.3g)", what, i, g[i], r,
+        math.abs(g[i] - r), tol), 2)
+    end
+  end
+  return true
+end
+
+return X
