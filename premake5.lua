@@ -81,6 +81,14 @@ project "lutra"
   files { "core/cli/*.c" }
   links { "lutra_static", "luajit-5.1", "edit", "jansson", "z", "dl", "m" }
   linkoptions { "-Wl,-E" }
+  -- bin/<config>/lutra/ holds the Lua module (lutra/core.so), so the binary lives in bin/<config>/cli/
+  filter "configurations:release"
+    targetdir(BUILD .. "/bin/release/cli")
+  filter "configurations:debug"
+    targetdir(BUILD .. "/bin/debug/cli")
+  filter "configurations:asan"
+    targetdir(BUILD .. "/bin/asan/cli")
+  filter {}
 
 -- C test programs: one executable per tests/c/test_*.c, linked with the static library.
 for _, path in ipairs(os.matchfiles("tests/c/test_*.c")) do
@@ -90,4 +98,13 @@ for _, path in ipairs(os.matchfiles("tests/c/test_*.c")) do
     files { path }
     links { "lutra_static", "luajit-5.1", "jansson", "z", "dl", "m" }
     linkoptions { "-Wl,-E" }
+end
+
+-- Benchmarks in C (bench/bench_*.c), not tests: run by bench/run.
+for _, path in ipairs(os.matchfiles("bench/bench_*.c")) do
+  local name = path:match("([^/]+)%.c$")
+  project(name)
+    kind "ConsoleApp"
+    files { path }
+    links { "lutra_static", "luajit-5.1", "jansson", "z", "dl", "m" }
 end

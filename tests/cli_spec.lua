@@ -4,10 +4,10 @@
 --   busted tests/cli_spec.lua                       # from the repository root
 --   LUTRA_BIN=/path/to/lutra busted tests/cli_spec.lua
 --
--- The binary is $LUTRA_BIN, else build/bin/release/lutra. Tests tagged #core need the real core
+-- The binary is $LUTRA_BIN, else build/bin/release/cli/lutra. Tests tagged #core need the real core
 -- (require "lutra" succeeds); a development build against a stub can skip them: --exclude-tags=core.
 
-local BIN = os.getenv("LUTRA_BIN") or "build/bin/release/lutra"
+local BIN = os.getenv("LUTRA_BIN") or "build/bin/release/cli/lutra"
 local PYTHON = "/usr/bin/python3"
 
 local function q(s)

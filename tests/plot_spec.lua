@@ -1,5 +1,5 @@
 -- tests/plot_spec.lua — lutra.plot: learning curves from a CSVLogger metrics.csv as SVG, through the Lua API
--- (require "lutra.plot", from lua/) and through `lutra plot` ($LUTRA_BIN, else build/bin/release/lutra).
+-- (require "lutra.plot", from lua/) and through `lutra plot` ($LUTRA_BIN, else build/bin/release/cli/lutra).
 --
 --   busted tests/plot_spec.lua        # from the repository root
 
@@ -7,7 +7,7 @@ package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
 
 local plot = require "lutra.plot"
 
-local BIN = os.getenv("LUTRA_BIN") or "build/bin/release/lutra"
+local BIN = os.getenv("LUTRA_BIN") or "build/bin/release/cli/lutra"
 local PYTHON = "/usr/bin/python3"
 
 local function q(s)

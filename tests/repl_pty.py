@@ -4,7 +4,7 @@
     /usr/bin/python3 tests/repl_pty.py            # all scenarios
     /usr/bin/python3 tests/repl_pty.py ctrl_c     # only scenarios whose name contains "ctrl_c"
 
-The binary is $LUTRA_BIN, else build/bin/release/lutra under the repository root. Each scenario runs in
+The binary is $LUTRA_BIN, else build/bin/release/cli/lutra under the repository root. Each scenario runs in
 a fresh `lutra` with HOME set to a temporary directory (history goes there) and a 100x30 terminal.
 Prints "ok - NAME" or "not ok - NAME: why" per scenario and a final "N passed, M failed"; exits 0 when
 none failed.
