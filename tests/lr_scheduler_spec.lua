@@ -151,8 +151,10 @@ describe("lt.optim.lr_scheduler behaviour", function()
     assert.equals(10, sched.total_steps)
     assert.same({ 0.95, 0.999 }, opt.param_groups[1].betas)
     assert.is_true(math.abs(opt.param_groups[1].lr - 0.004) < 1e-15) -- max_lr / div_factor
-    for _ = 1, 10 do sched:step() end
+    for _ = 1, 9 do sched:step() end -- the last step of the cycle: back to max_momentum
     assert.equals(0.95, opt.param_groups[1].betas[1])
+    assert.is_true(math.abs(opt.param_groups[1].lr - 4e-7) < 1e-18)
+    sched:step() -- PyTorch allows one step more (step_num == total_steps)
     assert.matches("OneCycleLR: tried to step 12 times%. The specified number of total steps is 10",
       errmsg(function() sched:step() end))
   end)
