@@ -103,7 +103,37 @@ static int l_bce_with_logits(lua_State *L) {
   return l_push(L, lt_nn_bce_with_logits(L_CTX(L), x, y, pw, check_reduction(L, 4, fn)));
 }
 
+/* (x, running_mean|nil, running_var|nil, weight|nil, bias|nil, training, momentum, eps) */
+static int l_batch_norm(lua_State *L) {
+  const char *fn = "batch_norm";
+  lt_tensor *x = T(1, fn), *rm = opt_tensor(L, 2, fn), *rv = opt_tensor(L, 3, fn);
+  lt_tensor *w = opt_tensor(L, 4, fn), *b = opt_tensor(L, 5, fn);
+  int training = lua_toboolean(L, 6);
+  double momentum = luaL_optnumber(L, 7, 0.1), eps = luaL_optnumber(L, 8, 1e-5);
+  return l_push(L, lt_nn_batch_norm(L_CTX(L), x, rm, rv, w, b, training, momentum, eps));
+}
+
+/* (x, k, weight|nil, bias|nil, eps) */
+static int l_layer_norm(lua_State *L) {
+  const char *fn = "layer_norm";
+  lt_tensor *x = T(1, fn);
+  int k = check_int(L, 2);
+  lt_tensor *w = opt_tensor(L, 3, fn), *b = opt_tensor(L, 4, fn);
+  return l_push(L, lt_nn_layer_norm(L_CTX(L), x, k, w, b, luaL_optnumber(L, 5, 1e-5)));
+}
+
+/* (indices 1-based int64, weight[, padding_idx 1-based]) */
+static int l_embedding(lua_State *L) {
+  lt_tensor *idx = T(1, "embedding"), *w = T(2, "embedding");
+  int64_t pad = lua_isnoneornil(L, 3) ? -1 : (int64_t)luaL_checkinteger(L, 3) - 1;
+  lt_tensor *i0 = shift_index(L, idx);
+  lt_tensor *r = lt_nn_embedding_pad(L_CTX(L), i0, w, pad);
+  lt_tensor_release(i0);
+  return l_push(L, r);
+}
+
 static const luaL_Reg nn_funcs[] = {
+  { "batch_norm", l_batch_norm }, { "layer_norm", l_layer_norm }, { "embedding", l_embedding },
   { "conv2d", l_conv2d }, { "max_pool2d", l_max_pool2d }, { "avg_pool2d", l_avg_pool2d },
   { "dropout", l_dropout }, { "cross_entropy", l_cross_entropy }, { "nll_loss", l_nll_loss },
   { "mse_loss", l_mse_loss }, { "l1_loss", l_l1_loss }, { "binary_cross_entropy_with_logits", l_bce_with_logits },

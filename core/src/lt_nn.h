@@ -37,6 +37,8 @@ lt_tensor *lt_nn_batch_norm(lt_ctx *c, lt_tensor *x, lt_tensor *running_mean, lt
 lt_tensor *lt_nn_layer_norm(lt_ctx *c, lt_tensor *x, int k, lt_tensor *weight, lt_tensor *bias, double eps);
 /* idx int64 (0-based) of any shape, w [n, d] -> [idx shape..., d]; backward scatter-adds into w. */
 lt_tensor *lt_nn_embedding(lt_ctx *c, lt_tensor *idx, lt_tensor *w);
+/* the same with a padding row (0-based, or -1 for none) that receives no gradient */
+lt_tensor *lt_nn_embedding_pad(lt_ctx *c, lt_tensor *idx, lt_tensor *w, int64_t padding_idx);
 
 /* --- losses (nn_loss.c) ------------------------------------------------------------------------ */
 /* logits [N, C] or [N, C, d...], target int64 0-based [N] / [N, d...]; weight [C] or NULL;

@@ -62,6 +62,33 @@ function F.dropout(x, p, training)
   return C.dropout(x, p or 0.5, training)
 end
 
+--- batch_norm(x, running_mean, running_var[, weight[, bias[, training=false[, momentum=0.1[, eps=1e-5]]]]])
+--- (PyTorch's order); in training the running stats (when given) are updated in place.
+function F.batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps)
+  return C.batch_norm(x, running_mean, running_var, weight, bias, training and true or false, momentum or 0.1,
+    eps or 1e-5)
+end
+
+--- layer_norm(x, normalized_shape (number or list)[, weight[, bias[, eps=1e-5]]])
+function F.layer_norm(x, shape, weight, bias, eps)
+  local k = type(shape) == "table" and #shape or 1
+  if type(shape) == "table" then
+    local n, xs = x:dim(), x:shape()
+    for i = 1, k do
+      if xs[n - k + i] ~= shape[i] then
+        error(string.format("layer_norm: input %s does not end with the normalized shape %s", x:shape_str(),
+          H.shape_str(shape)), 2)
+      end
+    end
+  elseif x:size(-1) ~= shape then
+    error(string.format("layer_norm: input %s does not end with the normalized shape [%d]", x:shape_str(), shape), 2)
+  end
+  return C.layer_norm(x, k, weight, bias, eps or 1e-5)
+end
+
+--- embedding(indices int64 1-based, weight [n, d][, padding_idx])
+function F.embedding(idx, weight, padding_idx) return C.embedding(idx, weight, padding_idx) end
+
 function F.relu(x) return x:relu() end
 function F.leaky_relu(x, slope) return x:leaky_relu(slope or 0.01) end
 function F.gelu(x) return x:gelu() end

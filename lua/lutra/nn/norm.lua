@@ -1,0 +1,96 @@
+-- nn/norm.lua — BatchNorm1d(C), BatchNorm2d(C) ({eps=1e-5, momentum=0.1, affine=true,
+-- track_running_stats=true}) and LayerNorm(normalized_shape[, {eps=1e-5, elementwise_affine=true}]).
+-- BatchNorm: weight 1, bias 0, buffers running_mean 0 and running_var 1; training normalises with the
+-- batch statistics and updates the running ones in place (unbiased variance); eval uses the running ones.
+local lt = require "lutra"
+local core = require "lutra.core"
+local Module = require("lutra.nn.module").Module
+local H = require "lutra.nn.helpers"
+
+local N = {}
+
+local function batch_norm_class(name, dims_ok, dims_text)
+  local cls = Module:extend(name)
+  cls._params = { "weight", "bias" }
+  cls._buffers = { "running_mean", "running_var" }
+  function cls:init(C, opts)
+    H.check_int(name, "num_features", C, 1, 3)
+    opts = H.check_opts(name, opts, { eps = "number", momentum = "number", affine = "boolean",
+      track_running_stats = "boolean" }, 3)
+    self.num_features = C
+    self.eps = opts.eps or 1e-5
+    self.momentum = opts.momentum or 0.1
+    self.affine = opts.affine ~= false
+    self.track_running_stats = opts.track_running_stats ~= false
+    if self.affine then
+      self.weight = H.param({ C }, function(t) t:fill_(1) end)
+      self.bias = H.param({ C }, function(t) t:zero_() end)
+    end
+    if self.track_running_stats then
+      self.running_mean = lt.zeros(C)
+      self.running_var = lt.ones(C)
+    end
+  end
+  function cls:extra_repr()
+    local s = self.num_features .. ", eps=" .. self.eps .. ", momentum=" .. self.momentum
+    if not self.affine then s = s .. ", affine=false" end
+    if not self.track_running_stats then s = s .. ", track_running_stats=false" end
+    return s
+  end
+  function cls:forward(x)
+    if not lt.is_tensor(x) then self:fail("expected a tensor input, got " .. type(x)) end
+    if not dims_ok[x:dim()] then self:fail("input must be " .. dims_text .. ", got " .. x:shape_str()) end
+    if x:size(2) ~= self.num_features then
+      self:fail(string.format("input has %d channels, expected %d (input %s)", x:size(2), self.num_features,
+        x:shape_str()))
+    end
+    local use_batch = self.training or not self.track_running_stats
+    return core._nn.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias, use_batch,
+      self.momentum, self.eps)
+  end
+  return cls
+end
+
+N.BatchNorm1d = batch_norm_class("BatchNorm1d", { [2] = true, [3] = true }, "[batch x channels] or [batch x channels x length]")
+N.BatchNorm2d = batch_norm_class("BatchNorm2d", { [4] = true }, "[batch x channels x height x width]")
+
+local LayerNorm = Module:extend("LayerNorm")
+LayerNorm._params = { "weight", "bias" }
+
+function LayerNorm:init(shape, opts)
+  if type(shape) == "number" then shape = { shape } end
+  if type(shape) ~= "table" or #shape == 0 then
+    error("LayerNorm: normalized_shape must be a number or a list of sizes, got " .. tostring(shape), 3)
+  end
+  local copy = {}
+  for i, s in ipairs(shape) do copy[i] = H.check_int("LayerNorm", "normalized_shape", s, 1, 3) end
+  opts = H.check_opts("LayerNorm", opts, { eps = "number", elementwise_affine = "boolean" }, 3)
+  self.normalized_shape = copy
+  self.eps = opts.eps or 1e-5
+  self.elementwise_affine = opts.elementwise_affine ~= false
+  if self.elementwise_affine then
+    self.weight = H.param(copy, function(t) t:fill_(1) end)
+    self.bias = H.param(copy, function(t) t:zero_() end)
+  end
+end
+
+function LayerNorm:extra_repr()
+  local s = H.shape_str(self.normalized_shape) .. ", eps=" .. self.eps
+  if not self.elementwise_affine then s = s .. ", elementwise_affine=false" end
+  return s
+end
+
+function LayerNorm:forward(x)
+  if not lt.is_tensor(x) then self:fail("expected a tensor input, got " .. type(x)) end
+  local k, n, shape = #self.normalized_shape, x:dim(), x:shape()
+  local ok = n >= k
+  for i = 1, k do ok = ok and shape[n - k + i] == self.normalized_shape[i] end
+  if not ok then
+    self:fail(string.format("input %s does not end with the normalized shape %s", x:shape_str(),
+      H.shape_str(self.normalized_shape)))
+  end
+  return core._nn.layer_norm(x, k, self.weight, self.bias, self.eps)
+end
+N.LayerNorm = LayerNorm
+
+return N
