@@ -36,3 +36,318 @@ describe("nn modules against PyTorch fixtures (tests/fixtures/modules.json)", fu
     end
   end
 end)
+
+local function names_of(order) return table.concat(order, " ") end
+
+local function same_values(a, b)
+  local la, lb = a:tolist(), b:tolist()
+  if #la ~= #lb then return false end
+  for i = 1, #la do if la[i] ~= lb[i] then return false end end
+  return true
+end
+
+local function err_of(fn, ...)
+  local ok, e = pcall(fn, ...)
+  assert(not ok, "expected an error")
+  return tostring(e)
+end
+
+describe("parameter naming and discovery", function()
+  it("numbers Sequential children from 1 and lists weight before bias", function()
+    local net = nn.Sequential { nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2) }
+    local named, order = net:named_parameters()
+    assert.are.equal("1.weight 1.bias 3.weight 3.bias", names_of(order))
+    assert.are.equal(net[1].weight, named["1.weight"])
+    local list = net:parameters()
+    assert.are.equal(4, #list)
+    for i, name in ipairs(order) do assert.are.equal(named[name], list[i]) end
+  end)
+
+  it("names a plain model table's fields by path, sorted, skipping _fields, trainer and cycles", function()
+    local model = { net = nn.Sequential { nn.Linear(4, 3), nn.Linear(3, 3) }, head = nn.Linear(3, 2) }
+    model._cache = nn.Linear(2, 2)          -- private: skipped
+    model.trainer = { model = model, p = lt.param(lt.zeros(2)) } -- skipped by name
+    model.self = model                      -- cycle
+    model.net.owner = model                 -- cycle through a child
+    local _, order = lt.nn.named_parameters(model)
+    assert.are.equal("head.weight head.bias net.1.weight net.1.bias net.2.weight net.2.bias", names_of(order))
+  end)
+
+  it("counts a shared module once and enters plain lists of modules", function()
+    local shared = nn.Linear(2, 2)
+    local model = { a = shared, b = shared, layers = { nn.Linear(2, 2, { bias = false }), nn.Linear(2, 1, { bias = false }) } }
+    local _, order = lt.nn.named_parameters(model)
+    assert.are.equal("a.weight a.bias layers.1.weight layers.2.weight", names_of(order))
+  end)
+
+  it("finds user parameters (leaf tensors that require grad) and skips constants and foreign objects", function()
+    local loader = setmetatable({ data = { w = lt.param(lt.zeros(3)) } }, { __index = function() error("strict") end })
+    local model = { w = lt.param(lt.ones(2)), const = lt.ones(3), loader = loader,
+      forward = function(self, x) return x * self.w end }
+    local _, order = lt.nn.named_parameters(model)
+    assert.are.equal("w", names_of(order))
+  end)
+
+  it("names BatchNorm running statistics as buffers", function()
+    local model = { bn = nn.BatchNorm1d(3), fc = nn.Linear(3, 1) }
+    local named, order = lt.nn.named_buffers(model)
+    assert.are.equal("bn.running_mean bn.running_var", names_of(order))
+    assert.are.equal(model.bn.running_var, named["bn.running_var"])
+    local _, porder = lt.nn.named_parameters(model)
+    assert.are.equal("bn.weight bn.bias fc.weight fc.bias", names_of(porder))
+  end)
+
+  it("names LSTM parameters weight_ih, weight_hh, bias_ih, bias_hh (suffix _l2 for the second layer)", function()
+    local _, order = nn.LSTM(3, 4, { num_layers = 2 }):named_parameters()
+    assert.are.equal("weight_ih weight_hh bias_ih bias_hh weight_ih_l2 weight_hh_l2 bias_ih_l2 bias_hh_l2", names_of(order))
+  end)
+end)
+
+describe("state_dict and load_state_dict", function()
+  local function make()
+    return { net = nn.Sequential { nn.Linear(4, 3), nn.BatchNorm1d(3), nn.Linear(3, 2) } }
+  end
+  local function fwd(m, x) return m.net(x) end
+
+  it("round-trips parameters and buffers into a fresh model: same outputs", function()
+    lt.manual_seed(1)
+    local a = make()
+    a.net:train()
+    fwd(a, lt.randn(8, 4)) -- moves the running stats
+    local sd, order = lt.nn.state_dict(a)
+    assert.are.equal("net.1.weight net.1.bias net.2.weight net.2.bias net.2.running_mean net.2.running_var net.3.weight net.3.bias",
+      names_of(order))
+    for _, name in ipairs(order) do assert.is_false(sd[name]:requires_grad()) end
+    lt.manual_seed(2)
+    local b = make()
+    lt.nn.load_state_dict(b, sd)
+    a.net:eval(); b.net:eval()
+    local x = lt.randn(5, 4)
+    assert.is_true(same_values(fwd(a, x), fwd(b, x)))
+    assert.is_true(b.net[1].weight:requires_grad()) -- loading keeps the parameters trainable
+  end)
+
+  it("names the parameter and both shapes on a size mismatch", function()
+    local sd = make().net:state_dict()
+    sd["1.weight"] = lt.zeros(3, 5)
+    local e = err_of(function() make().net:load_state_dict(sd) end)
+    assert.matches("load_state_dict: size mismatch for 1.weight: copying a tensor of shape [3 x 5] from the state_dict, the shape in the current model is [3 x 4]",
+      e, 1, true)
+  end)
+
+  it("lists missing and unexpected keys when strict, loads the rest when not", function()
+    local src = make()
+    local sd = lt.nn.state_dict(src)
+    sd["net.3.bias"] = nil
+    sd["net.9.weight"] = lt.zeros(1)
+    local e = err_of(function() lt.nn.load_state_dict(make(), sd) end)
+    assert.matches('missing key(s) in state_dict: "net.3.bias"', e, 1, true)
+    assert.matches('unexpected key(s) in state_dict: "net.9.weight"', e, 1, true)
+    local dst = make()
+    local res = lt.nn.load_state_dict(dst, sd, { strict = false })
+    assert.are.same({ "net.3.bias" }, res.missing_keys)
+    assert.are.same({ "net.9.weight" }, res.unexpected_keys)
+    assert.is_true(same_values(dst.net[1].weight, src.net[1].weight))
+    assert.matches("unknown option 'strikt'", err_of(function() lt.nn.load_state_dict(dst, sd, { strikt = false }) end), 1, true)
+  end)
+end)
+
+describe("train and eval", function()
+  it("sets training recursively on every module", function()
+    local model = { net = nn.Sequential { nn.Linear(2, 2), nn.Dropout(0.5) }, head = nn.Linear(2, 1) }
+    lt.nn.eval(model)
+    assert.is_false(model.training)
+    assert.is_false(model.net.training)
+    assert.is_false(model.net[2].training)
+    assert.is_false(model.head.training)
+    model.net:train()
+    assert.is_true(model.net[2].training)
+    assert.is_false(model.head.training)
+  end)
+
+  it("Dropout zeroes about a fraction p in training, scales the rest by 1/(1-p), and is the identity in eval", function()
+    lt.manual_seed(3)
+    local d = nn.Dropout(0.3)
+    local x = lt.ones(100, 100)
+    local y = d(x)
+    local zeros = (y:eq(0)):sum():item()
+    assert.is_true(zeros > 2800 and zeros < 3200, "zero fraction " .. zeros / 10000)
+    assert.is_true(math.abs(y:max():item() - 1 / 0.7) < 1e-6)
+    assert.is_true(math.abs((y:sum():item() - zeros * 0) / (10000 - zeros) - 1 / 0.7) < 1e-4)
+    d:eval()
+    assert.is_true(same_values(d(x), x))
+  end)
+
+  it("Dropout masks are reproducible with lt.manual_seed", function()
+    local d = nn.Dropout(0.5)
+    lt.manual_seed(42)
+    local a = d(lt.ones(50))
+    lt.manual_seed(42)
+    local b = d(lt.ones(50))
+    assert.is_true(same_values(a, b))
+    assert.is_false(same_values(a, d(lt.ones(50))))
+  end)
+
+  it("BatchNorm updates the running stats only in training and uses them in eval", function()
+    local bn = nn.BatchNorm1d(2, { momentum = 0.5 })
+    local x = lt.tensor { { 1, 10 }, { 3, 20 } }
+    bn(x)
+    -- mean {2, 15}, unbiased var {2, 50}
+    assert.is_true(bn.running_mean:allclose(lt.tensor { 1, 7.5 }))
+    assert.is_true(bn.running_var:allclose(lt.tensor { 1.5, 25.5 }))
+    bn:eval()
+    local y = bn(x)
+    assert.is_true(bn.running_mean:allclose(lt.tensor { 1, 7.5 }))
+    local expect = (x - lt.tensor { 1, 7.5 }) / (lt.tensor { 1.5, 25.5 } + 1e-5):sqrt()
+    assert.is_true(y:allclose(expect, 1e-5, 1e-6))
+  end)
+end)
+
+describe("module errors name the module and its path", function()
+  it("in a model table: 'in net.2 Linear(512 -> 10): input has 100 features, expected 512'", function()
+    local model = { net = nn.Sequential { nn.ReLU(), nn.Linear(512, 10) } }
+    lt.nn.parameters(model) -- any walk from the model records the paths
+    local e = err_of(function() return model.net(lt.randn(2, 100)) end)
+    assert.matches("in net.2 Linear(512 -> 10): input has 100 features, expected 512", e, 1, true)
+  end)
+
+  it("a top-level module uses its repr; a top-level Sequential numbers its children", function()
+    assert.matches("^Linear%(512 %-> 10%): input has 100 features, expected 512",
+      err_of(function() return nn.Linear(512, 10)(lt.randn(2, 100)) end))
+    local net = nn.Sequential { nn.Conv2d(1, 4, 3), nn.Flatten(), nn.Linear(10, 2) }
+    assert.matches("in 1 Conv2d(1 -> 4, kernel_size=3): input has 3 channels, expected 1",
+      err_of(function() return net(lt.randn(2, 3, 5, 5)) end), 1, true)
+    assert.matches("in 3 Linear(10 -> 2): input has 36 features, expected 10",
+      err_of(function() return net(lt.randn(2, 1, 5, 5)) end), 1, true)
+  end)
+
+  it("a user Module subclass gives paths to its fields", function()
+    local Net = nn.Module:extend("Net")
+    function Net:init() self.body = nn.Sequential { nn.Linear(3, 4) }; self.head = nn.Linear(4, 2) end
+    function Net:forward(x) return self.head(self.body(x)) end
+    local net = Net()
+    assert.matches("in body.1 Linear(3 -> 4): input has 5 features, expected 3",
+      err_of(function() return net(lt.randn(1, 5)) end), 1, true)
+  end)
+
+  it("wrong input ranks and options are clear errors", function()
+    assert.matches("MaxPool2d(kernel_size=2, stride=2): input must be [batch x channels x height x width]",
+      err_of(function() return nn.MaxPool2d(2)(lt.randn(4, 4)) end), 1, true)
+    assert.matches("BatchNorm2d(3, eps=1e-05, momentum=0.1): input has 2 channels, expected 3",
+      err_of(function() return nn.BatchNorm2d(3)(lt.randn(2, 2, 3, 3)) end), 1, true)
+    assert.matches("LayerNorm([4], eps=1e-05): input [2 x 5] does not end with the normalized shape [4]",
+      err_of(function() return nn.LayerNorm(4)(lt.randn(2, 5)) end), 1, true)
+    assert.matches("Embedding(5, 2): index 6 is out of range 1..5 (indices are 1-based)",
+      err_of(function() return nn.Embedding(5, 2)(lt.tensor({ 1, 6 }, "int64")) end), 1, true)
+    assert.matches("Linear: unknown option 'bais' (expected one of: bias)",
+      err_of(function() return nn.Linear(2, 3, { bais = false }) end), 1, true)
+    assert.matches("Conv2d: option 'stride' must be a number or table, got string",
+      err_of(function() return nn.Conv2d(1, 2, 3, { stride = "2" }) end), 1, true)
+    assert.matches("Sequential: element 2 is a number, expected a module",
+      err_of(function() return nn.Sequential { nn.ReLU(), 3 } end), 1, true)
+  end)
+end)
+
+describe("module base", function()
+  it("prints PyTorch-like reprs", function()
+    assert.are.equal("Linear(784 -> 512)", tostring(nn.Linear(784, 512)))
+    assert.are.equal("Linear(4 -> 2, bias=false)", tostring(nn.Linear(4, 2, { bias = false })))
+    assert.are.equal("Conv2d(1 -> 6, kernel_size=5, padding=2)", tostring(nn.Conv2d(1, 6, 5, { padding = 2 })))
+    assert.are.equal("Sequential(\n  (1): Linear(2 -> 3)\n  (2): ReLU()\n)", tostring(nn.Sequential { nn.Linear(2, 3), nn.ReLU() }))
+  end)
+
+  it("is callable, and Module:extend builds user modules with parameters, children and modules()", function()
+    local Net = nn.Module:extend("Net")
+    function Net:init(n) self.fc = nn.Linear(n, 2); self.scale = lt.param(lt.ones(1)) end
+    function Net:forward(x) return self.fc(x) * self.scale end
+    local net = Net(3)
+    assert.are.same({ 4, 2 }, net(lt.randn(4, 3)):shape())
+    local _, order = net:named_parameters()
+    assert.are.equal("fc.weight fc.bias scale", names_of(order))
+    assert.are.equal(1, #net:children())
+    assert.are.equal(2, #net:modules())
+    assert.are.equal("Net(\n  (fc): Linear(3 -> 2)\n)", tostring(net))
+  end)
+
+  it("Sequential:add appends and chains; zero_grad zeroes every gradient", function()
+    local net = nn.Sequential():add(nn.Linear(3, 2)):add(nn.Tanh())
+    assert.are.equal(2, #net)
+    net(lt.randn(4, 3)):sum():backward()
+    assert.is_true(net[1].weight.grad:abs():sum():item() > 0)
+    net:zero_grad()
+    assert.are.equal(0, net[1].weight.grad:abs():sum():item())
+    net:zero_grad(true)
+    assert.is_nil(net[1].weight.grad)
+  end)
+
+  it("initialises like PyTorch: Linear/Conv U(-1/sqrt(fan_in), ..), Embedding N(0,1), BatchNorm 1/0, seeded", function()
+    lt.manual_seed(5)
+    local l = nn.Linear(100, 50)
+    local b = 1 / math.sqrt(100)
+    assert.is_true(l.weight:abs():max():item() <= b and l.weight:abs():max():item() > 0.9 * b)
+    assert.is_true(l.bias:abs():max():item() <= b)
+    local c = nn.Conv2d(4, 8, 3)
+    assert.is_true(c.weight:abs():max():item() <= 1 / 6)
+    local e = nn.Embedding(200, 50)
+    assert.is_true(math.abs(e.weight:mean():item()) < 0.05)
+    assert.is_true(math.abs((e.weight * e.weight):mean():item() - 1) < 0.05)
+    local bn = nn.BatchNorm2d(3)
+    assert.is_true(same_values(bn.weight, lt.ones(3)) and same_values(bn.bias, lt.zeros(3)))
+    assert.is_true(same_values(bn.running_mean, lt.zeros(3)) and same_values(bn.running_var, lt.ones(3)))
+    lt.manual_seed(5)
+    assert.is_true(same_values(nn.Linear(100, 50).weight, l.weight))
+  end)
+
+  it("LSTM accepts {h0, c0}, returns {h_n, c_n}, and h_n is the last output", function()
+    local m = nn.LSTM(3, 4)
+    local out, st = m(lt.randn(5, 2, 3), { lt.zeros(1, 2, 4), lt.zeros(1, 2, 4) })
+    assert.are.same({ 5, 2, 4 }, out:shape())
+    assert.are.same({ 1, 2, 4 }, st[1]:shape())
+    assert.is_true(same_values(st[1][1], out[5]))
+    assert.matches("initial state is [1 x 3 x 4], expected [1 x 2 x 4]",
+      err_of(function() return m(lt.randn(5, 2, 3), { lt.zeros(1, 3, 4), lt.zeros(1, 3, 4) }) end), 1, true)
+  end)
+end)
+
+describe("lt.nn.utils and lt.nn.init", function()
+  local function with_grads(vals)
+    local ps = {}
+    for i, v in ipairs(vals) do
+      local p = lt.param(lt.zeros(#v))
+      p:backward(lt.tensor(v))
+      ps[i] = p
+    end
+    return ps
+  end
+
+  it("clip_grad_norm_ returns the total norm and scales by max_norm/(total+1e-6) only when needed", function()
+    local ps = with_grads { { 3, 0 }, { 0, 4 } }
+    local total = lt.nn.utils.clip_grad_norm_(ps, 1)
+    assert.is_true(math.abs(total - 5) < 1e-6)
+    assert.is_true(ps[1].grad:allclose(lt.tensor { 3 / (5 + 1e-6), 0 }, 1e-6, 1e-7))
+    local qs = with_grads { { 0.3, 0.4 } }
+    assert.is_true(math.abs(lt.nn.utils.clip_grad_norm_(qs, 1) - 0.5) < 1e-6)
+    assert.is_true(qs[1].grad:allclose(lt.tensor { 0.3, 0.4 }))
+    local rs = with_grads { { -3, 1 }, { 2 } }
+    assert.is_true(math.abs(lt.nn.utils.clip_grad_norm_(rs, 10, math.huge) - 3) < 1e-6)
+    assert.is_true(math.abs(lt.nn.utils.clip_grad_norm_(rs, 10, 1) - 6) < 1e-5)
+  end)
+
+  it("clip_grad_value_ clamps every gradient element", function()
+    local ps = with_grads { { -3, 0.2, 5 } }
+    lt.nn.utils.clip_grad_value_(ps, 1)
+    assert.is_true(same_values(ps[1].grad, lt.tensor { -1, 0.2, 1 }))
+  end)
+
+  it("init functions fill in place with PyTorch's bounds", function()
+    local w = lt.param(lt.empty(20, 30))
+    lt.nn.init.xavier_uniform_(w)
+    assert.is_true(w:abs():max():item() <= math.sqrt(6 / 50))
+    lt.nn.init.kaiming_uniform_(w, { a = math.sqrt(5) })
+    assert.is_true(w:abs():max():item() <= 1 / math.sqrt(30) + 1e-7)
+    lt.nn.init.zeros_(w)
+    assert.are.equal(0, w:abs():sum():item())
+    lt.nn.init.constant_(w, 2)
+    assert.are.equal(1200, w:sum():item())
+  end)
+end)
