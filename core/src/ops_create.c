@@ -5,6 +5,7 @@
 #include "lt_errors.h"
 #include "lt_iter.h"
 #include "lt_ops.h"
+#include "lt_simd.h"
 
 lt_tensor *lt_op_full(lt_ctx *c, lt_dtype dt, int ndim, const int64_t *shape, double v) {
   lt_tensor *t = lt_tensor_new(c, dt, ndim, shape);
@@ -107,7 +108,7 @@ int lt_op_normal_(lt_ctx *c, lt_tensor *t, double mean, double std) {
 }
 
 /* dst <- src (broadcast), converting dtype. No autograd. */
-static void copy_raw(lt_tensor *dst, const lt_tensor *src) {
+LT_VECTOR_FN static void copy_raw(lt_tensor *dst, const lt_tensor *src) {
   int64_t sd[LT_MAX_DIM], ss[LT_MAX_DIM];
   lt_broadcast_strides(dst, dst->ndim, dst->shape, sd);
   lt_broadcast_strides(src, dst->ndim, dst->shape, ss);

@@ -9,6 +9,7 @@
 #include "lt_errors.h"
 #include "lt_iter.h"
 #include "lt_ops.h"
+#include "lt_simd.h"
 
 static const char *const binop_names[] = { "add", "sub", "mul", "div", "pow", "maximum", "minimum",
                                            "eq", "ne", "lt", "le", "gt", "ge" };
@@ -47,7 +48,7 @@ int lt_broadcast_shape(lt_ctx *c, const char *op, const lt_tensor *a, const lt_t
 
 /* ---- scalar maths, shared by forward loops ---------------------------------------------------- */
 
-static inline float bin_f(lt_binop op, float x, float y) {
+__attribute__((always_inline)) static inline float bin_f(lt_binop op, float x, float y) {
   switch (op) {
     case LT_ADD: return x + y;
     case LT_SUB: return x - y;
@@ -84,7 +85,7 @@ static inline int64_t bin_i(lt_binop op, int64_t x, int64_t y) {
 }
 
 /* Row loop for float32: specialised on unit/zero strides so each case vectorises. */
-static inline void bin_row_f(lt_binop op, float *o, int64_t so, const float *x, int64_t sx, const float *y,
+__attribute__((always_inline)) static inline void bin_row_f(lt_binop op, float *o, int64_t so, const float *x, int64_t sx, const float *y,
                              int64_t sy, int64_t n) {
   if (so == 1 && sx == 1 && sy == 1) {
     for (int64_t i = 0; i < n; i++) o[i] = bin_f(op, x[i], y[i]);
@@ -106,7 +107,7 @@ static inline void bin_row_f(lt_binop op, float *o, int64_t so, const float *x, 
     break;
 
 /* out = x op y over a common shape; all float32; out may alias x (in-place). */
-static void binary_f32(lt_binop op, int ndim, const int64_t *shape, lt_tensor *out, const lt_tensor *x,
+LT_VECTOR_FN static void binary_f32(lt_binop op, int ndim, const int64_t *shape, lt_tensor *out, const lt_tensor *x,
                        const lt_tensor *y) {
   int64_t so[LT_MAX_DIM], sx[LT_MAX_DIM], sy[LT_MAX_DIM];
   lt_broadcast_strides(out, ndim, shape, so);
@@ -393,7 +394,7 @@ int lt_op_binary_scalar_(lt_ctx *c, lt_binop op, lt_tensor *a, double s) {
   return LT_OK;
 }
 
-int lt_op_axpy_(lt_ctx *c, lt_tensor *a, double alpha, lt_tensor *b) {
+LT_VECTOR_FN int lt_op_axpy_(lt_ctx *c, lt_tensor *a, double alpha, lt_tensor *b) {
   if (lt_check_inplace(c, "add_", a)) return LT_ERR;
   if (lt_check_dtype(c, "add_", "the tensor updated in place", a, LT_F32)) return LT_ERR;
   if (lt_check_dtype(c, "add_", "the added tensor", b, LT_F32)) return LT_ERR;
@@ -438,15 +439,15 @@ int lt_op_axpy_(lt_ctx *c, lt_tensor *a, double alpha, lt_tensor *b) {
 
 static inline float gelu_f(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
 
-static inline float un_f(lt_unop op, float x) {
+__attribute__((always_inline)) static inline float un_f(lt_unop op, float x) {
   switch (op) {
     case LT_NEG: return -x;
-    case LT_EXP: return expf(x);
+    case LT_EXP: return lt_expf(x);
     case LT_LOG: return logf(x);
     case LT_SQRT: return sqrtf(x);
     case LT_ABS: return fabsf(x);
-    case LT_TANH: return tanhf(x);
-    case LT_SIGMOID: return x >= 0 ? 1.0f / (1.0f + expf(-x)) : expf(x) / (1.0f + expf(x));
+    case LT_TANH: return lt_tanhf(x);
+    case LT_SIGMOID: return lt_sigmoidf(x);
     case LT_RELU: return x > 0 ? x : 0.0f;
     case LT_SIN: return sinf(x);
     case LT_COS: return cosf(x);
@@ -468,7 +469,7 @@ static inline float un_f(lt_unop op, float x) {
     } LT_ITER_ROWS_END(&it, o0, o1, o2);                                                     \
     break;
 
-static void unary_f32(lt_unop op, lt_tensor *out, const lt_tensor *x) {
+LT_VECTOR_FN static void unary_f32(lt_unop op, lt_tensor *out, const lt_tensor *x) {
   const int64_t *st[2] = { out->stride, x->stride };
   lt_iter it;
   lt_iter_init(&it, x->ndim, x->shape, 2, st);
@@ -481,6 +482,9 @@ static void unary_f32(lt_unop op, lt_tensor *out, const lt_tensor *x) {
   }
 }
 
+LT_VECTOR_FN static void unary_grad_kernel(lt_unop op, const float *px, const float *py, const float *pg, float *pr,
+                                           int64_t N);
+
 /* One fused pass: gin = g * f'(x), using the saved output where that is cheaper. */
 static int unary_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
   lt_unop op = (lt_unop)n->i[0];
@@ -492,9 +496,16 @@ static int unary_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) 
     lt_tensor_release(x); lt_tensor_release(y); lt_tensor_release(gc); lt_tensor_release(r);
     return LT_ERR;
   }
-  const float *px = lt_f32(x), *pg = lt_f32(gc), *py = y ? lt_f32(y) : NULL;
-  float *pr = lt_f32(r);
-  int64_t N = lt_numel(x);
+  unary_grad_kernel(op, lt_f32(x), y ? lt_f32(y) : NULL, lt_f32(gc), lt_f32(r), lt_numel(x));
+  lt_tensor_release(x);
+  lt_tensor_release(y);
+  lt_tensor_release(gc);
+  gin[0] = r;
+  return LT_OK;
+}
+
+LT_VECTOR_FN static void unary_grad_kernel(lt_unop op, const float *px, const float *py, const float *pg, float *pr,
+                                           int64_t N) {
   switch (op) {
     case LT_NEG: for (int64_t i = 0; i < N; i++) pr[i] = -pg[i]; break;
     case LT_EXP: for (int64_t i = 0; i < N; i++) pr[i] = pg[i] * py[i]; break;
@@ -519,11 +530,6 @@ static int unary_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) 
     case LT_LOG1P: for (int64_t i = 0; i < N; i++) pr[i] = pg[i] / (1.0f + px[i]); break;
     case LT_SQUARE: for (int64_t i = 0; i < N; i++) pr[i] = 2.0f * px[i] * pg[i]; break;
   }
-  lt_tensor_release(x);
-  lt_tensor_release(y);
-  lt_tensor_release(gc);
-  gin[0] = r;
-  return LT_OK;
 }
 
 static int unary_saves_output(lt_unop op) {

@@ -7,6 +7,7 @@
 #include "lt_errors.h"
 #include "lt_iter.h"
 #include "lt_ops.h"
+#include "lt_simd.h"
 
 static const char *const red_names[] = { "sum", "mean", "max", "min" };
 
@@ -79,14 +80,12 @@ static int check_reduce(lt_ctx *c, const char *name, const lt_tensor *a, int dim
 }
 
 /* Computes values (and 0-based indices for max/min) along dim of a contiguous float tensor. */
-static void reduce_f32(lt_redop op, const float *x, int64_t outer, int64_t n, int64_t inner, float *out,
+LT_VECTOR_FN static void reduce_f32(lt_redop op, const float *x, int64_t outer, int64_t n, int64_t inner, float *out,
                        int64_t *idx) {
   if (op == LT_RSUM || op == LT_RMEAN) {
     if (inner == 1) {
       for (int64_t o = 0; o < outer; o++) {
-        double s = 0;
-        const float *row = x + o * n;
-        for (int64_t j = 0; j < n; j++) s += row[j];
+        double s = lt_sum_f32(x + o * n, n);
         out[o] = (float)(op == LT_RMEAN ? s / (double)n : s);
       }
     } else {
@@ -210,7 +209,7 @@ lt_tensor *lt_op_argmax(lt_ctx *c, lt_tensor *a, int dim, int keepdim) {
   return i;
 }
 
-lt_tensor *lt_op_sum_to(lt_ctx *c, lt_tensor *g, int ndim, const int64_t *shape) {
+LT_VECTOR_FN lt_tensor *lt_op_sum_to(lt_ctx *c, lt_tensor *g, int ndim, const int64_t *shape) {
   char b1[128], b2[128];
   if (ndim > g->ndim) goto bad;
   for (int d = 0; d < ndim; d++) {
@@ -231,7 +230,8 @@ lt_tensor *lt_op_sum_to(lt_ctx *c, lt_tensor *g, int ndim, const int64_t *shape)
     const float *x = pg + o1;
     if (it.s[0] == 0) {
       double s = 0;
-      for (int64_t i = 0; i < it.n; i++) s += x[i * it.s[1]];
+      if (it.s[1] == 1) s = lt_sum_f32(x, it.n);
+      else for (int64_t i = 0; i < it.n; i++) s += x[i * it.s[1]];
       y[0] += (float)s;
     } else if (it.s[0] == 1 && it.s[1] == 1) {
       for (int64_t i = 0; i < it.n; i++) y[i] += x[i];

@@ -3,6 +3,7 @@
 
 #include "lt_errors.h"
 #include "lt_ops.h"
+#include "lt_simd.h"
 
 static void dims3(const lt_tensor *a, int dim, int64_t *outer, int64_t *n, int64_t *inner) {
   *outer = 1; *inner = 1;
@@ -11,7 +12,26 @@ static void dims3(const lt_tensor *a, int dim, int64_t *outer, int64_t *n, int64
   for (int d = dim + 1; d < a->ndim; d++) *inner *= a->shape[d];
 }
 
-static void softmax_rows(const float *x, float *y, int64_t outer, int64_t n, int64_t inner, int log_form) {
+LT_VECTOR_FN static void softmax_rows(const float *x, float *y, int64_t outer, int64_t n, int64_t inner,
+                                     int log_form) {
+  if (inner == 1) { /* the common case: contiguous rows, vectorised */
+    for (int64_t o = 0; o < outer; o++) {
+      const float *px = x + o * n;
+      float *py = y + o * n;
+      float mx = -INFINITY;
+      for (int64_t j = 0; j < n; j++) mx = px[j] > mx ? px[j] : mx;
+      for (int64_t j = 0; j < n; j++) py[j] = lt_expf(px[j] - mx);
+      double s = lt_sum_f32(py, n);
+      if (log_form) {
+        float lse = mx + (float)log(s);
+        for (int64_t j = 0; j < n; j++) py[j] = px[j] - lse;
+      } else {
+        float inv = (float)(1.0 / s);
+        for (int64_t j = 0; j < n; j++) py[j] *= inv;
+      }
+    }
+    return;
+  }
   for (int64_t o = 0; o < outer; o++)
     for (int64_t k = 0; k < inner; k++) {
       const float *px = x + o * n * inner + k;
@@ -19,7 +39,7 @@ static void softmax_rows(const float *x, float *y, int64_t outer, int64_t n, int
       float mx = -INFINITY;
       for (int64_t j = 0; j < n; j++) mx = px[j * inner] > mx ? px[j * inner] : mx;
       double s = 0;
-      for (int64_t j = 0; j < n; j++) s += exp((double)(px[j * inner] - mx));
+      for (int64_t j = 0; j < n; j++) s += lt_expf(px[j * inner] - mx);
       if (log_form) {
         float lse = mx + (float)log(s);
         for (int64_t j = 0; j < n; j++) py[j * inner] = px[j * inner] - lse;
@@ -30,6 +50,9 @@ static void softmax_rows(const float *x, float *y, int64_t outer, int64_t n, int
     }
 }
 
+LT_VECTOR_FN static void softmax_grad_rows(const float *py, const float *pg, float *pr, int64_t outer, int64_t n,
+                                          int64_t inner, int log_form);
+
 static int softmax_backward(lt_ctx *c, lt_node *nd, lt_tensor *g, lt_tensor **gin) {
   int dim = (int)nd->i[0], log_form = (int)nd->i[1];
   lt_tensor *y = nd->saved[0];
@@ -38,23 +61,26 @@ static int softmax_backward(lt_ctx *c, lt_node *nd, lt_tensor *g, lt_tensor **gi
   if (!r) { lt_tensor_release(gc); return LT_ERR; }
   int64_t outer, n, inner;
   dims3(y, dim, &outer, &n, &inner);
-  const float *py = lt_f32(y), *pg = lt_f32(gc);
-  float *pr = lt_f32(r);
+  softmax_grad_rows(lt_f32(y), lt_f32(gc), lt_f32(r), outer, n, inner, log_form);
+  lt_tensor_release(gc);
+  gin[0] = r;
+  return LT_OK;
+}
+
+LT_VECTOR_FN static void softmax_grad_rows(const float *py, const float *pg, float *pr, int64_t outer, int64_t n,
+                                          int64_t inner, int log_form) {
   for (int64_t o = 0; o < outer; o++)
     for (int64_t k = 0; k < inner; k++) {
       int64_t base = o * n * inner + k;
       double s = 0;
       if (log_form) { /* dx = g - softmax * sum(g) */
         for (int64_t j = 0; j < n; j++) s += pg[base + j * inner];
-        for (int64_t j = 0; j < n; j++) pr[base + j * inner] = pg[base + j * inner] - expf(py[base + j * inner]) * (float)s;
+        for (int64_t j = 0; j < n; j++) pr[base + j * inner] = pg[base + j * inner] - lt_expf(py[base + j * inner]) * (float)s;
       } else { /* dx = y * (g - sum(g*y)) */
         for (int64_t j = 0; j < n; j++) s += (double)pg[base + j * inner] * py[base + j * inner];
         for (int64_t j = 0; j < n; j++) pr[base + j * inner] = py[base + j * inner] * (pg[base + j * inner] - (float)s);
       }
     }
-  lt_tensor_release(gc);
-  gin[0] = r;
-  return LT_OK;
 }
 
 static lt_tensor *softmax_impl(lt_ctx *c, lt_tensor *a, int dim, int log_form) {

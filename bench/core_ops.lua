@@ -1,0 +1,41 @@
+-- core_ops.lua — elementwise and reduction ops on the same sizes as bench/core_ops_torch.py.
+-- Prints "op size microseconds" lines (median of rounds) for bench/run to pair with PyTorch's.
+local lt = require "lutra"
+local clock = os.clock
+local ok, ffi = pcall(require, "ffi")
+if ok then
+  ffi.cdef [[ typedef struct { long tv_sec; long tv_nsec; } lt_ts; int clock_gettime(int, lt_ts *); ]]
+  local ts = ffi.new("lt_ts")
+  clock = function() ffi.C.clock_gettime(1, ts); return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9 end
+end
+
+local function median(t) table.sort(t); return t[math.ceil(#t / 2)] end
+
+local ops = {
+  { "add", function(a, b) return a + b end },
+  { "mul_scalar", function(a) return a * 2 end },
+  { "relu", function(a) return a:relu() end },
+  { "exp", function(a) return a:exp() end },
+  { "sigmoid", function(a) return a:sigmoid() end },
+  { "sum", function(a) return a:sum() end },
+  { "sum_dim", function(a) return a:sum(2) end },
+  { "softmax", function(a) return a:softmax(2) end },
+  { "add_bias_row", function(a, _, bias) return a + bias end },
+}
+local sizes = { {64, 16}, {256, 512}, {1024, 1024} }
+lt.manual_seed(0)
+for _, sz in ipairs(sizes) do
+  local a, b = lt.randn(sz[1], sz[2]), lt.randn(sz[1], sz[2])
+  local bias = lt.randn(sz[2])
+  for _, op in ipairs(ops) do
+    local name, fn = op[1], op[2]
+    local n = math.max(20, math.floor(2e7 / (sz[1] * sz[2])))
+    local times = {}
+    for _ = 1, 7 do
+      local t0 = clock()
+      for _ = 1, n do fn(a, b, bias) end
+      times[#times + 1] = (clock() - t0) / n * 1e6
+    end
+    print(("%s %dx%d %.3f"):format(name, sz[1], sz[2], median(times)))
+  end
+end

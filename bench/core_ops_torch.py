@@ -1,0 +1,28 @@
+# core_ops_torch.py — PyTorch side of bench/core_ops.lua (same ops, sizes, output format).
+import os, sys, time
+import torch
+torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "2")))
+torch.manual_seed(0)
+ops = [
+    ("add", lambda a, b, bias: a + b),
+    ("mul_scalar", lambda a, b, bias: a * 2),
+    ("relu", lambda a, b, bias: a.relu()),
+    ("exp", lambda a, b, bias: a.exp()),
+    ("sigmoid", lambda a, b, bias: a.sigmoid()),
+    ("sum", lambda a, b, bias: a.sum()),
+    ("sum_dim", lambda a, b, bias: a.sum(1)),
+    ("softmax", lambda a, b, bias: a.softmax(1)),
+    ("add_bias_row", lambda a, b, bias: a + bias),
+]
+for r, c in [(64, 16), (256, 512), (1024, 1024)]:
+    a, b, bias = torch.randn(r, c), torch.randn(r, c), torch.randn(c)
+    for name, fn in ops:
+        n = max(20, int(2e7 / (r * c)))
+        times = []
+        for _ in range(7):
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn(a, b, bias)
+            times.append((time.perf_counter() - t0) / n * 1e6)
+        times.sort()
+        print(f"{name} {r}x{c} {times[len(times) // 2]:.3f}")
