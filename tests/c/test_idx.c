@@ -318,11 +318,8 @@ static void test_fashion_mnist(void) {
   check(rc == 0 && d.type == LT_IDX_U8 && d.ndims == 3 && d.dims[0] == 60000 && d.dims[1] == 28 &&
             d.dims[2] == 28 && d.nbytes == 47040000,
         "Fashion-MNIST train images: ubyte [60000 x 28 x 28]");
-#if defined(__SANITIZE_ADDRESS__)
-  printf("# Fashion-MNIST train images loaded in %.3f s (sanitizer build: no time limit)\n", dt);
-#else
-  check(dt < 1.0, "Fashion-MNIST train images (47 MB) load in under a second (%.3f s)", dt);
-#endif
+  /* speed is measured, not asserted (bench/ holds speed checks): report it */
+  printf("# Fashion-MNIST train images (47 MB) loaded in %.3f s\n", dt);
   if (rc == 0) {
     unsigned long long sum = 0;
     int maxv = 0;
