@@ -77,7 +77,7 @@ lt_tensor *lt_tensor_new(lt_ctx *c, lt_dtype dt, int ndim, const int64_t *shape)
   if (!t->storage) { lt_tensor_release(t); return NULL; }
   t->ndim = ndim;
   t->dtype = dt;
-  memcpy(t->shape, shape, sizeof(int64_t) * (size_t)ndim);
+  if (ndim) memcpy(t->shape, shape, sizeof(int64_t) * (size_t)ndim); /* shape may be NULL for 0-dim */
   lt_contiguous_strides(ndim, shape, t->stride);
   return t;
 }
