@@ -15,9 +15,11 @@
 #include "lt_optim.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "lt_alloc.h"
+#include "lt_blas.h"
 #include "lt_errors.h"
 #include "lt_ops.h"
 
@@ -247,27 +249,17 @@ int lt_optim_set_state_buf(lt_ctx *c, lt_optimizer *o, int g, int i, lt_optim_bu
   return LT_OK;
 }
 
-int lt_optim_zero_grad(lt_ctx *c, lt_optimizer *o, int set_to_none) {
-  for (int g = 0; g < o->ngroups; g++) {
-    lt_param_group *pg = &o->groups[g];
-    for (int i = 0; i < pg->n; i++) {
-      lt_tensor *p = pg->params[i], *gr = p->grad;
-      if (!gr) continue;
-      if (set_to_none) {
-        p->grad = NULL;
-        lt_tensor_release(gr);
-        continue;
-      }
-      if (gr->grad_fn) { lt_node_release(gr->grad_fn); gr->grad_fn = NULL; } /* PyTorch: p.grad.detach_() */
-      gr->requires_grad = 0;
-      if (lt_op_zero_(c, gr)) return LT_ERR;
-    }
-  }
-  return LT_OK;
-}
-
 /* ---- fused kernels (contiguous float arrays of n elements) --------------------------------------------- */
 
+/* Each kernel is compiled for baseline x86-64, AVX2 and AVX-512 and the best is picked at load time.
+ * ISO C mode (-std=c11) keeps FMA contraction off, so every variant rounds the same way. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define OPTIM_VECTOR_FN __attribute__((target_clones("default", "arch=haswell", "arch=skylake-avx512")))
+#else
+#define OPTIM_VECTOR_FN
+#endif
+
+OPTIM_VECTOR_FN
 static void sgd_kernel(int64_t n, float *restrict p, const float *restrict g, float *restrict buf, int first,
                        const lt_optim_hparams *h) {
   const float lr = (float)h->lr, wd = (float)h->weight_decay, mom = (float)h->momentum,
@@ -310,6 +302,7 @@ static void sgd_kernel(int64_t n, float *restrict p, const float *restrict g, fl
 }
 
 /* decoupled: AdamW (p *= 1 - lr*wd first, no coupled decay) */
+OPTIM_VECTOR_FN
 static void adam_kernel(int64_t n, float *restrict p, const float *restrict g, float *restrict m, float *restrict v,
                         float *restrict vmax, double step, const lt_optim_hparams *h, int decoupled) {
   const double b1 = h->beta1, b2 = h->beta2;
@@ -346,8 +339,12 @@ static void adam_kernel(int64_t n, float *restrict p, const float *restrict g, f
   }
 }
 
-static void rmsprop_kernel(int64_t n, float *restrict p, const float *restrict g, float *restrict sq,
-                           float *restrict ga, float *restrict buf, const lt_optim_hparams *h) {
+/* The flags are compile-time constants in each call below, so every variant is its own branch-free,
+ * vectorised loop after inlining. */
+static inline __attribute__((always_inline)) void rmsprop_loop(int64_t n, float *restrict p, const float *restrict g,
+                                                               float *restrict sq, float *restrict ga,
+                                                               float *restrict buf, const lt_optim_hparams *h,
+                                                               const int centered, const int momentum) {
   const float a = (float)h->alpha, a1 = (float)(1.0 - h->alpha), eps = (float)h->eps, lr = (float)h->lr,
               wd = (float)h->weight_decay, mom = (float)h->momentum;
   const float sg = h->maximize ? -1.0f : 1.0f;
@@ -356,20 +353,95 @@ static void rmsprop_kernel(int64_t n, float *restrict p, const float *restrict g
     float s = a * sq[i] + a1 * d * d;
     sq[i] = s;
     float avg;
-    if (ga) {
+    if (centered) {
       float gi = a * ga[i] + a1 * d;
       ga[i] = gi;
       avg = sqrtf(s - gi * gi) + eps;
     } else {
       avg = sqrtf(s) + eps;
     }
-    if (buf) {
+    if (momentum) {
       float b = mom * buf[i] + d / avg;
       buf[i] = b;
       p[i] -= lr * b;
     } else {
       p[i] -= lr * d / avg;
     }
+  }
+}
+
+OPTIM_VECTOR_FN
+static void rmsprop_kernel(int64_t n, float *restrict p, const float *restrict g, float *restrict sq,
+                           float *restrict ga, float *restrict buf, const lt_optim_hparams *h) {
+  if (ga && buf) rmsprop_loop(n, p, g, sq, ga, buf, h, 1, 1);
+  else if (ga) rmsprop_loop(n, p, g, sq, ga, NULL, h, 1, 0);
+  else if (buf) rmsprop_loop(n, p, g, sq, NULL, buf, h, 0, 1);
+  else rmsprop_loop(n, p, g, sq, NULL, NULL, h, 0, 0);
+}
+
+/* ---- parallel runner ---------------------------------------------------------------------------------- */
+
+/* One parameter's update, split into element ranges: large parameters run on c->num_threads threads (the
+ * caller's thread does the first range). Elementwise rules make the result independent of the split. */
+typedef struct optim_task {
+  lt_optim_kind kind;         /* LT_OPTIM_NKINDS: zero p (zero_grad) */
+  const lt_optim_hparams *h;
+  float *p, *m, *v, *vmax, *buf;
+  const float *g;
+  double step;
+  int first;
+} optim_task;
+
+static void task_range(const optim_task *t, int64_t lo, int64_t hi) {
+  int64_t n = hi - lo;
+#define AT(ptr) ((ptr) ? (ptr) + lo : NULL)
+  switch (t->kind) {
+    case LT_OPTIM_SGD: sgd_kernel(n, t->p + lo, t->g + lo, AT(t->buf), t->first, t->h); break;
+    case LT_OPTIM_ADAM:
+    case LT_OPTIM_ADAMW:
+      adam_kernel(n, t->p + lo, t->g + lo, t->m + lo, t->v + lo, AT(t->vmax), t->step, t->h, t->kind == LT_OPTIM_ADAMW);
+      break;
+    case LT_OPTIM_RMSPROP: rmsprop_kernel(n, t->p + lo, t->g + lo, t->v + lo, AT(t->m), AT(t->buf), t->h); break;
+    case LT_OPTIM_NKINDS: memset(t->p + lo, 0, sizeof(float) * (size_t)n); break; /* zero_grad */
+    default: break;
+  }
+#undef AT
+}
+
+#define OPTIM_PAR_MIN (INT64_C(1) << 17)  /* elements; below this a thread costs more than it saves */
+#define OPTIM_MAX_THREADS 16
+
+typedef struct optim_chunk {
+  const optim_task *t;
+  int64_t lo, hi;
+  int ftz;
+} optim_chunk;
+
+static void *chunk_main(void *arg) {
+  optim_chunk *ch = arg;
+  lt_set_flush_denormal(ch->ftz);
+  task_range(ch->t, ch->lo, ch->hi);
+  return NULL;
+}
+
+static void task_run(lt_ctx *c, const optim_task *t, int64_t n) {
+  int nt = c->num_threads < OPTIM_MAX_THREADS ? c->num_threads : OPTIM_MAX_THREADS;
+  if (nt > 1 && n / nt < OPTIM_PAR_MIN / 2) nt = (int)(n / (OPTIM_PAR_MIN / 2));
+  if (nt <= 1) { task_range(t, 0, n); return; }
+  pthread_t th[OPTIM_MAX_THREADS];
+  optim_chunk ch[OPTIM_MAX_THREADS];
+  int started[OPTIM_MAX_THREADS] = { 0 };
+  int64_t per = ((n + nt - 1) / nt + 15) & ~INT64_C(15); /* 64-byte aligned ranges */
+  for (int k = 0; k < nt; k++) {
+    int64_t lo = k * per, hi = lo + per < n ? lo + per : n;
+    ch[k] = (optim_chunk){ t, lo < n ? lo : n, hi, c->flush_denormal };
+  }
+  for (int k = 1; k < nt; k++)
+    if (ch[k].lo < ch[k].hi) started[k] = pthread_create(&th[k], NULL, chunk_main, &ch[k]) == 0;
+  task_range(t, ch[0].lo, ch[0].hi);
+  for (int k = 1; k < nt; k++) {
+    if (started[k]) pthread_join(th[k], NULL);
+    else if (ch[k].lo < ch[k].hi) task_range(t, ch[k].lo, ch[k].hi); /* no thread: do it here */
   }
 }
 
@@ -415,7 +487,7 @@ static int step_param(lt_ctx *c, lt_optimizer *o, lt_param_group *pg, int g, int
         }
         buf = lt_f32(s->buf[LT_OPTIM_MOMENTUM_BUFFER]);
       }
-      sgd_kernel(n, lt_f32(pc), lt_f32(gc), buf, first, h);
+      task_run(c, &(optim_task){ .kind = o->kind, .h = h, .p = lt_f32(pc), .g = lt_f32(gc), .buf = buf, .first = first }, n);
       break;
     }
     case LT_OPTIM_ADAM:
@@ -423,17 +495,19 @@ static int step_param(lt_ctx *c, lt_optimizer *o, lt_param_group *pg, int g, int
       if (ensure_buf(c, s, LT_OPTIM_EXP_AVG, p) || ensure_buf(c, s, LT_OPTIM_EXP_AVG_SQ, p) ||
           (h->amsgrad && ensure_buf(c, s, LT_OPTIM_MAX_EXP_AVG_SQ, p))) { rc = LT_ERR; break; }
       s->step += 1;
-      adam_kernel(n, lt_f32(pc), lt_f32(gc), lt_f32(s->buf[LT_OPTIM_EXP_AVG]), lt_f32(s->buf[LT_OPTIM_EXP_AVG_SQ]),
-                  h->amsgrad ? lt_f32(s->buf[LT_OPTIM_MAX_EXP_AVG_SQ]) : NULL, s->step, h,
-                  o->kind == LT_OPTIM_ADAMW);
+      task_run(c, &(optim_task){ .kind = o->kind, .h = h, .p = lt_f32(pc), .g = lt_f32(gc),
+                                 .m = lt_f32(s->buf[LT_OPTIM_EXP_AVG]), .v = lt_f32(s->buf[LT_OPTIM_EXP_AVG_SQ]),
+                                 .vmax = h->amsgrad ? lt_f32(s->buf[LT_OPTIM_MAX_EXP_AVG_SQ]) : NULL,
+                                 .step = s->step }, n);
       break;
     case LT_OPTIM_RMSPROP:
       if (ensure_buf(c, s, LT_OPTIM_SQUARE_AVG, p) || (h->momentum > 0 && ensure_buf(c, s, LT_OPTIM_MOMENTUM_BUFFER, p)) ||
           (h->centered && ensure_buf(c, s, LT_OPTIM_GRAD_AVG, p))) { rc = LT_ERR; break; }
       s->step += 1;
-      rmsprop_kernel(n, lt_f32(pc), lt_f32(gc), lt_f32(s->buf[LT_OPTIM_SQUARE_AVG]),
-                     h->centered ? lt_f32(s->buf[LT_OPTIM_GRAD_AVG]) : NULL,
-                     h->momentum > 0 ? lt_f32(s->buf[LT_OPTIM_MOMENTUM_BUFFER]) : NULL, h);
+      task_run(c, &(optim_task){ .kind = o->kind, .h = h, .p = lt_f32(pc), .g = lt_f32(gc),
+                                 .v = lt_f32(s->buf[LT_OPTIM_SQUARE_AVG]),
+                                 .m = h->centered ? lt_f32(s->buf[LT_OPTIM_GRAD_AVG]) : NULL,
+                                 .buf = h->momentum > 0 ? lt_f32(s->buf[LT_OPTIM_MOMENTUM_BUFFER]) : NULL }, n);
       break;
     default: rc = lt_fail(c, "optimizer: unknown kind"); break;
   }
@@ -455,4 +529,26 @@ int lt_optim_step(lt_ctx *c, lt_optimizer *o) {
   }
   c->grad_enabled = was;
   return rc;
+}
+
+int lt_optim_zero_grad(lt_ctx *c, lt_optimizer *o, int set_to_none) {
+  for (int g = 0; g < o->ngroups; g++) {
+    lt_param_group *pg = &o->groups[g];
+    for (int i = 0; i < pg->n; i++) {
+      lt_tensor *p = pg->params[i], *gr = p->grad;
+      if (!gr) continue;
+      if (set_to_none) {
+        p->grad = NULL;
+        lt_tensor_release(gr);
+        continue;
+      }
+      if (gr->grad_fn) { lt_node_release(gr->grad_fn); gr->grad_fn = NULL; } /* PyTorch: p.grad.detach_() */
+      gr->requires_grad = 0;
+      if (gr->dtype == LT_F32 && lt_is_contiguous(gr) && lt_numel(gr) >= OPTIM_PAR_MIN)
+        task_run(c, &(optim_task){ .kind = LT_OPTIM_NKINDS, .p = lt_f32(gr) }, lt_numel(gr));
+      else if (lt_op_zero_(c, gr))
+        return LT_ERR;
+    }
+  }
+  return LT_OK;
 }

@@ -1,0 +1,40 @@
+-- optim_bench.lua — one optimizer step over 1M parameters (one [1000 x 1000] tensor), lutra side of
+-- bench/optim_bench_torch.py (same configs and output format: "name microseconds", median of rounds).
+--   luajit bench/optim_bench.lua    (with the built module on package.cpath, see tests/run)
+local lt = require "lutra"
+local clock = os.clock
+local ok, ffi = pcall(require, "ffi")
+if ok then
+  ffi.cdef [[ typedef struct { long tv_sec; long tv_nsec; } lt_ts; int clock_gettime(int, lt_ts *); ]]
+  local ts = ffi.new("lt_ts")
+  clock = function() ffi.C.clock_gettime(1, ts); return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9 end
+end
+
+lt.set_num_threads(tonumber(os.getenv("BENCH_THREADS") or "2"))
+
+local function median(t) table.sort(t); return t[math.ceil(#t / 2)] end
+
+local configs = {
+  { "sgd", "SGD", { lr = 0.01 } },
+  { "sgd_momentum", "SGD", { lr = 0.01, momentum = 0.9 } },
+  { "adam", "Adam", { lr = 1e-3 } },
+  { "adamw", "AdamW", { lr = 1e-3 } },
+  { "rmsprop", "RMSprop", { lr = 1e-2 } },
+  { "zero_grad", "SGD", { lr = 0.01 } },
+}
+lt.manual_seed(0)
+for _, cfg in ipairs(configs) do
+  local name, kind, opts = cfg[1], cfg[2], cfg[3]
+  local p = lt.param(lt.randn(1000, 1000))
+  p.grad = lt.randn(1000, 1000):mul_(0.01)
+  local opt = lt.optim[kind]({ p }, opts)
+  local fn = name == "zero_grad" and function() opt:zero_grad() end or function() opt:step() end
+  for _ = 1, 5 do fn() end -- state allocated, caches warm
+  local n, times = 50, {}
+  for _ = 1, 9 do
+    local t0 = clock()
+    for _ = 1, n do fn() end
+    times[#times + 1] = (clock() - t0) / n * 1e6
+  end
+  print(("%s 1000x1000 %.1f"):format(name, median(times)))
+end

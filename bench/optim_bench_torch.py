@@ -1,0 +1,29 @@
+# optim_bench_torch.py — PyTorch side of bench/optim_bench.lua (same configs, output "name size microseconds").
+# Run with OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 bench/optim_bench_torch.py (BENCH_THREADS, default 2).
+import os, time
+import torch
+torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "2")))
+torch.manual_seed(0)
+configs = [
+    ("sgd", torch.optim.SGD, dict(lr=0.01)),
+    ("sgd_momentum", torch.optim.SGD, dict(lr=0.01, momentum=0.9)),
+    ("adam", torch.optim.Adam, dict(lr=1e-3)),
+    ("adamw", torch.optim.AdamW, dict(lr=1e-3)),
+    ("rmsprop", torch.optim.RMSprop, dict(lr=1e-2)),
+    ("zero_grad", torch.optim.SGD, dict(lr=0.01)),
+]
+for name, cls, opts in configs:
+    p = torch.nn.Parameter(torch.randn(1000, 1000))
+    p.grad = torch.randn(1000, 1000) * 0.01
+    opt = cls([p], **opts)
+    fn = (lambda: opt.zero_grad(set_to_none=False)) if name == "zero_grad" else opt.step
+    for _ in range(5):
+        fn()
+    n, times = 50, []
+    for _ in range(9):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        times.append((time.perf_counter() - t0) / n * 1e6)
+    times.sort()
+    print(f"{name} 1000x1000 {times[len(times) // 2]:.1f}")
