@@ -1,6 +1,222 @@
-/* l_io.c — Lua binding for safetensors checkpoint files and atomic writes. */
+/*
+ * l_io.c — Lua binding for safetensors checkpoint files and atomic writes, registered as
+ * `lutra.core._io` (the user-facing API is lua/lutra/checkpoint.lua: lt.save, lt.load, checkpoints):
+ *
+ *   save(path, names, tensors, meta)     names: list of strings, tensors: list of tensors (same length,
+ *                                        float32 or int64, any layout), meta: {key = string} (written in
+ *                                        key order). Atomic; raises "save: <path>: <what is wrong>".
+ *   load(path) -> names, tensors, meta, checksum_verified
+ *                                        names in file order, tensors {name = tensor} (fresh copies),
+ *                                        meta {key = string}. Raises "load: <path>: <what is wrong>".
+ *   write_atomic(path, string)           a whole text file, atomically ("write: <path>: ...").
+ *   read_all(path) -> string             a whole file ("read: <path>: ...").
+ */
+#include <stdlib.h>
+#include <string.h>
+
 #include "l_util.h"
+#include "lt_fileio.h"
+#include "lt_safetensors.h"
+
+typedef struct st_meta_sort { const char *key, *value; } st_meta_sort;
+
+static int cmp_meta(const void *a, const void *b) {
+  return strcmp(((const st_meta_sort *)a)->key, ((const st_meta_sort *)b)->key);
+}
+
+/* Everything save allocates, released in one place (also before raising). */
+typedef struct save_work {
+  lt_st_tensor *ts;
+  lt_tensor **held;   /* contiguous references */
+  int64_t (*shapes)[LT_MAX_DIM];
+  st_meta_sort *md;
+  size_t n, nmd;
+} save_work;
+
+static void save_work_free(save_work *w) {
+  if (w->held)
+    for (size_t i = 0; i < w->n; i++)
+      if (w->held[i]) lt_tensor_release(w->held[i]);
+  free(w->held);
+  free(w->ts);
+  free(w->shapes);
+  free(w->md);
+  memset(w, 0, sizeof *w);
+}
+
+static int l_io_save(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  luaL_checktype(L, 3, LUA_TTABLE);
+  if (!lua_isnoneornil(L, 4)) luaL_checktype(L, 4, LUA_TTABLE);
+  lt_ctx *c = L_CTX(L);
+  size_t n = lua_objlen(L, 2);
+  if (lua_objlen(L, 3) != n)
+    return l_errorf(L, "save: %s: %d names for %d tensors", path, (int)n, (int)lua_objlen(L, 3));
+  /* pass 1: check types (may raise; nothing allocated yet) */
+  for (size_t i = 1; i <= n; i++) {
+    lua_rawgeti(L, 2, (int)i);
+    if (lua_type(L, -1) != LUA_TSTRING) return l_errorf(L, "save: %s: name %d is not a string", path, (int)i);
+    lua_rawgeti(L, 3, (int)i);
+    if (!l_totensor(L, -1))
+      return l_errorf(L, "save: %s: entry '%s' is a %s, expected a tensor", path, lua_tostring(L, -2),
+                      luaL_typename(L, -1));
+    lua_pop(L, 2);
+  }
+  size_t nmd = 0;
+  if (lua_istable(L, 4)) {
+    lua_pushnil(L);
+    while (lua_next(L, 4)) {
+      if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
+        return l_errorf(L, "save: %s: metadata keys and values must be strings", path);
+      nmd++;
+      lua_pop(L, 1);
+    }
+  }
+  /* pass 2: build (no Lua errors from here until save_work_free) */
+  save_work w = { 0 };
+  w.n = n;
+  w.nmd = nmd;
+  w.ts = calloc(n ? n : 1, sizeof *w.ts);
+  w.held = calloc(n ? n : 1, sizeof *w.held);
+  w.shapes = calloc(n ? n : 1, sizeof *w.shapes);
+  w.md = calloc(nmd ? nmd : 1, sizeof *w.md);
+  if (!w.ts || !w.held || !w.shapes || !w.md) {
+    save_work_free(&w);
+    return l_errorf(L, "save: %s: out of memory", path);
+  }
+  for (size_t i = 0; i < n; i++) {
+    lua_rawgeti(L, 2, (int)i + 1);
+    lua_rawgeti(L, 3, (int)i + 1);
+    const char *name = lua_tostring(L, -2); /* stays alive: the names table holds it */
+    lt_tensor *t = l_totensor(L, -1);
+    lua_pop(L, 2);
+    lt_tensor *ct = lt_op_contiguous(c, t);
+    if (!ct) {
+      save_work_free(&w);
+      return l_errorf(L, "save: %s: %s", path, c->err);
+    }
+    w.held[i] = ct;
+    for (int d = 0; d < ct->ndim; d++) w.shapes[i][d] = ct->shape[d];
+    w.ts[i].name = name;
+    w.ts[i].dtype = ct->dtype == LT_I64 ? "I64" : "F32";
+    w.ts[i].ndim = ct->ndim;
+    w.ts[i].shape = w.shapes[i];
+    w.ts[i].data = (const char *)ct->storage->data + ct->offset * (int64_t)lt_dtype_size(ct->dtype);
+    w.ts[i].nbytes = (size_t)lt_numel(ct) * lt_dtype_size(ct->dtype);
+  }
+  if (nmd) {
+    size_t k = 0;
+    lua_pushnil(L);
+    while (lua_next(L, 4)) {
+      w.md[k].key = lua_tostring(L, -2);
+      w.md[k].value = lua_tostring(L, -1);
+      k++;
+      lua_pop(L, 1);
+    }
+    qsort(w.md, nmd, sizeof *w.md, cmp_meta);
+  }
+  lt_st_meta *meta = (lt_st_meta *)w.md; /* same layout: two const char * */
+  char err[1024];
+  int rc = lt_st_save(path, w.ts, n, meta, nmd, err, sizeof err);
+  save_work_free(&w);
+  if (rc) {
+    lua_pushstring(L, err);
+    return lua_error(L);
+  }
+  return 0;
+}
+
+static int l_io_load(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  lt_ctx *c = L_CTX(L);
+  lt_st_file f;
+  char err[1024];
+  if (lt_st_load(path, &f, err, sizeof err)) {
+    lua_pushstring(L, err);
+    return lua_error(L);
+  }
+  /* check dtypes and ranks first, so no error is raised with tensors half built */
+  for (size_t i = 0; i < f.ntensors; i++) {
+    const lt_st_tensor *s = &f.tensors[i];
+    if (strcmp(s->dtype, "F32") && strcmp(s->dtype, "I64")) {
+      snprintf(err, sizeof err, "load: %s: tensor '%s' has dtype %s; lutra reads F32 and I64 tensors", path, s->name,
+               s->dtype);
+      lt_st_free(&f);
+      lua_pushstring(L, err);
+      return lua_error(L);
+    }
+    if (s->ndim > LT_MAX_DIM) {
+      snprintf(err, sizeof err, "load: %s: tensor '%s' has %d dimensions; lutra tensors have at most %d", path,
+               s->name, s->ndim, LT_MAX_DIM);
+      lt_st_free(&f);
+      lua_pushstring(L, err);
+      return lua_error(L);
+    }
+  }
+  lua_createtable(L, (int)f.ntensors, 0);
+  int names = lua_gettop(L);
+  lua_createtable(L, 0, (int)f.ntensors);
+  int tensors = lua_gettop(L);
+  for (size_t i = 0; i < f.ntensors; i++) {
+    const lt_st_tensor *s = &f.tensors[i];
+    lt_tensor *t = lt_tensor_new(c, strcmp(s->dtype, "I64") ? LT_F32 : LT_I64, s->ndim, s->shape);
+    if (!t) {
+      snprintf(err, sizeof err, "load: %s: %s", path, c->err);
+      lt_st_free(&f);
+      lua_pushstring(L, err);
+      return lua_error(L);
+    }
+    if (s->nbytes) memcpy(t->storage->data, s->data, s->nbytes);
+    lua_pushstring(L, s->name);
+    lua_pushvalue(L, -1);
+    lua_rawseti(L, names, (int)i + 1);
+    l_push(L, t); /* takes the reference; t is not NULL here */
+    lua_rawset(L, tensors);
+  }
+  lua_createtable(L, 0, (int)f.nmeta);
+  for (size_t i = 0; i < f.nmeta; i++) {
+    lua_pushstring(L, f.meta[i].value);
+    lua_setfield(L, -2, f.meta[i].key);
+  }
+  lua_pushboolean(L, f.checksum_verified);
+  lt_st_free(&f);
+  return 4;
+}
+
+static int l_io_write_atomic(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  size_t len;
+  const char *s = luaL_checklstring(L, 2, &len);
+  lt_chunk ch = { s, len };
+  char err[1024];
+  if (lt_file_write_atomic("write", path, &ch, 1, err, sizeof err)) {
+    lua_pushstring(L, err);
+    return lua_error(L);
+  }
+  return 0;
+}
+
+static int l_io_read_all(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  void *buf;
+  size_t len;
+  char err[1024];
+  if (lt_file_read_all("read", path, &buf, &len, err, sizeof err)) {
+    lua_pushstring(L, err);
+    return lua_error(L);
+  }
+  lua_pushlstring(L, buf, len);
+  lt_file_free(buf);
+  return 1;
+}
 
 void l_io_register(lua_State *L) {
-  (void)L; /* functions are registered here as this area is built */
+  static const luaL_Reg funcs[] = {
+    { "save", l_io_save }, { "load", l_io_load }, { "write_atomic", l_io_write_atomic },
+    { "read_all", l_io_read_all }, { NULL, NULL }
+  };
+  lua_newtable(L);
+  l_setfuncs(L, funcs);
+  lua_setfield(L, -2, "_io");
 }
