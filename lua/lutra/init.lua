@@ -21,6 +21,11 @@ setmetatable(lt, {
   end,
 })
 
+--- lt.save(path, model_or_state_dict) / lt.load(path[, model]): weights alone, in the checkpoint format
+--- (lua/lutra/checkpoint.lua).
+function lt.save(...) return require("lutra.checkpoint").save(...) end
+function lt.load(...) return require("lutra.checkpoint").load(...) end
+
 --- Runs fn(...) with gradient recording off; returns what fn returns.
 function lt.no_grad(fn, ...)
   if type(fn) ~= "function" then
