@@ -28,7 +28,7 @@ end
 
 local function check_optimizer(name, opt)
   if not is_optimizer(opt) then
-    error(name .. ": expected an optimizer (with param_groups), got " .. type(opt), 4)
+    error(name .. ": expected an optimizer (with param_groups), got " .. type(opt), 3)
   end
 end
 
@@ -36,21 +36,21 @@ end
 -- options. Errors name the option.
 local function options(name, opts, spec)
   if opts == nil then opts = {} end
-  if type(opts) ~= "table" then error(name .. ": options must be a table, got " .. type(opts), 4) end
+  if type(opts) ~= "table" then error(name .. ": options must be a table, got " .. type(opts), 3) end
   for k in pairs(opts) do
     if spec[k] == nil then
       local names = {}
       for n in pairs(spec) do names[#names + 1] = n end
       table.sort(names)
       error(string.format("%s: unknown option '%s' (expected one of %s)", name, tostring(k),
-        table.concat(names, ", ")), 4)
+        table.concat(names, ", ")), 3)
     end
   end
   local r = {}
   for k, s in pairs(spec) do
     local v = opts[k]
     if v == nil then
-      if s.required then error(string.format("%s: option '%s' is required", name, k), 4) end
+      if s.required then error(string.format("%s: option '%s' is required", name, k), 3) end
       v = s.default
     end
     if v ~= nil then
@@ -61,7 +61,7 @@ local function options(name, opts, spec)
       end
       if not ok then
         error(string.format("%s: option '%s' must be %s, got %s", name, k, s[1]:gsub("|", " or "),
-          type(v) == "number" and tostring(v) or type(v)), 4)
+          type(v) == "number" and tostring(v) or type(v)), 3)
       end
     end
     r[k] = v
