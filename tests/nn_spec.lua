@@ -351,3 +351,22 @@ describe("lt.nn.utils and lt.nn.init", function()
     assert.are.equal(1200, w:sum():item())
   end)
 end)
+
+describe("memory", function()
+  it("keeps the live tensor count flat over repeated LeNet training steps", function()
+    lt.manual_seed(9)
+    local net = nn.Sequential { nn.Conv2d(1, 4, 3, { padding = 1 }), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2),
+      nn.Dropout(0.2), nn.Flatten(), nn.Linear(64, 10) }
+    local x, y = lt.randn(8, 1, 8, 8), lt.tensor({ 1, 2, 3, 4, 5, 6, 7, 8 }, "int64")
+    local function step()
+      net:zero_grad(true)
+      lt.F.cross_entropy(net(x), y, { label_smoothing = 0.1 }):backward()
+    end
+    for _ = 1, 3 do step() end
+    collectgarbage(); collectgarbage()
+    local before = lt.memory_stats().live_tensors
+    for _ = 1, 20 do step() end
+    collectgarbage(); collectgarbage()
+    assert.are.equal(before, lt.memory_stats().live_tensors)
+  end)
+end)
