@@ -10,9 +10,23 @@
  *                                        meta {key = string}. Raises "load: <path>: <what is wrong>".
  *   write_atomic(path, string)           a whole text file, atomically ("write: <path>: ...").
  *   read_all(path) -> string             a whole file ("read: <path>: ...").
+ *   mkdirs(path)                         mkdir -p (raises "mkdir: <path>: <strerror>")
+ *   listdir(path) -> {names} | nil, msg  entries except . and .. (unsorted)
+ *   stat(path) -> nil | {type = "file"|"dir"|"other", size, mtime (seconds, with ns fraction)}
+ *   writable_dir(path) -> bool           a directory where this process may create files
+ *   isatty(fd) -> bool
+ *   term_width(fd) -> columns | nil      the terminal's width (TIOCGWINSZ)
+ *   now() -> seconds                     monotonic clock
  */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "l_util.h"
 #include "lt_fileio.h"
@@ -211,10 +225,92 @@ static int l_io_read_all(lua_State *L) {
   return 1;
 }
 
+static int l_io_mkdirs(lua_State *L) {
+  size_t len;
+  const char *path = luaL_checklstring(L, 1, &len);
+  if (len == 0 || len >= 4096) return l_errorf(L, "mkdir: '%s': invalid path", path);
+  char buf[4096];
+  memcpy(buf, path, len + 1);
+  for (size_t i = 1; i <= len; i++) {
+    if (buf[i] != '/' && buf[i] != 0) continue;
+    char saved = buf[i];
+    buf[i] = 0;
+    if (mkdir(buf, 0777) != 0 && errno != EEXIST) {
+      int e = errno;
+      return l_errorf(L, "mkdir: %s: %s", buf, strerror(e));
+    }
+    buf[i] = saved;
+  }
+  struct stat st;
+  if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) return l_errorf(L, "mkdir: %s: exists and is not a directory", path);
+  return 0;
+}
+
+static int l_io_listdir(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  DIR *d = opendir(path);
+  if (!d) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "%s: %s", path, strerror(errno));
+    return 2;
+  }
+  lua_newtable(L);
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    lua_pushstring(L, e->d_name); /* may raise on OOM only; the DIR leaks then, as any C buffer would */
+    lua_rawseti(L, -2, ++n);
+  }
+  closedir(d);
+  return 1;
+}
+
+static int l_io_stat(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  struct stat st;
+  if (stat(path, &st) != 0) return 0;
+  lua_createtable(L, 0, 3);
+  lua_pushstring(L, S_ISREG(st.st_mode) ? "file" : S_ISDIR(st.st_mode) ? "dir" : "other");
+  lua_setfield(L, -2, "type");
+  lua_pushnumber(L, (lua_Number)st.st_size);
+  lua_setfield(L, -2, "size");
+  lua_pushnumber(L, (lua_Number)st.st_mtim.tv_sec + 1e-9 * (lua_Number)st.st_mtim.tv_nsec);
+  lua_setfield(L, -2, "mtime");
+  return 1;
+}
+
+static int l_io_writable_dir(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  struct stat st;
+  lua_pushboolean(L, stat(path, &st) == 0 && S_ISDIR(st.st_mode) && access(path, W_OK | X_OK) == 0);
+  return 1;
+}
+
+static int l_io_isatty(lua_State *L) {
+  lua_pushboolean(L, isatty((int)luaL_checkinteger(L, 1)) == 1);
+  return 1;
+}
+
+static int l_io_term_width(lua_State *L) {
+  struct winsize ws;
+  if (ioctl((int)luaL_checkinteger(L, 1), TIOCGWINSZ, &ws) != 0 || ws.ws_col == 0) return 0;
+  lua_pushinteger(L, ws.ws_col);
+  return 1;
+}
+
+static int l_io_now(lua_State *L) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  lua_pushnumber(L, (lua_Number)ts.tv_sec + 1e-9 * (lua_Number)ts.tv_nsec);
+  return 1;
+}
+
 void l_io_register(lua_State *L) {
   static const luaL_Reg funcs[] = {
     { "save", l_io_save }, { "load", l_io_load }, { "write_atomic", l_io_write_atomic },
-    { "read_all", l_io_read_all }, { NULL, NULL }
+    { "read_all", l_io_read_all }, { "mkdirs", l_io_mkdirs }, { "listdir", l_io_listdir }, { "stat", l_io_stat },
+    { "writable_dir", l_io_writable_dir }, { "isatty", l_io_isatty }, { "term_width", l_io_term_width }, { "now", l_io_now }, { NULL, NULL }
   };
   lua_newtable(L);
   l_setfuncs(L, funcs);
