@@ -352,6 +352,32 @@ describe("lt.nn.utils and lt.nn.init", function()
   end)
 end)
 
+describe("Conv2d batching", function()
+  it("gives the same output and gradients when the batch is split into several GEMM chunks", function()
+    lt.manual_seed(4)
+    -- K = 4*3*3 = 36, P = 30*30 = 900: two items per 64K-float chunk, so 5 items run as 2 + 2 + 1
+    local conv = nn.Conv2d(4, 3, 3, { padding = 1 })
+    local x = lt.randn(5, 4, 30, 30):requires_grad(true)
+    local g = lt.randn(5, 3, 30, 30)
+    local y = conv(x)
+    y:backward(g)
+    local gw, gb, gx = conv.weight.grad:clone(), conv.bias.grad:clone(), x.grad:clone()
+    conv:zero_grad(true)
+    local gw1, gb1 = lt.zeros(3, 4, 3, 3), lt.zeros(3)
+    for i = 1, 5 do
+      local xi = x:detach():narrow(1, i, 1):clone():requires_grad(true)
+      local yi = conv(xi)
+      assert.is_true(yi:allclose(y:narrow(1, i, 1), 1e-5, 1e-5))
+      yi:backward(g:narrow(1, i, 1):clone())
+      assert.is_true(xi.grad:allclose(gx:narrow(1, i, 1), 1e-5, 1e-5))
+      gw1 = gw1 + conv.weight.grad; gb1 = gb1 + conv.bias.grad
+      conv:zero_grad(true)
+    end
+    assert.is_true(gw:allclose(gw1, 1e-4, 1e-4))
+    assert.is_true(gb:allclose(gb1, 1e-4, 1e-4))
+  end)
+end)
+
 describe("memory", function()
   it("keeps the live tensor count flat over repeated LeNet training steps", function()
     lt.manual_seed(9)
