@@ -24,6 +24,18 @@ local LUAJIT_INC = "/usr/include/luajit-2.1"
 local BUILD = os.getenv("LUTRA_BUILD_DIR") or "build"
 assert(not BUILD:find("/"), "LUTRA_BUILD_DIR must be a folder name at the repository's top level")
 
+-- MPI (lt.distributed, Trainer{strategy="ddp"}) is optional: used when Debian's OpenMPI headers are installed
+-- (apt-get install openmpi-bin libopenmpi-dev), unless LUTRA_NO_MPI=1. Without it everything else builds and
+-- the distributed entry points raise an error saying what to install.
+local MPI_INC
+if os.getenv("LUTRA_NO_MPI") ~= "1" then
+  for _, dir in ipairs { "/usr/lib/x86_64-linux-gnu/openmpi/include", "/usr/lib/aarch64-linux-gnu/openmpi/include",
+                         "/usr/include/x86_64-linux-gnu/mpi", "/usr/include/openmpi" } do
+    if os.isfile(dir .. "/mpi.h") then MPI_INC = dir; break end
+  end
+end
+local MPI_LINKS = MPI_INC and { "mpi" } or {}
+
 workspace "lutra"
   configurations { "release", "debug", "asan" }
   location(BUILD)
@@ -34,6 +46,7 @@ workspace "lutra"
   buildoptions { "-fPIC", "-pthread", "-D_GNU_SOURCE" }
   linkoptions { "-pthread" }
   objdir(BUILD .. "/obj")
+  if MPI_INC then defines { "LUTRA_HAVE_MPI" }; includedirs { MPI_INC } end
 
   filter "configurations:release"
     optimize "Speed"
@@ -67,6 +80,7 @@ project "lutra_core"
   targetprefix ""
   files { "core/bind/module_so.c" }
   links { "lutra_static", "jansson", "z", "dl", "m" }
+  links(MPI_LINKS)
   filter "configurations:release"
     targetdir(BUILD .. "/bin/release/lutra")
   filter "configurations:debug"
@@ -80,6 +94,7 @@ project "lutra"
   kind "ConsoleApp"
   files { "core/cli/*.c" }
   links { "lutra_static", "luajit-5.1", "edit", "jansson", "z", "dl", "m" }
+  links(MPI_LINKS)
   linkoptions { "-Wl,-E" }
   -- bin/<config>/lutra/ holds the Lua module (lutra/core.so), so the binary lives in bin/<config>/cli/
   filter "configurations:release"
@@ -97,6 +112,7 @@ for _, path in ipairs(os.matchfiles("tests/c/test_*.c")) do
     kind "ConsoleApp"
     files { path }
     links { "lutra_static", "luajit-5.1", "jansson", "z", "dl", "m" }
+    links(MPI_LINKS)
     linkoptions { "-Wl,-E" }
 end
 
@@ -107,4 +123,5 @@ for _, path in ipairs(os.matchfiles("bench/bench_*.c")) do
     kind "ConsoleApp"
     files { path }
     links { "lutra_static", "luajit-5.1", "jansson", "z", "dl", "m" }
+    links(MPI_LINKS)
 end

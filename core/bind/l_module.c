@@ -18,6 +18,7 @@ void l_optim_register(lua_State *L);  /* l_optim.c: optimizers (fused C updates)
 void l_data_register(lua_State *L);   /* l_data.c: IDX reading, batching */
 void l_io_register(lua_State *L);     /* l_io.c: safetensors checkpoints, atomic files */
 void l_loop_register(lua_State *L);   /* l_loop.c: the training loops and hook dispatch */
+void l_dist_register(lua_State *L);   /* l_dist.c: MPI communication (lt.distributed) */
 
 static int l_interrupt(lua_State *L) { (void)L; lt_interrupt_request(); return 0; }
 static int l_interrupt_pending(lua_State *L) { lua_pushboolean(L, lt_interrupt_pending()); return 1; }
@@ -31,6 +32,7 @@ static int open_with_upvalues(lua_State *L) {
   l_data_register(L);
   l_io_register(L);
   l_loop_register(L);
+  l_dist_register(L);
   static const luaL_Reg misc[] = {
     { "interrupt", l_interrupt }, { "interrupt_pending", l_interrupt_pending }, { "interrupt_clear", l_interrupt_clear },
     { NULL, NULL }

@@ -1,0 +1,560 @@
+/*
+ * dist.c — data-parallel communication over MPI (see lt_dist.h): world setup and teardown, broadcasts,
+ * scalar and bucketed tensor all-reduces, and the gradient reducer (buckets in reverse parameter order,
+ * MPI_Iallreduce per bucket as soon as it is full, sent strictly in bucket order).
+ *
+ * Built without LUTRA_HAVE_MPI, every entry point fails with LT_E_NO_MPI (lt_dist_launched still reads
+ * the environment, so the Lua side can say "launched by mpirun but built without MPI").
+ */
+#include "lt_dist.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "lt_alloc.h"
+#include "lt_errors.h"
+#include "lt_ops.h"
+
+static int env_int(const char *name, int *v) {
+  const char *s = getenv(name);
+  if (!s || !*s) return 0;
+  char *end;
+  long x = strtol(s, &end, 10);
+  if (*end || x < 0 || x > 1 << 30) return 0;
+  *v = (int)x;
+  return 1;
+}
+
+int lt_dist_launched(int *rank, int *world_size) {
+  int r = 0, w = 1, launched = 0;
+  if (env_int("OMPI_COMM_WORLD_SIZE", &w)) {
+    launched = 1;
+    env_int("OMPI_COMM_WORLD_RANK", &r);
+  } else if (env_int("PMIX_RANK", &r)) {
+    launched = 1;
+    if (!env_int("PMIX_SIZE", &w) && !env_int("OMPI_UNIVERSE_SIZE", &w)) w = 1;
+  } else if (env_int("PMI_SIZE", &w) && env_int("PMI_RANK", &r)) {
+    launched = 1;
+  }
+  if (!launched) { r = 0; w = 1; }
+  if (rank) *rank = r;
+  if (world_size) *world_size = w;
+  return launched;
+}
+
+#ifdef LUTRA_HAVE_MPI
+
+#include <dlfcn.h>
+#include <limits.h>
+#include <mpi.h>
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static const char *op_name(lt_dist_op op) {
+  switch (op) {
+  case LT_DIST_SUM: return "sum";
+  case LT_DIST_MEAN: return "mean";
+  case LT_DIST_MAX: return "max";
+  case LT_DIST_MIN: return "min";
+  }
+  return "?";
+}
+
+/* the MPI world: process-wide by nature */
+static struct {
+  int initialized;   /* lt_dist_init succeeded */
+  int finalized;     /* lt_dist_finalize ran (MPI cannot be initialised again) */
+  int owner;         /* we called MPI_Init (a host that initialised MPI itself finalizes it too) */
+  int rank, size;
+} W;
+
+int lt_dist_available(void) { return 1; }
+int lt_dist_is_initialized(void) { return W.initialized && !W.finalized; }
+int lt_dist_rank(void) { return lt_dist_is_initialized() ? W.rank : 0; }
+int lt_dist_world_size(void) { return lt_dist_is_initialized() ? W.size : 1; }
+
+/* Exit: finalize on a clean exit only; a failed rank leaves without MPI_Finalize so that mpirun ends the
+ * job (MPI_Finalize would wait for ranks that are themselves waiting for the failed one). */
+static void dist_on_exit(int status, void *ud) {
+  (void)ud;
+  if (!W.initialized || W.finalized || !W.owner || status != 0) return;
+  int fin = 0;
+  MPI_Finalized(&fin);
+  if (!fin) MPI_Finalize();
+  W.finalized = 1;
+}
+
+/* Keeps this library (and libmpi) loaded until the process exits: lua_close unloads C modules, and the
+ * on_exit handler and MPI's own state must outlive that. */
+static void pin_self(void) {
+  Dl_info info;
+  if (dladdr((void *)&lt_dist_init, &info) && info.dli_fname) {
+    void *h = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
+    (void)h; /* the handle is deliberately never closed */
+  }
+}
+
+int lt_dist_init(lt_ctx *c) {
+  if (W.initialized && !W.finalized) return LT_OK;
+  if (W.finalized) return lt_fail(c, "distributed.init: MPI was finalized in this process and cannot be initialised again");
+  int inited = 0;
+  MPI_Initialized(&inited);
+  if (!inited) {
+    pin_self();
+    int provided = 0;
+    if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+      return lt_fail(c, "distributed.init: MPI_Init_thread failed");
+    W.owner = 1;
+    on_exit(dist_on_exit, NULL);
+  }
+  MPI_Comm_rank(MPI_COMM_WORLD, &W.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &W.size);
+  W.initialized = 1;
+  return LT_OK;
+}
+
+int lt_dist_finalize(lt_ctx *c) {
+  (void)c;
+  if (!W.initialized || W.finalized) return LT_OK;
+  int fin = 0;
+  MPI_Finalized(&fin);
+  if (!fin && W.owner) MPI_Finalize();
+  W.finalized = 1;
+  return LT_OK;
+}
+
+void lt_dist_abort(int code) {
+  if (!W.initialized || W.finalized) return;
+  MPI_Abort(MPI_COMM_WORLD, code ? code : 1);
+}
+
+#define CHECK_INIT(c, what) \
+  do { if (!lt_dist_is_initialized()) return lt_fail((c), LT_E_DIST_NOT_INIT, (what)); } while (0)
+
+int lt_dist_barrier(lt_ctx *c) {
+  CHECK_INIT(c, "barrier");
+  MPI_Barrier(MPI_COMM_WORLD);
+  return LT_OK;
+}
+
+enum { CHUNK = 1 << 30 }; /* MPI counts are ints: large buffers go in pieces */
+
+int lt_dist_broadcast_bytes(lt_ctx *c, void *buf, size_t n, int src) {
+  CHECK_INIT(c, "broadcast");
+  if (src < 0 || src >= W.size) return lt_fail(c, "broadcast: src %d out of range 0..%d", src, W.size - 1);
+  char *p = buf;
+  while (n > 0) {
+    int k = n > (size_t)CHUNK ? CHUNK : (int)n;
+    MPI_Bcast(p, k, MPI_BYTE, src, MPI_COMM_WORLD);
+    p += k;
+    n -= (size_t)k;
+  }
+  return LT_OK;
+}
+
+/* Every rank's v[0..k) gathered; on a difference, fails with "<what>: ... rank i has ..., rank 0 has ...". */
+static int check_same(lt_ctx *c, const char *what, const char *fmt, int k, const int64_t *v) {
+  enum { K = 4 };
+  if (k > K) k = K;
+  int64_t mine[K] = { 0 };
+  memcpy(mine, v, sizeof(int64_t) * (size_t)k);
+  int64_t *all = malloc(sizeof(int64_t) * K * (size_t)W.size);
+  if (!all) return lt_fail(c, LT_E_OOM, sizeof(int64_t) * K * (size_t)W.size);
+  MPI_Allgather(mine, K, MPI_INT64_T, all, K, MPI_INT64_T, MPI_COMM_WORLD);
+  int bad = -1;
+  for (int r = 1; r < W.size && bad < 0; r++)
+    if (memcmp(all + K * r, all, sizeof(int64_t) * (size_t)k)) bad = r;
+  int rc = LT_OK;
+  if (bad >= 0) {
+    char a[160], b[160];
+    snprintf(a, sizeof a, fmt, (long long)all[K * bad], (long long)all[K * bad + 1], (long long)all[K * bad + 2]);
+    snprintf(b, sizeof b, fmt, (long long)all[0], (long long)all[1], (long long)all[2]);
+    rc = lt_fail(c, "%s: the ranks disagree: rank %d has %s, rank 0 has %s", what, bad, a, b);
+  }
+  free(all);
+  return rc;
+}
+
+static void *tensor_data(const lt_tensor *t) {
+  return (char *)t->storage->data + (size_t)t->offset * lt_dtype_size(t->dtype);
+}
+
+int lt_dist_broadcast(lt_ctx *c, lt_tensor *t, int src) {
+  CHECK_INIT(c, "broadcast");
+  if (src < 0 || src >= W.size) return lt_fail(c, "broadcast: src %d out of range 0..%d", src, W.size - 1);
+  int64_t sig[3] = { lt_numel(t), (int64_t)t->dtype, t->ndim };
+  if (check_same(c, "broadcast", "a tensor of %lld elements (dtype %lld, %lld dims)", 3, sig)) return LT_ERR;
+  size_t bytes = (size_t)lt_numel(t) * lt_dtype_size(t->dtype);
+  if (lt_is_contiguous(t)) return lt_dist_broadcast_bytes(c, tensor_data(t), bytes, src);
+  lt_tensor *tmp = lt_op_contiguous(c, t);
+  if (!tmp) return LT_ERR;
+  int rc = lt_dist_broadcast_bytes(c, tensor_data(tmp), bytes, src);
+  int was = c->grad_enabled;
+  c->grad_enabled = 0;
+  if (rc == LT_OK) rc = lt_op_copy_(c, t, tmp);
+  c->grad_enabled = was;
+  lt_tensor_release(tmp);
+  return rc;
+}
+
+static MPI_Op mpi_op(lt_dist_op op) {
+  switch (op) {
+  case LT_DIST_MAX: return MPI_MAX;
+  case LT_DIST_MIN: return MPI_MIN;
+  default: return MPI_SUM;
+  }
+}
+
+int lt_dist_allreduce_scalars(lt_ctx *c, double *v, int n, lt_dist_op op) {
+  CHECK_INIT(c, "all_reduce");
+  if (n <= 0) return LT_OK;
+  MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, mpi_op(op), MPI_COMM_WORLD);
+  if (op == LT_DIST_MEAN)
+    for (int i = 0; i < n; i++) v[i] /= W.size;
+  return LT_OK;
+}
+
+/* ---- the reducer ----------------------------------------------------------------------------------- */
+
+typedef struct bucket {
+  int first, count;      /* its parameters: order[first .. first+count) */
+  int64_t numel;         /* payload floats */
+  int64_t nfloats;       /* payload + one presence flag per parameter (grads mode) */
+  float *buf;
+  size_t bytes;          /* what lt_alloc was asked */
+  int pending;           /* parameters not yet ready this step */
+  int launched, done;
+  MPI_Request req;
+} bucket;
+
+struct lt_dist_reducer {
+  int n;
+  lt_tensor **params;    /* retained */
+  int grads;
+  lt_dist_op op;
+  int *order;            /* parameter indices in bucket order (reverse of params) */
+  int64_t *offset;       /* per parameter: its offset in its bucket */
+  int *bucket_of;        /* per parameter */
+  int *slot;             /* per parameter: its position within its bucket (for the flag) */
+  uint8_t *ready;
+  int nb;
+  bucket *b;
+  int next_launch;       /* buckets are sent in index order */
+  int first_done;        /* buckets before it are complete */
+  int in_step;           /* some parameter was marked ready this step */
+  double t_step;
+  lt_dist_stats st;
+};
+
+int lt_dist_reducer_nbuckets(const lt_dist_reducer *r) { return r ? r->nb : 0; }
+void lt_dist_reducer_stats(const lt_dist_reducer *r, lt_dist_stats *s) {
+  if (r) *s = r->st;
+  else memset(s, 0, sizeof *s);
+}
+
+void lt_dist_reducer_free(lt_dist_reducer *r) {
+  if (!r) return;
+  for (int i = 0; i < r->nb; i++) {
+    bucket *b = &r->b[i];
+    if (b->launched && !b->done) MPI_Wait(&b->req, MPI_STATUS_IGNORE);
+    if (b->buf) lt_free(b->buf, b->bytes);
+  }
+  for (int i = 0; i < r->n; i++) lt_tensor_release(r->params[i]);
+  free(r->params);
+  free(r->order);
+  free(r->offset);
+  free(r->bucket_of);
+  free(r->slot);
+  free(r->ready);
+  free(r->b);
+  free(r);
+}
+
+lt_dist_reducer *lt_dist_reducer_new(lt_ctx *c, int n, lt_tensor *const *params, size_t bucket_bytes,
+                                     lt_dist_op op, int grads) {
+  const char *what = grads ? "gradient reducer" : "all_reduce";
+  if (!lt_dist_is_initialized()) { lt_fail(c, LT_E_DIST_NOT_INIT, what); return NULL; }
+  if (grads && op != LT_DIST_SUM && op != LT_DIST_MEAN) {
+    lt_fail(c, "%s: op must be sum or mean, got %s", what, op_name(op));
+    return NULL;
+  }
+  int64_t total = 0;
+  for (int i = 0; i < n; i++) {
+    lt_tensor *t = params[i];
+    if (t->dtype != LT_F32) {
+      lt_fail(c, "%s: tensor %d is %s, expected float32", what, i + 1, lt_dtype_name(t->dtype));
+      return NULL;
+    }
+    if (!grads && !lt_is_contiguous(t)) {
+      lt_fail(c, "%s: tensor %d is not contiguous (reduce x:contiguous() and copy it back)", what, i + 1);
+      return NULL;
+    }
+    if (lt_numel(t) + 1 > INT_MAX / 2) {
+      lt_fail(c, "%s: tensor %d has %lld elements, more than one MPI message holds", what, i + 1, (long long)lt_numel(t));
+      return NULL;
+    }
+    total += lt_numel(t);
+  }
+  int64_t sig[3] = { n, total, grads };
+  if (check_same(c, what, "%lld tensors of %lld elements in total (mode %lld)", 3, sig)) return NULL;
+
+  lt_dist_reducer *r = calloc(1, sizeof *r);
+  if (!r) { lt_fail(c, LT_E_OOM, sizeof *r); return NULL; }
+  r->n = n;
+  r->grads = grads;
+  r->op = op;
+  size_t nn = n > 0 ? (size_t)n : 1;
+  r->params = calloc(nn, sizeof *r->params);
+  r->order = calloc(nn, sizeof *r->order);
+  r->offset = calloc(nn, sizeof *r->offset);
+  r->bucket_of = calloc(nn, sizeof *r->bucket_of);
+  r->slot = calloc(nn, sizeof *r->slot);
+  r->ready = calloc(nn, 1);
+  r->b = calloc(nn, sizeof *r->b);
+  if (!r->params || !r->order || !r->offset || !r->bucket_of || !r->slot || !r->ready || !r->b) {
+    lt_dist_reducer_free(r);
+    lt_fail(c, "%s: out of memory", what);
+    return NULL;
+  }
+  for (int i = 0; i < n; i++) r->params[i] = lt_tensor_retain(params[i]);
+  int64_t cap = (int64_t)(bucket_bytes / sizeof(float));
+  if (cap < 1) cap = 1;
+  /* buckets in reverse parameter order: the last layers' gradients are ready first */
+  for (int k = 0; k < n; k++) {
+    int i = n - 1 - k;
+    r->order[k] = i;
+    int64_t m = lt_numel(params[i]);
+    bucket *b = r->nb > 0 ? &r->b[r->nb - 1] : NULL;
+    if (!b || (b->numel > 0 && b->numel + m > cap)) {
+      b = &r->b[r->nb++];
+      b->first = k;
+    }
+    r->bucket_of[i] = (int)(b - r->b);
+    r->offset[i] = b->numel;
+    r->slot[i] = b->count;
+    b->numel += m;
+    b->count++;
+  }
+  for (int j = 0; j < r->nb; j++) {
+    bucket *b = &r->b[j];
+    b->nfloats = b->numel + (grads ? b->count : 0);
+    b->bytes = (size_t)b->nfloats * sizeof(float);
+    b->buf = lt_alloc(b->bytes);
+    if (!b->buf) {
+      size_t bytes = b->bytes;
+      b->bytes = 0;
+      lt_dist_reducer_free(r);
+      lt_fail(c, LT_E_OOM, bytes);
+      return NULL;
+    }
+    b->pending = b->count;
+  }
+  return r;
+}
+
+/* Copies the bucket's gradients (values) into its buffer. */
+static int pack(lt_ctx *c, lt_dist_reducer *r, bucket *b) {
+  for (int k = b->first; k < b->first + b->count; k++) {
+    int i = r->order[k];
+    lt_tensor *p = r->params[i];
+    float *dst = b->buf + r->offset[i];
+    int64_t m = lt_numel(p);
+    lt_tensor *src = r->grads ? p->grad : p;
+    if (r->grads) b->buf[b->numel + r->slot[i]] = src ? 1.0f : 0.0f;
+    if (!src) {
+      memset(dst, 0, sizeof(float) * (size_t)m);
+      continue;
+    }
+    if (r->grads && (!lt_is_contiguous(src) || !lt_same_shape(src, p) || src->dtype != LT_F32)) {
+      char b1[128], b2[128];
+      if (lt_numel(src) != m || src->dtype != LT_F32)
+        return lt_fail(c, "gradient reducer: parameter %d has shape %s but its grad is %s %s", i + 1,
+                       lt_shape_str(p, b1, sizeof b1), lt_dtype_name(src->dtype), lt_shape_str(src, b2, sizeof b2));
+      lt_tensor *cg = lt_op_contiguous(c, src); /* a strided grad (assigned by the user): made contiguous */
+      if (!cg) return LT_ERR;
+      lt_tensor *v = lt_op_reshape(c, cg, p->ndim, p->shape);
+      lt_tensor_release(cg);
+      if (!v) return LT_ERR;
+      lt_tensor_release(p->grad);
+      p->grad = v;
+      src = v;
+    }
+    memcpy(dst, lt_f32(src), sizeof(float) * (size_t)m);
+  }
+  return LT_OK;
+}
+
+static void launch(lt_dist_reducer *r, bucket *b) {
+  MPI_Iallreduce(MPI_IN_PLACE, b->buf, (int)b->nfloats, MPI_FLOAT, mpi_op(r->op), MPI_COMM_WORLD, &b->req);
+  b->launched = 1;
+  r->st.buckets++;
+  r->st.bytes += (int64_t)b->bytes;
+}
+
+/* Lets MPI progress the reductions in flight (OpenMPI progresses non-blocking collectives inside calls). */
+static void progress(lt_dist_reducer *r) {
+  while (r->first_done < r->next_launch) {
+    bucket *b = &r->b[r->first_done];
+    int flag = 0;
+    MPI_Test(&b->req, &flag, MPI_STATUS_IGNORE);
+    if (!flag) break;
+    b->done = 1;
+    r->first_done++;
+  }
+}
+
+int lt_dist_bucket_ready(lt_ctx *c, lt_dist_reducer *r, int i) {
+  if (i < 0 || i >= r->n) return lt_fail(c, "bucket_ready: parameter %d out of range 1..%d", i + 1, r->n);
+  if (r->ready[i]) return LT_OK;
+  if (!r->in_step) {
+    r->in_step = 1;
+    r->t_step = now_s();
+  }
+  r->ready[i] = 1;
+  bucket *b = &r->b[r->bucket_of[i]];
+  if (--b->pending > 0) return LT_OK;
+  double t0 = now_s();
+  int rc = pack(c, r, b);
+  r->st.pack_seconds += now_s() - t0;
+  if (rc) return rc;
+  while (r->next_launch < r->nb && r->b[r->next_launch].pending == 0) launch(r, &r->b[r->next_launch++]);
+  progress(r);
+  return LT_OK;
+}
+
+static void unpack_bucket(lt_ctx *c, lt_dist_reducer *r, bucket *b, int *rc) {
+  float scale = r->op == LT_DIST_MEAN ? 1.0f / (float)W.size : 1.0f;
+  for (int k = b->first; k < b->first + b->count; k++) {
+    int i = r->order[k];
+    lt_tensor *p = r->params[i];
+    const float *src = b->buf + r->offset[i];
+    int64_t m = lt_numel(p);
+    lt_tensor *dst = p;
+    if (r->grads) {
+      if (b->buf[b->numel + r->slot[i]] == 0.0f) continue; /* no rank had a gradient: keep none */
+      if (!p->grad) {
+        p->grad = lt_tensor_zeros(c, LT_F32, p->ndim, p->shape);
+        if (!p->grad) { *rc = LT_ERR; continue; }
+      }
+      dst = p->grad;
+    }
+    float *d = lt_f32(dst);
+    if (scale == 1.0f) memcpy(d, src, sizeof(float) * (size_t)m);
+    else
+      for (int64_t j = 0; j < m; j++) d[j] = src[j] * scale;
+  }
+}
+
+int lt_dist_reducer_finish(lt_ctx *c, lt_dist_reducer *r) {
+  int rc = LT_OK;
+  if (!r->in_step) r->t_step = now_s();
+  for (int k = 0; k < r->n && rc == LT_OK; k++) rc = lt_dist_bucket_ready(c, r, r->order[k]);
+  if (r->n == 0) r->in_step = 1;
+  double t0 = now_s();
+  for (int j = 0; j < r->nb; j++) {
+    bucket *b = &r->b[j];
+    if (!b->launched) { /* a pack failed: send anyway so that the other ranks are not left waiting */
+      launch(r, b);
+      r->next_launch = j + 1;
+    }
+    if (!b->done) MPI_Wait(&b->req, MPI_STATUS_IGNORE);
+    b->done = 1;
+  }
+  double t1 = now_s();
+  r->st.wait_seconds += t1 - t0;
+  if (rc == LT_OK)
+    for (int j = 0; j < r->nb; j++) unpack_bucket(c, r, &r->b[j], &rc);
+  double t2 = now_s();
+  r->st.pack_seconds += t2 - t1;
+  r->st.total_seconds += t2 - r->t_step;
+  r->st.steps++;
+  /* ready for the next step */
+  memset(r->ready, 0, (size_t)(r->n > 0 ? r->n : 1));
+  for (int j = 0; j < r->nb; j++) {
+    r->b[j].pending = r->b[j].count;
+    r->b[j].launched = r->b[j].done = 0;
+  }
+  r->next_launch = r->first_done = 0;
+  r->in_step = 0;
+  return rc;
+}
+
+int lt_dist_allreduce(lt_ctx *c, int n, lt_tensor *const *ts, lt_dist_op op, size_t bucket_bytes) {
+  CHECK_INIT(c, "all_reduce");
+  int nf = 0;
+  lt_tensor **f32 = malloc(sizeof *f32 * (size_t)(n > 0 ? n : 1));
+  if (!f32) return lt_fail(c, LT_E_OOM, sizeof *f32 * (size_t)n);
+  int rc = LT_OK;
+  for (int i = 0; i < n && rc == LT_OK; i++) {
+    lt_tensor *t = ts[i];
+    if (t->dtype == LT_F32) { f32[nf++] = t; continue; }
+    /* int64: one collective each (counts, indices) */
+    if (op == LT_DIST_MEAN) { rc = lt_fail(c, "all_reduce: op 'mean' needs float32 tensors, tensor %d is int64", i + 1); break; }
+    if (!lt_is_contiguous(t)) { rc = lt_fail(c, "all_reduce: tensor %d is not contiguous (reduce x:contiguous() and copy it back)", i + 1); break; }
+    int64_t sig[2] = { lt_numel(t), t->dtype };
+    if ((rc = check_same(c, "all_reduce", "an int64 tensor of %lld elements (dtype %lld)", 2, sig))) break;
+    char *p = tensor_data(t);
+    int64_t m = lt_numel(t);
+    while (m > 0) {
+      int k = m > CHUNK / 8 ? CHUNK / 8 : (int)m;
+      MPI_Allreduce(MPI_IN_PLACE, p, k, MPI_INT64_T, mpi_op(op), MPI_COMM_WORLD);
+      p += (size_t)k * 8;
+      m -= k;
+    }
+  }
+  if (rc == LT_OK) {
+    lt_dist_reducer *r = lt_dist_reducer_new(c, nf, f32, bucket_bytes, op, 0);
+    if (!r) rc = LT_ERR;
+    else {
+      rc = lt_dist_reducer_finish(c, r);
+      lt_dist_reducer_free(r);
+    }
+  }
+  free(f32);
+  return rc;
+}
+
+#else /* built without MPI --------------------------------------------------------------------------- */
+
+struct lt_dist_reducer { int unused; };
+
+int lt_dist_available(void) { return 0; }
+int lt_dist_is_initialized(void) { return 0; }
+int lt_dist_rank(void) { return 0; }
+int lt_dist_world_size(void) { return 1; }
+int lt_dist_init(lt_ctx *c) { return lt_fail(c, LT_E_NO_MPI, "distributed.init"); }
+int lt_dist_finalize(lt_ctx *c) { (void)c; return LT_OK; }
+void lt_dist_abort(int code) { (void)code; }
+int lt_dist_barrier(lt_ctx *c) { return lt_fail(c, LT_E_NO_MPI, "barrier"); }
+int lt_dist_broadcast(lt_ctx *c, lt_tensor *t, int src) { (void)t; (void)src; return lt_fail(c, LT_E_NO_MPI, "broadcast"); }
+int lt_dist_broadcast_bytes(lt_ctx *c, void *buf, size_t n, int src) {
+  (void)buf; (void)n; (void)src;
+  return lt_fail(c, LT_E_NO_MPI, "broadcast");
+}
+int lt_dist_allreduce_scalars(lt_ctx *c, double *v, int n, lt_dist_op op) {
+  (void)v; (void)n; (void)op;
+  return lt_fail(c, LT_E_NO_MPI, "all_reduce");
+}
+int lt_dist_allreduce(lt_ctx *c, int n, lt_tensor *const *ts, lt_dist_op op, size_t bucket_bytes) {
+  (void)n; (void)ts; (void)op; (void)bucket_bytes;
+  return lt_fail(c, LT_E_NO_MPI, "all_reduce");
+}
+lt_dist_reducer *lt_dist_reducer_new(lt_ctx *c, int n, lt_tensor *const *params, size_t bucket_bytes,
+                                     lt_dist_op op, int grads) {
+  (void)n; (void)params; (void)bucket_bytes; (void)op; (void)grads;
+  lt_fail(c, LT_E_NO_MPI, "gradient reducer");
+  return NULL;
+}
+int lt_dist_bucket_ready(lt_ctx *c, lt_dist_reducer *r, int i) { (void)r; (void)i; return lt_fail(c, LT_E_NO_MPI, "bucket_ready"); }
+int lt_dist_reducer_finish(lt_ctx *c, lt_dist_reducer *r) { (void)r; return lt_fail(c, LT_E_NO_MPI, "gradient reducer"); }
+int lt_dist_reducer_nbuckets(const lt_dist_reducer *r) { (void)r; return 0; }
+void lt_dist_reducer_stats(const lt_dist_reducer *r, lt_dist_stats *s) { (void)r; memset(s, 0, sizeof *s); }
+void lt_dist_reducer_free(lt_dist_reducer *r) { (void)r; }
+
+#endif
