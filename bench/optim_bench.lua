@@ -1,4 +1,5 @@
--- optim_bench.lua — one optimizer step over 1M parameters (one [1000 x 1000] tensor), lutra side of
+-- optim_bench.lua — one optimizer step over 1M parameters (one [1000 x 1000] tensor) and over an MLP's first
+-- layer ([256 x 784]), lutra side of
 -- bench/optim_bench_torch.py (same configs and output format: "name microseconds", median of rounds).
 --   luajit bench/optim_bench.lua    (with the built module on package.cpath, see tests/run)
 local lt = require "lutra"
@@ -23,10 +24,10 @@ local configs = {
   { "zero_grad", "SGD", { lr = 0.01 } },
 }
 lt.manual_seed(0)
-for _, cfg in ipairs(configs) do
-  local name, kind, opts = cfg[1], cfg[2], cfg[3]
-  local p = lt.param(lt.randn(1000, 1000))
-  p.grad = lt.randn(1000, 1000):mul_(0.01)
+
+local function bench(name, kind, opts, rows, cols)
+  local p = lt.param(lt.randn(rows, cols))
+  p.grad = lt.randn(rows, cols):mul_(0.01)
   local opt = lt.optim[kind]({ p }, opts)
   local fn = name == "zero_grad" and function() opt:zero_grad() end or function() opt:step() end
   for _ = 1, 5 do fn() end -- state allocated, caches warm
@@ -36,5 +37,9 @@ for _, cfg in ipairs(configs) do
     for _ = 1, n do fn() end
     times[#times + 1] = (clock() - t0) / n * 1e6
   end
-  print(("%s 1000x1000 %.1f"):format(name, median(times)))
+  print(("%s %dx%d %.1f"):format(name, rows, cols, median(times)))
+end
+
+for _, size in ipairs { { 1000, 1000 }, { 256, 784 } } do
+  for _, cfg in ipairs(configs) do bench(cfg[1], cfg[2], cfg[3], size[1], size[2]) end
 end

@@ -12,9 +12,9 @@ configs = [
     ("rmsprop", torch.optim.RMSprop, dict(lr=1e-2)),
     ("zero_grad", torch.optim.SGD, dict(lr=0.01)),
 ]
-for name, cls, opts in configs:
-    p = torch.nn.Parameter(torch.randn(1000, 1000))
-    p.grad = torch.randn(1000, 1000) * 0.01
+for name, cls, opts, (r, c) in [(*cfg, size) for size in [(1000, 1000), (256, 784)] for cfg in configs]:
+    p = torch.nn.Parameter(torch.randn(r, c))
+    p.grad = torch.randn(r, c) * 0.01
     opt = cls([p], **opts)
     fn = (lambda: opt.zero_grad(set_to_none=False)) if name == "zero_grad" else opt.step
     for _ in range(5):
@@ -26,4 +26,4 @@ for name, cls, opts in configs:
             fn()
         times.append((time.perf_counter() - t0) / n * 1e6)
     times.sort()
-    print(f"{name} 1000x1000 {times[len(times) // 2]:.1f}")
+    print(f"{name} {r}x{c} {times[len(times) // 2]:.1f}")

@@ -311,6 +311,20 @@ describe("lt.optim state_dict", function()
     assert.same(saved, sd.state[1].exp_avg:tolist())
   end)
 
+  it("loads a state dict whose integer keys became strings (JSON)", function()
+    local p = lt.param(lt.ones(2))
+    local opt = lt.optim.Adam({ p }, { lr = 0.1 })
+    p.grad = lt.tensor { 1, 2 }
+    opt:step()
+    local sd = opt:state_dict()
+    local st = sd.state[1]
+    sd.state = { ["1"] = st }
+    local opt2 = lt.optim.Adam({ lt.param(lt.ones(2)) }, { lr = 0.1 })
+    opt2:load_state_dict(sd)
+    assert.equals(1, opt2:state_dict().state[1].step)
+    assert.same(st.exp_avg:tolist(), opt2:state_dict().state[1].exp_avg:tolist())
+  end)
+
   it("keeps SGD's momentum_buffer and no step", function()
     local p = lt.param(lt.ones(2))
     local opt = lt.optim.SGD({ p }, { lr = 0.1, momentum = 0.9 })

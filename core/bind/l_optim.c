@@ -405,6 +405,16 @@ static int l_state_dict(lua_State *L) {
 
 /* ---- load_state_dict ------------------------------------------------------------------------------ */
 
+/* Pushes state[id]; a state dict that went through JSON may have its integer keys as strings ("3"). */
+static void push_state_entry(lua_State *L, int state, int id) {
+  lua_rawgeti(L, state, id);
+  if (lua_isnil(L, -1)) {
+    lua_pop(L, 1);
+    lua_pushfstring(L, "%d", id);
+    lua_rawget(L, state);
+  }
+}
+
 static int buf_from_name(const char *k) {
   for (int b = 0; b < LT_OPTIM_NBUFS; b++)
     if (!strcmp(k, lt_optim_buf_name((lt_optim_buf)b))) return b;
@@ -495,7 +505,7 @@ static int l_load_state_dict(lua_State *L) {
       int id = (int)lua_tointeger(L, -1);
       lua_pop(L, 1);
       if (lua_isnil(L, state)) continue;
-      lua_rawgeti(L, state, id);
+      push_state_entry(L, state, id);
       if (!lua_isnil(L, -1)) check_state_entry(L, o, g, i, id);
       lua_pop(L, 1);
     }
@@ -527,7 +537,7 @@ static int l_load_state_dict(lua_State *L) {
       lua_rawgeti(L, ids, i + 1);
       int id = (int)lua_tointeger(L, -1);
       lua_pop(L, 1);
-      lua_rawgeti(L, state, id);
+      push_state_entry(L, state, id);
       int st = lua_gettop(L);
       if (lua_istable(L, st)) {
         lt_optim_state *s = lt_optim_param_state(o, g, i);
