@@ -1,0 +1,128 @@
+-- lutra.callbacks — lt.callbacks: the Callback base and the built-in callbacks (SPEC §6).
+--
+--   local cb = lt.callbacks
+--   lt.Trainer{callbacks = {
+--     cb.ModelCheckpoint{monitor = "val_loss", save_top_k = 3, filename = "{epoch}-{val_loss:.3f}"},
+--     cb.EarlyStopping{monitor = "val_loss", patience = 5},
+--     cb.LearningRateMonitor{logging_interval = "step"},
+--     cb.Timer{duration = "00:00:10:00"},
+--   }}
+--
+--   -- a callback of one's own: any table of hooks, or a class made from the base
+--   local Printer = lt.callbacks.Callback:extend("Printer")
+--   function Printer:init(opts) self.every = opts.every end
+--   function Printer:on_train_epoch_end(trainer, model) print(trainer.current_epoch) end
+--   local p = Printer{every = 2}
+--
+-- The base defines no hooks (a hook that no target defines costs nothing); it gives classes a name
+-- (`__name`, used as the key of the callback's state in checkpoints unless it has `state_key`), a
+-- constructor (`Class{...}` calls `init`), and `tostring`.
+local M = {}
+
+local fmt, concat = string.format, table.concat
+
+-- ---- base -----------------------------------------------------------------------------------------
+
+local Callback = { __name = "Callback" }
+Callback.__index = Callback
+Callback.__tostring = function(self)
+  local mt = getmetatable(self)
+  return (mt and mt.__name or "Callback") .. "()"
+end
+
+local function construct(cls, ...)
+  local o = setmetatable({}, cls)
+  local init = cls.init
+  if init then init(o, ...) end
+  return o
+end
+
+--- Callback:extend(name) -> a new class (callable: Class{...} makes an instance and calls init).
+function Callback:extend(name)
+  if type(name) ~= "string" then error("Callback:extend: expected a class name (string), got " .. type(name), 2) end
+  local cls = { __name = name, __tostring = self.__tostring }
+  cls.__index = cls
+  return setmetatable(cls, { __index = self, __call = construct })
+end
+
+setmetatable(Callback, { __call = construct })
+M.Callback = Callback
+
+-- ---- helpers shared by the built-ins ------------------------------------------------------------
+
+--- Checks a table of named options: unknown names are errors naming the option and the allowed ones.
+function M.check_options(what, opts, allowed, level)
+  level = (level or 2) + 1
+  if opts == nil then return {} end
+  if type(opts) ~= "table" then error(fmt("%s: expected a table of options, got %s", what, type(opts)), level) end
+  for k in pairs(opts) do
+    if allowed[k] == nil then
+      local names = {}
+      for n in pairs(allowed) do names[#names + 1] = n end
+      table.sort(names)
+      error(fmt("%s: unknown option '%s' (expected one of: %s)", what, tostring(k), concat(names, ", ")), level)
+    end
+  end
+  -- types: allowed[k] is a type name, a list of type names, or true (anything)
+  for k, v in pairs(opts) do
+    local want = allowed[k]
+    if want ~= true then
+      local ok = false
+      local list = type(want) == "table" and want or { want }
+      for _, t in ipairs(list) do
+        if t == "integer" then ok = ok or (type(v) == "number" and v == math.floor(v))
+        else ok = ok or type(v) == t end
+      end
+      if not ok then
+        error(fmt("%s: option '%s' must be %s, got %s", what, k, concat(list, " or "),
+          type(v) == "number" and tostring(v) or type(v)), level)
+      end
+    end
+  end
+  return opts
+end
+
+--- A metric as a Lua number (tensors with one element are read), or nil.
+function M.to_number(v)
+  if type(v) == "number" then return v end
+  if type(v) == "userdata" then
+    local lt = require "lutra"
+    if lt.is_tensor(v) and v:numel() == 1 then return v:item() end
+  end
+  if type(v) == "boolean" then return v and 1 or 0 end
+  return nil
+end
+
+--- The key under which a callback's state is kept in a checkpoint.
+function M.state_key(cb)
+  local k = type(cb) == "table" and cb.state_key
+  if type(k) == "function" then k = k(cb) end
+  if type(k) == "string" then return k end
+  local mt = getmetatable(cb)
+  if type(mt) == "table" and type(mt.__name) == "string" then return mt.__name end
+  if type(cb) == "table" and type(rawget(cb, "name")) == "string" then return rawget(cb, "name") end
+  return "Callback"
+end
+
+-- ---- built-ins (loaded on first use) ---------------------------------------------------------------
+
+local lazy = {
+  ModelCheckpoint = "lutra.callbacks.model_checkpoint",
+  EarlyStopping = "lutra.callbacks.early_stopping",
+  LearningRateMonitor = "lutra.callbacks.lr_monitor",
+  Timer = "lutra.callbacks.timer",
+  ProgressBar = "lutra.callbacks.progress",
+  ModelSummary = "lutra.callbacks.model_summary",
+}
+
+setmetatable(M, {
+  __index = function(t, k)
+    local name = lazy[k]
+    if not name then return nil end
+    local m = require(name)
+    rawset(t, k, m)
+    return m
+  end,
+})
+
+return M
