@@ -13,6 +13,7 @@
 #include "lt_alloc.h"
 #include "lt_errors.h"
 #include "lt_nn.h"
+#include "lt_simd.h"
 
 typedef struct conv_geom {
   int64_t N, C, H, W, O, KH, KW, SH, SW, PH, PW, HO, WO;
@@ -45,46 +46,57 @@ static void valid_range(int64_t k, int64_t S, int64_t P, int64_t W, int64_t WO, 
   *hi = h;
 }
 
-/* unfolds one item x [C, H, W] into col rows of stride ld (the item's P columns) */
-static void im2col(const conv_geom *g, const float *x, float *col, int64_t ld) {
-  const int64_t P = ld;
+/* unfolds one item x [C, H, W] into col rows of stride ld (the item's P columns). Rows are short (Wo
+ * floats), so the valid ranges are hoisted out of the loops and the copies are plain loops. */
+LT_VECTOR_FN static void im2col(const conv_geom *g, const float *x, float *col, int64_t ld) {
+  const int64_t WO = g->WO, HO = g->HO, SW = g->SW, SH = g->SH;
   for (int64_t ch = 0; ch < g->C; ch++)
-    for (int64_t ki = 0; ki < g->KH; ki++)
+    for (int64_t ki = 0; ki < g->KH; ki++) {
+      int64_t oh_lo, oh_hi;
+      valid_range(ki, SH, g->PH, g->H, HO, &oh_lo, &oh_hi);
       for (int64_t kj = 0; kj < g->KW; kj++) {
-        float *row = col + ((ch * g->KH + ki) * g->KW + kj) * P;
+        float *row = col + ((ch * g->KH + ki) * g->KW + kj) * ld;
         int64_t lo, hi;
-        valid_range(kj, g->SW, g->PW, g->W, g->WO, &lo, &hi);
-        for (int64_t oh = 0; oh < g->HO; oh++) {
-          float *dst = row + oh * g->WO;
-          int64_t ih = oh * g->SH - g->PH + ki;
-          if (ih < 0 || ih >= g->H) { memset(dst, 0, sizeof(float) * (size_t)g->WO); continue; }
-          const float *src = x + (ch * g->H + ih) * g->W - g->PW + kj;
+        valid_range(kj, SW, g->PW, g->W, WO, &lo, &hi);
+        for (int64_t i = 0; i < oh_lo * WO; i++) row[i] = 0;
+        for (int64_t i = oh_hi * WO; i < HO * WO; i++) row[i] = 0;
+        const float *base = x + ch * g->H * g->W - g->PW + kj;
+        for (int64_t oh = oh_lo; oh < oh_hi; oh++) {
+          float *restrict dst = row + oh * WO;
+          const float *restrict src = base + (oh * SH - g->PH + ki) * g->W;
           for (int64_t ow = 0; ow < lo; ow++) dst[ow] = 0;
-          if (g->SW == 1) memcpy(dst + lo, src + lo, sizeof(float) * (size_t)(hi - lo));
+          if (SW == 1)
+            for (int64_t ow = lo; ow < hi; ow++) dst[ow] = src[ow];
           else
-            for (int64_t ow = lo; ow < hi; ow++) dst[ow] = src[ow * g->SW];
-          for (int64_t ow = hi; ow < g->WO; ow++) dst[ow] = 0;
+            for (int64_t ow = lo; ow < hi; ow++) dst[ow] = src[ow * SW];
+          for (int64_t ow = hi; ow < WO; ow++) dst[ow] = 0;
         }
       }
+    }
 }
 
 /* the adjoint of im2col: gx += fold(col) (gx must start zeroed) */
-static void col2im(const conv_geom *g, const float *col, int64_t ld, float *gx) {
-  const int64_t P = ld;
+LT_VECTOR_FN static void col2im(const conv_geom *g, const float *col, int64_t ld, float *gx) {
+  const int64_t WO = g->WO, HO = g->HO, SW = g->SW, SH = g->SH;
   for (int64_t ch = 0; ch < g->C; ch++)
-    for (int64_t ki = 0; ki < g->KH; ki++)
+    for (int64_t ki = 0; ki < g->KH; ki++) {
+      int64_t oh_lo, oh_hi;
+      valid_range(ki, SH, g->PH, g->H, HO, &oh_lo, &oh_hi);
       for (int64_t kj = 0; kj < g->KW; kj++) {
-        const float *row = col + ((ch * g->KH + ki) * g->KW + kj) * P;
+        const float *row = col + ((ch * g->KH + ki) * g->KW + kj) * ld;
         int64_t lo, hi;
-        valid_range(kj, g->SW, g->PW, g->W, g->WO, &lo, &hi);
-        for (int64_t oh = 0; oh < g->HO; oh++) {
-          int64_t ih = oh * g->SH - g->PH + ki;
-          if (ih < 0 || ih >= g->H) continue;
-          const float *src = row + oh * g->WO;
-          float *dst = gx + (ch * g->H + ih) * g->W - g->PW + kj;
-          for (int64_t ow = lo; ow < hi; ow++) dst[ow * g->SW] += src[ow];
+        valid_range(kj, SW, g->PW, g->W, WO, &lo, &hi);
+        float *base = gx + ch * g->H * g->W - g->PW + kj;
+        for (int64_t oh = oh_lo; oh < oh_hi; oh++) {
+          const float *restrict src = row + oh * WO;
+          float *restrict dst = base + (oh * SH - g->PH + ki) * g->W;
+          if (SW == 1)
+            for (int64_t ow = lo; ow < hi; ow++) dst[ow] += src[ow];
+          else
+            for (int64_t ow = lo; ow < hi; ow++) dst[ow * SW] += src[ow];
         }
       }
+    }
 }
 
 static float *scratch(lt_ctx *c, int64_t n) {
