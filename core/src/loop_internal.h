@@ -1,0 +1,32 @@
+/* loop_internal.h — helpers shared by the loop files (loop_*.c); not part of the core's API. */
+#ifndef LOOP_INTERNAL_H
+#define LOOP_INTERNAL_H
+
+#include <math.h>
+
+#include "lt_loop.h"
+
+#define LT_TRY(x)            \
+  do {                       \
+    int rc_ = (x);           \
+    if (rc_ != LT_OK) return rc_; \
+  } while (0)
+
+static inline int lt__call(lt_loops *lp, lt_hook h, lt_hook_args *a) { return lp->host->call(lp->host->ud, h, a); }
+static inline int lt__call_if(lt_loops *lp, lt_hook h, lt_hook_args *a) {
+  return lp->defined[h] ? lp->host->call(lp->host->ud, h, a) : LT_OK;
+}
+static inline int lt__event(lt_loops *lp, lt_event e, lt_hook_args *a) {
+  return lp->host->event ? lp->host->event(lp->host->ud, e, a) : LT_OK;
+}
+static inline int lt__run_custom(lt_loops *lp, int slot) {
+  if (!lp->host->run_custom) return lt_fail(lp->c, "loops: slot %d is custom but the host runs no custom loops", slot);
+  lt_hook_args a = { 0 };
+  return lp->host->run_custom(lp->host->ud, slot, &a);
+}
+
+lt_hook_args lt__args(const lt_loops *lp);
+int lt__should_accumulate(const lt_loops *lp);
+int lt__eval_loop_run(lt_loops *lp, lt_eval_loop *V);
+
+#endif

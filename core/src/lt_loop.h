@@ -1,0 +1,249 @@
+/*
+ * lt_loop.h — the training, evaluation and prediction loops (PyTorch Lightning 1.6's loops, in C).
+ *
+ *   fit_loop (one advance = one epoch)
+ *     .epoch_loop (one advance = one batch)
+ *        .batch_loop (one advance = one TBPTT split, or the whole batch)
+ *           .optimizer_loop (one advance = one optimizer)   |  .manual_loop (manual optimization)
+ *        .val_loop (one advance = one dataloader) -> .epoch_loop (one advance = one batch)
+ *   validate_loop, test_loop (evaluation loops), predict_loop (-> .epoch_loop)
+ *
+ * Every loop follows Lightning's template (skip, reset, on_run_start, on_advance_start, advance,
+ * on_advance_end, on_run_end, done) and counts its units with progress counters (ready, started,
+ * processed, completed; total over the trainer's life and current for this run or epoch).
+ *
+ * The whole state of a run is data in these structs, not the C stack: a run of the fit loop can stop at
+ * any training-batch boundary (a budget of batches or seconds, an interrupt) and a later call continues
+ * exactly there without re-running start hooks. Each loop records where it is in its template (`phase`);
+ * a loop stopped inside an advance resumes that advance.
+ *
+ * Use (the binding does this for the Lua trainer; tests/c/test_loops.c does it with a C host):
+ *
+ *   lt_loops lp;
+ *   lt_loops_init(&lp, ctx, &host);
+ *   lp.cfg = ...;                                // numbers the trainer computed from its options
+ *   lt_loops_fit_begin(&lp);                     // a new fit run (not when continuing one)
+ *   while ((rc = lt_loops_fit_advance(&lp, 1, 0)) == LT_PAUSE) { ... }   // one batch at a time
+ *   lt_loops_eval_run(&lp, LT_KIND_TEST, 0);     // trainer:test
+ */
+#ifndef LT_LOOP_H
+#define LT_LOOP_H
+
+#include <stdint.h>
+
+#include "lt_hooks.h"
+
+/* Extra return codes of the run functions (LT_OK: the loop finished; LT_ERR: failed, message in ctx). */
+enum { LT_PAUSE = 1, LT_INTERRUPTED = 2 };
+
+#define LT_MAX_LOADERS 32
+#define LT_MAX_SCHEDULERS 16
+#define LT_MAX_OPTIMIZERS 16
+#define LT_INF_BATCHES INT64_MAX
+
+typedef struct lt_counts { int64_t ready, started, processed, completed; } lt_counts;
+typedef struct lt_progress { lt_counts total, current; } lt_progress;
+
+static inline void lt_progress_ready(lt_progress *p) { p->total.ready++; p->current.ready++; }
+static inline void lt_progress_started(lt_progress *p) { p->total.started++; p->current.started++; }
+static inline void lt_progress_processed(lt_progress *p) { p->total.processed++; p->current.processed++; }
+static inline void lt_progress_completed(lt_progress *p) { p->total.completed++; p->current.completed++; }
+/* A new run: current counts from zero. */
+static inline void lt_progress_reset_current(lt_progress *p) { p->current = (lt_counts){ 0, 0, 0, 0 }; }
+/* Restart from a checkpoint: the unit that was not completed is done again. */
+static inline void lt_progress_reset_on_restart(lt_progress *p) {
+  p->current.ready = p->current.started = p->current.processed = p->current.completed;
+  p->total.ready = p->total.started = p->total.processed = p->total.completed;
+}
+
+/* Where a loop is in its template. */
+typedef enum lt_phase {
+  LT_PHASE_IDLE = 0,   /* not running: the next run starts with reset and on_run_start */
+  LT_PHASE_RUNNING,    /* between advances */
+  LT_PHASE_ADVANCE,    /* stopped inside an advance (a child loop paused): resume the advance */
+} lt_phase;
+
+/* Slots a host loop can take (trainer.fit_loop:connect{epoch_loop = ...} and friends). */
+typedef enum lt_slot {
+  LT_SLOT_FIT_EPOCH = 0,   /* fit_loop.epoch_loop */
+  LT_SLOT_BATCH,           /* fit_loop.epoch_loop.batch_loop */
+  LT_SLOT_OPTIMIZER,       /* ...batch_loop.optimizer_loop */
+  LT_SLOT_MANUAL,          /* ...batch_loop.manual_loop */
+  LT_SLOT_VAL,             /* fit_loop.epoch_loop.val_loop */
+  LT_SLOT_VAL_EPOCH,       /* ...val_loop.epoch_loop */
+  LT_SLOT_VALIDATE_EPOCH,  /* validate_loop.epoch_loop */
+  LT_SLOT_TEST_EPOCH,      /* test_loop.epoch_loop */
+  LT_SLOT_PREDICT_EPOCH,   /* predict_loop.epoch_loop */
+  LT_NSLOTS
+} lt_slot;
+
+typedef struct lt_optimizer_loop {
+  int phase, restarting;
+  lt_progress step;        /* optimizer steps (ready, completed): global_step sums their total.completed */
+  lt_progress zero_grad;   /* optimizer_zero_grad calls */
+  int position;            /* the optimizer being run (optimizer_position) */
+  int loss_none;           /* the current closure's training_step returned no loss */
+} lt_optimizer_loop;
+
+typedef struct lt_manual_loop {
+  int phase, restarting;
+  lt_progress step;        /* optimizer steps the user took (opt:step() through self:optimizers()) */
+} lt_manual_loop;
+
+typedef struct lt_batch_loop {
+  int phase, restarting;
+  int split_idx, num_splits;   /* TBPTT: the split being run and how many */
+  lt_progress split_progress;  /* splits (one per batch without TBPTT) */
+  lt_optimizer_loop optimizer_loop;
+  lt_manual_loop manual_loop;
+} lt_batch_loop;
+
+typedef struct lt_eval_epoch_loop {
+  int phase, restarting;
+  lt_progress batch_progress;
+  int is_last_batch;
+  int64_t dl_idx, max_batches;
+} lt_eval_epoch_loop;
+
+typedef struct lt_eval_loop {
+  int phase, restarting;
+  lt_kind kind;
+  lt_slot epoch_slot;
+  lt_progress dataloader_progress;
+  int n_loaders;
+  int64_t max_batches[LT_MAX_LOADERS];
+  lt_eval_epoch_loop epoch_loop;
+} lt_eval_loop;
+
+typedef struct lt_train_epoch_loop {
+  int phase, restarting;
+  lt_progress batch_progress;
+  int is_last_batch;
+  lt_progress scheduler_progress;
+  int64_t batches_that_stepped;   /* the logger's step: once per batch that stepped */
+  int64_t n_outputs;              /* training outputs kept this epoch */
+  int64_t batch_idx;              /* of the batch being run */
+  int stop_iteration;             /* on_train_batch_start returned -1 or the data ended */
+  lt_batch_loop batch_loop;
+  lt_eval_loop val_loop;
+} lt_train_epoch_loop;
+
+typedef struct lt_fit_loop {
+  int phase, restarting;
+  lt_progress epoch_progress;
+  lt_train_epoch_loop epoch_loop;
+} lt_fit_loop;
+
+typedef enum lt_interval { LT_INTERVAL_STEP = 0, LT_INTERVAL_EPOCH } lt_interval;
+typedef struct lt_sched_cfg { int interval, frequency, opt_idx, plateau; } lt_sched_cfg;
+
+typedef enum lt_clip_algo { LT_CLIP_NORM = 0, LT_CLIP_VALUE } lt_clip_algo;
+
+/* What the trainer computed from its options and the data (Lightning's connectors do this). */
+typedef struct lt_loop_cfg {
+  int64_t max_epochs;             /* -1: no limit */
+  int64_t min_epochs;             /* 0: none */
+  int64_t max_steps;              /* -1: no limit */
+  int64_t min_steps;              /* 0: none */
+  int64_t num_training_batches;   /* per epoch, after limit_train_batches / overfit_batches / fast_dev_run */
+  int64_t val_check_batch;        /* validation every n training batches (LT_INF_BATCHES: epoch end only) */
+  int64_t check_val_every_n_epoch;
+  int enable_validation;          /* a val loader, validation_step and limit_val_batches > 0 */
+  int n_val_loaders;
+  int64_t num_val_batches[LT_MAX_LOADERS];
+  int64_t num_sanity_val_batches[LT_MAX_LOADERS];
+  int n_eval_loaders;             /* validate/test/predict run: loaders and their batches */
+  int64_t num_eval_batches[LT_MAX_LOADERS];
+  int64_t accumulate_grad_batches;
+  int n_optimizers;
+  int automatic_optimization;
+  int tbptt_steps;                /* 0: off */
+  double gradient_clip_val;       /* 0: off */
+  int gradient_clip_algorithm;    /* lt_clip_algo */
+  int n_schedulers;
+  lt_sched_cfg sched[LT_MAX_SCHEDULERS];
+} lt_loop_cfg;
+
+typedef struct lt_loops {
+  lt_ctx *c;
+  const lt_host *host;
+  lt_loop_cfg cfg;
+  uint8_t defined[LT_NHOOKS];     /* some target defines the hook (host->refresh) */
+  int keep_train_outputs;         /* the epoch-output rule's decision (host->refresh) */
+
+  lt_fit_loop fit_loop;
+  lt_eval_loop validate_loop, test_loop, predict_loop;
+  uint8_t custom[LT_NSLOTS];      /* the slot is a host loop */
+
+  /* trainer state */
+  int should_stop;
+  int sanity_checking;
+  int fit_stage;                  /* 0: no fit run, 1: running (fit_loop may be paused) */
+  lt_kind eval_kind;              /* the evaluation running (LT_KIND_TRAIN: none) */
+
+  /* budget of the current fit advance */
+  int64_t budget_batches;         /* batches left (<= 0: no limit) */
+  double deadline;                /* lt_loops_now() value to stop at (0: none) */
+  int64_t batches_run;            /* training batches completed in this advance */
+  int check_interrupt;            /* stop at a batch boundary on lt_interrupt_pending() */
+
+  lt_tensor *closure_loss;        /* the normalized loss of the running closure (owned) */
+} lt_loops;
+
+void lt_loops_init(lt_loops *lp, lt_ctx *c, const lt_host *host);
+/* Releases what the loops hold (a closure loss left by an error). */
+void lt_loops_clear(lt_loops *lp);
+
+/* optimizer steps taken over all optimizers (trainer.global_step) */
+int64_t lt_loops_global_step(const lt_loops *lp);
+/* Lightning's _should_accumulate for the batch being run */
+int lt_loops_should_accumulate(const lt_loops *lp);
+/* trainer.current_epoch */
+int64_t lt_loops_current_epoch(const lt_loops *lp);
+/* A monotonic clock in seconds (for advance{seconds=}). */
+double lt_loops_now(void);
+
+/* --- fit -------------------------------------------------------------------------------------------- */
+/* Prepares a fresh fit run (the fit loop idle, the sanity check to be done by the caller). */
+void lt_loops_fit_begin(lt_loops *lp);
+/* Runs the fit loop (on_train_start ... on_train_end) until it is done (LT_OK), a budget is spent
+ * (LT_PAUSE: max_batches > 0 training batches, or `seconds` > 0 of wall time, checked at batch boundaries,
+ * at least one batch), an interrupt is pending (LT_INTERRUPTED), or a hook fails (LT_ERR). */
+int lt_loops_fit_advance(lt_loops *lp, int64_t max_batches, double seconds);
+/* The fit loop is done (after an LT_OK advance). */
+int lt_loops_fit_done(const lt_loops *lp);
+/* The sanity check: the fit's val loop over min(num_sanity_val_steps, batches) per loader, with
+ * on_sanity_check_start/end, then its progress reset. Does nothing when not enabled or restarting. */
+int lt_loops_sanity_check(lt_loops *lp);
+
+/* --- evaluation and prediction ------------------------------------------------------------------ */
+/* Runs validate_loop / test_loop / predict_loop (kind) over cfg.n_eval_loaders loaders. */
+int lt_loops_eval_run(lt_loops *lp, lt_kind kind);
+
+/* --- pieces the host calls back into ------------------------------------------------------------- */
+/* The closure of the optimizer being run: training_step, zero_grad (first batch of an accumulation
+ * window), backward, and, when `wrapped`, on_before_optimizer_step and the gradient clipping. *has_loss
+ * tells whether training_step returned a loss. */
+int lt_loops_closure(lt_loops *lp, int wrapped, int *has_loss);
+/* Manual optimization: the user's opt:step() through self:optimizers() (before: ready; after: completed). */
+void lt_loops_manual_step(lt_loops *lp, int after);
+/* The default gradient clipping over n parameters' grads (Lightning's clip_gradients). */
+int lt_clip_gradients(lt_ctx *c, int n, lt_tensor *const *params, double val, int algo);
+/* Runs one child loop of a host loop (SPEC §8 custom loops): the C loop in `slot`, to its end. */
+int lt_loops_run_slot(lt_loops *lp, lt_slot slot);
+
+/* The accessor for a loop's progress counters by slot (for the binding's state_dict). */
+typedef enum lt_loop_id {
+  LT_LOOP_FIT = 0, LT_LOOP_FIT_EPOCH, LT_LOOP_BATCH, LT_LOOP_OPTIMIZER, LT_LOOP_MANUAL, LT_LOOP_VAL,
+  LT_LOOP_VAL_EPOCH, LT_LOOP_VALIDATE, LT_LOOP_VALIDATE_EPOCH, LT_LOOP_TEST, LT_LOOP_TEST_EPOCH,
+  LT_LOOP_PREDICT, LT_LOOP_PREDICT_EPOCH, LT_NLOOPS
+} lt_loop_id;
+extern const char *const lt_loop_names[LT_NLOOPS];
+/* The loop's main progress (epochs, batches, splits, dataloaders, optimizer steps), phase and restarting. */
+lt_progress *lt_loops_progress(lt_loops *lp, lt_loop_id id);
+int *lt_loops_phase(lt_loops *lp, lt_loop_id id);
+int *lt_loops_restarting(lt_loops *lp, lt_loop_id id);
+/* Sets restarting on the loop and every loop below it (load_state_dict). */
+void lt_loops_set_restarting(lt_loops *lp, lt_loop_id id, int on);
+
+#endif

@@ -1,0 +1,1248 @@
+-- lutra.trainer — lt.Trainer: PyTorch Lightning 1.6's Trainer over lutra's C loops (SPEC §5, §7, §8).
+--
+--   local trainer = lt.Trainer{max_epochs = 3, callbacks = {...}}
+--   trainer:fit(model, train_loader, val_loader)          -- or {ckpt_path = "last.ckpt"} as 4th argument
+--   trainer:validate(model, loader) / trainer:test(model, {l1, l2}) / trainer:predict(model, loader)
+--   local run = trainer:fit_run(model, train_loader)      -- stepwise: run:advance{batches = 1}
+--
+-- How it is built. The loops are C state machines (core/src/lt_loop.h) that call hooks through the
+-- dispatch of core/bind/l_loop.c; this file computes the loops' configuration from the options and the
+-- data (Lightning's connectors), runs the stages around them (setup, configure_optimizers, on_fit_start,
+-- the sanity check, on_fit_end, teardown), and does what needs Lua tables: batch outputs, the epoch-output
+-- rule, logging, LR schedulers, evaluation results.
+--
+-- For callbacks, loggers and checkpoints (internals other lutra modules use; stable names):
+--   trainer.callbacks        the callbacks list, in the dispatch order of the current run (a built-in
+--                            ModelCheckpoint last); trainer.checkpoint_callback(s), trainer.logger(s)
+--   trainer.optimizers, trainer.lr_scheduler_configs ({scheduler, interval, frequency, monitor, opt_idx,
+--                            reduce_on_plateau}), trainer.model (the model of the current or last run)
+--   trainer.fit_loop, validate_loop, test_loop, predict_loop: loop objects (lutra.trainer.loops) with
+--                            .progress, :state_dict(), :load_state_dict(sd), .restarting
+--   trainer.callback_metrics / logged_metrics / progress_bar_metrics: {name = number}
+--   trainer.state = {fn = "fit"|"validate"|"test"|"predict", stage = ..., status = "running"|"finished"|
+--                   "interrupted"|"failed"}; trainer.sanity_checking, trainer.training, trainer.validating ...
+--   trainer:_call_callback_hooks(name, ...)   every callback defining the hook: cb[name](cb, trainer, model, ...)
+--   trainer:_call_model_hook(name, ...)       model[name](model, ...) when defined; returns its result
+--   trainer:save_checkpoint(path)            -> require("lutra.checkpoint").save_trainer(trainer, path)
+--   fit{ckpt_path = p}                        -> require("lutra.checkpoint").restore_trainer(trainer, p),
+--                                                called after configure_optimizers, before on_fit_start
+--   trainer:_loops_state_dict() / _loops_load_state_dict(sd): the fit loop's state (Lightning's layout)
+--   trainer.num_training_batches, num_val_batches, num_sanity_val_batches, val_check_batch
+local lt = require "lutra"
+local core = require "lutra.core"
+local logging = require "lutra.trainer.logging"
+local modelmod = require "lutra.trainer.model"
+local loops = require "lutra.trainer.loops"
+
+local Trainer = {}
+local TrainerMT = {}
+
+local fmt = string.format
+local INF = math.huge
+
+-- ---- options -----------------------------------------------------------------------------------------
+
+local function is_int(v) return type(v) == "number" and v == math.floor(v) and v > -2 ^ 53 and v < 2 ^ 53 end
+
+local function int_ge(min)
+  return function(v)
+    if not is_int(v) or v < min then return fmt("must be an integer >= %d", min) end
+  end
+end
+local function limit(v) -- int count or fraction in [0, 1]
+  if type(v) ~= "number" or v < 0 or (v > 1 and not is_int(v)) then
+    return "must be an integer count of batches or a fraction in [0, 1]"
+  end
+end
+local function boolean(v) if type(v) ~= "boolean" then return "must be a boolean" end end
+local function number_ge0(v) if type(v) ~= "number" or v < 0 then return "must be a number >= 0" end end
+local function str(v) if type(v) ~= "string" then return "must be a string" end end
+
+local SPEC = {
+  max_epochs = int_ge(-1), min_epochs = int_ge(0), max_steps = int_ge(-1), min_steps = int_ge(0),
+  limit_train_batches = limit, limit_val_batches = limit, limit_test_batches = limit,
+  limit_predict_batches = limit,
+  val_check_interval = function(v)
+    if type(v) ~= "number" or v <= 0 or (v > 1 and not is_int(v)) then
+      return "must be a fraction in (0, 1] of the epoch or an integer count of batches"
+    end
+  end,
+  check_val_every_n_epoch = int_ge(1), num_sanity_val_steps = int_ge(-1), accumulate_grad_batches = int_ge(1),
+  gradient_clip_val = number_ge0,
+  gradient_clip_algorithm = function(v)
+    if v ~= "norm" and v ~= "value" then return 'must be "norm" or "value"' end
+  end,
+  fast_dev_run = function(v)
+    if type(v) ~= "boolean" and not (is_int(v) and v >= 0) then return "must be a boolean or an integer >= 0" end
+  end,
+  overfit_batches = limit, log_every_n_steps = int_ge(1),
+  callbacks = function(v)
+    if type(v) ~= "table" then return "must be a list of callbacks" end
+    for i, cb in ipairs(v) do
+      if type(cb) ~= "table" then return fmt("must be a list of callback tables (element %d is a %s)", i, type(cb)) end
+    end
+  end,
+  logger = function(v)
+    if type(v) == "boolean" then return nil end
+    if type(v) == "table" then
+      if type(v.log_metrics) == "function" then return nil end
+      for i, l in ipairs(v) do
+        if type(l) ~= "table" or type(l.log_metrics) ~= "function" then
+          return fmt("must be true, false, a logger (a table with log_metrics) or a list of loggers (element %d is not)", i)
+        end
+      end
+      if #v > 0 then return nil end
+    end
+    return "must be true, false, a logger (a table with log_metrics) or a list of loggers"
+  end,
+  enable_checkpointing = boolean, enable_progress_bar = boolean, enable_model_summary = boolean,
+  default_root_dir = str, seed = function(v) if not is_int(v) then return "must be an integer" end end,
+}
+
+local function type_name(v)
+  if type(v) == "string" then return fmt("%q (string)", v) end
+  return fmt("%s (%s)", tostring(v), type(v))
+end
+
+local function sorted_names(t)
+  local names = {}
+  for k in pairs(t) do names[#names + 1] = k end
+  table.sort(names)
+  return table.concat(names, ", ")
+end
+
+local function check_options(opts)
+  if opts == nil then return {} end
+  if type(opts) ~= "table" then error("Trainer: options must be a table, got " .. type(opts), 3) end
+  for k, v in pairs(opts) do
+    if type(k) ~= "string" or not SPEC[k] then
+      error(fmt("Trainer: unknown option '%s' (known options: %s)", tostring(k), sorted_names(SPEC)), 3)
+    end
+    local msg = SPEC[k](v)
+    if msg then error(fmt("Trainer: option '%s' %s, got %s", k, msg, type_name(v)), 3) end
+  end
+  return opts
+end
+
+local function try_require(name)
+  local ok, m = pcall(require, name)
+  if ok then return m end
+  return nil
+end
+
+local function stdout_is_tty()
+  local ok, ffi = pcall(require, "ffi")
+  if not ok then return false end
+  pcall(ffi.cdef, "int isatty(int fd);")
+  local ok2, r = pcall(function() return ffi.C.isatty(1) end)
+  return ok2 and r == 1
+end
+
+-- ---- construction -------------------------------------------------------------------------------------
+
+local function new(_, opts)
+  opts = check_options(opts)
+  local self = {}
+  local o = {}
+  for k, v in pairs(opts) do o[k] = v end
+  -- Lightning 1.6's defaults
+  if o.max_steps == nil then o.max_steps = -1 end
+  if o.max_epochs == nil then o.max_epochs = (o.max_steps == -1) and 1000 or -1 end
+  if o.min_epochs == nil and o.min_steps == nil then o.min_epochs = 1 end
+  o.min_epochs = o.min_epochs or 0
+  o.min_steps = o.min_steps or 0
+  if o.check_val_every_n_epoch == nil then o.check_val_every_n_epoch = 1 end
+  if o.num_sanity_val_steps == nil then o.num_sanity_val_steps = 2 end
+  if o.accumulate_grad_batches == nil then o.accumulate_grad_batches = 1 end
+  if o.gradient_clip_algorithm == nil then o.gradient_clip_algorithm = "norm" end
+  if o.log_every_n_steps == nil then o.log_every_n_steps = 50 end
+  if o.overfit_batches == nil then o.overfit_batches = 0 end
+  if o.enable_checkpointing == nil then o.enable_checkpointing = true end
+  if o.enable_model_summary == nil then o.enable_model_summary = true end
+  if o.default_root_dir == nil then o.default_root_dir = "." end
+  if o.fast_dev_run == true then o.fast_dev_run = 1 end
+  if o.fast_dev_run == false then o.fast_dev_run = 0 end
+  o.fast_dev_run = o.fast_dev_run or 0
+  if o.fast_dev_run > 0 then -- Lightning: n batches of everything, one epoch, no sanity check, no logger
+    local n = o.fast_dev_run
+    o.limit_train_batches, o.limit_val_batches, o.limit_test_batches, o.limit_predict_batches = n, n, n, n
+    o.max_steps, o.max_epochs, o.num_sanity_val_steps, o.val_check_interval = n, 1, 0, nil
+    o.logger, o.enable_checkpointing = false, false
+  end
+  if o.overfit_batches > 0 then
+    o.limit_train_batches = o.overfit_batches
+    o.limit_val_batches = o.overfit_batches
+  end
+  self._opts = o
+  if o.seed ~= nil then lt.manual_seed(o.seed) end
+
+  -- callbacks: the user's, then built-ins (a checkpoint callback when enabled, a progress bar on a tty)
+  local cbs = {}
+  for i, cb in ipairs(o.callbacks or {}) do cbs[i] = cb end
+  local callbacks_mod = try_require("lutra.callbacks")
+  if callbacks_mod then
+    local MC = rawget(callbacks_mod, "ModelCheckpoint") or callbacks_mod.ModelCheckpoint
+    local has_ckpt = false
+    for _, cb in ipairs(cbs) do if MC and callbacks_mod.is_model_checkpoint and callbacks_mod.is_model_checkpoint(cb) then has_ckpt = true end end
+    if o.enable_checkpointing and MC and not has_ckpt and callbacks_mod.is_model_checkpoint then
+      cbs[#cbs + 1] = MC { dirpath = nil }
+    end
+    local bar = o.enable_progress_bar
+    if bar == nil then bar = stdout_is_tty() end
+    if bar and callbacks_mod.ProgressBar then cbs[#cbs + 1] = callbacks_mod.ProgressBar() end
+  end
+  self.callbacks = cbs
+
+  -- loggers
+  local loggers = {}
+  if o.logger == nil or o.logger == true then
+    local lm = try_require("lutra.loggers")
+    if lm and lm.CSVLogger then loggers[1] = lm.CSVLogger { save_dir = o.default_root_dir } end
+  elseif type(o.logger) == "table" then
+    if type(o.logger.log_metrics) == "function" then loggers[1] = o.logger
+    else for i, l in ipairs(o.logger) do loggers[i] = l end end
+  end
+  self.loggers = loggers
+  self.logger = loggers[1]
+
+  self.default_root_dir = o.default_root_dir
+  self.max_epochs, self.min_epochs, self.max_steps, self.min_steps = o.max_epochs, o.min_epochs, o.max_steps, o.min_steps
+  self.accumulate_grad_batches = o.accumulate_grad_batches
+  self.gradient_clip_val, self.gradient_clip_algorithm = o.gradient_clip_val, o.gradient_clip_algorithm
+  self.log_every_n_steps = o.log_every_n_steps
+  self.check_val_every_n_epoch = o.check_val_every_n_epoch
+  self.num_sanity_val_steps = o.num_sanity_val_steps == -1 and INF or o.num_sanity_val_steps
+  self.fast_dev_run = o.fast_dev_run
+  self.limit_train_batches = o.limit_train_batches or 1.0
+  self.limit_val_batches = o.limit_val_batches or 1.0
+  self.limit_test_batches = o.limit_test_batches or 1.0
+  self.limit_predict_batches = o.limit_predict_batches or 1.0
+  self.val_check_interval = o.val_check_interval or 1.0
+  self.overfit_batches = o.overfit_batches
+  self.interrupted = false
+  self.optimizers = {}
+  self.lr_scheduler_configs = {}
+  self.state = { fn = nil, stage = nil, status = "initializing" }
+  self.training, self.validating, self.testing, self.predicting = false, false, false, false
+  self.num_training_batches, self.num_val_batches, self.num_sanity_val_batches = 0, {}, {}
+  self._callback_metrics, self._logged_metrics, self._progress_bar_metrics = {}, {}, {}
+  self._results_train = logging.new_results(true)
+  self._results_eval = logging.new_results(false)
+  self._lp = core._loops_new()
+  self._env = {}
+  setmetatable(self, TrainerMT)
+  self.fit_loop, self.validate_loop, self.test_loop, self.predict_loop = loops.build(self)
+  return self
+end
+
+setmetatable(Trainer, { __call = new })
+
+-- ---- fields computed on read ------------------------------------------------------------------------
+
+local dynamic = {}
+function dynamic.current_epoch(t) return t._lp:get("current_epoch") end
+function dynamic.global_step(t) return t._lp:get("global_step") end
+function dynamic.should_stop(t) return t._lp:get("should_stop") end
+function dynamic.sanity_checking(t) return t._lp:get("sanity_checking") end
+function dynamic.callback_metrics(t) return t:_refresh_metrics()._callback_metrics end
+function dynamic.progress_bar_metrics(t) return t:_refresh_metrics()._progress_bar_metrics end
+function dynamic.logged_metrics(t) return t._logged_metrics end
+function dynamic.lightning_module(t) return t.model end
+function dynamic.checkpoint_callbacks(t)
+  local cbm = try_require("lutra.callbacks")
+  local list = {}
+  if cbm and cbm.is_model_checkpoint then
+    for _, cb in ipairs(t.callbacks) do if cbm.is_model_checkpoint(cb) then list[#list + 1] = cb end end
+  end
+  return list
+end
+function dynamic.checkpoint_callback(t) return dynamic.checkpoint_callbacks(t)[1] end
+function dynamic.is_last_batch(t) return t._lp:state().is_last_batch end
+
+TrainerMT.__index = function(t, k)
+  local f = dynamic[k]
+  if f then return f(t) end
+  return Trainer[k]
+end
+TrainerMT.__newindex = function(t, k, v)
+  if k == "should_stop" then
+    t._lp:set("should_stop", v and true or false)
+  elseif dynamic[k] then
+    error(fmt("Trainer: field '%s' is read-only", k), 2)
+  else
+    rawset(t, k, v)
+  end
+end
+TrainerMT.__tostring = function(t) return fmt("Trainer(max_epochs=%s, max_steps=%s)", t.max_epochs, t.max_steps) end
+
+-- ---- hooks called from Lua --------------------------------------------------------------------------
+
+local function hook_error(name, cb_index, err)
+  if type(err) == "table" and err.lutra_hook_error then return err end
+  local msg = type(err) == "string" and err or tostring(err)
+  local where = cb_index and fmt("%s (callback #%d)", name, cb_index) or name
+  return { lutra_hook_error = true, msg = where .. ": " .. msg }
+end
+
+local function traceback(e)
+  if type(e) == "table" and e.lutra_hook_error then return e end
+  if type(e) ~= "string" then e = tostring(e) end
+  return debug.traceback(e, 2)
+end
+
+local function with_hook(self, name, fn, ...)
+  local lp = self._lp
+  local prev = lp:get("current_hook")
+  lp:set("current_hook", name)
+  local res = { xpcall(fn, traceback, ...) }
+  lp:set("current_hook", prev)
+  return res
+end
+
+--- Every callback defining `name`: cb[name](cb, trainer, model, ...), in dispatch order.
+function Trainer:_call_callback_hooks(name, ...)
+  local model = self.model
+  for i, cb in ipairs(self._cb_order or self.callbacks) do
+    local f = cb[name]
+    if type(f) == "function" then
+      local args = { ... }
+      local n = select("#", ...)
+      local res = with_hook(self, name, function() return f(cb, self, model, unpack(args, 1, n)) end)
+      if not res[1] then error(hook_error(name, i, res[2]), 0) end
+    end
+  end
+end
+
+--- The model's hook `name` when defined: model[name](model, ...) (its first result).
+function Trainer:_call_model_hook(name, ...)
+  local model = self.model
+  local f = model and model[name]
+  if type(f) ~= "function" then return nil end
+  local args = { ... }
+  local n = select("#", ...)
+  local res = with_hook(self, name, function() return f(model, unpack(args, 1, n)) end)
+  if not res[1] then error(hook_error(name, nil, res[2]), 0) end
+  return res[2]
+end
+
+local function call_both(self, name, ...)
+  self:_call_callback_hooks(name, ...)
+  return self:_call_model_hook(name, ...)
+end
+
+local function nparams(f)
+  local info = debug.getinfo(f, "u")
+  return info and info.nparams or 0
+end
+
+local DEPRECATION = "lutra: on_train_epoch_end(self, outputs) is deprecated; define training_epoch_end(self, outputs) " ..
+  "to receive the epoch's outputs"
+local deprecation_printed = false
+
+-- The epoch-output rule (SPEC §5): keep outputs when training_epoch_end is defined or an
+-- on_train_epoch_end takes the outputs (old signature: prints the deprecation line once per process).
+local function decide_keep(self)
+  local model = self.model
+  local keep = type(model.training_epoch_end) == "function"
+  local old = false
+  local f = model.on_train_epoch_end
+  if type(f) == "function" and nparams(f) >= 2 then old = true end
+  for _, cb in ipairs(self._cb_order) do
+    local g = cb.on_train_epoch_end
+    if type(g) == "function" and nparams(g) >= 4 then old = true end
+  end
+  if old and not deprecation_printed then
+    deprecation_printed = true
+    io.stderr:write(DEPRECATION, "\n")
+  end
+  return keep or old
+end
+
+-- ---- batch outputs ----------------------------------------------------------------------------------
+
+local function detach_all(v)
+  if lt.is_tensor(v) then return v:detach() end
+  if type(v) == "table" and getmetatable(v) == nil then
+    local t = {}
+    for k, x in pairs(v) do t[k] = detach_all(x) end
+    return t
+  end
+  return v
+end
+
+-- One training_step return value as Lightning keeps it: detached, the loss divided by
+-- accumulate_grad_batches (automatic optimization), no hiddens. nil when there is no loss (automatic).
+local function process_output(self, raw)
+  if raw == nil then return nil end
+  local automatic = self._automatic
+  local n = automatic and self.accumulate_grad_batches or 1
+  if lt.is_tensor(raw) then
+    local l = raw:detach()
+    if n > 1 then l = l / n end
+    return { loss = l }
+  end
+  if type(raw) ~= "table" then return nil end
+  if automatic and raw.loss == nil then return nil end
+  local out = {}
+  for k, v in pairs(raw) do
+    if k ~= "hiddens" then
+      if k == "loss" and lt.is_tensor(v) then
+        local l = v:detach()
+        if n > 1 then l = l / n end
+        out.loss = l
+      else
+        out[k] = detach_all(v)
+      end
+    end
+  end
+  return out
+end
+
+local function batch_output(self)
+  local env = self._env
+  local raw = env.R[2]
+  local nopt = self._automatic and #self.optimizers or 1
+  local nsplit = env.num_splits or 1
+  if nopt <= 1 and nsplit == 1 then return process_output(self, raw[1]) end
+  local out = {}
+  if nsplit == 1 then
+    for k = 1, nopt do out[k] = process_output(self, raw[k]) end
+  elseif nopt <= 1 then
+    for s = 1, nsplit do out[s] = process_output(self, raw[s]) end
+  else
+    for k = 1, nopt do
+      local per = {}
+      for s = 1, nsplit do per[s] = process_output(self, raw[(s - 1) * nopt + k]) end
+      out[k] = per
+    end
+  end
+  return out
+end
+
+-- ---- the env: functions the C loops call -------------------------------------------------------------
+
+local KIND_STAGE = { validation = "validate", test = "test", predict = "predict" }
+
+local function loader_len(l, what)
+  local tl = type(l)
+  if tl == "userdata" then
+    local ok, n = pcall(function() return #l end)
+    if ok and type(n) == "number" then return n end
+  elseif tl == "table" then
+    if type(l.len) == "function" then return l:len() end
+    local mt = getmetatable(l)
+    if mt and mt.__len then return mt.__len(l) end
+    if type(l.iter) == "function" then return INF end
+  end
+  error(fmt("%s: the loader must have a length (#loader) and iter(), got a %s", what, tl), 0)
+end
+
+local function check_loader(l, what)
+  local ok, it = pcall(function() return l.iter end)
+  if not ok or type(it) ~= "function" then
+    error(fmt("%s: expected a DataLoader (a table with iter() and a length), got a %s", what, type(l)), 0)
+  end
+end
+
+local function make_iter(l)
+  local f, s, c = l:iter()
+  if s == nil and c == nil then return f end
+  return function()
+    local v = f(s, c)
+    c = v
+    return v
+  end
+end
+
+local function setup_env(self)
+  local env = self._env
+  env.cb_order = self._cb_order
+
+  function env.decide_keep() return decide_keep(self) end
+
+  function env.data_start(kind, dl)
+    if kind == "train" then
+      env.R[3] = make_iter(self._train_loader)
+    else
+      local l = self._eval_loaders[dl + 1]
+      env.R[6] = make_iter(l)
+    end
+  end
+
+  function env.batch_output()
+    local out = batch_output(self)
+    if self._lp_keep then env.cached_output = out end
+    return out
+  end
+
+  function env.keep_output()
+    local out = env.cached_output
+    if out == nil then out = batch_output(self) end
+    env.cached_output = nil
+    if out == nil or (type(out) == "table" and next(out) == nil) then return false end
+    local list = self._outputs
+    list[#list + 1] = out
+    return true
+  end
+
+  function env.split_batch(steps)
+    local batch = env.R[1]
+    env.hiddens = nil
+    local splits, n = {}, 0
+    if type(batch) ~= "table" then
+      error("training_step: truncated_bptt_steps needs batches that are tables of tensors", 0)
+    end
+    for k, v in pairs(batch) do
+      if lt.is_tensor(v) and v:dim() >= 2 then
+        local T = v:size(2)
+        local m = math.ceil(T / steps)
+        if m > n then n = m end
+      end
+    end
+    if n == 0 then n = 1 end
+    for s = 1, n do
+      local piece = {}
+      for k, v in pairs(batch) do
+        if lt.is_tensor(v) and v:dim() >= 2 then
+          local T = v:size(2)
+          local start = (s - 1) * steps + 1
+          if start <= T then piece[k] = v:narrow(2, start, math.min(steps, T - start + 1)) end
+        else
+          piece[k] = v
+        end
+      end
+      splits[s] = piece
+    end
+    env.splits, env.num_splits = splits, n
+    return n
+  end
+
+  function env.tbptt_training_step(batch_idx, opt_idx, split_idx)
+    local model = self.model
+    local f = model.training_step
+    local split = env.splits[split_idx + 1]
+    local ok, out
+    if self._automatic and #self.optimizers > 1 then
+      ok, out = xpcall(f, traceback, model, split, batch_idx, opt_idx, env.hiddens)
+    else
+      ok, out = xpcall(f, traceback, model, split, batch_idx, env.hiddens)
+    end
+    if not ok then error(hook_error("training_step", nil, out), 0) end
+    if type(out) == "table" and not lt.is_tensor(out) then env.hiddens = detach_all(out.hiddens)
+    else env.hiddens = nil end
+    return out
+  end
+
+  function env.default_predict_step(batch, batch_idx, dl)
+    local model = self.model
+    local f = model.forward
+    if type(f) ~= "function" then
+      error(hook_error("predict_step", nil, "the model has no predict_step and no forward"), 0)
+    end
+    local x = batch
+    if type(batch) == "table" and not lt.is_tensor(batch) then x = batch[1] end
+    local ok, out = xpcall(f, traceback, model, x)
+    if not ok then error(hook_error("predict_step", nil, out), 0) end
+    return out
+  end
+
+  function env.opt_params(i)
+    local opt = self.optimizers[i + 1]
+    local list = {}
+    local groups = opt and opt.param_groups
+    if type(groups) == "table" then
+      for _, g in ipairs(groups) do
+        for _, p in ipairs(g.params or {}) do list[#list + 1] = p end
+      end
+    end
+    return list
+  end
+
+  function env.hook(name, batch_idx, dl, opt_idx, sched_idx)
+    return self:_lua_hook(name, batch_idx, dl, opt_idx, sched_idx)
+  end
+
+  function env.event(name, a, b)
+    return self:_event(name, a, b)
+  end
+
+  function env.run_custom(slot)
+    return loops.run_custom(self, slot)
+  end
+end
+
+-- hooks with outputs / defaults, dispatched here for the C loops (same order: callbacks, then model)
+function Trainer:_lua_hook(name, batch_idx, dl, opt_idx, sched_idx)
+  local model = self.model
+  if name == "training_epoch_end" then
+    local outputs = self._outputs
+    local r = self:_call_model_hook("training_epoch_end", outputs)
+    if r ~= nil then
+      error(hook_error("training_epoch_end", nil,
+        "training_epoch_end must return nil (remove its return statement)"), 0)
+    end
+  elseif name == "on_train_epoch_end" then
+    local outputs = self._outputs
+    for i, cb in ipairs(self._cb_order) do
+      local f = cb.on_train_epoch_end
+      if type(f) == "function" then
+        local res
+        if nparams(f) >= 4 then
+          res = with_hook(self, name, f, cb, self, model, outputs)
+        else
+          res = with_hook(self, name, f, cb, self, model)
+        end
+        if not res[1] then error(hook_error(name, i, res[2]), 0) end
+      end
+    end
+    local f = model.on_train_epoch_end
+    if type(f) == "function" then
+      local res
+      if nparams(f) >= 2 then res = with_hook(self, name, f, model, outputs)
+      else res = with_hook(self, name, f, model) end
+      if not res[1] then error(hook_error(name, nil, res[2]), 0) end
+    end
+  elseif name == "validation_epoch_end" or name == "test_epoch_end" then
+    local per = self._env.R[9]
+    local n = self._n_eval_loaders or 1
+    local outputs
+    if n > 1 then
+      outputs = {}
+      for i = 1, n do outputs[i] = per[i] or {} end
+    else
+      outputs = per[1] or {}
+    end
+    local r = self:_call_model_hook(name, outputs)
+    if r ~= nil then error(hook_error(name, nil, name .. " must return nil (remove its return statement)"), 0) end
+  elseif name == "on_predict_epoch_end" then
+    local per = self._env.R[9]
+    local results = {}
+    for i = 1, (self._n_eval_loaders or 1) do results[i] = per[i] or {} end
+    self._predictions = results
+    call_both(self, name, results)
+  elseif name == "lr_scheduler_step" then
+    local config = self.lr_scheduler_configs[sched_idx + 1]
+    local metric
+    if config.reduce_on_plateau then
+      local m = self.callback_metrics
+      metric = m[config.monitor]
+      if metric == nil then
+        local avail = {}
+        for k in pairs(m) do avail[#avail + 1] = k end
+        table.sort(avail)
+        error(hook_error("lr_scheduler_step", nil, fmt("ReduceLROnPlateau conditioned on metric '%s' which is not " ..
+          "available. Available metrics are: [%s]. Set the monitor with lr_scheduler = {scheduler = ..., monitor = ...}",
+          tostring(config.monitor), table.concat(avail, ", "))), 0)
+      end
+    end
+    if type(model.lr_scheduler_step) == "function" then
+      self:_call_model_hook("lr_scheduler_step", config.scheduler, opt_idx, metric)
+    else
+      local res = with_hook(self, name, function()
+        if config.reduce_on_plateau then config.scheduler:step(metric) else config.scheduler:step() end
+      end)
+      if not res[1] then error(hook_error("lr_scheduler_step", nil, res[2]), 0) end
+    end
+  elseif name:match("_model_eval$") or name:match("_model_train$") then
+    if type(model[name]) == "function" then
+      self:_call_model_hook(name)
+    else
+      local train = name:match("_model_train$") ~= nil
+      local res = with_hook(self, name, function()
+        if train then lt.nn.train(model, true) else lt.nn.eval(model) end
+      end)
+      if not res[1] then error(hook_error(name, nil, res[2]), 0) end
+    end
+  else
+    error("lutra: no Lua dispatch for hook " .. tostring(name), 0)
+  end
+end
+
+-- ---- logging ------------------------------------------------------------------------------------------
+
+function Trainer:_log(name, value, opts)
+  local env = self._env
+  local hook = self._lp:get("current_hook")
+  local eval = self._eval_active
+  local ctx = { fx = hook, dataloader_idx = eval and self._eval_dl or nil, n_dataloaders = eval and self._n_eval_loaders or 1,
+    batch = env.R and (eval and env.R[4] or env.R[1]) }
+  if eval and hook and hook:match("^on_train") == nil and hook ~= "training_step" then
+    -- inside evaluation: the dataloader being run
+    ctx.dataloader_idx = self.validate_loop and self:_current_eval_dl() or nil
+  end
+  logging.log(self, ctx, eval and self._results_eval or self._results_train, name, value, opts)
+end
+
+function Trainer:_current_eval_dl()
+  return self._eval_dl_now
+end
+
+local function merge(dst, src) for k, v in pairs(src) do dst[k] = v end end
+
+function Trainer:_refresh_metrics()
+  local r = self._eval_active and self._results_eval or self._results_train
+  if self._running then
+    local m = r:metrics(not r.epoch_end_reached)
+    merge(self._callback_metrics, m.callback)
+    merge(self._progress_bar_metrics, m.pbar)
+  end
+  return self
+end
+
+function Trainer:_log_metrics(metrics, step)
+  if next(metrics) == nil then return end
+  merge(self._logged_metrics, metrics)
+  if #self.loggers == 0 then return end
+  local row = {}
+  for k, v in pairs(metrics) do row[k] = v end
+  if row.epoch == nil then row.epoch = self.current_epoch end
+  step = step or self._lp:get("batches_that_stepped")
+  for _, lg in ipairs(self.loggers) do lg:log_metrics(row, step) end
+end
+
+function Trainer:_event(name, a, b)
+  local env = self._env
+  local R = env.R
+  if name == "train_step" then
+    -- Lightning's on_batch_end + update_train_step_metrics: the step values update the metrics and go
+    -- to the logger every log_every_n_steps batches that stepped
+    R[8] = false
+    local m = self._results_train:metrics(true)
+    merge(self._callback_metrics, m.callback)
+    merge(self._progress_bar_metrics, m.pbar)
+    local st = self._lp:state()
+    if st.should_accumulate and self._automatic then return end
+    if (st.batches_that_stepped + 1) % self.log_every_n_steps == 0 or st.should_stop or self.fast_dev_run > 0 then
+      self:_log_metrics(m.log, st.batches_that_stepped)
+    end
+  elseif name == "save_logger" then
+    for _, lg in ipairs(self.loggers) do if lg.save then lg:save() end end
+  elseif name == "train_epoch_start" then
+    self._results_train:reset()
+    self._outputs = {}
+    env.cached_output = nil
+    self._lp_keep = self._lp:state().keep_train_outputs
+  elseif name == "train_epoch_end_reached" then
+    self._results_train.epoch_end_reached = true
+  elseif name == "train_epoch_end" then
+    local m = self._results_train:metrics(false)
+    merge(self._callback_metrics, m.callback)
+    merge(self._progress_bar_metrics, m.pbar)
+    self._outputs = {}
+  elseif name == "train_epoch_log" then
+    local m = self._results_train:metrics(false)
+    self:_log_metrics(m.log, self._lp:get("batches_that_stepped"))
+  elseif name == "eval_start" then
+    self._saved_active = self._eval_active
+    self._eval_active = true
+    self._results_eval:reset()
+    R[9] = {}
+    self._eval_kind = b
+    self.validating = b == "validation" and not self._standalone
+    self.testing = b == "test"
+    self.predicting = b == "predict"
+    self._eval_dl_now = 0
+  elseif name == "eval_step" then
+    R[8] = false
+    self._eval_dl_now = a
+    if self.sanity_checking then return end
+    local r = self._results_eval
+    local m = r:metrics(true, true)
+    r:clear_fresh()
+    self._eval_log_step = (self._eval_log_step or -1) + 1
+    self:_log_metrics(m.log, self._eval_log_step)
+  elseif name == "eval_dataloader_end" then
+    self._results_eval.epoch_end_reached = true
+    self._eval_dl_now = a + 1
+  elseif name == "eval_epoch_end" then
+    local r = self._results_eval
+    r.epoch_end_reached = true
+    if self.sanity_checking then return end
+    local m = r:metrics(false)
+    merge(self._callback_metrics, m.callback)
+    merge(self._progress_bar_metrics, m.pbar)
+    if self._eval_kind ~= "predict" then
+      self:_log_metrics(m.log, self._lp:get("batches_that_stepped"))
+      local n = self._n_eval_loaders or 1
+      local results = {}
+      for i = 1, n do
+        local d = {}
+        for k, v in pairs(m.callback) do
+          if not k:find("dataloader_idx", 1, true) or k:find("dataloader_idx_" .. (i - 1), 1, true) then d[k] = v end
+        end
+        results[i] = d
+      end
+      self._eval_results = results
+    end
+  elseif name == "eval_end" then
+    self._eval_active = self._saved_active
+    self.validating = false
+    if self._eval_kind ~= "predict" then R[9] = {} end
+  end
+end
+
+-- ---- manual optimization -------------------------------------------------------------------------------
+
+function Trainer:_wrapped_optimizers()
+  if self._wrapped and self._wrapped_for == self.optimizers then return self._wrapped end
+  local list = {}
+  local trainer = self
+  for i, opt in ipairs(self.optimizers) do
+    local w = { optimizer = opt, _idx = i - 1 }
+    function w.step(_, closure)
+      local lp = trainer._lp
+      local manual = not trainer._automatic
+      if manual then lp:manual_step(false) end
+      local loss
+      if closure ~= nil then loss = closure() end
+      call_both(trainer, "on_before_optimizer_step", opt, i - 1)
+      opt:step()
+      if manual then lp:manual_step(true) end
+      return loss
+    end
+    function w.zero_grad(_, set_to_none) return opt:zero_grad(set_to_none) end
+    setmetatable(w, {
+      __index = function(_, k)
+        local v = opt[k]
+        if type(v) == "function" then return function(_, ...) return v(opt, ...) end end
+        return v
+      end,
+      __tostring = function() return "LightningOptimizer(" .. tostring(opt) .. ")" end,
+    })
+    list[i] = w
+  end
+  self._wrapped, self._wrapped_for = list, self.optimizers
+  return list
+end
+
+function Trainer:_manual_backward(model, loss)
+  if not lt.is_tensor(loss) then error("manual_backward: expected a loss tensor, got " .. type(loss), 3) end
+  call_both(self, "on_before_backward", loss)
+  if type(model.backward) == "function" then
+    self:_call_model_hook("backward", loss, nil, nil)
+  else
+    loss:backward()
+  end
+  call_both(self, "on_after_backward")
+end
+
+-- ---- data and configuration ------------------------------------------------------------------------------
+
+local function as_list(loaders)
+  if loaders == nil then return {} end
+  local ok, it = pcall(function() return loaders.iter end)
+  if ok and type(it) == "function" then return { loaders } end
+  if type(loaders) == "table" then return loaders end
+  return { loaders }
+end
+
+-- Lightning's limit_*_batches: 0 = none, an integer = a count of batches (1 is one batch: 1 and 1.0 are
+-- the same number in Lua, so leave the option out for the whole loader), a fraction in (0, 1) = that part.
+local function limited(n, lim, what)
+  if lim == 0 then return 0 end
+  if is_int(lim) then return math.min(n, lim) end
+  if n == INF then error(fmt("%s: a fractional limit needs a loader with a length", what), 0) end
+  local m = math.floor(n * lim)
+  if m == 0 and n > 0 then
+    error(fmt("%s: a limit of %g of %d batches is less than one batch; use a larger fraction or an integer count",
+      what, lim, n), 0)
+  end
+  return m
+end
+
+function Trainer:_limit(n, opt_name, what)
+  local user = self._opts[opt_name]
+  if user == nil then return n end -- the default: the whole loader
+  return limited(n, user, what)
+end
+
+function Trainer:_configure_fit(model, train, val)
+  check_loader(train, "fit")
+  local o = self._opts
+  self._train_loader = train
+  local ntrain = loader_len(train, "fit")
+  self.num_training_batches = self:_limit(ntrain, "limit_train_batches", "limit_train_batches")
+  -- validation
+  local vals = as_list(val)
+  if o.overfit_batches and o.overfit_batches > 0 then vals = { train } end
+  self._val_loaders = vals
+  self._eval_loaders = vals
+  self._n_eval_loaders = #vals
+  local nval = {}
+  for i, l in ipairs(vals) do
+    check_loader(l, "fit (val loader " .. i .. ")")
+    nval[i] = self:_limit(loader_len(l, "fit"), "limit_val_batches", "limit_val_batches")
+  end
+  self.num_val_batches = nval
+  local total_val = 0
+  for _, n in ipairs(nval) do total_val = total_val + n end
+  local enable_val = #vals > 0 and type(model.validation_step) == "function" and total_val > 0
+  self.enable_validation = enable_val
+  local sanity = {}
+  for i, n in ipairs(nval) do sanity[i] = math.min(self.num_sanity_val_steps, n) end
+  self.num_sanity_val_batches = sanity
+  -- val_check_interval
+  local vci = o.val_check_interval
+  local vcb
+  if vci == nil then
+    vcb = self.num_training_batches == INF and INF or math.max(1, self.num_training_batches)
+  elseif is_int(vci) and vci >= 1 then
+    vcb = vci
+    if self.num_training_batches ~= INF and vcb > self.num_training_batches then
+      error(fmt("Trainer: val_check_interval (%d) must be less than or equal to the number of the training batches " ..
+        "(%d). If you want to disable validation set limit_val_batches to 0 instead.", vci, self.num_training_batches), 0)
+    end
+  else
+    if self.num_training_batches == INF then
+      error("Trainer: a fractional val_check_interval needs a training loader with a length", 0)
+    end
+    vcb = math.max(1, math.floor(self.num_training_batches * vci))
+  end
+  self.val_check_batch = vcb
+end
+
+local function eval_config(self, kind, loaders, what)
+  local lim_name = kind == "validation" and "limit_val_batches" or kind == "test" and "limit_test_batches"
+    or "limit_predict_batches"
+  local list = as_list(loaders)
+  if #list == 0 then error(what .. ": no dataloader given", 0) end
+  local n = {}
+  for i, l in ipairs(list) do
+    check_loader(l, what .. " (loader " .. i .. ")")
+    n[i] = self:_limit(loader_len(l, what), lim_name, lim_name)
+  end
+  return list, n
+end
+
+local function cfg_for(self, extra)
+  local schedulers = {}
+  for i, c in ipairs(self.lr_scheduler_configs) do
+    schedulers[i] = { interval = c.interval == "step" and 0 or 1, frequency = c.frequency, opt_idx = c.opt_idx,
+      plateau = c.reduce_on_plateau and 1 or 0 }
+  end
+  local cfg = {
+    max_epochs = self.max_epochs, min_epochs = self.min_epochs, max_steps = self.max_steps, min_steps = self.min_steps,
+    num_training_batches = self.num_training_batches, val_check_batch = self.val_check_batch,
+    check_val_every_n_epoch = self.check_val_every_n_epoch, enable_validation = self.enable_validation and 1 or 0,
+    num_val_batches = self.num_val_batches, num_sanity_val_batches = self.num_sanity_val_batches,
+    accumulate_grad_batches = self.accumulate_grad_batches, n_optimizers = math.max(1, #self.optimizers),
+    automatic_optimization = self._automatic and 1 or 0, tbptt_steps = self._tbptt or 0,
+    gradient_clip_val = self.gradient_clip_val or 0,
+    gradient_clip_algorithm = self.gradient_clip_algorithm == "value" and 1 or 0,
+    log_every_n_steps = self.log_every_n_steps, has_logger = #self.loggers > 0 and 1 or 0, schedulers = schedulers,
+  }
+  if extra then for k, v in pairs(extra) do cfg[k] = v end end
+  return cfg
+end
+
+-- The dispatch order: the callbacks in list order, a built-in ModelCheckpoint moved last.
+local function order_callbacks(self)
+  local cbm = try_require("lutra.callbacks")
+  local is_ckpt = cbm and cbm.is_model_checkpoint
+  local first, last = {}, {}
+  for _, cb in ipairs(self.callbacks) do
+    if is_ckpt and is_ckpt(cb) then last[#last + 1] = cb else first[#first + 1] = cb end
+  end
+  for _, cb in ipairs(last) do first[#first + 1] = cb end
+  self.callbacks = first
+  self._cb_order = first
+end
+
+local function check_status(self, status, err, what)
+  if status == "error" then error({ lutra_hook_error = true, msg = err }, 0) end
+  return status
+end
+
+-- Starts a run: attach model and loops (the references live until _end_run).
+function Trainer:_begin_run(model, fn)
+  modelmod.attach(model, self)
+  self.model = model
+  self._running = true
+  self.state = { fn = fn, stage = fn, status = "running" }
+  self.interrupted = false
+  self._automatic = model.automatic_optimization ~= false
+  local tb = model.truncated_bptt_steps
+  self._tbptt = (type(tb) == "number" and tb > 0) and tb or 0
+  order_callbacks(self)
+  self._lp:attach(self._env, self, model)
+  setup_env(self)
+end
+
+function Trainer:_end_run(status)
+  self._running = false
+  self._eval_active = false
+  self._lp:detach()
+  self._env.R = nil
+  self._env.splits, self._env.hiddens, self._env.cached_output = nil, nil, nil
+  self._outputs = nil
+  self.state.status = status
+  self.training, self.validating, self.testing, self.predicting = false, false, false, false
+end
+
+local function unwrap_error(e)
+  if type(e) == "table" and e.lutra_hook_error then return e.msg end
+  return e
+end
+
+-- on_exception for every callback (errors inside it are ignored: the original error wins).
+function Trainer:_on_exception(err)
+  local model = self.model
+  for _, cb in ipairs(self._cb_order or self.callbacks) do
+    local f = cb.on_exception
+    if type(f) == "function" then pcall(f, cb, self, model, err) end
+  end
+end
+
+-- Runs fn() (a stage); on error: on_exception, end the run, raise the error.
+function Trainer:_guard(fn, ...)
+  local res = { xpcall(fn, traceback, ...) }
+  if not res[1] then
+    local err = unwrap_error(res[2])
+    self.state.status = "failed"
+    self:_on_exception(err)
+    if self._run then self._run._failed = true end
+    self._run = nil
+    self:_end_run("failed")
+    error(err, 0)
+  end
+  return unpack(res, 2, table.maxn(res))
+end
+
+-- ---- fit ------------------------------------------------------------------------------------------------
+
+local Run = {}
+Run.__index = Run
+
+local function check_fit_args(model, train, val, opts)
+  if type(model) ~= "table" then error("fit: the model must be a table, got " .. type(model), 3) end
+  if train == nil then error("fit: no training dataloader given (fit(model, train_loader[, val_loader]))", 3) end
+  if opts ~= nil then
+    if type(opts) ~= "table" then error("fit: options must be a table, got " .. type(opts), 3) end
+    for k in pairs(opts) do
+      if k ~= "ckpt_path" then error(fmt("fit: unknown option '%s' (known options: ckpt_path)", tostring(k)), 3) end
+    end
+  end
+end
+
+local function is_options(t)
+  return type(t) == "table" and t.ckpt_path ~= nil and t.iter == nil
+end
+
+--- trainer:fit_run(model, train[, val][, {ckpt_path=}]): a run to advance step by step.
+function Trainer:fit_run(model, train, val, opts)
+  if opts == nil and is_options(val) then val, opts = nil, val end
+  check_fit_args(model, train, val, opts)
+  local run = setmetatable({ trainer = self, model = model, train = train, val = val, opts = opts or {},
+    stage = "new" }, Run)
+  return run
+end
+
+function Run:done() return self.stage == "done" end
+
+-- The stages before the loops: Lightning's _run up to the sanity check.
+local function start_fit(run)
+  local self, model = run.trainer, run.model
+  self:_begin_run(model, "fit")
+  self._run = run
+  self:_guard(function()
+    if type(model.training_step) ~= "function" then
+      error("fit: the model has no training_step (define function model:training_step(batch, batch_idx))", 0)
+    end
+    if type(model.configure_optimizers) ~= "function" then
+      error("fit: the model has no configure_optimizers (define it to return an optimizer)", 0)
+    end
+    if not self._automatic then
+      if self.accumulate_grad_batches > 1 then
+        error("Trainer: accumulate_grad_batches > 1 is not supported with manual optimization " ..
+          "(self.automatic_optimization = false): accumulate in training_step yourself", 0)
+      end
+      if self.gradient_clip_val and self.gradient_clip_val > 0 then
+        error("Trainer: gradient_clip_val is not supported with manual optimization " ..
+          "(self.automatic_optimization = false): clip in training_step yourself", 0)
+      end
+    end
+    -- configure_callbacks, prepare_data, setup
+    local extra = self:_call_model_hook("configure_callbacks")
+    if extra ~= nil then
+      if type(extra) ~= "table" then error("configure_callbacks must return a list of callbacks, got " .. type(extra), 0) end
+      local cbs = {}
+      for _, cb in ipairs(self.callbacks) do cbs[#cbs + 1] = cb end
+      for _, cb in ipairs(extra) do cbs[#cbs + 1] = cb end
+      self.callbacks = cbs
+      order_callbacks(self)
+      self._env.cb_order = self._cb_order
+    end
+    self:_call_model_hook("prepare_data")
+    self:_configure_fit(model, run.train, run.val)
+    call_both(self, "setup", "fit")
+    -- configure_optimizers
+    local ret = self:_call_model_hook("configure_optimizers")
+    local okp, opts, scheds = pcall(modelmod.parse_optimizers, ret)
+    if not okp then error(opts, 0) end
+    self.optimizers, self.lr_scheduler_configs = opts, scheds
+    self._wrapped = nil
+    self._lp:set_optimizers(opts)
+    self._lp:set_cfg(cfg_for(self))
+    if run.opts.ckpt_path then
+      local ck = require "lutra.checkpoint"
+      if type(ck.restore_trainer) ~= "function" then
+        error("fit: ckpt_path needs lutra.checkpoint.restore_trainer, which is not available", 0)
+      end
+      ck.restore_trainer(self, run.opts.ckpt_path)
+    end
+    if model.hparams ~= nil then
+      for _, lg in ipairs(self.loggers) do if lg.log_hyperparams then lg:log_hyperparams(model.hparams) end end
+    end
+    check_status(self, self._lp:refresh(false))
+    self._lp:fit_begin()
+    call_both(self, "on_fit_start")
+    -- sanity check
+    self.training = false
+    local st, msg = self._lp:sanity_check()
+    if st == "error" then error({ lutra_hook_error = true, msg = msg }, 0) end
+    self._callback_metrics, self._progress_bar_metrics, self._logged_metrics = {}, {}, {}
+    self._results_eval:reset()
+    lt.nn.train(model, true)
+    self.training = true
+  end)
+  run.stage = "fit"
+end
+
+local function finish_fit(run)
+  local self = run.trainer
+  self:_guard(function()
+    self.training = false
+    call_both(self, "on_fit_end")
+    call_both(self, "teardown", "fit")
+    for _, lg in ipairs(self.loggers) do if lg.finalize then lg:finalize("success") end end
+  end)
+  run.stage = "done"
+  self._run = nil
+  self:_end_run("finished")
+end
+
+-- run:advance{batches = n} | {seconds = s} | nil (to the end)
+function Run:advance(budget)
+  local nb, secs = 0, 0
+  if budget ~= nil then
+    if type(budget) ~= "table" then error("advance: expected {batches = n} or {seconds = s}, got " .. type(budget), 2) end
+    for k, v in pairs(budget) do
+      if k ~= "batches" and k ~= "seconds" then
+        error(fmt("advance: unknown option '%s' (known options: batches, seconds)", tostring(k)), 2)
+      end
+      if type(v) ~= "number" or v <= 0 then error(fmt("advance: '%s' must be a number > 0, got %s", k, tostring(v)), 2) end
+    end
+    nb, secs = budget.batches or 0, budget.seconds or 0
+  end
+  if self.stage == "done" then return true end
+  if self._failed then error("advance: this run failed; start a new one with trainer:fit_run", 2) end
+  local trainer = self.trainer
+  if trainer._run ~= self then
+    if trainer._run ~= nil and trainer._run.stage ~= "new" and trainer._run.stage ~= "done" then
+      error("advance: the trainer is running another fit; finish it first", 2)
+    end
+  end
+  if self.stage == "new" then start_fit(self) end
+  trainer.interrupted = false
+  trainer.state.status = "running"
+  local st, msg = trainer._lp:fit_advance(nb, secs, true)
+  if st == "error" then
+    trainer:_guard(function() error({ lutra_hook_error = true, msg = msg }, 0) end)
+  elseif st == "interrupted" then
+    lt.interrupt_clear()
+    trainer.interrupted = true
+    trainer.state.status = "interrupted"
+    trainer:_on_exception("interrupted")
+    return false
+  elseif st == "done" then
+    finish_fit(self)
+    return true
+  end
+  return false
+end
+
+--- trainer:fit(model, train_loader[, val_loader][, {ckpt_path=}])
+function Trainer:fit(model, train, val, opts)
+  if opts == nil and is_options(val) then val, opts = nil, val end
+  local run = self._run
+  if run and run.model == model and run.stage == "fit" and (self.interrupted or run._stepwise == nil) then
+    -- an interrupted fit continues where it stopped
+    run:advance()
+    return
+  end
+  run = self:fit_run(model, train, val, opts)
+  run:advance()
+end
+
+-- ---- validate / test / predict ------------------------------------------------------------------------------
+
+local STAGE_OF = { validation = "validate", test = "test", predict = "predict" }
+local STEP_OF = { validation = "validation_step", test = "test_step", predict = "predict_step" }
+
+function Trainer:_eval(kind, model, loaders)
+  local what = STAGE_OF[kind]
+  if type(model) ~= "table" then error(what .. ": the model must be a table, got " .. type(model), 3) end
+  if self._run and self._run.stage == "fit" then
+    error(what .. ": a fit run is in progress (interrupted or stepwise); finish it first", 3)
+  end
+  if kind ~= "predict" and type(model[STEP_OF[kind]]) ~= "function" then
+    error(fmt("%s: the model has no %s", what, STEP_OF[kind]), 3)
+  end
+  self:_begin_run(model, what)
+  self._standalone = true
+  local results = self:_guard(function()
+    local list, n = eval_config(self, kind, loaders, what)
+    self._eval_loaders = list
+    self._n_eval_loaders = #list
+    self._eval_results, self._predictions = nil, nil
+    self._lp:set_cfg(cfg_for(self, { num_eval_batches = n }))
+    self:_call_model_hook("configure_callbacks")
+    self:_call_model_hook("prepare_data")
+    call_both(self, "setup", what)
+    check_status(self, self._lp:refresh(false))
+    local st, msg = self._lp:eval_run(kind, true)
+    if st == "error" then error({ lutra_hook_error = true, msg = msg }, 0) end
+    if st == "interrupted" then
+      lt.interrupt_clear()
+      self.interrupted = true
+      self:_on_exception("interrupted")
+    end
+    call_both(self, "teardown", what)
+    if kind ~= "predict" then
+      for _, lg in ipairs(self.loggers) do if lg.finalize then lg:finalize("success") end end
+    end
+    if kind == "predict" then
+      local p = self._predictions or {}
+      if #list == 1 then return p[1] or {} end
+      return p
+    end
+    local r = self._eval_results
+    if r == nil then
+      r = {}
+      for i = 1, #list do r[i] = {} end
+    end
+    return r
+  end)
+  self._standalone = false
+  self:_end_run(self.interrupted and "interrupted" or "finished")
+  return results
+end
+
+function Trainer:validate(model, loaders) return self:_eval("validation", model, loaders) end
+function Trainer:test(model, loaders) return self:_eval("test", model, loaders) end
+function Trainer:predict(model, loaders) return self:_eval("predict", model, loaders) end
+
+-- ---- checkpoints (the seam for lutra.checkpoint) ----------------------------------------------------------
+
+function Trainer:save_checkpoint(path)
+  local ck = require "lutra.checkpoint"
+  if type(ck.save_trainer) ~= "function" then
+    error("save_checkpoint: lutra.checkpoint.save_trainer is not available", 2)
+  end
+  return ck.save_trainer(self, path)
+end
+
+function Trainer:_loops_state_dict() return self.fit_loop:state_dict() end
+function Trainer:_loops_load_state_dict(sd) return self.fit_loop:load_state_dict(sd) end
+
+return Trainer

@@ -1,0 +1,246 @@
+-- lutra.trainer.loops — the C loops as Lua objects: trainer.fit_loop, .epoch_loop, .batch_loop,
+-- .optimizer_loop, .manual_loop, .val_loop (.epoch_loop), trainer.validate_loop / test_loop / predict_loop.
+--
+--   loop.progress          {total = {ready, started, processed, completed}, current = {...}} (a snapshot)
+--   loop.restarting        read; assigning sets it on the loop and every loop below (load_state_dict does)
+--   loop.phase             "idle" | "running" | "advance" (where the loop stopped in its template)
+--   loop:state_dict()      Lightning 1.6's layout: {state_dict = {...}, <progress name> = {...},
+--                          ["epoch_loop.state_dict"] = ..., ["epoch_loop.batch_progress"] = ..., ...}
+--   loop:load_state_dict(sd)   the counters back, restarting = true (the unfinished unit is redone)
+--   loop:connect{epoch_loop = my_loop}   a Lua loop (lt.Loop, or any table with done and advance) takes the
+--                          slot; it gets my_loop.trainer and runs when the parent would run the child.
+--   loop:run()             (C loops other than the fit loop) runs the loop to its end, for custom parents:
+--                          batch_loop:run(batch, batch_idx) trains on that batch; val_loop:run() validates.
+local M = {}
+
+-- ids of core/src/lt_loop.h (lt_loop_id, lt_slot)
+local ID = { fit = 0, fit_epoch = 1, batch = 2, optimizer = 3, manual = 4, val = 5, val_epoch = 6, validate = 7,
+  validate_epoch = 8, test = 9, test_epoch = 10, predict = 11, predict_epoch = 12 }
+local SLOT = { fit_epoch = 0, batch = 1, optimizer = 2, manual = 3, val = 4, val_epoch = 5, validate_epoch = 6,
+  test_epoch = 7, predict_epoch = 8 }
+M.ID, M.SLOT = ID, SLOT
+
+local CLoop = {}
+
+local function prog_copy(p, extra)
+  if extra then for k, v in pairs(extra) do p[k] = v end end
+  return p
+end
+
+-- what each loop saves besides its children: {key = function(trainer, lp) -> value}
+local SAVERS = {
+  [ID.fit] = function(lp) return { epoch_progress = lp:progress(ID.fit) } end,
+  [ID.fit_epoch] = function(lp)
+    local st = lp:state()
+    return {
+      state_dict = { _batches_that_stepped = st.batches_that_stepped },
+      batch_progress = prog_copy(lp:progress(ID.fit_epoch), { is_last_batch = st.is_last_batch }),
+      scheduler_progress = lp:progress(ID.fit_epoch, "scheduler"),
+    }
+  end,
+  [ID.optimizer] = function(lp)
+    return { optim_progress = { optimizer = { step = lp:progress(ID.optimizer), zero_grad = lp:progress(ID.optimizer,
+      "zero_grad") }, optimizer_position = lp:state().optimizer_position } }
+  end,
+  [ID.manual] = function(lp) return { optim_step_progress = lp:progress(ID.manual) } end,
+  [ID.val] = function(lp) return { dataloader_progress = lp:progress(ID.val) } end,
+  [ID.val_epoch] = function(lp) return { batch_progress = lp:progress(ID.val_epoch) } end,
+  [ID.validate] = function(lp) return { dataloader_progress = lp:progress(ID.validate) } end,
+  [ID.validate_epoch] = function(lp) return { batch_progress = lp:progress(ID.validate_epoch) } end,
+  [ID.test] = function(lp) return { dataloader_progress = lp:progress(ID.test) } end,
+  [ID.test_epoch] = function(lp) return { batch_progress = lp:progress(ID.test_epoch) } end,
+  [ID.predict] = function(lp) return { dataloader_progress = lp:progress(ID.predict) } end,
+  [ID.predict_epoch] = function(lp) return { batch_progress = lp:progress(ID.predict_epoch) } end,
+}
+
+local LOADERS = {
+  [ID.fit] = function(lp, sd) if sd.epoch_progress then lp:set_progress(ID.fit, sd.epoch_progress) end end,
+  [ID.fit_epoch] = function(lp, sd)
+    if type(sd.state_dict) == "table" and sd.state_dict._batches_that_stepped then
+      lp:set("batches_that_stepped", sd.state_dict._batches_that_stepped)
+    end
+    if sd.batch_progress then
+      lp:set_progress(ID.fit_epoch, sd.batch_progress)
+      lp:set("is_last_batch", sd.batch_progress.is_last_batch and true or false)
+    end
+    if sd.scheduler_progress then lp:set_progress(ID.fit_epoch, sd.scheduler_progress, "scheduler") end
+  end,
+  [ID.optimizer] = function(lp, sd)
+    local op = sd.optim_progress
+    if type(op) == "table" then
+      if op.optimizer and op.optimizer.step then lp:set_progress(ID.optimizer, op.optimizer.step) end
+      if op.optimizer and op.optimizer.zero_grad then lp:set_progress(ID.optimizer, op.optimizer.zero_grad, "zero_grad") end
+      if op.optimizer_position then lp:set("optimizer_position", op.optimizer_position) end
+    end
+  end,
+  [ID.manual] = function(lp, sd) if sd.optim_step_progress then lp:set_progress(ID.manual, sd.optim_step_progress) end end,
+}
+for _, name in ipairs { "val", "validate", "test", "predict" } do
+  local id = ID[name]
+  LOADERS[id] = function(lp, sd) if sd.dataloader_progress then lp:set_progress(id, sd.dataloader_progress) end end
+  local eid = ID[name .. "_epoch"]
+  LOADERS[eid] = function(lp, sd) if sd.batch_progress then lp:set_progress(eid, sd.batch_progress) end end
+end
+
+local function is_cloop(x) return type(x) == "table" and rawget(x, "_is_cloop") == true end
+
+function CLoop:state_dict(prefix, into)
+  prefix = prefix or ""
+  into = into or {}
+  local lp = self._trainer._lp
+  local own = SAVERS[self._id] and SAVERS[self._id](lp) or {}
+  into[prefix .. "state_dict"] = own.state_dict or {}
+  for k, v in pairs(own) do if k ~= "state_dict" then into[prefix .. k] = v end end
+  for _, name in ipairs(self._child_names) do
+    local child = self._children[name]
+    if is_cloop(child) then
+      child:state_dict(prefix .. name .. ".", into)
+    elseif type(child) == "table" and type(child.state_dict) == "function" then
+      into[prefix .. name .. ".state_dict"] = child:state_dict()
+    end
+  end
+  return into
+end
+
+function CLoop:load_state_dict(sd, prefix)
+  if type(sd) ~= "table" then error("load_state_dict: expected a table, got " .. type(sd), 2) end
+  prefix = prefix or ""
+  local lp = self._trainer._lp
+  local own = {}
+  local plen = #prefix
+  for k, v in pairs(sd) do
+    if type(k) == "string" and k:sub(1, plen) == prefix then
+      local rest = k:sub(plen + 1)
+      if not rest:find(".", 1, true) then own[rest] = v end
+    end
+  end
+  if LOADERS[self._id] then LOADERS[self._id](lp, own) end
+  for _, name in ipairs(self._child_names) do
+    local child = self._children[name]
+    if is_cloop(child) then
+      child:load_state_dict(sd, prefix .. name .. ".")
+    elseif type(child) == "table" and type(child.load_state_dict) == "function" and sd[prefix .. name .. ".state_dict"] then
+      child:load_state_dict(sd[prefix .. name .. ".state_dict"])
+    end
+  end
+  if prefix == "" then lp:restarting(self._id, true) end
+end
+
+function CLoop:connect(children)
+  if type(children) ~= "table" then error("connect: expected {name = loop}, got " .. type(children), 2) end
+  for name, loop in pairs(children) do
+    local slot = self._slots[name]
+    if slot == nil then
+      local known = {}
+      for n in pairs(self._slots) do known[#known + 1] = n end
+      table.sort(known)
+      error(string.format("connect: %s has no child loop '%s' (children: %s)", self._name, tostring(name),
+        #known > 0 and table.concat(known, ", ") or "none"), 2)
+    end
+    if is_cloop(loop) then
+      if loop._id ~= self._default_children[name]._id then
+        error(string.format("connect: a C loop can only take its own slot ('%s' is %s)", name, loop._name), 2)
+      end
+      self._children[name] = loop
+      self._trainer._lp:set_custom(slot, false)
+    else
+      if type(loop) ~= "table" or type(loop.advance) ~= "function" or loop.done == nil then
+        error(string.format("connect: '%s' must be a loop (a table with done and advance, e.g. lt.Loop)", name), 2)
+      end
+      loop.trainer = self._trainer
+      self._children[name] = loop
+      self._trainer._lp:set_custom(slot, true)
+    end
+  end
+end
+
+local RUNNABLE = { [ID.batch] = SLOT.batch, [ID.optimizer] = SLOT.optimizer, [ID.manual] = SLOT.manual,
+  [ID.val] = SLOT.val, [ID.fit_epoch] = SLOT.fit_epoch }
+
+function CLoop:run(batch, batch_idx)
+  local slot = RUNNABLE[self._id]
+  if slot == nil then error("run: " .. self._name .. " cannot be run on its own", 2) end
+  local t = self._trainer
+  if not t._env.R then error("run: " .. self._name .. " runs only inside a trainer run (from a custom loop)", 2) end
+  if batch ~= nil then t._env.R[1] = batch end
+  if batch_idx ~= nil then t._lp:set("batch_idx", batch_idx) end
+  t._lp:run_slot(slot)
+end
+
+local CLoopMT = {
+  __index = function(self, k)
+    local v = CLoop[k]
+    if v ~= nil then return v end
+    local lp = rawget(self, "_trainer")._lp
+    if k == "progress" then return lp:progress(self._id) end
+    if k == "restarting" then return lp:restarting(self._id) end
+    if k == "phase" then return lp:phase(self._id) end
+    if k == "trainer" then return rawget(self, "_trainer") end
+    local c = rawget(self, "_children")[k]
+    if c ~= nil then return c end
+    return nil
+  end,
+  __newindex = function(self, k, v)
+    if k == "restarting" then
+      self._trainer._lp:restarting(self._id, v and true or false)
+    elseif self._slots[k] then
+      self:connect { [k] = v }
+    else
+      rawset(self, k, v)
+    end
+  end,
+  __tostring = function(self) return "Loop(" .. self._name .. ")" end,
+}
+
+local function make(trainer, name, id, children, slots)
+  local l = { _is_cloop = true, _trainer = trainer, _name = name, _id = id, _children = {}, _default_children = {},
+    _child_names = {}, _slots = slots or {} }
+  for _, c in ipairs(children or {}) do
+    l._children[c[1]] = c[2]
+    l._default_children[c[1]] = c[2]
+    l._child_names[#l._child_names + 1] = c[1]
+  end
+  return setmetatable(l, CLoopMT)
+end
+
+function M.build(trainer)
+  local optimizer = make(trainer, "optimizer_loop", ID.optimizer)
+  local manual = make(trainer, "manual_loop", ID.manual)
+  local batch = make(trainer, "batch_loop", ID.batch, { { "optimizer_loop", optimizer }, { "manual_loop", manual } },
+    { optimizer_loop = SLOT.optimizer, manual_loop = SLOT.manual })
+  local val_epoch = make(trainer, "val_loop.epoch_loop", ID.val_epoch)
+  local val = make(trainer, "val_loop", ID.val, { { "epoch_loop", val_epoch } }, { epoch_loop = SLOT.val_epoch })
+  local epoch = make(trainer, "epoch_loop", ID.fit_epoch, { { "batch_loop", batch }, { "val_loop", val } },
+    { batch_loop = SLOT.batch, val_loop = SLOT.val })
+  local fit = make(trainer, "fit_loop", ID.fit, { { "epoch_loop", epoch } }, { epoch_loop = SLOT.fit_epoch })
+  local function eval(name, id, eid, slot)
+    local e = make(trainer, name .. ".epoch_loop", eid)
+    return make(trainer, name, id, { { "epoch_loop", e } }, { epoch_loop = slot })
+  end
+  return fit, eval("validate_loop", ID.validate, ID.validate_epoch, SLOT.validate_epoch),
+    eval("test_loop", ID.test, ID.test_epoch, SLOT.test_epoch),
+    eval("predict_loop", ID.predict, ID.predict_epoch, SLOT.predict_epoch)
+end
+
+-- The Lua loop in a slot (called by the C loops through env.run_custom).
+local SLOT_PATH = {
+  [SLOT.fit_epoch] = { "fit_loop", "epoch_loop" },
+  [SLOT.batch] = { "fit_loop", "epoch_loop", "batch_loop" },
+  [SLOT.optimizer] = { "fit_loop", "epoch_loop", "batch_loop", "optimizer_loop" },
+  [SLOT.manual] = { "fit_loop", "epoch_loop", "batch_loop", "manual_loop" },
+  [SLOT.val] = { "fit_loop", "epoch_loop", "val_loop" },
+  [SLOT.val_epoch] = { "fit_loop", "epoch_loop", "val_loop", "epoch_loop" },
+  [SLOT.validate_epoch] = { "validate_loop", "epoch_loop" },
+  [SLOT.test_epoch] = { "test_loop", "epoch_loop" },
+  [SLOT.predict_epoch] = { "predict_loop", "epoch_loop" },
+}
+
+function M.run_custom(trainer, slot)
+  local path = SLOT_PATH[slot]
+  local node = trainer[path[1]]
+  for i = 2, #path do node = rawget(node, "_children")[path[i]] end
+  if type(node.run) == "function" then return node:run() end
+  return require("lutra.loop").run(node)
+end
+
+return M
