@@ -22,6 +22,13 @@
 -- any batch boundary. After load_state_dict(sd), the next iter() continues that epoch at `position` with the
 -- same permutation (a position equal to #loader is a finished epoch: iter() then starts the next one), and
 -- later epochs follow as they would have.
+--
+-- Sharding (data-parallel training, lt.distributed): loader:set_shard(rank, world_size) makes each epoch
+-- yield only this rank's share of the epoch's order, as PyTorch's DistributedSampler: the order (the same on
+-- every rank: the loader's RNG state is the same everywhere) is padded to a multiple of world_size by
+-- repeating it from its start, and rank r (0-based) takes positions r+1, r+1+W, ...; #loader counts this
+-- rank's batches. The state_dict records world_size, so a state saved with W ranks and loaded with another
+-- number continues the epoch with the samples not yet seen (shared among the new ranks).
 local lt = require "lutra"
 local C = require("lutra.core")._data
 
@@ -461,9 +468,15 @@ local function num_batches(n, bs, drop_last)
   return math.ceil(n / bs)
 end
 
+-- Samples this rank sees in an epoch of n (sharding: ceil(n / world_size)).
+local function epoch_len(f, n)
+  if f._shard then return math.ceil(n / f._shard.world_size) end
+  return n
+end
+
 function DataLoader.__len(self)
   local f = fields_of[self]
-  return num_batches(dataset_len("DataLoader", f.dataset), f.batch_size, f.drop_last)
+  return num_batches(epoch_len(f, dataset_len("DataLoader", f.dataset)), f.batch_size, f.drop_last)
 end
 
 function DataLoader.__tostring(self)
@@ -544,6 +557,7 @@ function M.DataLoader(ds, opts)
     _epoch = 0, _pos = 0, _n = n,
     _rng = shuffle and (opts.seed and C.rng_seed(opts.seed) or C.rng_draw()) or nil,
     _next_rng = nil, _perm = nil, _perm_list = nil, _resume = false, _gen = 0,
+    _shard = nil, _skip = 0, -- sharding: {rank, world_size}; samples of the epoch's order already seen
     _fast = tensor_backed and opts.collate_fn == nil,
   }
   return new_object(DataLoader, f)
@@ -559,13 +573,65 @@ local function draw_perm(f, n)
   end
 end
 
+-- This rank's share of the epoch's order (sharding, or the rest of an epoch resumed with another number of
+-- ranks): a 1-based int64 tensor (nil when empty), and its length.
+local function shard_perm(f, n, perm)
+  local order
+  if perm then order = perm:totable()
+  else
+    order = {}
+    for i = 1, n do order[i] = i end
+  end
+  if f._skip > 0 then
+    local rest = {}
+    for i = f._skip + 1, n do rest[#rest + 1] = order[i] end
+    order = rest
+  end
+  local sh = f._shard or { rank = 0, world_size = 1 }
+  local mine = require("lutra.distributed").shard_indices(order, sh.rank, sh.world_size)
+  if #mine == 0 then return nil, 0 end
+  return lt.tensor(mine, "int64"), #mine
+end
+
+--- loader:set_shard(rank, world_size): this rank's share of every epoch from now on (see the header);
+--- set_shard(0, 1) turns sharding off. Iterators made before are stale.
+function DataLoader:set_shard(rank, world_size)
+  local f = fields_of[self]
+  if not (is_int(world_size) and world_size >= 1) then
+    error("DataLoader:set_shard: world_size must be an integer >= 1, got " .. tostring(world_size), 2)
+  end
+  if not (is_int(rank) and rank >= 0 and rank < world_size) then
+    error(string.format("DataLoader:set_shard: rank must be an integer in 0..%d, got %s", world_size - 1, tostring(rank)), 2)
+  end
+  f._shard = world_size > 1 and { rank = rank, world_size = world_size } or nil
+  f._gen = f._gen + 1
+end
+
+--- loader:shard() -> rank, world_size (0, 1 when not sharded)
+function DataLoader:shard()
+  local s = fields_of[self]._shard
+  if s then return s.rank, s.world_size end
+  return 0, 1
+end
+
 --- for batch in loader:iter() do ... end: one epoch (a new one per call, or the rest of a resumed one).
 function DataLoader:iter()
   local f = fields_of[self]
   local ds = f.dataset
   local n = dataset_len("DataLoader", ds)
   local bs = f.batch_size
-  local nb = num_batches(n, bs, f.drop_last)
+  local W = f._shard and f._shard.world_size or 1
+  if f._resume and f._saved_world and f._saved_world ~= W and f._epoch > 0 and n == f._n then
+    -- saved with another number of ranks: continue the epoch with the samples not yet seen
+    local saved_nb = num_batches(math.ceil((n - f._skip) / f._saved_world), bs, f.drop_last)
+    if f._pos >= saved_nb then -- a finished epoch
+      f._skip, f._pos = 0, num_batches(epoch_len(f, n), bs, f.drop_last)
+    else -- global batch b of W ranks covers positions [b*bs*W, (b+1)*bs*W) of the (remaining) order
+      f._skip, f._pos = math.min(n, f._skip + f._pos * bs * f._saved_world), 0
+    end
+  end
+  f._saved_world = nil
+  local nb = num_batches(epoch_len(f, n - f._skip), bs, f.drop_last)
   if f._resume and f._epoch > 0 and f._pos < nb then
     -- continue the restored epoch at its position, with the permutation drawn from the restored state
     if n ~= f._n then
@@ -577,13 +643,17 @@ function DataLoader:iter()
       if not f._next_rng then draw_perm(f, f._n) end -- restored state: advance past that epoch's draw
       f._rng = f._next_rng
     end
-    f._epoch, f._pos, f._n = f._epoch + 1, 0, n
+    f._epoch, f._pos, f._n, f._skip = f._epoch + 1, 0, n, 0
     f._perm, f._perm_list, f._next_rng = nil, nil, nil
     draw_perm(f, n)
+    nb = num_batches(epoch_len(f, n), bs, f.drop_last)
   end
   f._resume = false
   f._gen = f._gen + 1
   local gen, perm = f._gen, f._perm
+  local m = n -- samples in this epoch (on this rank)
+  local shard_list -- the slow path's list of this rank's indices (sharding)
+  if f._shard or f._skip > 0 then perm, m = shard_perm(f, n, perm) end
   local tensors = f._fast and fields_of[ds].tensors or nil
   return function()
     if f._gen ~= gen then
@@ -592,13 +662,17 @@ function DataLoader:iter()
     local b = f._pos
     if b >= nb then return nil end
     local start = b * bs
-    local count = math.min(bs, n - start)
+    local count = math.min(bs, m - start)
     local batch
     if tensors then
       batch = C.gather(tensors, perm, start, count)
     else
-      local list = f._perm_list
-      if perm and not list then list = perm:totable(); f._perm_list = list end
+      local sharded = f._shard or f._skip > 0
+      local list = sharded and shard_list or f._perm_list
+      if perm and not list then
+        list = perm:totable()
+        if sharded then shard_list = list else f._perm_list = list end
+      end
       local samples = {}
       for j = 1, count do
         local i = list and list[start + j] or start + j
@@ -616,10 +690,15 @@ end
 --- loader:state_dict(): {epoch, position, rng, n, batch_size, shuffle, drop_last} (plain values, JSON-able).
 function DataLoader:state_dict()
   local f = fields_of[self]
-  return {
+  local sd = {
     epoch = f._epoch, position = f._pos, rng = f._rng or false, n = f._n,
     batch_size = f.batch_size, shuffle = f.shuffle, drop_last = f.drop_last,
   }
+  if f._shard or f._skip > 0 then -- sharding: the layout the position counts in
+    sd.world_size = f._shard and f._shard.world_size or 1
+    sd.skip = f._skip
+  end
+  return sd
 end
 
 --- loader:load_state_dict(sd): the next iter() continues the saved epoch at the saved position.
@@ -654,7 +733,14 @@ function DataLoader:load_state_dict(sd)
     end
     C.randperm(0, sd.rng) -- validates the string
   end
+  for _, k in ipairs { "world_size", "skip" } do
+    if sd[k] ~= nil and not (is_int(sd[k]) and sd[k] >= (k == "skip" and 0 or 1)) then
+      error(string.format("DataLoader:load_state_dict: field '%s' must be an integer >= %d, got %s", k,
+        k == "skip" and 0 or 1, tostring(sd[k])), 2)
+    end
+  end
   f._epoch, f._pos, f._n = sd.epoch, sd.position, n
+  f._skip, f._saved_world = math.min(sd.skip or 0, n), sd.world_size or 1
   f._rng = f.shuffle and sd.rng or nil
   f._perm, f._perm_list, f._next_rng = nil, nil, nil
   f._resume = true

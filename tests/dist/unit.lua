@@ -1,0 +1,103 @@
+-- tests/dist/unit.lua — run under `mpirun -np 2` by tests/dist_spec.lua: the communication layer's
+-- collectives. Each rank writes what it saw to <outdir>/unit_<rank>.lua (a Lua table) for the spec to check.
+local lt = require "lutra"
+local D = lt.distributed
+local outdir = assert(arg[1], "usage: unit.lua OUTDIR")
+
+local res = { launched = { D.launched() }, before_init = { D.is_initialized(), D.rank(), D.world_size() } }
+D.init()
+D.init() -- idempotent
+local r, W = D.rank(), D.world_size()
+res.rank, res.world, res.is_initialized = r, W, D.is_initialized()
+
+local function err(f, ...)
+  local ok, e = pcall(f, ...)
+  return ok and "no error" or tostring(e)
+end
+
+-- all_reduce of one float32 tensor, each op
+for _, op in ipairs { "sum", "mean", "max", "min" } do
+  local t = lt.tensor { r + 1, 10 * (r + 1), -(r + 1) }
+  local back = D.all_reduce(t, op)
+  res["op_" .. op] = t:totable()
+  res.returns_arg = back == t
+end
+-- many tensors through buckets of 40 bytes (several buckets, several tensors larger than a bucket)
+local list = {}
+for i = 1, 7 do list[i] = lt.full({ i, 3 }, (r + 1) * i) end
+D.all_reduce(list, "mean", { bucket_cap_mb = 40 / 2 ^ 20 })
+res.bucketed = {}
+for i = 1, 7 do res.bucketed[i] = { list[i]:min():item(), list[i]:max():item() } end
+-- int64 sum and max
+local ti = lt.tensor({ r + 1, 2 ^ 40 + r }, "int64")
+D.all_reduce(ti, "sum")
+res.int64_sum = ti:totable()
+res.int64_mean_err = err(D.all_reduce, lt.tensor({ 1 }, "int64"), "mean")
+-- a view that is not contiguous
+res.noncontig_err = err(D.all_reduce, lt.zeros(3, 4):t(), "sum")
+res.bad_op_err = err(D.all_reduce, lt.zeros(2), "avg")
+res.bad_arg_err = err(D.all_reduce, 42, "sum")
+-- numbers
+res.number_sum = D.all_reduce_number(r + 0.5, "sum")
+res.number_mean = D.all_reduce_number(r + 0.5, "mean")
+res.numbers_max = D.all_reduce_numbers({ r, -r, 7 }, "max")
+
+-- broadcast: from rank 0, from rank 1, of a non-contiguous view, of a list, of a string
+local b = lt.full({ 2, 3 }, r + 1)
+D.broadcast(b, 0)
+res.bcast0 = b:totable()
+local b1 = lt.tensor { { 1, 2 }, { 3, 4 } } * (r + 1)
+D.broadcast(b1, 1)
+res.bcast1 = b1:totable()
+local base = lt.arange(1, 7):view(2, 3) * (r + 1)
+local v = base:t()
+D.broadcast(v, 0)
+res.bcast_view = base:totable()
+local l = { lt.full({ 2 }, r), lt.full({ 3 }, r + 10) }
+D.broadcast(l, 1)
+res.bcast_list = { l[1]:totable(), l[2]:totable() }
+res.bcast_string = D.broadcast_string(r == 0 and "from rank 0" or nil, 0)
+res.bcast_long_string = #D.broadcast_string(r == 1 and string.rep("x", 100000) or nil, 1)
+-- a shape that differs across ranks: an error on every rank, no hang
+res.bcast_mismatch_err = err(D.broadcast, lt.zeros(2 + r), 0)
+res.bcast_src_err = err(D.broadcast, lt.zeros(2), 5)
+
+-- the gradient reducer: mean of gradients, a parameter with a gradient on rank 1 only, one with none anywhere
+local p1, p2, p3, p4 = lt.param(lt.zeros(3)), lt.param(lt.zeros(2, 2)), lt.param(lt.zeros(4)), lt.param(lt.zeros(1))
+local red = D.GradReducer({ p1, p2, p3, p4 }, { bucket_cap_mb = 12 / 2 ^ 20 })
+res.nbuckets = red:nbuckets()
+for step = 1, 2 do
+  p1.grad, p2.grad, p3.grad = nil, nil, nil
+  local loss = (p1 * (r + 1)):sum() + (p2 * (step * (r + 1))):sum()
+  if r == 1 then loss = loss + (p3 * 3):sum() end
+  loss:backward()
+  if step == 2 then red:ready(1) end -- early readiness of one parameter changes nothing
+  red:finish()
+  res["grad_step" .. step] = { p1.grad:totable(), p2.grad:totable(), p3.grad and p3.grad:totable() or "nil",
+    p4.grad and p4.grad:totable() or "nil" }
+end
+res.reducer_stats = red:stats()
+res.reducer_bad_op = err(D.GradReducer, { p1 }, { op = "max" })
+res.reducer_bad_opt = err(D.GradReducer, { p1 }, { bucket_mb = 1 })
+
+-- sampler
+local s = D.DistributedSampler(10, { shuffle = true, seed = 3 })
+s:set_epoch(1)
+res.sampler = s:indices()
+res.sampler_len = s:len()
+
+D.barrier()
+local f = assert(io.open(string.format("%s/unit_%d.lua", outdir, r), "w"))
+local function ser(x)
+  if type(x) == "table" then
+    local parts = {}
+    for k, val in pairs(x) do
+      parts[#parts + 1] = "[" .. (type(k) == "string" and string.format("%q", k) or tostring(k)) .. "]=" .. ser(val)
+    end
+    return "{" .. table.concat(parts, ",") .. "}"
+  elseif type(x) == "string" then return string.format("%q", x)
+  elseif type(x) == "number" then return string.format("%.17g", x)
+  else return tostring(x) end
+end
+f:write("return ", ser(res), "\n")
+f:close()

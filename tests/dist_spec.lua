@@ -1,0 +1,373 @@
+-- tests/dist_spec.lua — data-parallel training over MPI (lt.distributed, Trainer{strategy="ddp"}).
+--
+-- The collectives and the Trainer run under `mpirun --allow-run-as-root --oversubscribe -np N` on the scripts
+-- in tests/dist/ (with luajit and the same module paths as this busted run); each rank writes what it saw
+-- to a file this spec reads. Sharding of the DataLoader and the sampler are checked in-process.
+-- Without mpirun (or a build without MPI) the multi-process tests are pending with the reason.
+local lt = require "lutra"
+local D = lt.distributed
+
+local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+local function slurp(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("*a")
+  f:close()
+  return s
+end
+
+local function mpirun_path()
+  local p = io.popen("command -v mpirun 2>/dev/null")
+  local s = p:read("*a")
+  p:close()
+  s = s:gsub("%s+$", "")
+  return s ~= "" and s or nil
+end
+
+local MPIRUN = mpirun_path()
+local SKIP_REASON = not MPIRUN and "mpirun not found (apt-get install openmpi-bin libopenmpi-dev)"
+  or not D.available() and "lutra was built without MPI (install libopenmpi-dev and rebuild)" or nil
+
+local function now()
+  local p = io.popen("date +%s.%N")
+  local t = tonumber(p:read("*a"))
+  p:close()
+  return t
+end
+
+-- Runs `mpirun -np n luajit tests/dist/<script> outdir args...`; returns {code, out, err, seconds, dir}.
+local function mpirun(n, script, args, opts)
+  opts = opts or {}
+  local dir = os.tmpname()
+  os.remove(dir)
+  assert(os.execute("mkdir -p " .. q(dir)) == 0)
+  local words = {}
+  for _, a in ipairs(args or {}) do words[#words + 1] = q(a) end
+  local env = string.format("LUA_PATH=%s LUA_CPATH=%s OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1",
+    q(package.path), q(package.cpath))
+  local cmd = string.format("env %s %s %s --allow-run-as-root --oversubscribe --mca btl self,vader -np %d luajit %s %s %s",
+    env, opts.timeout and ("timeout " .. opts.timeout) or "timeout 120", MPIRUN, n, q("tests/dist/" .. script), q(dir),
+    table.concat(words, " "))
+  local t0 = now()
+  local p = io.popen("(" .. cmd .. ") >" .. q(dir .. "/stdout") .. " 2>" .. q(dir .. "/stderr") .. "; echo $?")
+  local code = tonumber(p:read("*a"):match("(%d+)%s*$"))
+  p:close()
+  return { code = code, out = slurp(dir .. "/stdout") or "", err = slurp(dir .. "/stderr") or "",
+           seconds = now() - t0, dir = dir }
+end
+
+-- The table rank r wrote to <dir>/<name>_<r>.lua.
+local function result(run, name, r)
+  local path = string.format("%s/%s_%d.lua", run.dir, name, r)
+  local chunk = loadfile(path)
+  assert(chunk, "rank " .. r .. " wrote no " .. path .. "\nstdout:\n" .. run.out .. "\nstderr:\n" .. run.err)
+  return chunk()
+end
+
+local function sorted(t)
+  local c = {}
+  for i, v in ipairs(t) do c[i] = v end
+  table.sort(c)
+  return c
+end
+
+local function range(a, b)
+  local t = {}
+  for i = a, b do t[#t + 1] = i end
+  return t
+end
+
+-- ---- in-process: sampler and loader sharding -----------------------------------------------------------
+
+describe("lt.distributed.shard_indices", function()
+  it("pads to a multiple of world_size by repeating from the start and deals positions r, r+W, ...", function()
+    local order = { 10, 20, 30, 40, 50 }
+    assert.same({ 10, 40 }, D.shard_indices(order, 0, 3))
+    assert.same({ 20, 50 }, D.shard_indices(order, 1, 3))
+    assert.same({ 30, 10 }, D.shard_indices(order, 2, 3)) -- padding repeats the first entry
+    assert.same(order, D.shard_indices(order, 0, 1))
+    assert.same({}, D.shard_indices({}, 1, 2))
+  end)
+end)
+
+describe("lt.distributed.DistributedSampler", function()
+  it("gives disjoint equal shares covering every index, identical on every rank, reshuffled per epoch", function()
+    local n, W = 11, 3
+    local all, lens = {}, {}
+    local e0 = {}
+    for r = 0, W - 1 do
+      local s = D.DistributedSampler(n, { num_replicas = W, rank = r, seed = 7 })
+      s:set_epoch(0)
+      local idx = s:indices()
+      lens[#lens + 1] = #idx
+      assert.are.equal(4, s:len())
+      for _, i in ipairs(idx) do all[#all + 1] = i end
+      e0[r] = idx
+      s:set_epoch(1)
+      assert.are_not.same(idx, s:indices())
+      local again = D.DistributedSampler(n, { num_replicas = W, rank = r, seed = 7 })
+      assert.same(idx, again:indices()) -- epoch 0 again: the same order (seed + epoch)
+    end
+    assert.same({ 4, 4, 4 }, lens)
+    -- 12 entries: every index once plus one repeated from the start of the epoch's order
+    local seen = {}
+    for _, i in ipairs(all) do seen[i] = (seen[i] or 0) + 1 end
+    for i = 1, n do assert.truthy(seen[i] and seen[i] >= 1, "index " .. i .. " missing") end
+    assert.are.equal(12, #all)
+    assert.are.equal(e0[0][1], e0[2][4]) -- rank 2's last entry is the padding: the order's first
+  end)
+
+  it("without shuffle deals 1..n in order; drop_last drops the uneven tail instead of padding", function()
+    local s = D.DistributedSampler(7, { num_replicas = 2, rank = 1, shuffle = false })
+    assert.same({ 2, 4, 6, 1 }, s:indices())
+    local d = D.DistributedSampler(7, { num_replicas = 2, rank = 1, shuffle = false, drop_last = true })
+    assert.same({ 2, 4, 6 }, d:indices())
+    assert.are.equal(3, d:len())
+  end)
+
+  it("rejects unknown options and bad ranks by name", function()
+    local ok, e = pcall(D.DistributedSampler, 10, { num_replica = 2 })
+    assert.is_false(ok)
+    assert.matches("unknown option 'num_replica'", e)
+    ok, e = pcall(D.DistributedSampler, 10, { num_replicas = 2, rank = 2 })
+    assert.is_false(ok)
+    assert.matches("rank must be an integer in 0..1, got 2", e, 1, true)
+  end)
+end)
+
+describe("DataLoader:set_shard", function()
+  local function ds(n) return lt.data.TensorDataset(lt.arange(1, n + 1)) end
+  local function ids(batch) return batch[1]:totable() end
+  local function epoch(loader)
+    local out = {}
+    for b in loader:iter() do for _, v in ipairs(ids(b)) do out[#out + 1] = v end end
+    return out
+  end
+
+  it("gives each rank its DistributedSampler share of the loader's shuffled order; #loader counts its batches", function()
+    local n, W = 10, 3
+    local full = lt.data.DataLoader(ds(n), { batch_size = 2, shuffle = true, seed = 5 })
+    local order = epoch(full)
+    local union = {}
+    for r = 0, W - 1 do
+      local l = lt.data.DataLoader(ds(n), { batch_size = 2, shuffle = true, seed = 5 })
+      l:set_shard(r, W)
+      assert.are.equal(2, #l) -- ceil(10/3) = 4 samples in batches of 2
+      assert.same({ r, W }, { l:shard() })
+      local mine = epoch(l)
+      assert.same(D.shard_indices(order, r, W), mine)
+      for _, v in ipairs(mine) do union[#union + 1] = v end
+    end
+    local seen = {}
+    for _, v in ipairs(union) do seen[v] = true end
+    for i = 1, n do assert.truthy(seen[i], "sample " .. i .. " missing") end
+  end)
+
+  it("reshuffles every epoch with the same permutation on every rank (a Lua dataset too)", function()
+    local lua_ds = { len = function() return 9 end, get = function(_, i) return { i } end }
+    local a = lt.data.DataLoader(lua_ds, { batch_size = 4, shuffle = true, seed = 2 })
+    local b = lt.data.DataLoader(lua_ds, { batch_size = 4, shuffle = true, seed = 2 })
+    a:set_shard(0, 2)
+    b:set_shard(1, 2)
+    local a1, b1, a2, b2 = epoch(a), epoch(b), epoch(a), epoch(b)
+    assert.are.equal(5, #a1)
+    assert.are.equal(5, #b1)
+    assert.are_not.same(a1, a2)
+    local u1, u2 = {}, {}
+    for _, v in ipairs(a1) do u1[v] = true end
+    for _, v in ipairs(b1) do u1[v] = true end
+    for _, v in ipairs(a2) do u2[v] = true end
+    for _, v in ipairs(b2) do u2[v] = true end
+    for i = 1, 9 do
+      assert.truthy(u1[i], "epoch 1 misses " .. i)
+      assert.truthy(u2[i], "epoch 2 misses " .. i)
+    end
+  end)
+
+  it("resumes a sharded epoch exactly from its state_dict", function()
+    local a = lt.data.DataLoader(ds(20), { batch_size = 3, shuffle = true, seed = 9 })
+    a:set_shard(1, 2)
+    local it = a:iter()
+    it()
+    local sd = a:state_dict()
+    assert.are.equal(2, sd.world_size)
+    local rest = {}
+    for b in it do for _, v in ipairs(ids(b)) do rest[#rest + 1] = v end end
+    local nxt = epoch(a)
+    local b = lt.data.DataLoader(ds(20), { batch_size = 3, shuffle = true, seed = 1 })
+    b:set_shard(1, 2)
+    b:load_state_dict(sd)
+    assert.same(rest, epoch(b))
+    assert.same(nxt, epoch(b))
+  end)
+
+  it("continues an epoch saved with 2 ranks on 3 ranks (or 1) with exactly the samples not yet seen", function()
+    local n, bs = 23, 2
+    local seen = {}
+    local sd
+    for r = 0, 1 do
+      local l = lt.data.DataLoader(ds(n), { batch_size = bs, shuffle = true, seed = 4 })
+      l:set_shard(r, 2)
+      local it = l:iter()
+      for _ = 1, 3 do for _, v in ipairs(ids(it())) do seen[v] = true end end
+      if r == 0 then sd = l:state_dict() end
+    end
+    local nseen = 0
+    for _ in pairs(seen) do nseen = nseen + 1 end
+    assert.are.equal(12, nseen)
+    for _, W in ipairs { 3, 1 } do
+      local rest = {}
+      for r = 0, W - 1 do
+        local l = lt.data.DataLoader(ds(n), { batch_size = bs, shuffle = true, seed = 4 })
+        l:set_shard(r, W)
+        l:load_state_dict(sd)
+        for _, v in ipairs(epoch(l)) do rest[v] = (rest[v] or 0) + 1 end
+      end
+      for i = 1, n do
+        if seen[i] then assert.is_nil(rest[i], "sample " .. i .. " seen twice with " .. W .. " ranks")
+        else assert.truthy(rest[i], "sample " .. i .. " never seen with " .. W .. " ranks") end
+      end
+    end
+  end)
+
+  it("starts the next epoch after a finished one saved with another number of ranks", function()
+    local a = lt.data.DataLoader(ds(10), { batch_size = 2, shuffle = true, seed = 3 })
+    a:set_shard(0, 2)
+    epoch(a)
+    local sd = a:state_dict()
+    local ref = lt.data.DataLoader(ds(10), { batch_size = 2, shuffle = true, seed = 3 })
+    epoch(ref)
+    local second = epoch(ref) -- epoch 2's order, unsharded
+    local b = lt.data.DataLoader(ds(10), { batch_size = 2, shuffle = true, seed = 3 })
+    b:load_state_dict(sd) -- one process now
+    assert.same(second, epoch(b))
+  end)
+
+  it("rejects bad shard arguments", function()
+    local l = lt.data.DataLoader(ds(4))
+    local ok, e = pcall(l.set_shard, l, 2, 2)
+    assert.is_false(ok)
+    assert.matches("rank must be an integer in 0..1, got 2", e, 1, true)
+    ok, e = pcall(l.set_shard, l, 0, 0)
+    assert.is_false(ok)
+    assert.matches("world_size must be an integer >= 1, got 0", e, 1, true)
+  end)
+end)
+
+describe("lt.distributed without mpirun", function()
+  it("does not initialise MPI when lutra is loaded", function()
+    assert.is_false(D.is_initialized())
+    assert.are.equal(0, D.rank())
+    assert.are.equal(1, D.world_size())
+  end)
+
+  it("says a collective needs init() first", function()
+    if not D.available() then
+      local ok, e = pcall(D.init)
+      assert.is_false(ok)
+      assert.matches("apt-get install openmpi-bin libopenmpi-dev", e, 1, true)
+      return
+    end
+    local ok, e = pcall(D.all_reduce, lt.zeros(2), "sum")
+    assert.is_false(ok)
+    assert.matches("all_reduce: the distributed world is not initialised (call lt.distributed.init() first)", e, 1, true)
+  end)
+end)
+
+-- ---- under mpirun ----------------------------------------------------------------------------------------
+
+local function mpi_describe(name, fn)
+  if SKIP_REASON then
+    describe(name, function() pending(SKIP_REASON) end)
+  else
+    describe(name, fn)
+  end
+end
+
+mpi_describe("collectives on 2 ranks", function()
+  local run, r0, r1
+  setup(function()
+    run = mpirun(2, "unit.lua")
+    assert(run.code == 0, "mpirun failed (" .. tostring(run.code) .. "):\n" .. run.out .. run.err)
+    r0, r1 = result(run, "unit", 0), result(run, "unit", 1)
+  end)
+
+  it("sees the launch, initialises on init() only, and gives ranks 0 and 1 of 2", function()
+    assert.same({ true, 0, 2 }, r0.launched)
+    assert.same({ true, 1, 2 }, r1.launched)
+    assert.same({ false, 0, 1 }, r0.before_init)
+    assert.are.equal(0, r0.rank)
+    assert.are.equal(1, r1.rank)
+    assert.are.equal(2, r1.world)
+  end)
+
+  it("all_reduce sums, averages, takes max and min, in place, on every rank", function()
+    for _, r in ipairs { r0, r1 } do
+      assert.same({ 3, 30, -3 }, r.op_sum)
+      assert.same({ 1.5, 15, -1.5 }, r.op_mean)
+      assert.same({ 2, 20, -1 }, r.op_max)
+      assert.same({ 1, 10, -2 }, r.op_min)
+      assert.is_true(r.returns_arg)
+    end
+  end)
+
+  it("all_reduce of many tensors through small buckets gives every tensor its own mean", function()
+    for _, r in ipairs { r0, r1 } do
+      for i = 1, 7 do assert.same({ 1.5 * i, 1.5 * i }, r.bucketed[i]) end
+    end
+  end)
+
+  it("all_reduce of int64 is exact beyond 2^32; mean of int64 and strided views are errors", function()
+    assert.same({ 3, 2 ^ 41 + 1 }, r0.int64_sum)
+    assert.matches("all_reduce: op 'mean' needs float32 tensors, tensor 1 is int64", r0.int64_mean_err, 1, true)
+    assert.matches("all_reduce: tensor 1 is not contiguous", r0.noncontig_err, 1, true)
+    assert.matches("all_reduce: unknown op 'avg' (expected sum, mean, max or min)", r0.bad_op_err, 1, true)
+    assert.matches("all_reduce: expected a tensor or a list of tensors, got number", r0.bad_arg_err, 1, true)
+  end)
+
+  it("reduces plain numbers", function()
+    assert.are.equal(2, r1.number_sum)
+    assert.are.equal(1, r1.number_mean)
+    assert.same({ 1, 0, 7 }, r0.numbers_max)
+  end)
+
+  it("broadcasts tensors (contiguous or not), lists and strings from the given rank", function()
+    for _, r in ipairs { r0, r1 } do
+      assert.same({ { 1, 1, 1 }, { 1, 1, 1 } }, r.bcast0)
+      assert.same({ { 2, 4 }, { 6, 8 } }, r.bcast1)
+      assert.same({ { 1, 2, 3 }, { 4, 5, 6 } }, r.bcast_view)
+      assert.same({ { 1, 1 }, { 11, 11, 11 } }, r.bcast_list)
+      assert.are.equal("from rank 0", r.bcast_string)
+      assert.are.equal(100000, r.bcast_long_string)
+    end
+  end)
+
+  it("reports tensors that differ across ranks on every rank instead of hanging", function()
+    for _, r in ipairs { r0, r1 } do
+      assert.matches("broadcast: the ranks disagree: rank 1 has a float32 tensor of 3 elements, rank 0 has a float32 tensor of 2 elements",
+        r.bcast_mismatch_err, 1, true)
+      assert.matches("broadcast: src must be a rank in 0..1, got 5", r.bcast_src_err, 1, true)
+    end
+  end)
+
+  it("GradReducer averages gradients in buckets; a gradient on one rank only counts as zeros elsewhere", function()
+    assert.are.equal(4, r0.nbuckets) -- 12-byte buckets: p4 | p3 | p2 | p1 (reverse order)
+    for _, r in ipairs { r0, r1 } do
+      assert.same({ { 1.5, 1.5, 1.5 }, { { 1.5, 1.5 }, { 1.5, 1.5 } }, { 1.5, 1.5, 1.5, 1.5 }, "nil" }, r.grad_step1)
+      assert.same({ { 1.5, 1.5, 1.5 }, { { 3, 3 }, { 3, 3 } }, { 1.5, 1.5, 1.5, 1.5 }, "nil" }, r.grad_step2)
+      assert.are.equal(2, r.reducer_stats.steps)
+      assert.are.equal(8, r.reducer_stats.buckets)
+      assert.matches("GradReducer: op must be mean or sum, got max", r.reducer_bad_op, 1, true)
+      assert.matches("GradReducer: unknown option 'bucket_mb'", r.reducer_bad_opt, 1, true)
+    end
+  end)
+
+  it("DistributedSampler defaults to the world's rank and size", function()
+    assert.are.equal(5, r0.sampler_len)
+    local u = {}
+    for _, i in ipairs(r0.sampler) do u[i] = true end
+    for _, i in ipairs(r1.sampler) do u[i] = true end
+    for i = 1, 10 do assert.truthy(u[i]) end
+  end)
+end)
