@@ -140,6 +140,20 @@ end
 
 -- ---- construction -------------------------------------------------------------------------------------
 
+--- obj is an instance of cls (a lutra class: instances have cls, or a subclass of it, as metatable).
+function Trainer._is_instance(obj, cls)
+  if type(obj) ~= "table" or cls == nil then return false end
+  local mt = getmetatable(obj)
+  local seen = 0
+  while type(mt) == "table" and seen < 32 do
+    if mt == cls then return true end
+    local parent = getmetatable(mt)
+    mt = type(parent) == "table" and parent.__index or nil
+    seen = seen + 1
+  end
+  return false
+end
+
 local function new(_, opts)
   opts = check_options(opts)
   local self = {}
@@ -176,21 +190,30 @@ local function new(_, opts)
   self._opts = o
   if o.seed ~= nil then lt.manual_seed(o.seed) end
 
-  -- callbacks: the user's, then built-ins (a checkpoint callback when enabled, a progress bar on a tty)
+  -- callbacks: the user's, then built-ins (Lightning's callback connector): a ModelCheckpoint when
+  -- checkpointing is enabled (and lutra.checkpoint can save a trainer), a ModelSummary, a ProgressBar on a
+  -- terminal (or when asked)
   local cbs = {}
   for i, cb in ipairs(o.callbacks or {}) do cbs[i] = cb end
-  local callbacks_mod = try_require("lutra.callbacks")
-  if callbacks_mod then
-    local MC = rawget(callbacks_mod, "ModelCheckpoint") or callbacks_mod.ModelCheckpoint
-    local has_ckpt = false
-    for _, cb in ipairs(cbs) do if MC and callbacks_mod.is_model_checkpoint and callbacks_mod.is_model_checkpoint(cb) then has_ckpt = true end end
-    if o.enable_checkpointing and MC and not has_ckpt and callbacks_mod.is_model_checkpoint then
-      cbs[#cbs + 1] = MC { dirpath = nil }
+  local cbm = try_require("lutra.callbacks")
+  if cbm then
+    local function has(cls)
+      for _, cb in ipairs(cbs) do if Trainer._is_instance(cb, cls) then return true end end
+      return false
     end
+    local ck = try_require("lutra.checkpoint")
+    if o.enable_checkpointing and ck and type(ck.save_trainer) == "function" and not has(cbm.ModelCheckpoint) then
+      cbs[#cbs + 1] = cbm.ModelCheckpoint {}
+    end
+    if o.enable_model_summary and not has(cbm.ModelSummary) then cbs[#cbs + 1] = cbm.ModelSummary {} end
     local bar = o.enable_progress_bar
     if bar == nil then bar = stdout_is_tty() end
-    if bar and callbacks_mod.ProgressBar then cbs[#cbs + 1] = callbacks_mod.ProgressBar() end
+    if bar and not has(cbm.ProgressBar) then cbs[#cbs + 1] = cbm.ProgressBar {} end
+    if bar == false then
+      for i = #cbs, 1, -1 do if Trainer._is_instance(cbs[i], cbm.ProgressBar) then table.remove(cbs, i) end end
+    end
   end
+  self._base_callbacks = cbs
   self.callbacks = cbs
 
   -- loggers
@@ -935,17 +958,42 @@ local function cfg_for(self, extra)
   return cfg
 end
 
--- The dispatch order: the callbacks in list order, a built-in ModelCheckpoint moved last.
-local function order_callbacks(self)
+-- The callbacks of a run: the trainer's, then those of the model's configure_callbacks (replacing any of
+-- the same class), in dispatch order: list order, a built-in ModelCheckpoint moved last.
+local function order_callbacks(self, extra)
   local cbm = try_require("lutra.callbacks")
-  local is_ckpt = cbm and cbm.is_model_checkpoint
+  local MC = cbm and cbm.ModelCheckpoint
+  local list = {}
+  for _, cb in ipairs(self._base_callbacks) do list[#list + 1] = cb end
+  if extra then
+    for _, cb in ipairs(extra) do
+      local cls = getmetatable(cb)
+      for i = #list, 1, -1 do
+        if cls ~= nil and getmetatable(list[i]) == cls then table.remove(list, i) end
+      end
+      list[#list + 1] = cb
+    end
+  end
   local first, last = {}, {}
-  for _, cb in ipairs(self.callbacks) do
-    if is_ckpt and is_ckpt(cb) then last[#last + 1] = cb else first[#first + 1] = cb end
+  for _, cb in ipairs(list) do
+    if MC and Trainer._is_instance(cb, MC) then last[#last + 1] = cb else first[#first + 1] = cb end
   end
   for _, cb in ipairs(last) do first[#first + 1] = cb end
   self.callbacks = first
   self._cb_order = first
+  if self._env then self._env.cb_order = first end
+end
+
+local function model_callbacks(self)
+  local extra = self:_call_model_hook("configure_callbacks")
+  if extra == nil then return end
+  if type(extra) ~= "table" then error("configure_callbacks must return a list of callbacks, got " .. type(extra), 0) end
+  for i, cb in ipairs(extra) do
+    if type(cb) ~= "table" then
+      error(fmt("configure_callbacks: element %d is a %s, not a callback table", i, type(cb)), 0)
+    end
+  end
+  order_callbacks(self, extra)
 end
 
 local function check_status(self, status, err, what)
@@ -1062,16 +1110,7 @@ local function start_fit(run)
       end
     end
     -- configure_callbacks, prepare_data, setup
-    local extra = self:_call_model_hook("configure_callbacks")
-    if extra ~= nil then
-      if type(extra) ~= "table" then error("configure_callbacks must return a list of callbacks, got " .. type(extra), 0) end
-      local cbs = {}
-      for _, cb in ipairs(self.callbacks) do cbs[#cbs + 1] = cb end
-      for _, cb in ipairs(extra) do cbs[#cbs + 1] = cb end
-      self.callbacks = cbs
-      order_callbacks(self)
-      self._env.cb_order = self._cb_order
-    end
+    model_callbacks(self)
     self:_call_model_hook("prepare_data")
     self:_configure_fit(model, run.train, run.val)
     call_both(self, "setup", "fit")
@@ -1196,7 +1235,7 @@ function Trainer:_eval(kind, model, loaders)
     self._n_eval_loaders = #list
     self._eval_results, self._predictions = nil, nil
     self._lp:set_cfg(cfg_for(self, { num_eval_batches = n }))
-    self:_call_model_hook("configure_callbacks")
+    model_callbacks(self)
     self:_call_model_hook("prepare_data")
     call_both(self, "setup", what)
     check_status(self, self._lp:refresh(false))

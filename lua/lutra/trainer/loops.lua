@@ -176,6 +176,8 @@ local CLoopMT = {
     if k == "restarting" then return lp:restarting(self._id) end
     if k == "phase" then return lp:phase(self._id) end
     if k == "trainer" then return rawget(self, "_trainer") end
+    if k == "_batches_that_stepped" and rawget(self, "_id") == ID.fit_epoch then return lp:get("batches_that_stepped") end
+    if k == "batch_idx" and rawget(self, "_id") == ID.fit_epoch then return lp:get("batch_idx") end
     local c = rawget(self, "_children")[k]
     if c ~= nil then return c end
     return nil
