@@ -383,8 +383,12 @@ end
 
 -- ---- batch outputs ----------------------------------------------------------------------------------
 
+-- Detached copies of the tensors in v (a tensor that needs no grad is kept as it is: same object).
 local function detach_all(v)
-  if lt.is_tensor(v) then return v:detach() end
+  if lt.is_tensor(v) then
+    if v:requires_grad() or v:grad_fn() then return v:detach() end
+    return v
+  end
   if type(v) == "table" and getmetatable(v) == nil then
     local t = {}
     for k, x in pairs(v) do t[k] = detach_all(x) end
@@ -747,6 +751,9 @@ function Trainer:_event(name, a, b)
     self._lp_keep = self._lp:state().keep_train_outputs
   elseif name == "train_epoch_end_reached" then
     self._results_train.epoch_end_reached = true
+    local raw = R[2] -- the last batch's raw outputs are not needed any more
+    for k in pairs(raw) do raw[k] = nil end
+    env.cached_output = nil
   elseif name == "train_epoch_end" then
     local m = self._results_train:metrics(false)
     merge(self._callback_metrics, m.callback)
@@ -775,6 +782,7 @@ function Trainer:_event(name, a, b)
     self._eval_log_step = (self._eval_log_step or -1) + 1
     self:_log_metrics(m.log, self._eval_log_step)
   elseif name == "eval_dataloader_end" then
+    R[5] = nil -- the last step's output is not needed any more
     self._results_eval.epoch_end_reached = true
     self._eval_dl_now = a + 1
   elseif name == "eval_epoch_end" then
@@ -798,6 +806,7 @@ function Trainer:_event(name, a, b)
       self._eval_results = results
     end
   elseif name == "eval_end" then
+    R[4], R[5] = nil, nil
     self._eval_active = self._saved_active
     self.validating = false
     if self._eval_kind ~= "predict" then R[9] = {} end
