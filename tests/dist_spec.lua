@@ -363,6 +363,18 @@ mpi_describe("collectives on 2 ranks", function()
     end
   end)
 
+  it("a reducer attached to backward averages gradients as they become final, as reducing after would", function()
+    for _, r in ipairs { r0, r1 } do
+      assert.are.equal(4, r.attached_nbuckets)
+      assert.are.equal(4, r.attached_stats.buckets) -- every bucket sent, during one backward
+      assert.are.equal(1, r.attached_stats.steps)
+      assert.are.equal(0, r.attached_vs_after)
+      assert.is_true(r.attached_vs_mean < 1e-7)
+      assert.is_true(r.input_grad_local) -- a leaf that is not a parameter keeps its own gradient
+      assert.are.equal(1, r.attached_untouched_steps) -- a backward reaching no parameter sends nothing
+    end
+  end)
+
   it("DistributedSampler defaults to the world's rank and size", function()
     assert.are.equal(5, r0.sampler_len)
     local u = {}

@@ -9,7 +9,7 @@
  *   all_reduce_numbers({v...}, op) -> {v...} op "sum" | "mean" | "max" | "min"
  *   all_reduce(list, op, bucket_bytes)       in place, float32 in buckets, int64 one by one
  *   reducer(params, bucket_bytes, op, grads) -> reducer with :ready(i), :finish(), :stats(), :nbuckets(),
- *                                               :free()
+ *                                               :attach() (every backward reduces), :detach(), :free()
  */
 #include <stdlib.h>
 #include <string.h>
@@ -189,6 +189,18 @@ static int l_reducer_finish(lua_State *L) {
   return 0;
 }
 
+static int l_reducer_attach(lua_State *L) {
+  l_reducer *b = check_reducer(L);
+  l_check(L, lt_dist_reducer_attach(L_CTX(L), b->r));
+  return 0;
+}
+
+static int l_reducer_detach(lua_State *L) {
+  l_reducer *b = check_reducer(L);
+  lt_dist_reducer_detach(b->r);
+  return 0;
+}
+
 static int l_reducer_nbuckets(lua_State *L) {
   l_reducer *b = check_reducer(L);
   lua_pushinteger(L, lt_dist_reducer_nbuckets(b->r));
@@ -225,7 +237,8 @@ static int l_reducer_free(lua_State *L) {
 void l_dist_register(lua_State *L) {
   static const luaL_Reg methods[] = {
     { "ready", l_reducer_ready }, { "finish", l_reducer_finish }, { "stats", l_reducer_stats },
-    { "nbuckets", l_reducer_nbuckets }, { "free", l_reducer_free }, { NULL, NULL }
+    { "nbuckets", l_reducer_nbuckets }, { "free", l_reducer_free }, { "attach", l_reducer_attach },
+    { "detach", l_reducer_detach }, { NULL, NULL }
   };
   luaL_newmetatable(L, REDUCER_MT);
   lua_newtable(L);

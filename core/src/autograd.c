@@ -128,6 +128,36 @@ static int vec_push(lt_ctx *c, node_vec *s, lt_node *n) {
   return LT_OK;
 }
 
+/* With a grad hook (c->grad_hook, data-parallel training): the leaves a backward reaches and how many of
+ * their uses are still to be processed, in an open-addressing table keyed by pointer. */
+typedef struct leaf_count { lt_tensor *t; int64_t n; } leaf_count;
+typedef struct leaf_tab { leaf_count *v; size_t cap, n; } leaf_tab;
+
+static size_t leaf_slot(const leaf_tab *T, const lt_tensor *t) {
+  uint64_t x = (uint64_t)(uintptr_t)t;
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  size_t i = (size_t)x & (T->cap - 1);
+  while (T->v[i].t && T->v[i].t != t) i = (i + 1) & (T->cap - 1);
+  return i;
+}
+
+static int leaf_add(lt_ctx *c, leaf_tab *T, lt_tensor *t) {
+  if (2 * (T->n + 1) > T->cap) {
+    leaf_tab g = { calloc(T->cap ? 2 * T->cap : 64, sizeof *g.v), T->cap ? 2 * T->cap : 64, T->n };
+    if (!g.v) return lt_fail(c, LT_E_OOM, (T->cap ? 2 * T->cap : 64) * sizeof *g.v);
+    for (size_t i = 0; i < T->cap; i++)
+      if (T->v[i].t) g.v[leaf_slot(&g, T->v[i].t)] = T->v[i];
+    free(T->v);
+    *T = g;
+  }
+  leaf_count *lc = &T->v[leaf_slot(T, t)];
+  if (!lc->t) { lc->t = t; T->n++; }
+  lc->n++;
+  return LT_OK;
+}
+
 int lt_backward(lt_ctx *c, lt_tensor *root, lt_tensor *grad) {
   char b1[128], b2[128];
   if (!root->requires_grad) return lt_fail(c, LT_E_NO_GRAD_FN);
@@ -157,6 +187,8 @@ int lt_backward(lt_ctx *c, lt_tensor *root, lt_tensor *grad) {
   c->grad_enabled = 0;
   int rc = LT_OK;
   node_vec all = { 0 }, stack = { 0 }, ready = { 0 };
+  const lt_grad_hook *hook = c->grad_hook;
+  leaf_tab leaves = { 0 };
 
   /* 1. find every node reachable from the root and count its consumers */
   lt_node *r = root->grad_fn;
@@ -167,6 +199,7 @@ int lt_backward(lt_ctx *c, lt_tensor *root, lt_tensor *grad) {
     lt_node *n = stack.v[--stack.n];
     for (int i = 0; i < n->ninputs; i++) {
       lt_tensor *in = n->inputs[i];
+      if (hook && in && in->requires_grad && !in->grad_fn && leaf_add(c, &leaves, in)) { rc = LT_ERR; goto done; }
       if (!in || !in->requires_grad || !in->grad_fn) continue;
       lt_node *m = in->grad_fn;
       if (m->released) {
@@ -213,12 +246,21 @@ int lt_backward(lt_ctx *c, lt_tensor *root, lt_tensor *grad) {
       lt_tensor_release(g);
       if (in && in->grad_fn && --in->grad_fn->deps == 0 && rc == LT_OK)
         if (vec_push(c, &ready, in->grad_fn)) rc = LT_ERR;
+      if (hook && in && !in->grad_fn && rc == LT_OK) { /* the leaf's last use: its gradient is final */
+        leaf_count *lc = &leaves.v[leaf_slot(&leaves, in)];
+        if (lc->t && --lc->n == 0) rc = hook->leaf_ready(hook->ud, c, in);
+      }
     }
     if (gin != gin_inline) free(gin);
     if (rc != LT_OK) goto done;
   }
 
 done:
+  if (hook) {
+    int hrc = hook->done(hook->ud, c, rc);
+    if (rc == LT_OK) rc = hrc;
+    free(leaves.v);
+  }
   /* free the graph that was walked; on failure only the transient gradients */
   for (size_t i = 0; i < all.n; i++) {
     lt_node *n = all.v[i];

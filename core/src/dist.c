@@ -158,8 +158,12 @@ int lt_dist_broadcast_bytes(lt_ctx *c, void *buf, size_t n, int src) {
   return LT_OK;
 }
 
-/* Every rank's v[0..k) gathered; on a difference, fails with "<what>: ... rank i has ..., rank 0 has ...". */
-static int check_same(lt_ctx *c, const char *what, const char *fmt, int k, const int64_t *v) {
+/* Describes a signature vector for a message ("a float32 tensor of 6 elements"). */
+typedef void (*sig_desc)(const int64_t *v, char *buf, size_t n);
+
+/* Every rank's v[0..k) gathered; on a difference, fails with "<what>: the ranks disagree: rank i has ...,
+ * rank 0 has ..." on every rank (so no rank goes on to a collective the others skip). */
+static int check_same(lt_ctx *c, const char *what, sig_desc desc, int k, const int64_t *v) {
   enum { K = 4 };
   if (k > K) k = K;
   int64_t mine[K] = { 0 };
@@ -173,12 +177,20 @@ static int check_same(lt_ctx *c, const char *what, const char *fmt, int k, const
   int rc = LT_OK;
   if (bad >= 0) {
     char a[160], b[160];
-    snprintf(a, sizeof a, fmt, (long long)all[K * bad], (long long)all[K * bad + 1], (long long)all[K * bad + 2]);
-    snprintf(b, sizeof b, fmt, (long long)all[0], (long long)all[1], (long long)all[2]);
+    desc(all + K * bad, a, sizeof a);
+    desc(all, b, sizeof b);
     rc = lt_fail(c, "%s: the ranks disagree: rank %d has %s, rank 0 has %s", what, bad, a, b);
   }
   free(all);
   return rc;
+}
+
+static const char *dtype_of(int64_t v) { return v == LT_F32 || v == LT_I64 ? lt_dtype_name((lt_dtype)v) : "?"; }
+static void desc_tensor(const int64_t *v, char *buf, size_t n) {
+  snprintf(buf, n, "a %s tensor of %lld elements", dtype_of(v[1]), (long long)v[0]);
+}
+static void desc_list(const int64_t *v, char *buf, size_t n) {
+  snprintf(buf, n, "%lld tensors of %lld elements in total", (long long)v[0], (long long)v[1]);
 }
 
 static void *tensor_data(const lt_tensor *t) {
@@ -188,8 +200,8 @@ static void *tensor_data(const lt_tensor *t) {
 int lt_dist_broadcast(lt_ctx *c, lt_tensor *t, int src) {
   CHECK_INIT(c, "broadcast");
   if (src < 0 || src >= W.size) return lt_fail(c, "broadcast: src %d out of range 0..%d", src, W.size - 1);
-  int64_t sig[3] = { lt_numel(t), (int64_t)t->dtype, t->ndim };
-  if (check_same(c, "broadcast", "a tensor of %lld elements (dtype %lld, %lld dims)", 3, sig)) return LT_ERR;
+  int64_t sig[2] = { lt_numel(t), (int64_t)t->dtype };
+  if (check_same(c, "broadcast", desc_tensor, 2, sig)) return LT_ERR;
   size_t bytes = (size_t)lt_numel(t) * lt_dtype_size(t->dtype);
   if (lt_is_contiguous(t)) return lt_dist_broadcast_bytes(c, tensor_data(t), bytes, src);
   lt_tensor *tmp = lt_op_contiguous(c, t);
@@ -250,7 +262,23 @@ struct lt_dist_reducer {
   int in_step;           /* some parameter was marked ready this step */
   double t_step;
   lt_dist_stats st;
+  /* attached to a context's backward */
+  lt_ctx *attached;
+  lt_grad_hook hook;
+  lt_tensor **keys;      /* parameter pointers by hash slot (open addressing), index in idx */
+  int *idx;
+  size_t cap;
 };
+
+static size_t key_slot(const lt_dist_reducer *r, const lt_tensor *t) {
+  uint64_t x = (uint64_t)(uintptr_t)t;
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  size_t i = (size_t)x & (r->cap - 1);
+  while (r->keys[i] && r->keys[i] != t) i = (i + 1) & (r->cap - 1);
+  return i;
+}
 
 int lt_dist_reducer_nbuckets(const lt_dist_reducer *r) { return r ? r->nb : 0; }
 void lt_dist_reducer_stats(const lt_dist_reducer *r, lt_dist_stats *s) {
@@ -260,6 +288,9 @@ void lt_dist_reducer_stats(const lt_dist_reducer *r, lt_dist_stats *s) {
 
 void lt_dist_reducer_free(lt_dist_reducer *r) {
   if (!r) return;
+  lt_dist_reducer_detach(r);
+  free(r->keys);
+  free(r->idx);
   for (int i = 0; i < r->nb; i++) {
     bucket *b = &r->b[i];
     if (b->launched && !b->done) MPI_Wait(&b->req, MPI_STATUS_IGNORE);
@@ -301,8 +332,8 @@ lt_dist_reducer *lt_dist_reducer_new(lt_ctx *c, int n, lt_tensor *const *params,
     }
     total += lt_numel(t);
   }
-  int64_t sig[3] = { n, total, grads };
-  if (check_same(c, what, "%lld tensors of %lld elements in total (mode %lld)", 3, sig)) return NULL;
+  int64_t sig[2] = { n, total };
+  if (check_same(c, what, desc_list, 2, sig)) return NULL;
 
   lt_dist_reducer *r = calloc(1, sizeof *r);
   if (!r) { lt_fail(c, LT_E_OOM, sizeof *r); return NULL; }
@@ -323,6 +354,21 @@ lt_dist_reducer *lt_dist_reducer_new(lt_ctx *c, int n, lt_tensor *const *params,
     return NULL;
   }
   for (int i = 0; i < n; i++) r->params[i] = lt_tensor_retain(params[i]);
+  r->cap = 16;
+  while (r->cap < 2 * nn) r->cap *= 2;
+  r->keys = calloc(r->cap, sizeof *r->keys);
+  r->idx = calloc(r->cap, sizeof *r->idx);
+  if (!r->keys || !r->idx) {
+    lt_dist_reducer_free(r);
+    lt_fail(c, "%s: out of memory", what);
+    return NULL;
+  }
+  for (int i = 0; i < n; i++) {
+    size_t k = key_slot(r, params[i]);
+    if (r->keys[k]) continue; /* the same tensor twice: found at its first position */
+    r->keys[k] = params[i];
+    r->idx[k] = i;
+  }
   int64_t cap = (int64_t)(bucket_bytes / sizeof(float));
   if (cap < 1) cap = 1;
   /* buckets in reverse parameter order: the last layers' gradients are ready first */
@@ -485,6 +531,43 @@ int lt_dist_reducer_finish(lt_ctx *c, lt_dist_reducer *r) {
   return rc;
 }
 
+/* ---- attached to backward -------------------------------------------------------------------------- */
+
+static int hook_leaf_ready(void *ud, lt_ctx *c, lt_tensor *leaf) {
+  lt_dist_reducer *r = ud;
+  size_t k = key_slot(r, leaf);
+  if (!r->keys[k]) return LT_OK; /* not one of ours (an input that requires grad) */
+  return lt_dist_bucket_ready(c, r, r->idx[k]);
+}
+
+static int hook_done(void *ud, lt_ctx *c, int status) {
+  lt_dist_reducer *r = ud;
+  (void)status; /* a failed backward still completes the collectives it started */
+  if (!r->in_step) return LT_OK; /* this backward reached none of the parameters */
+  int was = c->grad_enabled;
+  c->grad_enabled = 0;
+  int rc = lt_dist_reducer_finish(c, r);
+  c->grad_enabled = was;
+  return rc ? lt_fail_prefix(c, "gradient all-reduce") : LT_OK;
+}
+
+int lt_dist_reducer_attach(lt_ctx *c, lt_dist_reducer *r) {
+  if (!r->grads) return lt_fail(c, "gradient reducer: only a reducer of gradients can be attached to backward");
+  if (r->attached && r->attached != c) lt_dist_reducer_detach(r);
+  r->hook.leaf_ready = hook_leaf_ready;
+  r->hook.done = hook_done;
+  r->hook.ud = r;
+  r->attached = c;
+  c->grad_hook = &r->hook;
+  return LT_OK;
+}
+
+void lt_dist_reducer_detach(lt_dist_reducer *r) {
+  if (!r || !r->attached) return;
+  if (r->attached->grad_hook == &r->hook) r->attached->grad_hook = NULL;
+  r->attached = NULL;
+}
+
 int lt_dist_allreduce(lt_ctx *c, int n, lt_tensor *const *ts, lt_dist_op op, size_t bucket_bytes) {
   CHECK_INIT(c, "all_reduce");
   int nf = 0;
@@ -498,7 +581,7 @@ int lt_dist_allreduce(lt_ctx *c, int n, lt_tensor *const *ts, lt_dist_op op, siz
     if (op == LT_DIST_MEAN) { rc = lt_fail(c, "all_reduce: op 'mean' needs float32 tensors, tensor %d is int64", i + 1); break; }
     if (!lt_is_contiguous(t)) { rc = lt_fail(c, "all_reduce: tensor %d is not contiguous (reduce x:contiguous() and copy it back)", i + 1); break; }
     int64_t sig[2] = { lt_numel(t), t->dtype };
-    if ((rc = check_same(c, "all_reduce", "an int64 tensor of %lld elements (dtype %lld)", 2, sig))) break;
+    if ((rc = check_same(c, "all_reduce", desc_tensor, 2, sig))) break;
     char *p = tensor_data(t);
     int64_t m = lt_numel(t);
     while (m > 0) {
@@ -556,5 +639,7 @@ int lt_dist_reducer_finish(lt_ctx *c, lt_dist_reducer *r) { (void)r; return lt_f
 int lt_dist_reducer_nbuckets(const lt_dist_reducer *r) { (void)r; return 0; }
 void lt_dist_reducer_stats(const lt_dist_reducer *r, lt_dist_stats *s) { (void)r; memset(s, 0, sizeof *s); }
 void lt_dist_reducer_free(lt_dist_reducer *r) { (void)r; }
+int lt_dist_reducer_attach(lt_ctx *c, lt_dist_reducer *r) { (void)r; return lt_fail(c, LT_E_NO_MPI, "gradient reducer"); }
+void lt_dist_reducer_detach(lt_dist_reducer *r) { (void)r; }
 
 #endif

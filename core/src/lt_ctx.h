@@ -13,12 +13,24 @@ enum { LT_OK = 0, LT_ERR = -1 };
 
 typedef struct lt_rng { uint64_t s[4]; } lt_rng;
 
+struct lt_tensor;
+struct lt_ctx;
+/* Gradient hooks for data-parallel training (lt_dist.h): while set, backward() calls leaf_ready for each
+ * leaf whose gradient is final for this backward (all its uses were processed), and done() once at its
+ * end with the backward's status; a nonzero return is an error of the backward. NULL: nothing happens. */
+typedef struct lt_grad_hook {
+  int (*leaf_ready)(void *ud, struct lt_ctx *c, struct lt_tensor *leaf);
+  int (*done)(void *ud, struct lt_ctx *c, int status);
+  void *ud;
+} lt_grad_hook;
+
 typedef struct lt_ctx {
   char err[1024];          /* message of the last failed call */
   int grad_enabled;        /* 0 inside no_grad */
   lt_rng rng;              /* every random op draws from here (lt.manual_seed) */
   int num_threads;         /* the one thread policy (lt.set_num_threads) */
   int flush_denormal;      /* FTZ/DAZ on lutra's compute threads */
+  const lt_grad_hook *grad_hook; /* data-parallel gradient reduction during backward (NULL: none) */
 } lt_ctx;
 
 void lt_ctx_init(lt_ctx *c);

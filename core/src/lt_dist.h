@@ -10,6 +10,7 @@
  *   ... backward ...                                     // optionally lt_dist_bucket_ready(c, red, i) per
  *                                                        // parameter as its gradient becomes final
  *   lt_dist_reducer_finish(c, red);                      // grads now hold the mean over ranks
+ *   // or: lt_dist_reducer_attach(c, red) once, and every backward() reduces as it goes
  *   lt_dist_reducer_free(red);
  *
  * MPI is optional at build time (LUTRA_HAVE_MPI): without it every function fails with LT_E_NO_MPI and
@@ -87,6 +88,12 @@ int lt_dist_bucket_ready(lt_ctx *c, lt_dist_reducer *r, int i);
 /* Marks every parameter not yet ready, waits for every bucket, writes the reduced values back, and
  * resets the reducer for the next step. */
 int lt_dist_reducer_finish(lt_ctx *c, lt_dist_reducer *r);
+/* Attaches the reducer to c's backward (c->grad_hook): a backward that reaches any of its parameters
+ * marks each one ready as its gradient becomes final (so buckets are sent while backward goes on) and,
+ * at its end, finishes the reduction: gradients hold the mean over ranks when backward() returns. One
+ * reducer per context; attaching another replaces it. lt_dist_reducer_free detaches. */
+int lt_dist_reducer_attach(lt_ctx *c, lt_dist_reducer *r);
+void lt_dist_reducer_detach(lt_dist_reducer *r);
 int lt_dist_reducer_nbuckets(const lt_dist_reducer *r);
 void lt_dist_reducer_stats(const lt_dist_reducer *r, lt_dist_stats *s);
 void lt_dist_reducer_free(lt_dist_reducer *r);

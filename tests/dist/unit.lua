@@ -80,6 +80,54 @@ res.reducer_stats = red:stats()
 res.reducer_bad_op = err(D.GradReducer, { p1 }, { op = "max" })
 res.reducer_bad_opt = err(D.GradReducer, { p1 }, { bucket_mb = 1 })
 
+-- the reducer attached to backward: every backward() reduces as gradients become final (tiny buckets:
+-- several are sent during backward); the result equals reducing after backward
+lt.manual_seed(1) -- the same initial weights on both ranks
+local net = lt.nn.Sequential { lt.nn.Linear(4, 8), lt.nn.Tanh(), lt.nn.Linear(8, 3) }
+lt.manual_seed(100 + r) -- different data per rank
+local x, y = lt.randn(5, 4), lt.randn(5, 3)
+local params = net:parameters()
+local function grads()
+  local g = {}
+  for i, p in ipairs(params) do g[i] = p.grad:clone() end
+  return g
+end
+local function zero() for _, p in ipairs(params) do p.grad = nil end end
+local attached = D.GradReducer(params, { bucket_cap_mb = 64 / 2 ^ 20 })
+res.attached_nbuckets = attached:nbuckets()
+zero()
+local xin = x:clone():requires_grad(true) -- a leaf that is not a parameter: not reduced
+attached:attach()
+lt.F.mse_loss(net(xin), y):backward()
+attached:detach()
+local g_att = grads()
+res.attached_stats = attached:stats()
+res.input_grad_local = xin.grad ~= nil
+zero()
+lt.F.mse_loss(net(x), y):backward()
+local after = D.GradReducer(params, { bucket_cap_mb = 1 })
+after:finish()
+local g_after = grads()
+local maxdiff = 0
+for i = 1, #params do maxdiff = math.max(maxdiff, (g_att[i] - g_after[i]):abs():max():item()) end
+res.attached_vs_after = maxdiff
+-- the reduced gradient is the mean of the ranks' local gradients
+zero()
+lt.F.mse_loss(net(x), y):backward()
+local g_local = grads()
+local sum = {}
+for i = 1, #params do sum[i] = g_local[i]:clone() end
+D.all_reduce(sum, "sum")
+maxdiff = 0
+for i = 1, #params do maxdiff = math.max(maxdiff, (sum[i] / 2 - g_att[i]):abs():max():item()) end
+res.attached_vs_mean = maxdiff
+-- a backward that reaches no parameter of the reducer sends nothing
+attached:attach()
+local lone = lt.param(lt.ones(3))
+lone:sum():backward()
+attached:detach()
+res.attached_untouched_steps = attached:stats().steps
+
 -- sampler
 local s = D.DistributedSampler(10, { shuffle = true, seed = 3 })
 s:set_epoch(1)
