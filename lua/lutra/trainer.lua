@@ -1050,9 +1050,12 @@ function Trainer:_on_exception(err)
   end
 end
 
--- Runs fn() (a stage); on error: on_exception, end the run, raise the error.
+local function keep_error(e) return e end
+
+-- Runs fn() (a stage); on error: on_exception, end the run, raise the error. Hook errors carry their
+-- hook's name and traceback already; the trainer's own errors (configuration) are raised as they are.
 function Trainer:_guard(fn, ...)
-  local res = { xpcall(fn, traceback, ...) }
+  local res = { xpcall(fn, keep_error, ...) }
   if not res[1] then
     local err = unwrap_error(res[2])
     self.state.status = "failed"
