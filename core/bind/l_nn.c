@@ -132,7 +132,13 @@ static int l_embedding(lua_State *L) {
   return l_push(L, r);
 }
 
+/* (gates [B, 4H], c [B, H]) -> [B, 2H] = (h', c') */
+static int l_lstm_cell(lua_State *L) {
+  return l_push(L, lt_nn_lstm_cell(L_CTX(L), T(1, "lstm_cell"), T(2, "lstm_cell")));
+}
+
 static const luaL_Reg nn_funcs[] = {
+  { "lstm_cell", l_lstm_cell },
   { "batch_norm", l_batch_norm }, { "layer_norm", l_layer_norm }, { "embedding", l_embedding },
   { "conv2d", l_conv2d }, { "max_pool2d", l_max_pool2d }, { "avg_pool2d", l_avg_pool2d },
   { "dropout", l_dropout }, { "cross_entropy", l_cross_entropy }, { "nll_loss", l_nll_loss },

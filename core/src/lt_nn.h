@@ -40,6 +40,10 @@ lt_tensor *lt_nn_embedding(lt_ctx *c, lt_tensor *idx, lt_tensor *w);
 /* the same with a padding row (0-based, or -1 for none) that receives no gradient */
 lt_tensor *lt_nn_embedding_pad(lt_ctx *c, lt_tensor *idx, lt_tensor *w, int64_t padding_idx);
 
+/* --- recurrent (nn_lstm.c) --------------------------------------------------------------------- */
+/* Fused LSTM cell: gates [B, 4H] pre-activation (order i, f, g, o), c [B, H] -> [B, 2H] = (h', c'). */
+lt_tensor *lt_nn_lstm_cell(lt_ctx *c, lt_tensor *gates, lt_tensor *cprev);
+
 /* --- losses (nn_loss.c) ------------------------------------------------------------------------ */
 /* logits [N, C] or [N, C, d...], target int64 0-based [N] / [N, d...]; weight [C] or NULL;
  * ignore_index 0-based or LT_NO_IGNORE. log-softmax + NLL in one pass. */

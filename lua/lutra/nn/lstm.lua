@@ -4,10 +4,12 @@
 -- Gates in PyTorch's order i, f, g, o: gates = x W_ih^T + b_ih + h W_hh^T + b_hh;
 -- c' = sigmoid(f) * c + sigmoid(i) * tanh(g), h' = sigmoid(o) * tanh(c').
 -- Parameters weight_ih [4H, in], weight_hh [4H, H], bias_ih [4H], bias_hh [4H] (layer k >= 2 adds the
--- suffix _l<k>), all ~ U(-1/sqrt(H), 1/sqrt(H)). Built from lt ops, so autograd runs through it.
+-- suffix _l<k>), all ~ U(-1/sqrt(H), 1/sqrt(H)). Per layer: one GEMM for the input projection of all
+-- steps, then per step one GEMM for the recurrent part and a fused C cell (lt._nn.lstm_cell).
 local lt = require "lutra"
 local Module = require("lutra.nn.module").Module
 local H = require "lutra.nn.helpers"
+local lstm_cell = require("lutra.core")._nn.lstm_cell
 
 local LSTM = Module:extend("LSTM")
 
@@ -84,13 +86,9 @@ function LSTM:forward(x, state)
     local c = c0 and c0:select(1, l) or lt.zeros(B, Hs)
     local outs = {}
     for t = 1, T do
-      local g = xg:select(1, t) + lt.linear(h, self[whh], self[bhh])
-      local i = g:narrow(2, 1, Hs):sigmoid()
-      local f = g:narrow(2, Hs + 1, Hs):sigmoid()
-      local gg = g:narrow(2, 2 * Hs + 1, Hs):tanh()
-      local o = g:narrow(2, 3 * Hs + 1, Hs):sigmoid()
-      c = f * c + i * gg
-      h = o * c:tanh()
+      -- one fused C cell per step: (h, c) side by side in one [B, 2H] tensor
+      local hc = lstm_cell(xg:select(1, t) + lt.linear(h, self[whh], self[bhh]), c)
+      h, c = hc:narrow(2, 1, Hs), hc:narrow(2, Hs + 1, Hs)
       outs[t] = h
     end
     hn[l], cn[l] = h, c
