@@ -55,7 +55,7 @@ function C.check_options(name, opts, extra, defaults)
 end
 
 --- Makes `model` (a table with .net and .hparams) a classifier model table.
-function C.setup(model)
+function C.new(model)
   return setmetatable(model, C)
 end
 

@@ -28,5 +28,5 @@ return function(opts)
   layers[#layers + 1] = nn.ReLU()
   if h.dropout > 0 then layers[#layers + 1] = nn.Dropout(h.dropout) end
   layers[#layers + 1] = nn.Linear(84, h.num_classes)
-  return C.setup { net = nn.Sequential(layers), hparams = h }
+  return C.new { net = nn.Sequential(layers), hparams = h }
 end

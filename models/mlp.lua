@@ -31,5 +31,5 @@ return function(opts)
     width = n
   end
   layers[#layers + 1] = nn.Linear(width, h.num_classes)
-  return C.setup { net = nn.Sequential(layers), hparams = h }
+  return C.new { net = nn.Sequential(layers), hparams = h }
 end
