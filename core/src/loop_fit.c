@@ -337,9 +337,9 @@ static int train_epoch_advance(lt_loops *lp) {
   return LT_OK;
 }
 
-static int train_epoch_on_advance_end(lt_loops *lp) {
+static int train_epoch_on_advance_end(lt_loops *lp, int skip_val) {
   lt_train_epoch_loop *E = &lp->fit_loop.epoch_loop;
-  if (should_check_val(lp)) {
+  if (!skip_val && should_check_val(lp)) {
     lt_eval_loop *V = &E->val_loop;
     V->n_loaders = lp->cfg.n_val_loaders;
     for (int i = 0; i < V->n_loaders && i < LT_MAX_LOADERS; i++) V->max_batches[i] = lp->cfg.num_val_batches[i];
@@ -356,7 +356,8 @@ static int train_epoch_run(lt_loops *lp) {
   if (E->phase == LT_PHASE_IDLE) {
     if (lp->custom[LT_SLOT_FIT_EPOCH]) return lt__run_custom(lp, LT_SLOT_FIT_EPOCH);
     lt_optimizer_loop *O = &E->batch_loop.optimizer_loop;
-    if (E->restarting) { /* reset */
+    int restart = E->restarting;
+    if (restart) { /* reset */
       lt_progress_reset_on_restart(&E->batch_progress);
       lt_progress_reset_on_restart(&E->scheduler_progress);
       lt_progress_reset_on_restart(&O->step);
@@ -371,14 +372,21 @@ static int train_epoch_run(lt_loops *lp) {
     E->n_outputs = 0;
     E->stop_iteration = 0;
     E->is_last_batch = 0;
-    LT_TRY(lp->host->data_start(lp->host->ud, LT_KIND_TRAIN, 0)); /* on_run_start */
+    /* on_run_start (a restart with nothing left of the epoch starts no pass over the data) */
+    if (!restart || !epoch_done(lp)) LT_TRY(lp->host->data_start(lp->host->ud, LT_KIND_TRAIN, 0));
     E->phase = LT_PHASE_RUNNING;
+    if (restart && E->resume_advance_end) { /* a checkpoint taken after the last completed batch's step */
+      int skip_val = E->resume_advance_end == 2;
+      E->resume_advance_end = 0;
+      E->batch_idx = E->batch_progress.current.completed - 1;
+      LT_TRY(train_epoch_on_advance_end(lp, skip_val));
+    }
   }
   while (!epoch_done(lp)) {
     LT_TRY(budget_stop(lp));
     LT_TRY(train_epoch_advance(lp));
     if (E->stop_iteration) break;
-    LT_TRY(train_epoch_on_advance_end(lp));
+    LT_TRY(train_epoch_on_advance_end(lp, 0));
     lp->batches_run++;
     E->restarting = 0;
   }
@@ -411,7 +419,8 @@ static int fit_on_advance_end(lt_loops *lp) {
   lt_fit_loop *F = &lp->fit_loop;
   lt_train_epoch_loop *E = &F->epoch_loop;
   lt_hook_args a = lt__args(lp);
-  if (E->batch_progress.current.ready == 0) { /* an epoch with no batch: no epoch-end hooks, no logs */
+  if (E->batch_progress.current.ready == 0 && !lp->custom[LT_SLOT_FIT_EPOCH]) {
+    /* an epoch with no batch: no epoch-end hooks, no logs */
     lt_progress_processed(&F->epoch_progress);
     lt_progress_completed(&F->epoch_progress);
     return lt__event(lp, LT_EV_TRAIN_EPOCH_END, &a);

@@ -37,22 +37,25 @@ end
 
 --- Lightning's Loop.run, for any table with done and advance.
 function Loop.run(self, ...)
-  local skip = self.skip or Loop.skip
-  if skip(self) then return (self.on_skip or noop)(self) end
-  ;(self.reset or noop)(self)
-  ;(self.on_run_start or noop)(self, ...)
+  local skip, on_skip = self.skip or Loop.skip, self.on_skip or noop
+  if skip(self) then return on_skip(self) end
+  local reset, on_run_start = self.reset or noop, self.on_run_start or noop
+  reset(self)
+  on_run_start(self, ...)
   while not is_done(self) do
-    ;(self.on_advance_start or noop)(self, ...)
+    local on_advance_start, on_advance_end = self.on_advance_start or noop, self.on_advance_end or noop
+    on_advance_start(self, ...)
     local ok, r = pcall(self.advance, self, ...)
     if not ok then
       if r == Loop.StopIteration then break end
       error(r, 0)
     end
     if r == Loop.StopIteration then break end
-    ;(self.on_advance_end or noop)(self)
+    on_advance_end(self)
     self.restarting = false
   end
-  return (self.on_run_end or noop)(self)
+  local on_run_end = self.on_run_end or noop
+  return on_run_end(self)
 end
 
 function Loop:connect(children)

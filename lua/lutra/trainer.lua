@@ -97,6 +97,7 @@ local SPEC = {
   end,
   enable_checkpointing = boolean, enable_progress_bar = boolean, enable_model_summary = boolean,
   default_root_dir = str, seed = function(v) if not is_int(v) then return "must be an integer" end end,
+  strategy = function(v) return require("lutra.distributed")._check_strategy(v) end, -- ddp: lt.distributed
 }
 
 local function type_name(v)
@@ -188,6 +189,9 @@ local function new(_, opts)
     o.limit_val_batches = o.overfit_batches
   end
   self._opts = o
+  -- ddp: strategy "ddp" (or "auto" under mpirun with several ranks) initialises MPI, sets world_size,
+  -- global_rank, is_global_zero, and turns off logger, progress bar and summary on ranks other than 0
+  require("lutra.distributed")._trainer_init(self, o)
   if o.seed ~= nil then lt.manual_seed(o.seed) end
 
   -- callbacks: the user's, then built-ins (Lightning's callback connector): a ModelCheckpoint when
@@ -1026,6 +1030,7 @@ function Trainer:_begin_run(model, fn)
 end
 
 function Trainer:_end_run(status)
+  if self._ddp then self._ddp:teardown(self) end -- ddp
   self._running = false
   self._eval_active = false
   self._lp:detach()
@@ -1063,6 +1068,7 @@ function Trainer:_guard(fn, ...)
     if self._run then self._run._failed = true end
     self._run = nil
     self:_end_run("failed")
+    if self._ddp then self._ddp:abort(err) end -- ddp: end the whole job, naming this rank
     error(err, 0)
   end
   return unpack(res, 2, table.maxn(res))
@@ -1124,6 +1130,7 @@ local function start_fit(run)
     -- configure_callbacks, prepare_data, setup
     model_callbacks(self)
     self:_call_model_hook("prepare_data")
+    if self._ddp then self._ddp:shard_loaders(self, run.train, run.val) end -- ddp: each rank its share
     self:_configure_fit(model, run.train, run.val)
     call_both(self, "setup", "fit")
     -- configure_optimizers
@@ -1141,6 +1148,7 @@ local function start_fit(run)
       end
       ck.restore_trainer(self, run.opts.ckpt_path)
     end
+    if self._ddp then self._ddp:setup_fit(self, model) end -- ddp: rank 0's weights, gradient reducer
     if model.hparams ~= nil then
       for _, lg in ipairs(self.loggers) do if lg.log_hyperparams then lg:log_hyperparams(model.hparams) end end
     end
@@ -1153,6 +1161,10 @@ local function start_fit(run)
     if st == "error" then error({ lutra_hook_error = true, msg = msg }, 0) end
     self._callback_metrics, self._progress_bar_metrics, self._logged_metrics = {}, {}, {}
     self._results_eval:reset()
+    if self._ckpt_metrics then -- [checkpoint] a resumed fit: the metrics saved in the checkpoint
+      for field, t in pairs(self._ckpt_metrics) do for k, v in pairs(t) do self[field][k] = v end end
+      self._ckpt_metrics = nil
+    end
     lt.nn.train(model, true)
     self.training = true
   end)
@@ -1216,8 +1228,8 @@ end
 function Trainer:fit(model, train, val, opts)
   if opts == nil and is_options(val) then val, opts = nil, val end
   local run = self._run
-  if run and run.model == model and run.stage == "fit" and (self.interrupted or run._stepwise == nil) then
-    -- an interrupted fit continues where it stopped
+  if run and run.model == model and run.stage == "fit" then
+    -- an interrupted (or stepwise) fit of this model continues where it stopped
     run:advance()
     return
   end
@@ -1285,12 +1297,13 @@ function Trainer:predict(model, loaders) return self:_eval("predict", model, loa
 
 -- ---- checkpoints (the seam for lutra.checkpoint) ----------------------------------------------------------
 
-function Trainer:save_checkpoint(path)
+function Trainer:save_checkpoint(path, weights_only)
   local ck = require "lutra.checkpoint"
+  if self._ddp and not self.is_global_zero then return end -- ddp: rank 0 writes checkpoints
   if type(ck.save_trainer) ~= "function" then
     error("save_checkpoint: lutra.checkpoint.save_trainer is not available", 2)
   end
-  return ck.save_trainer(self, path)
+  return ck.save_trainer(self, path, weights_only)
 end
 
 function Trainer:_loops_state_dict() return self.fit_loop:state_dict() end
