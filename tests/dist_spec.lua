@@ -383,3 +383,75 @@ mpi_describe("collectives on 2 ranks", function()
     for i = 1, 10 do assert.truthy(u[i]) end
   end)
 end)
+
+-- ---- the Trainer under mpirun -------------------------------------------------------------------------------
+
+local function max_weight_diff(a, b)
+  local d = 0
+  assert.are.equal(#a, #b)
+  for i = 1, #a do
+    assert.are.equal(#a[i], #b[i])
+    for j = 1, #a[i] do d = math.max(d, math.abs(a[i][j] - b[i][j])) end
+  end
+  return d
+end
+
+mpi_describe("Trainer{strategy='ddp'} under mpirun", function()
+  it("2 ranks x batch 32 give the weights of 1 rank x batch 64 (to 1e-5), identical on both ranks", function()
+    local one = mpirun(1, "train.lua", { "equiv", "64" })
+    assert(one.code == 0, one.out .. one.err)
+    local two = mpirun(2, "train.lua", { "equiv", "32" })
+    assert(two.code == 0, two.out .. two.err)
+    local a, b0, b1 = result(one, "equiv", 0), result(two, "equiv", 0), result(two, "equiv", 1)
+    assert.are.equal("none", a.strategy) -- mpirun -np 1: auto stays a single process
+    assert.are.equal("ddp", b0.strategy) -- chosen automatically with 2 ranks
+    assert.same({ 2, 0, true }, { b0.world_size, b0.global_rank, b0.is_global_zero })
+    assert.same({ 2, 1, false }, { b1.world_size, b1.global_rank, b1.is_global_zero })
+    assert.are.equal(8, a.global_step) -- 2 epochs of 256 samples in batches of 64
+    assert.are.equal(8, b0.global_step) -- ... and in global batches of 2 x 32
+    assert.are.equal(8, b1.steps_seen)
+    assert.is_true(max_weight_diff(a.weights, b0.weights) < 1e-5)
+    assert.are.equal(0, max_weight_diff(b0.weights, b1.weights)) -- the same update on every rank, bit for bit
+  end)
+
+  it("logs once (rank 0's logger only) and reduces sync_dist values across ranks", function()
+    local run = mpirun(2, "train.lua", { "log", "32" })
+    assert(run.code == 0, run.out .. run.err)
+    local r0, r1 = result(run, "log", 0), result(run, "log", 1)
+    assert.same({ true, 1 }, { r0.has_logger, r0.nloggers })
+    assert.same({ false, 0 }, { r1.has_logger, r1.nloggers })
+    -- one version directory, one header, one row per step
+    local p = io.popen("ls " .. q(run.dir .. "/lutra_logs"))
+    local dirs = p:read("*a")
+    p:close()
+    assert.are.equal("version_0\n", dirs)
+    local csv = slurp(run.dir .. "/lutra_logs/version_0/metrics.csv")
+    local lines = {}
+    for l in csv:gmatch("[^\n]+") do lines[#lines + 1] = l end
+    assert.are.equal("epoch,step,plain_step,synced_step,plain_epoch,synced_epoch,synced_max", lines[1])
+    assert.are.equal(1 + 4 + 1, #lines) -- header, 4 steps (256 / (2 x 32)), the epoch row
+    assert.are.equal("0,0,1,1.5,,,", lines[2]) -- rank 0's own value; the mean of 1 and 2
+    -- the epoch values: rank-local without sync_dist, reduced with it (mean over ranks, max over ranks)
+    assert.same({ 1, 1.5, 20 }, { r0.callback_metrics.plain_epoch, r0.callback_metrics.synced_epoch, r0.callback_metrics.synced_max })
+    assert.same({ 2, 1.5, 20 }, { r1.callback_metrics.plain_epoch, r1.callback_metrics.synced_epoch, r1.callback_metrics.synced_max })
+    -- the model summary is printed once
+    local n = 0
+    for _ in run.out:gmatch("Trainable params") do n = n + 1 end
+    assert.are.equal(1, n)
+  end)
+
+  it("a rank that raises in on_train_batch_end ends the job at once with that rank's message", function()
+    local run = mpirun(2, "train.lua", { "raise", "32" }, { timeout = 30 })
+    assert.are_not.equal(0, run.code)
+    assert.is_true(run.seconds < 10, "took " .. run.seconds .. " s")
+    assert.matches("lutra: rank 1 of 2 failed: on_train_batch_end: tests/dist/train.lua:%d+: boom at batch 3 on rank 1", run.err)
+    assert.is_nil(io.open(run.dir .. "/raise_0.lua")) -- rank 0 did not finish either
+  end)
+
+  it("a rank killed by a signal makes mpirun stop the job and exit non-zero within seconds", function()
+    local run = mpirun(2, "train.lua", { "kill", "32" }, { timeout = 30 })
+    assert.are_not.equal(0, run.code)
+    assert.is_true(run.seconds < 10, "took " .. run.seconds .. " s")
+    assert.matches("rank 1 .* exited on signal 9", run.err)
+  end)
+end)

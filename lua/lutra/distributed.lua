@@ -270,4 +270,169 @@ function D.GradReducer(params, opts)
   return C.reducer(params, math.max(4, math.floor(mb * 2 ^ 20)), op, true)
 end
 
+-- ---- broadcast of plain values --------------------------------------------------------------------------
+
+--- broadcast_object(v, src=0) -> src's value (nil, booleans, numbers, strings and tables of them) on every rank.
+function D.broadcast_object(v, src)
+  need_init("broadcast")
+  src = check_src("broadcast", src)
+  local ck = require "lutra.checkpoint"
+  local text = C.rank() == src and ck.encode({ v = v }) or nil
+  return ck.decode(C.broadcast_string(text, src)).v
+end
+
+-- ---- the Trainer's data-parallel strategy (trainer._ddp) ------------------------------------------------
+--
+-- lt.Trainer calls these at a few marked points (lua/lutra/trainer.lua, "ddp:"):
+--   D._trainer_init(trainer, opts)     construction: resolves strategy ("auto": ddp when mpirun started more
+--                                      than one rank), initialises MPI, sets world_size / global_rank /
+--                                      is_global_zero; other ranks than 0 get no logger, progress bar or summary
+--   ddp:shard_loaders(trainer, train, val)   before the loaders are measured: every rank its share
+--   ddp:setup_fit(trainer, model)      after configure_optimizers (and a checkpoint restore): rank 0's weights
+--                                      to every rank, the gradient reducer attached to backward
+--   ddp:teardown(trainer)              end of a run: reducer detached, loaders' sharding as it was
+--   ddp:abort(err)                     a failed run: "lutra: rank R of W failed: ..." and MPI_Abort
+-- Gradients: the reducer is attached to lutra's backward, so every backward() of the training step averages
+-- the gradients of the optimizers' parameters across ranks, in buckets sent while backward goes on; by the
+-- time on_after_backward, gradient clipping and the optimizer step run, every rank holds the same mean.
+
+local DDP = {}
+DDP.__index = DDP
+
+D.DEFAULT_BUCKET_CAP_MB = 4
+
+local STRATEGIES = { auto = true, ddp = true, none = true }
+
+--- The Trainer's `strategy` option: nil | "auto" | "ddp" | "none" -> an error text or nil.
+function D._check_strategy(v)
+  if not STRATEGIES[v] then return 'must be "auto", "ddp" or "none"' end
+end
+
+function D._trainer_init(trainer, opts)
+  local strategy = opts.strategy or "auto"
+  local launched, _, W = C.launched()
+  local ddp = strategy == "ddp" or (strategy == "auto" and launched and W > 1)
+  if not ddp then
+    trainer.world_size, trainer.global_rank, trainer.local_rank, trainer.is_global_zero = 1, 0, 0, true
+    trainer.strategy = "none"
+    return nil
+  end
+  if not C.available() then
+    error("Trainer: strategy \"ddp\" needs MPI, but lutra was built without it; install it with "
+      .. "`apt-get install openmpi-bin libopenmpi-dev` (as root; ./lutra does it when run as root) and rebuild "
+      .. "(./lutra --build-only), then run the script with `mpirun -np N lutra script.lua`", 0)
+  end
+  C.init()
+  local self = setmetatable({
+    rank = C.rank(), world_size = C.world_size(), bucket_cap_mb = D.DEFAULT_BUCKET_CAP_MB, sharded = {},
+  }, DDP)
+  local lr = tonumber(os.getenv("OMPI_COMM_WORLD_LOCAL_RANK") or "") or self.rank
+  trainer.world_size, trainer.global_rank, trainer.local_rank = self.world_size, self.rank, lr
+  trainer.is_global_zero = self.rank == 0
+  trainer.strategy = "ddp"
+  trainer._ddp = self
+  if self.rank ~= 0 then -- only rank 0 prints, shows progress and logs
+    opts.enable_progress_bar, opts.enable_model_summary, opts.logger = false, false, false
+  end
+  return self
+end
+
+local function can_shard(l)
+  local ok, f = pcall(function() return l.set_shard end)
+  return ok and type(f) == "function"
+end
+
+-- Shards one loader (remembering how it was) and gives it rank 0's RNG state (an unseeded shuffling loader
+-- drew its own on each rank).
+function DDP:_shard(l, what)
+  if not can_shard(l) then
+    if self.rank == 0 then
+      io.stderr:write(string.format("lutra: warning: ddp: the %s loader has no set_shard (not an lt.data.DataLoader): "
+        .. "every rank runs all of its batches\n", what))
+    end
+    return
+  end
+  for _, s in ipairs(self.sharded) do if s.loader == l then return end end
+  self.sharded[#self.sharded + 1] = { loader = l, shard = { l:shard() } }
+  l:set_shard(self.rank, self.world_size)
+  local sd = D.broadcast_object(self.rank == 0 and l:state_dict() or nil, 0)
+  if self.rank ~= 0 then l:load_state_dict(sd) end
+end
+
+function DDP:shard_loaders(_, train, val)
+  self:_shard(train, "train")
+  if val ~= nil then
+    local ok, it = pcall(function() return val.iter end)
+    local list = (ok and type(it) == "function") and { val } or val
+    if type(list) == "table" then
+      for i, l in ipairs(list) do self:_shard(l, "val " .. i) end
+    end
+  end
+end
+
+local function union_params(trainer, model)
+  local list, seen = {}, {}
+  local function add(p)
+    if core.is_tensor(p) and not seen[p] then
+      seen[p] = true
+      list[#list + 1] = p
+    end
+  end
+  for _, opt in ipairs(trainer.optimizers or {}) do
+    for _, g in ipairs(opt.param_groups or {}) do
+      for _, p in ipairs(g.params or {}) do add(p) end
+    end
+  end
+  return list, seen
+end
+
+function DDP:setup_fit(trainer, model)
+  local lt = require "lutra"
+  -- the same number of steps on every rank, or the collectives would not match
+  local nb = trainer.num_training_batches
+  local mm = C.all_reduce_numbers({ nb, -nb }, "max")
+  if mm[1] ~= -mm[2] then
+    error(string.format("fit (ddp): the ranks have different numbers of training batches per epoch (from %d to %d); "
+      .. "use an lt.data.DataLoader (sharded for each rank) or loaders of equal length", -mm[2], mm[1]), 0)
+  end
+  -- rank 0's weights (parameters, buffers) everywhere
+  local params, seen = union_params(trainer, model)
+  local bcast = {}
+  for _, p in ipairs(lt.nn.parameters(model)) do if not seen[p] then bcast[#bcast + 1] = p end end
+  for _, p in ipairs(params) do bcast[#bcast + 1] = p end
+  for _, b in ipairs(lt.nn.buffers(model)) do bcast[#bcast + 1] = b end
+  lt.no_grad(function() for _, t in ipairs(bcast) do C.broadcast(t, 0) end end)
+  -- the gradient reducer on backward
+  if self.reducer then self.reducer:detach() end
+  self.reducer = C.reducer(params, math.max(4, math.floor(self.bucket_cap_mb * 2 ^ 20)), "mean", true)
+  self.reducer:attach()
+end
+
+function DDP:teardown(_)
+  if self.reducer then self.reducer:detach() end
+  for _, s in ipairs(self.sharded) do s.loader:set_shard(s.shard[1], s.shard[2]) end
+  self.sharded = {}
+end
+
+--- any rank's true makes it true on every rank (EarlyStopping, Timer: every rank must stop together)
+function DDP:reduce_boolean(b)
+  return C.all_reduce_numbers({ b and 1 or 0 }, "max")[1] > 0
+end
+
+--- self:log(..., {sync_dist=true}): the step value reduced across ranks and the epoch contribution
+--- (sum, weight) summed, in one collective. Returns step_value, sum, weight.
+function DDP:reduce_log(v, weight, reduce)
+  if reduce == "mean" then
+    local r = C.all_reduce_numbers({ v, v * weight, weight }, "sum")
+    return r[1] / self.world_size, r[2], r[3]
+  end
+  local r = C.all_reduce_numbers({ v }, reduce)[1]
+  return r, r, weight
+end
+
+function DDP:abort(err)
+  local msg = type(err) == "table" and (err.msg or tostring(err)) or tostring(err)
+  D.abort(msg, 1)
+end
+
 return D

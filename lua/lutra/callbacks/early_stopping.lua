@@ -107,6 +107,7 @@ function EarlyStopping:_run_check(trainer)
     error(fmt("EarlyStopping: the monitored metric %q is a %s, expected a number", self.monitor, type(raw)), 0)
   end
   local should_stop, reason = self:evaluate(current)
+  if trainer._ddp then should_stop = trainer._ddp:reduce_boolean(should_stop) end -- ddp: all ranks stop together
   trainer.should_stop = trainer.should_stop or should_stop
   if should_stop then self.stopped_epoch = trainer.current_epoch end
   if reason and self.verbose then io.stderr:write(reason, "\n") end

@@ -251,7 +251,7 @@ end
 
 function ModelCheckpoint:_save(trainer, path)
   local dir = path:match("^(.*)/[^/]*$")
-  if dir and dir ~= "" then
+  if dir and dir ~= "" and trainer.is_global_zero ~= false then -- ddp: only rank 0 writes
     local ok, err = pcall(IO.mkdirs, dir)
     if not ok then error("ModelCheckpoint: cannot create the checkpoint directory: " .. tostring(err), 0) end
   end
@@ -263,7 +263,8 @@ function ModelCheckpoint:_save(trainer, path)
   end
 end
 
-local function remove(path)
+local function remove(path, trainer)
+  if trainer.is_global_zero == false then return end -- ddp: only rank 0 touches the files
   if path and path ~= "" and file_exists(path) then os.remove(path) end
 end
 
@@ -274,7 +275,7 @@ function ModelCheckpoint:_save_topk(trainer, cand)
     local previous = self.best_model_path
     self.best_model_path = path -- before saving: it is part of the saved state
     self:_save(trainer, path)
-    if self.save_top_k == 1 and previous ~= "" and previous ~= path then remove(previous) end
+    if self.save_top_k == 1 and previous ~= "" and previous ~= path then remove(previous, trainer) end
     return
   end
   local raw = cand[self.monitor]
@@ -361,7 +362,7 @@ function ModelCheckpoint:_update_best_and_save(current, trainer, cand)
       default_number(self.best_model_score), path, k))
   end
   self:_save(trainer, path)
-  if del_filepath ~= nil and del_filepath ~= path then remove(del_filepath) end
+  if del_filepath ~= nil and del_filepath ~= path then remove(del_filepath, trainer) end
 end
 
 function ModelCheckpoint:_save_last(trainer, cand)
@@ -370,7 +371,7 @@ function ModelCheckpoint:_save_last(trainer, cand)
   local previous = self.last_model_path
   self.last_model_path = path
   self:_save(trainer, path)
-  if previous ~= "" and previous ~= path then remove(previous) end
+  if previous ~= "" and previous ~= path then remove(previous, trainer) end
 end
 
 -- ---- state ------------------------------------------------------------------------------------------

@@ -112,6 +112,7 @@ end
 function Timer:_check_time_remaining(trainer)
   if self._duration == nil then return end
   local should_stop = self:time_elapsed() >= self._duration
+  if trainer._ddp then should_stop = trainer._ddp:reduce_boolean(should_stop) end -- ddp: all ranks stop together
   if should_stop and not trainer.should_stop then
     trainer.should_stop = true
     if self._verbose then

@@ -145,12 +145,20 @@ function M.log(trainer, ctx, results, name, value, opts)
     error(string.format("log: you called self:log('%s', ...) twice in '%s' with different arguments", name, fxname), 3)
   end
   e.prog_bar, e.logger = prog_bar, logger
+  local bs = on_epoch and reduce == "mean" and (opts.batch_size or infer_batch_size(ctx.batch)) or nil
+  local wsum
+  if opts.sync_dist and trainer._ddp then
+    -- ddp: reduced across ranks now (every rank logs it alike): the step value with reduce_fx over ranks,
+    -- a mean's epoch contribution as the sums of value * batch_size and batch_size over ranks
+    local sum, weight
+    v, sum, weight = trainer._ddp:reduce_log(v, bs or 1, reduce)
+    if bs then wsum, bs = sum, weight end
+  end
   e.value = v
   e.fresh = true
   if on_epoch then
     if reduce == "mean" then
-      local bs = opts.batch_size or infer_batch_size(ctx.batch)
-      e.sum = e.sum + v * bs
+      e.sum = e.sum + (wsum or v * bs)
       e.weight = e.weight + bs
     elseif reduce == "sum" then
       e.sum = e.sum + v

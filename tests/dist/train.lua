@@ -1,0 +1,126 @@
+-- tests/dist/train.lua — a small Trainer run under mpirun, for tests/dist_spec.lua.
+--   train.lua OUTDIR MODE [batch_size]
+-- MODE: "equiv"   a few SGD steps of an MLP (batch_size per rank); writes the final weights
+--       "log"     logs a rank-dependent value with and without sync_dist, CSVLogger in OUTDIR
+--       "raise"   rank 1 raises in on_train_batch_end at batch_idx 3
+--       "kill"    rank 1 kills itself (SIGKILL) at batch_idx 3
+--       "ckpt"    saves a checkpoint after 5 steps, then keeps training: writes weights at 5 and at the end
+--       "resume"  resumes from OUTDIR/../ckpt (arg 4) and trains to the same end: writes the final weights
+-- Each rank writes OUTDIR/<mode>_<rank>.lua (a Lua table).
+local lt = require "lutra"
+local D = lt.distributed
+local outdir, mode = assert(arg[1]), assert(arg[2])
+local bs = tonumber(arg[3] or "32")
+
+local function ser(x)
+  if type(x) == "table" then
+    local parts = {}
+    for k, v in pairs(x) do
+      parts[#parts + 1] = "[" .. (type(k) == "string" and string.format("%q", k) or tostring(k)) .. "]=" .. ser(v)
+    end
+    return "{" .. table.concat(parts, ",") .. "}"
+  elseif type(x) == "string" then return string.format("%q", x)
+  elseif type(x) == "number" then return string.format("%.17g", x)
+  else return tostring(x) end
+end
+
+local function write(rank, t)
+  local f = assert(io.open(string.format("%s/%s_%d.lua", outdir, mode, rank), "w"))
+  f:write("return ", ser(t), "\n")
+  f:close()
+end
+
+-- data: 256 samples, 8 features, 4 classes (the same on every rank and every run)
+lt.manual_seed(1234)
+local N = 256
+local X = lt.randn(N, 8)
+local Y = (X:narrow(2, 1, 4):argmax(2)):view(N)
+local ds = lt.data.TensorDataset(X, Y)
+
+local Model = {}
+Model.__index = Model
+local function new_model(seed)
+  lt.manual_seed(seed)
+  local m = setmetatable({ net = lt.nn.Sequential { lt.nn.Linear(8, 16), lt.nn.Tanh(), lt.nn.Linear(16, 4) } }, Model)
+  return m
+end
+function Model:forward(x) return self.net(x) end
+function Model:training_step(batch, batch_idx)
+  local loss = lt.F.cross_entropy(self:forward(batch[1]), batch[2])
+  if mode == "log" then
+    local r = self.trainer.global_rank
+    self:log("plain", r + 1, { on_step = true, on_epoch = true })
+    self:log("synced", r + 1, { on_step = true, on_epoch = true, sync_dist = true })
+    self:log("synced_max", 10 * (r + 1), { on_step = false, on_epoch = true, sync_dist = true, reduce_fx = "max" })
+  end
+  self.steps_seen = (self.steps_seen or 0) + 1
+  return loss
+end
+function Model:configure_optimizers() return lt.optim.SGD(self.net:parameters(), { lr = 0.1, momentum = 0.9 }) end
+function Model:on_train_batch_end(_, _, batch_idx)
+  local r = self.trainer.global_rank
+  if mode == "raise" and r == 1 and batch_idx == 3 then error("boom at batch 3 on rank " .. r) end
+  if mode == "kill" and r == 1 and batch_idx == 3 then
+    local ffi = require "ffi"
+    pcall(ffi.cdef, "int getpid(void); int kill(int pid, int sig);")
+    ffi.C.kill(ffi.C.getpid(), 9)
+  end
+end
+
+local function weights(m)
+  local w = {}
+  for i, p in ipairs(m.net:parameters()) do w[i] = p:view(-1):totable() end
+  return w
+end
+
+local rank = D.launched() and select(2, D.launched()) or 0
+if mode == "equiv" then
+  local m = new_model(10 + rank) -- different initial weights per rank: rank 0's are broadcast
+  local loader = lt.data.DataLoader(ds, { batch_size = bs, shuffle = true, seed = 5 })
+  local trainer = lt.Trainer { max_epochs = 2, logger = false, enable_checkpointing = false, enable_progress_bar = false,
+    enable_model_summary = false }
+  trainer:fit(m, loader)
+  write(trainer.global_rank, { weights = weights(m), world_size = trainer.world_size, global_rank = trainer.global_rank,
+    is_global_zero = trainer.is_global_zero, strategy = trainer.strategy, global_step = trainer.global_step,
+    batches = #loader, steps_seen = m.steps_seen })
+elseif mode == "log" then
+  local m = new_model(10)
+  local loader = lt.data.DataLoader(ds, { batch_size = bs, shuffle = true, seed = 5 })
+  local trainer = lt.Trainer { max_epochs = 1, default_root_dir = outdir, log_every_n_steps = 1,
+    enable_checkpointing = false, enable_progress_bar = false }
+  trainer:fit(m, loader)
+  write(trainer.global_rank, { has_logger = trainer.logger ~= nil, nloggers = #trainer.loggers,
+    callback_metrics = trainer.callback_metrics })
+elseif mode == "raise" or mode == "kill" then
+  local m = new_model(10)
+  local loader = lt.data.DataLoader(ds, { batch_size = bs, shuffle = true, seed = 5 })
+  local trainer = lt.Trainer { max_epochs = 50, logger = false, enable_checkpointing = false, enable_progress_bar = false,
+    enable_model_summary = false }
+  trainer:fit(m, loader)
+  write(trainer.global_rank, { finished = true })
+elseif mode == "ckpt" or mode == "resume" then
+  local m = new_model(10)
+  local loader = lt.data.DataLoader(ds, { batch_size = bs, shuffle = true, seed = 5 })
+  local ckpt = arg[4]
+  local opts = { max_epochs = 3, logger = false, enable_checkpointing = false, enable_progress_bar = false,
+    enable_model_summary = false }
+  local res = {}
+  if mode == "ckpt" then
+    local saver = { on_train_batch_end = function(_, trainer)
+      if trainer.global_step == 5 then trainer:save_checkpoint(ckpt) end
+    end }
+    opts.callbacks = { saver }
+    local trainer = lt.Trainer(opts)
+    trainer:fit(m, loader)
+    res.rank = trainer.global_rank
+  else
+    local trainer = lt.Trainer(opts)
+    trainer:fit(m, loader, { ckpt_path = ckpt })
+    res.rank = trainer.global_rank
+    res.global_step = trainer.global_step
+  end
+  res.weights = weights(m)
+  write(res.rank, res)
+else
+  error("train.lua: unknown mode " .. mode)
+end
