@@ -1049,6 +1049,7 @@ static int l_set(lua_State *L) {
   else if (!strcmp(k, "optimizer_position")) lp->fit_loop.epoch_loop.batch_loop.optimizer_loop.position = (int)luaL_checkinteger(L, 3);
   else if (!strcmp(k, "is_last_batch")) lp->fit_loop.epoch_loop.is_last_batch = lua_toboolean(L, 3);
   else if (!strcmp(k, "batch_idx")) lp->fit_loop.epoch_loop.batch_idx = (int64_t)luaL_checknumber(L, 3);
+  else if (!strcmp(k, "resume_advance_end")) lp->fit_loop.epoch_loop.resume_advance_end = (int)luaL_checkinteger(L, 3);
   else return luaL_error(L, "loops: unknown field '%s'", k);
   return 0;
 }

@@ -26,6 +26,7 @@ local lt = require "lutra"
 local cjson = require "cjson"
 
 local C = lt._io
+local IO_stat = lt._io.stat
 local M = {}
 
 local fmt, concat = string.format, table.concat
@@ -260,4 +261,446 @@ function M.load(path, model)
   return model, sd
 end
 
+
+-- ---- the trainer's checkpoint (trainer:save_checkpoint, fit{ckpt_path=}) -------------------------------
+--
+-- Contents (Lightning's layout): epoch, global_step, lutra_version, format_version, state_dict (the model's
+-- weights), and unless weights_only: optimizer_states (opt:state_dict() per optimizer), lr_schedulers
+-- (sched:state_dict() per scheduler), loops = {fit_loop = the fit loop's state_dict}, callbacks
+-- ({[state_key] = state}), loaders = {train = ..., val = {...}} (loader:state_dict()), rng = {global =
+-- lt.get_rng_state()}, should_stop, metrics ({callback, progress_bar, logged} at save time), grads (the
+-- accumulated gradients when accumulate_grad_batches > 1), resume (where in the loops the checkpoint was
+-- taken, see below); hyper_parameters (model.hparams) when present.
+--
+-- Where a checkpoint resumes. A checkpoint is taken at a point of the loops; a run resumed from it
+-- continues with what the interrupted run did after that point, so its final weights are the same bits:
+--   "boundary"   between training batches (a paused or interrupted run), or outside fit: the next batch.
+--   "epoch_start" in on_train_epoch_start: the epoch start hooks run again, then the epoch.
+--   "batch_start" in a training batch before its optimizer step: the batch is run again.
+--   "batch_end"  after the step (on_train_batch_end, e.g. ModelCheckpoint every_n_train_steps): the batch
+--                counts as done; the resumed run first does the end of that batch (the validation when one
+--                is due there, plateau schedulers, the logging step), then the next batch.
+--   "val"        during validation inside fit: the validation runs again from its start, then as above.
+--   "after_val"  in on_validation_end: the validation counts as done (its metrics are restored).
+--   "epoch_end"  in training_epoch_end / on_train_epoch_end (ModelCheckpoint's default): the epoch counts as
+--                done; plateau schedulers with interval "epoch" step at the restore, as they would have right
+--                after on_train_epoch_end; the next epoch follows.
+-- Hooks later than the saving one in the same event (e.g. the model's on_train_batch_end after the
+-- callbacks') do not run again. Epoch-aggregated training metrics of an epoch resumed in its middle cover
+-- the batches run after the resume.
+
+local function loops_ids()
+  local ok, loops = pcall(require, "lutra.trainer.loops")
+  return ok and loops.ID or nil
+end
+
+local function copy_counts(c)
+  return { ready = c.ready or 0, started = c.started or 0, processed = c.processed or 0, completed = c.completed or 0 }
+end
+
+local ZERO = { ready = 0, started = 0, processed = 0, completed = 0 }
+
+-- The resume point of the trainer's loops now (see above).
+local function resume_point(trainer)
+  local lp = rawget(trainer, "_lp")
+  local ID = loops_ids()
+  if not lp or not ID then return "boundary" end
+  local st = lp:state()
+  local run = rawget(trainer, "_run")
+  if not st.fit_running or not run or run.stage ~= "fit" or st.sanity_checking then return "boundary" end
+  local fit_phase = lp:phase(ID.fit)
+  local F = lp:progress(ID.fit).current
+  local E = lp:progress(ID.fit_epoch).current
+  if lp:phase(ID.val) ~= "idle" then
+    if lp:get("current_hook") == "on_validation_end" then return "after_val" end
+    return "val"
+  end
+  if fit_phase == "running" and F.ready > F.completed then
+    if F.started > F.completed then return "epoch_end" end
+    return "epoch_start"
+  end
+  if fit_phase == "advance" and lp:phase(ID.fit_epoch) ~= "idle" and E.ready > E.completed then
+    if E.processed > E.completed then return "batch_end" end
+    return "batch_start"
+  end
+  return "boundary"
+end
+M.resume_point = resume_point
+
+-- Optional numbers of a loader (its number of batches).
+local function loader_batches(l)
+  local ok, n = pcall(function() return #l end)
+  if ok and type(n) == "number" then return n end
+  return nil
+end
+
+local function loader_state(l)
+  local ok, f = pcall(function() return l.state_dict end)
+  if ok and type(f) == "function" then return f(l) end
+  return nil
+end
+
+-- The fit loop's state_dict adjusted to the resume point (a copy), and what to do at restore.
+local function loops_state_for(trainer, point)
+  local sd = trainer:_loops_state_dict()
+  local out = {}
+  for k, v in pairs(sd) do out[k] = v end
+  local function zero_current(key)
+    local p = out[key]
+    if type(p) == "table" and type(p.current) == "table" then
+      local np = {}
+      for k, v in pairs(p) do np[k] = v end
+      np.current = copy_counts(ZERO)
+      out[key] = np
+    end
+  end
+  local function set(key, fn)
+    local p = out[key]
+    if type(p) == "table" then
+      local np = {}
+      for k, v in pairs(p) do np[k] = v end
+      np.total = copy_counts(p.total or ZERO)
+      np.current = copy_counts(p.current or ZERO)
+      fn(np)
+      out[key] = np
+    end
+  end
+  -- the in-fit validation starts afresh wherever it is needed next
+  zero_current("epoch_loop.val_loop.dataloader_progress")
+  zero_current("epoch_loop.val_loop.epoch_loop.batch_progress")
+  local epoch_boundary = false
+  if point == "batch_end" then
+    set("epoch_loop.batch_progress", function(p)
+      p.current.completed = p.current.processed
+      p.total.completed = p.total.processed
+    end)
+  elseif point == "batch_start" then
+    set("epoch_loop.batch_progress", function(p)
+      p.current.ready, p.current.started, p.current.processed = p.current.completed, p.current.completed, p.current.completed
+      p.total.ready, p.total.started, p.total.processed = p.total.completed, p.total.completed, p.total.completed
+    end)
+  elseif point == "epoch_end" then
+    set("epoch_progress", function(p)
+      p.current.processed, p.current.completed = p.current.started, p.current.started
+      p.total.processed, p.total.completed = p.total.started, p.total.started
+      p.current.ready, p.total.ready = p.current.started, p.total.started
+    end)
+    epoch_boundary = true
+  elseif point == "epoch_start" then
+    set("epoch_progress", function(p)
+      p.current.ready, p.current.started, p.current.processed = p.current.completed, p.current.completed, p.current.completed
+      p.total.ready, p.total.started, p.total.processed = p.total.completed, p.total.completed, p.total.completed
+    end)
+    epoch_boundary = true
+  elseif point == "boundary" then
+    local F = out.epoch_progress and out.epoch_progress.current
+    if F and F.completed >= F.ready then epoch_boundary = true end
+  end
+  if epoch_boundary then
+    zero_current("epoch_loop.batch_progress")
+    zero_current("epoch_loop.scheduler_progress")
+    zero_current("epoch_loop.batch_loop.optimizer_loop.optim_progress")
+    local b = out["epoch_loop.batch_progress"]
+    if type(b) == "table" then b.is_last_batch = false end
+  end
+  return out, epoch_boundary
+end
+
+local function copy_metrics(t)
+  local r = {}
+  for k, v in pairs(t or {}) do
+    local n = v
+    if lt.is_tensor(v) then n = v:numel() == 1 and v:item() or nil end
+    if type(n) == "number" or type(n) == "string" or type(n) == "boolean" then r[k] = n end
+  end
+  return r
+end
+
+--- The checkpoint table of a trainer now (Lightning's dump_checkpoint).
+function M.dump_trainer(trainer, weights_only)
+  local model = trainer.model
+  if type(model) ~= "table" then
+    error("save_checkpoint: the trainer has no model yet (call fit, validate or test first)", 0)
+  end
+  local ck = {
+    epoch = trainer.current_epoch,
+    global_step = trainer.global_step,
+    lutra_version = lt.version,
+    format_version = M.FORMAT_VERSION,
+    state_dict = model_state_dict(model),
+  }
+  if not weights_only then
+    local point = resume_point(trainer)
+    local cbm = require "lutra.callbacks"
+    local loops_sd, epoch_boundary = loops_state_for(trainer, point)
+    ck.loops = { fit_loop = loops_sd }
+    local opt_states = {}
+    for i, opt in ipairs(trainer.optimizers or {}) do opt_states[i] = opt:state_dict() end
+    ck.optimizer_states = opt_states
+    local scheds = {}
+    for i, cfg in ipairs(trainer.lr_scheduler_configs or {}) do
+      local sc = cfg.scheduler
+      scheds[i] = (type(sc) == "table" or type(sc) == "userdata") and type(sc.state_dict) == "function" and sc:state_dict() or {}
+    end
+    ck.lr_schedulers = scheds
+    -- loaders, each adjusted to the resume point
+    local loaders = {}
+    local train = rawget(trainer, "_train_loader")
+    if train then
+      local s = loader_state(train)
+      if type(s) == "table" then
+        local n = loader_batches(train)
+        local E = loops_sd["epoch_loop.batch_progress"]
+        if epoch_boundary then
+          if n then s.position = n end
+        elseif E and E.current and (point == "batch_end" or point == "batch_start" or point == "val" or point == "after_val"
+            or point == "boundary") then
+          s.position = E.current.completed
+        end
+        loaders.train = s
+      end
+    end
+    local vals = {}
+    local val_touched = 0
+    if point == "val" then
+      local ID = loops_ids()
+      val_touched = ID and trainer._lp:progress(ID.val).current.ready or 0
+    end
+    for i, l in ipairs(rawget(trainer, "_val_loaders") or {}) do
+      local s = loader_state(l)
+      if type(s) == "table" then
+        if i <= val_touched then
+          s.position = 0 -- the validation runs again: this loader's epoch replays from its start
+        else
+          -- the next validation starts a new pass (even after a sanity check that stopped early)
+          s.position = loader_batches(l) or s.position
+        end
+      end
+      vals[i] = s or false
+    end
+    loaders.val = vals
+    ck.loaders = loaders
+    ck.rng = { global = lt.get_rng_state() }
+    ck.should_stop = trainer.should_stop and true or false
+    ck.metrics = {
+      callback = copy_metrics(rawget(trainer, "_callback_metrics") and trainer.callback_metrics),
+      progress_bar = copy_metrics(rawget(trainer, "_progress_bar_metrics") and trainer.progress_bar_metrics),
+      logged = copy_metrics(rawget(trainer, "_logged_metrics")),
+    }
+    ck.resume = { point = point }
+    if point == "epoch_end" then
+      -- plateau schedulers with interval "epoch" step right after on_train_epoch_end
+      local ID = loops_ids()
+      local E = trainer._lp:progress(ID.fit_epoch).current
+      local st = trainer._lp:state()
+      ck.resume.epoch_schedulers = (E.ready == trainer.num_training_batches or st.is_last_batch) and true or false
+      ck.resume.epoch = trainer.current_epoch
+    end
+    if (trainer.accumulate_grad_batches or 1) > 1 then
+      local grads = {}
+      local named = lt.nn.named_parameters(model)
+      for name, p in pairs(named) do
+        local g = p.grad
+        if g ~= nil then grads[name] = g:detach() end
+      end
+      ck.grads = grads
+    end
+    -- callbacks' states (on_save_checkpoint may return one, Lightning 1.5 style; state_dict() wins)
+    local states, seen = {}, {}
+    for _, cb in ipairs(trainer.callbacks or {}) do
+      local key = cbm.state_key(cb)
+      seen[key] = (seen[key] or 0) + 1
+      if seen[key] > 1 then key = key .. "#" .. seen[key] end
+      local state
+      if type(cb.on_save_checkpoint) == "function" then
+        local r = cb:on_save_checkpoint(trainer, model, ck)
+        if type(r) == "table" then state = r end
+      end
+      if type(cb.state_dict) == "function" then
+        local r = cb:state_dict()
+        if type(r) == "table" then state = r end
+      end
+      if state ~= nil then states[key] = state end
+    end
+    ck.callbacks = states
+  end
+  if type(model) == "table" and model.hparams ~= nil then ck.hyper_parameters = model.hparams end
+  if type(model.on_save_checkpoint) == "function" then model:on_save_checkpoint(ck) end
+  return ck
+end
+
+--- trainer:save_checkpoint(path[, weights_only]): the checkpoint of the trainer now, written atomically.
+function M.save_trainer(trainer, path, weights_only)
+  if type(path) ~= "string" then error("save_checkpoint: expected a file path (string), got " .. type(path), 3) end
+  local ck = M.dump_trainer(trainer, weights_only)
+  local ok, err = pcall(M.write, path, ck)
+  if not ok then error("save_checkpoint: " .. tostring(err):gsub("^[^:]*%.lua:%d+: ", ""), 0) end
+  return path
+end
+
+-- ---- restore -----------------------------------------------------------------------------------------
+
+--- The newest checkpoint of the trainer's run: the checkpoint callbacks' directories (their last_model_path
+--- first), then every version directory of the logger. nil when there is none.
+function M.find_last(trainer)
+  local cbm = require "lutra.callbacks"
+  local MC = cbm.ModelCheckpoint
+  local best, best_t
+  local function consider(path)
+    local st = path and path ~= "" and IO_stat(path)
+    if st and st.type == "file" and (best_t == nil or st.mtime > best_t) then best, best_t = path, st.mtime end
+  end
+  local dirs = {}
+  for _, cb in ipairs(trainer.callbacks or {}) do
+    if cbm.is_model_checkpoint(cb) then
+      consider(cb.last_model_path)
+      if cb.dirpath then dirs[#dirs + 1] = cb.dirpath end
+    end
+  end
+  for _, d in ipairs(dirs) do consider(MC.newest_in(d)) end
+  if best then return best end
+  -- a new process has a new logger version: look at the run's other versions
+  local lg = trainer.logger
+  local roots = {}
+  if type(lg) == "table" and type(lg.save_dir) == "string" then
+    roots[#roots + 1] = lg.name and lg.name ~= "" and (lg.save_dir .. "/" .. lg.name) or lg.save_dir
+  end
+  for _, root in ipairs(roots) do
+    for _, n in ipairs(lt._io.listdir(root) or {}) do
+      if n:match("^version_") then consider(MC.newest_in(root .. "/" .. n .. "/checkpoints")) end
+    end
+  end
+  consider(MC.newest_in((trainer.default_root_dir or ".") .. "/checkpoints"))
+  return best
+end
+
+local function restore_error(path, msg)
+  error(fmt("fit: cannot resume from %s: %s", path, msg), 0)
+end
+
+--- Restores a trainer (after configure_optimizers, before on_fit_start) from a checkpoint file.
+function M.restore_trainer(trainer, path)
+  if type(path) ~= "string" then error("fit: ckpt_path must be a file path or \"last\", got " .. type(path), 0) end
+  if path == "last" then
+    local found = M.find_last(trainer)
+    if not found then
+      io.stderr:write("lutra: warning: fit: ckpt_path=\"last\" found no checkpoint of this run; training from the start\n")
+      return nil
+    end
+    path = found
+  end
+  local ok, ck, info = pcall(M.read, path)
+  if not ok then error("fit: " .. tostring(ck):gsub("^[^:]*%.lua:%d+: ", ""), 0) end
+  if ck == nil then
+    restore_error(path, "it is a safetensors file without lutra metadata (weights alone from another program?); " ..
+      "load it with lt.load(path, model) instead")
+  end
+  if type(ck.state_dict) ~= "table" then restore_error(path, "it holds no model weights (no state_dict)") end
+  if ck.loops == nil or ck.optimizer_states == nil then
+    restore_error(path, "it holds weights only (lt.save or save_weights_only); load it with lt.load(path, model) " ..
+      "and fit without ckpt_path")
+  end
+  local model = trainer.model
+  -- the model: on_load_checkpoint, then the weights (strict)
+  if type(model.on_load_checkpoint) == "function" then model:on_load_checkpoint(ck) end
+  local okw, errw = pcall(function()
+    local f = rawget(model, "load_state_dict") or (getmetatable(model) and model.load_state_dict)
+    if type(f) == "function" then f(model, ck.state_dict) else lt.nn.load_state_dict(model, ck.state_dict) end
+  end)
+  if not okw then
+    restore_error(path, "the checkpoint does not match the model: " .. tostring(errw):gsub("^[^:]*%.lua:%d+: ", ""))
+  end
+  -- callbacks
+  local cbm = require "lutra.callbacks"
+  local states = ck.callbacks or {}
+  local seen = {}
+  for _, cb in ipairs(trainer.callbacks or {}) do
+    local key = cbm.state_key(cb)
+    seen[key] = (seen[key] or 0) + 1
+    if seen[key] > 1 then key = key .. "#" .. seen[key] end
+    local state = states[key]
+    if state ~= nil then
+      if type(cb.on_load_checkpoint) == "function" then cb:on_load_checkpoint(trainer, model, state) end
+      if type(cb.load_state_dict) == "function" then cb:load_state_dict(state) end
+    end
+  end
+  -- optimizers and schedulers
+  local opts = trainer.optimizers or {}
+  if #ck.optimizer_states ~= #opts then
+    restore_error(path, fmt("it holds the state of %d optimizer(s), configure_optimizers returned %d",
+      #ck.optimizer_states, #opts))
+  end
+  for i, opt in ipairs(opts) do
+    local oko, erro = pcall(opt.load_state_dict, opt, ck.optimizer_states[i])
+    if not oko then restore_error(path, fmt("optimizer %d: %s", i, tostring(erro):gsub("^[^:]*%.lua:%d+: ", ""))) end
+  end
+  local scheds = trainer.lr_scheduler_configs or {}
+  local saved_scheds = ck.lr_schedulers or {}
+  if #saved_scheds ~= #scheds then
+    restore_error(path, fmt("it holds the state of %d LR scheduler(s), configure_optimizers returned %d",
+      #saved_scheds, #scheds))
+  end
+  for i, cfg in ipairs(scheds) do
+    local sc = cfg.scheduler
+    if type(sc.load_state_dict) == "function" then
+      local oks, errs = pcall(sc.load_state_dict, sc, saved_scheds[i])
+      if not oks then restore_error(path, fmt("LR scheduler %d: %s", i, tostring(errs):gsub("^[^:]*%.lua:%d+: ", ""))) end
+    end
+  end
+  -- accumulated gradients
+  if type(ck.grads) == "table" then
+    local named = lt.nn.named_parameters(model)
+    for name, g in pairs(ck.grads) do
+      local p = named[name]
+      if p then p.grad = g end
+    end
+  end
+  -- loops
+  if type(ck.loops) == "table" and type(ck.loops.fit_loop) == "table" then
+    trainer:_loops_load_state_dict(ck.loops.fit_loop)
+  end
+  local resume = ck.resume or {}
+  local point = resume.point or "boundary"
+  if point == "batch_end" or point == "val" or point == "after_val" then
+    local okr, errr = pcall(trainer._lp.set, trainer._lp, "resume_advance_end", point == "after_val" and 2 or 1)
+    if not okr then restore_error(path, "this build's loops cannot resume inside a batch (" .. tostring(errr) .. ")") end
+  end
+  local lp = trainer._lp
+  lp:set("should_stop", ck.should_stop and true or false)
+  -- metrics as they were (callbacks and plateau schedulers read them)
+  local m = ck.metrics or {}
+  for k, v in pairs(m.callback or {}) do trainer._callback_metrics[k] = v end
+  for k, v in pairs(m.progress_bar or {}) do trainer._progress_bar_metrics[k] = v end
+  for k, v in pairs(m.logged or {}) do trainer._logged_metrics[k] = v end
+  -- the trainer clears its metrics when fitting starts, then puts these back
+  trainer._ckpt_metrics = { _callback_metrics = m.callback or {}, _progress_bar_metrics = m.progress_bar or {},
+    _logged_metrics = m.logged or {} }
+  -- plateau schedulers of the epoch end that the interrupted run stepped after the checkpoint
+  if point == "epoch_end" and resume.epoch_schedulers and rawget(trainer, "_automatic") ~= false then
+    for i, cfg in ipairs(scheds) do
+      local freq = cfg.frequency or 1
+      if cfg.reduce_on_plateau and cfg.interval ~= "step" and ((resume.epoch or 0) + 1) % freq == 0 then
+        trainer:_lua_hook("lr_scheduler_step", nil, nil, cfg.opt_idx, i - 1)
+      end
+    end
+  end
+  -- data
+  local loaders = ck.loaders or {}
+  local train = rawget(trainer, "_train_loader")
+  if train and type(loaders.train) == "table" and type(train.load_state_dict) == "function" then
+    local okl, errl = pcall(train.load_state_dict, train, loaders.train)
+    if not okl then restore_error(path, "the training loader: " .. tostring(errl):gsub("^[^:]*%.lua:%d+: ", "")) end
+  end
+  for i, l in ipairs(rawget(trainer, "_val_loaders") or {}) do
+    local s = (loaders.val or {})[i]
+    if type(s) == "table" and type(l.load_state_dict) == "function" then
+      local okl, errl = pcall(l.load_state_dict, l, s)
+      if not okl then restore_error(path, fmt("validation loader %d: %s", i, tostring(errl):gsub("^[^:]*%.lua:%d+: ", ""))) end
+    end
+  end
+  -- RNG last: nothing above may draw from it
+  if type(ck.rng) == "table" and type(ck.rng.global) == "string" then lt.set_rng_state(ck.rng.global) end
+  trainer.ckpt_path = path
+  return ck
+end
 return M

@@ -93,6 +93,25 @@ function M.to_number(v)
   return nil
 end
 
+--- Whether obj is an instance of cls or of a class extended from it.
+function M.is_instance(obj, cls)
+  if type(obj) ~= "table" or cls == nil then return false end
+  local mt = getmetatable(obj)
+  local guard = 0
+  while type(mt) == "table" and guard < 32 do
+    if mt == cls then return true end
+    local up = getmetatable(mt)
+    mt = type(up) == "table" and rawget(up, "__index") or nil
+    guard = guard + 1
+  end
+  return false
+end
+
+--- Whether cb is a ModelCheckpoint (the Trainer moves those last and saves through them).
+function M.is_model_checkpoint(cb)
+  return M.is_instance(cb, M.ModelCheckpoint)
+end
+
 --- The key under which a callback's state is kept in a checkpoint.
 function M.state_key(cb)
   local k = type(cb) == "table" and cb.state_key
