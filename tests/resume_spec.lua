@@ -364,11 +364,11 @@ describe("fit{ckpt_path} errors", function()
   it("names the file for a missing, truncated, corrupt or weights-only file, and a foreign safetensors file", function()
     local p = saved_checkpoint()
     local m = setup(3, {})
-    assert.matches("fit: load: " .. dir .. "/nope.ckpt: cannot open: No such file or directory",
+    assert.matches("fit: cannot resume from " .. dir .. "/nope.ckpt: cannot open: No such file or directory",
       fit_error(m, dir .. "/nope.ckpt"), 1, true)
     local bytes = lt._io.read_all(p)
     lt._io.write_atomic(dir .. "/trunc.ckpt", bytes:sub(1, #bytes - 10))
-    assert.matches("fit: load: " .. dir .. "/trunc.ckpt: ", fit_error(m, dir .. "/trunc.ckpt"), 1, true)
+    assert.matches("fit: cannot resume from " .. dir .. "/trunc.ckpt: ", fit_error(m, dir .. "/trunc.ckpt"), 1, true)
     local flipped = bytes:sub(1, #bytes - 3) .. string.char((bytes:byte(#bytes - 2) + 1) % 256) .. bytes:sub(#bytes - 1)
     lt._io.write_atomic(dir .. "/flip.ckpt", flipped)
     assert.matches("checksum", fit_error(m, dir .. "/flip.ckpt"), 1, true)

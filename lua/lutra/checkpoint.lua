@@ -32,6 +32,18 @@ local M = {}
 local fmt, concat = string.format, table.concat
 local floor, huge = math.floor, math.huge
 
+-- An error message without the "file.lua:N: " position Lua adds.
+local function bare(err)
+  return (tostring(err):gsub("^[^:\n]*%.lua:%d+: ", ""))
+end
+
+-- "load: <path>: what" (the C layer's form) as "<new>: <path>: what".
+local function reword(err, op, new)
+  local s = bare(err)
+  if s:sub(1, #op + 2) == op .. ": " then return new .. ": " .. s:sub(#op + 3) end
+  return new .. ": " .. s
+end
+
 M.FORMAT_VERSION = 1
 
 -- ---- JSON encoding ------------------------------------------------------------------------------
@@ -227,8 +239,9 @@ function M.save(path, obj)
     error("lt.save: expected a model or a state dict {name = tensor} as argument 2, got " .. type(obj), 2)
   end
   local sd = is_state_dict(obj) and obj or model_state_dict(obj)
+  if next(sd) == nil then error("lt.save: " .. path .. ": the model has no parameters or buffers to save", 2) end
   local ok, err = pcall(M.write, path, { state_dict = sd, lutra_version = lt.version })
-  if not ok then error("lt.save: " .. tostring(err), 2) end
+  if not ok then error(reword(err, "save", "lt.save"), 2) end
   return path
 end
 
@@ -248,7 +261,7 @@ end
 function M.load(path, model)
   if type(path) ~= "string" then error("lt.load: expected a file path (string) as argument 1, got " .. type(path), 2) end
   local ok, sd = pcall(M.load_state_dict_file, path)
-  if not ok then error("lt.load: " .. tostring(sd), 2) end
+  if not ok then error(reword(sd, "load", "lt.load"), 2) end
   if model == nil then return sd end
   if type(model) ~= "table" then error("lt.load: expected a model table as argument 2, got " .. type(model), 2) end
   local f = rawget(model, "load_state_dict") or (getmetatable(model) and model.load_state_dict)
@@ -256,7 +269,7 @@ function M.load(path, model)
     if type(f) == "function" then f(model, sd) else lt.nn.load_state_dict(model, sd) end
   end)
   if not ok2 then
-    error(fmt("lt.load: %s does not match the model: %s", path, tostring(err):gsub("^[^:]*:%d+: ", "")), 2)
+    error(fmt("lt.load: %s: the weights do not match the model: %s", path, bare(err)), 2)
   end
   return model, sd
 end
@@ -534,7 +547,7 @@ function M.save_trainer(trainer, path, weights_only)
   if type(path) ~= "string" then error("save_checkpoint: expected a file path (string), got " .. type(path), 3) end
   local ck = M.dump_trainer(trainer, weights_only)
   local ok, err = pcall(M.write, path, ck)
-  if not ok then error("save_checkpoint: " .. tostring(err):gsub("^[^:]*%.lua:%d+: ", ""), 0) end
+  if not ok then error(reword(err, "save", "save_checkpoint"), 0) end
   return path
 end
 
@@ -590,7 +603,12 @@ function M.restore_trainer(trainer, path)
     path = found
   end
   local ok, ck, info = pcall(M.read, path)
-  if not ok then error("fit: " .. tostring(ck):gsub("^[^:]*%.lua:%d+: ", ""), 0) end
+  if not ok then
+    local msg = bare(ck)
+    local head = "load: " .. path .. ": "
+    if msg:sub(1, #head) == head then msg = msg:sub(#head + 1) end
+    restore_error(path, msg)
+  end
   if ck == nil then
     restore_error(path, "it is a safetensors file without lutra metadata (weights alone from another program?); " ..
       "load it with lt.load(path, model) instead")
@@ -608,7 +626,7 @@ function M.restore_trainer(trainer, path)
     if type(f) == "function" then f(model, ck.state_dict) else lt.nn.load_state_dict(model, ck.state_dict) end
   end)
   if not okw then
-    restore_error(path, "the checkpoint does not match the model: " .. tostring(errw):gsub("^[^:]*%.lua:%d+: ", ""))
+    restore_error(path, "the checkpoint does not match the model: " .. bare(errw))
   end
   -- callbacks
   local cbm = require "lutra.callbacks"
@@ -632,7 +650,7 @@ function M.restore_trainer(trainer, path)
   end
   for i, opt in ipairs(opts) do
     local oko, erro = pcall(opt.load_state_dict, opt, ck.optimizer_states[i])
-    if not oko then restore_error(path, fmt("optimizer %d: %s", i, tostring(erro):gsub("^[^:]*%.lua:%d+: ", ""))) end
+    if not oko then restore_error(path, fmt("optimizer %d: %s", i, bare(erro))) end
   end
   local scheds = trainer.lr_scheduler_configs or {}
   local saved_scheds = ck.lr_schedulers or {}
@@ -644,7 +662,7 @@ function M.restore_trainer(trainer, path)
     local sc = cfg.scheduler
     if type(sc.load_state_dict) == "function" then
       local oks, errs = pcall(sc.load_state_dict, sc, saved_scheds[i])
-      if not oks then restore_error(path, fmt("LR scheduler %d: %s", i, tostring(errs):gsub("^[^:]*%.lua:%d+: ", ""))) end
+      if not oks then restore_error(path, fmt("LR scheduler %d: %s", i, bare(errs))) end
     end
   end
   -- accumulated gradients
@@ -689,13 +707,13 @@ function M.restore_trainer(trainer, path)
   local train = rawget(trainer, "_train_loader")
   if train and type(loaders.train) == "table" and type(train.load_state_dict) == "function" then
     local okl, errl = pcall(train.load_state_dict, train, loaders.train)
-    if not okl then restore_error(path, "the training loader: " .. tostring(errl):gsub("^[^:]*%.lua:%d+: ", "")) end
+    if not okl then restore_error(path, "the training loader: " .. bare(errl)) end
   end
   for i, l in ipairs(rawget(trainer, "_val_loaders") or {}) do
     local s = (loaders.val or {})[i]
     if type(s) == "table" and type(l.load_state_dict) == "function" then
       local okl, errl = pcall(l.load_state_dict, l, s)
-      if not okl then restore_error(path, fmt("validation loader %d: %s", i, tostring(errl):gsub("^[^:]*%.lua:%d+: ", ""))) end
+      if not okl then restore_error(path, fmt("validation loader %d: %s", i, bare(errl))) end
     end
   end
   -- RNG last: nothing above may draw from it
