@@ -252,9 +252,10 @@ int lt_optim_set_state_buf(lt_ctx *c, lt_optimizer *o, int g, int i, lt_optim_bu
 /* ---- fused kernels (contiguous float arrays of n elements) --------------------------------------------- */
 
 /* Each kernel is compiled for baseline x86-64, AVX2 and AVX-512 and the best is picked at load time.
- * ISO C mode (-std=c11) keeps FMA contraction off, so every variant rounds the same way. */
+ * ISO C mode (-std=c11) keeps FMA contraction off, so every variant rounds the same way. ISA levels, not
+ * arch=<cpu> names: GCC picks an arch=haswell clone only on a CPU that *is* a Haswell (cpu_is). */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define OPTIM_VECTOR_FN __attribute__((target_clones("default", "arch=haswell", "arch=skylake-avx512")))
+#define OPTIM_VECTOR_FN __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
 #else
 #define OPTIM_VECTOR_FN
 #endif
@@ -408,7 +409,7 @@ static void task_range(const optim_task *t, int64_t lo, int64_t hi) {
 #undef AT
 }
 
-#define OPTIM_PAR_MIN (INT64_C(1) << 17)  /* elements; below this a thread costs more than it saves */
+#define OPTIM_PAR_MIN (INT64_C(1) << 19)  /* elements; below this a thread costs more than it saves (measured) */
 #define OPTIM_MAX_THREADS 16
 
 typedef struct optim_chunk {
