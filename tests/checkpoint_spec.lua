@@ -384,3 +384,56 @@ describe("trainer:save_checkpoint", function()
     assert.matches("save_checkpoint: the trainer has no model yet", err, 1, true)
   end)
 end)
+
+describe("a process killed (SIGKILL) while it writes checkpoints", function()
+  local dir
+  setup(function() dir = tmpdir() end)
+  teardown(function() rmrf(dir) end)
+
+  local function last_logged(log)
+    local f = io.open(log, "r")
+    if not f then return 0 end
+    local last = 0
+    for line in f:lines() do last = tonumber(line:match("^saved (%d+)$")) or last end
+    f:close()
+    return last
+  end
+
+  it("never leaves a damaged file: the checkpoint at the path loads whole, as the last save or the next", function()
+    local child = string.format("luajit -e %q tests/ckpt_kill_test.lua",
+      "package.path = [[" .. package.path .. "]] package.cpath = [[" .. package.cpath .. "]]")
+    local kills, checked = 0, 0
+    for k = 0, 24 do
+      local p, log = dir .. "/ck" .. k .. ".safetensors", dir .. "/log" .. k
+      -- first let the child write one checkpoint (so later kills hit a replacement of an existing file)
+      local delay = 0.12 + 0.013 * k
+      local cmd = string.format("sh -c '%s %q %q 2 >/dev/null 2>&1 & pid=$!; sleep %.3f; kill -9 $pid; wait $pid' 2>/dev/null",
+        child:gsub("'", "'\\''"), p, log, delay)
+      os.execute(cmd)
+      kills = kills + 1
+      local n = last_logged(log)
+      local st = lt._io.stat(p)
+      if n == 0 then
+        -- killed before the first save was logged: no file, or the first one complete
+        if st then assert.are.equal(1, lt.load(p).count:totable()[1]) end
+      else
+        assert.is_table(st, "no checkpoint after " .. n .. " logged saves")
+        local sd = lt.load(p) -- raises on any damage (checksum over the whole file)
+        local c = sd.count:totable()[1]
+        assert.is_true(c == n or c == n + 1, string.format("file holds save %d, the log says %d", c, n))
+        assert.are.equal(c, sd.big[1]:item())
+        assert.are.equal(c, sd.big[sd.big:size(1)]:item())
+        assert.are.equal(-c, sd.small[3][5]:item())
+        checked = checked + 1
+      end
+      -- at most one temporary file left behind, never in place of the checkpoint
+      local tmps = 0
+      for _, name in ipairs(lt._io.listdir(dir)) do
+        if name:find("ck" .. k .. ".safetensors.tmp.", 1, true) then tmps = tmps + 1 end
+      end
+      assert.is_true(tmps <= 1)
+    end
+    assert.are.equal(25, kills)
+    assert.is_true(checked >= 15, "only " .. checked .. " kills came after a first save")
+  end)
+end)
