@@ -1,0 +1,108 @@
+-- examples_spec: every example in examples/ runs end to end in its short mode (--fast) through the lutra
+-- binary ($LUTRA_BIN, set by tests/run), exits 0, and prints what it promises (test accuracy, a text
+-- sample, the custom loop's progress, the callback's report).
+local root = os.getenv("PWD") or "."
+local bin = os.getenv("LUTRA_BIN")
+  or (root .. "/" .. (os.getenv("LUTRA_BUILD_DIR") or "build") .. "/bin/" .. (os.getenv("LUTRA_CONFIG") or "release") .. "/cli/lutra")
+
+local function exists(path)
+  local f = io.open(path, "rb")
+  if f then f:close() return true end
+  return false
+end
+
+local have_bin = exists(bin)
+local have_data = exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")
+
+local tmpdir = os.tmpname()
+os.remove(tmpdir)
+assert(os.execute("mkdir -p " .. tmpdir) == 0)
+
+-- Runs an example; returns its output (stdout and stderr) and exit status.
+local function run(script, args)
+  local cmd = string.format("cd %q && %q %s %s 2>&1; echo \"EXIT:$?\"", root, bin, script, args or "")
+  local p = assert(io.popen(cmd))
+  local out = p:read("*a")
+  p:close()
+  local status = tonumber(out:match("EXIT:(%d+)%s*$"))
+  return out:gsub("EXIT:%d+%s*$", ""), status
+end
+
+local function expect_ok(out, status)
+  assert(status == 0, "exit status " .. tostring(status) .. ", output:\n" .. out)
+end
+
+local function has(out, text)
+  assert(out:find(text, 1, true), ("output does not contain %q:\n%s"):format(text, out))
+end
+
+local function it_needs(what, name, fn)
+  if not have_bin then return pending(name .. " (the lutra binary " .. bin .. " is not built)") end
+  if what == "data" and not have_data then
+    return pending(name .. " (Fashion-MNIST is not installed: apt-get install dataset-fashion-mnist)")
+  end
+  return it(name, fn)
+end
+
+describe("examples (--fast)", function()
+  it_needs("data", "fashion_mnist.lua trains the MLP, keeps the best checkpoint and prints test accuracy", function()
+    local out_dir = tmpdir .. "/fm"
+    local out, status = run("examples/fashion_mnist.lua", "--fast --out " .. out_dir)
+    expect_ok(out, status)
+    has(out, "Fashion-MNIST: 1500 train, 500 validation, 1000 test images; model mlp, 2 epochs, batch 64")
+    local acc = tonumber(out:match("test accuracy: (%d%.%d+)"))
+    assert(acc and acc > 0.5, "test accuracy " .. tostring(acc) .. "\n" .. out)
+    local ckpt = out:match("best checkpoint: (%S+%.ckpt)")
+    assert(ckpt and exists(ckpt), "no checkpoint file: " .. tostring(ckpt))
+    assert(ckpt:find(out_dir .. "/checkpoints/", 1, true), ckpt)
+  end)
+
+  it_needs("data", "fashion_mnist.lua --model lenet trains LeNet-5", function()
+    local out, status = run("examples/fashion_mnist.lua", "--fast --model lenet --epochs 1 --out " .. tmpdir .. "/fm_lenet")
+    expect_ok(out, status)
+    has(out, "model lenet, 1 epochs")
+    local acc = tonumber(out:match("test accuracy: (%d%.%d+)"))
+    assert(acc and acc > 0.3, "test accuracy " .. tostring(acc) .. "\n" .. out)
+  end)
+
+  it_needs("data", "fashion_mnist.lua rejects an unknown option with its usage", function()
+    local out, status = run("examples/fashion_mnist.lua", "--modle lenet")
+    assert.are.equal(2, status)
+    has(out, "usage: lutra examples/fashion_mnist.lua")
+  end)
+
+  it_needs("", "char_rnn.lua trains with TBPTT on GPL-3 and samples text after the prompt", function()
+    local out, status = run("examples/char_rnn.lua", "--fast --out " .. tmpdir .. "/cr")
+    expect_ok(out, status)
+    has(out, "/usr/share/common-licenses/GPL-3: 8000 characters")
+    local ppl, uniform = out:match("perplexity ([%d%.]+) per character %(uniform guessing: (%d+)%)")
+    assert(ppl and tonumber(ppl) < tonumber(uniform), "perplexity " .. tostring(ppl) .. "\n" .. out)
+    local sample = out:match("%-%-%- sample %(temperature 0%.8%) %-%-%-\n(.*)$")
+    assert(sample and sample:sub(1, 4) == "The " and #sample >= 100, "sample: " .. tostring(sample))
+  end)
+
+  it_needs("", "char_rnn.lua names a text file it cannot read", function()
+    local out, status = run("examples/char_rnn.lua", tmpdir .. "/no_such.txt --fast")
+    assert.are.equal(1, status)
+    has(out, "char_rnn: cannot read the text: " .. tmpdir .. "/no_such.txt: No such file or directory")
+  end)
+
+  it_needs("data", "custom_loop.lua runs its own epoch loop in the fit loop's slot", function()
+    local out, status = run("examples/custom_loop.lua", "--fast")
+    expect_ok(out, status)
+    has(out, "epoch 0 batch   5: train_loss")
+    has(out, "epoch 1 batch  16: train_loss")
+    has(out, "done: 2 epochs, 32 optimizer steps")
+  end)
+
+  it_needs("data", "callbacks.lua reports throughput, the best val_acc and a per-class table", function()
+    local out, status = run("examples/callbacks.lua", "--fast")
+    expect_ok(out, status)
+    has(out, "TrainingReport: 203530 parameters, up to 2 epochs")
+    has(out, "epoch 1: 1500 samples in")
+    assert(out:find("TrainingReport: best val_acc 0%.%d+ at epoch %d"), out)
+    has(out, "per-class test accuracy (most confused with):")
+    for _, name in ipairs { "T-shirt/top", "Trouser", "Ankle boot" } do has(out, "  " .. name) end
+    assert(out:find("test accuracy: 0%.%d+"), out)
+  end)
+end)
