@@ -267,6 +267,30 @@ describe("fit{ckpt_path} resumes to the same bits", function()
   end)
 end)
 
+describe("callbacks after a resume", function()
+  local dir
+  before_each(function() dir = tmpdir() end)
+  after_each(function() rmrf(dir) end)
+
+  it("ModelCheckpoints save at the same steps as in the uninterrupted run (no second save at the resume step)", function()
+    local function run(ckpt_path)
+      local saves = {}
+      local spy = { state_key = "spy" }
+      function spy:on_save_checkpoint(trainer) saves[#saves + 1] = trainer.global_step end
+      local m, train, val = setup(1, {})
+      local t = lt.Trainer(trainer_opts { max_epochs = 3, callbacks = { spy,
+        lt.callbacks.ModelCheckpoint { dirpath = dir .. "/steps", save_top_k = -1, every_n_train_steps = 5, save_last = true },
+        lt.callbacks.ModelCheckpoint { dirpath = dir .. "/epochs", save_top_k = -1 } } })
+      t:fit(m, train, val, ckpt_path and { ckpt_path = ckpt_path } or nil)
+      return saves
+    end
+    local all = run(nil)
+    assert.are.same({ 5, 5, 5, 10, 10, 10, 15, 15, 15 }, all) -- steps/ (top-k, last), then epochs/, each epoch end
+    local resumed = run(dir .. "/steps/epoch=0-step=5.ckpt")
+    assert.are.same({ 5, 10, 10, 10, 15, 15, 15 }, resumed)
+  end)
+end)
+
 describe("ckpt_path = \"last\"", function()
   local dir
   before_each(function() dir = tmpdir() end)

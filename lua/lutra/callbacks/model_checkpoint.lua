@@ -18,7 +18,8 @@
 -- (on_train_epoch_end, or on_validation_end when save_on_train_epoch_end is false) when every_n_epochs
 -- divides the epoch number. Never during the sanity check, fast_dev_run, or twice at one global step.
 -- Fields (also its state_dict): best_model_path, best_model_score, best_k_models {path = score},
--- kth_best_model_path, kth_value, last_model_path, current_score, dirpath, monitor.
+-- kth_best_model_path, kth_value, last_model_path, current_score, dirpath, monitor; the state also keeps
+-- the global step of the last save (a resumed run does not save a second time at that step).
 local lt = require "lutra"
 local cbs = require "lutra.callbacks"
 
@@ -255,8 +256,8 @@ function ModelCheckpoint:_save(trainer, path)
     local ok, err = pcall(IO.mkdirs, dir)
     if not ok then error("ModelCheckpoint: cannot create the checkpoint directory: " .. tostring(err), 0) end
   end
+  self._last_global_step_saved = trainer.global_step -- before saving: it is part of the saved state
   trainer:save_checkpoint(path, self.save_weights_only)
-  self._last_global_step_saved = trainer.global_step
   local logger = trainer.logger
   if type(logger) == "table" and type(logger.after_save_checkpoint) == "function" then
     logger:after_save_checkpoint(self)
@@ -383,6 +384,8 @@ function ModelCheckpoint:state_dict()
     monitor = self.monitor, best_model_score = self.best_model_score, best_model_path = self.best_model_path,
     current_score = self.current_score, dirpath = self.dirpath, best_k_models = bk,
     kth_best_model_path = self.kth_best_model_path, kth_value = self.kth_value, last_model_path = self.last_model_path,
+    -- lutra: so that a resumed run does not save twice at the step it was saved at
+    last_global_step_saved = self._last_global_step_saved,
   }
 end
 
@@ -396,6 +399,7 @@ function ModelCheckpoint:load_state_dict(sd)
     for p, v in pairs(sd.best_k_models or {}) do self.best_k_models[p] = v end
     self.last_model_path = sd.last_model_path or ""
     self.current_score = sd.current_score
+    if sd.last_global_step_saved ~= nil then self._last_global_step_saved = sd.last_global_step_saved end
   else
     io.stderr:write(fmt("lutra: warning: ModelCheckpoint: the checkpoint's dirpath %q differs from this callback's " ..
       "%q; only best_model_path is restored\n", tostring(sd.dirpath), tostring(self.dirpath)))
