@@ -275,6 +275,29 @@ describe("lt.distributed without mpirun", function()
   end)
 end)
 
+describe("Trainer strategy without mpirun", function()
+  it("is a single process with world_size 1, global_rank 0, is_global_zero", function()
+    local t = lt.Trainer { logger = false, enable_progress_bar = false }
+    assert.same({ 1, 0, true, "none" }, { t.world_size, t.global_rank, t.is_global_zero, t.strategy })
+    local n = lt.Trainer { strategy = "none", logger = false }
+    assert.are.equal(1, n.world_size)
+    assert.is_false(D.is_initialized()) -- "auto" outside mpirun never initialises MPI
+  end)
+
+  it("rejects an unknown strategy and bad DDPStrategy options by name", function()
+    local ok, e = pcall(lt.Trainer, { strategy = "dp" })
+    assert.is_false(ok)
+    assert.matches([[option 'strategy' must be "auto", "ddp", "none" or lt.distributed.DDPStrategy{...}, got "dp" (string)]], e, 1, true)
+    ok, e = pcall(D.DDPStrategy, { bucket_mb = 1 })
+    assert.is_false(ok)
+    assert.matches("DDPStrategy: unknown option 'bucket_mb' (known options: bucket_cap_mb)", e, 1, true)
+    ok, e = pcall(D.DDPStrategy, { bucket_cap_mb = 0 })
+    assert.is_false(ok)
+    assert.matches("DDPStrategy: bucket_cap_mb must be a number > 0, got 0", e, 1, true)
+    assert.are.equal("DDPStrategy{bucket_cap_mb=2}", tostring(D.DDPStrategy { bucket_cap_mb = 2 }))
+  end)
+end)
+
 -- ---- under mpirun ----------------------------------------------------------------------------------------
 
 local function mpi_describe(name, fn)

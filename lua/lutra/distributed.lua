@@ -302,14 +302,35 @@ DDP.__index = DDP
 D.DEFAULT_BUCKET_CAP_MB = 4
 
 local STRATEGIES = { auto = true, ddp = true, none = true }
+local StrategyMT = { __tostring = function(s) return string.format("DDPStrategy{bucket_cap_mb=%g}", s.bucket_cap_mb) end }
 
---- The Trainer's `strategy` option: nil | "auto" | "ddp" | "none" -> an error text or nil.
+--- lt.distributed.DDPStrategy{bucket_cap_mb = 4}: lt.Trainer{strategy = DDPStrategy{...}} is strategy "ddp"
+--- with the gradient buckets of that size (MiB).
+function D.DDPStrategy(opts)
+  opts = opts or {}
+  if type(opts) ~= "table" then error("DDPStrategy: options must be a table, got " .. type(opts), 2) end
+  for k in pairs(opts) do
+    if k ~= "bucket_cap_mb" then
+      error(string.format("DDPStrategy: unknown option '%s' (known options: bucket_cap_mb)", tostring(k)), 2)
+    end
+  end
+  local mb = opts.bucket_cap_mb or D.DEFAULT_BUCKET_CAP_MB
+  if type(mb) ~= "number" or not (mb > 0) then
+    error("DDPStrategy: bucket_cap_mb must be a number > 0, got " .. tostring(mb), 2)
+  end
+  return setmetatable({ name = "ddp", bucket_cap_mb = mb }, StrategyMT)
+end
+
+--- The Trainer's `strategy` option: nil | "auto" | "ddp" | "none" | DDPStrategy{...} -> an error text or nil.
 function D._check_strategy(v)
-  if not STRATEGIES[v] then return 'must be "auto", "ddp" or "none"' end
+  if getmetatable(v) == StrategyMT then return nil end
+  if not STRATEGIES[v] then return 'must be "auto", "ddp", "none" or lt.distributed.DDPStrategy{...}' end
 end
 
 function D._trainer_init(trainer, opts)
   local strategy = opts.strategy or "auto"
+  local bucket_cap_mb = D.DEFAULT_BUCKET_CAP_MB
+  if getmetatable(strategy) == StrategyMT then strategy, bucket_cap_mb = "ddp", strategy.bucket_cap_mb end
   local launched, _, W = C.launched()
   local ddp = strategy == "ddp" or (strategy == "auto" and launched and W > 1)
   if not ddp then
@@ -324,7 +345,7 @@ function D._trainer_init(trainer, opts)
   end
   C.init()
   local self = setmetatable({
-    rank = C.rank(), world_size = C.world_size(), bucket_cap_mb = D.DEFAULT_BUCKET_CAP_MB, sharded = {},
+    rank = C.rank(), world_size = C.world_size(), bucket_cap_mb = bucket_cap_mb, sharded = {},
   }, DDP)
   local lr = tonumber(os.getenv("OMPI_COMM_WORLD_LOCAL_RANK") or "") or self.rank
   trainer.world_size, trainer.global_rank, trainer.local_rank = self.world_size, self.rank, lr
