@@ -231,6 +231,27 @@ describe("DataLoader:set_shard", function()
     end
   end)
 
+  it("accepts another per-rank batch size with another number of ranks (the global batch kept)", function()
+    local n = 20
+    local a = lt.data.DataLoader(ds(n), { batch_size = 2, shuffle = true, seed = 6 })
+    a:set_shard(0, 2)
+    local it = a:iter()
+    it()
+    it() -- 2 global batches of 2 x 2 = 8 samples seen
+    local ref = lt.data.DataLoader(ds(n), { batch_size = 4, shuffle = true, seed = 6 })
+    local order = epoch(ref)
+    local b = lt.data.DataLoader(ds(n), { batch_size = 4, shuffle = true, seed = 6 })
+    b:load_state_dict(a:state_dict())
+    local rest = {}
+    for i = 9, n do rest[#rest + 1] = order[i] end
+    assert.same(rest, epoch(b)) -- one process, batches of 4: exactly the global batches that were left
+    local c = lt.data.DataLoader(ds(n), { batch_size = 4, shuffle = true, seed = 6 })
+    c:set_shard(0, 2)
+    local ok, e = pcall(c.load_state_dict, c, a:state_dict())
+    assert.is_false(ok) -- the same number of ranks: the batch size must match
+    assert.matches("the state was saved with batch_size=2, this loader has 4", e, 1, true)
+  end)
+
   it("starts the next epoch after a finished one saved with another number of ranks", function()
     local a = lt.data.DataLoader(ds(10), { batch_size = 2, shuffle = true, seed = 3 })
     a:set_shard(0, 2)
@@ -476,5 +497,55 @@ mpi_describe("Trainer{strategy='ddp'} under mpirun", function()
     assert.are_not.equal(0, run.code)
     assert.is_true(run.seconds < 10, "took " .. run.seconds .. " s")
     assert.matches("rank 1 .* exited on signal 9", run.err)
+  end)
+end)
+
+local function has_trainer_checkpoints()
+  local ok, ck = pcall(require, "lutra.checkpoint")
+  return ok and type(ck.save_trainer) == "function" and type(ck.restore_trainer) == "function"
+end
+
+mpi_describe("Trainer{strategy='ddp'} checkpoints", function()
+  local uninterrupted
+
+  -- 3 epochs of 4 global batches (2 x 32); rank 0 writes a checkpoint after step 5 (inside epoch 2)
+  local function ckpt_run()
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir -p " .. q(dir)) == 0)
+    local path = dir .. "/run.ckpt"
+    local run = mpirun(2, "train.lua", { "ckpt", "32", path })
+    assert(run.code == 0, run.out .. run.err)
+    return run, path
+  end
+
+  it("a 2-rank checkpoint (written by rank 0 only) resumes exactly on 2 ranks", function()
+    if not has_trainer_checkpoints() then pending("lutra.checkpoint has no save_trainer/restore_trainer yet") return end
+    local run, path
+    run, path = ckpt_run()
+    uninterrupted = { run = run, path = path }
+    local res = mpirun(2, "train.lua", { "resume", "32", path })
+    assert(res.code == 0, res.out .. res.err)
+    local a, b0, b1 = result(run, "ckpt", 0), result(res, "resume", 0), result(res, "resume", 1)
+    assert.are.equal(12, b0.global_step)
+    assert.are.equal(0, max_weight_diff(a.weights, b0.weights)) -- bit for bit
+    assert.are.equal(0, max_weight_diff(a.weights, b1.weights))
+  end)
+
+  it("resumes on another number of ranks: 1 x 64 follows the 2 x 32 run, 3 ranks finish the epoch's unseen samples", function()
+    if not has_trainer_checkpoints() then pending("lutra.checkpoint has no save_trainer/restore_trainer yet") return end
+    if not uninterrupted then uninterrupted = {} uninterrupted.run, uninterrupted.path = ckpt_run() end
+    local a = result(uninterrupted.run, "ckpt", 0)
+    local one = mpirun(1, "train.lua", { "resume", "64", uninterrupted.path })
+    assert(one.code == 0, one.out .. one.err)
+    local r1 = result(one, "resume", 0)
+    assert.are.equal(12, r1.global_step)
+    assert.is_true(max_weight_diff(a.weights, r1.weights) < 1e-5) -- the same global batches, summed in another order
+    local three = mpirun(3, "train.lua", { "resume", "32", uninterrupted.path })
+    assert(three.code == 0, three.out .. three.err)
+    -- epoch 2: 1 global batch before the checkpoint, then 192 samples / 3 ranks = 2 batches of 32;
+    -- epoch 3: ceil(256 / 3) = 86 samples per rank = 3 batches: 5 + 2 + 3 steps
+    assert.are.equal(10, result(three, "resume", 0).global_step)
+    assert.are.equal(10, result(three, "resume", 2).global_step)
   end)
 end)

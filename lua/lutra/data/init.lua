@@ -623,14 +623,15 @@ function DataLoader:iter()
   local W = f._shard and f._shard.world_size or 1
   if f._resume and f._saved_world and f._saved_world ~= W and f._epoch > 0 and n == f._n then
     -- saved with another number of ranks: continue the epoch with the samples not yet seen
-    local saved_nb = num_batches(math.ceil((n - f._skip) / f._saved_world), bs, f.drop_last)
+    local sbs = f._saved_bs or bs -- the per-rank batch size may change with the number of ranks
+    local saved_nb = num_batches(math.ceil((n - f._skip) / f._saved_world), sbs, f.drop_last)
     if f._pos >= saved_nb then -- a finished epoch
       f._skip, f._pos = 0, num_batches(epoch_len(f, n), bs, f.drop_last)
     else -- global batch b of W ranks covers positions [b*bs*W, (b+1)*bs*W) of the (remaining) order
-      f._skip, f._pos = math.min(n, f._skip + f._pos * bs * f._saved_world), 0
+      f._skip, f._pos = math.min(n, f._skip + f._pos * sbs * f._saved_world), 0
     end
   end
-  f._saved_world = nil
+  f._saved_world, f._saved_bs = nil, nil
   local nb = num_batches(epoch_len(f, n - f._skip), bs, f.drop_last)
   if f._resume and f._epoch > 0 and f._pos < nb then
     -- continue the restored epoch at its position, with the permutation drawn from the restored state
@@ -710,7 +711,8 @@ function DataLoader:load_state_dict(sd)
       error(string.format("DataLoader:load_state_dict: field '%s' must be an integer >= 0, got %s", k, tostring(sd[k])), 2)
     end
   end
-  if sd.batch_size ~= nil and sd.batch_size ~= f.batch_size then
+  local cur_world = f._shard and f._shard.world_size or 1
+  if sd.batch_size ~= nil and sd.batch_size ~= f.batch_size and (sd.world_size or 1) == cur_world then
     error(string.format("DataLoader:load_state_dict: the state was saved with batch_size=%s, this loader has %d",
       tostring(sd.batch_size), f.batch_size), 2)
   end
@@ -741,6 +743,7 @@ function DataLoader:load_state_dict(sd)
   end
   f._epoch, f._pos, f._n = sd.epoch, sd.position, n
   f._skip, f._saved_world = math.min(sd.skip or 0, n), sd.world_size or 1
+  f._saved_bs = is_int(sd.batch_size) and sd.batch_size >= 1 and sd.batch_size or nil
   f._rng = f.shuffle and sd.rng or nil
   f._perm, f._perm_list, f._next_rng = nil, nil, nil
   f._resume = true
