@@ -502,3 +502,19 @@ describe("Trainer errors", function()
     assert.is_true(t.should_stop)
   end)
 end)
+
+describe("configure_gradient_clipping", function()
+  it("an override gets the trainer's values and can call self:clip_gradients", function()
+    local m = { w = lt.param(lt.zeros(1, 2)) }
+    function m:training_step() return (self.w * lt.tensor { { 30, 40 } }):sum() end
+    function m:configure_optimizers() return lt.optim.SGD({ self.w }, { lr = 1 }) end
+    local got
+    function m:configure_gradient_clipping(opt, k, val, algo)
+      got = { k, val, algo }
+      self:clip_gradients(opt, val * 2, algo)
+    end
+    lt.Trainer(opts { max_steps = 1, gradient_clip_val = 5, gradient_clip_algorithm = "value" }):fit(m, loader(1))
+    assert.are.same({ 0, 5, "value" }, got)
+    assert.are.same({ -10, -10 }, m.w:totable()[1])
+  end)
+end)

@@ -25,10 +25,11 @@
 #include "lt_interrupt.h"
 #include "lt_loop.h"
 
-/* slots of the R table */
+/* slots of the R table (R_BATCH_OUT: the batch's outputs once built, for on_train_batch_end and the kept
+ * outputs; R_LOSS: the loss box shared by the targets of on_before_backward / backward) */
 enum {
   R_TRAIN_BATCH = 1, R_TRAIN_OUT, R_TRAIN_ITER, R_EVAL_BATCH, R_EVAL_OUT, R_EVAL_ITER, R_OPTIMIZERS,
-  R_LOG_DIRTY, R_EVAL_OUTPUTS, R_CLOSURE, R_NSLOTS
+  R_LOG_DIRTY, R_EVAL_OUTPUTS, R_CLOSURE, R_BATCH_OUT, R_LOSS, R_NSLOTS
 };
 
 /* which targets a hook has */
@@ -185,7 +186,7 @@ static int push_args(l_loops *H, lua_State *L, lt_hook h, const lt_hook_args *a)
     lua_pushinteger(L, (lua_Integer)a->batch_idx);
     return 2;
   case LT_HOOK_ON_TRAIN_BATCH_END:
-    if (call_env(H, L, "batch_output", 0, 1) != LT_OK) lua_pushnil(L);
+    push_R(H, L, R_BATCH_OUT);
     push_R(H, L, R_TRAIN_BATCH);
     lua_pushinteger(L, (lua_Integer)a->batch_idx);
     return 3;
@@ -210,10 +211,10 @@ static int push_args(l_loops *H, lua_State *L, lt_hook h, const lt_hook_args *a)
     lua_pushinteger(L, a->optimizer_idx);
     return 4;
   case LT_HOOK_ON_BEFORE_BACKWARD:
-    push_tensor(L, a->loss);
+    push_R(H, L, R_LOSS);
     return 1;
   case LT_HOOK_BACKWARD:
-    push_tensor(L, a->loss);
+    push_R(H, L, R_LOSS);
     push_optimizer(H, L, a->optimizer_idx);
     lua_pushinteger(L, a->optimizer_idx);
     return 3;
@@ -351,6 +352,44 @@ static int h_refresh(void *ud, lt_loops *lp, int epoch_start) {
 
 static const char *kind_name(lt_kind k) { return lt_kind_names[k]; }
 
+/* The batch's outputs as on_train_batch_end and training_epoch_end see them, into R[R_BATCH_OUT] (once
+ * per batch). The common case (one optimizer, no TBPTT, training_step returned a tensor) is built here:
+ * {loss = the loss detached (divided by accumulate_grad_batches)}; the others by env.batch_output. */
+static int build_batch_output(l_loops *H, lua_State *L) {
+  push_R(H, L, R_BATCH_OUT);
+  int have = !lua_isnil(L, -1);
+  lua_pop(L, 1);
+  if (have) return LT_OK;
+  const lt_loop_cfg *cfg = &H->lp.cfg;
+  int simple = cfg->tbptt_steps == 0 && (cfg->n_optimizers <= 1 || !cfg->automatic_optimization);
+  if (simple) {
+    push_R(H, L, R_TRAIN_OUT);
+    lua_rawgeti(L, -1, 1);
+    lt_tensor *t = l_totensor(L, -1);
+    int nil = lua_isnil(L, -1);
+    lua_pop(L, 2);
+    if (nil) return LT_OK;
+    if (t) {
+      lt_ctx *c = H->lp.c;
+      lt_tensor *d = lt_op_detach(c, t);
+      int64_t n = cfg->automatic_optimization && cfg->accumulate_grad_batches > 1 ? cfg->accumulate_grad_batches : 1;
+      if (d && n > 1) {
+        lt_tensor *q = lt_op_binary_scalar(c, LT_DIV, d, (double)n, 0);
+        lt_tensor_release(d);
+        d = q;
+      }
+      if (!d) return LT_ERR;
+      lua_createtable(L, 0, 1);
+      push_tensor(L, d);
+      lt_tensor_release(d);
+      lua_setfield(L, -2, "loss");
+      set_R(H, L, R_BATCH_OUT);
+      return LT_OK;
+    }
+  }
+  return call_env(H, L, "batch_output", 0, 0); /* sets R[R_BATCH_OUT] */
+}
+
 static int h_call(void *ud, lt_hook h, lt_hook_args *a) {
   l_loops *H = ud;
   lua_State *L = H->L;
@@ -366,11 +405,21 @@ static int h_call(void *ud, lt_hook h, lt_hook_args *a) {
     H->cur_hook = prev;
     return rc;
   }
+  if (h == LT_HOOK_ON_TRAIN_BATCH_END && build_batch_output(H, L) != LT_OK) return LT_ERR;
+  int loss_slot = h == LT_HOOK_ON_BEFORE_BACKWARD || h == LT_HOOK_BACKWARD;
+  if (loss_slot) {
+    push_tensor(L, a->loss);
+    set_R(H, L, R_LOSS);
+  }
   int in = H->in_opt_step;
   if (h == LT_HOOK_OPTIMIZER_STEP) H->in_opt_step = 1;
   int rc = LT_OK;
   for (int i = 0; i < H->ntargets[h] && rc == LT_OK; i++) rc = call_target(H, L, h, &H->targets[h][i], a);
   H->in_opt_step = in;
+  if (loss_slot) {
+    lua_pushnil(L);
+    set_R(H, L, R_LOSS);
+  }
   return rc;
 }
 
@@ -632,10 +681,13 @@ static int h_event(void *ud, lt_event ev, lt_hook_args *a) {
   switch (ev) {
   case LT_EV_TRAIN_BATCH_END:
     if (H->lp.keep_train_outputs) {
+      if (build_batch_output(H, L) != LT_OK) return LT_ERR;
       if (call_env(H, L, "keep_output", 0, 1) != LT_OK) return LT_ERR;
       if (lua_toboolean(L, -1)) a->ret = 1;
       lua_pop(L, 1);
     }
+    lua_pushnil(L);
+    set_R(H, L, R_BATCH_OUT);
     if (log_dirty(H, L)) {
       lua_pushstring(L, "train_step");
       return call_env(H, L, "event", 1, 0);
@@ -1035,7 +1087,11 @@ static int l_get(lua_State *L) {
   } else if (!strcmp(k, "batches_that_stepped")) lua_pushinteger(L, (lua_Integer)lp->fit_loop.epoch_loop.batches_that_stepped);
   else if (!strcmp(k, "batch_idx")) lua_pushinteger(L, (lua_Integer)lp->fit_loop.epoch_loop.batch_idx);
   else if (!strcmp(k, "fit_running")) lua_pushboolean(L, lp->fit_stage);
-  else return luaL_error(L, "loops: unknown field '%s'", k);
+  else if (!strcmp(k, "eval_dl")) {
+    const lt_eval_loop *V = lp->eval_kind == LT_KIND_VAL ? &lp->validate_loop : lp->eval_kind == LT_KIND_TEST
+      ? &lp->test_loop : lp->eval_kind == LT_KIND_PREDICT ? &lp->predict_loop : &lp->fit_loop.epoch_loop.val_loop;
+    lua_pushinteger(L, (lua_Integer)V->epoch_loop.dl_idx);
+  } else return luaL_error(L, "loops: unknown field '%s'", k);
   return 1;
 }
 
@@ -1156,9 +1212,9 @@ static int l_clip_gradients(lua_State *L) {
   double val = luaL_checknumber(L, 2);
   const char *algo = luaL_optstring(L, 3, "norm");
   int n = (int)lua_objlen(L, 1);
-  lt_tensor *ps[256];
+  lt_tensor **ps = lua_newuserdata(L, sizeof(lt_tensor *) * (size_t)(n > 0 ? n : 1)); /* freed by the GC */
   int m = 0;
-  for (int i = 1; i <= n && m < 256; i++) {
+  for (int i = 1; i <= n; i++) {
     lua_rawgeti(L, 1, i);
     lt_tensor *t = l_checktensor(L, -1, "clip_gradients");
     ps[m++] = t;

@@ -173,7 +173,9 @@ local function new(_, opts)
   if o.log_every_n_steps == nil then o.log_every_n_steps = 50 end
   if o.overfit_batches == nil then o.overfit_batches = 0 end
   if o.enable_checkpointing == nil then o.enable_checkpointing = true end
-  if o.enable_model_summary == nil then o.enable_model_summary = true end
+  -- a host that embeds lutra (SPEC §10) gets no output it did not ask for: no summary, no progress bar
+  local embedded = core.embedded and core.embedded() or false
+  if o.enable_model_summary == nil then o.enable_model_summary = not embedded end
   if o.default_root_dir == nil then o.default_root_dir = "." end
   if o.fast_dev_run == true then o.fast_dev_run = 1 end
   if o.fast_dev_run == false then o.fast_dev_run = 0 end
@@ -211,9 +213,9 @@ local function new(_, opts)
     end
     if o.enable_model_summary and not has(cbm.ModelSummary) then cbs[#cbs + 1] = cbm.ModelSummary {} end
     local bar = o.enable_progress_bar
-    if bar == nil then bar = stdout_is_tty() end
+    if bar == nil then bar = stdout_is_tty() and not embedded end
     if bar and not has(cbm.ProgressBar) then cbs[#cbs + 1] = cbm.ProgressBar {} end
-    if bar == false then
+    if o.enable_progress_bar == false then -- [checkpoint] only an explicit false removes a user's ProgressBar
       for i = #cbs, 1, -1 do if Trainer._is_instance(cbs[i], cbm.ProgressBar) then table.remove(cbs, i) end end
     end
   end
@@ -500,16 +502,13 @@ local function setup_env(self)
     end
   end
 
+  -- the batch's outputs, into R[11] (the C side builds the common case itself)
   function env.batch_output()
-    local out = batch_output(self)
-    if self._lp_keep then env.cached_output = out end
-    return out
+    env.R[11] = batch_output(self)
   end
 
   function env.keep_output()
-    local out = env.cached_output
-    if out == nil then out = batch_output(self) end
-    env.cached_output = nil
+    local out = env.R[11]
     if out == nil or (type(out) == "table" and next(out) == nil) then return false end
     local list = self._outputs
     list[#list + 1] = out
@@ -692,20 +691,11 @@ end
 -- ---- logging ------------------------------------------------------------------------------------------
 
 function Trainer:_log(name, value, opts)
-  local env = self._env
-  local hook = self._lp:get("current_hook")
+  local R = self._env.R
   local eval = self._eval_active
-  local ctx = { fx = hook, dataloader_idx = eval and self._eval_dl or nil, n_dataloaders = eval and self._n_eval_loaders or 1,
-    batch = env.R and (eval and env.R[4] or env.R[1]) }
-  if eval and hook and hook:match("^on_train") == nil and hook ~= "training_step" then
-    -- inside evaluation: the dataloader being run
-    ctx.dataloader_idx = self.validate_loop and self:_current_eval_dl() or nil
-  end
+  local ctx = { fx = self._lp:get("current_hook"), n_dataloaders = eval and self._n_eval_loaders or 1,
+    dataloader_idx = eval and self._lp:get("eval_dl") or nil, batch = R and (eval and R[4] or R[1]) }
   logging.log(self, ctx, eval and self._results_eval or self._results_train, name, value, opts)
-end
-
-function Trainer:_current_eval_dl()
-  return self._eval_dl_now
 end
 
 local function merge(dst, src) for k, v in pairs(src) do dst[k] = v end end
@@ -751,13 +741,10 @@ function Trainer:_event(name, a, b)
   elseif name == "train_epoch_start" then
     self._results_train:reset()
     self._outputs = {}
-    env.cached_output = nil
-    self._lp_keep = self._lp:state().keep_train_outputs
   elseif name == "train_epoch_end_reached" then
     self._results_train.epoch_end_reached = true
     local raw = R[2] -- the last batch's raw outputs are not needed any more
     for k in pairs(raw) do raw[k] = nil end
-    env.cached_output = nil
   elseif name == "train_epoch_end" then
     local m = self._results_train:metrics(false)
     merge(self._callback_metrics, m.callback)
@@ -775,10 +762,8 @@ function Trainer:_event(name, a, b)
     self.validating = b == "validation" and not self._standalone
     self.testing = b == "test"
     self.predicting = b == "predict"
-    self._eval_dl_now = 0
   elseif name == "eval_step" then
     R[8] = false
-    self._eval_dl_now = a
     if self.sanity_checking then return end
     local r = self._results_eval
     local m = r:metrics(true, true)
@@ -788,7 +773,6 @@ function Trainer:_event(name, a, b)
   elseif name == "eval_dataloader_end" then
     R[5] = nil -- the last step's output is not needed any more
     self._results_eval.epoch_end_reached = true
-    self._eval_dl_now = a + 1
   elseif name == "eval_epoch_end" then
     local r = self._results_eval
     r.epoch_end_reached = true
@@ -1035,7 +1019,7 @@ function Trainer:_end_run(status)
   self._eval_active = false
   self._lp:detach()
   self._env.R = nil
-  self._env.splits, self._env.hiddens, self._env.cached_output = nil, nil, nil
+  self._env.splits, self._env.hiddens = nil, nil
   self._outputs = nil
   self.state.status = status
   self.training, self.validating, self.testing, self.predicting = false, false, false, false
@@ -1257,6 +1241,10 @@ function Trainer:_eval(kind, model, loaders)
     local list, n = eval_config(self, kind, loaders, what)
     self._eval_loaders = list
     self._n_eval_loaders = #list
+    -- [checkpoint] Lightning's num_{val,test,predict}_batches (the progress bar's totals)
+    if kind == "test" then self.num_test_batches = n
+    elseif kind == "predict" then self.num_predict_batches = n
+    else self.num_val_batches = n end
     self._eval_results, self._predictions = nil, nil
     self._lp:set_cfg(cfg_for(self, { num_eval_batches = n }))
     model_callbacks(self)

@@ -62,6 +62,22 @@ function methods.manual_backward(self, loss)
   t:_manual_backward(self, loss)
 end
 
+--- Lightning's LightningModule.clip_gradients, for a configure_gradient_clipping override.
+function methods.clip_gradients(self, optimizer, gradient_clip_val, gradient_clip_algorithm)
+  if gradient_clip_val == nil or gradient_clip_val == 0 then return end
+  local algo = gradient_clip_algorithm or "norm"
+  if algo ~= "norm" and algo ~= "value" then
+    error("clip_gradients: gradient_clip_algorithm must be \"norm\" or \"value\", got " .. tostring(algo), 2)
+  end
+  local params = {}
+  local groups = optimizer and optimizer.param_groups
+  if type(groups) ~= "table" then error("clip_gradients: expected an optimizer with param_groups", 2) end
+  for _, g in ipairs(groups) do
+    for _, p in ipairs(g.params or {}) do params[#params + 1] = p end
+  end
+  require("lutra.core")._clip_gradients(params, gradient_clip_val, algo)
+end
+
 local function provide(model, k)
   local f = provided[k]
   if f then return f(model) end
