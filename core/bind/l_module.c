@@ -20,6 +20,27 @@ void l_io_register(lua_State *L);     /* l_io.c: safetensors checkpoints, atomic
 void l_loop_register(lua_State *L);   /* l_loop.c: the training loops and hook dispatch */
 void l_dist_register(lua_State *L);   /* l_dist.c: MPI communication (lt.distributed) */
 
+/* ---- process-wide run state (what a host or a signal handler may ask) ---------------------------- */
+
+static int run_depth;   /* runs in progress, nested or in several states; atomic */
+static int interactive = -1; /* lutra_set_interactive: -1 not said, 0 embedded, 1 interactive */
+static int preloaded;   /* lutra_preload was called: a host opened lutra */
+
+/* Called by the loops binding (l_loop.c) around every run of the C loops. */
+void l_run_enter(void) { __atomic_add_fetch(&run_depth, 1, __ATOMIC_SEQ_CST); }
+void l_run_leave(void) { __atomic_sub_fetch(&run_depth, 1, __ATOMIC_SEQ_CST); }
+int lutra_run_active(void) { return __atomic_load_n(&run_depth, __ATOMIC_SEQ_CST) > 0; }
+
+void lutra_set_interactive(int on) { interactive = on != 0; }
+void lutra_empty_cache(void) { lt_alloc_trim(); }
+
+/* core.embedded() -> true when a host opened lutra and did not ask for interactive defaults */
+static int l_embedded(lua_State *L) {
+  lua_pushboolean(L, interactive == 0 || (interactive < 0 && preloaded));
+  return 1;
+}
+static int l_run_active(lua_State *L) { lua_pushboolean(L, lutra_run_active()); return 1; }
+
 static int l_interrupt(lua_State *L) { (void)L; lt_interrupt_request(); return 0; }
 static int l_interrupt_pending(lua_State *L) { lua_pushboolean(L, lt_interrupt_pending()); return 1; }
 static int l_interrupt_clear(lua_State *L) { (void)L; lt_interrupt_clear(); return 0; }
@@ -35,6 +56,7 @@ static int open_with_upvalues(lua_State *L) {
   l_dist_register(L);
   static const luaL_Reg misc[] = {
     { "interrupt", l_interrupt }, { "interrupt_pending", l_interrupt_pending }, { "interrupt_clear", l_interrupt_clear },
+    { "embedded", l_embedded }, { "run_active", l_run_active },
     { NULL, NULL }
   };
   l_setfuncs(L, misc);
@@ -74,6 +96,7 @@ static int load_embedded(lua_State *L) {
 }
 
 void lutra_preload(lua_State *L) {
+  preloaded = 1;
   lua_getglobal(L, "package");
   lua_getfield(L, -1, "preload");
   lua_pushcfunction(L, luaopen_lutra_core);

@@ -366,6 +366,7 @@ int main(int argc, char **argv)
     return EXIT_FAILURE;
   }
   cli_int_init(L);
+  lutra_set_interactive(1); /* the binary keeps the terminal defaults (progress bar, model summary) */
   s.argc = argc;
   s.argv = argv;
   s.status = 0;

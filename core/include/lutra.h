@@ -47,6 +47,21 @@ int lutra_set_allocator(const lutra_allocator *a);
  * (as Ctrl-C does). The run returns with trainer.interrupted = true. */
 void lutra_interrupt(void);
 
+/* Async-signal-safe: nonzero while a fit/validate/test/predict (or a run:advance) is running in some
+ * Lua state of this process (a SIGINT handler uses it to decide between lutra_interrupt and its own stop). */
+int lutra_run_active(void);
+
+/* Returns every buffer held in lutra's size-class cache to the allocator (lutra_set_allocator's, or the
+ * system's). Buffers of live tensors stay; after lua_close of every state using lutra, the host's allocator
+ * has got everything back. The Lua form is lt.empty_cache(). */
+void lutra_empty_cache(void);
+
+/* Interactive defaults. A program that opens lutra through lutra_preload/luaopen_lutra is taken as an
+ * embedding host: the Trainer then shows no progress bar and no model summary unless asked
+ * (Trainer{enable_progress_bar = true, enable_model_summary = true}). A program that wants the defaults of
+ * the `lutra` binary and plain `luajit` (both on when stdout is a terminal) calls lutra_set_interactive(1). */
+void lutra_set_interactive(int on);
+
 #ifdef __cplusplus
 }
 #endif
