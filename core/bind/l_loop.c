@@ -835,10 +835,15 @@ static int l_detach(lua_State *L) {
   return 0;
 }
 
+void l_run_enter(void); /* l_module.c: the process-wide count behind lutra_run_active() */
+void l_run_leave(void);
+
 static int with_state(lua_State *L, l_loops *H, int (*fn)(l_loops *, void *), void *arg) {
   lua_State *saved = H->L;
   H->L = L;
+  l_run_enter();
   int rc = fn(H, arg);
+  l_run_leave();
   H->L = saved;
   return rc;
 }
@@ -980,11 +985,12 @@ static int do_advance(l_loops *H, void *arg) {
   return lt_loops_fit_advance(&H->lp, a->batches, a->seconds);
 }
 
-/* lp:fit_advance(max_batches, seconds, check_interrupt) -> status[, message] */
+/* lp:fit_advance(max_batches, seconds, check_interrupt[, no_overrun]) -> status[, message] */
 static int l_fit_advance(lua_State *L) {
   l_loops *H = check_loops(L);
   adv_args a = { (int64_t)luaL_optnumber(L, 2, 0), luaL_optnumber(L, 3, 0) };
   H->lp.check_interrupt = lua_toboolean(L, 4);
+  H->lp.no_overrun = lua_toboolean(L, 5);
   int rc = with_state(L, H, do_advance, &a);
   lua_settop(L, 1);
   return push_status(L, H, rc);

@@ -69,9 +69,17 @@ static int budget_stop(lt_loops *lp) {
   if (lp->check_interrupt && lt_interrupt_pending()) return LT_INTERRUPTED;
   if (lp->batches_run > 0) {
     if (lp->budget_batches > 0 && lp->batches_run >= lp->budget_batches) return LT_PAUSE;
-    if (lp->deadline > 0 && lt_loops_now() >= lp->deadline) return LT_PAUSE;
+    /* no_overrun: stop when the next batch, at the pace of the last ones, would end after the deadline */
+    if (lp->deadline > 0 && lt_loops_now() + (lp->no_overrun ? lp->batch_seconds : 0) >= lp->deadline) return LT_PAUSE;
   }
   return LT_OK;
+}
+
+/* The expected wall time of a batch: the last one's when it was slower (a spike is believed at once), else
+ * decaying towards it, so one slow batch does not stop every following advance at its first batch. */
+static void note_batch_time(lt_loops *lp, double t) {
+  double e = lp->batch_seconds;
+  lp->batch_seconds = (e <= 0 || t >= e) ? t : 0.8 * e + 0.2 * t;
 }
 
 static int max_reached(int64_t cur, int64_t max) { return max != -1 && cur >= max; }
@@ -384,7 +392,9 @@ static int train_epoch_run(lt_loops *lp) {
   }
   while (!epoch_done(lp)) {
     LT_TRY(budget_stop(lp));
+    double t0 = lt_loops_now();
     LT_TRY(train_epoch_advance(lp));
+    note_batch_time(lp, lt_loops_now() - t0);
     if (E->stop_iteration) break;
     LT_TRY(train_epoch_on_advance_end(lp, 0));
     lp->batches_run++;

@@ -188,6 +188,8 @@ typedef struct lt_loops {
   int64_t budget_batches;         /* batches left (<= 0: no limit) */
   double deadline;                /* lt_loops_now() value to stop at (0: none) */
   int64_t batches_run;            /* training batches completed in this advance */
+  int no_overrun;                 /* a deadline stops before a batch expected to end after it */
+  double batch_seconds;           /* a training batch's wall time, as expected from the last ones (0: unknown) */
   int check_interrupt;            /* stop at a batch boundary on lt_interrupt_pending() */
 
   lt_tensor *closure_loss;        /* the normalized loss of the running closure (owned) */
@@ -211,7 +213,8 @@ double lt_loops_now(void);
 void lt_loops_fit_begin(lt_loops *lp);
 /* Runs the fit loop (on_train_start ... on_train_end) until it is done (LT_OK), a budget is spent
  * (LT_PAUSE: max_batches > 0 training batches, or `seconds` > 0 of wall time, checked at batch boundaries,
- * at least one batch), an interrupt is pending (LT_INTERRUPTED), or a hook fails (LT_ERR). */
+ * at least one batch; with lp->no_overrun no batch starts that the pace of the last ones says would end after
+ * the deadline), an interrupt is pending (LT_INTERRUPTED), or a hook fails (LT_ERR). */
 int lt_loops_fit_advance(lt_loops *lp, int64_t max_batches, double seconds);
 /* The fit loop is done (after an LT_OK advance). */
 int lt_loops_fit_done(const lt_loops *lp);

@@ -1192,7 +1192,9 @@ function Run:advance(budget)
   if self.stage == "new" then start_fit(self) end
   trainer.interrupted = false
   trainer.state.status = "running"
-  local st, msg = trainer._lp:fit_advance(nb, secs, true)
+  -- {seconds = s} starts no batch expected (at the pace of the last ones) to end after s: a host's frame
+  -- budget holds; run.overrun = true trains until s is spent instead (the first batch boundary after it)
+  local st, msg = trainer._lp:fit_advance(nb, secs, true, self.overrun ~= true)
   if st == "error" then
     trainer:_guard(function() error({ lutra_hook_error = true, msg = msg }, 0) end)
   elseif st == "interrupted" then
