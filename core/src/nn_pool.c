@@ -9,6 +9,7 @@
 
 #include "lt_errors.h"
 #include "lt_nn.h"
+#include "lt_simd.h"
 
 typedef struct pool_geom { int64_t N, C, H, W, KH, KW, SH, SW, PH, PW, HO, WO, count_pad; } pool_geom;
 _Static_assert(sizeof(pool_geom) <= sizeof(((lt_node *)0)->i), "pool_geom must fit in a node's integer slots");
@@ -54,18 +55,39 @@ static int max_pool_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor *
   return LT_OK;
 }
 
-lt_tensor *lt_nn_max_pool2d(lt_ctx *c, lt_tensor *x, int kh, int kw, int sh, int sw, int ph, int pw) {
-  pool_geom g;
-  if (pool_check(c, "max_pool2d", x, kh, kw, sh, sw, ph, pw, &g)) return NULL;
-  int64_t oshape[4] = { g.N, g.C, g.HO, g.WO };
-  lt_tensor *xc = lt_op_contiguous(c, x);
-  lt_tensor *out = xc ? lt_tensor_new(c, LT_F32, 4, oshape) : NULL;
-  lt_tensor *ind = out ? lt_tensor_new(c, LT_I64, 4, oshape) : NULL;
-  if (!ind) { lt_tensor_release(xc); lt_tensor_release(out); return NULL; }
-  const float *px = lt_f32(xc);
-  float *po = lt_f32(out);
-  int64_t *pi = lt_i64(ind);
+/* Window maxima without data-dependent branches (they mispredict half the time on activations): a value
+ * wins when it is greater, or when it is a NaN and the best so far is not (the first NaN propagates), so
+ * the winner is the first maximum in row-major order, as in PyTorch. The 2x2, stride 2, unpadded case
+ * (LeNet, VGG) compares within each row first, then the two rows: the same winner, and a loop the compiler
+ * vectorises (int counters and || conditions are what GCC 12 needs for that). */
+static inline void max_pool_2x2_row(const float *restrict r0, const float *restrict r1, float *restrict o,
+                             int32_t *restrict code, int wo, int w) {
+  for (int i = 0; i < wo; i++) {
+    float a = r0[2 * i], b = r0[2 * i + 1], c = r1[2 * i], d = r1[2 * i + 1];
+    int tb = b > a || (b != b && a == a);
+    float m0 = tb ? b : a;
+    int td = d > c || (d != d && c == c);
+    float m1 = td ? d : c;
+    int tr = m1 > m0 || (m1 != m1 && m0 == m0);
+    o[i] = tr ? m1 : m0;
+    code[i] = tr ? w + td : tb; /* offset of the winner from the window's top-left cell */
+  }
+}
+
+LT_VECTOR_FN
+static void max_pool_forward(const pool_geom *gp, const float *restrict px, float *restrict po, int64_t *restrict pi) {
+  const pool_geom g = *gp;
   const int64_t HW = g.H * g.W;
+  if (g.KH == 2 && g.KW == 2 && g.SH == 2 && g.SW == 2 && g.PH == 0 && g.PW == 0 && g.WO <= 4096) {
+    int32_t code[4096];
+    for (int64_t pl = 0; pl < g.N * g.C; pl++)
+      for (int64_t oh = 0; oh < g.HO; oh++) {
+        const int64_t base = 2 * oh * g.W, orow = (pl * g.HO + oh) * g.WO;
+        max_pool_2x2_row(px + pl * HW + base, px + pl * HW + base + g.W, po + orow, code, (int)g.WO, (int)g.W);
+        for (int64_t ow = 0; ow < g.WO; ow++) pi[orow + ow] = base + 2 * ow + code[ow];
+      }
+    return;
+  }
   for (int64_t pl = 0; pl < g.N * g.C; pl++) {
     const float *plane = px + pl * HW;
     for (int64_t oh = 0; oh < g.HO; oh++) {
@@ -76,19 +98,31 @@ lt_tensor *lt_nn_max_pool2d(lt_ctx *c, lt_tensor *x, int kh, int kw, int sh, int
         int64_t w0 = ow * g.SW - g.PW, w1 = w0 + g.KW;
         if (w0 < 0) w0 = 0;
         if (w1 > g.W) w1 = g.W;
-        float best = -INFINITY;
+        float best = plane[h0 * g.W + w0];
         int64_t bi = h0 * g.W + w0;
         for (int64_t ih = h0; ih < h1; ih++)
           for (int64_t iw = w0; iw < w1; iw++) {
             float v = plane[ih * g.W + iw];
-            if (v > best || isnan(v)) { best = v; bi = ih * g.W + iw; if (isnan(v)) goto done; }
+            int take = (v > best) | ((v != v) & (best == best));
+            best = take ? v : best;
+            bi = take ? ih * g.W + iw : bi;
           }
-      done:
         po[(pl * g.HO + oh) * g.WO + ow] = best;
         pi[(pl * g.HO + oh) * g.WO + ow] = bi;
       }
     }
   }
+}
+
+lt_tensor *lt_nn_max_pool2d(lt_ctx *c, lt_tensor *x, int kh, int kw, int sh, int sw, int ph, int pw) {
+  pool_geom g;
+  if (pool_check(c, "max_pool2d", x, kh, kw, sh, sw, ph, pw, &g)) return NULL;
+  int64_t oshape[4] = { g.N, g.C, g.HO, g.WO };
+  lt_tensor *xc = lt_op_contiguous(c, x);
+  lt_tensor *out = xc ? lt_tensor_new(c, LT_F32, 4, oshape) : NULL;
+  lt_tensor *ind = out ? lt_tensor_new(c, LT_I64, 4, oshape) : NULL;
+  if (!ind) { lt_tensor_release(xc); lt_tensor_release(out); return NULL; }
+  max_pool_forward(&g, lt_f32(xc), lt_f32(out), lt_i64(ind));
   lt_tensor_release(xc);
   lt_node *nd;
   if (lt_record(c, out, "max_pool2d", max_pool_backward, 1, &x, &nd)) goto fail;
