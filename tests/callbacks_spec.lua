@@ -38,7 +38,8 @@ local function scripted(seq, name, dir)
 end
 
 local function trainer(opts)
-  local o = { logger = false, enable_progress_bar = false, enable_model_summary = false, num_sanity_val_steps = 0 }
+  local o = { logger = false, enable_progress_bar = false, enable_model_summary = false, num_sanity_val_steps = 0,
+    enable_checkpointing = false, default_root_dir = os.getenv("TMPDIR") or "/tmp" }
   for k, v in pairs(opts) do o[k] = v end
   return lt.Trainer(o)
 end
@@ -138,7 +139,7 @@ describe("ModelCheckpoint", function()
     assert.are.equal(dir .. "/lutra_logs/version_0/checkpoints", mc.dirpath)
     assert.are.same({ "epoch=0-step=2.ckpt" }, files(mc.dirpath))
     local model2, train2, val2 = scripted({}, nil)
-    local t = trainer { max_epochs = 1, default_root_dir = dir }
+    local t = trainer { max_epochs = 1, default_root_dir = dir, enable_checkpointing = true }
     t:fit(model2, train2, val2)
     assert.are.equal(dir .. "/checkpoints", t.checkpoint_callback.dirpath)
     assert.are.same({ "epoch=0-step=2.ckpt" }, files(dir .. "/checkpoints"))
