@@ -267,6 +267,25 @@ describe("fit{ckpt_path} resumes to the same bits", function()
   end)
 end)
 
+describe("a checkpoint saved after fit ended", function()
+  local dir
+  before_each(function() dir = tmpdir() end)
+  after_each(function() rmrf(dir) end)
+
+  it("resumes into more epochs, even when EarlyStopping had stopped the run", function()
+    local m, train, val = setup(1, { dropout = false })
+    local t = lt.Trainer(trainer_opts { max_epochs = 30, callbacks = { lt.callbacks.EarlyStopping { monitor = "val_loss", patience = 1 } } })
+    t:fit(m, train, val)
+    assert.is_true(t.current_epoch < 30)
+    t:save_checkpoint(dir .. "/end.ckpt")
+    local m2, train2, val2 = setup(2, { dropout = false })
+    local t2 = lt.Trainer(trainer_opts { max_epochs = t.current_epoch + 3 })
+    t2:fit(m2, train2, val2, { ckpt_path = dir .. "/end.ckpt" })
+    assert.are.equal(t.current_epoch + 3, t2.current_epoch)
+    assert.are.equal(t.global_step + 15, t2.global_step)
+  end)
+end)
+
 describe("callbacks after a resume", function()
   local dir
   before_each(function() dir = tmpdir() end)

@@ -494,7 +494,9 @@ function M.dump_trainer(trainer, weights_only)
     loaders.val = vals
     ck.loaders = loaders
     ck.rng = { global = lt.get_rng_state() }
-    ck.should_stop = trainer.should_stop and true or false
+    -- a stop decided inside a run (EarlyStopping, Timer) holds for its resumption; after fit is over, a
+    -- resumed run (with more epochs) trains on
+    ck.should_stop = (trainer._lp:state().fit_running and trainer.should_stop) and true or false
     ck.metrics = {
       callback = copy_metrics(rawget(trainer, "_callback_metrics") and trainer.callback_metrics),
       progress_bar = copy_metrics(rawget(trainer, "_progress_bar_metrics") and trainer.progress_bar_metrics),
