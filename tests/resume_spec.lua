@@ -183,6 +183,17 @@ describe("fit{ckpt_path} resumes to the same bits", function()
     assert.is_true(points.after_val >= 2)
   end)
 
+  it("with limit_train_batches (the loader not exhausted) and an integer val_check_interval", function()
+    local points = check_all_resumes({ sched = "plateau" }, { max_epochs = 3, limit_train_batches = 3, val_check_interval = 2 },
+      function()
+        return { lt.callbacks.ModelCheckpoint { dirpath = dir, save_top_k = -1, every_n_train_steps = 3 },
+          lt.callbacks.ModelCheckpoint { dirpath = dir, save_top_k = -1, every_n_train_steps = 2, filename = "s{step}" },
+          saver(dir, "on_validation_batch_end", function(_, _, _, batch_idx) return batch_idx == 0 end) }
+      end, dir)
+    assert.is_true(points.batch_end >= 6)
+    assert.is_true(points.val >= 3)
+  end)
+
   it("with two optimizers and two schedulers (step and epoch intervals), from mid-epoch and epoch ends", function()
     local points = check_all_resumes({ opt = "two" }, { max_epochs = 3 }, function()
       return { saver(dir, "on_train_batch_end", function(_, _, _, batch_idx) return batch_idx % 2 == 1 end),

@@ -464,10 +464,13 @@ function M.dump_trainer(trainer, weights_only)
       if type(s) == "table" then
         local n = loader_batches(train)
         local E = loops_sd["epoch_loop.batch_progress"]
-        if epoch_boundary then
+        local done = E and E.current and (E.current.completed >= (trainer.num_training_batches or math.huge)
+          or (E.is_last_batch and E.current.completed == E.current.ready))
+        if epoch_boundary or done then
+          -- nothing of this epoch's data is left: the next iter() starts a new pass (even when
+          -- limit_train_batches stopped the epoch before the loader's end)
           if n then s.position = n end
-        elseif E and E.current and (point == "batch_end" or point == "batch_start" or point == "val" or point == "after_val"
-            or point == "boundary") then
+        elseif E and E.current then
           s.position = E.current.completed
         end
         loaders.train = s
