@@ -49,6 +49,16 @@ local function setup(seed, o)
       self:log("loss_b", l)
       return l
     end
+  elseif o.manual then
+    model.automatic_optimization = false
+    function model:training_step(b)
+      local opt = self:optimizers()
+      opt:zero_grad()
+      local l = lt.F.mse_loss(self:forward(b[1]), b[2])
+      self:manual_backward(l)
+      opt:step()
+      self:log("train_loss", l)
+    end
   else
     function model:training_step(b)
       local l = lt.F.mse_loss(self:forward(b[1]), b[2])
@@ -200,6 +210,15 @@ describe("fit{ckpt_path} resumes to the same bits", function()
         saver(dir, "on_train_epoch_end") }
     end, dir)
     assert.is_true(points.batch_end >= 3)
+    assert.are.equal(3, points.epoch_end)
+  end)
+
+  it("with manual optimization, from mid-epoch and end-of-epoch checkpoints", function()
+    local points = check_all_resumes({ manual = true }, { max_epochs = 3 }, function()
+      return { lt.callbacks.ModelCheckpoint { dirpath = dir, save_top_k = -1, every_n_train_steps = 3 },
+        saver(dir, "on_train_epoch_end") }
+    end, dir)
+    assert.is_true(points.batch_end >= 4)
     assert.are.equal(3, points.epoch_end)
   end)
 
