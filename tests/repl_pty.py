@@ -360,6 +360,149 @@ def _(s):
     check(s.status is not None and os.WEXITSTATUS(s.status) == 7, "exit status %r" % s.status)
 
 
+# ---- training at the prompt (SPEC §7: Ctrl-C during fit, fit again continues, hooks redefined) ------------
+# A model whose batches busy-wait DELAY seconds of CPU time, 100 batches per epoch, 3 epochs: long enough to be
+# interrupted, short enough for the suite. Every line is typed at the prompt, as a user would.
+FIT_SETUP = [  # each line shorter than the 100-column terminal (libedit wraps longer ones)
+    "lt.manual_seed(0)",
+    "ds = lt.data.TensorDataset(lt.randn(400, 8), lt.randn(400, 1))",
+    "loader = lt.data.DataLoader(ds, {batch_size = 4})",
+    "m = {lin = lt.nn.Linear(8, 1), calls = 0}",
+    "function busy(s) local t0 = os.clock() while os.clock() - t0 < s do end end",
+    "DELAY = 0.004",
+    "function m:training_step(b) self.calls = self.calls + 1; busy(DELAY)",
+    "  return lt.F.mse_loss(self.lin(b[1]), b[2]) end",
+    "function m:configure_optimizers()",
+    "  return lt.optim.SGD(lt.nn.parameters(self), {lr = 0.01}) end",
+    "function m:on_train_start() print('TRAINING') end",
+    "cb = {on_exception = function(self, trainer, model, err) self.err = err end}",
+    "t = lt.Trainer{max_epochs = 3, callbacks = {cb}, logger = false, enable_checkpointing = false,",
+    "  enable_progress_bar = false, enable_model_summary = false}",
+]
+FIT_TOTAL = 300
+
+
+def _start_fit_and_interrupt(s):
+    """Types the set-up, starts t:fit, presses Ctrl-C once it trains; returns (epoch, step) at the stop."""
+    s.expect_prompt()
+    for line in FIT_SETUP:
+        s.send(line + "\r")
+        s.expect(line)
+        out = s.expect(re.compile(r"\n(>>?) "))  # a continuation line gets ">> "
+        check(out.strip("\r\n> ") == "", "set-up line %r printed %r" % (line, out))
+    s.send("t:fit(m, loader)\r")
+    s.expect("t:fit(m, loader)")
+    s.expect("TRAINING", timeout=30)
+    time.sleep(0.3)
+    s.send(CTRL_C)
+    t0 = time.time()
+    out = s.expect_prompt(timeout=10)
+    check("interrupted!" not in out and "traceback" not in out, "Ctrl-C raised an error: %r" % out)
+    check(time.time() - t0 < 5, "the prompt took %.1f s to come back" % (time.time() - t0))
+    out = s.run("t.interrupted, t.global_step, m.calls, t.current_epoch, cb.err")
+    fields = out.split("\t")
+    check(len(fields) == 5, "unexpected %r" % out)
+    check(fields[0] == "true", "trainer.interrupted is %r" % fields[0])
+    step, calls, epoch = int(fields[1]), int(fields[2]), int(fields[3])
+    check(0 < step < FIT_TOTAL, "global_step %d after the interrupt" % step)
+    check(calls == step, "stopped at a batch boundary: %d training_step calls, %d steps" % (calls, step))
+    check(fields[4] == "interrupted", "on_exception got %r" % fields[4])
+    return epoch, step
+
+
+@scenario("ctrl_c during fit stops at a batch boundary and fit continues exactly")
+def _(s):
+    _start_fit_and_interrupt(s)
+    out = s.run("t.state.status")
+    check(out == "interrupted", "trainer.state.status %r" % out)
+    s.send("t:fit(m, loader)\r")
+    s.expect("t:fit(m, loader)")
+    out = s.expect_prompt(timeout=60)
+    check("TRAINING" not in out, "on_train_start ran again on continuing: %r" % out)
+    out = s.run("t.interrupted, t.global_step, m.calls, t.current_epoch, t.state.status")
+    check(out == "false\t%d\t%d\t3\tfinished" % (FIT_TOTAL, FIT_TOTAL),
+          "after continuing: %r (expected false, %d steps, %d calls, epoch 3, finished)" % (out, FIT_TOTAL, FIT_TOTAL))
+
+
+@scenario("hooks defined at the prompt after ctrl_c take effect at the next epoch start")
+def _(s):
+    epoch, step = _start_fit_and_interrupt(s)
+    check(epoch <= 1, "interrupted too late to see an epoch start (epoch %d)" % epoch)
+    # training_epoch_end is new (outputs are kept from the next epoch on); on_train_epoch_start is redefined
+    s.run("ends = {}")
+    s.run("function m:training_epoch_end(outs) ends[#ends + 1] = #outs .. '@' .. self.current_epoch end")
+    s.run("starts = {}")
+    s.run("function m:on_train_epoch_start() starts[#starts + 1] = self.current_epoch end")
+    s.send("t:fit(m, loader)\r")
+    s.expect("t:fit(m, loader)")
+    s.expect_prompt(timeout=60)
+    later = list(range(epoch + 1, 3))
+    out = s.run("table.concat(ends, ' ')")
+    want = " ".join("100@%d" % e for e in later)
+    check(out == want, "training_epoch_end calls %r, expected %r (epochs after %d, 100 outputs each)" % (out, want, epoch))
+    out = s.run("table.concat(starts, ' ')")
+    want = " ".join(str(e) for e in later)
+    check(out == want, "the redefined on_train_epoch_start ran for %r, expected %r" % (out, want))
+    out = s.run("t.global_step, m.calls")
+    check(out == "%d\t%d" % (FIT_TOTAL, FIT_TOTAL), "steps and calls %r" % out)
+
+
+@scenario("ctrl_c twice during fit still stops at a batch boundary")
+def _(s):
+    # The 2nd Ctrl-C while a run is active (lutra_run_active) only repeats the stop request: no
+    # "interrupted!" error is raised inside a hook, the run stops cleanly and can continue.
+    s.expect_prompt()
+    for line in FIT_SETUP:
+        s.send(line + "\r")
+        s.expect(line)
+        s.expect(re.compile(r"\n(>>?) "))
+    s.run("DELAY = 0.2")  # long batches: the 2nd Ctrl-C comes while the batch of the 1st still runs
+    s.run("jit.off(busy)")  # interpreted: a "interrupted!" hook, if armed, would fire in it at once
+    s.send("t:fit(m, loader)\r")
+    s.expect("t:fit(m, loader)")
+    s.expect("TRAINING", timeout=30)
+    time.sleep(0.3)
+    s.send(CTRL_C, delay=0)
+    time.sleep(0.05)
+    s.send(CTRL_C, delay=0)
+    out = s.expect_prompt(timeout=10)
+    check("interrupted!" not in out and "traceback" not in out, "the 2nd Ctrl-C raised an error: %r" % out)
+    out = s.run("t.interrupted, t.global_step == m.calls, t.global_step < %d" % FIT_TOTAL)
+    check(out == "true\ttrue\ttrue", "after two Ctrl-C: %r" % out)
+    s.run("DELAY = 0.001")
+    s.send("t:fit(m, loader)\r")
+    s.expect("t:fit(m, loader)")
+    s.expect_prompt(timeout=60)
+    out = s.run("t.global_step, m.calls")
+    check(out == "%d\t%d" % (FIT_TOTAL, FIT_TOTAL), "after continuing: %r" % out)
+
+
+@scenario("ctrl_c while no fit runs does not stop the next fit")
+def _(s):
+    # Ctrl-C twice aborts a plain computation; the stop request the 1st one made must not stay pending
+    # and end the next fit at its first batch.
+    s.expect_prompt()
+    for line in FIT_SETUP:
+        s.send(line + "\r")
+        s.expect(line)
+        s.expect(re.compile(r"\n(>>?) "))
+    s.run("jit.off(busy)")
+    s.send("busy(30)\r")
+    s.expect("busy(30)")
+    time.sleep(0.3)
+    s.send(CTRL_C, delay=0)
+    time.sleep(0.1)
+    s.send(CTRL_C, delay=0)
+    out = s.expect_prompt(timeout=10)
+    check("interrupted!" in out, "busy(30) was not interrupted: %r" % out)
+    s.run("DELAY = 0")
+    s.send("t:fit(m, loader)\r")
+    s.expect("t:fit(m, loader)")
+    s.expect_prompt(timeout=60)
+    out = s.run("t.interrupted, t.global_step")
+    check(out == "false\t%d" % FIT_TOTAL, "the fit after the Ctrl-C: %r (expected false, %d)" % (out, FIT_TOTAL))
+
+
 def main(argv):
     if not os.access(BIN, os.X_OK):
         print("not ok - lutra binary not found at %s (set LUTRA_BIN)" % BIN)

@@ -124,3 +124,4 @@ int lutra_set_allocator(const lutra_allocator *a) {
 }
 
 void lutra_interrupt(void) { lt_interrupt_request(); }
+void lutra_interrupt_clear(void) { lt_interrupt_clear(); }

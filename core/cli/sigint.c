@@ -145,6 +145,7 @@ void cli_int_prompt(void)
 {
   int_mode = CLI_INT_PROMPT;
   int_count = 0;
+  lutra_interrupt_clear(); /* a Ctrl-C no fit saw belonged to the chunk that ended: not to the next fit */
   if (int_hook_armed && int_L != NULL) {
     lua_sethook(int_L, NULL, 0, 0);
     int_hook_armed = 0;

@@ -47,6 +47,10 @@ int lutra_set_allocator(const lutra_allocator *a);
  * (as Ctrl-C does). The run returns with trainer.interrupted = true. */
 void lutra_interrupt(void);
 
+/* Drops a pending lutra_interrupt request that no run has seen (Ctrl-C pressed while no fit ran): a REPL
+ * calls it when it returns to the prompt, so the request does not stop the next fit at its first batch. */
+void lutra_interrupt_clear(void);
+
 /* Async-signal-safe: nonzero while a fit/validate/test/predict (or a run:advance) is running in some
  * Lua state of this process (a SIGINT handler uses it to decide between lutra_interrupt and its own stop). */
 int lutra_run_active(void);
