@@ -352,6 +352,17 @@ describe("trainer:save_checkpoint", function()
     assert.are.equal(math.huge, doc.callbacks["EarlyStopping{monitor=x,mode=min}"].best_score)
   end)
 
+  it("hyper-parameters that hold functions are saved without them", function()
+    local t, model = fitted()
+    model.hparams.activation = lt.relu
+    model.hparams.nested = { fn = print, n = 2 }
+    t:save_checkpoint(dir .. "/h.ckpt")
+    local doc = ck.read(dir .. "/h.ckpt")
+    assert.is_nil(doc.hyper_parameters.activation)
+    assert.are.same({ n = 2 }, doc.hyper_parameters.nested)
+    assert.are.equal("tiny", doc.hyper_parameters.name)
+  end)
+
   it("weights_only leaves the training state out", function()
     local t = fitted()
     t:save_checkpoint(dir .. "/w.ckpt", true)

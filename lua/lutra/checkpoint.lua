@@ -302,6 +302,8 @@ end
 -- callbacks') do not run again. Epoch-aggregated training metrics of an epoch resumed in its middle cover
 -- the batches run after the resume.
 
+local plain_copy
+
 local function loops_ids()
   local ok, loops = pcall(require, "lutra.trainer.loops")
   return ok and loops.ID or nil
@@ -412,7 +414,6 @@ local function loops_state_for(trainer, point)
   if epoch_boundary then
     zero_current("epoch_loop.batch_progress")
     zero_current("epoch_loop.scheduler_progress")
-    zero_current("epoch_loop.batch_loop.optimizer_loop.optim_progress")
     local b = out["epoch_loop.batch_progress"]
     if type(b) == "table" then b.is_last_batch = false end
   end
@@ -426,6 +427,23 @@ local function copy_metrics(t)
     if lt.is_tensor(v) then n = v:numel() == 1 and v:item() or nil end
     if type(n) == "number" or type(n) == "string" or type(n) == "boolean" then r[k] = n end
   end
+  return r
+end
+
+-- A copy of v without what a checkpoint cannot hold (functions, userdata other than tensors, cycles):
+-- hyper-parameters may name an activation function; that must not make every checkpoint fail.
+plain_copy = function(v, seen)
+  local tv = type(v)
+  if tv == "number" or tv == "string" or tv == "boolean" or lt.is_tensor(v) then return v end
+  if tv ~= "table" then return nil end
+  seen = seen or {}
+  if seen[v] then return nil end
+  seen[v] = true
+  local r = {}
+  for k, x in pairs(v) do
+    if type(k) == "string" or (type(k) == "number" and k == floor(k)) then r[k] = plain_copy(x, seen) end
+  end
+  seen[v] = nil
   return r
 end
 
@@ -542,7 +560,7 @@ function M.dump_trainer(trainer, weights_only)
     end
     ck.callbacks = states
   end
-  if type(model) == "table" and model.hparams ~= nil then ck.hyper_parameters = model.hparams end
+  if type(model) == "table" and model.hparams ~= nil then ck.hyper_parameters = plain_copy(model.hparams) end
   if type(model.on_save_checkpoint) == "function" then model:on_save_checkpoint(ck) end
   return ck
 end
@@ -607,7 +625,7 @@ function M.restore_trainer(trainer, path)
     end
     path = found
   end
-  local ok, ck, info = pcall(M.read, path)
+  local ok, ck = pcall(M.read, path)
   if not ok then
     local msg = bare(ck)
     local head = "load: " .. path .. ": "
