@@ -107,10 +107,13 @@ function LearningRateMonitor:_extract(trainer, interval)
   return any and stats or nil
 end
 
+-- the logger's step: batches that stepped (Lightning's _batches_that_stepped), else global_step
 local function logging_step(trainer)
-  local el = trainer.fit_loop and trainer.fit_loop.epoch_loop
-  local b = el and el._batches_that_stepped
-  if type(b) == "number" then return b end
+  local lp = rawget(trainer, "_lp")
+  if lp then
+    local ok, b = pcall(lp.get, lp, "batches_that_stepped")
+    if ok and type(b) == "number" then return b end
+  end
   return trainer.global_step
 end
 
