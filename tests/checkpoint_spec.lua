@@ -363,6 +363,33 @@ describe("trainer:save_checkpoint", function()
     assert.are.equal("tiny", doc.hyper_parameters.name)
   end)
 
+  it("on resume calls the model's on_load_checkpoint(checkpoint) and callbacks' on_load_checkpoint(state)", function()
+    local cbx = { state_key = "Counter", count = 7 }
+    function cbx:state_dict() return { count = self.count } end
+    local t = fitted { callbacks = { cbx } }
+    t:save_checkpoint(dir .. "/c.ckpt")
+    local got_model, got_cb, loaded
+    local cby = { state_key = "Counter", count = 0 }
+    function cby:on_load_checkpoint(_, _, state) got_cb = state.count end
+    function cby:load_state_dict(state) loaded = state.count; self.count = state.count end
+    lt.manual_seed(3)
+    local ds = lt.data.TensorDataset(lt.randn(24, 3), lt.randn(24, 1))
+    local model = { fc = lt.nn.Linear(3, 1) }
+    function model:training_step(b) return lt.F.mse_loss(self.fc(b[1]), b[2]) end
+    function model:configure_optimizers()
+      local opt = lt.optim.Adam(lt.nn.parameters(self), { lr = 0.05 })
+      return { optimizer = opt, lr_scheduler = lt.optim.lr_scheduler.StepLR(opt, { step_size = 1, gamma = 0.5 }) }
+    end
+    function model:on_load_checkpoint(c) got_model = c.note end
+    local t2 = lt.Trainer { max_epochs = 3, logger = false, enable_progress_bar = false, enable_model_summary = false,
+      enable_checkpointing = false, callbacks = { cby } }
+    t2:fit(model, lt.data.DataLoader(ds, { batch_size = 8, shuffle = true }), { ckpt_path = dir .. "/c.ckpt" })
+    assert.are.equal("from the model", got_model)
+    assert.are.equal(7, got_cb)
+    assert.are.equal(7, loaded)
+    assert.are.equal(9, t2.global_step)
+  end)
+
   it("weights_only leaves the training state out", function()
     local t = fitted()
     t:save_checkpoint(dir .. "/w.ckpt", true)
