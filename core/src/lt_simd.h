@@ -16,24 +16,6 @@
 #define LT_VECTOR_FN __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
 #else
 #define LT_VECTOR_FN
-/* Sum of a contiguous row: 16 float lanes per 4096-element block (vectorises), blocks added in double. */
-static inline double lt_sum_f32(const float *x, int64_t n) {
-  double total = 0;
-  for (int64_t b = 0; b < n; b += 4096) {
-    int64_t e = b + 4096 < n ? b + 4096 : n;
-    float acc[16] = { 0 };
-    int64_t i = b;
-    for (; i + 16 <= e; i += 16)
-      for (int k = 0; k < 16; k++) acc[k] += x[i + k];
-    float tail = 0;
-    for (; i < e; i++) tail += x[i];
-    double s = tail;
-    for (int k = 0; k < 16; k++) s += acc[k];
-    total += s;
-  }
-  return total;
-}
-
 #endif
 
 __attribute__((always_inline)) static inline float lt_expf(float x) {
