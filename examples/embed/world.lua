@@ -1,13 +1,13 @@
 -- examples/embed/world.lua — the learning side of examples/embed/host.c (a game-like C host).
 --
--- The host simulates a ball bouncing in a box at 60 frames per second and, every frame, hands this script
+-- The host simulates a puck sliding in a bowl at 60 frames per second and, every frame, hands this script
 -- one transition (state -> next state). The script keeps them in a replay buffer and trains a small MLP
 -- to predict the world's dynamics, a few milliseconds per frame:
 --
 --   local learner = dofile("examples/embed/world.lua"){ seed = 1 }
 --   learner.observe(x, y, vx, vy, nx, ny, nvx, nvy)   -- every frame
 --   local loss, steps = learner.train(0.004)          -- run:advance{seconds = 0.004}
---   local px, py = learner.predict(x, y, vx, vy, 30)  -- where the model thinks the ball is 30 frames later
+--   local px, py = learner.predict(x, y, vx, vy, 30)  -- where the model thinks the puck is 30 frames later
 --
 -- The training data is an endless loader (a table with iter() and no length): each batch is 64
 -- transitions drawn at random from the buffer, so the Trainer's epoch never ends and the host decides
@@ -19,7 +19,7 @@ return function(opts)
   local CAP = opts.capacity or 8192
   local BATCH = opts.batch_size or 64
   local DT = opts.dt or 1 / 60
-  local VS = 3 -- velocity scale of the normalised features
+  local VS, AS = 2, 10 -- velocity and acceleration scales: features and targets of order 1
 
   lt.manual_seed(opts.seed or 1)
 
@@ -29,9 +29,9 @@ return function(opts)
 
   local function features(x, y, vx, vy) return { 2 * x - 1, 2 * y - 1, vx / VS, vy / VS } end
 
-  -- what the model predicts: the change of the state in one frame, scaled to O(1)
+  -- what the model predicts: the change of the state in one frame as rates (velocity, acceleration), scaled
   local function delta(x, y, vx, vy, nx, ny, nvx, nvy)
-    return { (nx - x) / DT / VS, (ny - y) / DT / VS, (nvx - vx) / VS, (nvy - vy) / VS }
+    return { (nx - x) / DT / VS, (ny - y) / DT / VS, (nvx - vx) / DT / AS, (nvy - vy) / DT / AS }
   end
 
   local learner = {}
@@ -86,7 +86,7 @@ return function(opts)
       local s = { x, y, vx, vy }
       for _ = 1, n do
         local d = model.net(lt.tensor({ features(s[1], s[2], s[3], s[4]) })):totable()[1]
-        s = { s[1] + d[1] * VS * DT, s[2] + d[2] * VS * DT, s[3] + d[3] * VS, s[4] + d[4] * VS }
+        s = { s[1] + d[1] * VS * DT, s[2] + d[2] * VS * DT, s[3] + d[3] * AS * DT, s[4] + d[4] * AS * DT }
       end
       return s[1], s[2]
     end)
