@@ -2,12 +2,13 @@
  * host.c — lutra embedded in a game-like C program (SPEC §10).
  *
  * The program owns everything a game owns: its LuaJIT state, its allocator, its frame loop and its
- * screen. A puck slides in a bowl (pulled to the centre, harder far out, pushed sideways by a swirl, slowed
- * by drag) and gets kicked now and then; the world runs at 60 frames per second. Every frame the host hands the Lua side (examples/embed/world.lua) the transition
- * it just simulated, then gives training a budget of 4 ms: `run:advance{seconds = 0.004}` on a small MLP
- * that learns the world's dynamics online. Every 20 frames a line shows the frame, the training loss,
- * and a tiny view of the table along each axis: `o` the puck, `*` where the model, given the state of half a
- * second earlier and nothing since, predicted it would be now (the rollout error shrinks as it learns).
+ * screen. A puck slides in a bowl (pulled to the centre, harder far out, pushed sideways by a swirl,
+ * slowed by drag) and gets kicked now and then; the world runs at 60 frames per second. Every frame the
+ * host hands the Lua side (examples/embed/world.lua) the transition it just simulated, then gives
+ * training a budget of 4 ms: `run:advance{seconds = 0.004}` on a small MLP that learns the world's
+ * dynamics online. Every 20 frames a line shows the frame, the training loss, and a tiny view of the
+ * table along each axis: `o` the puck, `*` where the model, given the state of half a second earlier and
+ * nothing since, predicted it would be now (the rollout error shrinks as it learns).
  *
  *   build-embed/bin/release/embed_host [--frames N] [--budget SECONDS] [--every N] [--seed N]
  *                                      [--script PATH] [--ppm DIR] [--realtime] [--quiet]
