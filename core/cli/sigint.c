@@ -15,9 +15,9 @@
  *   buffer are dropped.
  * When SIGINT is ignored at start-up (nohup, a background job of a script), it stays ignored.
  *
- * Whether a run is active: lutra.h has no query for it yet. If the core defines
- * `int lutra_run_active(void)` (async-signal-safe, nonzero while a fit/validate/test/predict runs),
- * it is used; otherwise no run is assumed and the 2nd Ctrl-C always arms the hook.
+ * Whether a run is active: lutra.h's `int lutra_run_active(void)` (async-signal-safe, nonzero while a
+ * fit/validate/test/predict runs). It is declared weak here, so the binary also links against a core
+ * without it; then no run is assumed and the 2nd Ctrl-C always arms the hook.
  *
  * The REPL compiles each chunk it runs with the JIT off for the chunk's own code (repl.c), so a loop
  * typed at the prompt stays in the interpreter, where the hook is seen: `while true do end` is

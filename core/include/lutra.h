@@ -1,15 +1,22 @@
 /*
  * lutra.h — the public C header, for programs that embed lutra in their own LuaJIT state.
  *
+ *   lutra_set_allocator(&my_allocator);     // optional, before the first tensor
  *   lua_State *L = luaL_newstate();
  *   luaL_openlibs(L);
  *   lutra_preload(L);                       // package.preload["lutra"], ["lutra.core"], ["lutra.nn"], ...
  *   luaL_dostring(L, "lt = require 'lutra'");
- *   ...                                      // each frame: run:advance{seconds = 0.004}
+ *   ...                                      // run = trainer:fit_run(model, loader)
+ *   ...                                      // each frame: run:advance{seconds = 0.004} through lua_pcall
+ *   lua_close(L);
+ *   lutra_empty_cache();                    // the allocator gets back the buffers lutra kept for reuse
  *
  * Or, Lua 5.1 style: lua_pushcfunction(L, luaopen_lutra); lua_call(L, 0, 1) leaves the module table.
+ * A complete host: examples/embed/host.c (a world at 60 frames per second that a model learns online).
  *
- * Nothing in lutra calls exit/abort or prints on its own unless asked; errors reach the host as Lua errors.
+ * Nothing in lutra calls exit/abort or prints on its own unless asked (an embedding host's Trainer shows no
+ * progress bar and no model summary by default); errors reach the host as Lua errors. advance{seconds = s}
+ * starts no batch that the pace of the last ones says would end after s, so a frame budget holds.
  * Memory: lutra_set_allocator routes every tensor buffer through the host's allocator; call it before the
  * first tensor is created.
  */
