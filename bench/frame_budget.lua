@@ -3,7 +3,7 @@
 -- advance must be <= 5 ms. Model: the MLP 784-512-256-10 (ReLU, SGD with momentum) at batch 64 on
 -- Fashion-MNIST (or the same shapes of random data when the data set is not installed).
 --
---   lutra bench/frame_budget.lua [frames=1000] [budget=0.004] [threads=1] [pace=1] [overrun=0]
+--   lutra bench/frame_budget.lua [frames=1000] [budget=0.004] [threads=1] [pace=1] [overrun=0] [floor=1]
 --                                [data=fashion|random] [seed=0]
 --
 -- advance{seconds=} starts no batch that the pace of the last ones says would end after the budget;
@@ -11,7 +11,8 @@
 -- pace=1 sleeps until the next 1/60 s frame as a game does (pace=0: frames back to back). Reports, per frame,
 -- the wall time of advance (what the bar is about) and the CPU time of the process during it (what the
 -- wall time would be on an idle machine: on a loaded one the scheduler's preemptions add whole 4 ms ticks),
--- plus the batches per frame, and prints "RESULT ..." and "BAR per-frame p99 <= 5 ms: PASS|FAIL".
+-- plus the batches per frame; then (floor=1) the same frames with one plain training step each and no Trainer,
+-- whose p99 is the machine's own (other processes' interference); prints "RESULT ..." and the bar's verdict.
 local lt = require "lutra"
 local ffi = require "ffi"
 ffi.cdef [[
@@ -29,10 +30,11 @@ local function sleep(s)
   ffi.C.nanosleep(req, nil)
 end
 
-local o = { frames = "1000", budget = "0.004", threads = "1", pace = "1", data = "fashion", seed = "0", overrun = "0" }
+local o = { frames = "1000", budget = "0.004", threads = "1", pace = "1", data = "fashion", seed = "0", overrun = "0",
+  floor = "1" }
 for _, a in ipairs(arg or {}) do
   local k, v = a:match("^([%w_]+)=(.*)$")
-  if not k or o[k] == nil then error("frame_budget: bad argument '" .. a .. "' (known: frames, budget, threads, pace, overrun, data, seed)") end
+  if not k or o[k] == nil then error("frame_budget: bad argument '" .. a .. "' (known: frames, budget, threads, pace, overrun, floor, data, seed)") end
   o[k] = v
 end
 local FRAMES, BUDGET = tonumber(o.frames), tonumber(o.budget)
@@ -86,6 +88,29 @@ for f = 1, FRAMES do
 end
 local steps = trainer.global_step - step0
 
+-- the floor: the same frames with one plain step each (forward, backward, SGD; no Trainer, no budget). Its
+-- p99 is what the machine allows: spikes here come from other processes, not from the stepwise code.
+local floor = {}
+if o.floor == "1" then
+  local opt = lt.optim.SGD(lt.nn.parameters(model), { lr = 0.05, momentum = 0.9 })
+  local it = loader:iter()
+  next_frame = now()
+  for f = 1, FRAMES do
+    local b = it()
+    if not b then it = loader:iter(); b = it() end
+    local t0 = now()
+    local loss = lt.F.cross_entropy(model.net(b[1]), b[2])
+    opt:zero_grad()
+    loss:backward()
+    opt:step()
+    floor[f] = (now() - t0) * 1e3
+    if o.pace == "1" then
+      next_frame = next_frame + frame_dt
+      sleep(next_frame - now())
+    end
+  end
+end
+
 local function pct(t, p)
   local s = {}
   for i, v in ipairs(t) do s[i] = v end
@@ -105,8 +130,17 @@ print(string.format("  cpu  ms: p50 %.2f  p90 %.2f  p99 %.2f  max %.2f", pct(cpu
   pct(cput, 1)))
 print(string.format("  batches per frame: p50 %d  min %d  max %d; %d steps, %.2f ms cpu per batch", pct(nb, .5),
   pct(nb, 0), pct(nb, 1), steps, batch_ms))
+local over = 0
+for f = 1, FRAMES do if wall[f] > 5 then over = over + 1 end end
+print(string.format("  frames over 5 ms: %d of %d", over, FRAMES))
+if #floor > 0 then
+  print(string.format("  floor, one plain step per frame (no Trainer): wall ms p50 %.2f  p90 %.2f  p99 %.2f  max %.2f",
+    pct(floor, .5), pct(floor, .9), pct(floor, .99), pct(floor, 1)))
+end
 print(string.format("RESULT wall_p50_ms=%.3f wall_p99_ms=%.3f wall_max_ms=%.3f cpu_p50_ms=%.3f cpu_p99_ms=%.3f " ..
   "cpu_max_ms=%.3f batch_ms=%.3f steps=%d", pct(wall, .5), pct(wall, .99), pct(wall, 1), pct(cput, .5),
   pct(cput, .99), pct(cput, 1), batch_ms, steps))
-print(string.format("BAR per-frame p99 <= 5 ms: wall %s (%.2f ms), cpu %s (%.2f ms)",
-  pct(wall, .99) <= 5 and "PASS" or "FAIL", pct(wall, .99), pct(cput, .99) <= 5 and "PASS" or "FAIL", pct(cput, .99)))
+print(string.format("BAR per-frame p99 <= 5 ms: wall %s (%.2f ms), cpu %s (%.2f ms)%s",
+  pct(wall, .99) <= 5 and "PASS" or "FAIL", pct(wall, .99), pct(cput, .99) <= 5 and "PASS" or "FAIL", pct(cput, .99),
+  (#floor > 0 and pct(floor, .99) > 5) and string.format(" (the floor's p99 is %.2f ms: this machine cannot show it)",
+    pct(floor, .99)) or ""))
