@@ -430,6 +430,11 @@ end)
 
 -- ---- the Trainer under mpirun -------------------------------------------------------------------------------
 
+local function has_trainer_checkpoints()
+  local ok, ck = pcall(require, "lutra.checkpoint")
+  return ok and type(ck.save_trainer) == "function" and type(ck.restore_trainer) == "function"
+end
+
 local function max_weight_diff(a, b)
   local d = 0
   assert.are.equal(#a, #b)
@@ -484,6 +489,27 @@ mpi_describe("Trainer{strategy='ddp'} under mpirun", function()
     assert.are.equal(1, n)
   end)
 
+  it("only rank 0 writes checkpoints; after fit every rank's ModelCheckpoint has rank 0's best and last paths", function()
+    if not has_trainer_checkpoints() then pending("lutra.checkpoint has no save_trainer yet") return end
+    local run = mpirun(2, "train.lua", { "mc", "32" })
+    assert(run.code == 0, run.out .. run.err)
+    local r0, r1 = result(run, "mc", 0), result(run, "mc", 1)
+    local dir = run.dir .. "/lutra_logs/version_0/checkpoints"
+    assert.are.equal(dir, r0.dirpath)
+    assert.same({ r0.best, r0.last, r0.dirpath }, { r1.best, r1.last, r1.dirpath })
+    assert.is_true(r1.exists)
+    local p = io.popen("cd " .. q(run.dir) .. " && find . -name '*.ckpt' | sort")
+    local files = p:read("*a")
+    p:close()
+    -- top 2 of 3 epochs by rank 0's train_loss, and last.ckpt; nothing from rank 1 (it has no logger dir)
+    local n = 0
+    for line in files:gmatch("[^\n]+") do
+      n = n + 1
+      assert.matches("^%./lutra_logs/version_0/checkpoints/", line)
+    end
+    assert.are.equal(3, n)
+  end)
+
   it("a rank that raises in on_train_batch_end ends the job at once with that rank's message", function()
     local run = mpirun(2, "train.lua", { "raise", "32" }, { timeout = 30 })
     assert.are_not.equal(0, run.code)
@@ -500,10 +526,6 @@ mpi_describe("Trainer{strategy='ddp'} under mpirun", function()
   end)
 end)
 
-local function has_trainer_checkpoints()
-  local ok, ck = pcall(require, "lutra.checkpoint")
-  return ok and type(ck.save_trainer) == "function" and type(ck.restore_trainer) == "function"
-end
 
 mpi_describe("Trainer{strategy='ddp'} checkpoints", function()
   local uninterrupted

@@ -290,7 +290,8 @@ end
 --   ddp:shard_loaders(trainer, train, val)   before the loaders are measured: every rank its share
 --   ddp:setup_fit(trainer, model)      after configure_optimizers (and a checkpoint restore): rank 0's weights
 --                                      to every rank, the gradient reducer attached to backward
---   ddp:teardown(trainer)              end of a run: reducer detached, loaders' sharding as it was
+--   ddp:teardown(trainer, status)      end of a run: reducer detached, loaders' sharding as it was; after a
+--                                      finished fit, checkpoint callbacks take rank 0's state (best_model_path)
 --   ddp:abort(err)                     a failed run: "lutra: rank R of W failed: ..." and MPI_Abort
 -- Gradients: the reducer is attached to lutra's backward, so every backward() of the training step averages
 -- the gradients of the optimizers' parameters across ranks, in buckets sent while backward goes on; by the
@@ -429,10 +430,23 @@ function DDP:setup_fit(trainer, model)
   self.reducer:attach()
 end
 
-function DDP:teardown(_)
+function DDP:teardown(trainer, status)
   if self.reducer then self.reducer:detach() end
   for _, s in ipairs(self.sharded) do s.loader:set_shard(s.shard[1], s.shard[2]) end
   self.sharded = {}
+  -- a fit that finished on every rank: the checkpoint callbacks take rank 0's state (best_model_path,
+  -- last_model_path, scores: the files rank 0 wrote). Never on a failure: no collective on that path.
+  if status == "finished" and trainer.state and trainer.state.fn == "fit" then
+    for _, cb in ipairs(trainer.checkpoint_callbacks or {}) do
+      if type(cb.state_dict) == "function" and type(cb.load_state_dict) == "function" then
+        local sd = D.broadcast_object(self.rank == 0 and cb:state_dict() or nil, 0)
+        if self.rank ~= 0 then
+          if sd.dirpath ~= nil then cb.dirpath = sd.dirpath end
+          cb:load_state_dict(sd)
+        end
+      end
+    end
+  end
 end
 
 --- any rank's true makes it true on every rank (EarlyStopping, Timer: every rank must stop together)

@@ -1014,7 +1014,7 @@ function Trainer:_begin_run(model, fn)
 end
 
 function Trainer:_end_run(status)
-  if self._ddp then self._ddp:teardown(self) end -- ddp
+  if self._ddp then self._ddp:teardown(self, status) end -- ddp
   self._running = false
   self._eval_active = false
   self._lp:detach()

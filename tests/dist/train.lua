@@ -5,7 +5,8 @@
 --       "raise"   rank 1 raises in on_train_batch_end at batch_idx 3
 --       "kill"    rank 1 kills itself (SIGKILL) at batch_idx 3
 --       "ckpt"    saves a checkpoint after 5 steps, then keeps training: writes weights at 5 and at the end
---       "resume"  resumes from OUTDIR/../ckpt (arg 4) and trains to the same end: writes the final weights
+--       "resume"  resumes from the checkpoint (arg 4) and trains to the same end: writes the final weights
+--       "mc"      ModelCheckpoint (top 2 + last) and CSVLogger under OUTDIR: writes what each rank's callback says
 -- Each rank writes OUTDIR/<mode>_<rank>.lua (a Lua table).
 local lt = require "lutra"
 local D = lt.distributed
@@ -121,6 +122,23 @@ elseif mode == "ckpt" or mode == "resume" then
   end
   res.weights = weights(m)
   write(res.rank, res)
+elseif mode == "mc" then -- the default ModelCheckpoint and CSVLogger, everything under OUTDIR
+  local m = new_model(10)
+  local loader = lt.data.DataLoader(ds, { batch_size = bs, shuffle = true, seed = 5 })
+  local cb = lt.callbacks.ModelCheckpoint { monitor = "train_loss", save_top_k = 2, save_last = true }
+  local train_step = Model.training_step
+  function m:training_step(batch, i)
+    local loss = train_step(self, batch, i)
+    self:log("train_loss", loss:item() + self.trainer.global_rank, { on_step = false, on_epoch = true })
+    return loss
+  end
+  local trainer = lt.Trainer { max_epochs = 3, default_root_dir = outdir, enable_progress_bar = false,
+    enable_model_summary = false, callbacks = { cb } }
+  trainer:fit(m, loader)
+  local f = io.open(cb.best_model_path, "rb")
+  if f then f:close() end
+  write(trainer.global_rank, { best = cb.best_model_path, last = cb.last_model_path, exists = f ~= nil,
+    dirpath = cb.dirpath })
 else
   error("train.lua: unknown mode " .. mode)
 end
