@@ -35,6 +35,14 @@ local function check_op(fname, op)
   return op
 end
 
+-- Calls a C function of the binding; its error is raised at the user's call site (level 3), without the
+-- position inside this file.
+local function call(f, ...)
+  local ok, a, b = pcall(f, ...)
+  if not ok then error((tostring(a):gsub("^[^\n:]*%.lua:%d+: ", "")), 3) end
+  return a, b
+end
+
 local function need_init(fname)
   if not C.available() then
     error(fname .. ": lutra was built without MPI; install it with `apt-get install openmpi-bin libopenmpi-dev` "
@@ -73,7 +81,7 @@ function D.finalize() C.finalize() end
 
 function D.barrier()
   need_init("barrier")
-  C.barrier()
+  call(C.barrier)
 end
 
 local function check_src(fname, src)
@@ -88,7 +96,7 @@ end
 function D.broadcast(x, src)
   need_init("broadcast")
   src = check_src("broadcast", src)
-  if core.is_tensor(x) then return C.broadcast(x, src) end
+  if core.is_tensor(x) then return call(C.broadcast, x, src) end
   if type(x) ~= "table" then
     error("broadcast: expected a tensor or a list of tensors, got " .. type(x), 2)
   end
@@ -97,7 +105,7 @@ function D.broadcast(x, src)
       error(string.format("broadcast: element %d of the list is a %s, expected a tensor", i, type(x[i])), 2)
     end
   end
-  for i = 1, #x do C.broadcast(x[i], src) end
+  for i = 1, #x do call(C.broadcast, x[i], src) end
   return x
 end
 
@@ -108,7 +116,7 @@ function D.broadcast_string(s, src)
   if C.rank() == src and type(s) ~= "string" then
     error("broadcast_string: the source rank must pass a string, got " .. type(s), 2)
   end
-  return C.broadcast_string(type(s) == "string" and s or nil, src)
+  return (call(C.broadcast_string, type(s) == "string" and s or nil, src))
 end
 
 --- all_reduce(tensor | {tensors}, op="sum"[, {bucket_cap_mb=25}]): reduces across ranks, in place.
@@ -118,13 +126,13 @@ function D.all_reduce(x, op, opts)
   op = check_op("all_reduce", op)
   local mb = opts and opts.bucket_cap_mb or 25
   if core.is_tensor(x) then
-    C.all_reduce({ x }, op, mb * 2 ^ 20)
+    call(C.all_reduce, { x }, op, mb * 2 ^ 20)
     return x
   end
   if type(x) ~= "table" then
     error("all_reduce: expected a tensor or a list of tensors, got " .. type(x), 2)
   end
-  C.all_reduce(x, op, mb * 2 ^ 20)
+  call(C.all_reduce, x, op, mb * 2 ^ 20)
   return x
 end
 
@@ -133,14 +141,14 @@ function D.all_reduce_number(v, op)
   need_init("all_reduce")
   op = check_op("all_reduce", op)
   if type(v) ~= "number" then error("all_reduce_number: expected a number, got " .. type(v), 2) end
-  return C.all_reduce_numbers({ v }, op)[1]
+  return call(C.all_reduce_numbers, { v }, op)[1]
 end
 
 function D.all_reduce_numbers(list, op)
   need_init("all_reduce")
   op = check_op("all_reduce", op)
   if type(list) ~= "table" then error("all_reduce_numbers: expected a list of numbers, got " .. type(list), 2) end
-  return C.all_reduce_numbers(list, op)
+  return (call(C.all_reduce_numbers, list, op))
 end
 
 --- Ends the whole job from a failed rank: prints "lutra: rank R of W failed: msg" on stderr, then
@@ -267,7 +275,7 @@ function D.GradReducer(params, opts)
   if op ~= "mean" and op ~= "sum" then
     error(string.format("GradReducer: op must be mean or sum, got %s", tostring(op)), 2)
   end
-  return C.reducer(params, math.max(4, math.floor(mb * 2 ^ 20)), op, true)
+  return (call(C.reducer, params, math.max(4, math.floor(mb * 2 ^ 20)), op, true))
 end
 
 -- ---- broadcast of plain values --------------------------------------------------------------------------
