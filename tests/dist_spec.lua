@@ -489,6 +489,17 @@ mpi_describe("Trainer{strategy='ddp'} under mpirun", function()
     assert.are.equal(1, n)
   end)
 
+  it("shards validation too, reduces sync_dist values, and stops every rank when EarlyStopping stops one", function()
+    local run = mpirun(2, "train.lua", { "val", "32" })
+    assert(run.code == 0, run.out .. run.err)
+    local r0, r1 = result(run, "val", 0), result(run, "val", 1)
+    -- rank 1's monitored value worsens at epoch 3 (patience 1): both ranks end after 3 epochs
+    assert.same({ 3, 3 }, { r0.epoch, r1.epoch })
+    assert.are.equal(12, r0.val_batches) -- 3 epochs x ceil(50 / 16) batches of this rank's half
+    assert.are.equal(7, r0.val_len) -- after fit the loader is whole again: ceil(100 / 16)
+    assert.are.equal(r0.val_loss, r1.val_loss) -- sync_dist: the same mean on both ranks
+  end)
+
   it("only rank 0 writes checkpoints; after fit every rank's ModelCheckpoint has rank 0's best and last paths", function()
     if not has_trainer_checkpoints() then pending("lutra.checkpoint has no save_trainer yet") return end
     local run = mpirun(2, "train.lua", { "mc", "32" })

@@ -6,6 +6,7 @@
 --       "kill"    rank 1 kills itself (SIGKILL) at batch_idx 3
 --       "ckpt"    saves a checkpoint after 5 steps, then keeps training: writes weights at 5 and at the end
 --       "resume"  resumes from the checkpoint (arg 4) and trains to the same end: writes the final weights
+--       "val"     validation (sharded, sync_dist) and EarlyStopping on a rank-dependent metric
 --       "mc"      ModelCheckpoint (top 2 + last) and CSVLogger under OUTDIR: writes what each rank's callback says
 -- Each rank writes OUTDIR/<mode>_<rank>.lua (a Lua table).
 local lt = require "lutra"
@@ -122,6 +123,26 @@ elseif mode == "ckpt" or mode == "resume" then
   end
   res.weights = weights(m)
   write(res.rank, res)
+elseif mode == "val" then -- validation on sharded val loaders, sync_dist, EarlyStopping on every rank alike
+  local m = new_model(10)
+  local loader = lt.data.DataLoader(ds, { batch_size = bs, shuffle = true, seed = 5 })
+  local val = lt.data.DataLoader(lt.data.TensorDataset(X:narrow(1, 1, 100), Y:narrow(1, 1, 100)), { batch_size = 16 })
+  local rank_now
+  function m:validation_step(batch)
+    rank_now = self.trainer.global_rank
+    local loss = lt.F.cross_entropy(self:forward(batch[1]), batch[2])
+    self:log("val_loss", loss, { sync_dist = true })
+    -- a rank-dependent metric for EarlyStopping: rank 1 "worsens" from epoch 2, rank 0 never does
+    local bad = (rank_now == 1 and self.current_epoch >= 2) and self.current_epoch or -self.current_epoch
+    self:log("watch", bad)
+    self.val_batches = (self.val_batches or 0) + 1
+  end
+  local es = lt.callbacks.EarlyStopping { monitor = "watch", patience = 1, mode = "min" }
+  local trainer = lt.Trainer { max_epochs = 20, logger = false, enable_checkpointing = false, enable_progress_bar = false,
+    enable_model_summary = false, callbacks = { es }, num_sanity_val_steps = 0 }
+  trainer:fit(m, loader, val)
+  write(trainer.global_rank, { epoch = trainer.current_epoch, val_loss = trainer.callback_metrics.val_loss,
+    val_batches = m.val_batches, val_len = #val })
 elseif mode == "mc" then -- the default ModelCheckpoint and CSVLogger, everything under OUTDIR
   local m = new_model(10)
   local loader = lt.data.DataLoader(ds, { batch_size = bs, shuffle = true, seed = 5 })
