@@ -493,7 +493,7 @@ mpi_describe("Trainer{strategy='ddp'} under mpirun", function()
     local run = mpirun(2, "train.lua", { "val", "32" })
     assert(run.code == 0, run.out .. run.err)
     local r0, r1 = result(run, "val", 0), result(run, "val", 1)
-    -- rank 1's monitored value worsens at epoch 3 (patience 1): both ranks end after 3 epochs
+    -- rank 1's monitored value worsens in the third epoch (patience 1): both ranks end after it
     assert.same({ 3, 3 }, { r0.epoch, r1.epoch })
     assert.are.equal(12, r0.val_batches) -- 3 epochs x ceil(50 / 16) batches of this rank's half
     assert.are.equal(7, r0.val_len) -- after fit the loader is whole again: ceil(100 / 16)
