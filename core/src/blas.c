@@ -24,7 +24,8 @@ static struct {
   lt_blas_info info;
   sgemm_fn sgemm;
   void (*set_threads)(int);
-} B = { PTHREAD_ONCE_INIT, { 0 }, NULL, NULL };
+  int cur_threads; /* what OpenBLAS is set to now (lt_blas_sgemm chooses per call, up to info.threads) */
+} B = { PTHREAD_ONCE_INIT, { 0 }, NULL, NULL, 0 };
 
 typedef struct cpu_feats { int avx, avx2, fma, avx512f, avx512bw, avx512dq, avx512vl, avx512cd; } cpu_feats;
 
@@ -128,6 +129,7 @@ static void init_once(void) {
     I->reason = "no BLAS library found (install libopenblas0): using lutra's plain C GEMM, which is slow";
   }
   I->threads = lt_blas_cpu_count();
+  B.cur_threads = I->threads;
 }
 
 void lt_blas_init(void) { pthread_once(&B.once, init_once); }
@@ -141,7 +143,7 @@ void lt_blas_set_threads(int n) {
   lt_blas_init();
   if (n < 1) n = 1;
   if (B.set_threads) B.set_threads(n);
-  B.info.threads = n;
+  B.info.threads = B.cur_threads = n;
 }
 
 int lt_set_flush_denormal(int on) {
@@ -156,9 +158,43 @@ int lt_set_flush_denormal(int on) {
 #endif
 }
 
+/* Threads per call. OpenBLAS 0.3.21 threads every GEMM above ~262k multiply-adds by cutting C among its
+ * threads, and each thread packs its own copy of the shared operand: when C is thin (a conv layer's 6 or 16
+ * output channels, a 120-wide layer) two threads run slower than one (measured on LeNet's shapes: every
+ * conv GEMM 1.3-2.5x slower on 2 threads). So the threads are asked for only where they pay: every size
+ * >= 32 and >= 6M multiply-adds (the MLP's 64x512x784 runs ~2.2x faster on 2 threads). */
+#define GEMM_THREADS_MIN_DIM 32
+#define GEMM_THREADS_MIN_MACS 6e6
+/* A thin C over a long k (a conv's weight gradient: [6 x 25] summed over 50,176 positions) runs ~6x faster
+ * cut into k-chunks accumulated with beta = 1. */
+#define GEMM_THIN_MN 4096
+#define GEMM_KCHUNK 8192
+
+static void sgemm_call(int transa, int transb, int m, int n, int k, float alpha, const float *a, int lda,
+                       const float *b, int ldb, float beta, float *c, int ldc) {
+  int want = B.info.threads;
+  if (m < GEMM_THREADS_MIN_DIM || n < GEMM_THREADS_MIN_DIM || k < GEMM_THREADS_MIN_DIM ||
+      (double)m * n * k < GEMM_THREADS_MIN_MACS)
+    want = 1;
+  if (want != B.cur_threads && B.set_threads) {
+    B.set_threads(want);
+    B.cur_threads = want;
+  }
+  B.sgemm(CblasRowMajor, transa ? CblasTrans : CblasNoTrans, transb ? CblasTrans : CblasNoTrans, m, n, k, alpha,
+          a, lda, b, ldb, beta, c, ldc);
+}
+
 void lt_blas_sgemm(int transa, int transb, int m, int n, int k, float alpha, const float *a, int lda,
                    const float *b, int ldb, float beta, float *c, int ldc) {
   lt_blas_init();
-  B.sgemm(CblasRowMajor, transa ? CblasTrans : CblasNoTrans, transb ? CblasTrans : CblasNoTrans, m, n, k, alpha,
-          a, lda, b, ldb, beta, c, ldc);
+  if ((long)m * n <= GEMM_THIN_MN && k > 2 * GEMM_KCHUNK) {
+    for (int p0 = 0; p0 < k; p0 += GEMM_KCHUNK) {
+      int kc = k - p0 < GEMM_KCHUNK ? k - p0 : GEMM_KCHUNK;
+      const float *ap = transa ? a + (size_t)p0 * lda : a + p0;
+      const float *bp = transb ? b + p0 : b + (size_t)p0 * ldb;
+      sgemm_call(transa, transb, m, n, kc, alpha, ap, lda, bp, ldb, p0 ? 1.0f : beta, c, ldc);
+    }
+    return;
+  }
+  sgemm_call(transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
