@@ -99,6 +99,94 @@ LT_VECTOR_FN static void col2im(const conv_geom *g, const float *col, int64_t ld
     }
 }
 
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include <immintrin.h>
+/* Stride-1 im2col/col2im on AVX-512: the rows are short (28 or 10 floats in LeNet) and a plain loop spends
+ * most of its time in scalar tails; a masked load and store move a row of up to 16 (zeros outside the
+ * valid range come from the load's mask, which also keeps the load inside the input). */
+#define CONV_AVX512 1
+__attribute__((target("avx512f"))) static void im2col_s1_avx512(const conv_geom *g, const float *x, float *col,
+                                                                int64_t ld) {
+  const int64_t WO = g->WO, HO = g->HO, W = g->W, nc = (WO + 15) / 16; /* WO <= 64: up to 4 chunks per row */
+  const __m512 zero = _mm512_setzero_ps();
+  for (int64_t ch = 0; ch < g->C; ch++)
+    for (int64_t ki = 0; ki < g->KH; ki++) {
+      int64_t oh_lo, oh_hi;
+      valid_range(ki, 1, g->PH, g->H, HO, &oh_lo, &oh_hi);
+      for (int64_t kj = 0; kj < g->KW; kj++) {
+        float *dst = col + ((ch * g->KH + ki) * g->KW + kj) * ld;
+        int64_t lo, hi;
+        valid_range(kj, 1, g->PW, W, WO, &lo, &hi);
+        __mmask16 kload[4], kstore[4];
+        for (int64_t q = 0; q < nc; q++) { /* masks of chunk q: the valid inputs, and the row's end */
+          int64_t c0 = 16 * q, n = WO - c0 < 16 ? WO - c0 : 16;
+          int64_t a = lo - c0 < 0 ? 0 : lo - c0, e = hi - c0 > n ? n : hi - c0;
+          kload[q] = e <= a ? 0 : (__mmask16)(((1u << e) - 1) & ~((1u << a) - 1));
+          kstore[q] = (__mmask16)((1u << n) - 1);
+        }
+        int64_t oh = 0;
+        for (; oh < oh_lo; oh++, dst += WO)
+          for (int64_t q = 0; q < nc; q++) _mm512_mask_storeu_ps(dst + 16 * q, kstore[q], zero);
+        const float *src = x + ch * g->H * W + (oh - g->PH + ki) * W - g->PW + kj;
+        for (; oh < oh_hi; oh++, dst += WO, src += W)
+          for (int64_t q = 0; q < nc; q++)
+            _mm512_mask_storeu_ps(dst + 16 * q, kstore[q], _mm512_maskz_loadu_ps(kload[q], src + 16 * q));
+        for (; oh < HO; oh++, dst += WO)
+          for (int64_t q = 0; q < nc; q++) _mm512_mask_storeu_ps(dst + 16 * q, kstore[q], zero);
+      }
+    }
+}
+
+__attribute__((target("avx512f"))) static void col2im_s1_avx512(const conv_geom *g, const float *col, int64_t ld,
+                                                                float *gx) {
+  const int64_t WO = g->WO, HO = g->HO;
+  for (int64_t ch = 0; ch < g->C; ch++)
+    for (int64_t ki = 0; ki < g->KH; ki++) {
+      int64_t oh_lo, oh_hi;
+      valid_range(ki, 1, g->PH, g->H, HO, &oh_lo, &oh_hi);
+      for (int64_t kj = 0; kj < g->KW; kj++) {
+        const float *row = col + ((ch * g->KH + ki) * g->KW + kj) * ld;
+        int64_t lo, hi;
+        valid_range(kj, 1, g->PW, g->W, WO, &lo, &hi);
+        float *base = gx + ch * g->H * g->W - g->PW + kj;
+        for (int64_t oh = oh_lo; oh < oh_hi; oh++) {
+          const float *src = row + oh * WO;
+          float *dst = base + (oh - g->PH + ki) * g->W;
+          for (int64_t c0 = lo; c0 < hi; c0 += 16) {
+            int64_t n = hi - c0 < 16 ? hi - c0 : 16;
+            __mmask16 k = (__mmask16)((1u << n) - 1);
+            __m512 acc = _mm512_add_ps(_mm512_maskz_loadu_ps(k, dst + c0), _mm512_maskz_loadu_ps(k, src + c0));
+            _mm512_mask_storeu_ps(dst + c0, k, acc);
+          }
+        }
+      }
+    }
+}
+#endif
+
+/* dispatch: the AVX-512 row code for stride 1 when the CPU has it */
+static void unfold(const conv_geom *g, const float *x, float *col, int64_t ld) {
+#ifdef CONV_AVX512
+  if (g->SW == 1 && g->SH == 1 && g->WO <= 64 && __builtin_cpu_supports("avx512f")) {
+    im2col_s1_avx512(g, x, col, ld);
+    return;
+  }
+#endif
+  im2col(g, x, col, ld);
+}
+
+static void fold(const conv_geom *g, const float *col, int64_t ld, float *gx) {
+#ifdef CONV_AVX512
+  if (g->SW == 1 && g->SH == 1 && __builtin_cpu_supports("avx512f")) { col2im_s1_avx512(g, col, ld, gx); return; }
+#endif
+  col2im(g, col, ld, gx);
+}
+
+/* dst = src + bias (one output plane out of the GEMM's [O, m*P] block), compiled per CPU */
+LT_VECTOR_FN static void add_bias_row(float *restrict dst, const float *restrict src, float bias, int64_t n) {
+  for (int64_t p = 0; p < n; p++) dst[p] = src[p] + bias;
+}
+
 static float *scratch(lt_ctx *c, int64_t n) {
   float *p = lt_alloc(sizeof(float) * (size_t)n);
   if (!p) lt_fail(c, LT_E_OOM, sizeof(float) * (size_t)n);
@@ -126,12 +214,12 @@ static int conv2d_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **g
       for (int64_t o = 0; o < g.O; o++)
         memcpy(gperm + o * ld + j * P, pg + ((i0 + j) * g.O + o) * P, sizeof(float) * (size_t)P);
     if (need_w) {
-      for (int64_t j = 0; j < m; j++) im2col(&g, lt_f32(xc) + (i0 + j) * CHW, col + j * P, ld);
+      for (int64_t j = 0; j < m; j++) unfold(&g, lt_f32(xc) + (i0 + j) * CHW, col + j * P, ld);
       if (lt_gemm(c, 0, 1, g.O, K, ld, 1.0f, gperm, ld, col, ld, 1.0f, lt_f32(gw), K)) goto fail;
     }
     if (need_x) {
       if (lt_gemm(c, 1, 0, K, ld, g.O, 1.0f, lt_f32(wc), K, gperm, ld, 0.0f, col, ld)) goto fail;
-      for (int64_t j = 0; j < m; j++) col2im(&g, col + j * P, ld, lt_f32(gx) + (i0 + j) * CHW);
+      for (int64_t j = 0; j < m; j++) fold(&g, col + j * P, ld, lt_f32(gx) + (i0 + j) * CHW);
     }
   }
   if (need_b) {
@@ -207,15 +295,11 @@ lt_tensor *lt_nn_conv2d(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, int
   if (!(col = scratch(c, K * nb * P)) || !(tmp = scratch(c, g.O * nb * P))) goto fail;
   for (int64_t i0 = 0; i0 < g.N; i0 += nb) {
     const int64_t m = g.N - i0 < nb ? g.N - i0 : nb, ld = m * P;
-    for (int64_t j = 0; j < m; j++) im2col(&g, lt_f32(xc) + (i0 + j) * CHW, col + j * P, ld);
+    for (int64_t j = 0; j < m; j++) unfold(&g, lt_f32(xc) + (i0 + j) * CHW, col + j * P, ld);
     if (lt_gemm(c, 0, 0, g.O, ld, K, 1.0f, lt_f32(wc), K, col, ld, 0.0f, tmp, ld)) goto fail;
     for (int64_t j = 0; j < m; j++)
-      for (int64_t o = 0; o < g.O; o++) {
-        float *dst = lt_f32(out) + ((i0 + j) * g.O + o) * P;
-        const float *src = tmp + o * ld + j * P;
-        const float bo = b ? lt_f32(bc)[o] : 0.0f;
-        for (int64_t p = 0; p < P; p++) dst[p] = src[p] + bo;
-      }
+      for (int64_t o = 0; o < g.O; o++)
+        add_bias_row(lt_f32(out) + ((i0 + j) * g.O + o) * P, tmp + o * ld + j * P, b ? lt_f32(bc)[o] : 0.0f, P);
   }
   lt_tensor_release(xc); lt_tensor_release(wc); lt_tensor_release(bc);
   lt_free(col, sizeof(float) * (size_t)(K * nb * P));

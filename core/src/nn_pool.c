@@ -58,33 +58,81 @@ static int max_pool_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor *
 /* Window maxima without data-dependent branches (they mispredict half the time on activations): a value
  * wins when it is greater, or when it is a NaN and the best so far is not (the first NaN propagates), so
  * the winner is the first maximum in row-major order, as in PyTorch. The 2x2, stride 2, unpadded case
- * (LeNet, VGG) compares within each row first, then the two rows: the same winner, and a loop the compiler
- * vectorises (int counters and || conditions are what GCC 12 needs for that). */
-static inline void max_pool_2x2_row(const float *restrict r0, const float *restrict r1, float *restrict o,
-                             int32_t *restrict code, int wo, int w) {
+ * (LeNet, VGG) compares within each row first, then the two rows (the same winner); its rows are short
+ * (14 or 5 outputs in LeNet), so on AVX-512 it runs as masked 16-lane vectors with no scalar tail, and
+ * elsewhere as plain C (which GCC leaves scalar and branchy for this pattern). */
+static void max_pool_2x2_row(const float *restrict r0, const float *restrict r1, float *restrict o,
+                             int64_t *restrict oi, int64_t base, int wo, int w) {
   for (int i = 0; i < wo; i++) {
     float a = r0[2 * i], b = r0[2 * i + 1], c = r1[2 * i], d = r1[2 * i + 1];
-    int tb = b > a || (b != b && a == a);
+    int tb = (b > a) | ((b != b) & (a == a));
     float m0 = tb ? b : a;
-    int td = d > c || (d != d && c == c);
+    int td = (d > c) | ((d != d) & (c == c));
     float m1 = td ? d : c;
-    int tr = m1 > m0 || (m1 != m1 && m0 == m0);
+    int tr = (m1 > m0) | ((m1 != m1) & (m0 == m0));
     o[i] = tr ? m1 : m0;
-    code[i] = tr ? w + td : tb; /* offset of the winner from the window's top-left cell */
+    oi[i] = base + 2 * i + (tr ? w + td : tb); /* the winner's offset from the window's top-left cell */
   }
 }
 
-LT_VECTOR_FN
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include <immintrin.h>
+#define POOL_AVX512 1
+__attribute__((target("avx512f"))) static void max_pool_2x2_row_avx512(const float *r0, const float *r1, float *o,
+                                                                       int64_t *oi, int64_t base, int wo, int w) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+  const __m512i lane2 = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  for (int i = 0; i < wo; i += 16) {
+    int n = wo - i < 16 ? wo - i : 16;
+    __mmask16 k = (__mmask16)((1u << n) - 1), klo = (__mmask16)(n >= 8 ? 0xffff : (1u << 2 * n) - 1),
+              khi = (__mmask16)(n <= 8 ? 0 : (1u << (2 * n - 16)) - 1);
+    __m512 x0 = _mm512_maskz_loadu_ps(klo, r0 + 2 * i), x1 = _mm512_maskz_loadu_ps(khi, r0 + 2 * i + 16);
+    __m512 y0 = _mm512_maskz_loadu_ps(klo, r1 + 2 * i), y1 = _mm512_maskz_loadu_ps(khi, r1 + 2 * i + 16);
+    __m512 a = _mm512_permutex2var_ps(x0, even, x1), b = _mm512_permutex2var_ps(x0, odd, x1);
+    __m512 c = _mm512_permutex2var_ps(y0, even, y1), d = _mm512_permutex2var_ps(y0, odd, y1);
+    __mmask16 tb = _mm512_cmp_ps_mask(b, a, _CMP_GT_OQ) |
+                   (_mm512_cmp_ps_mask(b, b, _CMP_UNORD_Q) & _mm512_cmp_ps_mask(a, a, _CMP_ORD_Q));
+    __mmask16 td = _mm512_cmp_ps_mask(d, c, _CMP_GT_OQ) |
+                   (_mm512_cmp_ps_mask(d, d, _CMP_UNORD_Q) & _mm512_cmp_ps_mask(c, c, _CMP_ORD_Q));
+    __m512 m0 = _mm512_mask_blend_ps(tb, a, b), m1 = _mm512_mask_blend_ps(td, c, d);
+    __mmask16 tr = _mm512_cmp_ps_mask(m1, m0, _CMP_GT_OQ) |
+                   (_mm512_cmp_ps_mask(m1, m1, _CMP_UNORD_Q) & _mm512_cmp_ps_mask(m0, m0, _CMP_ORD_Q));
+    _mm512_mask_storeu_ps(o + i, k, _mm512_mask_blend_ps(tr, m0, m1));
+    /* offset within the window: row 0 -> tb (0 or 1), row 1 -> w + td; plus 2*(i + lane) */
+    __m512i one = _mm512_set1_epi32(1);
+    __m512i off0 = _mm512_maskz_mov_epi32(tb, one);
+    __m512i off1 = _mm512_add_epi32(_mm512_set1_epi32(w), _mm512_maskz_mov_epi32(td, one));
+    __m512i off = _mm512_add_epi32(_mm512_mask_blend_epi32(tr, off0, off1),
+                                   _mm512_add_epi32(lane2, _mm512_set1_epi32(2 * i)));
+    __m512i bs = _mm512_set1_epi64(base);
+    _mm512_mask_storeu_epi64(oi + i, (__mmask8)k,
+                             _mm512_add_epi64(bs, _mm512_cvtepi32_epi64(_mm512_castsi512_si256(off))));
+    if (n > 8)
+      _mm512_mask_storeu_epi64(oi + i + 8, (__mmask8)(k >> 8),
+                               _mm512_add_epi64(bs, _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(off, 1))));
+  }
+}
+#endif
+
 static void max_pool_forward(const pool_geom *gp, const float *restrict px, float *restrict po, int64_t *restrict pi) {
   const pool_geom g = *gp;
   const int64_t HW = g.H * g.W;
-  if (g.KH == 2 && g.KW == 2 && g.SH == 2 && g.SW == 2 && g.PH == 0 && g.PW == 0 && g.WO <= 4096) {
-    int32_t code[4096];
+  if (g.KH == 2 && g.KW == 2 && g.SH == 2 && g.SW == 2 && g.PH == 0 && g.PW == 0) {
+#ifdef POOL_AVX512
+    const int avx512 = __builtin_cpu_supports("avx512f");
+#endif
     for (int64_t pl = 0; pl < g.N * g.C; pl++)
       for (int64_t oh = 0; oh < g.HO; oh++) {
         const int64_t base = 2 * oh * g.W, orow = (pl * g.HO + oh) * g.WO;
-        max_pool_2x2_row(px + pl * HW + base, px + pl * HW + base + g.W, po + orow, code, (int)g.WO, (int)g.W);
-        for (int64_t ow = 0; ow < g.WO; ow++) pi[orow + ow] = base + 2 * ow + code[ow];
+        const float *r0 = px + pl * HW + base;
+#ifdef POOL_AVX512
+        if (avx512) {
+          max_pool_2x2_row_avx512(r0, r0 + g.W, po + orow, pi + orow, base, (int)g.WO, (int)g.W);
+          continue;
+        }
+#endif
+        max_pool_2x2_row(r0, r0 + g.W, po + orow, pi + orow, base, (int)g.WO, (int)g.W);
       }
     return;
   }
