@@ -97,6 +97,7 @@ local function worker_train(opts)
     res.pack_ms = 1e3 * (s1.pack_seconds - stats0.pack_seconds) / n
     res.bytes = (s1.bytes - stats0.bytes) / n
     res.buckets = (s1.buckets - stats0.buckets) / n
+    res.copied = (s1.bytes_copied - stats0.bytes_copied) / n -- 0: the gradients are views of the buckets
   end
   local rank = tonumber(os.getenv("OMPI_COMM_WORLD_RANK") or "0")
   if rank == 0 then print("RESULT " .. ser(res)) end

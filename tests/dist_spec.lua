@@ -416,6 +416,9 @@ mpi_describe("collectives on 2 ranks", function()
       assert.is_true(r.attached_vs_mean < 1e-7)
       assert.is_true(r.input_grad_local) -- a leaf that is not a parameter keeps its own gradient
       assert.are.equal(1, r.attached_untouched_steps) -- a backward reaching no parameter sends nothing
+      -- gradients as views of the buckets: only the first step copies the 67 gradient floats (268 bytes)
+      assert.same({ 268, 268, 268 }, r.view_copied)
+      assert.are.equal(0, r.view_vs_after)
     end
   end)
 

@@ -218,6 +218,8 @@ static int l_reducer_stats(lua_State *L) {
   lua_setfield(L, -2, "buckets");
   lua_pushnumber(L, (lua_Number)s.bytes);
   lua_setfield(L, -2, "bytes");
+  lua_pushnumber(L, (lua_Number)s.bytes_copied);
+  lua_setfield(L, -2, "bytes_copied");
   lua_pushnumber(L, s.wait_seconds);
   lua_setfield(L, -2, "wait_seconds");
   lua_pushnumber(L, s.pack_seconds);

@@ -13,7 +13,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "lt_alloc.h"
 #include "lt_errors.h"
 #include "lt_ops.h"
 
@@ -238,8 +237,9 @@ typedef struct bucket {
   int first, count;      /* its parameters: order[first .. first+count) */
   int64_t numel;         /* payload floats */
   int64_t nfloats;       /* payload + one presence flag per parameter (grads mode) */
+  lt_tensor *buf_t;      /* the buffer, a 1-D float32 tensor: gradients become views of it */
   float *buf;
-  size_t bytes;          /* what lt_alloc was asked */
+  size_t bytes;
   int pending;           /* parameters not yet ready this step */
   int launched, done;
   MPI_Request req;
@@ -294,7 +294,7 @@ void lt_dist_reducer_free(lt_dist_reducer *r) {
   for (int i = 0; i < r->nb; i++) {
     bucket *b = &r->b[i];
     if (b->launched && !b->done) MPI_Wait(&b->req, MPI_STATUS_IGNORE);
-    if (b->buf) lt_free(b->buf, b->bytes);
+    lt_tensor_release(b->buf_t);
   }
   for (int i = 0; i < r->n; i++) lt_tensor_release(r->params[i]);
   free(r->params);
@@ -391,20 +391,28 @@ lt_dist_reducer *lt_dist_reducer_new(lt_ctx *c, int n, lt_tensor *const *params,
     bucket *b = &r->b[j];
     b->nfloats = b->numel + (grads ? b->count : 0);
     b->bytes = (size_t)b->nfloats * sizeof(float);
-    b->buf = lt_alloc(b->bytes);
-    if (!b->buf) {
-      size_t bytes = b->bytes;
-      b->bytes = 0;
+    int64_t len = b->nfloats;
+    b->buf_t = lt_tensor_zeros(c, LT_F32, 1, &len);
+    if (!b->buf_t) {
       lt_dist_reducer_free(r);
-      lt_fail(c, LT_E_OOM, bytes);
       return NULL;
     }
+    b->buf = lt_f32(b->buf_t);
     b->pending = b->count;
   }
   return r;
 }
 
-/* Copies the bucket's gradients (values) into its buffer. */
+/* Gradients as views of the bucket (PyTorch's gradient_as_bucket_view): after a reduction, a parameter's
+ * grad is a view of its place in the bucket, so the next backward accumulates straight into the bucket
+ * and packing and unpacking copy nothing (zero_grad without set_to_none keeps the view). */
+static int is_bucket_view(const lt_dist_reducer *r, const bucket *b, int i, const lt_tensor *g) {
+  const lt_tensor *p = r->params[i];
+  return g && g->storage == b->buf_t->storage && g->offset == r->offset[i] && g->dtype == LT_F32 &&
+         lt_same_shape(g, p) && lt_is_contiguous(g);
+}
+
+/* Copies the bucket's gradients (values) into its buffer, unless they already live there. */
 static int pack(lt_ctx *c, lt_dist_reducer *r, bucket *b) {
   for (int k = b->first; k < b->first + b->count; k++) {
     int i = r->order[k];
@@ -413,6 +421,7 @@ static int pack(lt_ctx *c, lt_dist_reducer *r, bucket *b) {
     int64_t m = lt_numel(p);
     lt_tensor *src = r->grads ? p->grad : p;
     if (r->grads) b->buf[b->numel + r->slot[i]] = src ? 1.0f : 0.0f;
+    if (r->grads && is_bucket_view(r, b, i, src)) continue;
     if (!src) {
       memset(dst, 0, sizeof(float) * (size_t)m);
       continue;
@@ -432,6 +441,7 @@ static int pack(lt_ctx *c, lt_dist_reducer *r, bucket *b) {
       src = v;
     }
     memcpy(dst, lt_f32(src), sizeof(float) * (size_t)m);
+    r->st.bytes_copied += (int64_t)sizeof(float) * m;
   }
   return LT_OK;
 }
@@ -476,24 +486,29 @@ int lt_dist_bucket_ready(lt_ctx *c, lt_dist_reducer *r, int i) {
 
 static void unpack_bucket(lt_ctx *c, lt_dist_reducer *r, bucket *b, int *rc) {
   float scale = r->op == LT_DIST_MEAN ? 1.0f / (float)W.size : 1.0f;
+  if (scale != 1.0f) /* the mean, in place, in one pass */
+    for (int64_t j = 0; j < b->numel; j++) b->buf[j] *= scale;
   for (int k = b->first; k < b->first + b->count; k++) {
     int i = r->order[k];
     lt_tensor *p = r->params[i];
     const float *src = b->buf + r->offset[i];
     int64_t m = lt_numel(p);
-    lt_tensor *dst = p;
-    if (r->grads) {
-      if (b->buf[b->numel + r->slot[i]] == 0.0f) continue; /* no rank had a gradient: keep none */
-      if (!p->grad) {
-        p->grad = lt_tensor_zeros(c, LT_F32, p->ndim, p->shape);
-        if (!p->grad) { *rc = LT_ERR; continue; }
-      }
-      dst = p->grad;
+    if (!r->grads) {
+      memcpy(lt_f32(p), src, sizeof(float) * (size_t)m);
+      continue;
     }
-    float *d = lt_f32(dst);
-    if (scale == 1.0f) memcpy(d, src, sizeof(float) * (size_t)m);
-    else
-      for (int64_t j = 0; j < m; j++) d[j] = src[j] * scale;
+    if (b->buf[b->numel + r->slot[i]] == 0.0f) continue; /* no rank had a gradient: keep none */
+    if (is_bucket_view(r, b, i, p->grad)) continue;       /* already in place */
+    /* someone else holds the old grad (a Lua reference): it gets this step's values too (later steps
+       accumulate into the view; p.grad read again gives the view) */
+    if (p->grad && p->grad->refcount > 1 && lt_is_contiguous(p->grad) && lt_numel(p->grad) == m)
+      memcpy(lt_f32(p->grad), src, sizeof(float) * (size_t)m);
+    int64_t stride[LT_MAX_DIM];
+    lt_contiguous_strides(p->ndim, p->shape, stride);
+    lt_tensor *view = lt_tensor_alias(c, b->buf_t, p->ndim, p->shape, stride, r->offset[i]);
+    if (!view) { *rc = LT_ERR; continue; }
+    lt_tensor_release(p->grad);
+    p->grad = view;
   }
 }
 

@@ -76,6 +76,7 @@ typedef struct lt_dist_stats {
   int64_t steps;           /* finish() calls */
   int64_t buckets;         /* buckets sent in total */
   int64_t bytes;           /* bytes all-reduced in total (per rank, payload) */
+  int64_t bytes_copied;    /* gradient bytes copied into buckets (0 once gradients are views of them) */
   double wait_seconds;     /* time spent waiting for reductions to complete (not overlapped) */
   double pack_seconds;     /* time packing and unpacking buckets */
   double total_seconds;    /* from the first bucket_ready of a step to the end of finish(), summed */

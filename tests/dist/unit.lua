@@ -121,6 +121,29 @@ D.all_reduce(sum, "sum")
 maxdiff = 0
 for i = 1, #params do maxdiff = math.max(maxdiff, (sum[i] / 2 - g_att[i]):abs():max():item()) end
 res.attached_vs_mean = maxdiff
+-- gradients become views of the buckets: with zero_grad keeping them (not set to none), later steps copy
+-- nothing into the buckets, and the result is still the mean
+do
+  local red = D.GradReducer(params, { bucket_cap_mb = 64 / 2 ^ 20 })
+  red:attach()
+  local copied = {}
+  for step = 1, 3 do
+    for _, p in ipairs(params) do if p.grad then p.grad:zero_() end end
+    lt.F.mse_loss(net(x), y):backward()
+    copied[step] = red:stats().bytes_copied
+  end
+  red:detach()
+  res.view_copied = copied
+  local g_view = grads()
+  red:free()
+  zero()
+  lt.F.mse_loss(net(x), y):backward()
+  local after2 = D.GradReducer(params, { bucket_cap_mb = 1 })
+  after2:finish()
+  local md = 0
+  for i, p in ipairs(params) do md = math.max(md, (p.grad - g_view[i]):abs():max():item()) end
+  res.view_vs_after = md
+end
 -- a backward that reaches no parameter of the reducer sends nothing
 attached:attach()
 local lone = lt.param(lt.ones(3))
