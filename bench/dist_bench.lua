@@ -150,9 +150,9 @@ local BUILD = os.getenv("LUTRA_BUILD_DIR") or "build"
 local BIN = os.getenv("LUTRA_BIN") or ("./" .. BUILD .. "/bin/release/cli/lutra")
 local SCRIPT = debug.getinfo(1, "S").source:gsub("^@", "")
 
-local function run(np, what, opts, bind)
-  local cmd = string.format("OMP_WAIT_POLICY=PASSIVE mpirun --allow-run-as-root --oversubscribe --mca btl self,vader %s -np %d %s %s --worker %s %q 2>&1",
-    bind and "" or "--bind-to none", np, BIN, SCRIPT, what, ser(opts))
+local function run(np, what, opts, bind, btl)
+  local cmd = string.format("OMP_WAIT_POLICY=PASSIVE mpirun --allow-run-as-root --oversubscribe --mca btl self,%s %s -np %d %s %s --worker %s %q 2>&1",
+    btl or "vader", bind and "" or "--bind-to none", np, BIN, SCRIPT, what, ser(opts))
   local p = io.popen(cmd)
   local text = p:read("*a")
   p:close()
@@ -175,12 +175,13 @@ for _, G in ipairs { 64, 256 } do
     { "2 ranks x 1 thread", 2, 1, true, G },
     { "(1 rank x 1 thread, G/2)", 1, 1, false, G / 2 }, -- one rank's share of the compute, for reference
     { "(2 ranks x 1 thread, no sync)", 2, 1, true, G, true }, -- two independent runs side by side
+    { "2 ranks x 1 thread, TCP", 2, 1, true, G, false, "tcp" }, -- the network transport, over loopback
   }
   for _, c in ipairs(configs) do
     local runs = {}
     for _ = 1, rounds do
       runs[#runs + 1] = run(c[2], "train", { threads = c[3], global_batch = c[5], steps = steps, warmup = warm,
-        nosync = c[6] }, c[4])
+        nosync = c[6] }, c[4], c[7])
     end
     -- the best round (the machine is shared: the least disturbed run), and its numbers
     local best = runs[1]
@@ -199,29 +200,35 @@ end
 end
 
 if section(2) then
-print("\n2. all_reduce (sum) of float32 on 2 ranks, loopback (shared memory)")
 local sizes = {}
 for e = 12, quick and 24 or 26, 2 do sizes[#sizes + 1] = 2 ^ e end
-local ar = run(2, "allreduce", { sizes = sizes }, true)
-print(string.format("%12s %12s %12s %14s %14s", "bytes", "median us", "min us", "algbw GB/s", "busbw GB/s"))
-for _, r in ipairs(ar.rows) do
-  print(string.format("%12d %12.1f %12.1f %14.2f %14.2f", r.bytes, r.us, r.us_min, r.algbw, r.busbw))
+for _, btl in ipairs { "vader", "tcp" } do
+  print(string.format("\n2%s. all_reduce (sum) of float32 on 2 ranks over loopback, %s", btl == "vader" and "a" or "b",
+    btl == "vader" and "shared memory (btl vader)" or "TCP (btl tcp: the network path without the wire)"))
+  local ar = run(2, "allreduce", { sizes = sizes }, true, btl)
+  print(string.format("%12s %12s %12s %14s %14s", "bytes", "median us", "min us", "algbw GB/s", "busbw GB/s"))
+  for _, r in ipairs(ar.rows) do
+    print(string.format("%12d %12.1f %12.1f %14.2f %14.2f", r.bytes, r.us, r.us_min, r.algbw, r.busbw))
+  end
 end
 
 end
 
 if section(3) then
-print("\n3. bucket size on the MLP step (2 ranks x 1 thread, global batch 64; best round)")
-print(string.format("%14s %9s %9s %9s %9s %8s", "bucket_cap_mb", "step ms", "comm ms", "wait ms", "pack ms", "buckets"))
-for _, mb in ipairs { 1 / 16, 1 / 4, 1, 4, 25 } do
-  local runs = {}
-  for _ = 1, rounds do
-    runs[#runs + 1] = run(2, "train", { threads = 1, global_batch = 64, steps = steps, warmup = warm, bucket_cap_mb = mb }, true)
+for _, btl in ipairs { "vader", "tcp" } do
+  print(string.format("\n3%s. bucket size on the MLP step (2 ranks x 1 thread, global batch 64, btl %s; best round)",
+    btl == "vader" and "a" or "b", btl))
+  print(string.format("%14s %9s %9s %9s %9s %8s", "bucket_cap_mb", "step ms", "comm ms", "wait ms", "pack ms", "buckets"))
+  for _, mb in ipairs { 1 / 16, 1 / 4, 1, 4, 25 } do
+    local runs = {}
+    for _ = 1, rounds do
+      runs[#runs + 1] = run(2, "train", { threads = 1, global_batch = 64, steps = steps, warmup = warm, bucket_cap_mb = mb },
+        true, btl)
+    end
+    local best = runs[1]
+    for _, r in ipairs(runs) do if r.step_ms < best.step_ms then best = r end end
+    print(string.format("%14g %9.2f %9.3f %9.3f %9.3f %8d", mb, best.step_ms, best.comm_ms, best.wait_ms, best.pack_ms,
+      best.buckets))
   end
-  local best = runs[1]
-  for _, r in ipairs(runs) do if r.step_ms < best.step_ms then best = r end end
-  local function med(k) return best[k] end
-  print(string.format("%14g %9.2f %9.3f %9.3f %9.3f %8d", mb, med("step_ms"), med("comm_ms"), med("wait_ms"), med("pack_ms"),
-    med("buckets")))
 end
 end
