@@ -16,6 +16,29 @@
 -- there is more than one rank. Without MPI built in, every entry point that needs it raises an error that
 -- says what to install (openmpi-bin libopenmpi-dev).
 --
+-- lt.Trainer under ddp (strategy = "ddp", "auto" under mpirun with several ranks, or DDPStrategy{bucket_cap_mb=4}):
+--   * fit broadcasts rank 0's parameters and buffers, so every replica starts the same;
+--   * the training and validation loaders (lt.data.DataLoader) are sharded like PyTorch's DistributedSampler
+--     (loader:set_shard): the same shuffled order on every rank, padded to equal length, rank r takes
+--     positions r, r+W, ...; #loader is per rank, so with batch_size B each step sees W x B samples;
+--   * the gradients of the optimizers' parameters are averaged in buckets (reverse parameter order) while
+--     backward runs: the reducer is attached to lutra's autograd, a bucket goes out (MPI_Iallreduce) as soon as
+--     all its gradients are final, and backward() returns with the mean on every rank; the gradients then
+--     live in the buckets (no copies after the first step). on_after_backward, clipping and the optimizer
+--     step see the mean. With accumulate_grad_batches = N every backward is averaged (N all-reduces per step:
+--     the same result, more traffic);
+--   * only rank 0 prints (progress bar, summary), logs (loggers exist on rank 0 only) and writes checkpoint
+--     files; after a finished fit every rank's ModelCheckpoint has rank 0's best/last paths;
+--   * self:log(name, v, {sync_dist = true}) reduces at log time (every rank must log it alike): the step value
+--     with reduce_fx over ranks, the epoch value over all ranks' samples. Without sync_dist a value is the
+--     rank's own (validation metrics then cover that rank's shard);
+--   * EarlyStopping and Timer stop every rank together (any rank's decision); code that sets
+--     trainer.should_stop itself must do it on every rank, as in Lightning;
+--   * validate/test/predict called on their own are not sharded: every rank runs the whole loader;
+--   * trainer.world_size, trainer.global_rank, trainer.local_rank, trainer.is_global_zero, trainer.strategy.
+--   * Resuming: a checkpoint written by rank 0 resumes bit for bit on the same number of ranks; on another
+--     number of ranks (and per-rank batch size) the interrupted epoch continues with the samples not yet seen.
+--
 -- Exit and failures: a rank that exits with status 0 finalizes MPI; a rank that fails exits without
 -- MPI_Finalize, so mpirun stops the whole job at once (non-zero exit) instead of leaving the others
 -- waiting. Inside a ddp fit the failing rank calls D.abort(message) itself, which prints
