@@ -14,6 +14,8 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LUTRA = os.environ.get("LUTRA_BIN", os.path.join(ROOT, "build/bin/release/cli/lutra"))
+# for the perf section: the same build with symbols, when bench/run made one (the release link strips them)
+LUTRA_PROF = os.environ.get("LUTRA_PROF_BIN") or LUTRA
 BUILD = os.environ.get("LUTRA_BUILD", os.path.join(ROOT, "build"))
 PY = "/usr/bin/python3"
 
@@ -84,9 +86,11 @@ def parse_result(out):
     raise RuntimeError("no RESULT line in:\n" + out)
 
 
-def run_side(label, workload_args):
+def run_side(label, workload_args, prof=False):
     if label == "lutra":
         cmd, e, extra = LUTRA_SIDE[1], LUTRA_SIDE[2], LUTRA_SIDE[3]
+        if prof:
+            cmd = [LUTRA_PROF] + cmd[1:]
     else:
         cmd, e, extra = TORCH_SIDES[label]
     out, _ = run(cmd + workload_args + extra, e)
@@ -362,11 +366,11 @@ def section_perf(train_summary):
         for side in ("lutra", "torch PASSIVE+SkylakeX"):
             data = os.path.join(tmp, "perf.data")
             r = run_side(side, ["model=" + model, "batch=%d" % batch, "mode=perf", "perf=" + secs, "out=" + data,
-                                "warmup=20"])
+                                "warmup=20"], prof=True)
             share, top, n = perf_share(data, int(r["pid"]))
             os.unlink(data)
             step_ms = r["step_us"] / 1e3
-            gfl = fl["mflop_per_step"] / step_ms * 1e-3
+            gfl = fl["mflop_per_step"] / step_ms  # MFLOP per ms = GFLOP/s
             rows.append([name if side == "lutra" else "", side, fmt(step_ms, 3), "%.0f%%" % (share * 100),
                          fmt(step_ms * share, 3), fmt(fl["ms_per_step"], 3), fmt(gfl, 1), fmt(fl["gflops"], 1),
                          "%.0f%%" % (fl["ms_per_step"] / step_ms * 100)])
@@ -390,7 +394,7 @@ def section_trainer():
     for rnd in range(max(1, ROUNDS - 2)):
         for label, extra in (("lutra plain loop", []), ("lutra Trainer", ["loop=trainer"])):
             try:
-                r = run_side("lutra", ["model=mlp", "batch=64", "steps=%d" % st, "warmup=50"] + extra)
+                r = run_side("lutra", ["model=mlp", "batch=64", "steps=%d" % st, "warmup=200"] + extra)
             except RuntimeError as e:
                 print("  (Trainer workload failed: %s)" % str(e).splitlines()[0])
                 return
