@@ -1,0 +1,28 @@
+/*
+ * lt_pool.h — lutra's pool of compute threads for its own kernels (process-wide by nature: threads belong to
+ * the process). GEMMs are threaded by OpenBLAS; this pool runs what OpenBLAS does not, such as optimizer
+ * updates over large parameters (memory-bound: two cores stream about twice the bytes of one).
+ *
+ * lt_pool_run(fn, arg, n) calls fn(arg, i, n) for i = 0 .. n-1 on the calling thread and the workers, each
+ * thread claiming the next part when it finishes one, and returns when all are done. Workers copy the
+ * caller's flush-to-zero state. Waiting is polite: an idle worker yields its core (sched_yield) for a short
+ * while, so it picks up the next job of a training step within microseconds while any runnable thread
+ * (OpenBLAS's, or another process's) goes first, and then sleeps; the caller yields while it waits.
+ *
+ *   static void part(void *arg, int i, int n) { ... elements i*len/n .. (i+1)*len/n ... }
+ *   lt_pool_run(part, &args, lt_pool_threads());
+ *
+ * Workers start on the first job. A job submitted while another is running (two host threads) runs on its
+ * caller alone.
+ */
+#ifndef LT_POOL_H
+#define LT_POOL_H
+
+typedef void (*lt_pool_fn)(void *arg, int part, int nparts);
+
+/* Total threads including the caller (1 = no workers); takes effect at the next job. */
+void lt_pool_set_threads(int n);
+int lt_pool_threads(void);
+void lt_pool_run(lt_pool_fn fn, void *arg, int nparts);
+
+#endif

@@ -1,0 +1,174 @@
+/* pool.c — lutra's pool of compute threads (see lt_pool.h): a job is n parts claimed by the caller and the
+ * workers; idle workers yield their core for a while, then sleep. */
+#include "lt_pool.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <time.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define POOL_X86 1
+#endif
+
+#define MAX_WORKERS 63
+/* How long an idle worker stays awake, yielding: a training step's jobs come well within this of each other,
+ * and waking a sleeping thread costs tens of microseconds. */
+#define AWAKE_NS 200000L
+
+typedef struct worker {
+  pthread_t th;
+  int index;          /* 1 .. workers */
+  int running;
+  unsigned start_gen; /* the job generation when it was started */
+} worker;
+
+/* Process-wide by nature: threads belong to the process. */
+static struct {
+  pthread_mutex_t run_lock;   /* one job at a time; a second caller runs its job alone */
+  pthread_mutex_t sleep_lock; /* sleeping workers wait on `wake` under this lock */
+  pthread_cond_t wake;
+  atomic_uint gen;            /* job generation: a worker runs a job when it sees gen change */
+  atomic_int sleepers;
+  atomic_int pending;         /* workers that have not finished the current job */
+  atomic_int next;            /* the next part to claim */
+  int want;                   /* threads asked for (lt_pool_set_threads), including the caller */
+  int nworkers;               /* workers running */
+  int quit_from;              /* workers with index >= quit_from leave at the next job */
+  lt_pool_fn fn;
+  void *arg;
+  int nparts;
+  unsigned csr;               /* the caller's MXCSR (flush-to-zero, denormals-are-zero) */
+  worker w[MAX_WORKERS];
+} P = { .run_lock = PTHREAD_MUTEX_INITIALIZER, .sleep_lock = PTHREAD_MUTEX_INITIALIZER,
+        .wake = PTHREAD_COND_INITIALIZER, .want = 1, .quit_from = MAX_WORKERS + 1 };
+
+static long now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1000000000L + ts.tv_nsec;
+}
+
+static void run_parts(void) {
+  for (int i; (i = atomic_fetch_add_explicit(&P.next, 1, memory_order_relaxed)) < P.nparts;) P.fn(P.arg, i, P.nparts);
+}
+
+static void *worker_main(void *arg) {
+  worker *me = arg;
+  unsigned seen = me->start_gen;
+  for (;;) {
+    unsigned g;
+    long t0 = now_ns();
+    for (int spins = 0; (g = atomic_load_explicit(&P.gen, memory_order_acquire)) == seen; spins++) {
+      sched_yield();
+      if ((spins & 15) != 15 || now_ns() - t0 < AWAKE_NS) continue;
+      pthread_mutex_lock(&P.sleep_lock);
+      atomic_fetch_add(&P.sleepers, 1);
+      while (atomic_load_explicit(&P.gen, memory_order_acquire) == seen) pthread_cond_wait(&P.wake, &P.sleep_lock);
+      atomic_fetch_sub(&P.sleepers, 1);
+      pthread_mutex_unlock(&P.sleep_lock);
+    }
+    seen = g;
+    if (me->index >= P.quit_from) {
+      atomic_fetch_sub_explicit(&P.pending, 1, memory_order_release);
+      return NULL;
+    }
+#ifdef POOL_X86
+    if (_mm_getcsr() != P.csr) _mm_setcsr(P.csr);
+#endif
+    run_parts();
+    atomic_fetch_sub_explicit(&P.pending, 1, memory_order_release);
+  }
+}
+
+/* Publishes the job whose fields are set, wakes sleeping workers, and waits until every worker is done
+ * after running parts itself. Called with run_lock held. */
+static void run_job(void) {
+  atomic_store_explicit(&P.pending, P.nworkers, memory_order_relaxed);
+  atomic_store_explicit(&P.next, 0, memory_order_relaxed);
+  atomic_fetch_add_explicit(&P.gen, 1, memory_order_release);
+  if (atomic_load(&P.sleepers) > 0) {
+    pthread_mutex_lock(&P.sleep_lock);
+    pthread_cond_broadcast(&P.wake);
+    pthread_mutex_unlock(&P.sleep_lock);
+  }
+  run_parts();
+  for (int spins = 0; atomic_load_explicit(&P.pending, memory_order_acquire) > 0; spins++) {
+#ifdef POOL_X86
+    if (spins < 256) { _mm_pause(); continue; }
+#endif
+    sched_yield();
+  }
+}
+
+/* A forked child has none of the parent's threads: it starts its own at its first job. */
+static void after_fork_child(void) {
+  pthread_mutex_init(&P.run_lock, NULL);
+  pthread_mutex_init(&P.sleep_lock, NULL);
+  pthread_cond_init(&P.wake, NULL);
+  atomic_store(&P.sleepers, 0);
+  for (int i = 0; i < P.nworkers; i++) P.w[i].running = 0;
+  P.nworkers = 0;
+}
+
+/* Starts or stops workers to match P.want. Called with run_lock held, no job running. */
+static void resize(void) {
+  static int atfork;
+  if (!atfork) atfork = pthread_atfork(NULL, NULL, after_fork_child) == 0;
+  int n = P.want - 1;
+  if (n < P.nworkers) {
+    P.quit_from = n + 1;
+    P.nparts = 0;
+    run_job(); /* workers 1..n run an empty job; the others leave */
+    for (int i = n; i < P.nworkers; i++)
+      if (P.w[i].running) {
+        pthread_join(P.w[i].th, NULL);
+        P.w[i].running = 0;
+      }
+    P.quit_from = MAX_WORKERS + 1;
+    P.nworkers = n;
+  }
+  while (P.nworkers < n) {
+    worker *w = &P.w[P.nworkers];
+    w->index = P.nworkers + 1;
+    w->start_gen = atomic_load(&P.gen);
+    if (pthread_create(&w->th, NULL, worker_main, w) != 0) {
+      P.want = P.nworkers + 1; /* no more threads: run with what we have */
+      break;
+    }
+    w->running = 1;
+    P.nworkers++;
+  }
+}
+
+void lt_pool_set_threads(int n) {
+  if (n < 1) n = 1;
+  if (n > MAX_WORKERS + 1) n = MAX_WORKERS + 1;
+  pthread_mutex_lock(&P.run_lock);
+  P.want = n;
+  if (n - 1 < P.nworkers) resize(); /* stop extra workers now; new ones start with the next job */
+  pthread_mutex_unlock(&P.run_lock);
+}
+
+int lt_pool_threads(void) { return P.want; }
+
+void lt_pool_run(lt_pool_fn fn, void *arg, int nparts) {
+  if (nparts <= 1 || P.want <= 1 || pthread_mutex_trylock(&P.run_lock) != 0) {
+    for (int i = 0; i < nparts; i++) fn(arg, i, nparts);
+    return;
+  }
+  if (P.nworkers != P.want - 1) resize();
+  P.fn = fn;
+  P.arg = arg;
+  P.nparts = nparts;
+#ifdef POOL_X86
+  P.csr = _mm_getcsr();
+#endif
+  run_job();
+  pthread_mutex_unlock(&P.run_lock);
+}
+
+/* Workers run this library's code: stop them before it is unloaded (a Lua state closing lutra/core.so) or the
+ * process ends. */
+__attribute__((destructor)) static void pool_fini(void) { lt_pool_set_threads(1); }

@@ -1,0 +1,138 @@
+/* test_pool.c — lutra's thread pool (core/src/pool.c) without Lua: every part runs exactly once whatever the
+ * thread count, workers copy the caller's flush-to-zero state, the count changes up and down between jobs,
+ * two host threads submitting at once both finish, a forked child runs jobs, and idle workers sleep. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lt_blas.h"
+#include "lt_pool.h"
+
+static int passed, failed;
+#define CHECK(cond, what)                                                        \
+  do {                                                                           \
+    if (cond) { passed++; printf("ok - %s\n", what); }                           \
+    else { failed++; printf("not ok - %s (%s:%d)\n", what, __FILE__, __LINE__); } \
+  } while (0)
+
+#define NPARTS 64
+typedef struct job { atomic_int count[NPARTS]; atomic_int threads_seen; pthread_t who[NPARTS]; int ftz[NPARTS]; } job;
+
+static void part(void *arg, int i, int n) {
+  job *j = arg;
+  (void)n;
+  atomic_fetch_add(&j->count[i], 1);
+  j->who[i] = pthread_self();
+  int was = lt_set_flush_denormal(1); /* read the state, then put it back */
+  lt_set_flush_denormal(was);
+  j->ftz[i] = was;
+  volatile double x = 0; /* a little work, so that the workers get parts too */
+  for (int k = 0; k < 20000; k++) x += k;
+}
+
+static int run_and_check(int nparts, int *distinct_threads) {
+  job j; /* on the caller's stack: two submitting threads each have their own */
+  memset(&j, 0, sizeof j);
+  lt_pool_run(part, &j, nparts);
+  int ok = 1;
+  for (int i = 0; i < nparts; i++) ok &= atomic_load(&j.count[i]) == 1;
+  int distinct = 0;
+  for (int i = 0; i < nparts; i++) {
+    int seen = 0;
+    for (int k = 0; k < i; k++) seen |= pthread_equal(j.who[k], j.who[i]);
+    distinct += !seen;
+  }
+  if (distinct_threads) *distinct_threads = distinct;
+  return ok;
+}
+
+static void *submitter(void *arg) {
+  int *ok = arg;
+  *ok = 1;
+  for (int r = 0; r < 50; r++) *ok &= run_and_check(NPARTS, NULL);
+  return NULL;
+}
+
+static double cpu_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int main(void) {
+  lt_pool_set_threads(1);
+  int d = 0;
+  CHECK(run_and_check(NPARTS, &d) && d == 1, "one thread: every part once, on the caller");
+  lt_pool_set_threads(3);
+  CHECK(lt_pool_threads() == 3, "lt_pool_threads reports the count asked for");
+  int ok = 1, most = 0;
+  for (int r = 0; r < 20; r++) { ok &= run_and_check(NPARTS, &d); if (d > most) most = d; }
+  CHECK(ok, "three threads: every part exactly once, 20 jobs in a row");
+  CHECK(most >= 2, "parts ran on more than one thread");
+  CHECK(run_and_check(1, NULL) && run_and_check(2, NULL) && run_and_check(0, NULL) == 1, "1, 2 and 0 parts");
+
+  /* workers follow the caller's flush-to-zero state */
+  {
+    static job j;
+    int was = lt_set_flush_denormal(1);
+    memset(&j, 0, sizeof j);
+    lt_pool_run(part, &j, NPARTS);
+    int all = 1;
+    for (int i = 0; i < NPARTS; i++) all &= j.ftz[i] == 1;
+    CHECK(all, "FTZ on in the caller: on in every part");
+    lt_set_flush_denormal(0);
+    memset(&j, 0, sizeof j);
+    lt_pool_run(part, &j, NPARTS);
+    all = 1;
+    for (int i = 0; i < NPARTS; i++) all &= j.ftz[i] == 0;
+    CHECK(all, "FTZ off in the caller: off in every part");
+    lt_set_flush_denormal(was);
+  }
+
+  lt_pool_set_threads(2);
+  CHECK(run_and_check(NPARTS, NULL), "down to 2 threads between jobs");
+  lt_pool_set_threads(4);
+  CHECK(run_and_check(NPARTS, NULL), "up to 4 threads between jobs");
+
+  /* two host threads submitting at once: one gets the pool, the other runs alone; both finish */
+  {
+    pthread_t a, b;
+    int oka = 0, okb = 0;
+    pthread_create(&a, NULL, submitter, &oka);
+    pthread_create(&b, NULL, submitter, &okb);
+    pthread_join(a, NULL);
+    pthread_join(b, NULL);
+    CHECK(oka && okb, "two submitting threads: every part of every job exactly once");
+  }
+
+  /* a forked child has no workers of its parent, and still runs jobs */
+  {
+    pid_t pid = fork();
+    if (pid == 0) _exit(run_and_check(NPARTS, NULL) && run_and_check(NPARTS, NULL) ? 0 : 1);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "a forked child runs jobs");
+  }
+
+  /* idle workers sleep: after a job, the process uses (almost) no CPU */
+  {
+    run_and_check(NPARTS, NULL);
+    struct timespec pause = { 0, 300 * 1000000L };
+    nanosleep(&pause, NULL); /* past the time workers stay awake */
+    double c0 = cpu_seconds();
+    pause.tv_nsec = 200 * 1000000L;
+    nanosleep(&pause, NULL);
+    double used = cpu_seconds() - c0;
+    printf("# idle CPU over 0.2 s: %.4f s\n", used);
+    CHECK(used < 0.02, "idle workers sleep");
+  }
+
+  lt_pool_set_threads(1);
+  CHECK(run_and_check(NPARTS, NULL), "back to 1 thread: workers stopped, jobs still run");
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed != 0;
+}
