@@ -1,5 +1,6 @@
 /* blas.c — CPU feature detection, the OpenBLAS kernel-family choice, dlopen, and a fallback GEMM. */
 #include "lt_blas.h"
+#include "lt_pool.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -130,6 +131,7 @@ static void init_once(void) {
   }
   I->threads = lt_blas_cpu_count();
   B.cur_threads = I->threads;
+  lt_pool_set_threads(I->threads); /* lutra's own kernels (lt_pool.h) follow the same policy */
 }
 
 void lt_blas_init(void) { pthread_once(&B.once, init_once); }
@@ -144,6 +146,7 @@ void lt_blas_set_threads(int n) {
   if (n < 1) n = 1;
   if (B.set_threads) B.set_threads(n);
   B.info.threads = B.cur_threads = n;
+  lt_pool_set_threads(n);
 }
 
 int lt_set_flush_denormal(int on) {
