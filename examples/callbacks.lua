@@ -4,6 +4,9 @@
 -- confusion matrix it builds batch by batch.
 --
 --   ./lutra examples/callbacks.lua [--epochs N] [--fast]
+-- models/ sits next to examples/: find it wherever the script is run from
+local repo = (arg and arg[0] or ""):match("^(.-)examples/[^/]*$")
+if repo then package.path = repo .. "?.lua;" .. package.path end
 local lt = require "lutra"
 
 local fast, epochs = false, 3

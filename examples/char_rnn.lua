@@ -14,6 +14,9 @@
 -- the windows train, the last 10% validate (val_loss, val_ppl = perplexity per character). The model
 -- (models/char_rnn.lua) sets truncated_bptt_steps, so the trainer splits each [batch x seq-len] batch
 -- into chunks of tbptt steps and carries the LSTM state from chunk to chunk.
+-- models/ sits next to examples/: find it wherever the script is run from
+local repo = (arg and arg[0] or ""):match("^(.-)examples/[^/]*$")
+if repo then package.path = repo .. "?.lua;" .. package.path end
 local lt = require "lutra"
 local CharRNN = require "models.char_rnn"
 

@@ -8,6 +8,9 @@
 -- rule that Lightning's built-in loop has no option for).
 --
 --   ./lutra examples/custom_loop.lua [--epochs N] [--fast]
+-- models/ sits next to examples/: find it wherever the script is run from
+local repo = (arg and arg[0] or ""):match("^(.-)examples/[^/]*$")
+if repo then package.path = repo .. "?.lua;" .. package.path end
 local lt = require "lutra"
 
 local fast, epochs = false, 3

@@ -11,6 +11,9 @@
 --
 -- Data: the 60000 training images are split into 55000 for training and the last 5000 for validation;
 -- the 10000 test images are used once, at the end, with the best checkpoint's weights.
+-- models/ sits next to examples/: find it wherever the script is run from
+local repo = (arg and arg[0] or ""):match("^(.-)examples/[^/]*$")
+if repo then package.path = repo .. "?.lua;" .. package.path end
 local lt = require "lutra"
 
 local USAGE = "usage: lutra examples/fashion_mnist.lua [--model mlp|lenet] [--epochs N] [--batch-size N] "

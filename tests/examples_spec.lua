@@ -57,6 +57,16 @@ describe("examples (--fast)", function()
     assert(ckpt:find(out_dir .. "/checkpoints/", 1, true), ckpt)
   end)
 
+  it_needs("data", "fashion_mnist.lua finds models/ when run from another directory", function()
+    local cmd = string.format("cd %q && %q %q --fast --epochs 1 --out %q 2>&1; echo \"EXIT:$?\"", tmpdir, bin,
+      root .. "/examples/fashion_mnist.lua", tmpdir .. "/fm_elsewhere")
+    local p = assert(io.popen(cmd))
+    local out = p:read("*a")
+    p:close()
+    assert(out:find("EXIT:0", 1, true), out)
+    has(out, "test accuracy: ")
+  end)
+
   it_needs("data", "fashion_mnist.lua --model lenet trains LeNet-5", function()
     local out, status = run("examples/fashion_mnist.lua", "--fast --model lenet --epochs 1 --out " .. tmpdir .. "/fm_lenet")
     expect_ok(out, status)
