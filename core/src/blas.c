@@ -1,6 +1,7 @@
 /* blas.c — CPU feature detection, the OpenBLAS kernel-family choice, dlopen, and a fallback GEMM. */
 #include "lt_blas.h"
 #include "lt_pool.h"
+#include "lt_simd.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -18,15 +19,17 @@
 enum { CblasRowMajor = 101, CblasNoTrans = 111, CblasTrans = 112 };
 typedef void (*sgemm_fn)(int, int, int, int, int, int, float, const float *, int, const float *, int, float,
                          float *, int);
+typedef void (*sgemv_fn)(int, int, int, int, float, const float *, int, const float *, int, float, float *, int);
 
 /* Process-wide by nature: the BLAS library is loaded once per process. */
 static struct {
   pthread_once_t once;
   lt_blas_info info;
   sgemm_fn sgemm;
+  sgemv_fn sgemv; /* NULL without a BLAS: GEMM serves every product */
   void (*set_threads)(int);
   int cur_threads; /* what OpenBLAS is set to now (lt_blas_sgemm chooses per call, up to info.threads) */
-} B = { PTHREAD_ONCE_INIT, { 0 }, NULL, NULL, 0 };
+} B = { PTHREAD_ONCE_INIT, { 0 }, NULL, NULL, NULL, 0 };
 
 typedef struct cpu_feats { int avx, avx2, fma, avx512f, avx512bw, avx512dq, avx512vl, avx512cd; } cpu_feats;
 
@@ -118,6 +121,7 @@ static void init_once(void) {
     B.sgemm = (sgemm_fn)dlsym(h, "cblas_sgemm");
     if (!B.sgemm) { dlclose(h); continue; }
     I->library = libs[i];
+    B.sgemv = (sgemv_fn)dlsym(h, "cblas_sgemv");
     B.set_threads = (void (*)(int))dlsym(h, "openblas_set_num_threads");
     char *(*corename)(void) = (char *(*)(void))dlsym(h, "openblas_get_corename");
     char *(*config)(void) = (char *(*)(void))dlsym(h, "openblas_get_config");
@@ -173,23 +177,68 @@ int lt_set_flush_denormal(int on) {
 #define GEMM_THIN_MN 4096
 #define GEMM_KCHUNK 8192
 
+static void set_threads(int want) {
+  if (want != B.cur_threads && B.set_threads) {
+    B.set_threads(want);
+    B.cur_threads = want;
+  }
+}
+
 static void sgemm_call(int transa, int transb, int m, int n, int k, float alpha, const float *a, int lda,
                        const float *b, int ldb, float beta, float *c, int ldc) {
   int want = B.info.threads;
   if (m < GEMM_THREADS_MIN_DIM || n < GEMM_THREADS_MIN_DIM || k < GEMM_THREADS_MIN_DIM ||
       (double)m * n * k < GEMM_THREADS_MIN_MACS)
     want = 1;
-  if (want != B.cur_threads && B.set_threads) {
-    B.set_threads(want);
-    B.cur_threads = want;
-  }
+  set_threads(want);
   B.sgemm(CblasRowMajor, transa ? CblasTrans : CblasNoTrans, transb ? CblasTrans : CblasNoTrans, m, n, k, alpha,
           a, lda, b, ldb, beta, c, ldc);
+}
+
+/* C [1 x n] or [m x 1] (a batch-1 layer): a matrix-vector product. OpenBLAS's GEMM sends these to its
+ * small-matrix kernel on one thread (~7 GB/s over a 784x512 weight); sgemv streams the matrix on every
+ * thread. beta = 0 must not read C (which may hold NaN): it is zeroed first. */
+static void gemv(int transa, int transb, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
+                 int ldb, float beta, float *c, int ldc) {
+  set_threads(B.info.threads);
+  if (m == 1) { /* c = op(B)^T a: a has stride lda when transposed */
+    if (beta == 0.0f) memset(c, 0, sizeof(float) * (size_t)n);
+    if (transb) B.sgemv(CblasRowMajor, CblasNoTrans, n, k, alpha, b, ldb, a, transa ? lda : 1, beta, c, 1);
+    else B.sgemv(CblasRowMajor, CblasTrans, k, n, alpha, b, ldb, a, transa ? lda : 1, beta, c, 1);
+  } else { /* n == 1: c (stride ldc) = op(A) b: b has stride ldb unless transposed */
+    if (beta == 0.0f)
+      for (int i = 0; i < m; i++) c[(size_t)i * ldc] = 0.0f;
+    if (transa) B.sgemv(CblasRowMajor, CblasTrans, k, m, alpha, a, lda, b, transb ? 1 : ldb, beta, c, ldc);
+    else B.sgemv(CblasRowMajor, CblasNoTrans, m, k, alpha, a, lda, b, transb ? 1 : ldb, beta, c, ldc);
+  }
+}
+
+/* k = 1 (a batch-1 weight gradient) with beta = 0: C = alpha a b^T, written in one pass (GEMM would zero C
+ * first). Same products as the GEMM, so the same bits. */
+LT_VECTOR_FN static void outer(int m, int n, float alpha, const float *a, int sa, const float *b, int sb, float *c,
+                               int ldc) {
+  for (int i = 0; i < m; i++) {
+    const float ai = alpha * a[(size_t)i * sa];
+    float *restrict ci = c + (size_t)i * ldc;
+    if (sb == 1)
+      for (int j = 0; j < n; j++) ci[j] = ai * b[j];
+    else
+      for (int j = 0; j < n; j++) ci[j] = ai * b[(size_t)j * sb];
+  }
 }
 
 void lt_blas_sgemm(int transa, int transb, int m, int n, int k, float alpha, const float *a, int lda,
                    const float *b, int ldb, float beta, float *c, int ldc) {
   lt_blas_init();
+  if (B.sgemv && (m == 1 || n == 1) && (double)m * n * k >= 16384) {
+    gemv(transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  if (k == 1 && beta == 0.0f && (double)m * n >= 16384) {
+    /* a [m x 1]: element i at a[i * lda] (a[i] when transposed); b [1 x n]: b[j] (b[j * ldb] when transposed) */
+    outer(m, n, alpha, a, transa ? 1 : lda, b, transb ? ldb : 1, c, ldc);
+    return;
+  }
   if ((long)m * n <= GEMM_THIN_MN && k > 2 * GEMM_KCHUNK) {
     for (int p0 = 0; p0 < k; p0 += GEMM_KCHUNK) {
       int kc = k - p0 < GEMM_KCHUNK ? k - p0 : GEMM_KCHUNK;
