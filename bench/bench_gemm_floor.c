@@ -2,7 +2,9 @@
  * (shapes, transposes, beta) that one lutra training step makes, with nothing else, through the same
  * lt_blas_sgemm (same OpenBLAS kernel family, same thread count). Its time per step is the least a
  * step can cost with this BLAS; bench/run compares every training step with it.
- *   bench_gemm_floor mlp|lenet BATCH [rounds [mode]]   (threads: OPENBLAS_NUM_THREADS, default = cores)
+ *   bench_gemm_floor mlp|lenet BATCH [rounds [mode [serve]]]   (threads: OPENBLAS_NUM_THREADS, default = cores)
+ * serve: prints READY, then answers "run N" on stdin with "DONE seconds 0" (N steps' GEMMs), as the training
+ * processes of bench/run do, so the floor is measured in the same alternating blocks.
  * mode: lutra (default: lt_blas_sgemm as a training step calls it: large calls split over lutra's pool),
  * single (one thread), openblas (OpenBLAS's own threads, as PyTorch uses it; lutra's pool at 1 thread).
  * Prints one line: "gemm_floor model=mlp batch=64 ms_per_step=... mflop_per_step=... gflops=..." and
@@ -130,6 +132,22 @@ int main(int argc, char **argv) {
   int reps = (int)(2e10 / flop) + 3;
   for (int r = 0; r < reps; r++)
     for (int i = 0; i < ncalls; i++) run(&calls[i]);
+  if (argc > 5 && !strcmp(argv[5], "serve")) {
+    printf("READY\n");
+    fflush(stdout);
+    char line[64];
+    while (fgets(line, sizeof line, stdin)) {
+      int n = 0;
+      if (sscanf(line, "run %d", &n) != 1) break;
+      double t0 = now();
+      for (int r = 0; r < n; r++)
+        for (int i = 0; i < ncalls; i++) run(&calls[i]);
+      printf("DONE %.9f 0\n", now() - t0);
+      fflush(stdout);
+    }
+    printf("RESULT mflop_per_step=%.2f\n", flop * 1e-6);
+    return 0;
+  }
   double *t = malloc(sizeof(double) * (size_t)rounds);
   for (int round = 0; round < rounds; round++) {
     double t0 = now();

@@ -150,95 +150,150 @@ def gemm_floor(model, batch, coretype=None):
     return r
 
 
+# ---- served processes: every side loaded once, then timed in alternating blocks -----------------------------
+# The machine's speed drifts (a shared 2-vCPU VM: the same loop varies by up to 2x from one second to the
+# next), so comparing whole runs taken minutes apart is noise. Each side runs as a process that stays loaded
+# (mode=serve) and the harness asks them in turn for a block of steps: one round = one block of every side,
+# sides in rotating order, and the ratio of a round compares blocks run within a second or two of each other.
+class Served:
+    def __init__(self, label, cmd, e):
+        self.label = label
+        self.p = subprocess.Popen(cmd, env=e, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        line = self.p.stdout.readline()
+        if not line.startswith("READY"):
+            self.p.kill()
+            raise RuntimeError("%s did not start: %s%s" % (" ".join(cmd), line, self.p.stderr.read()[-3000:]))
+
+    def block(self, n):
+        self.p.stdin.write("run %d\n" % n)
+        self.p.stdin.flush()
+        line = self.p.stdout.readline().split()
+        if not line or line[0] != "DONE":
+            raise RuntimeError("%s: no answer to a block (%s): %s" % (self.label, line, self.p.stderr.read()[-3000:]))
+        return float(line[1]), int(line[2])
+
+    def finish(self):
+        self.p.stdin.write("quit\n")
+        self.p.stdin.close()
+        out = self.p.stdout.read()
+        self.p.wait()
+        try:
+            return parse_result(out)
+        except RuntimeError:
+            return {}
+
+
+def serve_side(label, wargs):
+    if label == "GEMM-only floor":
+        model, batch = wargs
+        exe = os.path.join(BUILD, "bin/release/bench_gemm_floor")
+        return Served(label, [exe, model, str(batch), "1", "lutra", "serve"], env())
+    if label == "lutra":
+        cmd, e, extra = LUTRA_SIDE[1], LUTRA_SIDE[2], LUTRA_SIDE[3]
+    else:
+        cmd, e, extra = TORCH_SIDES[label]
+    return Served(label, cmd + wargs + ["mode=serve"] + extra, e)
+
+
+def rounds_of(variants, block, rounds, ref):
+    """variants: [(label, side, wargs)]; returns {label: [seconds per step of each round]}, {label: [ratio to
+    ref in each round]}, {label: RESULT of the process}, {label: system allocs of lutra's blocks}"""
+    procs = {}
+    try:
+        for label, side, wargs in variants:
+            procs[label] = serve_side(side, wargs)
+        per_step = {v[0]: [] for v in variants}
+        allocs = {v[0]: [] for v in variants}
+        labels = [v[0] for v in variants]
+        for rnd in range(rounds):
+            k = rnd % len(labels)
+            order = labels[k:] + labels[:k]
+            for label in order:
+                # idle processes' threads keep spinning for a while after their block (OpenBLAS's workers
+                # yield-spin ~0.1 s): let them go to sleep before the next block, as they would between runs
+                time.sleep(PAUSE)
+                dt, al = procs[label].block(block)
+                per_step[label].append(dt / block)
+                allocs[label].append(al)
+        ratios = {l: [a / b for a, b in zip(per_step[l], per_step[ref])] for l in labels}
+        results = {l: procs[l].finish() for l in labels}
+        procs = {}
+        return per_step, ratios, results, allocs
+    finally:
+        for sp in procs.values():
+            sp.p.kill()
+
+
 # ---- training throughput ------------------------------------------------------------------------------
 TRAIN_ALL = [
-    # name, model, batch, steps (full, quick), warmup, metric
-    ("MLP b64", "mlp", 64, (600, 150), 50),
-    ("MLP b256", "mlp", 256, (200, 50), 20),
-    ("LeNet-5 b64", "lenet", 64, (200, 40), 10),
-    ("tiny b1", "tiny", 1, (20000, 5000), 5000),
-    ("tiny b8", "tiny", 8, (20000, 5000), 5000),
+    # name, model, batch, steps per block (full, quick), warm-up steps
+    ("MLP b64", "mlp", 64, (150, 100), 300),
+    ("MLP b256", "mlp", 256, (40, 30), 100),
+    ("LeNet-5 b64", "lenet", 64, (40, 25), 30),
+    ("tiny b1", "tiny", 1, (2000, 1000), 5000),
+    ("tiny b8", "tiny", 8, (2000, 1000), 5000),
 ]
 TRAIN = [w for w in TRAIN_ALL if not os.environ.get("BENCH_WORKLOADS") or w[0] in os.environ["BENCH_WORKLOADS"].split(",")]
 FLOOR_MODELS = {"MLP b64": ("mlp", 64), "MLP b256": ("mlp", 256), "LeNet-5 b64": ("lenet", 64)}
+TRAIN_ROUNDS = 3 * ROUNDS
+PAUSE = float(os.environ.get("BENCH_PAUSE", "0.3"))
 
 
 def section_train():
     sides = ["lutra"] + list(TORCH_SIDES)
-    res = {w[0]: {s: [] for s in sides + ["GEMM-only floor"]} for w in TRAIN}
-    extras = {w[0]: {s: [] for s in sides} for w in TRAIN}
-    floors = {}
-    for rnd in range(ROUNDS):
-        print("  round %d/%d (load %.2f)" % (rnd + 1, ROUNDS, load_avg()), flush=True)
-        for name, model, batch, steps, warmup in TRAIN:
-            st = steps[1] if QUICK else steps[0]
-            wargs = ["model=" + model, "batch=%d" % batch, "steps=%d" % st, "warmup=%d" % warmup]
-            # alternate which side goes first from round to round
-            order = sides if rnd % 2 == 0 else sides[::-1]
-            for s in order:
-                r = run_side(s, wargs)
-                res[name][s].append(r["step_us"])
-                extras[name][s].append(r)
-            if name in FLOOR_MODELS:
-                f = gemm_floor(*FLOOR_MODELS[name])
-                res[name]["GEMM-only floor"].append(f["ms_per_step"] * 1e3)
-                floors.setdefault(name, []).append(f)
-    rows = []
-    summary = {}
-    for name, model, batch, _, _ in TRAIN:
-        m = {s: med(v) for s, v in res[name].items()}
-        best_label = min(BEST, key=lambda s: m[s])
-        lut = m["lutra"]
-        row_sum = {"batch": batch, "step_us": m, "best_torch": best_label,
-                   "peak_rss_kb": {s: med([x["peak_rss_kb"] for x in extras[name][s]]) for s in sides},
-                   "loss": {s: extras[name][s][-1].get("loss") for s in sides},
-                   "system_allocs": med([x.get("system_allocs") for x in extras[name]["lutra"]]),
-                   "raw_step_us": res[name]}
-        summary[name] = row_sum
-        for s in sides + ["GEMM-only floor"]:
-            if m[s] is None:
-                continue
-            sps = batch / (m[s] * 1e-6)
-            ratio = m[s] / lut
-            rows.append([name if s == "lutra" else "", s + (" (best)" if s == best_label else ""),
-                         fmt(m[s], 2), fmt(sps), "%.2fx" % ratio if s != "lutra" else "1.00x",
-                         fmt(row_sum["peak_rss_kb"].get(s, None) and row_sum["peak_rss_kb"][s] / 1024, 0)
-                         if s in row_sum["peak_rss_kb"] else "-"])
-        if name in floors:
-            row_sum["floor"] = floors[name][len(floors[name]) // 2]
-    table("Training steps (median of %d rounds; ratio = that side's step time / lutra's: >1 means lutra is faster)"
-          % ROUNDS, ["workload", "side", "step us", "samples/s", "ratio", "peak RSS MB"], rows)
+    rows, summary = [], {}
+    for name, model, batch, steps, warmup in TRAIN:
+        block = steps[1] if QUICK else steps[0]
+        wargs = ["model=" + model, "batch=%d" % batch, "warmup=%d" % warmup]
+        variants = [(s, s, wargs) for s in sides]
+        if name in FLOOR_MODELS:
+            variants.append(("GEMM-only floor", "GEMM-only floor", FLOOR_MODELS[name]))
+        print("  %s: %d rounds of %d-step blocks (load %.2f)" % (name, TRAIN_ROUNDS, block, load_avg()), flush=True)
+        per_step, ratios, results, allocs = rounds_of(variants, block, TRAIN_ROUNDS, "lutra")
+        m = {l: med(v) * 1e6 for l, v in per_step.items()}
+        r = {l: med(v) for l, v in ratios.items()}
+        best_label = min(BEST, key=lambda s: r[s])
+        summary[name] = {"batch": batch, "step_us": m, "ratio": r, "best_torch": best_label,
+                         "peak_rss_kb": {l: results[l].get("peak_rss_kb") for l in sides},
+                         "loss": {l: results[l].get("loss") for l in sides},
+                         "lutra_system_allocs_per_block": allocs["lutra"][2:],
+                         "raw_step_s": per_step, "raw_ratio": ratios, "block": block, "rounds": TRAIN_ROUNDS}
+        for l, _, _ in variants:
+            rss = summary[name]["peak_rss_kb"].get(l)
+            rows.append([name if l == "lutra" else "", l + (" (best)" if l == best_label else ""), fmt(m[l], 2),
+                         fmt(batch / (m[l] * 1e-6)), "%.2fx" % r[l] if l != "lutra" else "1.00x",
+                         fmt(rss / 1024, 0) if rss else "-"])
+    table("Training steps (%d rounds of alternating blocks; step us, samples/s: medians; ratio: median over rounds of "
+          "(that side's step time / lutra's in the same round): >1 means lutra is faster)" % TRAIN_ROUNDS,
+          ["workload", "side", "step us", "samples/s", "ratio", "peak RSS MB"], rows)
     REPORT["sections"]["train"] = summary
     return summary
 
 
 # ---- batch-1 MLP with and without flushing denormals --------------------------------------------------
 def section_batch1():
-    warm, st = (600, 300) if QUICK else (1500, 500)
-    wargs = ["model=mlp", "batch=1", "steps=%d" % st, "warmup=%d" % warm]
+    warm, block, rounds = (600, 60, 4) if QUICK else (1500, 100, 10)
+    wargs = ["model=mlp", "batch=1", "warmup=%d" % warm]
     variants = [
-        ("lutra FTZ on (default)", "lutra", ["ftz=1"]),
-        ("lutra FTZ off", "lutra", ["ftz=0"]),
-        ("torch PASSIVE+SkylakeX, FTZ off (default)", "torch PASSIVE+SkylakeX", ["ftz=0"]),
-        ("torch PASSIVE+SkylakeX, FTZ on", "torch PASSIVE+SkylakeX", ["ftz=1"]),
-        ("torch PASSIVE+default kernel, FTZ off", "torch PASSIVE+default kernel", ["ftz=0"]),
-        ("torch PASSIVE+default kernel, FTZ on", "torch PASSIVE+default kernel", ["ftz=1"]),
-        ("torch default settings (FTZ off)", "torch default settings", ["ftz=0"]),
+        ("lutra FTZ on (default)", "lutra", wargs + ["ftz=1"]),
+        ("lutra FTZ off", "lutra", wargs + ["ftz=0"]),
+        ("torch PASSIVE+SkylakeX, FTZ off (default)", "torch PASSIVE+SkylakeX", wargs + ["ftz=0"]),
+        ("torch PASSIVE+SkylakeX, FTZ on", "torch PASSIVE+SkylakeX", wargs + ["ftz=1"]),
+        ("torch PASSIVE+default kernel, FTZ off", "torch PASSIVE+default kernel", wargs + ["ftz=0"]),
+        ("torch PASSIVE+default kernel, FTZ on", "torch PASSIVE+default kernel", wargs + ["ftz=1"]),
+        ("torch default settings (FTZ off)", "torch default settings", wargs + ["ftz=0"]),
     ]
-    res = {v[0]: [] for v in variants}
-    rounds = max(1, ROUNDS - 2) if not QUICK else 1
-    for rnd in range(rounds):
-        print("  batch-1 round %d/%d (load %.2f)" % (rnd + 1, rounds, load_avg()), flush=True)
-        order = variants if rnd % 2 == 0 else variants[::-1]
-        for label, side, extra in order:
-            r = run_side(side, wargs + extra)
-            res[label].append(r["step_us"])
-    m = {k: med(v) for k, v in res.items()}
-    lut = m["lutra FTZ on (default)"]
-    rows = [[k, fmt(v, 1), "%.2fx" % (v / lut)] for k, v in m.items()]
-    table("MLP 784-512-256-10 at batch 1 on Fashion-MNIST, per-step time after %d warm-up steps (median of %d rounds;"
-          " ratio = step time / lutra's default)" % (warm, rounds), ["variant", "step us", "ratio"], rows)
-    REPORT["sections"]["batch1"] = {"step_us": m, "raw": res, "warmup": warm, "steps": st}
+    print("  batch 1: %d rounds of %d-step blocks after %d warm-up steps (load %.2f)" % (rounds, block, warm,
+                                                                                         load_avg()), flush=True)
+    per_step, ratios, _, _ = rounds_of(variants, block, rounds, "lutra FTZ on (default)")
+    m = {k: med(v) * 1e6 for k, v in per_step.items()}
+    r = {k: med(v) for k, v in ratios.items()}
+    rows = [[k, fmt(m[k], 1), "%.2fx" % r[k]] for k, _, _ in variants]
+    table("MLP 784-512-256-10 at batch 1 on Fashion-MNIST, per-step time after %d warm-up steps (%d rounds of "
+          "alternating blocks; ratio: median over rounds of step time / lutra's default)" % (warm, rounds),
+          ["variant", "step us", "ratio"], rows)
+    REPORT["sections"]["batch1"] = {"step_us": m, "ratio": r, "raw": per_step, "warmup": warm, "block": block}
 
 
 # ---- memory: peak RSS, RSS flatness over 10 epochs ------------------------------------------------------
@@ -467,8 +522,7 @@ def main():
         REPORT["sections"]["core_ops"] = paired("bench/core_ops.lua", "bench/core_ops_torch.py", "Core ops")
     if wanted("optim") and os.path.exists(os.path.join(ROOT, "bench/optim_bench_torch.py")):
         REPORT["sections"]["optim"] = paired("bench/optim_bench.lua", "bench/optim_bench_torch.py", "Optimizer steps")
-    if train:
-        bars(train)
+    bars(train or {})
     if JSON_OUT:
         with open(JSON_OUT, "w") as f:
             json.dump(REPORT, f, indent=1, default=str)
@@ -476,40 +530,39 @@ def main():
 
 def bars(train):
     rows = []
-    if "MLP b64" not in train or "LeNet-5 b64" not in train:
-        return
-    m = train["MLP b64"]["step_us"]
-    best = train["MLP b64"]["best_torch"]
-    lut = m["lutra"]
-    rows.append(["MLP b64 >= 1.4x PyTorch best", "%.2fx" % (m[best] / lut), m[best] / lut >= 1.4])
-    if m.get("GEMM-only floor"):
-        rows.append(["MLP b64 >= 75% of GEMM-only floor", "%.0f%%" % (m["GEMM-only floor"] / lut * 100),
-                     m["GEMM-only floor"] / lut >= 0.75])
-    rows.append(["MLP b64 >= 8x PyTorch default settings", "%.2fx" % (m["torch default settings"] / lut),
-                 m["torch default settings"] / lut >= 8])
-    l = train["LeNet-5 b64"]["step_us"]
-    lb = train["LeNet-5 b64"]["best_torch"]
-    rows.append(["LeNet b64 >= 1.3x PyTorch best", "%.2fx" % (l[lb] / l["lutra"]), l[lb] / l["lutra"] >= 1.3])
+    if "MLP b64" in train:
+        t = train["MLP b64"]
+        best = t["best_torch"]
+        rows.append(["MLP b64 >= 1.4x PyTorch best", "%.2fx" % t["ratio"][best], t["ratio"][best] >= 1.4])
+        if "GEMM-only floor" in t["ratio"]:
+            f = t["ratio"]["GEMM-only floor"]
+            rows.append(["MLP b64 >= 75% of GEMM-only floor", "%.0f%%" % (f * 100), f >= 0.75])
+        d = t["ratio"]["torch default settings"]
+        rows.append(["MLP b64 >= 8x PyTorch default settings", "%.2fx" % d, d >= 8])
+    if "LeNet-5 b64" in train:
+        t = train["LeNet-5 b64"]
+        lb = t["ratio"][t["best_torch"]]
+        rows.append(["LeNet b64 >= 1.3x PyTorch best", "%.2fx" % lb, lb >= 1.3])
     b1 = REPORT["sections"].get("batch1")
     if b1:
-        s = b1["step_us"]
-        lt_ = s["lutra FTZ on (default)"]
-        best_off = min(s["torch PASSIVE+SkylakeX, FTZ off (default)"], s["torch PASSIVE+default kernel, FTZ off"])
-        best_on = min(s["torch PASSIVE+SkylakeX, FTZ on"], s["torch PASSIVE+default kernel, FTZ on"])
-        rows.append(["MLP b1 step >= 5x faster than PyTorch best (its default FTZ off)", "%.2fx" % (best_off / lt_),
-                     best_off / lt_ >= 5])
-        rows.append(["  ... against PyTorch best with FTZ on", "%.2fx" % (best_on / lt_), best_on / lt_ >= 5])
+        r = b1["ratio"]
+        best_off = min(r["torch PASSIVE+SkylakeX, FTZ off (default)"], r["torch PASSIVE+default kernel, FTZ off"])
+        best_on = min(r["torch PASSIVE+SkylakeX, FTZ on"], r["torch PASSIVE+default kernel, FTZ on"])
+        rows.append(["MLP b1 step >= 5x faster than PyTorch best (its default: FTZ off)", "%.2fx" % best_off,
+                     best_off >= 5])
+        rows.append(["  ... against PyTorch best with FTZ on", "%.2fx" % best_on, best_on >= 5])
     mem = REPORT["sections"].get("memory")
     if mem:
         r = mem["results"]
         e = mem["epochs"]
         lr_, tr = r["lutra"], r["torch PASSIVE+SkylakeX"]
-        rows.append(["peak RSS <= PyTorch's (MLP b64)", "%.0f vs %.0f MB" % (lr_["peak_rss_kb"] / 1024,
-                                                                        tr["peak_rss_kb"] / 1024),
+        rows.append(["peak RSS <= PyTorch's (MLP b64, 10 epochs)", "%.0f vs %.0f MB" % (lr_["peak_rss_kb"] / 1024,
+                                                                                      tr["peak_rss_kb"] / 1024),
                      lr_["peak_rss_kb"] <= tr["peak_rss_kb"]])
         g = (lr_["rss_epoch%d_kb" % e] - lr_["rss_epoch1_kb"]) / lr_["rss_epoch1_kb"] * 100
         rows.append(["RSS growth epoch 1 -> %d <= 2%%" % e, "%+.2f%%" % g, g <= 2])
-    table("Bars of issue 8", ["bar", "measured", "met"], [[a, b, "yes" if c else "NO"] for a, b, c in rows])
+    if rows:
+        table("Bars of issue 8", ["bar", "measured", "met"], [[a, b, "yes" if c else "NO"] for a, b, c in rows])
     REPORT["bars"] = rows
 
 

@@ -8,6 +8,9 @@
 --   mode=memory: whole epochs over the data set; rss_epoch<i>_kb after each epoch.
 --   mode=dump:   trains `steps` steps from seed `seed`, writes the parameters (float32, in order) to out=FILE.
 --   mode=perf:   after warm-up, runs `perf record` on this process for `perf` seconds while training.
+--   mode=serve:  after warm-up prints READY, then runs blocks of steps on request ("run N" on stdin ->
+--                "DONE seconds system_allocs"), until stdin ends or says "quit"; bench/run alternates the
+--                lutra and PyTorch processes block by block.
 local lt = require "lutra"
 local ffi = require "ffi"
 ffi.cdef [[
@@ -131,6 +134,25 @@ if o.loop == "trainer" then
   local dt = now() - t0
   result { step_us = string.format("%.2f", dt / steps * 1e6), samples_per_s = string.format("%.1f", steps * B / dt),
     system_allocs = lt.memory_stats().system_allocs - a0 }
+  return
+end
+
+if o.mode == "serve" then
+  -- driven by bench/harness.py over stdin/stdout, alternating with the other processes in small blocks
+  -- (robust against the machine's speed drifting): "run N" -> "DONE seconds allocs"; "quit" -> RESULT
+  for _ = 1, warmup do step() end
+  io.write("READY\n")
+  io.flush()
+  for line in io.lines() do
+    local n = tonumber(line:match("^run (%d+)"))
+    if not n then break end
+    local a0 = lt.memory_stats().system_allocs
+    local t0 = now()
+    for _ = 1, n do step() end
+    io.write(string.format("DONE %.9f %d\n", now() - t0, lt.memory_stats().system_allocs - a0))
+    io.flush()
+  end
+  result {}
   return
 end
 

@@ -116,7 +116,21 @@ def result(t):
 
 
 mode = o["mode"]
-if mode in ("speed", "perf"):
+if mode == "serve":
+    # driven by bench/harness.py: "run N" -> "DONE seconds 0"; anything else (or EOF) -> RESULT
+    for _ in range(warmup):
+        step()
+    print("READY", flush=True)
+    for line in sys.stdin:
+        parts = line.split()
+        if len(parts) != 2 or parts[0] != "run":
+            break
+        t0 = time.perf_counter()
+        for _ in range(int(parts[1])):
+            step()
+        print("DONE %.9f 0" % (time.perf_counter() - t0), flush=True)
+    result({})
+elif mode in ("speed", "perf"):
     for _ in range(warmup):
         step()
     if mode == "perf":
