@@ -137,28 +137,40 @@ __attribute__((target("avx512f"))) static void im2col_s1_avx512(const conv_geom 
     }
 }
 
+/* col2im gathers instead of scattering: each input row (ch, ih) is loaded once, receives the KH x KW shifted
+ * column rows that land on it, and is stored once. (Adding the rows one by one made every add read back the
+ * store just before it at a 4-byte shift, which store forwarding cannot serve: ~12 ns a row.) W <= 64, KW <= 16. */
 __attribute__((target("avx512f"))) static void col2im_s1_avx512(const conv_geom *g, const float *col, int64_t ld,
                                                                 float *gx) {
-  const int64_t WO = g->WO, HO = g->HO;
+  const int64_t W = g->W, WO = g->WO, HO = g->HO, nc = (W + 15) / 16;
+  __mmask16 km[4][16]; /* chunk q, kj: lanes x with 0 <= x - kj + PW < WO and x < W */
+  for (int64_t q = 0; q < nc; q++)
+    for (int64_t kj = 0; kj < g->KW; kj++) {
+      unsigned m = 0;
+      for (int l = 0; l < 16; l++) {
+        int64_t x = 16 * q + l, ow = x - kj + g->PW;
+        if (x < W && ow >= 0 && ow < WO) m |= 1u << l;
+      }
+      km[q][kj] = (__mmask16)m;
+    }
   for (int64_t ch = 0; ch < g->C; ch++)
-    for (int64_t ki = 0; ki < g->KH; ki++) {
-      int64_t oh_lo, oh_hi;
-      valid_range(ki, 1, g->PH, g->H, HO, &oh_lo, &oh_hi);
-      for (int64_t kj = 0; kj < g->KW; kj++) {
-        const float *row = col + ((ch * g->KH + ki) * g->KW + kj) * ld;
-        int64_t lo, hi;
-        valid_range(kj, 1, g->PW, g->W, WO, &lo, &hi);
-        float *base = gx + ch * g->H * g->W - g->PW + kj;
-        for (int64_t oh = oh_lo; oh < oh_hi; oh++) {
-          const float *src = row + oh * WO;
-          float *dst = base + (oh - g->PH + ki) * g->W;
-          for (int64_t c0 = lo; c0 < hi; c0 += 16) {
-            int64_t n = hi - c0 < 16 ? hi - c0 : 16;
-            __mmask16 k = (__mmask16)((1u << n) - 1);
-            __m512 acc = _mm512_add_ps(_mm512_maskz_loadu_ps(k, dst + c0), _mm512_maskz_loadu_ps(k, src + c0));
-            _mm512_mask_storeu_ps(dst + c0, k, acc);
-          }
+    for (int64_t ih = 0; ih < g->H; ih++) {
+      float *dst = gx + (ch * g->H + ih) * W;
+      __m512 acc[4];
+      for (int64_t q = 0; q < nc; q++) acc[q] = _mm512_setzero_ps();
+      for (int64_t ki = 0; ki < g->KH; ki++) {
+        int64_t oh = ih + g->PH - ki;
+        if (oh < 0 || oh >= HO) continue;
+        for (int64_t kj = 0; kj < g->KW; kj++) {
+          const float *src = col + ((ch * g->KH + ki) * g->KW + kj) * ld + oh * WO + g->PW - kj; /* src[x] */
+          for (int64_t q = 0; q < nc; q++)
+            acc[q] = _mm512_add_ps(acc[q], _mm512_maskz_loadu_ps(km[q][kj], src + 16 * q));
         }
+      }
+      for (int64_t q = 0; q < nc; q++) {
+        int64_t n = W - 16 * q < 16 ? W - 16 * q : 16;
+        __mmask16 k = (__mmask16)((1u << n) - 1);
+        _mm512_mask_storeu_ps(dst + 16 * q, k, _mm512_add_ps(_mm512_maskz_loadu_ps(k, dst + 16 * q), acc[q]));
       }
     }
 }
@@ -177,7 +189,10 @@ static void unfold(const conv_geom *g, const float *x, float *col, int64_t ld) {
 
 static void fold(const conv_geom *g, const float *col, int64_t ld, float *gx) {
 #ifdef CONV_AVX512
-  if (g->SW == 1 && g->SH == 1 && __builtin_cpu_supports("avx512f")) { col2im_s1_avx512(g, col, ld, gx); return; }
+  if (g->SW == 1 && g->SH == 1 && g->W <= 64 && g->KW <= 16 && __builtin_cpu_supports("avx512f")) {
+    col2im_s1_avx512(g, col, ld, gx);
+    return;
+  }
 #endif
   col2im(g, col, ld, gx);
 }
@@ -227,10 +242,7 @@ static int conv2d_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **g
     float *pb = lt_f32(gb);
     for (int64_t o = 0; o < g.O; o++) {
       double s = 0;
-      for (int64_t i = 0; i < g.N; i++) {
-        const float *r = pg + (i * g.O + o) * P;
-        for (int64_t p = 0; p < P; p++) s += r[p];
-      }
+      for (int64_t i = 0; i < g.N; i++) s += lt_sum_f32(pg + (i * g.O + o) * P, P); /* vector lanes, then double */
       pb[o] = (float)s;
     }
   }
