@@ -172,6 +172,7 @@ int lt_set_flush_denormal(int on) {
  * >= 32 and >= 6M multiply-adds (the MLP's 64x512x784 runs ~2.2x faster on 2 threads). */
 #define GEMM_THREADS_MIN_DIM 32
 #define GEMM_THREADS_MIN_MACS 6e6
+#define GEMM_OPENBLAS_SINGLE 262144.0 /* 0.3.21: 65536 x GEMM_MULTITHREAD_THRESHOLD (4) */
 /* A thin C over a long k (a conv's weight gradient: [6 x 25] summed over 50,176 positions) runs ~6x faster
  * cut into k-chunks accumulated with beta = 1. */
 #define GEMM_THIN_MN 4096
@@ -186,11 +187,15 @@ static void set_threads(int want) {
 
 static void sgemm_call(int transa, int transb, int m, int n, int k, float alpha, const float *a, int lda,
                        const float *b, int ldb, float beta, float *c, int ldc) {
-  int want = B.info.threads;
-  if (m < GEMM_THREADS_MIN_DIM || n < GEMM_THREADS_MIN_DIM || k < GEMM_THREADS_MIN_DIM ||
-      (double)m * n * k < GEMM_THREADS_MIN_MACS)
-    want = 1;
-  set_threads(want);
+  /* Changing OpenBLAS's thread count is cheap itself, but the next threaded call after a change pays ~30 us
+   * (measured): calls that OpenBLAS runs on one thread anyway (<= 262,144 multiply-adds) leave it as it is. */
+  double macs = (double)m * n * k;
+  if (macs > GEMM_OPENBLAS_SINGLE) {
+    int want = B.info.threads;
+    if (m < GEMM_THREADS_MIN_DIM || n < GEMM_THREADS_MIN_DIM || k < GEMM_THREADS_MIN_DIM || macs < GEMM_THREADS_MIN_MACS)
+      want = 1;
+    set_threads(want);
+  }
   B.sgemm(CblasRowMajor, transa ? CblasTrans : CblasNoTrans, transb ? CblasTrans : CblasNoTrans, m, n, k, alpha,
           a, lda, b, ldb, beta, c, ldc);
 }
