@@ -627,17 +627,18 @@ static int clamp_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) 
 lt_tensor *lt_op_clamp(lt_ctx *c, lt_tensor *a, double lo, double hi) {
   if (lt_check_dtype(c, "clamp", "input", a, LT_F32)) return NULL;
   if (lo > hi) { lt_fail(c, "clamp: min %g is greater than max %g", lo, hi); return NULL; }
-  lt_tensor *out = lt_op_clone(c, a);
-  if (!out) return NULL;
-  lt_node_release(out->grad_fn); /* clone recorded a node; clamp records its own */
-  out->grad_fn = NULL;
-  out->requires_grad = 0;
-  float l = (float)lo, h = (float)hi;
-  float *p = lt_f32(out);
-  for (int64_t i = 0, N = lt_numel(out); i < N; i++) p[i] = p[i] < l ? l : (p[i] > h ? h : p[i]);
-  lt_node *nd;
-  if (lt_record(c, out, "clamp", clamp_backward, 1, &a, &nd)) { lt_tensor_release(out); return NULL; }
-  if (nd) { nd->f[0] = lo; nd->f[1] = hi; }
+  lt_tensor *x = lt_op_contiguous(c, a);
+  lt_tensor *out = x ? lt_tensor_new_like(c, x) : NULL;
+  if (out) {
+    float l = (float)lo, h = (float)hi;
+    const float *px = lt_f32(x);
+    float *po = lt_f32(out);
+    for (int64_t i = 0, N = lt_numel(x); i < N; i++) po[i] = px[i] < l ? l : (px[i] > h ? h : px[i]);
+    lt_node *nd;
+    if (lt_record(c, out, "clamp", clamp_backward, 1, &a, &nd)) { lt_tensor_release(out); out = NULL; }
+    else if (nd) { nd->f[0] = lo; nd->f[1] = hi; }
+  }
+  lt_tensor_release(x);
   return out;
 }
 
