@@ -382,9 +382,7 @@ describe("memory", function()
   -- Runs in a fresh process: the live-tensor count is process-wide, and in this busted process earlier specs'
   -- objects (coroutines, closures, finalizers) can be released at any later collection, moving the count.
   it("keeps the live tensor count flat over repeated LeNet training steps", function()
-    local script = os.tmpname()
-    local f = assert(io.open(script, "w"))
-    f:write([[
+    local out = require("helpers.child").run([[
       local lt = require "lutra"
       local nn = lt.nn
       lt.manual_seed(9)
@@ -401,12 +399,6 @@ describe("memory", function()
       for _ = 1, 20 do step() end
       io.write("COUNT ", before, " ", count(), "\n")
     ]])
-    f:close()
-    local bin = os.getenv("LUTRA_BIN") or "build/bin/release/cli/lutra"
-    local p = io.popen("'" .. bin .. "' '" .. script .. "' 2>&1")
-    local out = p:read("*a")
-    p:close()
-    os.remove(script)
     local before, after = out:match("COUNT (%d+) (%d+)")
     assert(before, "child process failed: " .. out)
     assert.is_true(tonumber(before) > 10, "the net's parameters and buffers are live tensors")

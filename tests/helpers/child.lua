@@ -1,0 +1,19 @@
+-- tests/helpers/child.lua — runs a Lua chunk in a fresh lutra process and returns what it printed.
+-- For checks of process-wide counters (live tensors): in the busted process, objects of earlier specs can be
+-- released at any later collection and move those counters under the test's feet.
+local M = {}
+
+function M.run(source)
+  local script = os.tmpname()
+  local f = assert(io.open(script, "w"))
+  f:write(source)
+  f:close()
+  local bin = os.getenv("LUTRA_BIN") or "build/bin/release/cli/lutra"
+  local p = io.popen("'" .. bin .. "' '" .. script .. "' 2>&1")
+  local out = p:read("*a")
+  p:close()
+  os.remove(script)
+  return out
+end
+
+return M
