@@ -18,11 +18,30 @@
 #ifndef LT_POOL_H
 #define LT_POOL_H
 
+#include <stdint.h>
+
 typedef void (*lt_pool_fn)(void *arg, int part, int nparts);
 
 /* Total threads including the caller (1 = no workers); takes effect at the next job. */
 void lt_pool_set_threads(int n);
 int lt_pool_threads(void);
 void lt_pool_run(lt_pool_fn fn, void *arg, int nparts);
+
+/* How many parts to split a kernel into: 1 below min_work units of work (a job hand-off costs a few
+ * microseconds, more when a worker has gone to sleep), else the caller's thread policy capped by the pool. */
+static inline int lt_pool_parts(int threads, int64_t work, int64_t min_work) {
+  int nt = lt_pool_threads();
+  if (threads < nt) nt = threads;
+  return work < min_work || nt < 1 ? 1 : nt;
+}
+
+/* Part i of [0, n) split into nparts ranges whose starts are multiples of align (64-byte lines for floats at
+ * align 16), so two threads never write the same cache line of an aligned buffer. */
+static inline void lt_pool_range(int64_t n, int i, int nparts, int64_t align, int64_t *lo, int64_t *hi) {
+  int64_t per = (n + nparts - 1) / nparts;
+  per = (per + align - 1) / align * align;
+  *lo = i * per < n ? i * per : n;
+  *hi = *lo + per < n ? *lo + per : n;
+}
 
 #endif

@@ -4,7 +4,9 @@
  * LT_VECTOR_FN compiles a function three times (baseline x86-64, AVX2+FMA, AVX-512) and picks the
  * best at load time (GCC target_clones), so the plain C loops inside vectorise to the CPU at hand.
  * lt_expf is a branch-free exp (Cephes-style range reduction + degree-6 polynomial, < 2 ulp on
- * [-87, 88]) that vectorises, where libm's expf does not.
+ * [-87, 88]) that vectorises, where libm's expf does not. Row reductions (lt_sum_f32, lt_max_f32,
+ * lt_dot_f32) keep 16 lanes so they vectorise too, in a fixed order: a row's result does not depend on
+ * where the row sits or which thread computes it.
  */
 #ifndef LT_SIMD_H
 #define LT_SIMD_H
@@ -18,8 +20,8 @@
 #define LT_VECTOR_FN
 #endif
 
-__attribute__((always_inline)) static inline float lt_expf(float x) {
-  x = x < -87.3365447504019f ? -87.3365447504019f : x; /* ternaries vectorise; fmaxf does not */
+__attribute__((always_inline)) static inline float lt_expf(float x0) {
+  float x = x0 < -87.3365447504019f ? -87.3365447504019f : x0; /* ternaries vectorise; fmaxf does not */
   x = x > 88.3762626647949f ? 88.3762626647949f : x;
   /* exp(x) = 2^n * exp(r), n = floor(x / ln2 + 1/2), r = x - n ln2 */
   float n = __builtin_floorf(x * 1.44269504088896341f + 0.5f);
@@ -33,7 +35,11 @@ __attribute__((always_inline)) static inline float lt_expf(float x) {
   p = p * r + 5.0000001201e-1f;
   p = p * r2 + r + 1.0f;
   union { int32_t i; float f; } scale = { .i = ((int32_t)n + 127) << 23 };
-  return p * scale.f;
+  float y = p * scale.f;
+  /* Out of range: exp(-inf) = 0 (a softmax over a -inf mask gives exact zeros, as PyTorch's), results below
+   * FLT_MIN are flushed as lutra's compute threads flush denormals, and overflow is inf. NaN stays NaN. */
+  y = x0 < -87.3365447504019f ? 0.0f : y;
+  return x0 > 88.7228391116729996f ? __builtin_inff() : y;
 }
 
 __attribute__((always_inline)) static inline float lt_sigmoidf(float x) { return 1.0f / (1.0f + lt_expf(-x)); }
@@ -57,6 +63,54 @@ static inline double lt_sum_f32(const float *x, int64_t n) {
       for (int k = 0; k < 16; k++) acc[k] += x[i + k];
     float tail = 0;
     for (; i < e; i++) tail += x[i];
+    double s = tail;
+    for (int k = 0; k < 16; k++) s += acc[k];
+    total += s;
+  }
+  return total;
+}
+
+/* Largest element of a contiguous row; NaN if the row holds a NaN (as PyTorch's max, so a softmax over such a
+ * row is all NaN); -inf for an empty row. A single running max is a dependency chain GCC leaves scalar
+ * (it may not reorder NaN comparisons); 16 independent lanes become vector compares and blends, and NaNs are
+ * flagged on the side because a vector max drops them. */
+static inline float lt_max_f32(const float *x, int64_t n) {
+  float acc[16];
+  int32_t nan[16] = { 0 };
+  for (int k = 0; k < 16; k++) acc[k] = -__builtin_inff();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+#pragma GCC unroll 1 /* fully unrolled, the lanes' conditionals stay scalar branches; as a loop they vectorise */
+    for (int k = 0; k < 16; k++) {
+      float v = x[i + k];
+      acc[k] = v > acc[k] ? v : acc[k];
+      nan[k] |= v != v;
+    }
+  }
+  float m = -__builtin_inff();
+  int32_t any = 0;
+  for (; i < n; i++) {
+    m = x[i] > m ? x[i] : m;
+    any |= x[i] != x[i];
+  }
+  for (int k = 0; k < 16; k++) {
+    m = acc[k] > m ? acc[k] : m;
+    any |= nan[k];
+  }
+  return any ? __builtin_nanf("") : m;
+}
+
+/* Dot product of two contiguous rows, in the lanes-and-blocks order of lt_sum_f32. */
+static inline double lt_dot_f32(const float *x, const float *y, int64_t n) {
+  double total = 0;
+  for (int64_t b = 0; b < n; b += 4096) {
+    int64_t e = b + 4096 < n ? b + 4096 : n;
+    float acc[16] = { 0 };
+    int64_t i = b;
+    for (; i + 16 <= e; i += 16)
+      for (int k = 0; k < 16; k++) acc[k] += x[i + k] * y[i + k];
+    float tail = 0;
+    for (; i < e; i++) tail += x[i] * y[i];
     double s = tail;
     for (int k = 0; k < 16; k++) s += acc[k];
     total += s;

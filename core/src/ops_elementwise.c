@@ -1,7 +1,9 @@
 /*
  * ops_elementwise.c — broadcasting binary ops, scalar ops, unary maths and activations, with their
  * backward rules. Forward loops run over merged strided rows (lt_iter.h) so contiguous and bias-like
- * broadcasts are unit-stride loops the compiler vectorises.
+ * broadcasts are unit-stride loops the compiler vectorises. Large float32 kernels are split into element
+ * ranges on lutra's pool (lt_pool.h); each element is computed by the same code whatever the split, so results
+ * are bitwise the same on any number of threads.
  */
 #include <math.h>
 #include <string.h>
@@ -9,6 +11,7 @@
 #include "lt_errors.h"
 #include "lt_iter.h"
 #include "lt_ops.h"
+#include "lt_pool.h"
 #include "lt_simd.h"
 
 static const char *const binop_names[] = { "add", "sub", "mul", "div", "pow", "maximum", "minimum",
@@ -44,6 +47,57 @@ int lt_broadcast_shape(lt_ctx *c, const char *op, const lt_tensor *a, const lt_t
   }
   *ndim = n;
   return LT_OK;
+}
+
+/* ---- splitting over threads ------------------------------------------------------------------- */
+
+/* Elementwise work of at least this many units (elements x the op's cost below) runs on the pool. Measured with
+ * bench/ew_threads.lua on this 2-vCPU machine: a job hand-off costs ~3-10 us (more when the worker has gone to
+ * sleep), a one-flop op streams ~1 ns per element on one core, so a split starts paying near 16K elements
+ * and is clearly ahead from 64K; an exp or a libm call per element pays far earlier. */
+#define EW_PAR_MIN (INT64_C(1) << 16)
+
+static int ew_parts(lt_ctx *c, int64_t n, int cost) { return lt_pool_parts(c->num_threads, n * cost, EW_PAR_MIN); }
+
+/* Walks flat elements [lo, hi) of an iteration (row-major over its merged dims; lo < hi, it->n > 0) as row
+ * segments: o0..o2 are a segment's start offsets in the operands, len its length. The body sees a segment
+ * exactly as LT_ITER_ROWS would show (part of) a row, so a kernel can be split at any element. */
+#define EW_SEGMENTS(it, lo, hi, o0, o1, o2, len)                                                    \
+  {                                                                                                 \
+    const lt_iter *_it = (it);                                                                      \
+    int64_t _ix[LT_MAX_DIM] = { 0 }, _b[3] = { 0, 0, 0 };                                           \
+    int64_t _e = (lo), _end = (hi), _j = _e % _it->n, _r = _e / _it->n;                             \
+    for (int _d = _it->ndim - 2; _d >= 0; _d--) {                                                   \
+      _ix[_d] = _r % _it->shape[_d];                                                                \
+      _r /= _it->shape[_d];                                                                         \
+      for (int _k = 0; _k < 3; _k++) _b[_k] += _ix[_d] * _it->stride[_k][_d];                       \
+    }                                                                                               \
+    while (_e < _end) {                                                                             \
+      int64_t len = _it->n - _j < _end - _e ? _it->n - _j : _end - _e;                              \
+      int64_t o0 = _b[0] + _j * _it->s[0], o1 = _b[1] + _j * _it->s[1], o2 = _b[2] + _j * _it->s[2]; \
+      (void)o0; (void)o1; (void)o2;
+
+#define EW_SEGMENTS_END                                                                             \
+      _e += len;                                                                                    \
+      _j = 0;                                                                                       \
+      for (int _d = _it->ndim - 2; _d >= 0; _d--) {                                                 \
+        _ix[_d]++;                                                                                  \
+        for (int _k = 0; _k < 3; _k++) _b[_k] += _it->stride[_k][_d];                               \
+        if (_ix[_d] < _it->shape[_d]) break;                                                        \
+        for (int _k = 0; _k < 3; _k++) _b[_k] -= _it->stride[_k][_d] * _ix[_d];                     \
+        _ix[_d] = 0;                                                                                \
+      }                                                                                             \
+    }                                                                                               \
+  }
+
+/* An in-place update whose other operand shares storage with it but is not the same view (x:add_(x:t()))
+ * reads what another thread may be writing: such calls stay on one thread, as before. */
+static int overlaps(const lt_tensor *out, const lt_tensor *in) {
+  if (out == in || out->storage != in->storage) return 0;
+  if (out->offset != in->offset || out->ndim != in->ndim) return 1;
+  for (int d = 0; d < out->ndim; d++)
+    if (out->shape[d] != in->shape[d] || (out->shape[d] > 1 && out->stride[d] != in->stride[d])) return 1;
+  return 0;
 }
 
 /* ---- scalar maths, shared by forward loops ---------------------------------------------------- */
@@ -102,27 +156,51 @@ __attribute__((always_inline)) static inline void bin_row_f(lt_binop op, float *
 
 #define BIN_CASE(OP)                                                                                \
   case OP:                                                                                          \
-    LT_ITER_ROWS(&it, o0, o1, o2) { bin_row_f(OP, po + o0, it.s[0], px + o1, it.s[1], py + o2, it.s[2], it.n); } \
-    LT_ITER_ROWS_END(&it, o0, o1, o2);                                                              \
+    EW_SEGMENTS(it, lo, hi, o0, o1, o2, len) {                                                      \
+      bin_row_f(OP, po + o0, it->s[0], px + o1, it->s[1], py + o2, it->s[2], len);                  \
+    } EW_SEGMENTS_END;                                                                              \
     break;
 
+LT_VECTOR_FN static void binary_range(lt_binop op, const lt_iter *it, float *po, const float *px, const float *py,
+                                      int64_t lo, int64_t hi) {
+  switch (op) {
+    BIN_CASE(LT_ADD) BIN_CASE(LT_SUB) BIN_CASE(LT_MUL) BIN_CASE(LT_DIV) BIN_CASE(LT_POW)
+    BIN_CASE(LT_MAXIMUM) BIN_CASE(LT_MINIMUM) BIN_CASE(LT_EQ) BIN_CASE(LT_NE) BIN_CASE(LT_LT)
+    BIN_CASE(LT_LE) BIN_CASE(LT_GT) BIN_CASE(LT_GE)
+  }
+}
+
+/* One elementwise kernel over an iteration, split into element ranges on the pool. */
+typedef struct ew_job {
+  int op;
+  lt_iter it;
+  float *po;
+  const float *px, *py;
+  int64_t total;
+} ew_job;
+
+static void binary_part(void *arg, int i, int nparts) {
+  const ew_job *j = arg;
+  int64_t lo, hi;
+  lt_pool_range(j->total, i, nparts, 16, &lo, &hi);
+  if (lo < hi) binary_range((lt_binop)j->op, &j->it, j->po, j->px, j->py, lo, hi);
+}
+
 /* out = x op y over a common shape; all float32; out may alias x (in-place). */
-LT_VECTOR_FN static void binary_f32(lt_binop op, int ndim, const int64_t *shape, lt_tensor *out, const lt_tensor *x,
+static void binary_f32(lt_ctx *c, lt_binop op, int ndim, const int64_t *shape, lt_tensor *out, const lt_tensor *x,
                        const lt_tensor *y) {
   int64_t so[LT_MAX_DIM], sx[LT_MAX_DIM], sy[LT_MAX_DIM];
   lt_broadcast_strides(out, ndim, shape, so);
   lt_broadcast_strides(x, ndim, shape, sx);
   lt_broadcast_strides(y, ndim, shape, sy);
   const int64_t *st[3] = { so, sx, sy };
-  lt_iter it;
-  lt_iter_init(&it, ndim, shape, 3, st);
-  float *po = lt_f32(out);
-  const float *px = lt_f32(x), *py = lt_f32(y);
-  switch (op) {
-    BIN_CASE(LT_ADD) BIN_CASE(LT_SUB) BIN_CASE(LT_MUL) BIN_CASE(LT_DIV) BIN_CASE(LT_POW)
-    BIN_CASE(LT_MAXIMUM) BIN_CASE(LT_MINIMUM) BIN_CASE(LT_EQ) BIN_CASE(LT_NE) BIN_CASE(LT_LT)
-    BIN_CASE(LT_LE) BIN_CASE(LT_GT) BIN_CASE(LT_GE)
-  }
+  ew_job j = { .op = op, .po = lt_f32(out), .px = lt_f32(x), .py = lt_f32(y) };
+  lt_iter_init(&j.it, ndim, shape, 3, st);
+  j.total = j.it.rows * j.it.n;
+  if (j.total == 0) return;
+  int parts = overlaps(out, x) || overlaps(out, y) ? 1 : ew_parts(c, j.total, op == LT_POW ? 16 : 1);
+  if (parts > 1) lt_pool_run(binary_part, &j, parts);
+  else binary_range(op, &j.it, j.po, j.px, j.py, 0, j.total);
 }
 
 /* int64 operands; out is int64 (arithmetic) or float32 (comparison masks). */
@@ -237,7 +315,7 @@ lt_tensor *lt_op_binary(lt_ctx *c, lt_binop op, lt_tensor *a, lt_tensor *b) {
   lt_tensor *fb = fa ? lt_op_to_dtype(c, b, LT_F32) : NULL;
   lt_tensor *out = fb ? lt_tensor_new(c, LT_F32, ndim, shape) : NULL;
   if (out) {
-    binary_f32(op, ndim, shape, out, fa, fb);
+    binary_f32(c, op, ndim, shape, out, fa, fb);
     if (!is_compare(op)) {
       lt_tensor *ins[2] = { fa, fb };
       lt_node *nd;
@@ -278,7 +356,7 @@ int lt_op_binary_(lt_ctx *c, lt_binop op, lt_tensor *a, lt_tensor *b) {
   }
   lt_tensor *fb = lt_op_to_dtype(c, b, LT_F32);
   if (!fb) return LT_ERR;
-  binary_f32(op, ndim, shape, a, a, fb);
+  binary_f32(c, op, ndim, shape, a, a, fb);
   lt_tensor_release(fb);
   return LT_OK;
 }
@@ -352,8 +430,8 @@ lt_tensor *lt_op_binary_scalar(lt_ctx *c, lt_binop op, lt_tensor *a, double s, i
   sv.storage = &ss;
   sv.dtype = LT_F32;
   if (out) {
-    if (scalar_first) binary_f32(op, a->ndim, a->shape, out, &sv, fa);
-    else binary_f32(op, a->ndim, a->shape, out, fa, &sv);
+    if (scalar_first) binary_f32(c, op, a->ndim, a->shape, out, &sv, fa);
+    else binary_f32(c, op, a->ndim, a->shape, out, fa, &sv);
     if (!is_compare(op)) {
       lt_node *nd;
       if (lt_record(c, out, name, scalar_backward, 1, &fa, &nd)) {
@@ -390,11 +468,31 @@ int lt_op_binary_scalar_(lt_ctx *c, lt_binop op, lt_tensor *a, double s) {
   sv.refcount = 1;
   sv.storage = &ss;
   sv.dtype = LT_F32;
-  binary_f32(op, a->ndim, a->shape, a, a, &sv);
+  binary_f32(c, op, a->ndim, a->shape, a, a, &sv);
   return LT_OK;
 }
 
-LT_VECTOR_FN int lt_op_axpy_(lt_ctx *c, lt_tensor *a, double alpha, lt_tensor *b) {
+LT_VECTOR_FN static void axpy_range(const lt_iter *it, float *pa, const float *pb, float al, int64_t lo, int64_t hi) {
+  EW_SEGMENTS(it, lo, hi, o0, o1, o2, len) {
+    float *x = pa + o0;
+    const float *y = pb + o1;
+    if (it->s[0] == 1 && it->s[1] == 1) {
+      if (al == 1.0f) for (int64_t i = 0; i < len; i++) x[i] += y[i];
+      else for (int64_t i = 0; i < len; i++) x[i] += al * y[i];
+    } else {
+      for (int64_t i = 0; i < len; i++) x[i * it->s[0]] += al * y[i * it->s[1]];
+    }
+  } EW_SEGMENTS_END;
+}
+
+static void axpy_part(void *arg, int i, int nparts) {
+  const ew_job *j = arg;
+  int64_t lo, hi;
+  lt_pool_range(j->total, i, nparts, 16, &lo, &hi);
+  if (lo < hi) axpy_range(&j->it, j->po, j->px, *j->py, lo, hi);
+}
+
+int lt_op_axpy_(lt_ctx *c, lt_tensor *a, double alpha, lt_tensor *b) {
   if (lt_check_inplace(c, "add_", a)) return LT_ERR;
   if (lt_check_dtype(c, "add_", "the tensor updated in place", a, LT_F32)) return LT_ERR;
   if (lt_check_dtype(c, "add_", "the added tensor", b, LT_F32)) return LT_ERR;
@@ -416,22 +514,14 @@ LT_VECTOR_FN int lt_op_axpy_(lt_ctx *c, lt_tensor *a, double alpha, lt_tensor *b
   lt_broadcast_strides(a, ndim, shape, sa);
   lt_broadcast_strides(b, ndim, shape, sb);
   const int64_t *st[2] = { sa, sb };
-  lt_iter it;
-  lt_iter_init(&it, ndim, shape, 2, st);
-  float *pa = lt_f32(a);
-  const float *pb = lt_f32(b);
   float al = (float)alpha;
-  LT_ITER_ROWS(&it, o0, o1, o2) {
-    float *x = pa + o0;
-    const float *y = pb + o1;
-    if (it.s[0] == 1 && it.s[1] == 1) {
-      if (al == 1.0f) for (int64_t i = 0; i < it.n; i++) x[i] += y[i];
-      else for (int64_t i = 0; i < it.n; i++) x[i] += al * y[i];
-    } else {
-      for (int64_t i = 0; i < it.n; i++) x[i * it.s[0]] += al * y[i * it.s[1]];
-    }
-  }
-  LT_ITER_ROWS_END(&it, o0, o1, o2);
+  ew_job j = { .po = lt_f32(a), .px = lt_f32(b), .py = &al };
+  lt_iter_init(&j.it, ndim, shape, 2, st);
+  j.total = j.it.rows * j.it.n;
+  if (j.total == 0) return LT_OK;
+  int parts = overlaps(a, b) ? 1 : ew_parts(c, j.total, 1);
+  if (parts > 1) lt_pool_run(axpy_part, &j, parts);
+  else axpy_range(&j.it, j.po, j.px, al, 0, j.total);
   return LT_OK;
 }
 
@@ -462,19 +552,14 @@ __attribute__((always_inline)) static inline float un_f(lt_unop op, float x) {
 
 #define UN_CASE(OP)                                                                          \
   case OP:                                                                                   \
-    LT_ITER_ROWS(&it, o0, o1, o2) {                                                          \
+    EW_SEGMENTS(it, lo, hi, o0, o1, o2, len) {                                               \
       float *y = po + o0; const float *x = px + o1;                                          \
-      if (it.s[0] == 1 && it.s[1] == 1) for (int64_t i = 0; i < it.n; i++) y[i] = un_f(OP, x[i]); \
-      else for (int64_t i = 0; i < it.n; i++) y[i * it.s[0]] = un_f(OP, x[i * it.s[1]]);     \
-    } LT_ITER_ROWS_END(&it, o0, o1, o2);                                                     \
+      if (it->s[0] == 1 && it->s[1] == 1) for (int64_t i = 0; i < len; i++) y[i] = un_f(OP, x[i]); \
+      else for (int64_t i = 0; i < len; i++) y[i * it->s[0]] = un_f(OP, x[i * it->s[1]]);    \
+    } EW_SEGMENTS_END;                                                                       \
     break;
 
-LT_VECTOR_FN static void unary_f32(lt_unop op, lt_tensor *out, const lt_tensor *x) {
-  const int64_t *st[2] = { out->stride, x->stride };
-  lt_iter it;
-  lt_iter_init(&it, x->ndim, x->shape, 2, st);
-  float *po = lt_f32(out);
-  const float *px = lt_f32(x);
+LT_VECTOR_FN static void unary_range(lt_unop op, const lt_iter *it, float *po, const float *px, int64_t lo, int64_t hi) {
   switch (op) {
     UN_CASE(LT_NEG) UN_CASE(LT_EXP) UN_CASE(LT_LOG) UN_CASE(LT_SQRT) UN_CASE(LT_ABS) UN_CASE(LT_TANH)
     UN_CASE(LT_SIGMOID) UN_CASE(LT_RELU) UN_CASE(LT_SIN) UN_CASE(LT_COS) UN_CASE(LT_GELU)
@@ -482,8 +567,50 @@ LT_VECTOR_FN static void unary_f32(lt_unop op, lt_tensor *out, const lt_tensor *
   }
 }
 
+/* Work per element relative to one flop: lt_expf-based ops vectorise (a few ns on one core), libm calls do not
+ * (tens of ns). */
+static int unary_cost(lt_unop op) {
+  switch (op) {
+    case LT_EXP: case LT_TANH: case LT_SIGMOID: case LT_SQRT: case LT_RSQRT: return 4;
+    case LT_LOG: case LT_SIN: case LT_COS: case LT_GELU: case LT_LOG1P: return 16;
+    default: return 1;
+  }
+}
+
+static void unary_part(void *arg, int i, int nparts) {
+  const ew_job *j = arg;
+  int64_t lo, hi;
+  lt_pool_range(j->total, i, nparts, 16, &lo, &hi);
+  if (lo < hi) unary_range((lt_unop)j->op, &j->it, j->po, j->px, lo, hi);
+}
+
+static void unary_f32(lt_ctx *c, lt_unop op, lt_tensor *out, const lt_tensor *x) {
+  const int64_t *st[2] = { out->stride, x->stride };
+  ew_job j = { .op = op, .po = lt_f32(out), .px = lt_f32(x) };
+  lt_iter_init(&j.it, x->ndim, x->shape, 2, st);
+  j.total = j.it.rows * j.it.n;
+  if (j.total == 0) return;
+  int parts = ew_parts(c, j.total, unary_cost(op));
+  if (parts > 1) lt_pool_run(unary_part, &j, parts);
+  else unary_range(op, &j.it, j.po, j.px, 0, j.total);
+}
+
 LT_VECTOR_FN static void unary_grad_kernel(lt_unop op, const float *px, const float *py, const float *pg, float *pr,
                                            int64_t N);
+
+typedef struct grad_job {
+  lt_unop op;
+  const float *px, *py, *pg;
+  float *pr;
+  int64_t n;
+} grad_job;
+
+static void unary_grad_part(void *arg, int i, int nparts) {
+  const grad_job *j = arg;
+  int64_t lo, hi;
+  lt_pool_range(j->n, i, nparts, 16, &lo, &hi);
+  if (lo < hi) unary_grad_kernel(j->op, j->px + lo, j->py ? j->py + lo : NULL, j->pg + lo, j->pr + lo, hi - lo);
+}
 
 /* One fused pass: gin = g * f'(x), using the saved output where that is cheaper. */
 static int unary_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
@@ -496,7 +623,10 @@ static int unary_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) 
     lt_tensor_release(x); lt_tensor_release(y); lt_tensor_release(gc); lt_tensor_release(r);
     return LT_ERR;
   }
-  unary_grad_kernel(op, lt_f32(x), y ? lt_f32(y) : NULL, lt_f32(gc), lt_f32(r), lt_numel(x));
+  grad_job j = { op, lt_f32(x), y ? lt_f32(y) : NULL, lt_f32(gc), lt_f32(r), lt_numel(x) };
+  int parts = ew_parts(c, j.n, unary_cost(op));
+  if (parts > 1) lt_pool_run(unary_grad_part, &j, parts);
+  else unary_grad_kernel(op, j.px, j.py, j.pg, j.pr, j.n);
   lt_tensor_release(x);
   lt_tensor_release(y);
   lt_tensor_release(gc);
@@ -552,7 +682,7 @@ lt_tensor *lt_op_unary(lt_ctx *c, lt_unop op, lt_tensor *a) {
   if (!fa) return NULL;
   lt_tensor *out = lt_tensor_new(c, LT_F32, fa->ndim, fa->shape);
   if (out) {
-    unary_f32(op, out, fa);
+    unary_f32(c, op, out, fa);
     lt_node *nd;
     if (lt_record(c, out, name, unary_backward, 1, &fa, &nd)) {
       lt_tensor_release(out);
@@ -569,21 +699,53 @@ lt_tensor *lt_op_unary(lt_ctx *c, lt_unop op, lt_tensor *a) {
 int lt_op_unary_(lt_ctx *c, lt_unop op, lt_tensor *a) {
   if (lt_check_inplace(c, unop_names[op], a)) return LT_ERR;
   if (lt_check_dtype(c, unop_names[op], "the tensor updated in place", a, LT_F32)) return LT_ERR;
-  unary_f32(op, a, a);
+  unary_f32(c, op, a, a);
   return LT_OK;
 }
 
 /* ---- leaky_relu, clamp, where ------------------------------------------------------------------ */
+
+/* The contiguous one-pass kernels of leaky_relu and clamp, forward and backward. */
+typedef enum { MAP_LEAKY, MAP_LEAKY_GRAD, MAP_CLAMP, MAP_CLAMP_GRAD } map_kind;
+typedef struct map_job {
+  map_kind kind;
+  const float *px, *pg; /* input, incoming gradient (backward) */
+  float *po;
+  float a, b;           /* slope, or min and max */
+  int64_t n;
+} map_job;
+
+LT_VECTOR_FN static void map_range(const map_job *j, int64_t lo, int64_t hi) {
+  const float *px = j->px, *pg = j->pg;
+  float *po = j->po, a = j->a, b = j->b;
+  switch (j->kind) {
+    case MAP_LEAKY: for (int64_t i = lo; i < hi; i++) po[i] = px[i] > 0 ? px[i] : a * px[i]; break;
+    case MAP_LEAKY_GRAD: for (int64_t i = lo; i < hi; i++) po[i] = px[i] > 0 ? pg[i] : a * pg[i]; break;
+    case MAP_CLAMP: for (int64_t i = lo; i < hi; i++) po[i] = px[i] < a ? a : (px[i] > b ? b : px[i]); break;
+    case MAP_CLAMP_GRAD: for (int64_t i = lo; i < hi; i++) po[i] = (px[i] >= a && px[i] <= b) ? pg[i] : 0.0f; break;
+  }
+}
+
+static void map_part(void *arg, int i, int nparts) {
+  const map_job *j = arg;
+  int64_t lo, hi;
+  lt_pool_range(j->n, i, nparts, 16, &lo, &hi);
+  if (lo < hi) map_range(j, lo, hi);
+}
+
+static void map_run(lt_ctx *c, const map_job *j) {
+  int parts = ew_parts(c, j->n, 1);
+  if (parts > 1) lt_pool_run(map_part, (void *)j, parts);
+  else map_range(j, 0, j->n);
+}
 
 static int leaky_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
   lt_tensor *x = lt_op_contiguous(c, n->inputs[0]);
   lt_tensor *gc = x ? lt_op_contiguous(c, g) : NULL;
   lt_tensor *r = gc ? lt_tensor_new_like(c, x) : NULL;
   if (r) {
-    float s = (float)n->f[0];
-    const float *px = lt_f32(x), *pg = lt_f32(gc);
-    float *pr = lt_f32(r);
-    for (int64_t i = 0, N = lt_numel(x); i < N; i++) pr[i] = px[i] > 0 ? pg[i] : s * pg[i];
+    map_job j = { MAP_LEAKY_GRAD, lt_f32(x), lt_f32(gc), lt_f32(r), (float)n->f[0], 0, lt_numel(x) };
+    map_run(c, &j);
   }
   lt_tensor_release(x);
   lt_tensor_release(gc);
@@ -596,10 +758,8 @@ lt_tensor *lt_op_leaky_relu(lt_ctx *c, lt_tensor *a, double slope) {
   lt_tensor *x = lt_op_contiguous(c, a);
   lt_tensor *out = x ? lt_tensor_new_like(c, x) : NULL;
   if (out) {
-    float s = (float)slope;
-    const float *px = lt_f32(x);
-    float *po = lt_f32(out);
-    for (int64_t i = 0, N = lt_numel(x); i < N; i++) po[i] = px[i] > 0 ? px[i] : s * px[i];
+    map_job j = { MAP_LEAKY, lt_f32(x), NULL, lt_f32(out), (float)slope, 0, lt_numel(x) };
+    map_run(c, &j);
     lt_node *nd;
     if (lt_record(c, out, "leaky_relu", leaky_backward, 1, &a, &nd)) { lt_tensor_release(out); out = NULL; }
     else if (nd) nd->f[0] = slope;
@@ -613,10 +773,8 @@ static int clamp_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) 
   lt_tensor *gc = x ? lt_op_contiguous(c, g) : NULL;
   lt_tensor *r = gc ? lt_tensor_new_like(c, x) : NULL;
   if (r) {
-    float lo = (float)n->f[0], hi = (float)n->f[1];
-    const float *px = lt_f32(x), *pg = lt_f32(gc);
-    float *pr = lt_f32(r);
-    for (int64_t i = 0, N = lt_numel(x); i < N; i++) pr[i] = (px[i] >= lo && px[i] <= hi) ? pg[i] : 0.0f;
+    map_job j = { MAP_CLAMP_GRAD, lt_f32(x), lt_f32(gc), lt_f32(r), (float)n->f[0], (float)n->f[1], lt_numel(x) };
+    map_run(c, &j);
   }
   lt_tensor_release(x);
   lt_tensor_release(gc);
@@ -630,10 +788,8 @@ lt_tensor *lt_op_clamp(lt_ctx *c, lt_tensor *a, double lo, double hi) {
   lt_tensor *x = lt_op_contiguous(c, a);
   lt_tensor *out = x ? lt_tensor_new_like(c, x) : NULL;
   if (out) {
-    float l = (float)lo, h = (float)hi;
-    const float *px = lt_f32(x);
-    float *po = lt_f32(out);
-    for (int64_t i = 0, N = lt_numel(x); i < N; i++) po[i] = px[i] < l ? l : (px[i] > h ? h : px[i]);
+    map_job j = { MAP_CLAMP, lt_f32(x), NULL, lt_f32(out), (float)lo, (float)hi, lt_numel(x) };
+    map_run(c, &j);
     lt_node *nd;
     if (lt_record(c, out, "clamp", clamp_backward, 1, &a, &nd)) { lt_tensor_release(out); out = NULL; }
     else if (nd) { nd->f[0] = lo; nd->f[1] = hi; }
@@ -646,6 +802,11 @@ int lt_op_clamp_(lt_ctx *c, lt_tensor *a, double lo, double hi) {
   if (lt_check_inplace(c, "clamp_", a)) return LT_ERR;
   if (lt_check_dtype(c, "clamp_", "the tensor updated in place", a, LT_F32)) return LT_ERR;
   if (lo > hi) return lt_fail(c, "clamp_: min %g is greater than max %g", lo, hi);
+  if (lt_is_contiguous(a)) {
+    map_job j = { MAP_CLAMP, lt_f32(a), NULL, lt_f32(a), (float)lo, (float)hi, lt_numel(a) };
+    map_run(c, &j);
+    return LT_OK;
+  }
   const int64_t *st[1] = { a->stride };
   lt_iter it;
   lt_iter_init(&it, a->ndim, a->shape, 1, st);

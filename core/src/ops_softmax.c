@@ -1,9 +1,24 @@
-/* ops_softmax.c — softmax and log_softmax along a dim (numerically stable), with backward. */
+/*
+ * ops_softmax.c — softmax and log_softmax along a dim (numerically stable), with backward.
+ *
+ * A tensor is seen as outer x n x inner with the softmax over n: "rows" are the outer*inner independent
+ * softmaxes. Contiguous rows (inner = 1) use the lane reductions of lt_simd.h; strided rows (a softmax over a
+ * dim that is not the last) are computed a block of neighbouring rows at a time, vectorised across the rows.
+ * Large tensors are split by rows on lutra's pool; each row is computed the same way whatever the split, so
+ * results are bitwise the same on any number of threads.
+ */
 #include <math.h>
 
 #include "lt_errors.h"
 #include "lt_ops.h"
+#include "lt_pool.h"
 #include "lt_simd.h"
+
+/* Rows per block of the strided kernels: their per-row state stays in L1. */
+#define SM_BLOCK 256
+/* Split from this many elements (measured with bench/ew_threads.lua: a softmax costs a few ns per element on
+ * one core, so from ~32K elements a split pays for the job hand-off even when the worker must be woken). */
+#define SM_PAR_MIN (INT64_C(1) << 15)
 
 static void dims3(const lt_tensor *a, int dim, int64_t *outer, int64_t *n, int64_t *inner) {
   *outer = 1; *inner = 1;
@@ -12,14 +27,15 @@ static void dims3(const lt_tensor *a, int dim, int64_t *outer, int64_t *n, int64
   for (int d = dim + 1; d < a->ndim; d++) *inner *= a->shape[d];
 }
 
-LT_VECTOR_FN static void softmax_rows(const float *x, float *y, int64_t outer, int64_t n, int64_t inner,
-                                     int log_form) {
-  if (inner == 1) { /* the common case: contiguous rows, vectorised */
-    for (int64_t o = 0; o < outer; o++) {
-      const float *px = x + o * n;
-      float *py = y + o * n;
-      float mx = -INFINITY;
-      for (int64_t j = 0; j < n; j++) mx = px[j] > mx ? px[j] : mx;
+/* Rows [lo, hi) of the forward pass. A NaN in a row makes the whole row NaN (lt_max_f32 returns NaN); a row
+ * of -inf is NaN too, and -inf entries among finite ones get exact zeros, all as in PyTorch. */
+LT_VECTOR_FN static void softmax_fwd(const float *x, float *y, int64_t n, int64_t inner, int log_form, int64_t lo,
+                                     int64_t hi) {
+  if (inner == 1) {
+    for (int64_t r = lo; r < hi; r++) {
+      const float *px = x + r * n;
+      float *py = y + r * n;
+      float mx = lt_max_f32(px, n);
       for (int64_t j = 0; j < n; j++) py[j] = lt_expf(px[j] - mx);
       double s = lt_sum_f32(py, n);
       if (log_form) {
@@ -32,26 +48,108 @@ LT_VECTOR_FN static void softmax_rows(const float *x, float *y, int64_t outer, i
     }
     return;
   }
-  for (int64_t o = 0; o < outer; o++)
-    for (int64_t k = 0; k < inner; k++) {
-      const float *px = x + o * n * inner + k;
-      float *py = y + o * n * inner + k;
-      float mx = -INFINITY;
-      for (int64_t j = 0; j < n; j++) mx = px[j * inner] > mx ? px[j * inner] : mx;
-      double s = 0;
-      for (int64_t j = 0; j < n; j++) s += lt_expf(px[j * inner] - mx);
-      if (log_form) {
-        float lse = mx + (float)log(s);
-        for (int64_t j = 0; j < n; j++) py[j * inner] = px[j * inner] - lse;
-      } else {
-        float inv = (float)(1.0 / s);
-        for (int64_t j = 0; j < n; j++) py[j * inner] = expf(px[j * inner] - mx) * inv;
+  float mx[SM_BLOCK];
+  double s[SM_BLOCK];
+  int32_t bad[SM_BLOCK];
+  for (int64_t r = lo; r < hi;) {
+    int64_t o = r / inner, k0 = r % inner, m = inner - k0;
+    if (m > hi - r) m = hi - r;
+    if (m > SM_BLOCK) m = SM_BLOCK;
+    const float *px = x + o * n * inner + k0;
+    float *py = y + o * n * inner + k0;
+    for (int64_t k = 0; k < m; k++) { mx[k] = -INFINITY; s[k] = 0; bad[k] = 0; }
+    for (int64_t j = 0; j < n; j++)
+      for (int64_t k = 0; k < m; k++) {
+        float v = px[j * inner + k];
+        mx[k] = v > mx[k] ? v : mx[k];
+        bad[k] |= v != v;
       }
+    for (int64_t k = 0; k < m; k++) mx[k] = bad[k] ? NAN : mx[k];
+    for (int64_t j = 0; j < n; j++)
+      for (int64_t k = 0; k < m; k++) s[k] += lt_expf(px[j * inner + k] - mx[k]);
+    if (log_form) {
+      for (int64_t k = 0; k < m; k++) mx[k] += (float)log(s[k]); /* now the log-sum-exp */
+      for (int64_t j = 0; j < n; j++)
+        for (int64_t k = 0; k < m; k++) py[j * inner + k] = px[j * inner + k] - mx[k];
+    } else {
+      float inv[SM_BLOCK];
+      for (int64_t k = 0; k < m; k++) inv[k] = (float)(1.0 / s[k]);
+      for (int64_t j = 0; j < n; j++)
+        for (int64_t k = 0; k < m; k++) py[j * inner + k] = lt_expf(px[j * inner + k] - mx[k]) * inv[k];
     }
+    r += m;
+  }
 }
 
-LT_VECTOR_FN static void softmax_grad_rows(const float *py, const float *pg, float *pr, int64_t outer, int64_t n,
-                                          int64_t inner, int log_form);
+/* Rows [lo, hi) of the backward pass, from the saved output y: softmax dx = y * (g - sum(g*y)), log_softmax
+ * dx = g - exp(y) * sum(g). */
+LT_VECTOR_FN static void softmax_bwd(const float *py, const float *pg, float *pr, int64_t n, int64_t inner,
+                                     int log_form, int64_t lo, int64_t hi) {
+  if (inner == 1) {
+    for (int64_t r = lo; r < hi; r++) {
+      const float *y = py + r * n, *g = pg + r * n;
+      float *d = pr + r * n;
+      if (log_form) {
+        float s = (float)lt_sum_f32(g, n);
+        for (int64_t j = 0; j < n; j++) d[j] = g[j] - lt_expf(y[j]) * s;
+      } else {
+        float s = (float)lt_dot_f32(g, y, n);
+        for (int64_t j = 0; j < n; j++) d[j] = y[j] * (g[j] - s);
+      }
+    }
+    return;
+  }
+  double s[SM_BLOCK];
+  float sf[SM_BLOCK];
+  for (int64_t r = lo; r < hi;) {
+    int64_t o = r / inner, k0 = r % inner, m = inner - k0;
+    if (m > hi - r) m = hi - r;
+    if (m > SM_BLOCK) m = SM_BLOCK;
+    int64_t base = o * n * inner + k0;
+    const float *y = py + base, *g = pg + base;
+    float *d = pr + base;
+    for (int64_t k = 0; k < m; k++) s[k] = 0;
+    if (log_form) {
+      for (int64_t j = 0; j < n; j++)
+        for (int64_t k = 0; k < m; k++) s[k] += g[j * inner + k];
+      for (int64_t k = 0; k < m; k++) sf[k] = (float)s[k];
+      for (int64_t j = 0; j < n; j++)
+        for (int64_t k = 0; k < m; k++) d[j * inner + k] = g[j * inner + k] - lt_expf(y[j * inner + k]) * sf[k];
+    } else {
+      for (int64_t j = 0; j < n; j++)
+        for (int64_t k = 0; k < m; k++) s[k] += (double)g[j * inner + k] * y[j * inner + k];
+      for (int64_t k = 0; k < m; k++) sf[k] = (float)s[k];
+      for (int64_t j = 0; j < n; j++)
+        for (int64_t k = 0; k < m; k++) d[j * inner + k] = y[j * inner + k] * (g[j * inner + k] - sf[k]);
+    }
+    r += m;
+  }
+}
+
+/* One pass (forward when g is NULL) over all rows, split by rows on the pool. */
+typedef struct sm_job {
+  const float *x, *g; /* input (forward) or saved output (backward); incoming gradient */
+  float *y;           /* output */
+  int64_t rows, n, inner;
+  int log_form;
+} sm_job;
+
+static void sm_part(void *arg, int i, int nparts) {
+  const sm_job *j = arg;
+  int64_t lo, hi;
+  /* strided rows: parts start at multiples of 16 rows, so (for most shapes) threads write separate cache lines */
+  lt_pool_range(j->rows, i, nparts, j->inner > 1 ? 16 : 1, &lo, &hi);
+  if (lo >= hi) return;
+  if (j->g) softmax_bwd(j->x, j->g, j->y, j->n, j->inner, j->log_form, lo, hi);
+  else softmax_fwd(j->x, j->y, j->n, j->inner, j->log_form, lo, hi);
+}
+
+static void sm_run(lt_ctx *c, sm_job *j) {
+  int parts = lt_pool_parts(c->num_threads, j->rows * j->n, SM_PAR_MIN);
+  if (parts > j->rows) parts = (int)j->rows;
+  if (parts > 1) lt_pool_run(sm_part, j, parts);
+  else if (j->rows > 0) sm_part(j, 0, 1);
+}
 
 static int softmax_backward(lt_ctx *c, lt_node *nd, lt_tensor *g, lt_tensor **gin) {
   int dim = (int)nd->i[0], log_form = (int)nd->i[1];
@@ -61,26 +159,11 @@ static int softmax_backward(lt_ctx *c, lt_node *nd, lt_tensor *g, lt_tensor **gi
   if (!r) { lt_tensor_release(gc); return LT_ERR; }
   int64_t outer, n, inner;
   dims3(y, dim, &outer, &n, &inner);
-  softmax_grad_rows(lt_f32(y), lt_f32(gc), lt_f32(r), outer, n, inner, log_form);
+  sm_job j = { lt_f32(y), lt_f32(gc), lt_f32(r), outer * inner, n, inner, log_form };
+  sm_run(c, &j);
   lt_tensor_release(gc);
   gin[0] = r;
   return LT_OK;
-}
-
-LT_VECTOR_FN static void softmax_grad_rows(const float *py, const float *pg, float *pr, int64_t outer, int64_t n,
-                                          int64_t inner, int log_form) {
-  for (int64_t o = 0; o < outer; o++)
-    for (int64_t k = 0; k < inner; k++) {
-      int64_t base = o * n * inner + k;
-      double s = 0;
-      if (log_form) { /* dx = g - softmax * sum(g) */
-        for (int64_t j = 0; j < n; j++) s += pg[base + j * inner];
-        for (int64_t j = 0; j < n; j++) pr[base + j * inner] = pg[base + j * inner] - lt_expf(py[base + j * inner]) * (float)s;
-      } else { /* dx = y * (g - sum(g*y)) */
-        for (int64_t j = 0; j < n; j++) s += (double)pg[base + j * inner] * py[base + j * inner];
-        for (int64_t j = 0; j < n; j++) pr[base + j * inner] = py[base + j * inner] * (pg[base + j * inner] - (float)s);
-      }
-    }
 }
 
 static lt_tensor *softmax_impl(lt_ctx *c, lt_tensor *a, int dim, int log_form) {
@@ -95,7 +178,8 @@ static lt_tensor *softmax_impl(lt_ctx *c, lt_tensor *a, int dim, int log_form) {
   if (!y) { lt_tensor_release(x); return NULL; }
   int64_t outer, n, inner;
   dims3(x, dim, &outer, &n, &inner);
-  softmax_rows(lt_f32(x), lt_f32(y), outer, n, inner, log_form);
+  sm_job j = { lt_f32(x), NULL, lt_f32(y), outer * inner, n, inner, log_form };
+  sm_run(c, &j);
   lt_tensor_release(x);
   lt_node *nd;
   if (lt_record(c, y, name, softmax_backward, 1, &a, &nd)) { lt_tensor_release(y); return NULL; }

@@ -131,6 +131,28 @@ int main(void) {
     CHECK(used < 0.02, "idle workers sleep");
   }
 
+  /* the split helpers of the kernels: ranges tile [0, n) in order with aligned starts; small work stays whole */
+  {
+    static const int64_t ns[] = { 0, 1, 15, 16, 17, 1000, 130813 };
+    int ok = 1;
+    for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++)
+      for (int nparts = 1; nparts <= 5; nparts++)
+        for (int64_t align = 1; align <= 16; align += 15) {
+          int64_t at = 0, lo, hi;
+          for (int i = 0; i < nparts; i++) {
+            lt_pool_range(ns[k], i, nparts, align, &lo, &hi);
+            ok &= lo == at && lo <= hi && (lo % align == 0 || lo == ns[k]);
+            at = hi;
+          }
+          ok &= at == ns[k];
+        }
+    CHECK(ok, "lt_pool_range: parts tile [0, n) in order, starts aligned");
+    lt_pool_set_threads(2);
+    CHECK(lt_pool_parts(2, 999, 1000) == 1 && lt_pool_parts(2, 1000, 1000) == 2 && lt_pool_parts(8, 5000, 1000) == 2 &&
+              lt_pool_parts(1, 5000, 1000) == 1,
+          "lt_pool_parts: one part below the minimum work, else the thread policy capped by the pool");
+  }
+
   lt_pool_set_threads(1);
   CHECK(run_and_check(NPARTS, NULL), "back to 1 thread: workers stopped, jobs still run");
   printf("%d passed, %d failed\n", passed, failed);
