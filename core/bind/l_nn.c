@@ -5,6 +5,7 @@
  * wraps them with PyTorch-style options and checks. Class targets, ignore_index and embedding indices
  * arrive 1-based and are shifted to 0-based here.
  */
+#include <math.h>
 #include <string.h>
 
 #include "l_util.h"
@@ -16,7 +17,17 @@ static lt_tensor *opt_tensor(lua_State *L, int idx, const char *fname) {
   return lua_isnoneornil(L, idx) ? NULL : T(idx, fname);
 }
 
-static int check_int(lua_State *L, int idx) { return (int)luaL_checkinteger(L, idx); }
+/* A kernel size, stride or padding: an int (the core checks the ranges that depend on the op). */
+static int check_int(lua_State *L, int idx, const char *fname, const char *what) {
+  return (int)l_checkint(L, idx, fname, what, -((int64_t)1 << 30), (int64_t)1 << 30);
+}
+
+/* eps of the norms: finite and >= 0 (a negative eps puts NaN in the output without a word). */
+static double check_eps(lua_State *L, int idx, const char *fname) {
+  double eps = luaL_optnumber(L, idx, 1e-5);
+  if (!(eps >= 0 && eps < INFINITY)) l_errorf(L, "%s: eps must be a finite number >= 0, got %g", fname, eps);
+  return eps;
+}
 
 static lt_reduction check_reduction(lua_State *L, int idx, const char *fname) {
   const char *s = luaL_optstring(L, idx, "mean");
@@ -37,21 +48,26 @@ static lt_tensor *shift_index(lua_State *L, lt_tensor *t) {
 
 static int l_conv2d(lua_State *L) {
   lt_tensor *x = T(1, "conv2d"), *w = T(2, "conv2d"), *b = opt_tensor(L, 3, "conv2d");
-  int sh = check_int(L, 4), sw = check_int(L, 5), ph = check_int(L, 6), pw = check_int(L, 7);
+  int sh = check_int(L, 4, "conv2d", "stride"), sw = check_int(L, 5, "conv2d", "stride");
+  int ph = check_int(L, 6, "conv2d", "padding"), pw = check_int(L, 7, "conv2d", "padding");
   return l_push(L, lt_nn_conv2d(L_CTX(L), x, w, b, sh, sw, ph, pw));
 }
 
 static int l_max_pool2d(lua_State *L) {
-  lt_tensor *x = T(1, "max_pool2d");
-  int kh = check_int(L, 2), kw = check_int(L, 3), sh = check_int(L, 4), sw = check_int(L, 5);
-  int ph = check_int(L, 6), pw = check_int(L, 7);
+  const char *fn = "max_pool2d";
+  lt_tensor *x = T(1, fn);
+  int kh = check_int(L, 2, fn, "kernel_size"), kw = check_int(L, 3, fn, "kernel_size");
+  int sh = check_int(L, 4, fn, "stride"), sw = check_int(L, 5, fn, "stride");
+  int ph = check_int(L, 6, fn, "padding"), pw = check_int(L, 7, fn, "padding");
   return l_push(L, lt_nn_max_pool2d(L_CTX(L), x, kh, kw, sh, sw, ph, pw));
 }
 
 static int l_avg_pool2d(lua_State *L) {
-  lt_tensor *x = T(1, "avg_pool2d");
-  int kh = check_int(L, 2), kw = check_int(L, 3), sh = check_int(L, 4), sw = check_int(L, 5);
-  int ph = check_int(L, 6), pw = check_int(L, 7);
+  const char *fn = "avg_pool2d";
+  lt_tensor *x = T(1, fn);
+  int kh = check_int(L, 2, fn, "kernel_size"), kw = check_int(L, 3, fn, "kernel_size");
+  int sh = check_int(L, 4, fn, "stride"), sw = check_int(L, 5, fn, "stride");
+  int ph = check_int(L, 6, fn, "padding"), pw = check_int(L, 7, fn, "padding");
   int cip = lua_isnoneornil(L, 8) ? 1 : lua_toboolean(L, 8);
   return l_push(L, lt_nn_avg_pool2d(L_CTX(L), x, kh, kw, sh, sw, ph, pw, cip));
 }
@@ -66,7 +82,8 @@ static int l_dropout(lua_State *L) {
 /* (x, target, weight|nil, ignore_index|nil (1-based), label_smoothing, reduction) */
 static int l_cross_entropy(lua_State *L) {
   lt_tensor *x = T(1, "cross_entropy"), *t = T(2, "cross_entropy"), *w = opt_tensor(L, 3, "cross_entropy");
-  int64_t ignore = lua_isnoneornil(L, 4) ? LT_NO_IGNORE : (int64_t)luaL_checkinteger(L, 4) - 1;
+  int64_t ignore =
+    lua_isnoneornil(L, 4) ? LT_NO_IGNORE : l_checkint(L, 4, "cross_entropy", "ignore_index", -L_INT_MAX, L_INT_MAX) - 1;
   double eps = luaL_optnumber(L, 5, 0.0);
   lt_reduction red = check_reduction(L, 6, "cross_entropy");
   lt_tensor *t0 = shift_index(L, t);
@@ -78,7 +95,8 @@ static int l_cross_entropy(lua_State *L) {
 /* (logp, target, weight|nil, ignore_index|nil, reduction) */
 static int l_nll_loss(lua_State *L) {
   lt_tensor *x = T(1, "nll_loss"), *t = T(2, "nll_loss"), *w = opt_tensor(L, 3, "nll_loss");
-  int64_t ignore = lua_isnoneornil(L, 4) ? LT_NO_IGNORE : (int64_t)luaL_checkinteger(L, 4) - 1;
+  int64_t ignore =
+    lua_isnoneornil(L, 4) ? LT_NO_IGNORE : l_checkint(L, 4, "nll_loss", "ignore_index", -L_INT_MAX, L_INT_MAX) - 1;
   lt_reduction red = check_reduction(L, 5, "nll_loss");
   lt_tensor *t0 = shift_index(L, t);
   lt_tensor *r = lt_nn_nll_loss(L_CTX(L), x, t0, w, ignore, red);
@@ -109,7 +127,8 @@ static int l_batch_norm(lua_State *L) {
   lt_tensor *x = T(1, fn), *rm = opt_tensor(L, 2, fn), *rv = opt_tensor(L, 3, fn);
   lt_tensor *w = opt_tensor(L, 4, fn), *b = opt_tensor(L, 5, fn);
   int training = lua_toboolean(L, 6);
-  double momentum = luaL_optnumber(L, 7, 0.1), eps = luaL_optnumber(L, 8, 1e-5);
+  double momentum = luaL_optnumber(L, 7, 0.1), eps = check_eps(L, 8, fn);
+  if (!(momentum > -INFINITY && momentum < INFINITY)) return l_errorf(L, "batch_norm: momentum must be finite, got %g", momentum);
   return l_push(L, lt_nn_batch_norm(L_CTX(L), x, rm, rv, w, b, training, momentum, eps));
 }
 
@@ -117,15 +136,22 @@ static int l_batch_norm(lua_State *L) {
 static int l_layer_norm(lua_State *L) {
   const char *fn = "layer_norm";
   lt_tensor *x = T(1, fn);
-  int k = check_int(L, 2);
+  int k = check_int(L, 2, fn, "the number of normalized dims");
   lt_tensor *w = opt_tensor(L, 3, fn), *b = opt_tensor(L, 4, fn);
-  return l_push(L, lt_nn_layer_norm(L_CTX(L), x, k, w, b, luaL_optnumber(L, 5, 1e-5)));
+  return l_push(L, lt_nn_layer_norm(L_CTX(L), x, k, w, b, check_eps(L, 5, fn)));
 }
 
 /* (indices 1-based int64, weight[, padding_idx 1-based]) */
 static int l_embedding(lua_State *L) {
   lt_tensor *idx = T(1, "embedding"), *w = T(2, "embedding");
-  int64_t pad = lua_isnoneornil(L, 3) ? -1 : (int64_t)luaL_checkinteger(L, 3) - 1;
+  int64_t pad = -1;
+  if (!lua_isnoneornil(L, 3)) { /* 1-based; negative counts from the end, as PyTorch's */
+    int64_t n = w->ndim == 2 ? w->shape[0] : 0, p = l_checkint(L, 3, "embedding", "padding_idx", -L_INT_MAX, L_INT_MAX);
+    if (p == 0 || p > n || p < -n)
+      return l_errorf(L, "embedding: padding_idx %lld is out of range 1..%lld (or -%lld..-1)", (long long)p, (long long)n,
+                        (long long)n);
+    pad = p > 0 ? p - 1 : n + p;
+  }
   lt_tensor *i0 = shift_index(L, idx);
   lt_tensor *r = lt_nn_embedding_pad(L_CTX(L), i0, w, pad);
   lt_tensor_release(i0);

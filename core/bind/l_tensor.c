@@ -47,7 +47,11 @@ static int fill_from_table(lua_State *L, int idx, int depth, int64_t *shape, int
       if (t) {
         if (depth + 1 != *ndim)
           return l_errorf(L, "tensor: ragged nested table: a number where a table was expected at depth %d", depth + 1);
-        if (t->dtype == LT_I64) lt_i64(t)[(*pos)++] = (int64_t)v;
+        if (t->dtype == LT_I64) {
+          if (!l_is_int64(v))
+            return l_errorf(L, "tensor: element %d at depth %d is %.14g, which is not an int64 value", (int)i, depth + 1, v);
+          lt_i64(t)[(*pos)++] = (int64_t)v;
+        }
         else lt_f32(t)[(*pos)++] = (float)v;
       }
     } else {
@@ -73,7 +77,8 @@ static int l_tensor_new(lua_State *L) {
     lt_tensor *t = lt_op_full(L_CTX(L), dt, 0, NULL, lua_tonumber(L, 1));
     return l_push(L, t);
   }
-  luaL_checktype(L, 1, LUA_TTABLE);
+  if (!lua_istable(L, 1))
+    return l_errorf(L, "tensor: expected a nested table of numbers, a number or a tensor, got %s", luaL_typename(L, 1));
   int64_t shape[LT_MAX_DIM] = { 0 };
   int ndim = 0;
   fill_from_table(L, 1, 0, shape, &ndim, NULL, NULL);
@@ -112,7 +117,9 @@ static int l_full(lua_State *L) {
   if (!lua_istable(L, 1)) l_errorf(L, "bad argument #1 to 'full' (shape table expected, got %s)", luaL_typename(L, 1));
   int ndim = l_checkshape(L, 1, shape, "full");
   double v = luaL_checknumber(L, 2);
-  return l_push(L, lt_op_full(L_CTX(L), l_checkdtype(L, 3, LT_F32, "full"), ndim, shape, v));
+  lt_dtype dt = l_checkdtype(L, 3, LT_F32, "full");
+  if (dt == LT_I64 && !l_is_int64(v)) return l_errorf(L, "full: value %.14g is not an int64 value", v);
+  return l_push(L, lt_op_full(L_CTX(L), dt, ndim, shape, v));
 }
 
 static int l_arange(lua_State *L) {
@@ -126,9 +133,8 @@ static int l_arange(lua_State *L) {
 }
 
 static int l_eye(lua_State *L) {
-  int64_t n = luaL_checkinteger(L, 1);
-  int64_t m = luaL_optinteger(L, 2, n);
-  if (n < 0 || m < 0) return l_errorf(L, "eye: sizes must be >= 0, got %lld x %lld", (long long)n, (long long)m);
+  int64_t n = l_checkint(L, 1, "eye", "n", 0, L_INT_MAX);
+  int64_t m = lua_isnoneornil(L, 2) ? n : l_checkint(L, 2, "eye", "m", 0, L_INT_MAX);
   return l_push(L, lt_op_eye(L_CTX(L), n, m));
 }
 
@@ -229,14 +235,14 @@ static int l_tolist(lua_State *L) {
 static int l_view(lua_State *L) {
   lt_tensor *t = T(1, "view");
   int64_t shape[LT_MAX_DIM];
-  int n = l_checkshape(L, 2, shape, "view");
+  int n = l_checkshape_only(L, 2, shape, "view");
   return l_push(L, lt_op_view(L_CTX(L), t, n, shape));
 }
 
 static int l_reshape(lua_State *L) {
   lt_tensor *t = T(1, "reshape");
   int64_t shape[LT_MAX_DIM];
-  int n = l_checkshape(L, 2, shape, "reshape");
+  int n = l_checkshape_only(L, 2, shape, "reshape");
   return l_push(L, lt_op_reshape(L_CTX(L), t, n, shape));
 }
 
@@ -252,7 +258,7 @@ static int l_t(lua_State *L) {
 
 static int l_transpose(lua_State *L) {
   lt_tensor *t = T(1, "transpose");
-  int d1 = l_checkdim(L, 2, t->ndim, "transpose"), d2 = l_checkdim(L, 3, t->ndim, "transpose");
+  int d1 = l_checkdim_nz(L, 2, t->ndim, "transpose"), d2 = l_checkdim_nz(L, 3, t->ndim, "transpose");
   return l_push(L, lt_op_transpose(L_CTX(L), t, d1, d2));
 }
 
@@ -260,7 +266,7 @@ static int l_permute(lua_State *L) {
   lt_tensor *t = T(1, "permute");
   int perm[LT_MAX_DIM];
   int64_t dims[LT_MAX_DIM];
-  int n = l_checkshape(L, 2, dims, "permute");
+  int n = l_checkshape_only(L, 2, dims, "permute");
   if (n != t->ndim) return l_errorf(L, "permute: %d dims given for a %d-dimensional tensor", n, t->ndim);
   for (int d = 0; d < n; d++) {
     int64_t v = dims[d];
@@ -271,16 +277,17 @@ static int l_permute(lua_State *L) {
 
 static int l_narrow(lua_State *L) {
   lt_tensor *t = T(1, "narrow");
-  int d = l_checkdim(L, 2, t->ndim, "narrow");
-  int64_t start = luaL_checkinteger(L, 3), len = luaL_checkinteger(L, 4);
+  int d = l_checkdim_nz(L, 2, t->ndim, "narrow");
+  int64_t start = l_checkint(L, 3, "narrow", "start", -L_INT_MAX, L_INT_MAX);
+  int64_t len = l_checkint(L, 4, "narrow", "length", -L_INT_MAX, L_INT_MAX);
   if (start < 1) return l_errorf(L, "narrow: start %lld is out of range (1-based)", (long long)start);
   return l_push(L, lt_op_narrow(L_CTX(L), t, d, start - 1, len));
 }
 
 static int l_select(lua_State *L) {
   lt_tensor *t = T(1, "select");
-  int d = l_checkdim(L, 2, t->ndim, "select");
-  int64_t i = luaL_checkinteger(L, 3);
+  int d = l_checkdim_nz(L, 2, t->ndim, "select");
+  int64_t i = l_checkint(L, 3, "select", "index", -L_INT_MAX, L_INT_MAX);
   if (i < 0 && t->ndim) i += t->shape[d] + 1;
   return l_push(L, lt_op_select(L_CTX(L), t, d, i - 1));
 }
@@ -300,7 +307,7 @@ static int l_squeeze(lua_State *L) {
 static int l_expand(lua_State *L) {
   lt_tensor *t = T(1, "expand");
   int64_t shape[LT_MAX_DIM];
-  int n = l_checkshape(L, 2, shape, "expand");
+  int n = l_checkshape_only(L, 2, shape, "expand");
   return l_push(L, lt_op_expand(L_CTX(L), t, n, shape));
 }
 
@@ -356,13 +363,23 @@ static int l_le(lua_State *L) { return binary(L, LT_LE); }
 static int l_gt(lua_State *L) { return binary(L, LT_GT); }
 static int l_ge(lua_State *L) { return binary(L, LT_GE); }
 
+/* An expand()ed view has several elements at one address: an in-place update would apply to each address
+ * as many times as it is shared (x:expand(2, 3):add_(1) adds 2), so such writes are errors, as in PyTorch. */
+static lt_tensor *check_writable(lua_State *L, lt_tensor *t, const char *name) {
+  for (int d = 0; d < t->ndim; d++)
+    if (t->stride[d] == 0 && t->shape[d] > 1)
+      l_errorf(L, "%s_: the tensor's elements overlap in memory (an expand()ed view: dim %d has stride 0); "
+                  "call :clone() first", name, d + 1);
+  return t;
+}
+
 static int inplace_binary(lua_State *L, lt_binop op) {
-  lt_tensor *a = T(1, lt_binop_name(op));
+  lt_tensor *a = check_writable(L, T(1, lt_binop_name(op)), lt_binop_name(op));
   lt_tensor *b = l_totensor(L, 2);
   lt_ctx *c = L_CTX(L);
   if (b) {
-    if (op == LT_ADD && lua_type(L, 3) == LUA_TNUMBER) /* x:add_(y, alpha) */
-      l_check(L, lt_op_axpy_(c, a, lua_tonumber(L, 3), b));
+    if (op == LT_ADD && !lua_isnoneornil(L, 3)) /* x:add_(y, alpha) */
+      l_check(L, lt_op_axpy_(c, a, luaL_checknumber(L, 3), b));
     else
       l_check(L, lt_op_binary_(c, op, a, b));
   } else {
@@ -382,7 +399,7 @@ static int l_unm(lua_State *L) { return l_push(L, lt_op_unary(L_CTX(L), LT_NEG, 
 #define UNARY(fn, OP, name)                                                              \
   static int fn(lua_State *L) { return l_push(L, lt_op_unary(L_CTX(L), OP, T(1, name))); } \
   static int fn##_(lua_State *L) {                                                       \
-    l_check(L, lt_op_unary_(L_CTX(L), OP, T(1, name "_")));                              \
+    l_check(L, lt_op_unary_(L_CTX(L), OP, check_writable(L, T(1, name "_"), name)));    \
     lua_settop(L, 1);                                                                    \
     return 1;                                                                            \
   }
@@ -406,15 +423,20 @@ static int l_leaky_relu(lua_State *L) {
   return l_push(L, lt_op_leaky_relu(L_CTX(L), T(1, "leaky_relu"), luaL_optnumber(L, 2, 0.01)));
 }
 
-static double opt_bound(lua_State *L, int idx, double def) { return lua_isnoneornil(L, idx) ? def : luaL_checknumber(L, idx); }
+static double opt_bound(lua_State *L, int idx, double def, const char *name) {
+  if (lua_isnoneornil(L, idx)) return def;
+  double v = luaL_checknumber(L, idx);
+  if (v != v) l_errorf(L, "%s: %s is nan", name, idx == 2 ? "min" : "max");
+  return v;
+}
 
 static int l_clamp(lua_State *L) {
   lt_tensor *t = T(1, "clamp");
-  return l_push(L, lt_op_clamp(L_CTX(L), t, opt_bound(L, 2, -INFINITY), opt_bound(L, 3, INFINITY)));
+  return l_push(L, lt_op_clamp(L_CTX(L), t, opt_bound(L, 2, -INFINITY, "clamp"), opt_bound(L, 3, INFINITY, "clamp")));
 }
 static int l_clamp_(lua_State *L) {
-  lt_tensor *t = T(1, "clamp_");
-  l_check(L, lt_op_clamp_(L_CTX(L), t, opt_bound(L, 2, -INFINITY), opt_bound(L, 3, INFINITY)));
+  lt_tensor *t = check_writable(L, T(1, "clamp_"), "clamp");
+  l_check(L, lt_op_clamp_(L_CTX(L), t, opt_bound(L, 2, -INFINITY, "clamp_"), opt_bound(L, 3, INFINITY, "clamp_")));
   lua_settop(L, 1);
   return 1;
 }
@@ -507,6 +529,9 @@ static int l_cat(lua_State *L) {
   lt_tensor **ts;
   lua_settop(L, 2);
   int n = gather_list(L, "cat", &ts); /* pushes the list buffer at index 3 */
+  for (int i = 0; i < n; i++)
+    if (ts[i]->ndim == 0)
+      return l_errorf(L, "cat: tensor %d is 0-dimensional and cannot be concatenated (use lt.stack)", i + 1);
   int dim = l_optdim(L, 2, ts[0]->ndim, "cat", 0);
   return l_push(L, lt_op_cat(L_CTX(L), n, ts, dim));
 }
@@ -515,13 +540,17 @@ static int l_stack(lua_State *L) {
   lt_tensor **ts;
   lua_settop(L, 2);
   int n = gather_list(L, "stack", &ts);
+  for (int i = 1; i < n; i++)
+    if (ts[i]->dtype != ts[0]->dtype)
+      return l_errorf(L, "stack: tensor %d is %s, tensor 1 is %s (all must have the same dtype)", i + 1,
+                        lt_dtype_name(ts[i]->dtype), lt_dtype_name(ts[0]->dtype));
   int dim = l_optdim(L, 2, ts[0]->ndim + 1, "stack", 0);
   return l_push(L, lt_op_stack(L_CTX(L), n, ts, dim));
 }
 
 static int l_gather(lua_State *L) {
   lt_tensor *t = T(1, "gather");
-  int dim = l_checkdim(L, 2, t->ndim, "gather");
+  int dim = l_checkdim_nz(L, 2, t->ndim, "gather");
   lt_tensor *idx = l_index_from_lua(L, T(3, "gather"), "gather");
   lt_tensor *r = lt_op_gather(L_CTX(L), t, dim, idx);
   lt_tensor_release(idx);
@@ -530,7 +559,7 @@ static int l_gather(lua_State *L) {
 
 static int l_index_select(lua_State *L) {
   lt_tensor *t = T(1, "index_select");
-  int dim = l_checkdim(L, 2, t->ndim, "index_select");
+  int dim = l_checkdim_nz(L, 2, t->ndim, "index_select");
   lt_tensor *idx = l_index_from_lua(L, T(3, "index_select"), "index_select");
   lt_tensor *r = lt_op_index_select(L_CTX(L), t, dim, idx);
   lt_tensor_release(idx);
@@ -545,8 +574,15 @@ static int ret_self(lua_State *L, int status) {
   return 1;
 }
 static int l_zero_(lua_State *L) { return ret_self(L, lt_op_zero_(L_CTX(L), T(1, "zero_"))); }
-static int l_fill_(lua_State *L) { return ret_self(L, lt_op_fill_(L_CTX(L), T(1, "fill_"), luaL_checknumber(L, 2))); }
-static int l_copy_(lua_State *L) { return ret_self(L, lt_op_copy_(L_CTX(L), T(1, "copy_"), T(2, "copy_"))); }
+static int l_fill_(lua_State *L) {
+  lt_tensor *t = T(1, "fill_");
+  double v = luaL_checknumber(L, 2);
+  if (t->dtype == LT_I64 && !l_is_int64(v)) return l_errorf(L, "fill_: value %.14g is not an int64 value", v);
+  return ret_self(L, lt_op_fill_(L_CTX(L), t, v));
+}
+static int l_copy_(lua_State *L) {
+  return ret_self(L, lt_op_copy_(L_CTX(L), check_writable(L, T(1, "copy_"), "copy"), T(2, "copy_")));
+}
 static int l_uniform_(lua_State *L) {
   return ret_self(L, lt_op_uniform_(L_CTX(L), T(1, "uniform_"), luaL_optnumber(L, 2, 0), luaL_optnumber(L, 3, 1)));
 }
@@ -619,7 +655,7 @@ static int l_index(lua_State *L) {
   }
   if (lua_type(L, 2) == LUA_TNUMBER && t) {
     if (t->ndim == 0) return l_errorf(L, "index: cannot index a 0-dim tensor (use x:item())");
-    int64_t i = (int64_t)lua_tonumber(L, 2);
+    int64_t i = l_checkint(L, 2, "index", "row index", -L_INT_MAX, L_INT_MAX);
     if (i < 0) i += t->shape[0] + 1;
     return l_push(L, lt_op_select(L_CTX(L), t, 0, i - 1));
   }
@@ -632,6 +668,9 @@ static int l_newindex(lua_State *L) {
   lt_tensor *t = T(1, "__newindex");
   if (lua_type(L, 2) == LUA_TSTRING && !strcmp(lua_tostring(L, 2), "grad")) {
     lt_tensor *g = lua_isnil(L, 3) ? NULL : T(3, "grad");
+    if (g && g->dtype != t->dtype)
+      return l_errorf(L, "grad: assigned gradient is %s, the tensor is %s", lt_dtype_name(g->dtype),
+                        lt_dtype_name(t->dtype));
     if (g && !lt_same_shape(g, t)) {
       char b1[128], b2[128];
       return l_errorf(L, "grad: assigned gradient has shape %s, the tensor has %s", lt_shape_str(g, b1, sizeof b1),
@@ -642,8 +681,8 @@ static int l_newindex(lua_State *L) {
     return 0;
   }
   if (lua_type(L, 2) == LUA_TNUMBER) {
-    int64_t i = (int64_t)lua_tonumber(L, 2);
     if (t->ndim == 0) return l_errorf(L, "index: cannot index a 0-dim tensor");
+    int64_t i = l_checkint(L, 2, "index", "row index", -L_INT_MAX, L_INT_MAX);
     if (i < 0) i += t->shape[0] + 1;
     lt_ctx *c = L_CTX(L);
     lt_tensor *row = lt_op_select(c, t, 0, i - 1);
@@ -664,6 +703,7 @@ static int l_is_tensor(lua_State *L) { lua_pushboolean(L, l_totensor(L, 1) != NU
 
 static int l_manual_seed(lua_State *L) {
   lua_Number s = luaL_checknumber(L, 1);
+  if (!l_is_int64(s)) return l_errorf(L, "manual_seed: the seed must be an integer, got %.14g", s);
   lt_rng_seed(&L_CTX(L)->rng, (uint64_t)(int64_t)s);
   return 0;
 }
@@ -694,15 +734,13 @@ static int l_set_rng_state(lua_State *L) {
 }
 
 static int l_random_integer(lua_State *L) { /* lt.random_integer(n) in 1..n, from lutra's RNG */
-  lua_Number n = luaL_checknumber(L, 1);
-  if (n < 1) return l_errorf(L, "random_integer: n must be >= 1, got %g", n);
+  lua_Number n = (lua_Number)l_checkint(L, 1, "random_integer", "n", 1, L_INT_MAX);
   lua_pushnumber(L, (lua_Number)(lt_rng_below(&L_CTX(L)->rng, (uint64_t)n) + 1));
   return 1;
 }
 
 static int l_randperm(lua_State *L) { /* 1-based permutation as int64 tensor (Fisher-Yates) */
-  int64_t n = luaL_checkinteger(L, 1);
-  if (n < 0) return l_errorf(L, "randperm: n must be >= 0");
+  int64_t n = l_checkint(L, 1, "randperm", "n", 0, L_INT_MAX);
   lt_tensor *t = lt_tensor_new(L_CTX(L), LT_I64, 1, &n);
   if (!t) return l_error(L);
   int64_t *p = lt_i64(t);
@@ -724,8 +762,7 @@ static int l_set_grad_enabled(lua_State *L) {
 static int l_is_grad_enabled(lua_State *L) { lua_pushboolean(L, L_CTX(L)->grad_enabled); return 1; }
 
 static int l_set_num_threads(lua_State *L) {
-  int n = (int)luaL_checkinteger(L, 1);
-  if (n < 1) return l_errorf(L, "set_num_threads: n must be >= 1, got %d", n);
+  int n = (int)l_checkint(L, 1, "set_num_threads", "n", 1, 4096);
   L_CTX(L)->num_threads = n;
   lt_blas_set_threads(n);
   return 0;

@@ -1,6 +1,7 @@
 /* l_util.c — argument parsing, tensor boxes, error raising and GC accounting for the binding. */
 #include "l_util.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -93,18 +94,50 @@ int l_push(lua_State *L, lt_tensor *t) {
 
 void l_push_retained(lua_State *L, lt_tensor *t) { push_box(L, lt_tensor_retain(t)); }
 
+/* luaL_checknumber names the function from the call site, which a tail call loses ("to '?'"): name it here */
+static lua_Number checknum(lua_State *L, int idx, const char *fname, const char *what) {
+  if (!lua_isnumber(L, idx)) l_errorf(L, "%s: %s must be a number, got %s", fname, what, luaL_typename(L, idx));
+  return lua_tonumber(L, idx);
+}
+
+int64_t l_checkint(lua_State *L, int idx, const char *fname, const char *what, int64_t lo, int64_t hi) {
+  lua_Number v = checknum(L, idx, fname, what);
+  /* NaN fails the first test, +-inf the second: a cast of either to an integer is undefined */
+  if (v != floor(v)) l_errorf(L, "%s: %s must be an integer, got %.14g", fname, what, v);
+  if (v < (lua_Number)lo || v > (lua_Number)hi)
+    l_errorf(L, "%s: %s %.14g is out of range (expected %lld..%lld)", fname, what, v, (long long)lo, (long long)hi);
+  return (int64_t)v;
+}
+
 int l_checkdim(lua_State *L, int idx, int ndim, const char *fname) {
-  lua_Integer d = luaL_checkinteger(L, idx);
+  lua_Number d = checknum(L, idx, fname, "dim");
   int n = ndim > 0 ? ndim : 1;
+  if (d != floor(d)) return l_errorf(L, "%s: dim must be an integer, got %.14g", fname, d);
   if (d >= 1 && d <= n) return (int)d - 1;
-  if (d < 0 && -d <= n) return (int)(n + d);
-  return l_errorf(L, "%s: dim %d out of range for a %d-dimensional tensor (expected 1..%d, or -%d..-1)", fname,
-                    (int)d, ndim, n, n);
+  if (d < 0 && -d <= n) return n + (int)d;
+  if (ndim == 0)
+    return l_errorf(L, "%s: dim %.14g out of range for a 0-dimensional tensor (expected 1 or -1)", fname, d);
+  return l_errorf(L, "%s: dim %.14g out of range for a %d-dimensional tensor (expected 1..%d, or -%d..-1)", fname,
+                    d, ndim, n, n);
+}
+
+int l_checkdim_nz(lua_State *L, int idx, int ndim, const char *fname) {
+  if (ndim == 0)
+    return l_errorf(L, "%s: the tensor is 0-dimensional (a scalar): it has no dim to work on", fname);
+  return l_checkdim(L, idx, ndim, fname);
 }
 
 int l_optdim(lua_State *L, int idx, int ndim, const char *fname, int def) {
   if (lua_isnoneornil(L, idx)) return def;
   return l_checkdim(L, idx, ndim, fname);
+}
+
+/* One size of a shape: an integer (-1 is allowed through; views resolve it, the core rejects the rest). */
+static int64_t shape_size(lua_State *L, lua_Number v, int i, const char *fname) {
+  if (v != floor(v)) l_errorf(L, "%s: size %d must be an integer, got %.14g", fname, i, v);
+  if (v < -(lua_Number)L_INT_MAX || v > (lua_Number)L_INT_MAX)
+    l_errorf(L, "%s: size %d is too large, got %.14g", fname, i, v);
+  return (int64_t)v;
 }
 
 int l_checkshape(lua_State *L, int first, int64_t *shape, const char *fname) {
@@ -114,9 +147,9 @@ int l_checkshape(lua_State *L, int first, int64_t *shape, const char *fname) {
     if (n > LT_MAX_DIM) l_errorf(L, "%s: %d dimensions requested, at most %d are supported", fname, n, LT_MAX_DIM);
     for (int i = 1; i <= n; i++) {
       lua_rawgeti(L, first, i);
-      if (!lua_isnumber(L, -1))
+      if (lua_type(L, -1) != LUA_TNUMBER)
         l_errorf(L, "%s: size %d of the shape must be a number, got %s", fname, i, luaL_typename(L, -1));
-      shape[i - 1] = (int64_t)lua_tonumber(L, -1);
+      shape[i - 1] = shape_size(L, lua_tonumber(L, -1), i, fname);
       lua_pop(L, 1);
     }
     return n;
@@ -124,16 +157,24 @@ int l_checkshape(lua_State *L, int first, int64_t *shape, const char *fname) {
   int top = lua_gettop(L);
   for (int i = first; i <= top && lua_type(L, i) == LUA_TNUMBER; i++) {
     if (n >= LT_MAX_DIM) l_errorf(L, "%s: at most %d dimensions are supported", fname, LT_MAX_DIM);
-    lua_Number v = lua_tonumber(L, i);
-    if (v != (lua_Number)(int64_t)v) l_errorf(L, "%s: size %d must be an integer, got %g", fname, n + 1, v);
-    shape[n++] = (int64_t)v;
+    shape[n] = shape_size(L, lua_tonumber(L, i), n + 1, fname);
+    n++;
   }
+  return n;
+}
+
+int l_checkshape_only(lua_State *L, int first, int64_t *shape, const char *fname) {
+  int n = l_checkshape(L, first, shape, fname);
+  if (!lua_istable(L, first) && !lua_isnoneornil(L, first + n))
+    l_errorf(L, "%s: size %d must be a number, got %s", fname, n + 1, luaL_typename(L, first + n));
   return n;
 }
 
 lt_dtype l_checkdtype(lua_State *L, int idx, lt_dtype def, const char *fname) {
   if (lua_isnoneornil(L, idx)) return def;
-  const char *s = luaL_checkstring(L, idx);
+  if (lua_type(L, idx) != LUA_TSTRING)
+    l_errorf(L, "%s: dtype must be a string (\"float32\" or \"int64\"), got %s", fname, luaL_typename(L, idx));
+  const char *s = lua_tostring(L, idx);
   if (!strcmp(s, "float32") || !strcmp(s, "float")) return LT_F32;
   if (!strcmp(s, "int64") || !strcmp(s, "long")) return LT_I64;
   l_errorf(L, "%s: unknown dtype '%s' (expected \"float32\" or \"int64\")", fname, s);

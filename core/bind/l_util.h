@@ -9,6 +9,7 @@
 #define L_UTIL_H
 
 #include <lauxlib.h>
+#include <math.h>
 #include <lua.h>
 
 #include "lt_ops.h"
@@ -43,11 +44,21 @@ int l_error(lua_State *L);
 /* Checks a core status; on failure raises. */
 void l_check(lua_State *L, int status);
 
-/* Lua dim (1-based, negative counts from the end) to 0-based; ndim is the tensor's. */
+/* Integers that a double holds exactly: the range l_checkint callers use when nothing narrower applies. */
+#define L_INT_MAX ((int64_t)1 << 53)
+/* v is an integer that an int64 holds (so the cast is defined): no NaN, inf or fraction. */
+static inline int l_is_int64(double v) { return v == floor(v) && v >= -0x1p63 && v < 0x1p63; }
+/* A Lua number that must be an integer in lo..hi (NaN, inf and fractions are errors naming fname and what). */
+int64_t l_checkint(lua_State *L, int idx, const char *fname, const char *what, int64_t lo, int64_t hi);
+/* Lua dim (1-based, negative counts from the end) to 0-based; ndim is the tensor's. A 0-dim tensor accepts
+ * dim 1 / -1 (reductions over "its only dim"); l_checkdim_nz is for ops that need a real dim. */
 int l_checkdim(lua_State *L, int idx, int ndim, const char *fname);
+int l_checkdim_nz(lua_State *L, int idx, int ndim, const char *fname);
 int l_optdim(lua_State *L, int idx, int ndim, const char *fname, int def);
 /* Shape from varargs of integers or one table, starting at stack index first. Returns ndim. */
 int l_checkshape(lua_State *L, int first, int64_t *shape, const char *fname);
+/* The same, for calls where nothing may follow the sizes (view, reshape, expand, permute). */
+int l_checkshape_only(lua_State *L, int first, int64_t *shape, const char *fname);
 lt_dtype l_checkdtype(lua_State *L, int idx, lt_dtype def, const char *fname);
 
 /* Accounts C memory to the Lua GC: a step of work in proportion to bytes allocated since the last. */

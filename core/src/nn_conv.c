@@ -274,6 +274,10 @@ lt_tensor *lt_nn_conv2d(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, int
     lt_fail(c, "conv2d: input must be 4-D [batch x channels x height x width], got %s", lt_shape_str(x, b1, sizeof b1));
     return NULL;
   }
+  if (w->shape[2] < 1 || w->shape[3] < 1) { /* an empty kernel would give an output of bias alone, of the wrong size */
+    lt_fail(c, "conv2d: the kernel must be at least 1x1, got weight %s", lt_shape_str(w, b1, sizeof b1));
+    return NULL;
+  }
   if (x->shape[1] != w->shape[1]) {
     lt_fail(c, "conv2d: input has %lld channels, expected %lld (input %s, weight %s)", (long long)x->shape[1],
             (long long)w->shape[1], lt_shape_str(x, b1, sizeof b1), lt_shape_str(w, b2, sizeof b2));

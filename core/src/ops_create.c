@@ -14,7 +14,16 @@ lt_tensor *lt_op_full(lt_ctx *c, lt_dtype dt, int ndim, const int64_t *shape, do
 }
 
 lt_tensor *lt_op_arange(lt_ctx *c, double a, double b, double step, lt_dtype dt) {
+  if (!isfinite(a) || !isfinite(b) || !isfinite(step)) {
+    lt_fail(c, "arange: start, end and step must be finite, got %g, %g, %g", a, b, step);
+    return NULL;
+  }
   if (step == 0) { lt_fail(c, "arange: step must be nonzero"); return NULL; }
+  double count = ceil((b - a) / step);
+  if (count > (double)((int64_t)1 << 40)) { /* before the cast below, which would be undefined past 2^63 */
+    lt_fail(c, "arange: [%g, %g) with step %g has %g elements: too many to allocate", a, b, step, count);
+    return NULL;
+  }
   if ((step > 0 && b < a) || (step < 0 && b > a)) {
     lt_fail(c, "arange: the range [%g, %g) is empty or reversed for step %g", a, b, step);
     return NULL;
@@ -143,6 +152,21 @@ LT_VECTOR_FN static void copy_raw(lt_tensor *dst, const lt_tensor *src) {
   }
 }
 
+/* float32 -> int64 of NaN, +-inf or |v| >= 2^63 is undefined in C (x86 gives INT64_MIN): find the first such
+ * value so the conversion fails with a message instead of writing garbage. Returns its flat index, or -1. */
+static int64_t first_unrepresentable(const lt_tensor *src, float *bad) {
+  if (src->dtype != LT_F32) return -1;
+  for (int64_t i = 0, n = lt_numel(src); i < n; i++) {
+    float v = (float)lt_get_flat(src, i);
+    if (!(v >= -0x1p63f && v < 0x1p63f)) { *bad = v; return i; }
+  }
+  return -1;
+}
+
+static int fail_unrepresentable(lt_ctx *c, const char *op, int64_t i, float v) {
+  return lt_fail(c, "%s: element %lld (flat, 1-based) is %g, which has no int64 value", op, (long long)i + 1, v);
+}
+
 int lt_op_copy_(lt_ctx *c, lt_tensor *dst, lt_tensor *src) {
   if (lt_check_inplace(c, "copy_", dst)) return LT_ERR;
   int ndim;
@@ -155,6 +179,9 @@ int lt_op_copy_(lt_ctx *c, lt_tensor *dst, lt_tensor *src) {
     return lt_fail(c, "copy_: source %s cannot be copied into %s", lt_shape_str(src, b1, sizeof b1),
                    lt_shape_str(dst, b2, sizeof b2));
   }
+  float bad;
+  int64_t at = dst->dtype == LT_I64 ? first_unrepresentable(src, &bad) : -1;
+  if (at >= 0) return fail_unrepresentable(c, "copy_", at, bad);
   if (src->storage == dst->storage && !(src->offset == dst->offset && lt_is_contiguous(src) && lt_is_contiguous(dst))) {
     /* overlapping memory: go through a temporary */
     lt_tensor *tmp = lt_tensor_new(c, src->dtype, src->ndim, src->shape);
@@ -193,6 +220,9 @@ lt_tensor *lt_op_contiguous(lt_ctx *c, lt_tensor *t) {
 
 lt_tensor *lt_op_to_dtype(lt_ctx *c, lt_tensor *t, lt_dtype dt) {
   if (t->dtype == dt) return lt_tensor_retain(t);
+  float bad;
+  int64_t at = dt == LT_I64 ? first_unrepresentable(t, &bad) : -1;
+  if (at >= 0) { fail_unrepresentable(c, "to int64", at, bad); return NULL; }
   lt_tensor *out = lt_tensor_new(c, dt, t->ndim, t->shape);
   if (out) copy_raw(out, t);
   return out; /* conversions to or from int64 carry no gradient */
