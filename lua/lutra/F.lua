@@ -71,6 +71,10 @@ end
 
 --- layer_norm(x, normalized_shape (number or list)[, weight[, bias[, eps=1e-5]]])
 function F.layer_norm(x, shape, weight, bias, eps)
+  if type(shape) ~= "number" and type(shape) ~= "table" then
+    error("layer_norm: normalized_shape must be a number or a list of sizes, got " .. type(shape), 2)
+  end
+  if not lt.is_tensor(x) then error("layer_norm: expected a tensor input, got " .. type(x), 2) end
   local k = type(shape) == "table" and #shape or 1
   if type(shape) == "table" then
     local n, xs = x:dim(), x:shape()

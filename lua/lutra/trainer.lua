@@ -50,12 +50,12 @@ local function int_ge(min)
   end
 end
 local function limit(v) -- int count or fraction in [0, 1]
-  if type(v) ~= "number" or v < 0 or (v > 1 and not is_int(v)) then
+  if type(v) ~= "number" or not (v >= 0) or (v > 1 and not is_int(v)) then -- (NaN fails v >= 0)
     return "must be an integer count of batches or a fraction in [0, 1]"
   end
 end
 local function boolean(v) if type(v) ~= "boolean" then return "must be a boolean" end end
-local function number_ge0(v) if type(v) ~= "number" or v < 0 then return "must be a number >= 0" end end
+local function number_ge0(v) if type(v) ~= "number" or not (v >= 0) then return "must be a number >= 0" end end
 local function str(v) if type(v) ~= "string" then return "must be a string" end end
 
 local SPEC = {
@@ -63,7 +63,7 @@ local SPEC = {
   limit_train_batches = limit, limit_val_batches = limit, limit_test_batches = limit,
   limit_predict_batches = limit,
   val_check_interval = function(v)
-    if type(v) ~= "number" or v <= 0 or (v > 1 and not is_int(v)) then
+    if type(v) ~= "number" or not (v > 0) or (v > 1 and not is_int(v)) then
       return "must be a fraction in (0, 1] of the epoch or an integer count of batches"
     end
   end,

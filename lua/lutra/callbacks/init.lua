@@ -71,6 +71,7 @@ function M.check_options(what, opts, allowed, level)
       local list = type(want) == "table" and want or { want }
       for _, t in ipairs(list) do
         if t == "integer" then ok = ok or (type(v) == "number" and v == math.floor(v))
+        elseif t == "number" then ok = ok or (type(v) == "number" and v == v) -- a NaN option is always a mistake
         else ok = ok or type(v) == t end
       end
       if not ok then

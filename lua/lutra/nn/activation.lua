@@ -24,7 +24,7 @@ local LeakyReLU = Module:extend("LeakyReLU")
 function LeakyReLU:init(opts)
   if type(opts) == "number" then opts = { negative_slope = opts } end
   opts = H.check_opts("LeakyReLU", opts, { negative_slope = "number" }, 3)
-  self.negative_slope = opts.negative_slope or 0.01
+  self.negative_slope = H.check_finite("LeakyReLU", "negative_slope", opts.negative_slope or 0.01, nil, 3)
 end
 function LeakyReLU:extra_repr() return "negative_slope=" .. self.negative_slope end
 function LeakyReLU:forward(x)

@@ -32,7 +32,8 @@ function H.check_opts(where, opts, spec, level)
 end
 
 function H.check_int(where, what, v, min, level)
-  if type(v) ~= "number" or v ~= math.floor(v) or v < (min or 1) then
+  -- inf passes v == floor(v): the upper bound keeps it (and sizes C cannot hold) out
+  if type(v) ~= "number" or v ~= math.floor(v) or v < (min or 1) or v > 2 ^ 31 - 1 then
     error(string.format("%s: %s must be an integer >= %d, got %s", where, what, min or 1, tostring(v)), (level or 2) + 1)
   end
   return v
@@ -60,6 +61,15 @@ end
 function H.fan_in_uniform(fan_in)
   local bound = fan_in > 0 and 1 / math.sqrt(fan_in) or 0
   return function(t) t:uniform_(-bound, bound) end
+end
+
+--- A finite number (NaN and +-inf are errors naming the option): eps, momentum, slopes.
+function H.check_finite(where, what, v, min, level)
+  if type(v) ~= "number" or v ~= v or v == math.huge or v == -math.huge or (min and v < min) then
+    error(string.format("%s: %s must be a finite number%s, got %s", where, what, min and (" >= " .. min) or "",
+      tostring(v)), (level or 2) + 1)
+  end
+  return v
 end
 
 function H.shape_str(shape)

@@ -62,6 +62,7 @@ function LSTM:forward(x, state)
   if unbatched then x = x:unsqueeze(2)
   elseif self.batch_first then x = x:transpose(1, 2) end
   local T, B, Hs, L = x:size(1), x:size(2), self.hidden_size, self.num_layers
+  if T == 0 then self:fail("the input sequence is empty (input " .. x:shape_str() .. "): it needs at least one step") end
   local h0, c0
   if state ~= nil then
     if type(state) ~= "table" or not lt.is_tensor(state[1]) or not lt.is_tensor(state[2]) then

@@ -18,8 +18,8 @@ local function batch_norm_class(name, dims_ok, dims_text)
     opts = H.check_opts(name, opts, { eps = "number", momentum = "number", affine = "boolean",
       track_running_stats = "boolean" }, 3)
     self.num_features = C
-    self.eps = opts.eps or 1e-5
-    self.momentum = opts.momentum or 0.1
+    self.eps = H.check_finite(name, "eps", opts.eps or 1e-5, 0, 3)
+    self.momentum = H.check_finite(name, "momentum", opts.momentum or 0.1, nil, 3)
     self.affine = opts.affine ~= false
     self.track_running_stats = opts.track_running_stats ~= false
     if self.affine then
@@ -66,7 +66,7 @@ function LayerNorm:init(shape, opts)
   for i, s in ipairs(shape) do copy[i] = H.check_int("LayerNorm", "normalized_shape", s, 1, 3) end
   opts = H.check_opts("LayerNorm", opts, { eps = "number", elementwise_affine = "boolean" }, 3)
   self.normalized_shape = copy
-  self.eps = opts.eps or 1e-5
+  self.eps = H.check_finite("LayerNorm", "eps", opts.eps or 1e-5, 0, 3)
   self.elementwise_affine = opts.elementwise_affine ~= false
   if self.elementwise_affine then
     self.weight = H.param(copy, function(t) t:fill_(1) end)

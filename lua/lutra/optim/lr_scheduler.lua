@@ -56,7 +56,7 @@ local function options(name, opts, spec)
     if v ~= nil then
       local ok = false
       for ty in s[1]:gmatch("[^|]+") do
-        if type(v) == ty then ok = true end
+        if type(v) == ty and v == v then ok = true end -- (a NaN option is always a mistake)
         if ty == "integer" and type(v) == "number" and v == math.floor(v) then ok = true end
       end
       if not ok then
@@ -138,6 +138,13 @@ function Base:load_state_dict(sd)
   if type(sd) ~= "table" then error(self.name .. ": load_state_dict expects a table, got " .. type(sd), 2) end
   for k, v in pairs(sd) do
     if NOT_STATE[k] then error(self.name .. ": load_state_dict: unexpected entry '" .. tostring(k) .. "'", 2) end
+    local cur = rawget(self, k)
+    if cur ~= nil and v ~= nil and type(cur) ~= type(v) then -- a wrong type would fail later, in step(), far from here
+      error(string.format("%s: load_state_dict: entry '%s' must be a %s, got %s", self.name, tostring(k), type(cur),
+        type(v)), 2)
+    end
+  end
+  for k, v in pairs(sd) do
     self[k] = deepcopy(v)
   end
 end
@@ -341,8 +348,14 @@ local OneCycleLR = class("OneCycleLR")
 local function per_group(name, what, v, n)
   if type(v) == "table" then
     if #v ~= n then error(string.format("%s: expected %d values for %s, got %d", name, n, what, #v), 3) end
-    return v
   end
+  for i = 1, n do
+    local x = type(v) == "table" and v[i] or v
+    if type(x) ~= "number" or not (x >= 0 and x < math.huge) then
+      error(string.format("%s: %s must be a finite number >= 0, got %s", name, what, tostring(x)), 3)
+    end
+  end
+  if type(v) == "table" then return v end
   local r = {}
   for i = 1, n do r[i] = v end
   return r
@@ -471,6 +484,7 @@ function M.ReduceLROnPlateau(opt, opts)
     cooldown = { "integer", default = 0 }, min_lr = { "number|table", default = 0 }, eps = { "number", default = 1e-8 },
   })
   if o.factor >= 1.0 then error("ReduceLROnPlateau: factor should be < 1.0, got " .. o.factor, 2) end
+  if o.patience < 0 then error("ReduceLROnPlateau: patience must be >= 0, got " .. o.patience, 2) end
   if o.mode ~= "min" and o.mode ~= "max" then
     error("ReduceLROnPlateau: mode '" .. o.mode .. "' is unknown (expected \"min\" or \"max\")", 2)
   end

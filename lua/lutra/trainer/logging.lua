@@ -109,6 +109,10 @@ function M.log(trainer, ctx, results, name, value, opts)
       error(string.format("log: option '%s' must be a %s, got %s", k, want, type(v)), 3)
     end
   end
+  local bsz = opts.batch_size -- the weight of this value in the epoch mean: a count
+  if bsz ~= nil and not (bsz >= 1 and bsz == math.floor(bsz) and bsz < math.huge) then
+    error(string.format("log: option 'batch_size' must be an integer >= 1, got %s", tostring(bsz)), 3)
+  end
   local fxname = ctx.fx
   if fxname == nil then
     error(string.format("log: self:log('%s') was called outside the trainer's hooks", name), 3)
