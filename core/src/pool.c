@@ -1,10 +1,17 @@
 /* pool.c — lutra's pool of compute threads (see lt_pool.h): a job is n parts claimed by the caller and the
- * workers; idle workers yield their core for a while, then sleep. */
+ * workers; idle workers yield their core for a while, then sleep.
+ *
+ * The caller waits for the job's parts, not for the workers: a worker that is asleep, or whose core another
+ * process holds, costs the caller nothing once the caller has run the parts itself (waiting for every
+ * worker to check in cost up to a scheduler slice on a busy 2-core machine: a 20 us add ran 110 us). A part
+ * is claimed by one compare-and-swap on a word that names the job, so a worker that wakes after its job
+ * ended claims nothing, and one that claims a part sees that job's fields. */
 #include "lt_pool.h"
 
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <time.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -30,10 +37,11 @@ static struct {
   pthread_mutex_t run_lock;   /* one job at a time; a second caller runs its job alone */
   pthread_mutex_t sleep_lock; /* sleeping workers wait on `wake` under this lock */
   pthread_cond_t wake;
-  atomic_uint gen;            /* job generation: a worker runs a job when it sees gen change */
+  atomic_uint gen;            /* job generation: a worker looks for parts when it sees gen change */
   atomic_int sleepers;
-  atomic_int pending;         /* workers that have not finished the current job */
-  atomic_int next;            /* the next part to claim */
+  _Atomic uint64_t claim;     /* job number << 32 | nparts << 16 | next part to claim */
+  atomic_int done;            /* parts of the current job finished */
+  uint32_t job;               /* the current job's number */
   int want;                   /* threads asked for (lt_pool_set_threads), including the caller */
   int nworkers;               /* workers running */
   int quit_from;              /* workers with index >= quit_from leave at the next job */
@@ -51,8 +59,26 @@ static long now_ns(void) {
   return ts.tv_sec * 1000000000L + ts.tv_nsec;
 }
 
-static void run_parts(void) {
-  for (int i; (i = atomic_fetch_add_explicit(&P.next, 1, memory_order_relaxed)) < P.nparts;) P.fn(P.arg, i, P.nparts);
+#define MAX_PARTS 0xffff
+
+/* Claims and runs parts of the current job until none is left; a worker copies the caller's MXCSR first. */
+static void run_parts(int is_worker) {
+  uint64_t w = atomic_load_explicit(&P.claim, memory_order_acquire);
+  for (;;) {
+    int n = (int)(w >> 16 & MAX_PARTS), i = (int)(w & MAX_PARTS);
+    if (i >= n) return;
+    if (!atomic_compare_exchange_weak_explicit(&P.claim, &w, w + 1, memory_order_acq_rel, memory_order_acquire))
+      continue; /* w now holds the current word */
+    /* the job cannot finish before this part does, so its fields stay as the claim word published them */
+#ifdef POOL_X86
+    if (is_worker && _mm_getcsr() != P.csr) _mm_setcsr(P.csr);
+#else
+    (void)is_worker;
+#endif
+    P.fn(P.arg, i, n);
+    atomic_fetch_add_explicit(&P.done, 1, memory_order_release);
+    w = atomic_load_explicit(&P.claim, memory_order_acquire);
+  }
 }
 
 static void *worker_main(void *arg) {
@@ -71,31 +97,30 @@ static void *worker_main(void *arg) {
       pthread_mutex_unlock(&P.sleep_lock);
     }
     seen = g;
-    if (me->index >= P.quit_from) {
-      atomic_fetch_sub_explicit(&P.pending, 1, memory_order_release);
-      return NULL;
-    }
-#ifdef POOL_X86
-    if (_mm_getcsr() != P.csr) _mm_setcsr(P.csr);
-#endif
-    run_parts();
-    atomic_fetch_sub_explicit(&P.pending, 1, memory_order_release);
+    if (me->index >= P.quit_from) return NULL;
+    run_parts(1);
   }
 }
 
-/* Publishes the job whose fields are set, wakes sleeping workers, and waits until every worker is done
- * after running parts itself. Called with run_lock held. */
-static void run_job(void) {
-  atomic_store_explicit(&P.pending, P.nworkers, memory_order_relaxed);
-  atomic_store_explicit(&P.next, 0, memory_order_relaxed);
+/* Wakes the workers to look at a new generation (a job, or the order to leave). */
+static void wake_workers(void) {
   atomic_fetch_add_explicit(&P.gen, 1, memory_order_release);
   if (atomic_load(&P.sleepers) > 0) {
     pthread_mutex_lock(&P.sleep_lock);
     pthread_cond_broadcast(&P.wake);
     pthread_mutex_unlock(&P.sleep_lock);
   }
-  run_parts();
-  for (int spins = 0; atomic_load_explicit(&P.pending, memory_order_acquire) > 0; spins++) {
+}
+
+/* Publishes the job whose fields are set, wakes the workers, runs parts itself and waits until every part is
+ * done. Called with run_lock held. */
+static void run_job(void) {
+  atomic_store_explicit(&P.done, 0, memory_order_relaxed);
+  P.job++;
+  atomic_store_explicit(&P.claim, (uint64_t)P.job << 32 | (uint64_t)P.nparts << 16, memory_order_release);
+  wake_workers();
+  run_parts(0);
+  for (int spins = 0; atomic_load_explicit(&P.done, memory_order_acquire) < P.nparts; spins++) {
 #ifdef POOL_X86
     if (spins < 256) { _mm_pause(); continue; }
 #endif
@@ -120,8 +145,7 @@ static void resize(void) {
   int n = P.want - 1;
   if (n < P.nworkers) {
     P.quit_from = n + 1;
-    P.nparts = 0;
-    run_job(); /* workers 1..n run an empty job; the others leave */
+    wake_workers(); /* workers n+1.. leave; the others find no part to claim */
     for (int i = n; i < P.nworkers; i++)
       if (P.w[i].running) {
         pthread_join(P.w[i].th, NULL);
@@ -155,7 +179,7 @@ void lt_pool_set_threads(int n) {
 int lt_pool_threads(void) { return P.want; }
 
 void lt_pool_run(lt_pool_fn fn, void *arg, int nparts) {
-  if (nparts <= 1 || P.want <= 1 || pthread_mutex_trylock(&P.run_lock) != 0) {
+  if (nparts <= 1 || nparts > MAX_PARTS || P.want <= 1 || pthread_mutex_trylock(&P.run_lock) != 0) {
     for (int i = 0; i < nparts; i++) fn(arg, i, nparts);
     return;
   }
