@@ -20,6 +20,8 @@ local ops = {
   { "sum", function(a) return a:sum() end },
   { "sum_dim", function(a) return a:sum(2) end },
   { "softmax", function(a) return a:softmax(2) end },
+  { "log_softmax", function(a) return a:log_softmax(2) end },
+  { "tanh", function(a) return a:tanh() end },
   { "add_bias_row", function(a, _, bias) return a + bias end },
 }
 local sizes = { {64, 16}, {256, 512}, {1024, 1024} }

@@ -12,6 +12,8 @@ ops = [
     ("sum", lambda a, b, bias: a.sum()),
     ("sum_dim", lambda a, b, bias: a.sum(1)),
     ("softmax", lambda a, b, bias: a.softmax(1)),
+    ("log_softmax", lambda a, b, bias: a.log_softmax(1)),
+    ("tanh", lambda a, b, bias: a.tanh()),
     ("add_bias_row", lambda a, b, bias: a + bias),
 ]
 for r, c in [(64, 16), (256, 512), (1024, 1024)]:

@@ -113,6 +113,39 @@ describe("threaded elementwise ops", function()
   end)
 end)
 
+describe("threaded sums along a dim", function()
+  local saved
+  before_each(function() saved = lt.get_num_threads() end)
+  after_each(function() lt.set_num_threads(saved) end)
+
+  it("sum and mean along each dim match one thread bitwise (split by output elements)", function()
+    threads_agree(function()
+      local out = {}
+      for _, shape in ipairs { { 301, 517 }, { 5, 77, 301 }, { 2, 70000 } } do
+        local x = lt.randn(unpack(shape))
+        for d = 1, #shape do
+          out[#out + 1] = x:sum(d)
+          out[#out + 1] = x:mean(d, true)
+        end
+      end
+      out[#out + 1] = lt.randn(301, 517):sum() -- all elements: one thread, one order
+      return out
+    end)
+  end)
+
+  it("a split sum equals the sum of the same rows taken one at a time", function()
+    lt.set_num_threads(2)
+    local x = lt.randn(1000, 257)
+    local s = x:sum(1):tolist()
+    local s2 = x:sum(2):tolist()
+    local xt = x:t():contiguous()
+    for _, k in ipairs { 1, 17, 128, 257 } do
+      assert.is_true(math.abs(s[k] - xt[k]:sum():item()) < 1e-3)
+    end
+    for _, r in ipairs { 1, 333, 1000 } do assert.equals(x[r]:sum():item(), s2[r]) end
+  end)
+end)
+
 describe("threaded softmax", function()
   local saved
   before_each(function() saved = lt.get_num_threads() end)

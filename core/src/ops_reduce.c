@@ -1,5 +1,8 @@
 /* ops_reduce.c — sum, mean, max, min (all elements or along a dim, keepdim), argmax, and sum_to
- * (the reverse of broadcasting, used by every broadcasting op's backward). */
+ * (the reverse of broadcasting, used by every broadcasting op's backward). A large sum or mean along a dim is
+ * split by output elements on lutra's pool: each output is summed in the same order whatever the split, so
+ * results do not depend on the thread count. A sum of all elements stays on one thread (a split would change
+ * its order). */
 #include <float.h>
 #include <math.h>
 #include <string.h>
@@ -7,6 +10,7 @@
 #include "lt_errors.h"
 #include "lt_iter.h"
 #include "lt_ops.h"
+#include "lt_pool.h"
 #include "lt_simd.h"
 
 static const char *const red_names[] = { "sum", "mean", "max", "min" };
@@ -79,27 +83,50 @@ static int check_reduce(lt_ctx *c, const char *name, const lt_tensor *a, int dim
   return LT_OK;
 }
 
-/* Computes values (and 0-based indices for max/min) along dim of a contiguous float tensor. */
-LT_VECTOR_FN static void reduce_f32(lt_redop op, const float *x, int64_t outer, int64_t n, int64_t inner, float *out,
-                       int64_t *idx) {
-  if (op == LT_RSUM || op == LT_RMEAN) {
-    if (inner == 1) {
-      for (int64_t o = 0; o < outer; o++) {
-        double s = lt_sum_f32(x + o * n, n);
-        out[o] = (float)(op == LT_RMEAN ? s / (double)n : s);
-      }
-    } else {
-      for (int64_t o = 0; o < outer; o++) {
-        float *acc = out + o * inner;
-        memset(acc, 0, sizeof(float) * (size_t)inner);
-        for (int64_t j = 0; j < n; j++) {
-          const float *row = x + (o * n + j) * inner;
-          for (int64_t k = 0; k < inner; k++) acc[k] += row[k];
-        }
-        if (op == LT_RMEAN)
-          for (int64_t k = 0; k < inner; k++) acc[k] /= (float)n;
-      }
+/* Sums (means) along the dim for outputs [lo, hi) of the outer*inner outputs of a contiguous float tensor. */
+LT_VECTOR_FN static void sum_range(const float *x, int64_t n, int64_t inner, int mean, float *out, int64_t lo,
+                                   int64_t hi) {
+  if (inner == 1) {
+    for (int64_t o = lo; o < hi; o++) {
+      double s = lt_sum_f32(x + o * n, n);
+      out[o] = (float)(mean ? s / (double)n : s);
     }
+    return;
+  }
+  for (int64_t u = lo; u < hi;) {
+    int64_t o = u / inner, k0 = u % inner, m = inner - k0 < hi - u ? inner - k0 : hi - u;
+    float *acc = out + u;
+    memset(acc, 0, sizeof(float) * (size_t)m);
+    for (int64_t j = 0; j < n; j++) {
+      const float *row = x + (o * n + j) * inner + k0;
+      for (int64_t k = 0; k < m; k++) acc[k] += row[k];
+    }
+    if (mean)
+      for (int64_t k = 0; k < m; k++) acc[k] /= (float)n;
+    u += m;
+  }
+}
+
+typedef struct sum_job { const float *x; float *out; int64_t units, n, inner; int mean; } sum_job;
+
+static void sum_part(void *arg, int i, int nparts) {
+  const sum_job *j = arg;
+  int64_t lo, hi;
+  lt_pool_range(j->units, i, nparts, 16, &lo, &hi);
+  if (lo < hi) sum_range(j->x, j->n, j->inner, j->mean, j->out, lo, hi);
+}
+
+/* As elementwise kernels (ops_elementwise.c EW_PAR_MIN): one add per element, a split pays from ~64K. */
+#define SUM_PAR_MIN (INT64_C(1) << 16)
+
+/* Computes values (and 0-based indices for max/min) along dim of a contiguous float tensor. */
+LT_VECTOR_FN static void reduce_f32(lt_ctx *c, lt_redop op, const float *x, int64_t outer, int64_t n, int64_t inner,
+                                    float *out, int64_t *idx) {
+  if (op == LT_RSUM || op == LT_RMEAN) {
+    sum_job j = { x, out, outer * inner, n, inner, op == LT_RMEAN };
+    int parts = lt_pool_parts(c->num_threads, j.units * n, SUM_PAR_MIN);
+    if (parts > 1 && j.units >= 2 * 16) lt_pool_run(sum_part, &j, parts);
+    else sum_range(x, n, inner, j.mean, out, 0, j.units);
     return;
   }
   int is_max = op == LT_RMAX;
@@ -160,7 +187,7 @@ static int reduce_impl(lt_ctx *c, lt_redop op, lt_tensor *a, int dim, int keepdi
   }
   if (as_float) {
     if (n == 0) memset(lt_f32(out), 0, sizeof(float) * (size_t)(outer * inner));
-    else reduce_f32(op, lt_f32(x), outer, n, inner, lt_f32(out), idx ? lt_i64(idx) : NULL);
+    else reduce_f32(c, op, lt_f32(x), outer, n, inner, lt_f32(out), idx ? lt_i64(idx) : NULL);
     if (n == 0 && op == LT_RMEAN) lt_op_fill_(c, out, NAN);
   } else {
     if (n == 0) memset(lt_i64(out), 0, sizeof(int64_t) * (size_t)(outer * inner));
