@@ -46,6 +46,7 @@ static void init_hook_targets(void) {
     LT_HOOK_ON_VALIDATION_MODEL_TRAIN, LT_HOOK_ON_TEST_MODEL_EVAL, LT_HOOK_ON_TEST_MODEL_TRAIN,
     LT_HOOK_ON_PREDICT_MODEL_EVAL, LT_HOOK_ON_PREDICT_MODEL_TRAIN, LT_HOOK_OPTIMIZER_ZERO_GRAD, LT_HOOK_BACKWARD,
     LT_HOOK_CONFIGURE_GRADIENT_CLIPPING, LT_HOOK_OPTIMIZER_STEP, LT_HOOK_LR_SCHEDULER_STEP,
+    LT_HOOK_TOGGLE_OPTIMIZER, LT_HOOK_UNTOGGLE_OPTIMIZER,
   };
   for (size_t i = 0; i < sizeof model_only / sizeof *model_only; i++) hook_targets[model_only[i]] = TG_MODEL;
   hook_targets[LT_HOOK_ON_SANITY_CHECK_START] = TG_CB;
@@ -55,7 +56,8 @@ static void init_hook_targets(void) {
     LT_HOOK_TRAINING_EPOCH_END, LT_HOOK_ON_TRAIN_EPOCH_END, LT_HOOK_VALIDATION_EPOCH_END, LT_HOOK_TEST_EPOCH_END,
     LT_HOOK_ON_PREDICT_EPOCH_END, LT_HOOK_LR_SCHEDULER_STEP, LT_HOOK_ON_VALIDATION_MODEL_EVAL,
     LT_HOOK_ON_VALIDATION_MODEL_TRAIN, LT_HOOK_ON_TEST_MODEL_EVAL, LT_HOOK_ON_TEST_MODEL_TRAIN,
-    LT_HOOK_ON_PREDICT_MODEL_EVAL, LT_HOOK_ON_PREDICT_MODEL_TRAIN,
+    LT_HOOK_ON_PREDICT_MODEL_EVAL, LT_HOOK_ON_PREDICT_MODEL_TRAIN, LT_HOOK_TOGGLE_OPTIMIZER,
+    LT_HOOK_UNTOGGLE_OPTIMIZER,
   };
   for (size_t i = 0; i < sizeof lua_side / sizeof *lua_side; i++) hook_targets[lua_side[i]] |= TG_LUA;
 }
@@ -928,6 +930,18 @@ static int l_set_cfg(lua_State *L) {
   if (has_eval) read_int_list(L, 2, "num_eval_batches", c->num_eval_batches, &c->n_eval_loaders);
   c->accumulate_grad_batches = opt_int(L, 2, "accumulate_grad_batches", c->accumulate_grad_batches);
   c->n_optimizers = (int)opt_int(L, 2, "n_optimizers", c->n_optimizers);
+  lua_getfield(L, 2, "frequencies"); /* {k1, k2, ...} one per optimizer, or {} (every optimizer, every batch) */
+  if (lua_istable(L, -1)) {
+    int m = (int)lua_objlen(L, -1);
+    if (m > LT_MAX_OPTIMIZERS) return luaL_error(L, "fit: at most %d optimizer frequencies", LT_MAX_OPTIMIZERS);
+    for (int i = 0; i < m; i++) {
+      lua_rawgeti(L, -1, i + 1);
+      c->frequencies[i] = (int)lua_tointeger(L, -1);
+      lua_pop(L, 1);
+    }
+    c->n_frequencies = m;
+  }
+  lua_pop(L, 1);
   c->automatic_optimization = (int)opt_int(L, 2, "automatic_optimization", c->automatic_optimization);
   c->tbptt_steps = (int)opt_int(L, 2, "tbptt_steps", c->tbptt_steps);
   lua_getfield(L, 2, "gradient_clip_val");

@@ -123,14 +123,33 @@ static int should_check_val(const lt_loops *lp) {
   return (E->batch_idx + 1) % cfg->val_check_batch == 0;
 }
 
+/* Lightning's _get_active_optimizers: with optimizer frequencies, the one optimizer active at batch
+ * `batch_idx` (batches cycle through optimizer 0 for frequencies[0] batches, then 1, ...); -1: all are. */
+static int active_optimizer(const lt_loops *lp, int64_t batch_idx) {
+  const lt_loop_cfg *cfg = &lp->cfg;
+  if (cfg->n_frequencies <= 0) return -1;
+  int64_t cycle = 0;
+  for (int i = 0; i < cfg->n_frequencies; i++) cycle += cfg->frequencies[i];
+  int64_t place = cycle > 0 ? batch_idx % cycle : 0;
+  for (int i = 0; i < cfg->n_frequencies; i++) {
+    if (place < cfg->frequencies[i]) return i;
+    place -= cfg->frequencies[i];
+  }
+  return cfg->n_frequencies - 1;
+}
+
 /* Lightning's update_lr_schedulers / _update_learning_rates. */
 static int update_lr_schedulers(lt_loops *lp, int interval, int plateau) {
   lt_train_epoch_loop *E = &lp->fit_loop.epoch_loop;
   if (interval == LT_INTERVAL_STEP && lt__should_accumulate(lp)) return LT_OK;
   if (!lp->cfg.automatic_optimization) return LT_OK;
+  /* only the schedulers of the active optimizer; Lightning picks it here by the batch count over all
+   * epochs (total_batch_idx), while the optimizer loop uses the batch index within the epoch */
+  int active = active_optimizer(lp, E->batch_progress.total.ready - 1);
   for (int i = 0; i < lp->cfg.n_schedulers; i++) {
     const lt_sched_cfg *s = &lp->cfg.sched[i];
     if (plateau != s->plateau || s->interval != interval) continue;
+    if (active >= 0 && s->opt_idx != active) continue;
     int64_t idx = (interval == LT_INTERVAL_STEP ? E->batch_idx : lt_loops_current_epoch(lp)) + 1;
     int64_t freq = s->frequency > 0 ? s->frequency : 1;
     if (idx % freq != 0) continue;
@@ -244,19 +263,34 @@ static int run_optimization(lt_loops *lp) {
   return LT_OK;
 }
 
+/* With several optimizers, the model's toggle_optimizer(optimizer, idx) runs before each one's optimization
+ * and untoggle_optimizer(idx) after (the host's default: only that optimizer's parameters require grad). */
+static int run_toggled(lt_loops *lp, int idx) {
+  if (lp->cfg.n_optimizers <= 1) return run_optimization(lp);
+  lt_hook_args a = lt__args(lp);
+  a.optimizer_idx = idx;
+  LT_TRY(lt__call(lp, LT_HOOK_TOGGLE_OPTIMIZER, &a));
+  LT_TRY(run_optimization(lp));
+  a = lt__args(lp);
+  a.optimizer_idx = idx;
+  return lt__call(lp, LT_HOOK_UNTOGGLE_OPTIMIZER, &a);
+}
+
 static int optimizer_loop_run(lt_loops *lp) {
   lt_optimizer_loop *O = &lp->fit_loop.epoch_loop.batch_loop.optimizer_loop;
   if (lp->custom[LT_SLOT_OPTIMIZER]) return lt__run_custom(lp, LT_SLOT_OPTIMIZER);
+  int active = active_optimizer(lp, lp->fit_loop.epoch_loop.batch_idx);
+  int first = active >= 0 ? active : 0, end = active >= 0 ? active + 1 : lp->cfg.n_optimizers;
   if (O->restarting) {
     lt_progress_reset_on_restart(&O->step);
     lt_progress_reset_on_restart(&O->zero_grad);
   } else {
-    O->position = 0;
+    O->position = first;
   }
-  if (O->position >= lp->cfg.n_optimizers) O->position = 0;
+  if (O->position < first || O->position >= end) O->position = first;
   O->phase = LT_PHASE_RUNNING;
-  while (O->position < lp->cfg.n_optimizers) {
-    LT_TRY(run_optimization(lp));
+  while (O->position < end) {
+    LT_TRY(run_toggled(lp, O->position));
     O->position++;
     O->restarting = 0;
   }

@@ -51,6 +51,7 @@
   X(ON_BEFORE_OPTIMIZER_STEP, "on_before_optimizer_step")                                                     \
   X(CONFIGURE_GRADIENT_CLIPPING, "configure_gradient_clipping") X(OPTIMIZER_STEP, "optimizer_step")           \
   X(LR_SCHEDULER_STEP, "lr_scheduler_step")                                                                   \
+  X(TOGGLE_OPTIMIZER, "toggle_optimizer") X(UNTOGGLE_OPTIMIZER, "untoggle_optimizer")                         \
   X(ON_SAVE_CHECKPOINT, "on_save_checkpoint") X(ON_LOAD_CHECKPOINT, "on_load_checkpoint")                     \
   X(ON_EXCEPTION, "on_exception")
 
@@ -115,7 +116,8 @@ typedef struct lt_host {
    * The core calls it at each training epoch start; the host also calls it when a run starts. */
   int (*refresh)(void *ud, struct lt_loops *lp, int epoch_start);
   /* Calls hook h on every target that defines it, in dispatch order. The hooks with a default that
-   * the host implements (on_X_model_eval/train, lr_scheduler_step) are called even when not defined. */
+   * the host implements (on_X_model_eval/train, lr_scheduler_step, toggle/untoggle_optimizer) are called
+   * even when not defined. */
   int (*call)(void *ud, lt_hook h, lt_hook_args *a);
   /* Starts a pass over loader dl of the kind; the next data_next yields its first batch. */
   int (*data_start)(void *ud, lt_kind kind, int64_t dl);

@@ -159,6 +159,10 @@ typedef struct lt_loop_cfg {
   int64_t num_eval_batches[LT_MAX_LOADERS];
   int64_t accumulate_grad_batches;
   int n_optimizers;
+  /* Lightning's optimizer frequencies ({optimizer = o, frequency = k} entries): when n_frequencies > 0,
+   * one optimizer is active per batch, optimizer i for frequencies[i] consecutive batches in turn. */
+  int n_frequencies;
+  int frequencies[LT_MAX_OPTIMIZERS];
   int automatic_optimization;
   int tbptt_steps;                /* 0: off */
   double gradient_clip_val;       /* 0: off */

@@ -431,6 +431,16 @@ local function process_output(self, raw)
   return out
 end
 
+-- With optimizer frequencies, the optimizer (1-based) that batch `batch_idx` of the epoch trains (the C loop's
+-- active_optimizer: optimizer 1 for freqs[1] batches, then 2, ..., in a cycle).
+local function active_optimizer(freqs, batch_idx)
+  local cycle = 0
+  for _, f in ipairs(freqs) do cycle = cycle + f end
+  local place, k = batch_idx % cycle, 1
+  while place >= freqs[k] do place, k = place - freqs[k], k + 1 end
+  return k
+end
+
 local function batch_output(self)
   local env = self._env
   local raw = env.R[2]
@@ -438,6 +448,13 @@ local function batch_output(self)
   local nsplit = env.num_splits or 1
   if nopt <= 1 and nsplit == 1 then return process_output(self, raw[1]) end
   local out = {}
+  if self._automatic and #(self.optimizer_frequencies or {}) > 0 then
+    -- one optimizer ran (Lightning drops the others' empty places): a list of its output per split
+    local k = active_optimizer(self.optimizer_frequencies, self._lp:get("batch_idx"))
+    for s = 1, nsplit do out[s] = process_output(self, raw[(s - 1) * nopt + k]) end
+    if nsplit == 1 then return { out[1] } end
+    return { out }
+  end
   if nsplit == 1 then
     for k = 1, nopt do out[k] = process_output(self, raw[k]) end
   elseif nopt <= 1 then
@@ -673,6 +690,10 @@ function Trainer:_lua_hook(name, batch_idx, dl, opt_idx, sched_idx)
       end)
       if not res[1] then error(hook_error("lr_scheduler_step", nil, res[2]), 0) end
     end
+  elseif name == "toggle_optimizer" then
+    self:_call_model_hook(name, self.optimizers[opt_idx + 1], opt_idx)
+  elseif name == "untoggle_optimizer" then
+    self:_call_model_hook(name, opt_idx)
   elseif name:match("_model_eval$") or name:match("_model_train$") then
     if type(model[name]) == "function" then
       self:_call_model_hook(name)
@@ -946,6 +967,7 @@ local function cfg_for(self, extra)
     check_val_every_n_epoch = self.check_val_every_n_epoch, enable_validation = self.enable_validation and 1 or 0,
     num_val_batches = self.num_val_batches, num_sanity_val_batches = self.num_sanity_val_batches,
     accumulate_grad_batches = self.accumulate_grad_batches, n_optimizers = math.max(1, #self.optimizers),
+    frequencies = self.optimizer_frequencies or {},
     automatic_optimization = self._automatic and 1 or 0, tbptt_steps = self._tbptt or 0,
     gradient_clip_val = self.gradient_clip_val or 0,
     gradient_clip_algorithm = self.gradient_clip_algorithm == "value" and 1 or 0,
@@ -1119,9 +1141,9 @@ local function start_fit(run)
     call_both(self, "setup", "fit")
     -- configure_optimizers
     local ret = self:_call_model_hook("configure_optimizers")
-    local okp, opts, scheds = pcall(modelmod.parse_optimizers, ret)
+    local okp, opts, scheds, freqs = pcall(modelmod.parse_optimizers, ret)
     if not okp then error(opts, 0) end
-    self.optimizers, self.lr_scheduler_configs = opts, scheds
+    self.optimizers, self.lr_scheduler_configs, self.optimizer_frequencies = opts, scheds, freqs
     self._wrapped = nil
     self._lp:set_optimizers(opts)
     self._lp:set_cfg(cfg_for(self))

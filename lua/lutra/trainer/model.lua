@@ -2,7 +2,8 @@
 --
 -- A model is a plain table, maybe with a metatable (a class). While a trainer uses it, the model answers
 -- self.trainer, self.current_epoch, self.global_step, self:log(...), self:log_dict(...),
--- self:optimizers(), self:lr_schedulers(), self:manual_backward(loss), self.automatic_optimization (true
+-- self:optimizers(), self:lr_schedulers(), self:manual_backward(loss), self:toggle_optimizer(opt, idx),
+-- self:untoggle_optimizer(idx), self.automatic_optimization (true
 -- unless set) and self.truncated_bptt_steps (0 unless set) through a metatable whose __index asks the
 -- user's own metatable first (a copy of it, with __metatable set so getmetatable(model) still returns the
 -- user's). Fields the user sets on the table always win: nothing is written into the model table.
@@ -55,6 +56,51 @@ function methods.lr_schedulers(self)
   if #list == 0 then return nil end
   if #list == 1 then return list[1] end
   return list
+end
+
+-- Lightning's toggle_optimizer / untoggle_optimizer. The trainer calls them around each optimizer's
+-- closure when there are several (automatic optimization); a model may override them, or call them itself
+-- under manual optimization. toggle: only the parameters of `optimizer` require grad (a GAN's generator
+-- step computes no gradients for the discriminator), remembering every parameter's state; untoggle: the
+-- parameters of the other optimizers get their state back.
+local function each_param(opt, fn)
+  local ok, groups = pcall(function() return opt.param_groups end)
+  if not ok or type(groups) ~= "table" then return end
+  for _, g in ipairs(groups) do
+    for _, p in ipairs(g.params or {}) do fn(p) end
+  end
+end
+
+local toggled = setmetatable({}, { __mode = "k" }) -- model -> {param -> requires_grad before toggling}
+
+function methods.toggle_optimizer(self, optimizer, _optimizer_idx)
+  local t = trainer_of(self, "toggle_optimizer")
+  if optimizer == nil then error("toggle_optimizer: expected an optimizer, got nil", 2) end
+  local state = {}
+  for _, opt in ipairs(t.optimizers or {}) do
+    each_param(opt, function(p)
+      if state[p] == nil then
+        state[p] = p:requires_grad()
+        p:requires_grad(false)
+      end
+    end)
+  end
+  -- self:optimizers() hands out wrappers ({optimizer = opt, _idx = i}); the trainer passes the optimizer
+  local raw = type(optimizer) == "table" and rawget(optimizer, "_idx") ~= nil and optimizer.optimizer or optimizer
+  each_param(raw, function(p) if state[p] ~= nil then p:requires_grad(state[p]) end end)
+  toggled[self] = state
+end
+
+function methods.untoggle_optimizer(self, optimizer_idx)
+  local t = trainer_of(self, "untoggle_optimizer")
+  local state = toggled[self]
+  if not state then return end
+  for i, opt in ipairs(t.optimizers or {}) do
+    if i - 1 ~= optimizer_idx then
+      each_param(opt, function(p) if state[p] ~= nil then p:requires_grad(state[p]) end end)
+    end
+  end
+  toggled[self] = nil
 end
 
 function methods.manual_backward(self, loss)
@@ -180,9 +226,22 @@ local function sched_config(s, monitor, where)
   return c
 end
 
---- Reads configure_optimizers' return value: optimizers list and scheduler configs.
+local OPT_KEYS = { optimizer = true, lr_scheduler = true, frequency = true, monitor = true }
+
+local function check_opt_keys(d, where)
+  for k in pairs(d) do
+    if not OPT_KEYS[k] then
+      error(string.format("configure_optimizers: unknown key '%s' in the optimizer config%s (expected optimizer, " ..
+        "lr_scheduler, frequency, monitor)", tostring(k), where), 0)
+    end
+  end
+end
+
+--- Reads configure_optimizers' return value: optimizers list, scheduler configs and the optimizers'
+--- frequencies (a list of {optimizer = ..., frequency = k}: one optimizer per batch, k batches each in turn;
+--- empty when none is given).
 function M.parse_optimizers(ret)
-  local opts, scheds = {}, {}
+  local opts, scheds, freqs = {}, {}, {}
   if ret == nil then error("configure_optimizers returned nil: " .. EXPECTED, 0) end
   if is_optimizer(ret) then
     opts[1] = ret
@@ -190,6 +249,7 @@ function M.parse_optimizers(ret)
     if not is_optimizer(ret.optimizer) then
       error("configure_optimizers: the 'optimizer' field is not an optimizer (" .. EXPECTED .. ")", 0)
     end
+    check_opt_keys(ret, "")
     opts[1] = ret.optimizer
     if ret.lr_scheduler ~= nil then scheds[1] = sched_config(ret.lr_scheduler, ret.monitor, "") end
   elseif type(ret) == "table" and #ret == 2 and type(ret[1]) == "table" and not is_optimizer(ret[1])
@@ -208,7 +268,16 @@ function M.parse_optimizers(ret)
         if not is_optimizer(o.optimizer) then
           error(string.format("configure_optimizers: element %d's 'optimizer' is not an optimizer", i), 0)
         end
+        check_opt_keys(o, string.format(" (element %d)", i))
         opts[#opts + 1] = o.optimizer
+        if o.frequency ~= nil then
+          local f = o.frequency
+          if type(f) ~= "number" or f < 1 or f ~= math.floor(f) then
+            error(string.format("configure_optimizers: element %d's frequency must be a positive integer, got %s", i,
+              tostring(f)), 0)
+          end
+          freqs[#opts] = f
+        end
         if o.lr_scheduler ~= nil then
           local c = sched_config(o.lr_scheduler, o.monitor, string.format(" (element %d)", i))
           c.opt_idx = #opts - 1
@@ -222,13 +291,19 @@ function M.parse_optimizers(ret)
     error("configure_optimizers returned a " .. type(ret) .. " that is not an optimizer: " .. EXPECTED, 0)
   end
   if #opts == 0 then error("configure_optimizers returned no optimizer: " .. EXPECTED, 0) end
+  local nf = 0
+  for _ in pairs(freqs) do nf = nf + 1 end
+  if nf > 0 and nf ~= #opts then
+    error(string.format("configure_optimizers: a frequency must be given to each optimizer (%d of %d have one)", nf,
+      #opts), 0)
+  end
   for _, c in ipairs(scheds) do
     if c.opt_idx == nil then
       c.opt_idx = 0
       for i, o in ipairs(opts) do if rawequal(o, c.scheduler.optimizer) then c.opt_idx = i - 1 end end
     end
   end
-  return opts, scheds
+  return opts, scheds, freqs
 end
 
 return M
