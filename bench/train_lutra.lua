@@ -162,7 +162,7 @@ if o.mode == "speed" or o.mode == "perf" then
   local pid = ffi.C.getpid()
   if o.mode == "perf" then
     local secs = tonumber(o.perf)
-    os.execute(string.format("perf record -q -g -e cpu-clock -F 2000 -p %d -o %s -- sleep %g >/dev/null 2>&1 &", pid,
+    os.execute(string.format("perf record -q ${PERF_CG:--g} -e cpu-clock -F 2000 -p %d -o %s -- sleep %g >/dev/null 2>&1 &", pid,
       o.out, secs))
     local t_end = now() + secs + 0.5
     steps = 0
