@@ -466,6 +466,19 @@ mpi_describe("Trainer{strategy='ddp'} under mpirun", function()
     assert.are.equal(0, max_weight_diff(b0.weights, b1.weights)) -- the same update on every rank, bit for bit
   end)
 
+  it("accumulating gradients reduces once per optimizer step, with the weights of one rank", function()
+    local one = mpirun(1, "train.lua", { "accum", "32" })
+    assert(one.code == 0, one.out .. one.err)
+    local two = mpirun(2, "train.lua", { "accum", "16" })
+    assert(two.code == 0, two.out .. two.err)
+    local a, b0, b1 = result(one, "accum", 0), result(two, "accum", 0), result(two, "accum", 1)
+    assert.are.equal(16, b0.steps_seen) -- 2 epochs x 8 micro-batches of 2 x 16 of the 256 samples
+    assert.are.equal(8, b0.global_step)
+    assert.are.equal(8, b0.reductions) -- one all-reduce per step, not per micro-batch (DDP's no_sync)
+    assert.is_true(max_weight_diff(a.weights, b0.weights) < 1e-5)
+    assert.are.equal(0, max_weight_diff(b0.weights, b1.weights))
+  end)
+
   it("logs once (rank 0's logger only) and reduces sync_dist values across ranks", function()
     local run = mpirun(2, "train.lua", { "log", "32" })
     assert(run.code == 0, run.out .. run.err)

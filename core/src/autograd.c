@@ -187,7 +187,7 @@ int lt_backward(lt_ctx *c, lt_tensor *root, lt_tensor *grad) {
   c->grad_enabled = 0;
   int rc = LT_OK;
   node_vec all = { 0 }, stack = { 0 }, ready = { 0 };
-  const lt_grad_hook *hook = c->grad_hook;
+  const lt_grad_hook *hook = c->grad_sync_off ? NULL : c->grad_hook;
   leaf_tab leaves = { 0 };
 
   /* 1. find every node reachable from the root and count its consumers */

@@ -220,15 +220,20 @@ int lt_loops_closure(lt_loops *lp, int wrapped, int *has_loss) {
     if (!lp->closure_loss) return LT_ERR;
     a.loss = lp->closure_loss;
     LT_TRY(lt__call_if(lp, LT_HOOK_ON_BEFORE_BACKWARD, &a));
+    /* a micro-batch that does not step keeps its gradients local (no data-parallel sync) */
+    lp->c->grad_sync_off = lt__should_accumulate(lp);
+    int rc;
     if (lp->defined[LT_HOOK_BACKWARD]) {
-      LT_TRY(lt__call(lp, LT_HOOK_BACKWARD, &a));
+      rc = lt__call(lp, LT_HOOK_BACKWARD, &a);
     } else {
       int was = lp->c->grad_enabled;
       lp->c->grad_enabled = 1;
-      int rc = lt_backward(lp->c, lp->closure_loss, NULL);
+      rc = lt_backward(lp->c, lp->closure_loss, NULL);
       lp->c->grad_enabled = was;
-      if (rc) return lt_fail_prefix(lp->c, "training_step's loss");
+      if (rc) rc = lt_fail_prefix(lp->c, "training_step's loss");
     }
+    lp->c->grad_sync_off = 0;
+    LT_TRY(rc);
     LT_TRY(lt__call_if(lp, LT_HOOK_ON_AFTER_BACKWARD, &a));
   }
   if (wrapped) { /* the precision plugin's _after_closure */

@@ -31,6 +31,9 @@ typedef struct lt_ctx {
   int num_threads;         /* the one thread policy (lt.set_num_threads) */
   int flush_denormal;      /* FTZ/DAZ on lutra's compute threads */
   const lt_grad_hook *grad_hook; /* data-parallel gradient reduction during backward (NULL: none) */
+  int grad_sync_off;       /* backward skips grad_hook: the loops set it for the micro-batches of an
+                              accumulation window that do not step (PyTorch DDP's no_sync): gradients
+                              accumulate locally and the stepping backward reduces their sum once */
 } lt_ctx;
 
 void lt_ctx_init(lt_ctx *c);

@@ -25,8 +25,8 @@
 --     backward runs: the reducer is attached to lutra's autograd, a bucket goes out (MPI_Iallreduce) as soon as
 --     all its gradients are final, and backward() returns with the mean on every rank; the gradients then
 --     live in the buckets (no copies after the first step). on_after_backward, clipping and the optimizer
---     step see the mean. With accumulate_grad_batches = N every backward is averaged (N all-reduces per step:
---     the same result, more traffic);
+--     step see the mean. With accumulate_grad_batches = N the micro-batches that do not step keep their
+--     gradients local (DDP's no_sync) and the stepping one reduces their sum: one all-reduce per step;
 --   * only rank 0 prints (progress bar, summary), logs (loggers exist on rank 0 only) and writes checkpoint
 --     files; after a finished fit every rank's ModelCheckpoint has rank 0's best/last paths;
 --   * self:log(name, v, {sync_dist = true}) reduces at log time (every rank must log it alike): the step value

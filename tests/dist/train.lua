@@ -85,6 +85,16 @@ if mode == "equiv" then
   write(trainer.global_rank, { weights = weights(m), world_size = trainer.world_size, global_rank = trainer.global_rank,
     is_global_zero = trainer.is_global_zero, strategy = trainer.strategy, global_step = trainer.global_step,
     batches = #loader, steps_seen = m.steps_seen })
+elseif mode == "accum" then -- accumulate_grad_batches = 2: gradients reduced once per optimizer step
+  local m = new_model(10)
+  local loader = lt.data.DataLoader(ds, { batch_size = bs, shuffle = true, seed = 5 })
+  local reductions
+  local count = { on_train_end = function(_, t) reductions = t._ddp and t._ddp.reducer:stats().steps or 0 end }
+  local trainer = lt.Trainer { max_epochs = 2, logger = false, enable_checkpointing = false, enable_progress_bar = false,
+    enable_model_summary = false, accumulate_grad_batches = 2, callbacks = { count } }
+  trainer:fit(m, loader)
+  write(trainer.global_rank, { weights = weights(m), global_step = trainer.global_step, steps_seen = m.steps_seen,
+    reductions = reductions })
 elseif mode == "log" then
   local m = new_model(10)
   local loader = lt.data.DataLoader(ds, { batch_size = bs, shuffle = true, seed = 5 })
