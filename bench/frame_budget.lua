@@ -73,20 +73,28 @@ run.overrun = o.overrun == "1"
 -- warm-up: the run's start (configure_optimizers, on_fit_start ...) and the first batches, outside the count
 run:advance { batches = 5 }
 
+-- FRAMES frames of frame(f), each followed (pace=1) by a sleep until the next 1/60 s tick, as a game's loop
+local frame_dt = 1 / 60
+local function frames(frame)
+  local next_frame = now()
+  for f = 1, FRAMES do
+    frame(f)
+    if o.pace == "1" then
+      next_frame = next_frame + frame_dt
+      sleep(next_frame - now())
+    end
+  end
+end
+
 local wall, cput, nb = {}, {}, {}
-local frame_dt, next_frame = 1 / 60, now()
 local step0 = trainer.global_step
-for f = 1, FRAMES do
+frames(function(f)
   local s0 = trainer.global_step
   local c0, t0 = cpu(), now()
   run:advance { seconds = BUDGET }
   local t1, c1 = now(), cpu()
   wall[f], cput[f], nb[f] = (t1 - t0) * 1e3, (c1 - c0) * 1e3, trainer.global_step - s0
-  if o.pace == "1" then
-    next_frame = next_frame + frame_dt
-    sleep(next_frame - now())
-  end
-end
+end)
 local steps = trainer.global_step - step0
 
 -- the floor: the same frames with one plain step each (forward, backward, SGD; no Trainer, no budget). Its
@@ -95,8 +103,7 @@ local floor = {}
 if o.floor == "1" then
   local opt = lt.optim.SGD(lt.nn.parameters(model), { lr = 0.05, momentum = 0.9 })
   local it = loader:iter()
-  next_frame = now()
-  for f = 1, FRAMES do
+  frames(function(f)
     local b = it()
     if not b then it = loader:iter(); b = it() end
     local t0 = now()
@@ -105,11 +112,7 @@ if o.floor == "1" then
     loss:backward()
     opt:step()
     floor[f] = (now() - t0) * 1e3
-    if o.pace == "1" then
-      next_frame = next_frame + frame_dt
-      sleep(next_frame - now())
-    end
-  end
+  end)
 end
 
 local function pct(t, p)
@@ -132,16 +135,11 @@ if o.floor == "1" then
     sleep(frame_dt)
   end
   n = math.max(1000, math.floor(n * target / pct(tries, .5)))
-  next_frame = now()
-  for f = 1, FRAMES do
+  frames(function(f)
     local t0 = now()
     work(n)
     alu[f] = (now() - t0) * 1e3
-    if o.pace == "1" then
-      next_frame = next_frame + frame_dt
-      sleep(next_frame - now())
-    end
-  end
+  end)
 end
 local batch_ms = 0
 for f = 1, FRAMES do batch_ms = batch_ms + cput[f] end

@@ -5,15 +5,7 @@ local lt = require "lutra"
 
 -- n batches of {x [2 x 1], y [2 x 1]}; a plain Lua loader (a table with len() and iter())
 local function loader(n)
-  local batches = {}
-  for i = 1, n do batches[i] = { lt.full({ 2, 1 }, i), lt.full({ 2, 1 }, 2 * i) } end
-  return {
-    len = function() return n end,
-    iter = function()
-      local i = 0
-      return function() i = i + 1; return batches[i] end
-    end,
-  }
+  return require("helpers.loader").make(n, function(i) return { lt.full({ 2, 1 }, i), lt.full({ 2, 1 }, 2 * i) } end)
 end
 
 local CALLBACK_HOOKS = {

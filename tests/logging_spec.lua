@@ -5,15 +5,7 @@ local lt = require "lutra"
 
 local function loader(n, bs)
   bs = bs or 2
-  local batches = {}
-  for i = 1, n do batches[i] = { lt.full({ bs, 1 }, i), lt.full({ bs, 1 }, 2 * i), id = i } end
-  return {
-    len = function() return n end,
-    iter = function()
-      local i = 0
-      return function() i = i + 1; return batches[i] end
-    end,
-  }
+  return require("helpers.loader").make(n, function(i) return { lt.full({ bs, 1 }, i), lt.full({ bs, 1 }, 2 * i), id = i } end)
 end
 
 -- a logger recording rows

@@ -6,15 +6,7 @@ local lt = require "lutra"
 local nn, F = lt.nn, lt.F
 
 local function loader(n)
-  local batches = {}
-  for i = 1, n do batches[i] = { lt.randn(4, 3), lt.randn(4, 1) } end
-  return {
-    len = function() return n end,
-    iter = function()
-      local i = 0
-      return function() i = i + 1; return batches[i] end
-    end,
-  }
+  return require("helpers.loader").make(n, function() return { lt.randn(4, 3), lt.randn(4, 1) } end)
 end
 
 local function same(a, b) return a:allclose(b, 0, 0) end

@@ -5,18 +5,10 @@ local lt = require "lutra"
 
 local function loader(n, opts)
   opts = opts or {}
-  local batches = {}
-  for i = 1, n do
+  return require("helpers.loader").make(n, function(i)
     local x = opts.x and opts.x(i) or lt.full({ 2, 1 }, i)
-    batches[i] = { x, lt.full({ 2, 1 }, 2 * i), id = i }
-  end
-  return {
-    len = function() return n end,
-    iter = function()
-      local i = 0
-      return function() i = i + 1; return batches[i] end
-    end,
-  }
+    return { x, lt.full({ 2, 1 }, 2 * i), id = i }
+  end)
 end
 
 local function opts(o)
