@@ -10,30 +10,8 @@
 local BIN = os.getenv("LUTRA_BIN") or "build/bin/release/cli/lutra"
 local PYTHON = "/usr/bin/python3"
 
-local function q(s)
-  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
-end
-
-local function slurp(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("*a")
-  f:close()
-  return s
-end
-
-local function spit(path, text)
-  local f = assert(io.open(path, "wb"))
-  f:write(text)
-  f:close()
-  return path
-end
-
-local function exists(path)
-  local f = io.open(path, "rb")
-  if f then f:close() end
-  return f ~= nil
-end
+local fs = require "helpers.fs"
+local q, slurp, spit, exists = fs.q, fs.slurp, fs.spit, fs.exists
 
 -- Runs a shell command line; returns { code, out, err }.
 local function sh(cmdline, stdin)

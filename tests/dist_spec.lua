@@ -7,15 +7,8 @@
 local lt = require "lutra"
 local D = lt.distributed
 
-local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
-
-local function slurp(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("*a")
-  f:close()
-  return s
-end
+local fs = require "helpers.fs"
+local q, slurp = fs.q, fs.slurp
 
 local function mpirun_path()
   local p = io.popen("command -v mpirun 2>/dev/null")
@@ -552,7 +545,6 @@ mpi_describe("Trainer{strategy='ddp'} under mpirun", function()
     assert.matches("rank 1 .* exited on signal 9", run.err)
   end)
 end)
-
 
 mpi_describe("Trainer{strategy='ddp'} checkpoints", function()
   local uninterrupted

@@ -4,13 +4,8 @@
 local lt = require "lutra"
 local loggers = lt.loggers
 
-local function tmpdir()
-  local d = os.tmpname()
-  os.remove(d)
-  lt._io.mkdirs(d)
-  return d
-end
-local function rmrf(d) os.execute("rm -rf '" .. d .. "'") end
+local fs = require "helpers.fs"
+local tmpdir, rmrf = fs.tmpdir, fs.rmrf
 
 local function read(path)
   local f = assert(io.open(path, "rb"))

@@ -5,14 +5,8 @@
 local lt = require "lutra"
 local ck = require "lutra.checkpoint"
 
-local function tmpdir()
-  local d = os.tmpname()
-  os.remove(d)
-  lt._io.mkdirs(d)
-  return d
-end
-
-local function rmrf(d) os.execute("rm -rf '" .. d .. "'") end
+local fs = require "helpers.fs"
+local tmpdir, rmrf = fs.tmpdir, fs.rmrf
 
 local function sorted_files(dir)
   local names = lt._io.listdir(dir) or {}

@@ -5,13 +5,8 @@ local lt = require "lutra"
 
 local PY = "/usr/bin/python3"
 
-local function tmpdir()
-  local d = os.tmpname()
-  os.remove(d)
-  lt._io.mkdirs(d)
-  return d
-end
-local function rmrf(d) os.execute("rm -rf '" .. d .. "'") end
+local fs = require "helpers.fs"
+local tmpdir, rmrf = fs.tmpdir, fs.rmrf
 
 local function run(cmd)
   local f = assert(io.popen(cmd .. " 2>&1; echo \"exit=$?\""))
