@@ -73,29 +73,38 @@ static inline double lt_sum_f32(const float *x, int64_t n) {
 /* Largest element of a contiguous row; NaN if the row holds a NaN (as PyTorch's max, so a softmax over such a
  * row is all NaN); -inf for an empty row. A single running max is a dependency chain GCC leaves scalar
  * (it may not reorder NaN comparisons); 16 independent lanes become vector compares and blends, and NaNs are
- * flagged on the side because a vector max drops them. */
+ * flagged on the side because a vector max drops them. Short rows take the scalar chain: folding 16 lanes
+ * costs more than it saves there. */
 static inline float lt_max_f32(const float *x, int64_t n) {
-  float acc[16];
-  int32_t nan[16] = { 0 };
-  for (int k = 0; k < 16; k++) acc[k] = -__builtin_inff();
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-#pragma GCC unroll 1 /* fully unrolled, the lanes' conditionals stay scalar branches; as a loop they vectorise */
-    for (int k = 0; k < 16; k++) {
-      float v = x[i + k];
-      acc[k] = v > acc[k] ? v : acc[k];
-      nan[k] |= v != v;
-    }
-  }
   float m = -__builtin_inff();
   int32_t any = 0;
+  int64_t i = 0;
+  if (n >= 32) {
+    float acc[16];
+    int32_t nan[16];
+    for (int k = 0; k < 16; k++) {
+      acc[k] = x[k];
+      nan[k] = x[k] != x[k];
+    }
+    for (i = 16; i + 16 <= n; i += 16) {
+#pragma GCC unroll 1 /* fully unrolled, the lanes' conditionals stay scalar branches; as a loop they vectorise */
+      for (int k = 0; k < 16; k++) {
+        float v = x[i + k];
+        acc[k] = v > acc[k] ? v : acc[k];
+        nan[k] |= v != v;
+      }
+    }
+    for (int w = 8; w >= 1; w /= 2) /* fold the lanes as a tree */
+      for (int k = 0; k < w; k++) {
+        acc[k] = acc[k + w] > acc[k] ? acc[k + w] : acc[k];
+        nan[k] |= nan[k + w];
+      }
+    m = acc[0];
+    any = nan[0];
+  }
   for (; i < n; i++) {
     m = x[i] > m ? x[i] : m;
     any |= x[i] != x[i];
-  }
-  for (int k = 0; k < 16; k++) {
-    m = acc[k] > m ? acc[k] : m;
-    any |= nan[k];
   }
   return any ? __builtin_nanf("") : m;
 }

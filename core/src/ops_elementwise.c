@@ -52,9 +52,10 @@ int lt_broadcast_shape(lt_ctx *c, const char *op, const lt_tensor *a, const lt_t
 /* ---- splitting over threads ------------------------------------------------------------------- */
 
 /* Elementwise work of at least this many units (elements x the op's cost below) runs on the pool. Measured with
- * bench/ew_threads.lua on this 2-vCPU machine: a job hand-off costs ~3-10 us (more when the worker has gone to
- * sleep), a one-flop op streams ~1 ns per element on one core, so a split starts paying near 16K elements
- * and is clearly ahead from 64K; an exp or a libm call per element pays far earlier. */
+ * bench/ew_threads.lua on this 2-vCPU machine (1 vs 2 threads): with the worker awake a split of a one-flop op
+ * (add, relu, x * 2) gains 1.5x at 16K elements and 1.7-2x from 32K; with the worker asleep (woken through a
+ * futex, as after a GEMM) it gains nothing below ~100K and ~1.1-1.7x above. From 64K the split pays in the
+ * first case and costs at most a few percent in the second. */
 #define EW_PAR_MIN (INT64_C(1) << 16)
 
 static int ew_parts(lt_ctx *c, int64_t n, int cost) { return lt_pool_parts(c->num_threads, n * cost, EW_PAR_MIN); }
@@ -198,7 +199,7 @@ static void binary_f32(lt_ctx *c, lt_binop op, int ndim, const int64_t *shape, l
   lt_iter_init(&j.it, ndim, shape, 3, st);
   j.total = j.it.rows * j.it.n;
   if (j.total == 0) return;
-  int parts = overlaps(out, x) || overlaps(out, y) ? 1 : ew_parts(c, j.total, op == LT_POW ? 16 : 1);
+  int parts = overlaps(out, x) || overlaps(out, y) ? 1 : ew_parts(c, j.total, op == LT_POW ? 4 : 1);
   if (parts > 1) lt_pool_run(binary_part, &j, parts);
   else binary_range(op, &j.it, j.po, j.px, j.py, 0, j.total);
 }
@@ -567,12 +568,12 @@ LT_VECTOR_FN static void unary_range(lt_unop op, const lt_iter *it, float *po, c
   }
 }
 
-/* Work per element relative to one flop: lt_expf-based ops vectorise (a few ns on one core), libm calls do not
- * (tens of ns). */
+/* Work per element relative to a one-flop op: lt_expf-based ops vectorise (~0.6 ns an element on one core,
+ * twice a one-flop op), libm calls do not (log: ~5 ns). */
 static int unary_cost(lt_unop op) {
   switch (op) {
-    case LT_EXP: case LT_TANH: case LT_SIGMOID: case LT_SQRT: case LT_RSQRT: return 4;
-    case LT_LOG: case LT_SIN: case LT_COS: case LT_GELU: case LT_LOG1P: return 16;
+    case LT_EXP: case LT_TANH: case LT_SIGMOID: case LT_SQRT: case LT_RSQRT: return 2;
+    case LT_LOG: case LT_SIN: case LT_COS: case LT_GELU: case LT_LOG1P: return 4;
     default: return 1;
   }
 }

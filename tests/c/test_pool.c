@@ -148,9 +148,10 @@ int main(void) {
         }
     CHECK(ok, "lt_pool_range: parts tile [0, n) in order, starts aligned");
     lt_pool_set_threads(2);
-    CHECK(lt_pool_parts(2, 999, 1000) == 1 && lt_pool_parts(2, 1000, 1000) == 2 && lt_pool_parts(8, 5000, 1000) == 2 &&
-              lt_pool_parts(1, 5000, 1000) == 1,
-          "lt_pool_parts: one part below the minimum work, else the thread policy capped by the pool");
+    CHECK(lt_pool_parts(2, 999, 1000) == 1 && lt_pool_parts(2, 1000, 1000) == 2 && lt_pool_parts(2, 1600, 1000) == 3 &&
+              lt_pool_parts(8, 5000, 1000) == 8 && lt_pool_parts(8, 2000, 1000) == 4 && lt_pool_parts(1, 5000, 1000) == 1,
+          "lt_pool_parts: one part below the minimum work, else at least the thread policy capped by the pool, "
+          "up to 4 parts a thread of at least half the minimum each");
   }
 
   lt_pool_set_threads(1);
