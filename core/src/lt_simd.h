@@ -73,13 +73,13 @@ static inline double lt_sum_f32(const float *x, int64_t n) {
 /* Largest element of a contiguous row; NaN if the row holds a NaN (as PyTorch's max, so a softmax over such a
  * row is all NaN); -inf for an empty row. A single running max is a dependency chain GCC leaves scalar
  * (it may not reorder NaN comparisons); 16 independent lanes become vector compares and blends, and NaNs are
- * flagged on the side because a vector max drops them. Short rows take the scalar chain: folding 16 lanes
- * costs more than it saves there. */
+ * flagged on the side because a vector max drops them; the lanes fold as a tree. Rows shorter than 16 take
+ * the scalar chain. */
 static inline float lt_max_f32(const float *x, int64_t n) {
   float m = -__builtin_inff();
   int32_t any = 0;
   int64_t i = 0;
-  if (n >= 32) {
+  if (n >= 16) {
     float acc[16];
     int32_t nan[16];
     for (int k = 0; k < 16; k++) {

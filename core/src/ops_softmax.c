@@ -27,6 +27,14 @@ static void dims3(const lt_tensor *a, int dim, int64_t *outer, int64_t *n, int64
   for (int d = dim + 1; d < a->ndim; d++) *inner *= a->shape[d];
 }
 
+/* Sum of a row of a few classes (the common [batch x classes] case): one chain of double adds, where
+ * lt_sum_f32 would add its 16 empty lanes on top. */
+__attribute__((always_inline)) static inline double sum_short(const float *x, int64_t n) {
+  double s = 0;
+  for (int64_t j = 0; j < n; j++) s += x[j];
+  return s;
+}
+
 /* Rows [lo, hi) of the forward pass. A NaN in a row makes the whole row NaN (lt_max_f32 returns NaN); a row
  * of -inf is NaN too, and -inf entries among finite ones get exact zeros, all as in PyTorch. */
 LT_VECTOR_FN static void softmax_fwd(const float *x, float *y, int64_t n, int64_t inner, int log_form, int64_t lo,
@@ -37,7 +45,7 @@ LT_VECTOR_FN static void softmax_fwd(const float *x, float *y, int64_t n, int64_
       float *py = y + r * n;
       float mx = lt_max_f32(px, n);
       for (int64_t j = 0; j < n; j++) py[j] = lt_expf(px[j] - mx);
-      double s = lt_sum_f32(py, n);
+      double s = n < 16 ? sum_short(py, n) : lt_sum_f32(py, n);
       if (log_form) {
         float lse = mx + (float)log(s);
         for (int64_t j = 0; j < n; j++) py[j] = px[j] - lse;
