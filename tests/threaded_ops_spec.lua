@@ -154,7 +154,8 @@ describe("threaded softmax", function()
   it("softmax and log_softmax match one thread bitwise over the last dim and a strided dim, with backward", function()
     threads_agree(function()
       local out = {}
-      for _, case in ipairs { { { 301, 517 }, 2 }, { { 301, 517 }, 1 }, { { 5, 77, 301 }, 2 }, { { 3, 40, 1100 }, 3 } } do
+      for _, case in ipairs { { { 301, 517 }, 2 }, { { 301, 517 }, 1 }, { { 5, 77, 301 }, 2 }, { { 3, 40, 1100 }, 3 },
+                              { { 5000, 10 }, 2 } } do
         for _, fn in ipairs { "softmax", "log_softmax" } do
           local x = lt.randn(unpack(case[1])):requires_grad(true)
           local y = x[fn](x, case[2])
