@@ -17,9 +17,9 @@
 #include "lt_idx.h"
 
 static int l_read_idx(lua_State *L) {
-  const char *path = luaL_checkstring(L, 1);
-  const char *mode_s = luaL_optstring(L, 2, "raw");
-  lua_Number limit = luaL_optnumber(L, 3, 0);
+  const char *path = l_checkstring(L, 1);
+  const char *mode_s = l_optstring(L, 2, "raw");
+  int64_t limit = lua_isnoneornil(L, 3) ? 0 : l_checkint(L, 3, "read_idx", "limit", 0, L_INT_MAX);
   lt_data_idx_mode mode;
   if (!strcmp(mode_s, "raw")) mode = LT_DATA_RAW;
   else if (!strcmp(mode_s, "float32")) mode = LT_DATA_RAW_F32;
@@ -34,7 +34,7 @@ static int l_read_idx(lua_State *L) {
   }
   char what[1024];
   snprintf(what, sizeof what, "read_idx: %s", path);
-  lt_tensor *t = lt_data_from_idx(L_CTX(L), &d, mode, (int64_t)limit, what);
+  lt_tensor *t = lt_data_from_idx(L_CTX(L), &d, mode, limit, what);
   lt_idx_free(&d);
   return l_push(L, t);
 }
@@ -50,7 +50,7 @@ static void push_rng(lua_State *L, const lt_rng *r) {
 
 static void check_rng(lua_State *L, int idx, lt_rng *r, const char *fname) {
   size_t len;
-  const char *s = luaL_checklstring(L, idx, &len);
+  const char *s = l_checklstring(L, idx, &len);
   if (len != 64) luaL_error(L, "%s: an RNG state is 64 hexadecimal characters, got %d characters", fname, (int)len);
   for (int i = 0; i < 4; i++) {
     char part[17], *end;
@@ -63,9 +63,9 @@ static void check_rng(lua_State *L, int idx, lt_rng *r, const char *fname) {
 }
 
 static int l_rng_seed(lua_State *L) {
-  lua_Number s = luaL_checknumber(L, 1);
+  int64_t s = l_checkint(L, 1, "DataLoader", "seed", -L_INT_MAX, L_INT_MAX);
   lt_rng r;
-  lt_rng_seed(&r, (uint64_t)(int64_t)s);
+  lt_rng_seed(&r, (uint64_t)s);
   push_rng(L, &r);
   return 1;
 }
@@ -78,11 +78,9 @@ static int l_rng_draw(lua_State *L) {
 }
 
 static int l_randperm(lua_State *L) {
-  lua_Number nn = luaL_checknumber(L, 1);
+  int64_t n = l_checkint(L, 1, "DataLoader", "the dataset size", 0, L_INT_MAX);
   lt_rng r;
   check_rng(L, 2, &r, "DataLoader");
-  int64_t n = (int64_t)nn;
-  if (n < 0) return luaL_error(L, "DataLoader: dataset size must be >= 0, got %g", nn);
   lt_tensor *t = lt_tensor_new(L_CTX(L), LT_I64, 1, &n);
   if (!t) return l_error(L);
   lt_data_randperm(&r, n, lt_i64(t), 1);
@@ -92,11 +90,10 @@ static int l_randperm(lua_State *L) {
 }
 
 static int l_gather(lua_State *L) {
-  luaL_checktype(L, 1, LUA_TTABLE);
+  l_checktype(L, 1, LUA_TTABLE);
   lt_tensor *perm = lua_isnoneornil(L, 2) ? NULL : l_checktensor(L, 2, "DataLoader");
-  int64_t start = (int64_t)luaL_checknumber(L, 3);
-  int64_t count = (int64_t)luaL_checknumber(L, 4);
-  if (start < 0 || count < 0) return luaL_error(L, "DataLoader: bad batch range %lld + %lld", (long long)start, (long long)count);
+  int64_t start = l_checkint(L, 3, "DataLoader", "the batch start", 0, L_INT_MAX);
+  int64_t count = l_checkint(L, 4, "DataLoader", "the batch size", 0, L_INT_MAX);
   const int64_t *rows = NULL;
   if (perm) {
     if (perm->dtype != LT_I64 || perm->ndim != 1 || !lt_is_contiguous(perm))

@@ -11,6 +11,7 @@
  *   reducer(params, bucket_bytes, op, grads) -> reducer with :ready(i), :finish(), :stats(), :nbuckets(),
  *                                               :attach() (every backward reduces), :detach(), :free()
  */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,7 +23,7 @@
 typedef struct l_reducer { lt_dist_reducer *r; } l_reducer;
 
 static lt_dist_op check_op(lua_State *L, int idx, const char *fname) {
-  const char *s = luaL_optstring(L, idx, "sum");
+  const char *s = l_optstring(L, idx, "sum");
   if (!strcmp(s, "sum")) return LT_DIST_SUM;
   if (!strcmp(s, "mean")) return LT_DIST_MEAN;
   if (!strcmp(s, "max")) return LT_DIST_MAX;
@@ -31,20 +32,21 @@ static lt_dist_op check_op(lua_State *L, int idx, const char *fname) {
 }
 
 static int check_src(lua_State *L, int idx) {
-  lua_Number v = luaL_optnumber(L, idx, 0);
-  if (v != (int)v) return l_errorf(L, "broadcast: src must be an integer rank, got %g", (double)v);
-  return (int)v;
+  if (lua_isnoneornil(L, idx)) return 0;
+  return (int)l_checkint(L, idx, "broadcast", "src (a rank)", 0, INT_MAX);
 }
 
+/* A byte count from a size in MiB (so possibly fractional: truncated), at least one float, finite. */
 static size_t check_bytes(lua_State *L, int idx) {
-  lua_Number v = luaL_optnumber(L, idx, 25.0 * (1 << 20));
-  if (!(v >= 4)) return (size_t)l_errorf(L, "bucket size must be at least 4 bytes, got %g", (double)v);
+  lua_Number v = l_optnumber(L, idx, 25.0 * (1 << 20));
+  if (!(v >= 4 && v <= (lua_Number)L_INT_MAX)) /* NaN fails both; the cast of inf or 1e300 is undefined */
+    return (size_t)l_errorf(L, "bucket size must be 4 to 2^53 bytes, got %g", (double)v);
   return (size_t)v;
 }
 
 /* The tensors of a list at idx, in a malloc'd array (borrowed references). */
 static lt_tensor **check_list(lua_State *L, int idx, const char *fname, int *n) {
-  luaL_checktype(L, idx, LUA_TTABLE);
+  l_checktype(L, idx, LUA_TTABLE);
   int m = (int)lua_objlen(L, idx);
   for (int i = 1; i <= m; i++) { /* check everything before allocating: errors longjmp */
     lua_rawgeti(L, idx, i);
@@ -79,7 +81,7 @@ static int l_is_initialized(lua_State *L) { lua_pushboolean(L, lt_dist_is_initia
 static int l_rank(lua_State *L) { lua_pushinteger(L, lt_dist_rank()); return 1; }
 static int l_world_size(lua_State *L) { lua_pushinteger(L, lt_dist_world_size()); return 1; }
 static int l_barrier(lua_State *L) { l_check(L, lt_dist_barrier(L_CTX(L))); return 0; }
-static int l_abort(lua_State *L) { lt_dist_abort((int)luaL_optinteger(L, 1, 1)); return 0; }
+static int l_abort(lua_State *L) { lt_dist_abort(lua_isnoneornil(L, 1) ? 1 : (int)l_checkint(L, 1, "abort", "the exit code", 0, 255)); return 0; }
 
 static int l_broadcast(lua_State *L) {
   lt_tensor *t = l_checktensor(L, 1, "broadcast");
@@ -93,7 +95,7 @@ static int l_broadcast_string(lua_State *L) {
   lt_ctx *c = L_CTX(L);
   int src = check_src(L, 2);
   size_t len = 0;
-  const char *s = lua_isnil(L, 1) ? NULL : luaL_checklstring(L, 1, &len);
+  const char *s = lua_isnil(L, 1) ? NULL : l_checklstring(L, 1, &len);
   double n = (double)len;
   if (!lt_dist_is_initialized()) return l_errorf(L, LT_E_DIST_NOT_INIT, "broadcast");
   int me = lt_dist_rank();
@@ -111,7 +113,7 @@ static int l_broadcast_string(lua_State *L) {
 }
 
 static int l_all_reduce_numbers(lua_State *L) {
-  luaL_checktype(L, 1, LUA_TTABLE);
+  l_checktype(L, 1, LUA_TTABLE);
   lt_dist_op op = check_op(L, 2, "all_reduce");
   int n = (int)lua_objlen(L, 1);
   for (int i = 1; i <= n; i++) {
@@ -155,7 +157,7 @@ static int l_all_reduce(lua_State *L) {
 /* ---- reducer objects ------------------------------------------------------------------------------- */
 
 static l_reducer *check_reducer(lua_State *L) {
-  l_reducer *b = luaL_checkudata(L, 1, REDUCER_MT);
+  l_reducer *b = l_checkudata(L, 1, REDUCER_MT);
   if (!b->r) luaL_error(L, "gradient reducer: already freed");
   return b;
 }
@@ -178,7 +180,7 @@ static int l_reducer_new(lua_State *L) {
 
 static int l_reducer_ready(lua_State *L) {
   l_reducer *b = check_reducer(L);
-  int i = (int)luaL_checkinteger(L, 2);
+  int i = (int)l_checkint(L, 2, "reducer:ready", "the bucket", 1, INT_MAX);
   l_check(L, lt_dist_bucket_ready(L_CTX(L), b->r, i - 1));
   return 0;
 }
@@ -230,7 +232,7 @@ static int l_reducer_stats(lua_State *L) {
 }
 
 static int l_reducer_free(lua_State *L) {
-  l_reducer *b = luaL_checkudata(L, 1, REDUCER_MT);
+  l_reducer *b = l_checkudata(L, 1, REDUCER_MT);
   lt_dist_reducer_free(b->r);
   b->r = NULL;
   return 0;
@@ -244,7 +246,7 @@ void l_dist_register(lua_State *L) {
   };
   luaL_newmetatable(L, REDUCER_MT);
   lua_newtable(L);
-  l_setfuncs(L, methods);
+  l_setmethods(L, methods);
   lua_setfield(L, -2, "__index");
   l_push_upvalues(L);
   lua_pushcclosure(L, l_reducer_free, 2);

@@ -21,6 +21,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -59,10 +60,10 @@ static void save_work_free(save_work *w) {
 }
 
 static int l_io_save(lua_State *L) {
-  const char *path = luaL_checkstring(L, 1);
-  luaL_checktype(L, 2, LUA_TTABLE);
-  luaL_checktype(L, 3, LUA_TTABLE);
-  if (!lua_isnoneornil(L, 4)) luaL_checktype(L, 4, LUA_TTABLE);
+  const char *path = l_checkstring(L, 1);
+  l_checktype(L, 2, LUA_TTABLE);
+  l_checktype(L, 3, LUA_TTABLE);
+  if (!lua_isnoneornil(L, 4)) l_checktype(L, 4, LUA_TTABLE);
   lt_ctx *c = L_CTX(L);
   size_t n = lua_objlen(L, 2);
   if (lua_objlen(L, 3) != n)
@@ -142,7 +143,7 @@ static int l_io_save(lua_State *L) {
 }
 
 static int l_io_load(lua_State *L) {
-  const char *path = luaL_checkstring(L, 1);
+  const char *path = l_checkstring(L, 1);
   lt_ctx *c = L_CTX(L);
   lt_st_file f;
   char err[1024];
@@ -199,9 +200,9 @@ static int l_io_load(lua_State *L) {
 }
 
 static int l_io_write_atomic(lua_State *L) {
-  const char *path = luaL_checkstring(L, 1);
+  const char *path = l_checkstring(L, 1);
   size_t len;
-  const char *s = luaL_checklstring(L, 2, &len);
+  const char *s = l_checklstring(L, 2, &len);
   lt_chunk ch = { s, len };
   char err[1024];
   if (lt_file_write_atomic("write", path, &ch, 1, err, sizeof err)) {
@@ -212,7 +213,7 @@ static int l_io_write_atomic(lua_State *L) {
 }
 
 static int l_io_read_all(lua_State *L) {
-  const char *path = luaL_checkstring(L, 1);
+  const char *path = l_checkstring(L, 1);
   void *buf;
   size_t len;
   char err[1024];
@@ -227,7 +228,7 @@ static int l_io_read_all(lua_State *L) {
 
 static int l_io_mkdirs(lua_State *L) {
   size_t len;
-  const char *path = luaL_checklstring(L, 1, &len);
+  const char *path = l_checklstring(L, 1, &len);
   if (len == 0 || len >= 4096) return l_errorf(L, "mkdir: '%s': invalid path", path);
   char buf[4096];
   memcpy(buf, path, len + 1);
@@ -247,7 +248,7 @@ static int l_io_mkdirs(lua_State *L) {
 }
 
 static int l_io_listdir(lua_State *L) {
-  const char *path = luaL_checkstring(L, 1);
+  const char *path = l_checkstring(L, 1);
   DIR *d = opendir(path);
   if (!d) {
     lua_pushnil(L);
@@ -267,7 +268,7 @@ static int l_io_listdir(lua_State *L) {
 }
 
 static int l_io_stat(lua_State *L) {
-  const char *path = luaL_checkstring(L, 1);
+  const char *path = l_checkstring(L, 1);
   struct stat st;
   if (stat(path, &st) != 0) return 0;
   lua_createtable(L, 0, 3);
@@ -281,20 +282,20 @@ static int l_io_stat(lua_State *L) {
 }
 
 static int l_io_writable_dir(lua_State *L) {
-  const char *path = luaL_checkstring(L, 1);
+  const char *path = l_checkstring(L, 1);
   struct stat st;
   lua_pushboolean(L, stat(path, &st) == 0 && S_ISDIR(st.st_mode) && access(path, W_OK | X_OK) == 0);
   return 1;
 }
 
 static int l_io_isatty(lua_State *L) {
-  lua_pushboolean(L, isatty((int)luaL_checkinteger(L, 1)) == 1);
+  lua_pushboolean(L, isatty((int)l_checkint(L, 1, "isatty", "fd", 0, INT_MAX)) == 1);
   return 1;
 }
 
 static int l_io_term_width(lua_State *L) {
   struct winsize ws;
-  if (ioctl((int)luaL_checkinteger(L, 1), TIOCGWINSZ, &ws) != 0 || ws.ws_col == 0) return 0;
+  if (ioctl((int)l_checkint(L, 1, "term_width", "fd", 0, INT_MAX), TIOCGWINSZ, &ws) != 0 || ws.ws_col == 0) return 0;
   lua_pushinteger(L, ws.ws_col);
   return 1;
 }

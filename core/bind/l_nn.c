@@ -24,13 +24,13 @@ static int check_int(lua_State *L, int idx, const char *fname, const char *what)
 
 /* eps of the norms: finite and >= 0 (a negative eps puts NaN in the output without a word). */
 static double check_eps(lua_State *L, int idx, const char *fname) {
-  double eps = luaL_optnumber(L, idx, 1e-5);
+  double eps = l_optnumber(L, idx, 1e-5);
   if (!(eps >= 0 && eps < INFINITY)) l_errorf(L, "%s: eps must be a finite number >= 0, got %g", fname, eps);
   return eps;
 }
 
 static lt_reduction check_reduction(lua_State *L, int idx, const char *fname) {
-  const char *s = luaL_optstring(L, idx, "mean");
+  const char *s = l_optstring(L, idx, "mean");
   if (!strcmp(s, "mean")) return LT_REDUCE_MEAN;
   if (!strcmp(s, "sum")) return LT_REDUCE_SUM;
   if (!strcmp(s, "none")) return LT_REDUCE_NONE;
@@ -40,9 +40,26 @@ static lt_reduction check_reduction(lua_State *L, int idx, const char *fname) {
 
 /* 1-based int64 indices -> a 0-based copy (no range check: the core checks and reports 1-based);
  * other dtypes are passed through retained so the core reports the dtype. */
-static lt_tensor *shift_index(lua_State *L, lt_tensor *t) {
-  lt_tensor *r = t->dtype == LT_I64 ? lt_op_binary_scalar(L_CTX(L), LT_SUB, t, 1.0, 0) : lt_tensor_retain(t);
-  if (!r) l_error(L);
+/* 1-based targets/indices to 0-based. Values below -2^53 are neither a class, an index nor an ignore_index
+ * (those are checked to lie within +-2^53), and INT64_MIN - 1 would overflow: refused here, by name. */
+static lt_tensor *shift_index(lua_State *L, lt_tensor *t, const char *fname, const char *what) {
+  if (t->dtype != LT_I64) return lt_tensor_retain(t);
+  lt_ctx *c = L_CTX(L);
+  lt_tensor *z = lt_op_contiguous(c, t);
+  lt_tensor *r = z ? lt_tensor_new_like(c, z) : NULL;
+  if (!r) { lt_tensor_release(z); l_error(L); }
+  const int64_t *s = lt_i64(z);
+  int64_t *d = lt_i64(r);
+  for (int64_t i = 0, n = lt_numel(z); i < n; i++) {
+    if (s[i] < -L_INT_MAX) {
+      long long bad = (long long)s[i];
+      lt_tensor_release(z);
+      lt_tensor_release(r);
+      l_errorf(L, "%s: %s %lld is out of range (%ss are 1-based)", fname, what, bad, what);
+    }
+    d[i] = s[i] - 1;
+  }
+  lt_tensor_release(z);
   return r;
 }
 
@@ -74,7 +91,7 @@ static int l_avg_pool2d(lua_State *L) {
 
 static int l_dropout(lua_State *L) {
   lt_tensor *x = T(1, "dropout");
-  double p = luaL_optnumber(L, 2, 0.5);
+  double p = l_optnumber(L, 2, 0.5);
   int training = lua_isnoneornil(L, 3) ? 1 : lua_toboolean(L, 3);
   return l_push(L, lt_nn_dropout(L_CTX(L), x, p, training));
 }
@@ -84,9 +101,9 @@ static int l_cross_entropy(lua_State *L) {
   lt_tensor *x = T(1, "cross_entropy"), *t = T(2, "cross_entropy"), *w = opt_tensor(L, 3, "cross_entropy");
   int64_t ignore =
     lua_isnoneornil(L, 4) ? LT_NO_IGNORE : l_checkint(L, 4, "cross_entropy", "ignore_index", -L_INT_MAX, L_INT_MAX) - 1;
-  double eps = luaL_optnumber(L, 5, 0.0);
+  double eps = l_optnumber(L, 5, 0.0);
   lt_reduction red = check_reduction(L, 6, "cross_entropy");
-  lt_tensor *t0 = shift_index(L, t);
+  lt_tensor *t0 = shift_index(L, t, "cross_entropy", "target");
   lt_tensor *r = lt_nn_cross_entropy(L_CTX(L), x, t0, w, ignore, eps, red);
   lt_tensor_release(t0);
   return l_push(L, r);
@@ -98,7 +115,7 @@ static int l_nll_loss(lua_State *L) {
   int64_t ignore =
     lua_isnoneornil(L, 4) ? LT_NO_IGNORE : l_checkint(L, 4, "nll_loss", "ignore_index", -L_INT_MAX, L_INT_MAX) - 1;
   lt_reduction red = check_reduction(L, 5, "nll_loss");
-  lt_tensor *t0 = shift_index(L, t);
+  lt_tensor *t0 = shift_index(L, t, "nll_loss", "target");
   lt_tensor *r = lt_nn_nll_loss(L_CTX(L), x, t0, w, ignore, red);
   lt_tensor_release(t0);
   return l_push(L, r);
@@ -127,7 +144,7 @@ static int l_batch_norm(lua_State *L) {
   lt_tensor *x = T(1, fn), *rm = opt_tensor(L, 2, fn), *rv = opt_tensor(L, 3, fn);
   lt_tensor *w = opt_tensor(L, 4, fn), *b = opt_tensor(L, 5, fn);
   int training = lua_toboolean(L, 6);
-  double momentum = luaL_optnumber(L, 7, 0.1), eps = check_eps(L, 8, fn);
+  double momentum = l_optnumber(L, 7, 0.1), eps = check_eps(L, 8, fn);
   if (!(momentum > -INFINITY && momentum < INFINITY)) return l_errorf(L, "batch_norm: momentum must be finite, got %g", momentum);
   return l_push(L, lt_nn_batch_norm(L_CTX(L), x, rm, rv, w, b, training, momentum, eps));
 }
@@ -152,7 +169,7 @@ static int l_embedding(lua_State *L) {
                         (long long)n);
     pad = p > 0 ? p - 1 : n + p;
   }
-  lt_tensor *i0 = shift_index(L, idx);
+  lt_tensor *i0 = shift_index(L, idx, "embedding", "index");
   lt_tensor *r = lt_nn_embedding_pad(L_CTX(L), i0, w, pad);
   lt_tensor_release(i0);
   return l_push(L, r);

@@ -265,7 +265,7 @@ static int l_add_param_group(lua_State *L) {
 
 /* core._optim_new(kind_name, options) -> an optimizer with no groups (the Lua constructors add them). */
 static int l_optim_new(lua_State *L) {
-  const char *kname = luaL_checkstring(L, 1);
+  const char *kname = l_checkstring(L, 1);
   int k = lt_optim_kind_from_name(kname);
   if (k < 0) return luaL_error(L, "optimizer: unknown kind '%s' (expected SGD, Adam, AdamW or RMSprop)", kname);
   lt_optim_kind kind = (lt_optim_kind)k;
@@ -664,7 +664,7 @@ void l_optim_register(lua_State *L) {
   int mt = lua_gettop(L);
   lua_newtable(L);
   int meth = lua_gettop(L);
-  l_setfuncs(L, optim_methods);
+  l_setmethods(L, optim_methods);
   l_push_upvalues(L);
   lua_pushvalue(L, meth);
   lua_pushcclosure(L, l_optim_index, 3);

@@ -74,7 +74,9 @@ static int l_tensor_new(lua_State *L) {
     return l_push(L, r);
   }
   if (lua_type(L, 1) == LUA_TNUMBER) {
-    lt_tensor *t = lt_op_full(L_CTX(L), dt, 0, NULL, lua_tonumber(L, 1));
+    double v = lua_tonumber(L, 1);
+    if (dt == LT_I64 && !l_is_int64(v)) return l_errorf(L, "tensor: value %.14g is not an int64 value", v);
+    lt_tensor *t = lt_op_full(L_CTX(L), dt, 0, NULL, v);
     return l_push(L, t);
   }
   if (!lua_istable(L, 1))
@@ -116,17 +118,17 @@ static int l_full(lua_State *L) {
   int64_t shape[LT_MAX_DIM];
   if (!lua_istable(L, 1)) l_errorf(L, "bad argument #1 to 'full' (shape table expected, got %s)", luaL_typename(L, 1));
   int ndim = l_checkshape(L, 1, shape, "full");
-  double v = luaL_checknumber(L, 2);
+  double v = l_checknumber(L, 2);
   lt_dtype dt = l_checkdtype(L, 3, LT_F32, "full");
   if (dt == LT_I64 && !l_is_int64(v)) return l_errorf(L, "full: value %.14g is not an int64 value", v);
   return l_push(L, lt_op_full(L_CTX(L), dt, ndim, shape, v));
 }
 
 static int l_arange(lua_State *L) {
-  double a = luaL_checknumber(L, 1);
+  double a = l_checknumber(L, 1);
   double b;
-  if (lua_isnoneornil(L, 2)) { b = a; a = 0; } else b = luaL_checknumber(L, 2);
-  double step = luaL_optnumber(L, 3, 1.0);
+  if (lua_isnoneornil(L, 2)) { b = a; a = 0; } else b = l_checknumber(L, 2);
+  double step = l_optnumber(L, 3, 1.0);
   int all_int = a == floor(a) && b == floor(b) && step == floor(step);
   lt_dtype dt = l_checkdtype(L, 4, all_int && lua_isstring(L, 4) ? LT_I64 : LT_F32, "arange");
   return l_push(L, lt_op_arange(L_CTX(L), a, b, step, dt));
@@ -339,14 +341,26 @@ static int l_type(lua_State *L) {
 
 /* ---- maths ------------------------------------------------------------------------------------ */
 
+/* lt_op_binary_scalar(_) computes an int64 tensor with an integral scalar in int64 (except div and pow, which
+ * give float32): such a scalar must be an int64 value. Said here under the op's name (the core refuses it too,
+ * in the fill_ that makes the scalar tensor). */
+static double scalar_for(lua_State *L, const lt_tensor *t, lt_binop op, double s, const char *suffix) {
+  if (t->dtype == LT_I64 && op != LT_DIV && op != LT_POW && s == floor(s) && !l_is_int64(s))
+    l_errorf(L, "%s%s: the scalar %.14g is outside int64's range (the tensor is int64: convert it with :float() first)",
+             lt_binop_name(op), suffix, s);
+  return s;
+}
+
 /* a op b where either may be a number (for metamethods and lt.add(x, 2)) */
 static int binary(lua_State *L, lt_binop op) {
   const char *name = lt_binop_name(op);
   lt_tensor *a = l_totensor(L, 1), *b = l_totensor(L, 2);
   lt_ctx *c = L_CTX(L);
   if (a && b) return l_push(L, lt_op_binary(c, op, a, b));
-  if (a && lua_type(L, 2) == LUA_TNUMBER) return l_push(L, lt_op_binary_scalar(c, op, a, lua_tonumber(L, 2), 0));
-  if (b && lua_type(L, 1) == LUA_TNUMBER) return l_push(L, lt_op_binary_scalar(c, op, b, lua_tonumber(L, 1), 1));
+  if (a && lua_type(L, 2) == LUA_TNUMBER)
+    return l_push(L, lt_op_binary_scalar(c, op, a, scalar_for(L, a, op, lua_tonumber(L, 2), ""), 0));
+  if (b && lua_type(L, 1) == LUA_TNUMBER)
+    return l_push(L, lt_op_binary_scalar(c, op, b, scalar_for(L, b, op, lua_tonumber(L, 1), ""), 1));
   return l_errorf(L, "%s: expected tensors or numbers, got %s and %s", name, luaL_typename(L, 1), luaL_typename(L, 2));
 }
 static int l_add(lua_State *L) { return binary(L, LT_ADD); }
@@ -379,11 +393,11 @@ static int inplace_binary(lua_State *L, lt_binop op) {
   lt_ctx *c = L_CTX(L);
   if (b) {
     if (op == LT_ADD && !lua_isnoneornil(L, 3)) /* x:add_(y, alpha) */
-      l_check(L, lt_op_axpy_(c, a, luaL_checknumber(L, 3), b));
+      l_check(L, lt_op_axpy_(c, a, l_checknumber(L, 3), b));
     else
       l_check(L, lt_op_binary_(c, op, a, b));
   } else {
-    l_check(L, lt_op_binary_scalar_(c, op, a, luaL_checknumber(L, 2)));
+    l_check(L, lt_op_binary_scalar_(c, op, a, scalar_for(L, a, op, l_checknumber(L, 2), "_")));
   }
   lua_settop(L, 1);
   return 1;
@@ -420,12 +434,12 @@ UNARY(l_log1p, LT_LOG1P, "log1p")
 UNARY(l_square, LT_SQUARE, "square")
 
 static int l_leaky_relu(lua_State *L) {
-  return l_push(L, lt_op_leaky_relu(L_CTX(L), T(1, "leaky_relu"), luaL_optnumber(L, 2, 0.01)));
+  return l_push(L, lt_op_leaky_relu(L_CTX(L), T(1, "leaky_relu"), l_optnumber(L, 2, 0.01)));
 }
 
 static double opt_bound(lua_State *L, int idx, double def, const char *name) {
   if (lua_isnoneornil(L, idx)) return def;
-  double v = luaL_checknumber(L, idx);
+  double v = l_checknumber(L, idx);
   if (v != v) l_errorf(L, "%s: %s is nan", name, idx == 2 ? "min" : "max");
   return v;
 }
@@ -445,7 +459,7 @@ static int l_where(lua_State *L) {
   lt_tensor *cond = T(1, "where");
   lt_ctx *c = L_CTX(L);
   lt_tensor *a = l_totensor(L, 2), *b = l_totensor(L, 3);
-  lt_tensor *ta = a ? lt_tensor_retain(a) : lt_tensor_scalar(c, luaL_checknumber(L, 2));
+  lt_tensor *ta = a ? lt_tensor_retain(a) : lt_tensor_scalar(c, l_checknumber(L, 2));
   lt_tensor *tb = b ? lt_tensor_retain(b) : (lua_isnumber(L, 3) ? lt_tensor_scalar(c, lua_tonumber(L, 3)) : NULL);
   if (!ta || !tb) {
     lt_tensor_release(ta);
@@ -511,7 +525,7 @@ static int l_log_softmax(lua_State *L) {
 }
 
 static int gather_list(lua_State *L, const char *name, lt_tensor ***out) {
-  luaL_checktype(L, 1, LUA_TTABLE);
+  l_checktype(L, 1, LUA_TTABLE);
   int n = (int)lua_objlen(L, 1);
   if (n == 0) return l_errorf(L, "%s: expected a non-empty list of tensors", name);
   lt_tensor **ts = lua_newuserdata(L, sizeof *ts * (size_t)n); /* freed by the GC, even on error */
@@ -576,7 +590,7 @@ static int ret_self(lua_State *L, int status) {
 static int l_zero_(lua_State *L) { return ret_self(L, lt_op_zero_(L_CTX(L), T(1, "zero_"))); }
 static int l_fill_(lua_State *L) {
   lt_tensor *t = T(1, "fill_");
-  double v = luaL_checknumber(L, 2);
+  double v = l_checknumber(L, 2);
   if (t->dtype == LT_I64 && !l_is_int64(v)) return l_errorf(L, "fill_: value %.14g is not an int64 value", v);
   return ret_self(L, lt_op_fill_(L_CTX(L), t, v));
 }
@@ -584,10 +598,10 @@ static int l_copy_(lua_State *L) {
   return ret_self(L, lt_op_copy_(L_CTX(L), check_writable(L, T(1, "copy_"), "copy"), T(2, "copy_")));
 }
 static int l_uniform_(lua_State *L) {
-  return ret_self(L, lt_op_uniform_(L_CTX(L), T(1, "uniform_"), luaL_optnumber(L, 2, 0), luaL_optnumber(L, 3, 1)));
+  return ret_self(L, lt_op_uniform_(L_CTX(L), T(1, "uniform_"), l_optnumber(L, 2, 0), l_optnumber(L, 3, 1)));
 }
 static int l_normal_(lua_State *L) {
-  return ret_self(L, lt_op_normal_(L_CTX(L), T(1, "normal_"), luaL_optnumber(L, 2, 0), luaL_optnumber(L, 3, 1)));
+  return ret_self(L, lt_op_normal_(L_CTX(L), T(1, "normal_"), l_optnumber(L, 2, 0), l_optnumber(L, 3, 1)));
 }
 
 /* ---- autograd --------------------------------------------------------------------------------- */
@@ -684,11 +698,15 @@ static int l_newindex(lua_State *L) {
     if (t->ndim == 0) return l_errorf(L, "index: cannot index a 0-dim tensor");
     int64_t i = l_checkint(L, 2, "index", "row index", -L_INT_MAX, L_INT_MAX);
     if (i < 0) i += t->shape[0] + 1;
+    /* the value is checked before the row view exists: an error raised after would leak it */
+    lt_tensor *src = l_totensor(L, 3);
+    double v = src ? 0 : l_checknumber(L, 3);
+    if (!src && t->dtype == LT_I64 && !l_is_int64(v))
+      return l_errorf(L, "index: value %.14g is not an int64 value (the tensor is int64)", v);
     lt_ctx *c = L_CTX(L);
     lt_tensor *row = lt_op_select(c, t, 0, i - 1);
     if (!row) return l_error(L);
-    lt_tensor *src = l_totensor(L, 3);
-    int rc = src ? lt_op_copy_(c, row, src) : lt_op_fill_(c, row, luaL_checknumber(L, 3));
+    int rc = src ? lt_op_copy_(c, row, src) : lt_op_fill_(c, row, v);
     lt_tensor_release(row);
     l_check(L, rc);
     return 0;
@@ -702,7 +720,7 @@ static int l_newindex(lua_State *L) {
 static int l_is_tensor(lua_State *L) { lua_pushboolean(L, l_totensor(L, 1) != NULL); return 1; }
 
 static int l_manual_seed(lua_State *L) {
-  lua_Number s = luaL_checknumber(L, 1);
+  lua_Number s = l_checknumber(L, 1);
   if (!l_is_int64(s)) return l_errorf(L, "manual_seed: the seed must be an integer, got %.14g", s);
   lt_rng_seed(&L_CTX(L)->rng, (uint64_t)(int64_t)s);
   return 0;
@@ -718,7 +736,7 @@ static int l_get_rng_state(lua_State *L) {
 }
 
 static int l_set_rng_state(lua_State *L) {
-  const char *s = luaL_checkstring(L, 1);
+  const char *s = l_checkstring(L, 1);
   if (strlen(s) != 64) return l_errorf(L, "set_rng_state: expected a 64-character hex string from get_rng_state()");
   lt_rng r;
   for (int i = 0; i < 4; i++) {
@@ -860,7 +878,7 @@ void l_tensor_register(lua_State *L) {
   int mt = lua_gettop(L);
   lua_newtable(L); /* methods */
   int meth = lua_gettop(L);
-  l_setfuncs(L, methods);
+  l_setmethods(L, methods);
   /* every method is also lt.name(x, ...) */
   for (const luaL_Reg *f = methods; f->name; f++) {
     lua_getfield(L, meth, f->name);

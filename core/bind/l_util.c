@@ -13,12 +13,79 @@ void l_push_upvalues(lua_State *L) {
   lua_pushvalue(L, lua_upvalueindex(2));
 }
 
-void l_setfuncs(lua_State *L, const luaL_Reg *funcs) {
+/* Registry table closure -> name, read only when an argument error is raised. A method's name is stored with
+ * a leading ':' (self is argument 1, which l_argerror discounts as luaL_argerror does for x:f() calls). */
+#define L_FNAMES "lutra.fnames"
+
+static void set_funcs(lua_State *L, const luaL_Reg *funcs, int methods) {
+  lua_getfield(L, LUA_REGISTRYINDEX, L_FNAMES);
+  if (lua_isnil(L, -1)) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_createtable(L, 0, 1); /* weak keys: a closure the module drops is not kept alive by its name */
+    lua_pushliteral(L, "k");
+    lua_setfield(L, -2, "__mode");
+    lua_setmetatable(L, -2);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, LUA_REGISTRYINDEX, L_FNAMES);
+  }
   for (; funcs->name; funcs++) {
     l_push_upvalues(L);
     lua_pushcclosure(L, funcs->func, 2);
-    lua_setfield(L, -2, funcs->name);
+    lua_pushvalue(L, -1);
+    if (methods) lua_pushfstring(L, ":%s", funcs->name);
+    else lua_pushstring(L, funcs->name);
+    lua_rawset(L, -4);
+    lua_setfield(L, -3, funcs->name);
   }
+  lua_pop(L, 1);
+}
+
+void l_setfuncs(lua_State *L, const luaL_Reg *funcs) { set_funcs(L, funcs, 0); }
+void l_setmethods(lua_State *L, const luaL_Reg *funcs) { set_funcs(L, funcs, 1); }
+
+int l_argerror(lua_State *L, int narg, const char *extramsg) {
+  lua_Debug ar;
+  char name[64] = "?";
+  int method = 0;
+  if (lua_getstack(L, 0, &ar) && lua_getinfo(L, "nf", &ar)) {
+    /* what the call site says (nothing for a tail call), then the registered name, which wins: it is the
+     * function's own name even when the caller holds it in a local of another name */
+    if (ar.name) snprintf(name, sizeof name, "%s", ar.name);
+    method = ar.namewhat && !strcmp(ar.namewhat, "method");
+    lua_getfield(L, LUA_REGISTRYINDEX, L_FNAMES);
+    if (lua_istable(L, -1)) {
+      lua_pushvalue(L, -2);
+      lua_rawget(L, -2);
+      const char *reg = lua_tostring(L, -1);
+      if (reg) {
+        /* a tail-called method: how it was called is lost with the call site; x:f() is the usual way */
+        if (reg[0] == ':') { if (!ar.name) method = 1; reg++; }
+        snprintf(name, sizeof name, "%s", reg);
+      }
+      lua_pop(L, 1);
+    }
+    lua_pop(L, 2); /* the names table (or nil) and the function */
+  }
+  if (method && --narg == 0) return l_errorf(L, "calling '%s' on bad self (%s)", name, extramsg);
+  return l_errorf(L, "bad argument #%d to '%s' (%s)", narg, name, extramsg);
+}
+
+int l_typeerror(lua_State *L, int narg, const char *tname) {
+  const char *msg = lua_pushfstring(L, "%s expected, got %s", tname, luaL_typename(L, narg));
+  return l_argerror(L, narg, msg);
+}
+
+void *l_checkudata(lua_State *L, int narg, const char *tname) {
+  void *p = lua_touserdata(L, narg);
+  if (p && lua_getmetatable(L, narg)) {
+    lua_getfield(L, LUA_REGISTRYINDEX, tname);
+    int same = lua_rawequal(L, -1, -2);
+    lua_pop(L, 2);
+    if (same) return p;
+  }
+  l_typeerror(L, narg, tname);
+  return NULL;
 }
 
 lt_tensor *l_totensor(lua_State *L, int idx) {
@@ -94,7 +161,7 @@ int l_push(lua_State *L, lt_tensor *t) {
 
 void l_push_retained(lua_State *L, lt_tensor *t) { push_box(L, lt_tensor_retain(t)); }
 
-/* luaL_checknumber names the function from the call site, which a tail call loses ("to '?'"): name it here */
+/* l_checknumber, with the message in the form of the checks that name what is wrong */
 static lua_Number checknum(lua_State *L, int idx, const char *fname, const char *what) {
   if (!lua_isnumber(L, idx)) l_errorf(L, "%s: %s must be a number, got %s", fname, what, luaL_typename(L, idx));
   return lua_tonumber(L, idx);

@@ -26,8 +26,10 @@ typedef struct l_box { lt_tensor *t; } l_box;
 #define L_STATE(L) ((l_state *)lua_touserdata((L), lua_upvalueindex(1)))
 #define L_CTX(L) (&L_STATE(L)->ctx)
 
-/* Registers funcs into the table at the top of the stack with the two standard upvalues. */
+/* Registers funcs into the table at the top of the stack with the two standard upvalues, and records each
+ * closure's name for argument errors (l_argerror). l_setmethods is for methods (self is argument 1). */
 void l_setfuncs(lua_State *L, const luaL_Reg *funcs);
+void l_setmethods(lua_State *L, const luaL_Reg *funcs);
 /* Pushes the state and the metatable (the two upvalues), for code that builds closures itself. */
 void l_push_upvalues(lua_State *L);
 
@@ -43,6 +45,34 @@ int l_errorf(lua_State *L, const char *fmt, ...) __attribute__((format(printf, 2
 int l_error(lua_State *L);
 /* Checks a core status; on failure raises. */
 void l_check(lua_State *L, int status);
+
+/* Argument checks in the Lua way, "bad argument #2 to 'full' (number expected, got string)", that name the
+ * function even when it was tail-called (`return lt.full({2}, "x")`), where luaL_check* say '?' because the
+ * call site is gone: the name is the one the binding registered the closure under (l_setfuncs). Use these
+ * instead of luaL_check* / luaL_opt* in the binding. The fast paths are inline; errors are out of line. */
+int l_argerror(lua_State *L, int narg, const char *extramsg);
+int l_typeerror(lua_State *L, int narg, const char *tname);
+static inline lua_Number l_checknumber(lua_State *L, int narg) {
+  lua_Number v = lua_tonumber(L, narg);
+  if (v == 0 && !lua_isnumber(L, narg)) l_typeerror(L, narg, "number");
+  return v;
+}
+static inline lua_Number l_optnumber(lua_State *L, int narg, lua_Number def) {
+  return lua_isnoneornil(L, narg) ? def : l_checknumber(L, narg);
+}
+static inline const char *l_checklstring(lua_State *L, int narg, size_t *len) {
+  const char *s = lua_tolstring(L, narg, len);
+  if (!s) l_typeerror(L, narg, "string");
+  return s;
+}
+static inline const char *l_checkstring(lua_State *L, int narg) { return l_checklstring(L, narg, NULL); }
+static inline const char *l_optstring(lua_State *L, int narg, const char *def) {
+  return lua_isnoneornil(L, narg) ? def : l_checklstring(L, narg, NULL);
+}
+static inline void l_checktype(lua_State *L, int narg, int t) {
+  if (lua_type(L, narg) != t) l_typeerror(L, narg, lua_typename(L, t));
+}
+void *l_checkudata(lua_State *L, int narg, const char *tname);
 
 /* Integers that a double holds exactly: the range l_checkint callers use when nothing narrower applies. */
 #define L_INT_MAX ((int64_t)1 << 53)

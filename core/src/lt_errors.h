@@ -17,7 +17,7 @@
 #define LT_E_INDEX_RANGE    "%s: index %lld out of range 1..%lld of dim %d"
 #define LT_E_MATMUL_SHAPE   "matmul: shape mismatch: a is %s, b is %s (a:size(%d) must equal b:size(%d))"
 #define LT_E_INPLACE_GRAD   "%s: in-place operation on a tensor that requires grad (use it inside lt.no_grad, or on x:detach())"
-#define LT_E_VIEW_NUMEL     "view: shape %s is invalid for a tensor of %lld elements (shape %s)"
+#define LT_E_VIEW_NUMEL     "%s: shape %s is invalid for a tensor of %lld elements (shape %s)"
 #define LT_E_VIEW_STRIDE    "view: the tensor's layout is not compatible with shape %s (call :contiguous() first, or use :reshape())"
 #define LT_E_NO_GRAD_FN     "backward: the tensor does not require grad and has no grad_fn (did you call x:requires_grad(true)?)"
 #define LT_E_BACKWARD_SCALAR "backward: grad can be implicitly created only for a tensor with one element, got shape %s (pass a gradient)"

@@ -69,6 +69,9 @@ int lt_same_shape(const lt_tensor *a, const lt_tensor *b);
 void lt_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride);
 /* Reads element i (row-major logical order) as double, whatever the layout and dtype. */
 double lt_get_flat(const lt_tensor *t, int64_t i);
+/* The same for an int64 tensor, exactly: through a double, values from 2^63 - 512 up round to 2^63, whose
+ * cast back to int64 is undefined (and above 2^53 the value changes). */
+int64_t lt_get_flat_i64(const lt_tensor *t, int64_t i);
 
 /* --- autograd -------------------------------------------------------------------------------- */
 typedef struct lt_node lt_node;

@@ -30,11 +30,20 @@ lt_tensor *lt_op_arange(lt_ctx *c, double a, double b, double step, lt_dtype dt)
   }
   int64_t n = (int64_t)ceil((b - a) / step);
   if (n < 0) n = 0;
+  /* int64 values: the first and the last must lie in int64's range (the cast of one outside is undefined) */
+  if (dt == LT_I64 && n > 0) {
+    double last = a + (double)(n - 1) * step;
+    double lo = a < last ? a : last, hi = a < last ? last : a;
+    if (lo < -0x1p63 || hi >= 0x1p63) {
+      lt_fail(c, "arange: int64 values must lie in -2^63..2^63-1, got [%g, %g) with step %g", a, b, step);
+      return NULL;
+    }
+  }
   lt_tensor *t = lt_tensor_new(c, dt, 1, &n);
   if (!t) return NULL;
   for (int64_t i = 0; i < n; i++) {
     double v = a + (double)i * step;
-    if (dt == LT_I64) lt_i64(t)[i] = (int64_t)v;
+    if (dt == LT_I64) lt_i64(t)[i] = (int64_t)v; /* between a and last (rounding is monotonic): in range */
     else lt_f32(t)[i] = (float)v;
   }
   return t;
@@ -74,6 +83,9 @@ lt_tensor *lt_op_randn(lt_ctx *c, int ndim, const int64_t *shape) {
 int lt_op_fill_(lt_ctx *c, lt_tensor *t, double v) {
   if (lt_check_inplace(c, "fill_", t)) return LT_ERR;
   if (t->dtype == LT_I64) {
+    /* NaN fails the first test, +-inf and 2^63 the range: their casts to int64 are undefined */
+    if (!(v == floor(v) && v >= -0x1p63 && v < 0x1p63))
+      return lt_fail(c, "fill_: value %.14g is not an int64 value (the tensor is int64)", v);
     int64_t iv = (int64_t)v, *p = lt_i64(t);
     FOR_EACH_ELEMENT(t, o, p[o] = iv);
   } else {

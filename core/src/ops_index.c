@@ -23,7 +23,7 @@ static int gather_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin)
   int64_t N = lt_numel(idx);
   for (int64_t i = 0; i < N; i++) {
     int64_t rem = i, off = 0;
-    int64_t ix = (int64_t)lt_get_flat(idx, i);
+    int64_t ix = lt_get_flat_i64(idx, i);
     for (int d = idx->ndim - 1; d >= 0; d--) {
       int64_t k = rem % idx->shape[d];
       rem /= idx->shape[d];
@@ -59,7 +59,7 @@ lt_tensor *lt_op_gather(lt_ctx *c, lt_tensor *a, int dim, lt_tensor *idx) {
   int64_t N = lt_numel(idx);
   for (int64_t i = 0; i < N; i++) {
     int64_t rem = i, off = a->offset;
-    int64_t ix = (int64_t)lt_get_flat(idx, i);
+    int64_t ix = lt_get_flat_i64(idx, i);
     if (ix < 0 || ix >= a->shape[dim]) {
       lt_fail(c, LT_E_INDEX_RANGE, "gather", (long long)ix + 1, (long long)a->shape[dim], dim + 1);
       lt_tensor_release(out);
@@ -94,7 +94,7 @@ static int index_select_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor 
   const float *pg = lt_f32(gc);
   for (int64_t o = 0; o < outer; o++)
     for (int64_t j = 0; j < k; j++) {
-      int64_t ix = (int64_t)lt_get_flat(idx, j);
+      int64_t ix = lt_get_flat_i64(idx, j);
       float *dst = pr + (o * len + ix) * inner;
       const float *src = pg + (o * k + j) * inner;
       for (int64_t q = 0; q < inner; q++) dst[q] += src[q];
@@ -129,7 +129,7 @@ lt_tensor *lt_op_index_select(lt_ctx *c, lt_tensor *a, int dim, lt_tensor *idx) 
   const char *src = (const char *)ac->storage->data + ac->offset * (int64_t)es;
   char *dst = (char *)out->storage->data;
   for (int64_t j = 0; j < k; j++) {
-    int64_t ix = (int64_t)lt_get_flat(idx, j);
+    int64_t ix = lt_get_flat_i64(idx, j);
     if (ix < 0 || ix >= len) {
       lt_fail(c, LT_E_INDEX_RANGE, "index_select", (long long)ix + 1, (long long)len, dim + 1);
       lt_tensor_release(ac);

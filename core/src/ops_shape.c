@@ -17,7 +17,7 @@ static int view_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
 static int infer_shape(lt_ctx *c, const char *op, const lt_tensor *t, int ndim, const int64_t *shape,
                        int64_t *out) {
   int64_t known = 1;
-  int infer = -1;
+  int infer = -1, zero = 0, big = 0;
   char b1[128], b2[128];
   if (ndim > LT_MAX_DIM) return lt_fail(c, "%s: %d dimensions requested, at most %d are supported", op, ndim, LT_MAX_DIM);
   for (int d = 0; d < ndim; d++) {
@@ -26,19 +26,25 @@ static int infer_shape(lt_ctx *c, const char *op, const lt_tensor *t, int ndim, 
       infer = d;
     } else if (shape[d] < 0) {
       return lt_fail(c, "%s: invalid size %lld in %s", op, (long long)shape[d], lt_dims_str(ndim, shape, b1, sizeof b1));
+    } else if (shape[d] == 0) {
+      zero = 1;
+    } else if (known > INT64_MAX / shape[d]) {
+      big = 1; /* more elements than an int64 counts: no tensor has them (the product would overflow) */
     } else {
       known *= shape[d];
     }
     out[d] = shape[d];
   }
+  if (zero) known = 0;
+  else if (big) known = -1; /* matches no numel, and no divisor below */
   int64_t n = lt_numel(t);
   if (infer >= 0) {
-    if (known == 0 || n % known != 0)
-      return lt_fail(c, LT_E_VIEW_NUMEL, lt_dims_str(ndim, shape, b1, sizeof b1), (long long)n,
+    if (known <= 0 || n % known != 0)
+      return lt_fail(c, LT_E_VIEW_NUMEL, op, lt_dims_str(ndim, shape, b1, sizeof b1), (long long)n,
                      lt_shape_str(t, b2, sizeof b2));
     out[infer] = n / known;
   } else if (known != n) {
-    return lt_fail(c, LT_E_VIEW_NUMEL, lt_dims_str(ndim, shape, b1, sizeof b1), (long long)n,
+    return lt_fail(c, LT_E_VIEW_NUMEL, op, lt_dims_str(ndim, shape, b1, sizeof b1), (long long)n,
                    lt_shape_str(t, b2, sizeof b2));
   }
   return LT_OK;
@@ -52,9 +58,10 @@ static lt_tensor *make_view(lt_ctx *c, lt_tensor *t, int ndim, const int64_t *sh
   return v;
 }
 
-lt_tensor *lt_op_view(lt_ctx *c, lt_tensor *t, int ndim, const int64_t *shape) {
+/* op names the user's call in messages: reshape of a contiguous tensor is a view, but the user wrote reshape */
+static lt_tensor *view_as(lt_ctx *c, const char *op, lt_tensor *t, int ndim, const int64_t *shape) {
   int64_t sh[LT_MAX_DIM], st[LT_MAX_DIM];
-  if (infer_shape(c, "view", t, ndim, shape, sh)) return NULL;
+  if (infer_shape(c, op, t, ndim, shape, sh)) return NULL;
   if (!lt_is_contiguous(t)) {
     char b1[128];
     lt_fail(c, LT_E_VIEW_STRIDE, lt_dims_str(ndim, sh, b1, sizeof b1));
@@ -65,8 +72,12 @@ lt_tensor *lt_op_view(lt_ctx *c, lt_tensor *t, int ndim, const int64_t *shape) {
   return make_view(c, t, ndim, sh, st, t->offset, "view", view_backward, &nd);
 }
 
+lt_tensor *lt_op_view(lt_ctx *c, lt_tensor *t, int ndim, const int64_t *shape) {
+  return view_as(c, "view", t, ndim, shape);
+}
+
 lt_tensor *lt_op_reshape(lt_ctx *c, lt_tensor *t, int ndim, const int64_t *shape) {
-  if (lt_is_contiguous(t)) return lt_op_view(c, t, ndim, shape);
+  if (lt_is_contiguous(t)) return view_as(c, "reshape", t, ndim, shape);
   int64_t sh[LT_MAX_DIM];
   if (infer_shape(c, "reshape", t, ndim, shape, sh)) return NULL;
   lt_tensor *ct = lt_op_contiguous(c, t);

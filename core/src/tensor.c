@@ -169,13 +169,22 @@ int lt_same_shape(const lt_tensor *a, const lt_tensor *b) {
   return 1;
 }
 
-double lt_get_flat(const lt_tensor *t, int64_t i) {
+static int64_t flat_offset(const lt_tensor *t, int64_t i) {
   int64_t off = t->offset;
   for (int d = t->ndim - 1; d >= 0; d--) {
     int64_t s = t->shape[d];
     off += (i % s) * t->stride[d];
     i /= s;
   }
+  return off;
+}
+
+double lt_get_flat(const lt_tensor *t, int64_t i) {
+  int64_t off = flat_offset(t, i);
   if (t->dtype == LT_I64) return (double)((int64_t *)t->storage->data)[off];
   return ((float *)t->storage->data)[off];
+}
+
+int64_t lt_get_flat_i64(const lt_tensor *t, int64_t i) {
+  return ((const int64_t *)t->storage->data)[flat_offset(t, i)];
 }
