@@ -45,6 +45,8 @@ describe("fuzz: tensor creation", function()
     { "arange of 1e300 elements", function() return lt.arange(1e300) end, "^arange: .*too many to allocate" },
     { "arange with step 0", function() return lt.arange(0, 10, 0) end, "^arange: step must be nonzero" },
     { "arange reversed", function() return lt.arange(0, 10, -1) end, "^arange: the range %[0, 10%) is empty or reversed" },
+    { "int64 arange past 2^63", function() return lt.arange(9.3e18, 9.3e18 + 4096, 2048, "int64") end, "^arange: int64 values must lie in %-2%^63..2%^63%-1" },
+    { "int64 arange below -2^63", function() return lt.arange(-9.3e18, -9.3e18 + 4096, 2048, "int64") end, "^arange: int64 values must lie in" },
     { "eye(inf)", function() return lt.eye(INF) end, "^eye: n inf is out of range" },
     { "eye with a negative m", function() return lt.eye(3, -2) end, "^eye: m %-2 is out of range" },
     { "tensor from a string", function() return lt.tensor("abc") end, "^tensor: expected a nested table of numbers, a number or a tensor, got string" },
@@ -53,6 +55,8 @@ describe("fuzz: tensor creation", function()
     { "tensor nested 9 deep", function() return lt.tensor { { { { { { { { { 1 } } } } } } } } } end, "^tensor: nested tables deeper than 8" },
     { "int64 tensor with NaN", function() return lt.tensor({ NAN }, "int64") end, "^tensor: element 1 at depth 1 is .*not an int64 value" },
     { "int64 tensor with 1e30", function() return lt.tensor({ 1e30 }, "int64") end, "^tensor: element 1 at depth 1 is 1e%+30" },
+    { "int64 0-dim tensor of NaN", function() return lt.tensor(NAN, "int64") end, "^tensor: value .*nan is not an int64 value" },
+    { "int64 0-dim tensor of 2^63", function() return lt.tensor(2 ^ 63, "int64") end, "^tensor: value 9.2233720368548e%+18 is not an int64 value" },
     { "zeros_like of a number", function() return lt.zeros_like(3) end, "'zeros_like' %(tensor expected, got number%)" },
     { "manual_seed(NaN)", function() return lt.manual_seed(NAN) end, "^manual_seed: the seed must be an integer" },
     { "random_integer(NaN)", function() return lt.random_integer(NAN) end, "^random_integer: n must be an integer" },
@@ -91,6 +95,11 @@ describe("fuzz: queries and views", function()
     { "view of a transposed tensor", function() return x:t():view(6) end, "^view: the tensor's layout is not compatible" },
     { "view{inf}", function() return x:view { INF } end, "^view: size 1 is too large" },
     { "reshape with a string", function() return x:reshape("a") end, "^reshape: size 1 must be a number, got string" },
+    { "reshape to the wrong numel", function() return x:reshape(7) end, "^reshape: shape %[7%] is invalid for a tensor of 6 elements %(shape %[2 x 3%]%)" },
+    { "reshape with -1 that does not divide", function() return x:reshape(-1, 4) end, "^reshape: shape %[%-1 x 4%] is invalid for a tensor of 6 elements" },
+    { "reshape of a transposed tensor to the wrong numel", function() return x:t():reshape(7) end, "^reshape: shape %[7%] is invalid" },
+    { "view whose sizes multiply past int64", function() return x:view(2 ^ 40, 2 ^ 40, 2 ^ 40) end, "^view: shape %[1099511627776 x 1099511627776 x 1099511627776%] is invalid for a tensor of 6 elements" },
+    { "reshape whose sizes multiply past int64, with -1", function() return x:reshape(-1, 2 ^ 40, 2 ^ 40) end, "^reshape: shape %[%-1 x 1099511627776 x 1099511627776%] is invalid" },
     { "expand with a trailing table", function() return x:expand(2, 3, {}) end, "^expand: size 3 must be a number, got table" },
     { "t() of a 3-d tensor", function() return z(2, 3, 4):t() end, "^t: expects a tensor with <= 2 dims, got %[2 x 3 x 4%]" },
     { "transpose(1, 3)", function() return x:transpose(1, 3) end, "^transpose: dim 3 out of range" },
@@ -176,6 +185,13 @@ describe("fuzz: maths", function()
     { "gather of a 0-dim tensor", function() return lt.gather(lt.tensor(1), 1, i64 { 1 }) end, "^gather: the tensor is 0%-dimensional" },
     { "index_select past the end", function() return lt.index_select(x, 1, i64 { 3 }) end, "^index_select: index 3 out of range 1..2 of dim 1" },
     { "index_select 2-d index", function() return lt.index_select(x, 1, i64 { { 1 } }) end, "^index_select: index must be 1%-D, got %[1 x 1%]" },
+    -- int64 values from 2^63 - 512 up round to 2^63 through a double: indices are read as int64, not doubles
+    { "index_select with an index near 2^63", function() return lt.index_select(x, 1, i64 { 2 ^ 63 - 1024 } + 1000) end, "^index_select: index 9223372036854775784 out of range 1..2 of dim 1" },
+    { "int64 + 1e300", function() return i64 { 1 } + 1e300 end, "^add: the scalar 1e%+300 is outside int64's range %(the tensor is int64: convert it with :float%(%) first%)" },
+    { "int64 * -inf", function() return i64 { 1 }:mul(-INF) end, "^mul: the scalar %-inf is outside int64's range" },
+    { "int64 add_(inf)", function() return i64 { 1 }:add_(INF) end, "^add_: the scalar inf is outside int64's range" },
+    { "int64 x[1] = 1e300", function() local y = i64 { 1, 2 }; y[1] = 1e300 end, "^index: value 1e%+300 is not an int64 value %(the tensor is int64%)" },
+    { "x[1] = string", function() local y = z(2); y[1] = "a" end, "^bad argument #3 to '__newindex' %(number expected, got string%)" },
     { "where unbroadcastable", function() return lt.where(z(2), z(3), z(2)) end, "^where: shapes %[3%] and %[2%] cannot be broadcast" },
     { "where with a string", function() return lt.where(z(2), 1, "a") end, "^where: expected %(cond, a, b%) with a and b tensors or numbers" },
     { "clamp min > max", function() return lt.clamp(z(2), 1, 0) end, "^clamp: min 1 is greater than max 0" },
@@ -295,6 +311,8 @@ describe("fuzz: nn functions (lt.F)", function()
     { "cross_entropy ignore_index 1.5", function() return F.cross_entropy(z(2, 3), tgt, { ignore_index = 1.5 }) end, "^cross_entropy: ignore_index must be an integer, got 1.5" },
     { "cross_entropy options of the wrong type", function() return F.cross_entropy(z(2, 3), tgt, 5) end, "^cross_entropy: options must be a table, got number" },
     { "nll_loss target past the classes", function() return F.nll_loss(z(2, 3), i64 { 1, 4 }) end, "^nll_loss: target 4 is out of range 1..3" },
+    { "nll_loss target -2^63", function() return F.nll_loss(z(2, 3), i64 { 1, -2 ^ 63 }) end, "^nll_loss: target %-9223372036854775808 is out of range %(targets are 1%-based%)" },
+    { "cross_entropy target near 2^63", function() return F.cross_entropy(z(1, 3), i64 { 2 ^ 63 - 1024 } + 1000) end, "^cross_entropy: target 9223372036854775784 is out of range 1..3" },
     { "nll_loss ignore_index NaN", function() return F.nll_loss(z(2, 3), tgt, { ignore_index = NAN }) end, "^nll_loss: ignore_index must be an integer" },
     { "mse_loss shape mismatch", function() return F.mse_loss(z(2, 3), z(3, 2)) end, "^mse_loss: input %[2 x 3%] and target %[3 x 2%] must have the same shape" },
     { "mse_loss int64 target", function() return F.mse_loss(z(2, 3), z(2, 3, "int64")) end, "^mse_loss: target must be float32, got int64" },
@@ -479,6 +497,15 @@ describe("fuzz: trainer, callbacks and loggers", function()
     { "LearningRateMonitor interval", function() return lt.callbacks.LearningRateMonitor { logging_interval = "foo" } end, "^LearningRateMonitor: option 'logging_interval' must be \"step\", \"epoch\" or nil" },
     { "ProgressBar refresh_rate -1", function() return lt.callbacks.ProgressBar { refresh_rate = -1 } end, "^ProgressBar: option 'refresh_rate' must be >= 1" },
     { "CSVLogger save_dir of a number", function() return lt.loggers.CSVLogger { save_dir = 5 } end, "^CSVLogger: option 'save_dir' must be a string, got number" },
+    { "CSVLogger flush_logs_every_n_steps 0", function() return lt.loggers.CSVLogger { flush_logs_every_n_steps = 0 } end, "^CSVLogger: option 'flush_logs_every_n_steps' must be an integer >= 1, got 0" },
+    { "CSVLogger flush_logs_every_n_steps -5", function() return lt.loggers.CSVLogger { flush_logs_every_n_steps = -5 } end, "^CSVLogger: option 'flush_logs_every_n_steps' must be an integer >= 1, got %-5" },
+    { "CSVLogger flush_logs_every_n_steps NaN", function() return lt.loggers.CSVLogger { flush_logs_every_n_steps = NAN } end, "^CSVLogger: option 'flush_logs_every_n_steps' must be an integer >= 1, got nan" },
+    { "CSVLogger flush_logs_every_n_steps 2.5", function() return lt.loggers.CSVLogger { flush_logs_every_n_steps = 2.5 } end, "^CSVLogger: option 'flush_logs_every_n_steps' must be an integer >= 1, got 2.5" },
+    { "CSVLogger flush_logs_every_n_steps inf", function() return lt.loggers.CSVLogger { flush_logs_every_n_steps = INF } end, "^CSVLogger: option 'flush_logs_every_n_steps' must be an integer >= 1, got inf" },
+    { "CSVLogger flush_logs_every_n_steps of a string", function() return lt.loggers.CSVLogger { flush_logs_every_n_steps = "10" } end, "^CSVLogger: option 'flush_logs_every_n_steps' must be an integer >= 1, got 10" },
+    { "CSVLogger version inf", function() return lt.loggers.CSVLogger { version = INF } end, "^CSVLogger: option 'version' must be an integer >= 0 or a string, got inf" },
+    { "CSVLogger version NaN", function() return lt.loggers.CSVLogger { version = NAN } end, "^CSVLogger: option 'version' must be an integer >= 0 or a string, got nan" },
+    { "CSVLogger version 2^60", function() return lt.loggers.CSVLogger { version = 2 ^ 60 } end, "^CSVLogger: option 'version' must be an integer >= 0 or a string" },
     { "CSVLogger in an impossible directory", function()
       lt.loggers.CSVLogger({ save_dir = "/proc/nope", name = "x" }):log_metrics({ a = 1 }, 0)
     end, "^CSVLogger: cannot create the log directory: mkdir: /proc/nope" },
@@ -619,5 +646,67 @@ describe("fuzz: files", function()
       t:fit(m, lt.data.DataLoader(lt.data.TensorDataset(z(4, 2)), { batch_size = 2 }), { ckpt_path = p })
     end)
     assert.matches("fit: cannot resume from .*bad.ckpt: ", msg)
+  end)
+end)
+
+-- luaL_check* name the function from the call site, which a tail call loses ("bad argument #2 to '?'"): the
+-- binding's checkers name the function it registered, in tail calls too (method arguments counted after self)
+describe("fuzz: argument errors in tail calls", function()
+  run_rows {
+    { "full(shape, string) as a tail call", function() return lt.full({ 2 }, "x") end, "^bad argument #2 to 'full' %(number expected, got string%)" },
+    { "full(shape, string) in a local first", function() local r = lt.full({ 2 }, "x"); return r end, "^bad argument #2 to 'full' %(number expected, got string%)" },
+    { "full through a local of another name", function() local f = lt.full; local r = f({ 2 }, {}); return r end, "^bad argument #2 to 'full' %(number expected, got table%)" },
+    { "arange(string) as a tail call", function() return lt.arange("a") end, "^bad argument #1 to 'arange' %(number expected, got string%)" },
+    { "x:fill_(string) as a tail call", function() return z(2):fill_("a") end, "^bad argument #1 to 'fill_' %(number expected, got string%)" },
+    { "x:fill_(string) in a local first", function() local r = z(2):fill_("a"); return r end, "^bad argument #1 to 'fill_' %(number expected, got string%)" },
+    { "x:uniform_(string) as a tail call", function() return z(2):uniform_("a") end, "^bad argument #1 to 'uniform_' %(number expected, got string%)" },
+    { "x:add_(y, string alpha) as a tail call", function() return z(2):add_(z(2), "a") end, "^bad argument #2 to 'add_' %(number expected, got string%)" },
+    { "x:leaky_relu(table) as a tail call", function() return z(2):leaky_relu({}) end, "^bad argument #1 to 'leaky_relu' %(number expected, got table%)" },
+    { "lt.fill_(x, string) as a function", function() local r = lt.fill_(z(2), "a"); return r end, "^bad argument #2 to 'fill_' %(number expected, got string%)" },
+  }
+end)
+
+describe("fuzz: stepwise runs and loop state", function()
+  local function setup()
+    local m = { net = lt.nn.Linear(2, 1) }
+    function m:configure_optimizers() return lt.optim.SGD(self.net:parameters(), { lr = 0.1 }) end
+    function m:training_step(b) return self.net(b[1]):sum() end
+    local t = Tr { logger = false, enable_checkpointing = false, enable_progress_bar = false,
+      enable_model_summary = false, max_epochs = 1 }
+    return t, m, lt.data.DataLoader(lt.data.TensorDataset(z(4, 2)), { batch_size = 2 })
+  end
+  run_rows {
+    { "fit_run with a number as loader", function() local t, m = setup(); t:fit_run(m, 5) end, "^fit: expected a DataLoader %(a table with iter%(%) and a length%), got a number" },
+    { "fit_run with a model as loader", function() local t, m = setup(); t:fit_run(m, m) end, "^fit: expected a DataLoader %(a table with iter%(%) and a length%), got a table" },
+    { "fit_run with a number as val loader", function() local t, m, l = setup(); t:fit_run(m, l, 5) end, "^fit %(val loader 1%): expected a DataLoader" },
+    { "fit_run with a bad second val loader", function() local t, m, l = setup(); t:fit_run(m, l, { l, "x" }) end, "^fit %(val loader 2%): expected a DataLoader .*got a string" },
+    { "advance{batches = 1e300}", function() local t, m, l = setup(); t:fit_run(m, l):advance { batches = 1e300 } end, "advance: 'batches' must be an integer > 0, got 1e%+300" },
+    { "advance{batches = NaN}", function() local t, m, l = setup(); t:fit_run(m, l):advance { batches = NAN } end, "advance: 'batches' must be an integer > 0, got nan" },
+    { "advance{batches = 1.5}", function() local t, m, l = setup(); t:fit_run(m, l):advance { batches = 1.5 } end, "advance: 'batches' must be an integer > 0, got 1.5" },
+    { "advance{seconds = NaN}", function() local t, m, l = setup(); t:fit_run(m, l):advance { seconds = NAN } end, "advance: 'seconds' must be a number > 0, got nan" },
+    { "fit_loop state with a NaN counter", function()
+      local t = setup(); t.fit_loop:load_state_dict { epoch_progress = { total = { ready = NAN } } }
+    end, "^load_state_dict: 'epoch_progress.total.ready' must be an integer >= 0, got nan" },
+    { "fit_loop state with batches_that_stepped 1e300", function()
+      local t = setup(); t.fit_loop:load_state_dict { ["epoch_loop.state_dict"] = { _batches_that_stepped = 1e300 } }
+    end, "^load_state_dict: 'epoch_loop.state_dict._batches_that_stepped' must be an integer >= 0, got 1e%+300" },
+    { "fit_loop state with a negative optimizer_position", function()
+      local t = setup(); t.fit_loop:load_state_dict { ["epoch_loop.batch_loop.optimizer_loop.optim_progress"] = { optimizer_position = -1 } }
+    end, "'epoch_loop.batch_loop.optimizer_loop.optim_progress.optimizer_position' must be an integer >= 0, got %-1" },
+    { "DDPStrategy bucket_cap_mb inf", function() return lt.distributed.DDPStrategy { bucket_cap_mb = INF } end, "^DDPStrategy: bucket_cap_mb must be finite, got inf" },
+  }
+  it("a bad counter sets none of the loops' counters", function()
+    local t = setup()
+    local before = t.fit_loop.progress.total.ready
+    assert.has_error(function()
+      t.fit_loop:load_state_dict { epoch_progress = { total = { ready = 7 } }, ["epoch_loop.batch_progress"] = { total = { ready = -1 } } }
+    end)
+    assert.equal(before, t.fit_loop.progress.total.ready)
+  end)
+  it("fit_run accepts loaders fit accepts, and the run trains", function()
+    local t, m, l = setup()
+    local run = t:fit_run(m, l, { l })
+    assert.is_false(run:advance { batches = 1 })
+    assert.equal(1, t.global_step)
   end)
 end)

@@ -294,6 +294,7 @@ function D.GradReducer(params, opts)
   if type(mb) ~= "number" or not (mb > 0) then
     error("GradReducer: bucket_cap_mb must be a number > 0, got " .. tostring(mb), 2)
   end
+  if mb == math.huge then error("GradReducer: bucket_cap_mb must be finite, got inf", 2) end
   local op = opts.op or "mean"
   if op ~= "mean" and op ~= "sum" then
     error(string.format("GradReducer: op must be mean or sum, got %s", tostring(op)), 2)
@@ -350,6 +351,7 @@ function D.DDPStrategy(opts)
   if type(mb) ~= "number" or not (mb > 0) then
     error("DDPStrategy: bucket_cap_mb must be a number > 0, got " .. tostring(mb), 2)
   end
+  if mb == math.huge then error("DDPStrategy: bucket_cap_mb must be finite, got inf", 2) end
   return setmetatable({ name = "ddp", bucket_cap_mb = mb }, StrategyMT)
 end
 

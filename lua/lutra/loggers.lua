@@ -39,6 +39,9 @@ local function check_options(what, opts, allowed)
   return opts
 end
 
+-- A number that is an integer a double holds exactly (NaN, inf, fractions and |v| >= 2^53 are not).
+local function is_count(v) return type(v) == "number" and v == math.floor(v) and v > -2 ^ 53 and v < 2 ^ 53 end
+
 local function is_dir(path)
   local st = IO.stat(path)
   return st ~= nil and st.type == "dir"
@@ -184,13 +187,16 @@ function M.CSVLogger(opts)
   if name == nil then name = "lutra_logs" end
   if type(name) ~= "string" then error("CSVLogger: option 'name' must be a string, got " .. type(name), 2) end
   local version = opts.version
-  if version ~= nil and type(version) ~= "string" and not (type(version) == "number" and version >= 0 and version == math.floor(version)) then
+  -- (inf is an integer to math.floor; below 2^53 a number is one exactly, and "%d" can print it)
+  if version ~= nil and type(version) ~= "string" and not (is_count(version) and version >= 0) then
     error("CSVLogger: option 'version' must be an integer >= 0 or a string, got " .. tostring(version), 2)
   end
   local prefix = opts.prefix or ""
   if type(prefix) ~= "string" then error("CSVLogger: option 'prefix' must be a string, got " .. type(prefix), 2) end
-  if opts.flush_logs_every_n_steps ~= nil and type(opts.flush_logs_every_n_steps) ~= "number" then
-    error("CSVLogger: option 'flush_logs_every_n_steps' must be a number", 2)
+  -- accepted for Lightning's signature; every row is flushed when written anyway (rows are few and small)
+  local flush_n = opts.flush_logs_every_n_steps
+  if flush_n ~= nil and not (is_count(flush_n) and flush_n >= 1) then
+    error("CSVLogger: option 'flush_logs_every_n_steps' must be an integer >= 1, got " .. tostring(flush_n), 2)
   end
   local self = setmetatable({
     save_dir = save_dir, name = name, prefix = prefix,

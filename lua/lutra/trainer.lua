@@ -1088,6 +1088,10 @@ Run.__index = Run
 local function check_fit_args(model, train, val, opts)
   if type(model) ~= "table" then error("fit: the model must be a table, got " .. type(model), 3) end
   if train == nil then error("fit: no training dataloader given (fit(model, train_loader[, val_loader]))", 3) end
+  -- the loaders are checked here too, so fit_run refuses what fit refuses when it is called, not at the
+  -- first run:advance (start_fit checks them again after a ddp strategy has sharded them)
+  check_loader(train, "fit")
+  for i, l in ipairs(as_list(val)) do check_loader(l, "fit (val loader " .. i .. ")") end
   if opts ~= nil then
     if type(opts) ~= "table" then error("fit: options must be a table, got " .. type(opts), 3) end
     for k in pairs(opts) do
@@ -1199,7 +1203,11 @@ function Run:advance(budget)
       if k ~= "batches" and k ~= "seconds" then
         error(fmt("advance: unknown option '%s' (known options: batches, seconds)", tostring(k)), 2)
       end
-      if type(v) ~= "number" or v <= 0 then error(fmt("advance: '%s' must be a number > 0, got %s", k, tostring(v)), 2) end
+      -- (NaN fails v > 0; a count of batches is an integer the C loop holds: no fraction, inf or 1e300)
+      if k == "batches" and not (is_int(v) and v > 0) then
+        error(fmt("advance: 'batches' must be an integer > 0, got %s", tostring(v)), 2)
+      end
+      if type(v) ~= "number" or not (v > 0) then error(fmt("advance: '%s' must be a number > 0, got %s", k, tostring(v)), 2) end
     end
     nb, secs = budget.batches or 0, budget.seconds or 0
   end

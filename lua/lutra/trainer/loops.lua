@@ -84,6 +84,21 @@ end
 
 local function is_cloop(x) return type(x) == "table" and rawget(x, "_is_cloop") == true end
 
+-- The counters a state dict gives the C loops (progress counts, batches_that_stepped, optimizer_position)
+-- must be integers >= 0 that an int64 holds: a checkpoint is a file, and NaN, 1e300 or -1 from a damaged or
+-- crafted one would reach the C loops as undefined casts or impossible states.
+local COUNT_KEYS = { ready = true, started = true, processed = true, completed = true, _batches_that_stepped = true,
+  optimizer_position = true }
+local function check_counts(t, path, depth)
+  for k, v in pairs(t) do
+    local where = path == "" and tostring(k) or path .. "." .. tostring(k)
+    if COUNT_KEYS[k] and not (type(v) == "number" and v == math.floor(v) and v >= 0 and v < 2 ^ 53) then
+      error(string.format("load_state_dict: '%s' must be an integer >= 0, got %s", where, tostring(v)), 0)
+    end
+    if type(v) == "table" and depth < 4 then check_counts(v, where, depth + 1) end
+  end
+end
+
 function CLoop:state_dict(prefix, into)
   prefix = prefix or ""
   into = into or {}
@@ -102,10 +117,8 @@ function CLoop:state_dict(prefix, into)
   return into
 end
 
-function CLoop:load_state_dict(sd, prefix)
-  if type(sd) ~= "table" then error("load_state_dict: expected a table, got " .. type(sd), 2) end
-  prefix = prefix or ""
-  local lp = self._trainer._lp
+-- The entries of sd that belong to the loop at prefix itself (not to its children).
+local function own_entries(sd, prefix)
   local own = {}
   local plen = #prefix
   for k, v in pairs(sd) do
@@ -114,6 +127,26 @@ function CLoop:load_state_dict(sd, prefix)
       if not rest:find(".", 1, true) then own[rest] = v end
     end
   end
+  return own
+end
+
+-- Checks the counters of this C loop and of the C loops below it, so a bad one sets none.
+function CLoop:_check_state(sd, prefix)
+  if LOADERS[self._id] then
+    for k, v in pairs(own_entries(sd, prefix)) do if type(v) == "table" then check_counts(v, prefix .. k, 1) end end
+  end
+  for _, name in ipairs(self._child_names) do
+    local child = self._children[name]
+    if is_cloop(child) then child:_check_state(sd, prefix .. name .. ".") end
+  end
+end
+
+function CLoop:load_state_dict(sd, prefix)
+  if type(sd) ~= "table" then error("load_state_dict: expected a table, got " .. type(sd), 2) end
+  prefix = prefix or ""
+  if prefix == "" then self:_check_state(sd, "") end
+  local lp = self._trainer._lp
+  local own = own_entries(sd, prefix)
   if LOADERS[self._id] then LOADERS[self._id](lp, own) end
   for _, name in ipairs(self._child_names) do
     local child = self._children[name]
