@@ -91,9 +91,12 @@ static int ew_parts(lt_ctx *c, int64_t n, int cost) { return lt_pool_parts(c->nu
     }                                                                                               \
   }
 
-/* An in-place update whose other operand shares storage with it but is not the same view (x:add_(x:t()))
- * reads what another thread may be writing: such calls stay on one thread, as before. */
+/* An in-place update whose other operand shares storage with it but is not the same view (x:add_(x:t())), or
+ * whose target repeats elements (a stride-0 dim: the binding refuses those, a C host might not), reads or
+ * writes what another thread may be writing: such calls stay on one thread, as before. */
 static int overlaps(const lt_tensor *out, const lt_tensor *in) {
+  for (int d = 0; d < out->ndim; d++)
+    if (out->shape[d] > 1 && out->stride[d] == 0) return 1;
   if (out == in || out->storage != in->storage) return 0;
   if (out->offset != in->offset || out->ndim != in->ndim) return 1;
   for (int d = 0; d < out->ndim; d++)
@@ -591,7 +594,7 @@ static void unary_f32(lt_ctx *c, lt_unop op, lt_tensor *out, const lt_tensor *x)
   lt_iter_init(&j.it, x->ndim, x->shape, 2, st);
   j.total = j.it.rows * j.it.n;
   if (j.total == 0) return;
-  int parts = ew_parts(c, j.total, unary_cost(op));
+  int parts = overlaps(out, x) ? 1 : ew_parts(c, j.total, unary_cost(op));
   if (parts > 1) lt_pool_run(unary_part, &j, parts);
   else unary_range(op, &j.it, j.po, j.px, 0, j.total);
 }

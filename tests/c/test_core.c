@@ -5,6 +5,7 @@
 
 #include "lt_alloc.h"
 #include "lt_ops.h"
+#include "lt_pool.h"
 
 static int passed, failed;
 #define CHECK(cond, what)                                                        \
@@ -79,6 +80,29 @@ int main(void) {
   CHECK(q == p && st1.system_allocs == st0.system_allocs, "cache reuses a freed buffer");
   CHECK(((uintptr_t)q % LT_ALIGN) == 0, "buffers are 64-byte aligned");
   lt_free(q, 100000);
+
+  /* elementwise kernels on lt_pool (2 threads): a large op gives the one-thread result; an in-place update of
+   * an expanded (stride-0) view, which the binding refuses but a C host can make, stays on one thread: every
+   * element adds 1 to the same float in order */
+  {
+    lt_pool_set_threads(2);
+    c->num_threads = 2;
+    int64_t n1[1] = { 1 }, big[1] = { 200000 }, huge[1] = { 2000000 }; /* exact in float up to 2^24 */
+    lt_tensor *one = lt_tensor_zeros(c, LT_F32, 1, n1);
+    lt_tensor *rep = lt_broadcast_alias(c, one, 1, huge);
+    CHECK(rep && lt_op_binary_scalar_(c, LT_ADD, rep, 1.0) == LT_OK && lt_f32(one)[0] == 2000000.0f,
+          "in-place update of a stride-0 view: sequential, every element counted");
+    lt_tensor *x = lt_tensor_new(c, LT_F32, 1, big);
+    for (int64_t i = 0; i < big[0]; i++) lt_f32(x)[i] = (float)(i % 1000) * 0.01f - 3.0f;
+    lt_tensor *e2 = lt_op_unary(c, LT_SIGMOID, x);
+    c->num_threads = 1;
+    lt_tensor *e1 = lt_op_unary(c, LT_SIGMOID, x);
+    CHECK(e1 && e2 && !memcmp(lt_f32(e1), lt_f32(e2), sizeof(float) * (size_t)big[0]),
+          "sigmoid over 200K elements: 2 threads give the 1-thread bits");
+    lt_tensor *tmp[] = { one, rep, x, e1, e2 };
+    for (size_t i = 0; i < sizeof tmp / sizeof *tmp; i++) lt_tensor_release(tmp[i]);
+    lt_pool_set_threads(1);
+  }
 
   lt_tensor *all[] = { a, b, m, s, v4, tr, row };
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) lt_tensor_release(all[i]);
