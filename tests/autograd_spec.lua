@@ -163,6 +163,36 @@ describe("autograd rules", function()
     assert.is_nil(w.grad)
   end)
 
+  -- lt.linear adds its weight gradient into an existing grad inside the GEMM (beta = 1) instead of making a
+  -- temporary and adding it: the result must be the sum of the separate gradients, whatever the batch size
+  -- (batch 1 takes the one-pass outer product), and a grad that shares memory with an operand must not be
+  -- overwritten while it is read.
+  it("linear accumulates its weight gradient into an existing grad", function()
+    lt.manual_seed(3)
+    for _, rows in ipairs({ 1, 8 }) do
+      local w, b = lt.param(lt.randn(150, 120)), lt.param(lt.randn(150))
+      local x1, x2 = lt.randn(rows, 120), lt.randn(rows, 120)
+      lt.linear(x1, w, b):tanh():sum():backward()
+      local g1, gb1 = w.grad:clone(), b.grad:clone()
+      w:zero_grad(true); b:zero_grad(true)
+      lt.linear(x2, w, b):tanh():sum():backward()
+      local g2, gb2 = w.grad:clone(), b.grad:clone()
+      w:zero_grad(true); b:zero_grad(true)
+      lt.linear(x1, w, b):tanh():sum():backward()
+      local kept = w.grad -- the same tensor must receive the second pass in place
+      lt.linear(x2, w, b):tanh():sum():backward()
+      assert.are.equal(kept:data_ptr(), w.grad:data_ptr())
+      assert.is_true(w.grad:allclose(g1 + g2, 1e-6, 1e-5), "rows " .. rows)
+      assert.is_true(b.grad:allclose(gb1 + gb2, 1e-6, 1e-5))
+    end
+    local w = lt.param(lt.randn(6, 6))
+    local x = lt.randn(6, 6)
+    local expect = x + lt.ones(6, 6):t():matmul(x) -- d/dW sum(x W^T) = 1^T x, added to the grad (which is x)
+    w.grad = x
+    lt.linear(x, w):sum():backward()
+    assert.is_true(x:allclose(expect, 1e-6, 1e-5))
+  end)
+
   it("lt.param makes a leaf that requires grad", function()
     local p = lt.param(lt.zeros(2))
     assert.is_true(p:requires_grad())

@@ -98,6 +98,14 @@ int lt_accumulate_grad(lt_ctx *c, lt_tensor *leaf, lt_tensor *g) {
   return rc;
 }
 
+lt_tensor *lt_grad_inplace_target(const lt_tensor *in, const lt_tensor *const *ops, int nops) {
+  lt_tensor *g = in->grad;
+  if (in->grad_fn || !g || g->dtype != LT_F32 || !lt_is_contiguous(g) || !lt_same_shape(g, in)) return NULL;
+  for (int i = 0; i < nops; i++)
+    if (ops[i] && ops[i]->storage == g->storage) return NULL;
+  return g;
+}
+
 /* Adds g into node->grad_acc (taking g's reference when there is nothing yet). */
 static int accumulate_node(lt_ctx *c, lt_node *n, lt_tensor *g) {
   if (!n->grad_acc) {

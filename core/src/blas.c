@@ -220,13 +220,18 @@ static void gemv(int transa, int transb, int m, int n, int k, float alpha, const
 
 /* k = 1 (a batch-1 weight gradient) with beta = 0: C = alpha a b^T, written in one pass (GEMM would zero C
  * first). Same products as the GEMM, so the same bits. */
+/* c = alpha a b^T (add = 0) or c += alpha a b^T (add = 1: a gradient accumulated in place) */
 LT_VECTOR_FN static void outer(int m, int n, float alpha, const float *a, int sa, const float *b, int sb, float *c,
-                               int ldc) {
+                               int ldc, int add) {
   for (int i = 0; i < m; i++) {
     const float ai = alpha * a[(size_t)i * sa];
     float *restrict ci = c + (size_t)i * ldc;
-    if (sb == 1)
+    if (sb == 1 && add)
+      for (int j = 0; j < n; j++) ci[j] += ai * b[j];
+    else if (sb == 1)
       for (int j = 0; j < n; j++) ci[j] = ai * b[j];
+    else if (add)
+      for (int j = 0; j < n; j++) ci[j] += ai * b[(size_t)j * sb];
     else
       for (int j = 0; j < n; j++) ci[j] = ai * b[(size_t)j * sb];
   }
@@ -239,9 +244,9 @@ void lt_blas_sgemm(int transa, int transb, int m, int n, int k, float alpha, con
     gemv(transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
-  if (k == 1 && beta == 0.0f && (double)m * n >= 16384) {
+  if (k == 1 && (beta == 0.0f || beta == 1.0f) && (double)m * n >= 16384) {
     /* a [m x 1]: element i at a[i * lda] (a[i] when transposed); b [1 x n]: b[j] (b[j * ldb] when transposed) */
-    outer(m, n, alpha, a, transa ? 1 : lda, b, transb ? ldb : 1, c, ldc);
+    outer(m, n, alpha, a, transa ? 1 : lda, b, transb ? ldb : 1, c, ldc, beta == 1.0f);
     return;
   }
   if ((long)m * n <= GEMM_THIN_MN && k > 2 * GEMM_KCHUNK) {

@@ -183,7 +183,12 @@ static int linear_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin)
     }
     gin[0] = gx;
   }
-  if (w->requires_grad) { /* gW [out, in] = g^T [out, rows] @ x [rows, in] */
+  const lt_tensor *const ops[3] = { gc, xc, wc };
+  lt_tensor *wacc = w->requires_grad ? lt_grad_inplace_target(w, ops, 3) : NULL;
+  if (wacc) { /* W.grad += g^T @ x in the GEMM itself (gin[1] stays NULL) */
+    if (lt_gemm(c, 1, 0, out_f, in_f, rows, 1.0f, lt_f32(gc), out_f, lt_f32(xc), in_f, 1.0f, lt_f32(wacc), in_f))
+      goto fail;
+  } else if (w->requires_grad) { /* gW [out, in] = g^T [out, rows] @ x [rows, in] */
     lt_tensor *gw = lt_tensor_new(c, LT_F32, 2, w->shape);
     if (!gw || lt_gemm(c, 1, 0, out_f, in_f, rows, 1.0f, lt_f32(gc), out_f, lt_f32(xc), in_f, 0.0f, lt_f32(gw), in_f)) {
       lt_tensor_release(gw);
