@@ -806,7 +806,7 @@ static int l_loops_new(lua_State *L) {
  * references form a cycle through the registry, so lp:detach() must follow the run. */
 static int l_attach(lua_State *L) {
   l_loops *H = check_loops(L);
-  luaL_checktype(L, 2, LUA_TTABLE);
+  l_checktype(L, 2, LUA_TTABLE);
   luaL_checkany(L, 4);
   release_refs(H, L);
   lua_pushvalue(L, 2);
@@ -877,9 +877,17 @@ static int l_refresh(lua_State *L) {
   return push_status(L, H, rc);
 }
 
+/* A number as int64 without undefined casts: finite values truncate, infinities saturate, NaN is an error. */
+static int64_t to_int64(lua_State *L, lua_Number v, const char *what) {
+  if (v != v) luaL_error(L, "loops: %s is NaN", what);
+  if (v >= 0x1p63) return INT64_MAX;
+  if (v <= -0x1p63) return INT64_MIN;
+  return (int64_t)v;
+}
+
 static int64_t opt_int(lua_State *L, int t, const char *k, int64_t def) {
   lua_getfield(L, t, k);
-  int64_t v = lua_isnumber(L, -1) ? (int64_t)lua_tonumber(L, -1) : def;
+  int64_t v = lua_isnumber(L, -1) ? to_int64(L, lua_tonumber(L, -1), k) : def;
   lua_pop(L, 1);
   return v;
 }
@@ -901,7 +909,7 @@ static void read_int_list(lua_State *L, int t, const char *k, int64_t *dst, int 
 /* lp:set_cfg{...}: the numbers the trainer computed (lt_loop_cfg). */
 static int l_set_cfg(lua_State *L) {
   l_loops *H = check_loops(L);
-  luaL_checktype(L, 2, LUA_TTABLE);
+  l_checktype(L, 2, LUA_TTABLE);
   lt_loop_cfg *c = &H->lp.cfg;
   c->max_epochs = opt_int(L, 2, "max_epochs", c->max_epochs);
   c->min_epochs = opt_int(L, 2, "min_epochs", c->min_epochs);
@@ -972,7 +980,7 @@ static int l_set_cfg(lua_State *L) {
 /* lp:set_optimizers(list) */
 static int l_set_optimizers(lua_State *L) {
   l_loops *H = check_loops(L);
-  luaL_checktype(L, 2, LUA_TTABLE);
+  l_checktype(L, 2, LUA_TTABLE);
   int n = (int)lua_objlen(L, 2);
   if (n > LT_MAX_OPTIMIZERS) return luaL_error(L, "fit: at most %d optimizers are supported", LT_MAX_OPTIMIZERS);
   for (int i = 0; i < n; i++) {
@@ -1002,7 +1010,7 @@ static int do_advance(l_loops *H, void *arg) {
 /* lp:fit_advance(max_batches, seconds, check_interrupt[, no_overrun]) -> status[, message] */
 static int l_fit_advance(lua_State *L) {
   l_loops *H = check_loops(L);
-  adv_args a = { (int64_t)luaL_optnumber(L, 2, 0), luaL_optnumber(L, 3, 0) };
+  adv_args a = { to_int64(L, l_optnumber(L, 2, 0), "advance's batches"), l_optnumber(L, 3, 0) };
   H->lp.check_interrupt = lua_toboolean(L, 4);
   H->lp.no_overrun = lua_toboolean(L, 5);
   int rc = with_state(L, H, do_advance, &a);
@@ -1095,7 +1103,7 @@ static int l_loops_state(lua_State *L) {
 
 static int l_get(lua_State *L) {
   l_loops *H = check_loops(L);
-  const char *k = luaL_checkstring(L, 2);
+  const char *k = l_checkstring(L, 2);
   lt_loops *lp = &H->lp;
   if (!strcmp(k, "global_step")) lua_pushinteger(L, (lua_Integer)lt_loops_global_step(lp));
   else if (!strcmp(k, "current_epoch")) lua_pushinteger(L, (lua_Integer)lt_loops_current_epoch(lp));
@@ -1117,15 +1125,15 @@ static int l_get(lua_State *L) {
 
 static int l_set(lua_State *L) {
   l_loops *H = check_loops(L);
-  const char *k = luaL_checkstring(L, 2);
+  const char *k = l_checkstring(L, 2);
   lt_loops *lp = &H->lp;
   if (!strcmp(k, "should_stop")) lp->should_stop = lua_toboolean(L, 3);
-  else if (!strcmp(k, "current_hook")) H->cur_hook = lua_isnil(L, 3) ? -1 : lt_hook_from_name(luaL_checkstring(L, 3));
-  else if (!strcmp(k, "batches_that_stepped")) lp->fit_loop.epoch_loop.batches_that_stepped = (int64_t)luaL_checknumber(L, 3);
-  else if (!strcmp(k, "optimizer_position")) lp->fit_loop.epoch_loop.batch_loop.optimizer_loop.position = (int)luaL_checkinteger(L, 3);
+  else if (!strcmp(k, "current_hook")) H->cur_hook = lua_isnil(L, 3) ? -1 : lt_hook_from_name(l_checkstring(L, 3));
+  else if (!strcmp(k, "batches_that_stepped")) lp->fit_loop.epoch_loop.batches_that_stepped = to_int64(L, l_checknumber(L, 3), k);
+  else if (!strcmp(k, "optimizer_position")) lp->fit_loop.epoch_loop.batch_loop.optimizer_loop.position = (int)l_checkint(L, 3, "loops", k, 0, LT_MAX_OPTIMIZERS);
   else if (!strcmp(k, "is_last_batch")) lp->fit_loop.epoch_loop.is_last_batch = lua_toboolean(L, 3);
-  else if (!strcmp(k, "batch_idx")) lp->fit_loop.epoch_loop.batch_idx = (int64_t)luaL_checknumber(L, 3);
-  else if (!strcmp(k, "resume_advance_end")) lp->fit_loop.epoch_loop.resume_advance_end = (int)luaL_checkinteger(L, 3);
+  else if (!strcmp(k, "batch_idx")) lp->fit_loop.epoch_loop.batch_idx = to_int64(L, l_checknumber(L, 3), k);
+  else if (!strcmp(k, "resume_advance_end")) lp->fit_loop.epoch_loop.resume_advance_end = (int)l_checkint(L, 3, "loops", k, 0, 2);
   else return luaL_error(L, "loops: unknown field '%s'", k);
   return 0;
 }
@@ -1161,7 +1169,7 @@ static lt_progress *check_progress(lua_State *L, l_loops *H, int idx, const char
 /* lp:progress(id[, "zero_grad"|"scheduler"]) -> {total={...}, current={...}} */
 static int l_progress(lua_State *L) {
   l_loops *H = check_loops(L);
-  lt_progress *p = check_progress(L, H, 2, luaL_optstring(L, 3, NULL));
+  lt_progress *p = check_progress(L, H, 2, l_optstring(L, 3, NULL));
   lua_createtable(L, 0, 2);
   push_counts(L, &p->total);
   lua_setfield(L, -2, "total");
@@ -1173,8 +1181,8 @@ static int l_progress(lua_State *L) {
 /* lp:set_progress(id, {total=..., current=...}[, which]) */
 static int l_set_progress(lua_State *L) {
   l_loops *H = check_loops(L);
-  luaL_checktype(L, 3, LUA_TTABLE);
-  lt_progress *p = check_progress(L, H, 2, luaL_optstring(L, 4, NULL));
+  l_checktype(L, 3, LUA_TTABLE);
+  lt_progress *p = check_progress(L, H, 2, l_optstring(L, 4, NULL));
   lua_getfield(L, 3, "total");
   if (lua_istable(L, -1)) read_counts(L, lua_gettop(L), &p->total);
   lua_pop(L, 1);
@@ -1228,9 +1236,9 @@ static int l_loop_names(lua_State *L) {
 
 /* core._clip_gradients(params, val, "norm"|"value") */
 static int l_clip_gradients(lua_State *L) {
-  luaL_checktype(L, 1, LUA_TTABLE);
-  double val = luaL_checknumber(L, 2);
-  const char *algo = luaL_optstring(L, 3, "norm");
+  l_checktype(L, 1, LUA_TTABLE);
+  double val = l_checknumber(L, 2);
+  const char *algo = l_optstring(L, 3, "norm");
   int n = (int)lua_objlen(L, 1);
   lt_tensor **ps = lua_newuserdata(L, sizeof(lt_tensor *) * (size_t)(n > 0 ? n : 1)); /* freed by the GC */
   int m = 0;

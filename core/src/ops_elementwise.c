@@ -125,11 +125,17 @@ __attribute__((always_inline)) static inline float bin_f(lt_binop op, float x, f
   return 0;
 }
 
+/* int64 arithmetic wraps around on overflow, as PyTorch's does: computed in uint64 (defined behaviour in C)
+ * and converted back (two's complement on every target GCC supports). */
+static inline int64_t wrap_add(int64_t x, int64_t y) { return (int64_t)((uint64_t)x + (uint64_t)y); }
+static inline int64_t wrap_sub(int64_t x, int64_t y) { return (int64_t)((uint64_t)x - (uint64_t)y); }
+static inline int64_t wrap_mul(int64_t x, int64_t y) { return (int64_t)((uint64_t)x * (uint64_t)y); }
+
 static inline int64_t bin_i(lt_binop op, int64_t x, int64_t y) {
   switch (op) {
-    case LT_ADD: return x + y;
-    case LT_SUB: return x - y;
-    case LT_MUL: return x * y;
+    case LT_ADD: return wrap_add(x, y);
+    case LT_SUB: return wrap_sub(x, y);
+    case LT_MUL: return wrap_mul(x, y);
     case LT_MAXIMUM: return x >= y ? x : y;
     case LT_MINIMUM: return x <= y ? x : y;
     case LT_EQ: return x == y;
@@ -677,8 +683,8 @@ lt_tensor *lt_op_unary(lt_ctx *c, lt_unop op, lt_tensor *a) {
     if (!out) return NULL;
     int64_t *po = lt_i64(out);
     for (int64_t i = 0, n = lt_numel(a); i < n; i++) {
-      int64_t v = (int64_t)lt_get_flat(a, i);
-      po[i] = op == LT_NEG ? -v : op == LT_ABS ? (v < 0 ? -v : v) : op == LT_SIGN ? (v > 0) - (v < 0) : v * v;
+      int64_t v = lt_get_flat_i64(a, i), neg = wrap_sub(0, v); /* -INT64_MIN wraps to itself, as in PyTorch */
+      po[i] = op == LT_NEG ? neg : op == LT_ABS ? (v < 0 ? neg : v) : op == LT_SIGN ? (v > 0) - (v < 0) : wrap_mul(v, v);
     }
     return out;
   }

@@ -153,7 +153,7 @@ static void reduce_i64(lt_redop op, const int64_t *x, int64_t outer, int64_t n, 
       int64_t acc = p[0], bi = 0;
       for (int64_t j = 1; j < n; j++) {
         int64_t v = p[j * inner];
-        if (op == LT_RSUM) acc += v;
+        if (op == LT_RSUM) acc = (int64_t)((uint64_t)acc + (uint64_t)v); /* wraps on overflow, as PyTorch's */
         else if (op == LT_RMAX ? v > acc : v < acc) { acc = v; bi = j; }
       }
       out[o * inner + k] = acc;
