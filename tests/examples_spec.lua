@@ -97,6 +97,15 @@ describe("examples (--fast)", function()
     has(out, "char_rnn: cannot read the text: " .. tmpdir .. "/no_such.txt: No such file or directory")
   end)
 
+  it_needs("", "gan.lua trains a generator and a discriminator in turn and moves the samples to the target", function()
+    local out, status = run("examples/gan.lua", "--fast")
+    expect_ok(out, status)
+    has(out, "8 epochs, the discriminator trains 2 batch(es) per generator batch")
+    local d0, d1, steps = out:match("to the target's: ([%d%.]+) %-> ([%d%.]+) %((%d+) optimizer steps%)")
+    assert(d0 and tonumber(d1) < tonumber(d0) / 4, out)
+    assert.are.equal(512, tonumber(steps)) -- 8 epochs of 64 batches, one optimizer per batch
+  end)
+
   it_needs("data", "custom_loop.lua runs its own epoch loop in the fit loop's slot", function()
     local out, status = run("examples/custom_loop.lua", "--fast")
     expect_ok(out, status)
