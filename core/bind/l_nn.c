@@ -38,29 +38,12 @@ static lt_reduction check_reduction(lua_State *L, int idx, const char *fname) {
   return LT_REDUCE_MEAN;
 }
 
-/* 1-based int64 indices -> a 0-based copy (no range check: the core checks and reports 1-based);
- * other dtypes are passed through retained so the core reports the dtype. */
-/* 1-based targets/indices to 0-based. Values below -2^53 are neither a class, an index nor an ignore_index
+/* 1-based int64 targets/indices -> a 0-based copy (the core checks the upper range and reports it 1-based);
+ * other dtypes are passed through retained so the core reports the dtype. Values below -2^53 are neither a class, an index nor an ignore_index
  * (those are checked to lie within +-2^53), and INT64_MIN - 1 would overflow: refused here, by name. */
-static lt_tensor *shift_index(lua_State *L, lt_tensor *t, const char *fname, const char *what) {
+static lt_tensor *shift_index(lua_State *L, lt_tensor *t, const char *fname, const char *what, const char *whats) {
   if (t->dtype != LT_I64) return lt_tensor_retain(t);
-  lt_ctx *c = L_CTX(L);
-  lt_tensor *z = lt_op_contiguous(c, t);
-  lt_tensor *r = z ? lt_tensor_new_like(c, z) : NULL;
-  if (!r) { lt_tensor_release(z); l_error(L); }
-  const int64_t *s = lt_i64(z);
-  int64_t *d = lt_i64(r);
-  for (int64_t i = 0, n = lt_numel(z); i < n; i++) {
-    if (s[i] < -L_INT_MAX) {
-      long long bad = (long long)s[i];
-      lt_tensor_release(z);
-      lt_tensor_release(r);
-      l_errorf(L, "%s: %s %lld is out of range (%ss are 1-based)", fname, what, bad, what);
-    }
-    d[i] = s[i] - 1;
-  }
-  lt_tensor_release(z);
-  return r;
+  return l_shift_1based(L, t, -L_INT_MAX, fname, what, whats);
 }
 
 static int l_conv2d(lua_State *L) {
@@ -103,7 +86,7 @@ static int l_cross_entropy(lua_State *L) {
     lua_isnoneornil(L, 4) ? LT_NO_IGNORE : l_checkint(L, 4, "cross_entropy", "ignore_index", -L_INT_MAX, L_INT_MAX) - 1;
   double eps = l_optnumber(L, 5, 0.0);
   lt_reduction red = check_reduction(L, 6, "cross_entropy");
-  lt_tensor *t0 = shift_index(L, t, "cross_entropy", "target");
+  lt_tensor *t0 = shift_index(L, t, "cross_entropy", "target", "targets");
   lt_tensor *r = lt_nn_cross_entropy(L_CTX(L), x, t0, w, ignore, eps, red);
   lt_tensor_release(t0);
   return l_push(L, r);
@@ -115,7 +98,7 @@ static int l_nll_loss(lua_State *L) {
   int64_t ignore =
     lua_isnoneornil(L, 4) ? LT_NO_IGNORE : l_checkint(L, 4, "nll_loss", "ignore_index", -L_INT_MAX, L_INT_MAX) - 1;
   lt_reduction red = check_reduction(L, 5, "nll_loss");
-  lt_tensor *t0 = shift_index(L, t, "nll_loss", "target");
+  lt_tensor *t0 = shift_index(L, t, "nll_loss", "target", "targets");
   lt_tensor *r = lt_nn_nll_loss(L_CTX(L), x, t0, w, ignore, red);
   lt_tensor_release(t0);
   return l_push(L, r);
@@ -169,7 +152,7 @@ static int l_embedding(lua_State *L) {
                         (long long)n);
     pad = p > 0 ? p - 1 : n + p;
   }
-  lt_tensor *i0 = shift_index(L, idx, "embedding", "index");
+  lt_tensor *i0 = shift_index(L, idx, "embedding", "index", "indices");
   lt_tensor *r = lt_nn_embedding_pad(L_CTX(L), i0, w, pad);
   lt_tensor_release(i0);
   return l_push(L, r);

@@ -248,23 +248,28 @@ lt_dtype l_checkdtype(lua_State *L, int idx, lt_dtype def, const char *fname) {
   return LT_F32;
 }
 
-lt_tensor *l_index_from_lua(lua_State *L, lt_tensor *idx, const char *fname) {
+lt_tensor *l_shift_1based(lua_State *L, lt_tensor *t, int64_t min, const char *fname, const char *what,
+                          const char *whats) {
   lt_ctx *c = L_CTX(L);
-  if (idx->dtype != LT_I64) l_errorf(L, "%s: index must be int64, got %s", fname, lt_dtype_name(idx->dtype));
-  lt_tensor *z = lt_op_contiguous(c, idx);
+  lt_tensor *z = lt_op_contiguous(c, t);
   lt_tensor *r = z ? lt_tensor_new_like(c, z) : NULL;
   if (!r) { lt_tensor_release(z); l_error(L); }
   const int64_t *s = lt_i64(z);
   int64_t *d = lt_i64(r);
   for (int64_t i = 0, n = lt_numel(z); i < n; i++) {
-    if (s[i] < 1) {
+    if (s[i] < min) {
       long long bad = (long long)s[i];
       lt_tensor_release(z);
       lt_tensor_release(r);
-      l_errorf(L, "%s: index %lld is out of range (indices are 1-based)", fname, bad);
+      l_errorf(L, "%s: %s %lld is out of range (%s are 1-based)", fname, what, bad, whats);
     }
     d[i] = s[i] - 1;
   }
   lt_tensor_release(z);
   return r;
+}
+
+lt_tensor *l_index_from_lua(lua_State *L, lt_tensor *idx, const char *fname) {
+  if (idx->dtype != LT_I64) l_errorf(L, "%s: index must be int64, got %s", fname, lt_dtype_name(idx->dtype));
+  return l_shift_1based(L, idx, 1, fname, "index", "indices");
 }

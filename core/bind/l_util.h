@@ -96,5 +96,9 @@ void l_gc_account(lua_State *L, l_state *S);
 
 /* Converts a 1-based int64 index tensor (from Lua) to a 0-based copy; errors on values < 1. */
 lt_tensor *l_index_from_lua(lua_State *L, lt_tensor *idx, const char *fname);
+/* An int64 tensor of 1-based values as a 0-based copy; a value below `min` is an error naming fname and
+ * what ("fname: what v is out of range (whats are 1-based)"). */
+lt_tensor *l_shift_1based(lua_State *L, lt_tensor *t, int64_t min, const char *fname, const char *what,
+                          const char *whats);
 
 #endif
