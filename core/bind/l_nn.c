@@ -39,8 +39,9 @@ static lt_reduction check_reduction(lua_State *L, int idx, const char *fname) {
 }
 
 /* 1-based int64 targets/indices -> a 0-based copy (the core checks the upper range and reports it 1-based);
- * other dtypes are passed through retained so the core reports the dtype. Values below -2^53 are neither a class, an index nor an ignore_index
- * (those are checked to lie within +-2^53), and INT64_MIN - 1 would overflow: refused here, by name. */
+ * other dtypes are passed through retained so the core reports the dtype. Values below -2^53 are neither a
+ * class, an index nor an ignore_index (those are checked to lie within +-2^53), and INT64_MIN - 1 would
+ * overflow: refused here, by name. */
 static lt_tensor *shift_index(lua_State *L, lt_tensor *t, const char *fname, const char *what, const char *whats) {
   if (t->dtype != LT_I64) return lt_tensor_retain(t);
   return l_shift_1based(L, t, -L_INT_MAX, fname, what, whats);
