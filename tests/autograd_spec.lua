@@ -193,6 +193,31 @@ describe("autograd rules", function()
     assert.is_true(x:allclose(expect, 1e-6, 1e-5))
   end)
 
+  it("matmul accumulates into existing leaf gradients of either operand", function()
+    lt.manual_seed(4)
+    local function grads(f)
+      local a, b = lt.param(lt.randn(5, 7)), lt.param(lt.randn(7, 3))
+      local x1, x2 = lt.randn(5, 3), lt.randn(5, 3)
+      f(a, b, x1):backward()
+      local ga, gb = a.grad:clone(), b.grad:clone()
+      a:zero_grad(true); b:zero_grad(true)
+      f(a, b, x2):backward()
+      local ga2, gb2 = a.grad:clone(), b.grad:clone()
+      a:zero_grad(true); b:zero_grad(true)
+      f(a, b, x1):backward()
+      f(a, b, x2):backward() -- into the existing grads
+      assert.is_true(a.grad:allclose(ga + ga2, 1e-6, 1e-5))
+      assert.is_true(b.grad:allclose(gb + gb2, 1e-6, 1e-5))
+    end
+    grads(function(a, b, x) return (a:matmul(b) * x):sum() end)
+    grads(function(a, b, x) return (b:t():matmul(a:t()) * x:t()):sum() end) -- transposed views: the usual path
+    local w = lt.param(lt.randn(4, 4))
+    w.grad = lt.ones(4, 4)
+    local g1 = lt.ones(4, 4) + lt.ones(4, 4):matmul(w:t()) + w:t():matmul(lt.ones(4, 4)) -- d sum(w w) = 1 w^T + w^T 1
+    w:matmul(w):sum():backward()
+    assert.is_true(w.grad:allclose(g1, 1e-6, 1e-5))
+  end)
+
   it("lt.param makes a leaf that requires grad", function()
     local p = lt.param(lt.zeros(2))
     assert.is_true(p:requires_grad())

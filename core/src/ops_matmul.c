@@ -29,10 +29,35 @@ static int blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, int *
   return 0;
 }
 
+/* 2-D only: adds op(x) @ op(y) (x [r x k], y [k x s] after transposing by tx/ty) into the leaf gradient `acc`
+ * [r x s] in one GEMM with beta = 1, when both operands have BLAS layouts; 0 when it cannot (the caller then
+ * produces the gradient as usual). */
+static int gemm_accumulate(lt_ctx *c, lt_tensor *acc, const lt_tensor *x, int tx, const lt_tensor *y, int ty,
+                           int *rc) {
+  int64_t r = acc->shape[0], s = acc->shape[1], k = tx ? x->shape[0] : x->shape[1];
+  int ta, tb;
+  int64_t lda, ldb;
+  /* op(x) [r x k] as stored: x's strides, swapped when x is used transposed */
+  int64_t xrs = tx ? x->stride[1] : x->stride[0], xcs = tx ? x->stride[0] : x->stride[1];
+  int64_t yrs = ty ? y->stride[1] : y->stride[0], ycs = ty ? y->stride[0] : y->stride[1];
+  if (!blas_layout(r, k, xrs, xcs, &ta, &lda) || !blas_layout(k, s, yrs, ycs, &tb, &ldb)) return 0;
+  *rc = lt_gemm(c, ta, tb, r, s, k, 1.0f, lt_f32(x), lda, lt_f32(y), ldb, 1.0f, lt_f32(acc), s);
+  return 1;
+}
+
 static int matmul_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
   lt_tensor *a = n->inputs[0], *b = n->inputs[1];
   int nd = g->ndim;
-  if (a->requires_grad) {
+  /* a 2-D product whose operand is a leaf with a gradient already: add into it in the GEMM (see linear) */
+  const lt_tensor *ops[3] = { a, b, g };
+  int two_d = a->ndim == 2 && b->ndim == 2 && g->ndim == 2, rc = LT_OK;
+  lt_tensor *aacc = two_d && a->requires_grad ? lt_grad_inplace_target(a, ops, 3) : NULL;
+  lt_tensor *bacc = two_d && b->requires_grad ? lt_grad_inplace_target(b, ops, 3) : NULL;
+  int a_done = aacc && gemm_accumulate(c, aacc, g, 0, b, 1, &rc); /* a.grad += g @ b^T */
+  if (rc) return LT_ERR;
+  int b_done = bacc && gemm_accumulate(c, bacc, a, 1, g, 0, &rc); /* b.grad += a^T @ g */
+  if (rc) return LT_ERR;
+  if (a->requires_grad && !a_done) {
     lt_tensor *bt = lt_op_transpose(c, b, b->ndim - 2, b->ndim - 1);
     lt_tensor *r = bt ? lt_op_matmul(c, g, bt) : NULL;
     lt_tensor_release(bt);
@@ -44,7 +69,7 @@ static int matmul_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin)
     if (!r) return LT_ERR;
     gin[0] = r;
   }
-  if (b->requires_grad) {
+  if (b->requires_grad && !b_done) {
     lt_tensor *at = lt_op_transpose(c, a, a->ndim - 2, a->ndim - 1);
     lt_tensor *r = at ? lt_op_matmul(c, at, g) : NULL;
     lt_tensor_release(at);
