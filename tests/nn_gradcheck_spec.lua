@@ -36,6 +36,16 @@ end
 describe("gradcheck of nn modules", function()
   before_each(function() lt.manual_seed(7) end)
 
+  it("Sequential's fused Linear + ReLU: input, weight and bias", function()
+    -- outputs kept away from relu's kink: a bias well off zero for half the units
+    local m = nn.Sequential { nn.Linear(4, 6), nn.ReLU() }
+    m[1].bias = lt.param(lt.tensor { 1, -1, 1, -1, 1, -1 })
+    m[1].weight = lt.param(lt.randn(6, 4) * 0.1)
+    assert.is_true(check_module(m, lt.randn(5, 4)))
+    assert.is_true(gradcheck(function(x, w, b) return lt.linear(x, w, b, "relu") end,
+      { lt.randn(3, 2, 4), lt.randn(6, 4) * 0.1, lt.tensor { 1, -1, 1, -1, 1, -1 } }))
+  end)
+
   it("Linear: input, weight and bias (2-D and 3-D input)", function()
     assert.is_true(check_module(nn.Linear(4, 3), lt.randn(5, 4)))
     assert.is_true(check_module(nn.Linear(4, 3), lt.randn(2, 3, 4)))

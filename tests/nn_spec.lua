@@ -378,6 +378,39 @@ describe("Conv2d batching", function()
   end)
 end)
 
+describe("fused Linear + ReLU", function()
+  it("gives the unfused forward and gradients, and fuses only the library's own pairs", function()
+    lt.manual_seed(5)
+    local seq = nn.Sequential { nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3) }
+    local x = lt.randn(4, 6):requires_grad(true)
+    local y = seq(x)
+    assert.are.equal("linear_relu", nn.Sequential { seq[1], nn.ReLU() }(x):grad_fn()) -- the fused node
+    y:sum():backward()
+    local gx, gw, gb = x.grad:clone(), seq[1].weight.grad:clone(), seq[1].bias.grad:clone()
+    x.grad = nil
+    seq:zero_grad(true)
+    local h = seq[1]:forward(x):relu() -- the unfused path, by hand
+    local y2 = seq[3]:forward(h)
+    y2:sum():backward()
+    assert.is_true(y:allclose(y2, 0, 0))
+    assert.is_true(x.grad:allclose(gx, 1e-6, 1e-6))
+    assert.is_true(seq[1].weight.grad:allclose(gw, 1e-6, 1e-6))
+    assert.is_true(seq[1].bias.grad:allclose(gb, 1e-6, 1e-6))
+    -- a ReLU whose forward the user replaced is called, not fused away
+    local called = false
+    seq[2].forward = function(_, t) called = true; return t:relu() end
+    seq(x)
+    assert.is_true(called)
+    assert.are.equal("relu", nn.Sequential { seq[1], seq[2] }(x):grad_fn())
+  end)
+
+  it("rejects an unknown activation by name", function()
+    local ok, err = pcall(lt.linear, lt.randn(2, 3), lt.randn(4, 3), nil, "gelu")
+    assert.is_false(ok)
+    assert.matches("linear: unknown activation 'gelu' (expected \"relu\" or nil)", err, 1, true)
+  end)
+end)
+
 describe("memory", function()
   -- Runs in a fresh process: the live-tensor count is process-wide, and in this busted process earlier specs'
   -- objects (coroutines, closures, finalizers) can be released at any later collection, moving the count.

@@ -76,6 +76,10 @@ lt_tensor *lt_op_sum_to(lt_ctx *c, lt_tensor *g, int ndim, const int64_t *shape)
 lt_tensor *lt_op_matmul(lt_ctx *c, lt_tensor *a, lt_tensor *b);
 /* y = x W^T + b, x [..., in], W [out, in], b [out] or NULL (fused, one GEMM) */
 lt_tensor *lt_op_linear(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b);
+/* linear followed by an activation in one node: the activation runs on the GEMM's output while it is in
+ * cache, and its backward masks the gradient in place (nn.Sequential fuses Linear, ReLU pairs into this). */
+typedef enum lt_act { LT_ACT_NONE = 0, LT_ACT_RELU } lt_act;
+lt_tensor *lt_op_linear_act(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, lt_act act);
 /* raw sgemm on contiguous (or transposed-contiguous) 2-D operands: C = alpha*op(A)op(B) + beta*C */
 int lt_gemm(lt_ctx *c, int transa, int transb, int64_t m, int64_t n, int64_t k, float alpha,
             const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *cc, int64_t ldc);

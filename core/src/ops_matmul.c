@@ -6,6 +6,7 @@
 #include "lt_blas.h"
 #include "lt_errors.h"
 #include "lt_ops.h"
+#include "lt_simd.h"
 
 int lt_gemm(lt_ctx *c, int transa, int transb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
             int64_t lda, const float *b, int64_t ldb, float beta, float *cc, int64_t ldc) {
@@ -192,11 +193,11 @@ lt_tensor *lt_op_matmul(lt_ctx *c, lt_tensor *a, lt_tensor *b) {
 
 /* ---- linear: y = x W^T + b, one GEMM with the bias preloaded into the output ------------------ */
 
-static int linear_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
+/* The gradients of y = x W^T + b given dL/dy as a contiguous gc (taken over: released here). */
+static int linear_grads(lt_ctx *c, lt_node *n, lt_tensor *gc, lt_tensor **gin) {
   lt_tensor *x = n->inputs[0], *w = n->inputs[1], *b = n->ninputs > 2 ? n->inputs[2] : NULL;
   int64_t out_f = w->shape[0], in_f = w->shape[1];
   int64_t rows = lt_numel(x) / (in_f ? in_f : 1);
-  lt_tensor *gc = lt_op_contiguous(c, g);
   lt_tensor *xc = gc ? lt_op_contiguous(c, x) : NULL;
   lt_tensor *wc = xc ? lt_op_contiguous(c, w) : NULL;
   if (!wc) goto fail;
@@ -237,7 +238,33 @@ fail:
   return LT_ERR;
 }
 
-lt_tensor *lt_op_linear(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b) {
+static int linear_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
+  return linear_grads(c, n, lt_op_contiguous(c, g), gin);
+}
+
+/* linear followed by ReLU in one node: dL/d(pre-activation) = g where the output is > 0, else 0. The mask is
+ * applied in place when the backward holds the only reference to a contiguous g (the usual case). */
+LT_VECTOR_FN static void relu_mask(int64_t n, const float *restrict y, const float *g, float *r) { /* r may be g */
+  for (int64_t i = 0; i < n; i++) r[i] = y[i] > 0.0f ? g[i] : 0.0f;
+}
+
+static int linear_relu_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
+  lt_tensor *y = n->saved[0];
+  lt_tensor *gm;
+  if (lt_is_contiguous(g) && g->refcount == 1 && g->storage->refcount == 1) gm = lt_tensor_retain(g);
+  else gm = lt_tensor_new(c, LT_F32, g->ndim, g->shape);
+  lt_tensor *gc = gm ? lt_op_contiguous(c, g) : NULL;
+  if (!gc) { lt_tensor_release(gm); return LT_ERR; }
+  relu_mask(lt_numel(y), lt_f32(y), lt_f32(gc), lt_f32(gm));
+  lt_tensor_release(gc);
+  return linear_grads(c, n, gm, gin);
+}
+
+LT_VECTOR_FN static void relu_inplace(int64_t n, float *restrict y) {
+  for (int64_t i = 0; i < n; i++) y[i] = y[i] > 0.0f ? y[i] : 0.0f;
+}
+
+lt_tensor *lt_op_linear_act(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, lt_act act) {
   char b1[128], b2[128];
   if (lt_check_dtype(c, "linear", "input", x, LT_F32) || lt_check_dtype(c, "linear", "weight", w, LT_F32))
     return NULL;
@@ -276,8 +303,18 @@ lt_tensor *lt_op_linear(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b) {
   lt_tensor_release(xc);
   lt_tensor_release(wc);
   if (rc) { lt_tensor_release(out); return NULL; }
+  if (act == LT_ACT_RELU) relu_inplace(lt_numel(out), po); /* while the GEMM's output is in cache */
   lt_tensor *ins[3] = { x, w, b };
   lt_node *nd;
-  if (lt_record(c, out, "linear", linear_backward, b ? 3 : 2, ins, &nd)) { lt_tensor_release(out); return NULL; }
+  if (lt_record(c, out, act == LT_ACT_RELU ? "linear_relu" : "linear",
+                act == LT_ACT_RELU ? linear_relu_backward : linear_backward, b ? 3 : 2, ins, &nd)) {
+    lt_tensor_release(out);
+    return NULL;
+  }
+  if (nd && act == LT_ACT_RELU && lt_node_save_output(c, nd, 0, out)) { lt_tensor_release(out); return NULL; }
   return out;
+}
+
+lt_tensor *lt_op_linear(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b) {
+  return lt_op_linear_act(c, x, w, b, LT_ACT_NONE);
 }

@@ -21,7 +21,7 @@ function Linear:extra_repr()
   return self.in_features .. " -> " .. self.out_features .. (self.bias and "" or ", bias=false")
 end
 
-function Linear:forward(x)
+local function check_input(self, x)
   if not lt.is_tensor(x) then self:fail("expected a tensor input, got " .. type(x)) end
   local d = x:dim()
   if d == 0 then self:fail("input is a 0-dim tensor, expected [... x " .. self.in_features .. "]") end
@@ -29,7 +29,17 @@ function Linear:forward(x)
   if n ~= self.in_features then
     self:fail(string.format("input has %d features, expected %d (input %s)", n, self.in_features, x:shape_str()))
   end
+end
+
+function Linear:forward(x)
+  check_input(self, x)
   return lt.linear(x, self.weight, self.bias)
+end
+
+--- relu(self:forward(x)) as one fused op (nn.Sequential calls it for a Linear followed by a ReLU).
+function Linear:forward_relu(x)
+  check_input(self, x)
+  return lt.linear(x, self.weight, self.bias, "relu")
 end
 
 return Linear
