@@ -7,12 +7,16 @@
  * Backward per chunk: g is gathered into the same [O, m*P] layout; gW += g @ col^T,
  * gcol = W^T @ g folded back (col2im) into gx; gb = sums of g. Scratch buffers come from lt_alloc's
  * size-class cache, so a steady training step makes no malloc.
+ * One input channel at stride 1 (the first layer of an image net) takes a direct convolution instead when the
+ * input does not require grad (see "direct convolution" below).
  */
 #include <string.h>
 
 #include "lt_alloc.h"
+#include "lt_ctx.h"
 #include "lt_errors.h"
 #include "lt_nn.h"
+#include "lt_pool.h"
 #include "lt_simd.h"
 
 typedef struct conv_geom {
@@ -208,22 +212,270 @@ static float *scratch(lt_ctx *c, int64_t n) {
   return p;
 }
 
+/* --- direct convolution: one input channel, stride 1 ---------------------------------------------------
+ * The first layer of an image net (LeNet: Conv2d(1, 6, 5, padding 2) on [64, 1, 28, 28]) is mostly memory
+ * traffic through im2col: the unfolded input is KH*KW times the image, and the GEMM has only O rows. With one
+ * input channel the convolution is cheap to compute directly from a zero-padded copy of each image (no edge
+ * branches): out rows are vectorised along x, each shifted input vector feeding all O output channels.
+ * Taken only when the input does not require grad, so an input gradient still comes from col2im as before.
+ * Layout of the padded image: HP = HO + KH - 1 rows of LDP = 16 * ceil(WO / 16) + KW - 1 floats, zeros outside
+ * the image, so a 16-wide load at any output chunk stays inside the buffer.
+ * Images go in blocks of DC_BLOCK, one pool part each. The weight gradient sums each block's images in double
+ * lanes and the blocks in block order: fixed block size, so the result does not depend on the thread count. */
+#define DC_BLOCK 8
+#define DC_PAR_MIN (INT64_C(1) << 18) /* multiply-adds below which a pool hand-off does not pay */
+
+static int direct_ok(const conv_geom *g, const lt_tensor *x) {
+  return g->C == 1 && g->SH == 1 && g->SW == 1 && g->KH <= 7 && g->KW <= 7 && !x->requires_grad;
+}
+static int64_t dc_ldp(const conv_geom *g) { return 16 * ((g->WO + 15) / 16) + g->KW - 1; }
+static int64_t dc_padsize(const conv_geom *g) { return (g->HO + g->KH - 1) * dc_ldp(g); }
+
+static void dc_pad(const conv_geom *g, const float *x, float *xp) {
+  const int64_t ldp = dc_ldp(g);
+  memset(xp, 0, sizeof(float) * (size_t)dc_padsize(g));
+  for (int64_t ih = 0; ih < g->H; ih++)
+    memcpy(xp + (ih + g->PH) * ldp + g->PW, x + ih * g->W, sizeof(float) * (size_t)g->W);
+}
+
+/* portable forward of one image: out [O, HO, WO] */
+LT_VECTOR_FN static void dc_fwd_plain(const conv_geom *g, const float *xp, const float *w, const float *b, float *out) {
+  const int64_t ldp = dc_ldp(g), KK = g->KH * g->KW, WO = g->WO;
+  for (int64_t o = 0; o < g->O; o++)
+    for (int64_t y = 0; y < g->HO; y++) {
+      float *restrict dst = out + (o * g->HO + y) * WO;
+      const float bias = b ? b[o] : 0.0f;
+      for (int64_t x = 0; x < WO; x++) dst[x] = bias;
+      for (int64_t ky = 0; ky < g->KH; ky++)
+        for (int64_t kx = 0; kx < g->KW; kx++) {
+          const float wv = w[o * KK + ky * g->KW + kx];
+          const float *restrict src = xp + (y + ky) * ldp + kx;
+          for (int64_t x = 0; x < WO; x++) dst[x] += wv * src[x];
+        }
+    }
+}
+
+/* portable weight gradient of one image: lanes[k * 16] += sum_{y,x} g[o, y, x] * xp[y + ky, x + kx] */
+static void dc_gw_plain(const conv_geom *g, const float *xp, const float *gi, double *lanes) {
+  const int64_t ldp = dc_ldp(g), KK = g->KH * g->KW, WO = g->WO;
+  for (int64_t o = 0; o < g->O; o++)
+    for (int64_t k = 0; k < KK; k++) {
+      double s = 0;
+      for (int64_t y = 0; y < g->HO; y++)
+        s += lt_dot_f32(gi + (o * g->HO + y) * WO, xp + (y + k / g->KW) * ldp + k % g->KW, WO);
+      lanes[(o * KK + k) * 16] += s;
+    }
+}
+
+#ifdef CONV_AVX512
+/* forward of OB output channels of one image, accumulators in registers (OB constant after inlining) */
+__attribute__((always_inline, target("avx512f"))) static inline void dc_fwd_block(const conv_geom *g, const float *xp,
+                                                                                  const float *w, const float *b,
+                                                                                  float *out, const int OB) {
+  const int64_t ldp = dc_ldp(g), KK = g->KH * g->KW, WO = g->WO, P = g->HO * WO, nc = (WO + 15) / 16;
+  for (int64_t y = 0; y < g->HO; y++)
+    for (int64_t q = 0; q < nc; q++) {
+      const int64_t n = WO - 16 * q < 16 ? WO - 16 * q : 16;
+      const __mmask16 m = (__mmask16)((1u << n) - 1);
+      __m512 acc[8];
+      for (int o = 0; o < OB; o++) acc[o] = b ? _mm512_set1_ps(b[o]) : _mm512_setzero_ps();
+      const float *r = xp + y * ldp + 16 * q;
+      for (int64_t ky = 0; ky < g->KH; ky++)
+        for (int64_t kx = 0; kx < g->KW; kx++) {
+          const __m512 v = _mm512_loadu_ps(r + ky * ldp + kx);
+          const float *wk = w + ky * g->KW + kx;
+          for (int o = 0; o < OB; o++) acc[o] = _mm512_fmadd_ps(_mm512_set1_ps(wk[o * KK]), v, acc[o]);
+        }
+      for (int o = 0; o < OB; o++) _mm512_mask_storeu_ps(out + o * P + y * WO + 16 * q, m, acc[o]);
+    }
+}
+
+__attribute__((target("avx512f"))) static void dc_fwd_avx512(const conv_geom *g, const float *xp, const float *w,
+                                                            const float *b, float *out) {
+  const int64_t KK = g->KH * g->KW, P = g->HO * g->WO;
+  for (int64_t o0 = 0; o0 < g->O; o0 += 8) {
+    const float *wo = w + o0 * KK, *bo = b ? b + o0 : NULL;
+    float *oo = out + o0 * P;
+    switch (g->O - o0 < 8 ? g->O - o0 : 8) {
+    case 1: dc_fwd_block(g, xp, wo, bo, oo, 1); break;
+    case 2: dc_fwd_block(g, xp, wo, bo, oo, 2); break;
+    case 3: dc_fwd_block(g, xp, wo, bo, oo, 3); break;
+    case 4: dc_fwd_block(g, xp, wo, bo, oo, 4); break;
+    case 5: dc_fwd_block(g, xp, wo, bo, oo, 5); break;
+    case 6: dc_fwd_block(g, xp, wo, bo, oo, 6); break;
+    case 7: dc_fwd_block(g, xp, wo, bo, oo, 7); break;
+    default: dc_fwd_block(g, xp, wo, bo, oo, 8); break;
+    }
+  }
+}
+
+/* weight gradient of output channels o (and o + 1 when TWO) for kernel row ky over one image: KW accumulators per
+ * channel in registers (KW and TWO constant after inlining), added into the double lanes at the end. Two named
+ * arrays rather than one [2][KW]: GCC keeps arrays of this size in registers, a larger one it spills every
+ * iteration. */
+__attribute__((always_inline, target("avx512f"))) static inline void dc_gw_acc(double *l, __m512 a) {
+  const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(a));
+  const __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
+  _mm512_storeu_pd(l, _mm512_add_pd(_mm512_loadu_pd(l), lo));
+  _mm512_storeu_pd(l + 8, _mm512_add_pd(_mm512_loadu_pd(l + 8), hi));
+}
+
+__attribute__((always_inline, target("avx512f"))) static inline void dc_gw_block(const conv_geom *g, const float *xp,
+                                                                                 const float *gi, double *lanes,
+                                                                                 int64_t ky, const int KW, const int TWO) {
+  const int64_t ldp = dc_ldp(g), WO = g->WO, P = g->HO * WO, nc = (WO + 15) / 16, KK = g->KH * KW;
+  __m512 a0[7], a1[7];
+  for (int kx = 0; kx < KW; kx++) a0[kx] = a1[kx] = _mm512_setzero_ps();
+  for (int64_t y = 0; y < g->HO; y++)
+    for (int64_t q = 0; q < nc; q++) {
+      const int64_t n = WO - 16 * q < 16 ? WO - 16 * q : 16;
+      const __mmask16 m = (__mmask16)((1u << n) - 1);
+      const float *r = xp + (y + ky) * ldp + 16 * q;
+      /* masked: lanes past the row's end keep their sum even where the padded input holds inf or NaN */
+      const __m512 g0 = _mm512_maskz_loadu_ps(m, gi + y * WO + 16 * q);
+      const __m512 g1 = TWO ? _mm512_maskz_loadu_ps(m, gi + P + y * WO + 16 * q) : g0;
+      for (int kx = 0; kx < KW; kx++) {
+        const __m512 v = _mm512_loadu_ps(r + kx);
+        a0[kx] = _mm512_mask3_fmadd_ps(g0, v, a0[kx], m);
+        if (TWO) a1[kx] = _mm512_mask3_fmadd_ps(g1, v, a1[kx], m);
+      }
+    }
+  for (int kx = 0; kx < KW; kx++) {
+    dc_gw_acc(lanes + (ky * KW + kx) * 16, a0[kx]);
+    if (TWO) dc_gw_acc(lanes + (KK + ky * KW + kx) * 16, a1[kx]);
+  }
+}
+
+#define DC_GW_KW(KW_)                                                                                           \
+  __attribute__((target("avx512f"))) static void dc_gw_kw##KW_(const conv_geom *g, const float *xp, const float *gi, \
+                                                               double *lanes) {                                 \
+    const int64_t P = g->HO * g->WO, KK = g->KH * KW_;                                                         \
+    for (int64_t o = 0; o < g->O; o += 2)                                                                      \
+      for (int64_t ky = 0; ky < g->KH; ky++) {                                                                 \
+        if (o + 1 < g->O)                                                                                      \
+          dc_gw_block(g, xp, gi + o * P, lanes + o * KK * 16, ky, KW_, 1);                                     \
+        else                                                                                                   \
+          dc_gw_block(g, xp, gi + o * P, lanes + o * KK * 16, ky, KW_, 0);                                     \
+      }                                                                                                        \
+  }
+DC_GW_KW(1)
+DC_GW_KW(2)
+DC_GW_KW(3)
+DC_GW_KW(4)
+DC_GW_KW(5)
+DC_GW_KW(6)
+DC_GW_KW(7)
+
+static void dc_gw_avx512(const conv_geom *g, const float *xp, const float *gi, double *lanes) {
+  switch (g->KW) {
+  case 1: dc_gw_kw1(g, xp, gi, lanes); break;
+  case 2: dc_gw_kw2(g, xp, gi, lanes); break;
+  case 3: dc_gw_kw3(g, xp, gi, lanes); break;
+  case 4: dc_gw_kw4(g, xp, gi, lanes); break;
+  case 5: dc_gw_kw5(g, xp, gi, lanes); break;
+  case 6: dc_gw_kw6(g, xp, gi, lanes); break;
+  default: dc_gw_kw7(g, xp, gi, lanes); break;
+  }
+}
+#endif
+
+/* the AVX-512 kernels keep an output row in up to 4 vectors */
+static int dc_use_avx512(const conv_geom *g) {
+#ifdef CONV_AVX512
+  return g->WO <= 64 && __builtin_cpu_supports("avx512f");
+#else
+  (void)g;
+  return 0;
+#endif
+}
+
+typedef struct dc_job {
+  const conv_geom *g;
+  const float *x, *w, *b, *gout; /* gout: NULL for the forward */
+  float *out, *pad;
+  double *lanes; /* backward: [nblocks][O * KK][16] */
+  int avx512;
+} dc_job;
+
+static void dc_part(void *arg, int part, int nparts) {
+  (void)nparts;
+  const dc_job *j = arg;
+  const conv_geom *g = j->g;
+  const int64_t CHW = g->H * g->W, OP = g->O * g->HO * g->WO, lsz = g->O * g->KH * g->KW * 16;
+  float *xp = j->pad + part * dc_padsize(g);
+  const int64_t i1 = (part + 1) * DC_BLOCK < g->N ? (part + 1) * DC_BLOCK : g->N;
+  for (int64_t i = (int64_t)part * DC_BLOCK; i < i1; i++) {
+    dc_pad(g, j->x + i * CHW, xp);
+    if (!j->gout) {
+#ifdef CONV_AVX512
+      if (j->avx512) { dc_fwd_avx512(g, xp, j->w, j->b, j->out + i * OP); continue; }
+#endif
+      dc_fwd_plain(g, xp, j->w, j->b, j->out + i * OP);
+    } else {
+      double *lanes = j->lanes + part * lsz;
+#ifdef CONV_AVX512
+      if (j->avx512) { dc_gw_avx512(g, xp, j->gout + i * OP, lanes); continue; }
+#endif
+      dc_gw_plain(g, xp, j->gout + i * OP, lanes);
+    }
+  }
+}
+
+/* runs the blocks of images on the pool when the work pays for it; the same blocks either way */
+static int dc_run(lt_ctx *c, dc_job *j) {
+  const conv_geom *g = j->g;
+  const int64_t nblk = (g->N + DC_BLOCK - 1) / DC_BLOCK, npad = nblk * dc_padsize(g);
+  const int64_t nl = j->gout ? nblk * g->O * g->KH * g->KW * 16 : 0;
+  if (!(j->pad = scratch(c, npad))) return LT_ERR;
+  if (nl && !(j->lanes = lt_alloc(sizeof(double) * (size_t)nl))) {
+    lt_free(j->pad, sizeof(float) * (size_t)npad);
+    lt_fail(c, LT_E_OOM, sizeof(double) * (size_t)nl);
+    return LT_ERR;
+  }
+  if (nl) memset(j->lanes, 0, sizeof(double) * (size_t)nl);
+  j->avx512 = dc_use_avx512(g);
+  const int64_t work = g->N * g->O * g->HO * g->WO * g->KH * g->KW;
+  if (nblk > 1 && lt_pool_parts(c->num_threads, work, DC_PAR_MIN) > 1)
+    lt_pool_run(dc_part, j, (int)nblk);
+  else
+    for (int64_t p = 0; p < nblk; p++) dc_part(j, (int)p, (int)nblk);
+  lt_free(j->pad, sizeof(float) * (size_t)npad);
+  return LT_OK;
+}
+
+/* gw [O, 1, KH, KW] = the blocks' lanes summed in block order */
+static int dc_weight_grad(lt_ctx *c, const conv_geom *g, const float *x, const float *gout, float *gw) {
+  dc_job j = { .g = g, .x = x, .gout = gout };
+  if (dc_run(c, &j)) return LT_ERR;
+  const int64_t nblk = (g->N + DC_BLOCK - 1) / DC_BLOCK, nk = g->O * g->KH * g->KW;
+  for (int64_t k = 0; k < nk; k++) {
+    double s = 0;
+    for (int64_t p = 0; p < nblk; p++)
+      for (int l = 0; l < 16; l++) s += j.lanes[(p * nk + k) * 16 + l];
+    gw[k] = (float)s;
+  }
+  lt_free(j.lanes, sizeof(double) * (size_t)(nblk * nk * 16));
+  return LT_OK;
+}
+
 static int conv2d_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin) {
   lt_tensor *x = n->inputs[0], *w = n->inputs[1], *b = n->ninputs > 2 ? n->inputs[2] : NULL;
   conv_geom g;
   memcpy(&g, n->i, sizeof g);
   const int64_t K = geom_k(&g), P = geom_p(&g), CHW = g.C * g.H * g.W, nb = chunk_items(&g);
   int need_x = x->requires_grad, need_w = w->requires_grad, need_b = b && b->requires_grad;
+  const int direct = direct_ok(&g, x); /* the forward took the direct path: no input gradient */
   lt_tensor *gc = lt_op_contiguous(c, gout), *xc = NULL, *wc = NULL, *gx = NULL, *gw = NULL, *gb = NULL;
   float *col = NULL, *gperm = NULL;
   if (!gc) goto fail;
   if (need_w && !(xc = lt_op_contiguous(c, x))) goto fail;
   if (need_x && !(wc = lt_op_contiguous(c, w))) goto fail;
-  if (!(col = scratch(c, K * nb * P)) || !(gperm = scratch(c, g.O * nb * P))) goto fail;
+  if (!direct && (!(col = scratch(c, K * nb * P)) || !(gperm = scratch(c, g.O * nb * P)))) goto fail;
   if (need_x && !(gx = lt_tensor_zeros(c, LT_F32, 4, x->shape))) goto fail;
   if (need_w && !(gw = lt_tensor_zeros(c, LT_F32, 4, w->shape))) goto fail;
   const float *pg = lt_f32(gc);
-  for (int64_t i0 = 0; i0 < g.N && (need_w || need_x); i0 += nb) {
+  if (direct && need_w && dc_weight_grad(c, &g, lt_f32(xc), pg, lt_f32(gw))) goto fail;
+  for (int64_t i0 = 0; i0 < g.N && !direct && (need_w || need_x); i0 += nb) {
     const int64_t m = g.N - i0 < nb ? g.N - i0 : nb, ld = m * P;
     for (int64_t j = 0; j < m; j++)
       for (int64_t o = 0; o < g.O; o++)
@@ -250,8 +502,8 @@ static int conv2d_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **g
   gin[1] = gw;
   if (n->ninputs > 2) gin[2] = gb;
   lt_tensor_release(gc); lt_tensor_release(xc); lt_tensor_release(wc);
-  lt_free(col, sizeof(float) * (size_t)(K * nb * P));
-  lt_free(gperm, sizeof(float) * (size_t)(g.O * nb * P));
+  if (col) lt_free(col, sizeof(float) * (size_t)(K * nb * P));
+  if (gperm) lt_free(gperm, sizeof(float) * (size_t)(g.O * nb * P));
   return LT_OK;
 fail:
   lt_tensor_release(gc); lt_tensor_release(xc); lt_tensor_release(wc);
@@ -308,8 +560,13 @@ lt_tensor *lt_nn_conv2d(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, int
   lt_tensor *wc = xc ? lt_op_contiguous(c, w) : NULL;
   lt_tensor *bc = wc && b ? lt_op_contiguous(c, b) : NULL;
   if (!wc || (b && !bc)) goto fail;
-  if (!(col = scratch(c, K * nb * P)) || !(tmp = scratch(c, g.O * nb * P))) goto fail;
-  for (int64_t i0 = 0; i0 < g.N; i0 += nb) {
+  const int direct = direct_ok(&g, x);
+  if (direct) {
+    dc_job j = { .g = &g, .x = lt_f32(xc), .w = lt_f32(wc), .b = b ? lt_f32(bc) : NULL, .out = lt_f32(out) };
+    if (dc_run(c, &j)) goto fail;
+  } else if (!(col = scratch(c, K * nb * P)) || !(tmp = scratch(c, g.O * nb * P)))
+    goto fail;
+  for (int64_t i0 = 0; i0 < g.N && !direct; i0 += nb) {
     const int64_t m = g.N - i0 < nb ? g.N - i0 : nb, ld = m * P;
     for (int64_t j = 0; j < m; j++) unfold(&g, lt_f32(xc) + (i0 + j) * CHW, col + j * P, ld);
     if (lt_gemm(c, 0, 0, g.O, ld, K, 1.0f, lt_f32(wc), K, col, ld, 0.0f, tmp, ld)) goto fail;
@@ -318,8 +575,8 @@ lt_tensor *lt_nn_conv2d(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, int
         add_bias_row(lt_f32(out) + ((i0 + j) * g.O + o) * P, tmp + o * ld + j * P, b ? lt_f32(bc)[o] : 0.0f, P);
   }
   lt_tensor_release(xc); lt_tensor_release(wc); lt_tensor_release(bc);
-  lt_free(col, sizeof(float) * (size_t)(K * nb * P));
-  lt_free(tmp, sizeof(float) * (size_t)(g.O * nb * P));
+  if (col) lt_free(col, sizeof(float) * (size_t)(K * nb * P));
+  if (tmp) lt_free(tmp, sizeof(float) * (size_t)(g.O * nb * P));
   lt_tensor *ins[3] = { x, w, b };
   lt_node *nd;
   if (lt_record(c, out, "conv2d", conv2d_backward, b ? 3 : 2, ins, &nd)) { lt_tensor_release(out); return NULL; }
