@@ -46,6 +46,13 @@ describe("gradcheck of nn modules", function()
       { lt.randn(3, 2, 4), lt.randn(6, 4) * 0.1, lt.tensor { 1, -1, 1, -1, 1, -1 } }))
   end)
 
+  it("Sequential's fused Conv2d + ReLU: input, weight and bias", function()
+    local m = nn.Sequential { nn.Conv2d(2, 3, 3, { padding = 1 }), nn.ReLU() }
+    m[1].bias = lt.param(lt.tensor { 1, -1, 1 })
+    m[1].weight = lt.param(lt.randn(3, 2, 3, 3) * 0.1)
+    assert.is_true(check_module(m, lt.randn(2, 2, 4, 5)))
+  end)
+
   it("Linear: input, weight and bias (2-D and 3-D input)", function()
     assert.is_true(check_module(nn.Linear(4, 3), lt.randn(5, 4)))
     assert.is_true(check_module(nn.Linear(4, 3), lt.randn(2, 3, 4)))

@@ -51,7 +51,13 @@ static int l_conv2d(lua_State *L) {
   lt_tensor *x = T(1, "conv2d"), *w = T(2, "conv2d"), *b = opt_tensor(L, 3, "conv2d");
   int sh = check_int(L, 4, "conv2d", "stride"), sw = check_int(L, 5, "conv2d", "stride");
   int ph = check_int(L, 6, "conv2d", "padding"), pw = check_int(L, 7, "conv2d", "padding");
-  return l_push(L, lt_nn_conv2d(L_CTX(L), x, w, b, sh, sw, ph, pw));
+  lt_act act = LT_ACT_NONE;
+  if (!lua_isnoneornil(L, 8)) { /* activation: nil or "relu" (fused) */
+    const char *a = l_checkstring(L, 8);
+    if (strcmp(a, "relu") != 0) return l_errorf(L, "conv2d: unknown activation '%s' (expected \"relu\" or nil)", a);
+    act = LT_ACT_RELU;
+  }
+  return l_push(L, lt_nn_conv2d_act(L_CTX(L), x, w, b, sh, sw, ph, pw, act));
 }
 
 static int l_max_pool2d(lua_State *L) {

@@ -21,6 +21,9 @@ typedef enum lt_reduction { LT_REDUCE_NONE = 0, LT_REDUCE_MEAN = 1, LT_REDUCE_SU
 /* --- convolution and pooling (nn_conv.c, nn_pool.c) -------------------------------------------- */
 /* x [N, C, H, W], w [O, C, kh, kw], b [O] or NULL -> [N, O, Ho, Wo] */
 lt_tensor *lt_nn_conv2d(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, int sh, int sw, int ph, int pw);
+/* conv2d followed by an activation in one node (lt_act of lt_ops.h; nn.Sequential fuses Conv2d, ReLU pairs) */
+lt_tensor *lt_nn_conv2d_act(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, int sh, int sw, int ph, int pw,
+                            lt_act act);
 /* x [N, C, H, W]; floor mode; padding is -inf for max, counted (count_include_pad) for avg */
 lt_tensor *lt_nn_max_pool2d(lt_ctx *c, lt_tensor *x, int kh, int kw, int sh, int sw, int ph, int pw);
 lt_tensor *lt_nn_avg_pool2d(lt_ctx *c, lt_tensor *x, int kh, int kw, int sh, int sw, int ph, int pw,

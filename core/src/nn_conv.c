@@ -472,7 +472,12 @@ static int conv2d_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **g
   if (need_x && !(wc = lt_op_contiguous(c, w))) goto fail;
   if (!direct && (!(col = scratch(c, K * nb * P)) || !(gperm = scratch(c, g.O * nb * P)))) goto fail;
   if (need_x && !(gx = lt_tensor_zeros(c, LT_F32, 4, x->shape))) goto fail;
-  if (need_w && !(gw = lt_tensor_zeros(c, LT_F32, 4, w->shape))) goto fail;
+  /* the im2col path accumulates its chunks with beta = 1: into w's existing gradient directly when it has one
+   * (lt_grad_inplace_target), else into zeros */
+  const lt_tensor *ops[3] = { x, w, gout };
+  lt_tensor *wacc = need_w && !direct ? lt_grad_inplace_target(w, ops, 3) : NULL;
+  if (wacc) gw = lt_tensor_retain(wacc);
+  else if (need_w && !(gw = lt_tensor_zeros(c, LT_F32, 4, w->shape))) goto fail;
   const float *pg = lt_f32(gc);
   if (direct && need_w && dc_weight_grad(c, &g, lt_f32(xc), pg, lt_f32(gw))) goto fail;
   for (int64_t i0 = 0; i0 < g.N && !direct && (need_w || need_x); i0 += nb) {
@@ -499,7 +504,8 @@ static int conv2d_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **g
     }
   }
   gin[0] = gx;
-  gin[1] = gw;
+  if (wacc) lt_tensor_release(gw); /* already added into w.grad */
+  else gin[1] = gw;
   if (n->ninputs > 2) gin[2] = gb;
   lt_tensor_release(gc); lt_tensor_release(xc); lt_tensor_release(wc);
   if (col) lt_free(col, sizeof(float) * (size_t)(K * nb * P));
@@ -513,7 +519,36 @@ fail:
   return LT_ERR;
 }
 
+/* conv2d followed by ReLU in one node (nn.Sequential fuses the pair): the gradient is masked where the
+ * output is 0, in place when the backward holds the only reference to a contiguous one, then conv2d's. */
+LT_VECTOR_FN static void relu_mask(int64_t n, const float *restrict y, const float *g, float *r) { /* r may be g */
+  for (int64_t i = 0; i < n; i++) r[i] = y[i] > 0.0f ? g[i] : 0.0f;
+}
+
+LT_VECTOR_FN static void relu_inplace(int64_t n, float *restrict y) {
+  for (int64_t i = 0; i < n; i++) y[i] = y[i] > 0.0f ? y[i] : 0.0f;
+}
+
+static int conv2d_relu_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin) {
+  lt_tensor *y = n->saved[0];
+  lt_tensor *gm;
+  if (lt_is_contiguous(gout) && gout->refcount == 1 && gout->storage->refcount == 1) gm = lt_tensor_retain(gout);
+  else gm = lt_tensor_new(c, LT_F32, gout->ndim, gout->shape);
+  lt_tensor *gc = gm ? lt_op_contiguous(c, gout) : NULL;
+  if (!gc) { lt_tensor_release(gm); return LT_ERR; }
+  relu_mask(lt_numel(y), lt_f32(y), lt_f32(gc), lt_f32(gm));
+  lt_tensor_release(gc);
+  int rc = conv2d_backward(c, n, gm, gin);
+  lt_tensor_release(gm);
+  return rc;
+}
+
 lt_tensor *lt_nn_conv2d(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, int sh, int sw, int ph, int pw) {
+  return lt_nn_conv2d_act(c, x, w, b, sh, sw, ph, pw, LT_ACT_NONE);
+}
+
+lt_tensor *lt_nn_conv2d_act(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, int sh, int sw, int ph, int pw,
+                            lt_act act) {
   char b1[128], b2[128];
   if (lt_check_dtype(c, "conv2d", "input", x, LT_F32) || lt_check_dtype(c, "conv2d", "weight", w, LT_F32))
     return NULL;
@@ -577,10 +612,16 @@ lt_tensor *lt_nn_conv2d(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, int
   lt_tensor_release(xc); lt_tensor_release(wc); lt_tensor_release(bc);
   if (col) lt_free(col, sizeof(float) * (size_t)(K * nb * P));
   if (tmp) lt_free(tmp, sizeof(float) * (size_t)(g.O * nb * P));
+  if (act == LT_ACT_RELU) relu_inplace(lt_numel(out), lt_f32(out));
   lt_tensor *ins[3] = { x, w, b };
   lt_node *nd;
-  if (lt_record(c, out, "conv2d", conv2d_backward, b ? 3 : 2, ins, &nd)) { lt_tensor_release(out); return NULL; }
+  if (lt_record(c, out, act == LT_ACT_RELU ? "conv2d_relu" : "conv2d",
+                act == LT_ACT_RELU ? conv2d_relu_backward : conv2d_backward, b ? 3 : 2, ins, &nd)) {
+    lt_tensor_release(out);
+    return NULL;
+  }
   if (nd) memcpy(nd->i, &g, sizeof g);
+  if (nd && act == LT_ACT_RELU && lt_node_save_output(c, nd, 0, out)) { lt_tensor_release(out); return NULL; }
   return out;
 fail:
   lt_tensor_release(out); lt_tensor_release(xc); lt_tensor_release(wc); lt_tensor_release(bc);

@@ -32,7 +32,7 @@ function Conv2d:extra_repr()
   return s
 end
 
-function Conv2d:forward(x)
+local function conv(self, x, act)
   if not lt.is_tensor(x) then self:fail("expected a tensor input, got " .. type(x)) end
   local d = x:dim()
   if d ~= 4 and d ~= 3 then
@@ -48,9 +48,14 @@ function Conv2d:forward(x)
       self.kh, self.kw, self.ph, self.pw))
   end
   if d == 3 then
-    return core._nn.conv2d(x:unsqueeze(1), self.weight, self.bias, self.sh, self.sw, self.ph, self.pw):squeeze(1)
+    return core._nn.conv2d(x:unsqueeze(1), self.weight, self.bias, self.sh, self.sw, self.ph, self.pw, act):squeeze(1)
   end
-  return core._nn.conv2d(x, self.weight, self.bias, self.sh, self.sw, self.ph, self.pw)
+  return core._nn.conv2d(x, self.weight, self.bias, self.sh, self.sw, self.ph, self.pw, act)
 end
+
+function Conv2d:forward(x) return conv(self, x, nil) end
+
+--- relu(self:forward(x)) as one fused op (nn.Sequential calls it for a Conv2d followed by a ReLU).
+function Conv2d:forward_relu(x) return conv(self, x, "relu") end
 
 return Conv2d

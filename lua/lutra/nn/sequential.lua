@@ -34,13 +34,15 @@ function Sequential:add(m)
   return self
 end
 
--- A Linear followed by a ReLU runs as one fused op (the activation on the GEMM's output while it is in cache,
--- one node less in the graph); only for the library's own classes, with their own forward.
-local Linear, ReLU
+-- A Linear or Conv2d followed by a ReLU runs as one fused op (the activation on the output while it is in
+-- cache, one node less in the graph); only for the library's own classes, with their own forward.
+local fuses, ReLU
 local function fusable(a, b)
-  Linear = Linear or require "lutra.nn.linear"
-  ReLU = ReLU or require("lutra.nn.activation").ReLU
-  return getmetatable(a) == Linear and getmetatable(b) == ReLU and rawget(a, "forward") == nil
+  if not fuses then
+    fuses = { [require "lutra.nn.linear"] = true, [require "lutra.nn.conv"] = true }
+    ReLU = require("lutra.nn.activation").ReLU
+  end
+  return fuses[getmetatable(a)] and getmetatable(b) == ReLU and rawget(a, "forward") == nil
     and rawget(b, "forward") == nil
 end
 
