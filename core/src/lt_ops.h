@@ -79,6 +79,11 @@ lt_tensor *lt_op_linear(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b);
 /* linear followed by an activation in one node: the activation runs on the GEMM's output while it is in
  * cache, and its backward masks the gradient in place (nn.Sequential fuses Linear, ReLU pairs into this). */
 typedef enum lt_act { LT_ACT_NONE = 0, LT_ACT_RELU } lt_act;
+/* For those fused ops (ops_elementwise.c): ReLU in place over n floats, and the gradient through the ReLU of
+ * output y given g, contiguous, computed in place when the caller holds the only reference to a contiguous g
+ * (a backward's incoming gradient usually is). */
+void lt_relu_inplace_f32(float *y, int64_t n);
+lt_tensor *lt_relu_grad(lt_ctx *c, lt_tensor *g, const lt_tensor *y);
 lt_tensor *lt_op_linear_act(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, lt_act act);
 /* raw sgemm on contiguous (or transposed-contiguous) 2-D operands: C = alpha*op(A)op(B) + beta*C */
 int lt_gemm(lt_ctx *c, int transa, int transb, int64_t m, int64_t n, int64_t k, float alpha,

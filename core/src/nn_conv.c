@@ -519,25 +519,11 @@ fail:
   return LT_ERR;
 }
 
-/* conv2d followed by ReLU in one node (nn.Sequential fuses the pair): the gradient is masked where the
- * output is 0, in place when the backward holds the only reference to a contiguous one, then conv2d's. */
-LT_VECTOR_FN static void relu_mask(int64_t n, const float *restrict y, const float *g, float *r) { /* r may be g */
-  for (int64_t i = 0; i < n; i++) r[i] = y[i] > 0.0f ? g[i] : 0.0f;
-}
-
-LT_VECTOR_FN static void relu_inplace(int64_t n, float *restrict y) {
-  for (int64_t i = 0; i < n; i++) y[i] = y[i] > 0.0f ? y[i] : 0.0f;
-}
-
+/* conv2d followed by ReLU in one node (nn.Sequential fuses the pair): conv2d's backward of the gradient
+ * through the ReLU */
 static int conv2d_relu_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin) {
-  lt_tensor *y = n->saved[0];
-  lt_tensor *gm;
-  if (lt_is_contiguous(gout) && gout->refcount == 1 && gout->storage->refcount == 1) gm = lt_tensor_retain(gout);
-  else gm = lt_tensor_new(c, LT_F32, gout->ndim, gout->shape);
-  lt_tensor *gc = gm ? lt_op_contiguous(c, gout) : NULL;
-  if (!gc) { lt_tensor_release(gm); return LT_ERR; }
-  relu_mask(lt_numel(y), lt_f32(y), lt_f32(gc), lt_f32(gm));
-  lt_tensor_release(gc);
+  lt_tensor *gm = lt_relu_grad(c, gout, n->saved[0]);
+  if (!gm) return LT_ERR;
   int rc = conv2d_backward(c, n, gm, gin);
   lt_tensor_release(gm);
   return rc;
@@ -612,7 +598,7 @@ lt_tensor *lt_nn_conv2d_act(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b,
   lt_tensor_release(xc); lt_tensor_release(wc); lt_tensor_release(bc);
   if (col) lt_free(col, sizeof(float) * (size_t)(K * nb * P));
   if (tmp) lt_free(tmp, sizeof(float) * (size_t)(g.O * nb * P));
-  if (act == LT_ACT_RELU) relu_inplace(lt_numel(out), lt_f32(out));
+  if (act == LT_ACT_RELU) lt_relu_inplace_f32(lt_f32(out), lt_numel(out));
   lt_tensor *ins[3] = { x, w, b };
   lt_node *nd;
   if (lt_record(c, out, act == LT_ACT_RELU ? "conv2d_relu" : "conv2d",

@@ -874,3 +874,24 @@ lt_tensor *lt_op_where(lt_ctx *c, lt_tensor *cond, lt_tensor *a, lt_tensor *b) {
   lt_tensor_release(fb);
   return out;
 }
+
+/* ---- ReLU fused into the op before it (linear, conv2d: lt_act) ------------------------------------------ */
+
+LT_VECTOR_FN void lt_relu_inplace_f32(float *y, int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] = y[i] > 0.0f ? y[i] : 0.0f;
+}
+
+LT_VECTOR_FN static void relu_mask(int64_t n, const float *restrict y, const float *g, float *r) { /* r may be g */
+  for (int64_t i = 0; i < n; i++) r[i] = y[i] > 0.0f ? g[i] : 0.0f;
+}
+
+lt_tensor *lt_relu_grad(lt_ctx *c, lt_tensor *g, const lt_tensor *y) {
+  lt_tensor *r;
+  if (lt_is_contiguous(g) && g->refcount == 1 && g->storage->refcount == 1) r = lt_tensor_retain(g);
+  else r = lt_tensor_new(c, LT_F32, g->ndim, g->shape);
+  lt_tensor *gc = r ? lt_op_contiguous(c, g) : NULL;
+  if (!gc) { lt_tensor_release(r); return NULL; }
+  relu_mask(lt_numel(y), lt_f32(y), lt_f32(gc), lt_f32(r));
+  lt_tensor_release(gc);
+  return r;
+}

@@ -6,7 +6,6 @@
 #include "lt_blas.h"
 #include "lt_errors.h"
 #include "lt_ops.h"
-#include "lt_simd.h"
 
 int lt_gemm(lt_ctx *c, int transa, int transb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
             int64_t lda, const float *b, int64_t ldb, float beta, float *cc, int64_t ldc) {
@@ -242,26 +241,9 @@ static int linear_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin)
   return linear_grads(c, n, lt_op_contiguous(c, g), gin);
 }
 
-/* linear followed by ReLU in one node: dL/d(pre-activation) = g where the output is > 0, else 0. The mask is
- * applied in place when the backward holds the only reference to a contiguous g (the usual case). */
-LT_VECTOR_FN static void relu_mask(int64_t n, const float *restrict y, const float *g, float *r) { /* r may be g */
-  for (int64_t i = 0; i < n; i++) r[i] = y[i] > 0.0f ? g[i] : 0.0f;
-}
-
+/* linear followed by ReLU in one node: dL/d(pre-activation) = g where the output is > 0, else 0 */
 static int linear_relu_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
-  lt_tensor *y = n->saved[0];
-  lt_tensor *gm;
-  if (lt_is_contiguous(g) && g->refcount == 1 && g->storage->refcount == 1) gm = lt_tensor_retain(g);
-  else gm = lt_tensor_new(c, LT_F32, g->ndim, g->shape);
-  lt_tensor *gc = gm ? lt_op_contiguous(c, g) : NULL;
-  if (!gc) { lt_tensor_release(gm); return LT_ERR; }
-  relu_mask(lt_numel(y), lt_f32(y), lt_f32(gc), lt_f32(gm));
-  lt_tensor_release(gc);
-  return linear_grads(c, n, gm, gin);
-}
-
-LT_VECTOR_FN static void relu_inplace(int64_t n, float *restrict y) {
-  for (int64_t i = 0; i < n; i++) y[i] = y[i] > 0.0f ? y[i] : 0.0f;
+  return linear_grads(c, n, lt_relu_grad(c, g, n->saved[0]), gin);
 }
 
 lt_tensor *lt_op_linear_act(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, lt_act act) {
@@ -303,7 +285,7 @@ lt_tensor *lt_op_linear_act(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b,
   lt_tensor_release(xc);
   lt_tensor_release(wc);
   if (rc) { lt_tensor_release(out); return NULL; }
-  if (act == LT_ACT_RELU) relu_inplace(lt_numel(out), po); /* while the GEMM's output is in cache */
+  if (act == LT_ACT_RELU) lt_relu_inplace_f32(po, lt_numel(out)); /* while the GEMM's output is in cache */
   lt_tensor *ins[3] = { x, w, b };
   lt_node *nd;
   if (lt_record(c, out, act == LT_ACT_RELU ? "linear_relu" : "linear",
