@@ -73,15 +73,20 @@ end
 
 methods.shape_str = shape_str
 
---- x:all_close(y, rtol, atol): elementwise |x - y| <= atol + rtol * |y|
+--- x:allclose(y[, rtol = 1e-5[, atol = 1e-8]]): every |x - y| <= atol + rtol * |y| (broadcasting, as
+--- torch.allclose): NaN is close to nothing, equal infinities are close; shapes that cannot be broadcast are an error.
 function methods.allclose(a, b, rtol, atol)
   rtol, atol = rtol or 1e-5, atol or 1e-8
-  local la, lb = a:tolist(), b:tolist()
-  if #la ~= #lb then return false end
-  for i = 1, #la do
-    if math.abs(la[i] - lb[i]) > atol + rtol * math.abs(lb[i]) then return false end
+  local core_is = core.is_tensor
+  if not core_is(b) then error("allclose: expected a tensor to compare with, got " .. type(b), 2) end
+  local fa, fb = a:float(), b:float()
+  local ok, d = pcall(function() return (fa - fb):abs() end)
+  if not ok then
+    error(string.format("allclose: shapes %s and %s cannot be broadcast", shape_str(a), shape_str(b)), 2)
   end
-  return true
+  if d:numel() == 0 then return true end
+  local close = fa:eq(fb):maximum(d:le(fb:abs() * rtol + atol))
+  return close:min():item() == 1
 end
 
 return methods
