@@ -85,7 +85,8 @@ function methods.allclose(a, b, rtol, atol)
     error(string.format("allclose: shapes %s and %s cannot be broadcast", shape_str(a), shape_str(b)), 2)
   end
   if d:numel() == 0 then return true end
-  local close = fa:eq(fb):maximum(d:le(fb:abs() * rtol + atol))
+  -- equal, or a finite difference within the tolerance (an infinite one is never close, as in torch.isclose)
+  local close = fa:eq(fb):maximum(d:le(fb:abs() * rtol + atol) * d:lt(math.huge))
   return close:min():item() == 1
 end
 
