@@ -149,6 +149,17 @@ describe("gradient checks", function()
   end)
 end)
 
+describe("gradient checks of the composed ops", function()
+  it("var, std (all elements and along a dim) and masked_fill", function()
+    lt.manual_seed(11)
+    local rn = function() return lt.randn(3, 4) end
+    gradcheck("var", function(a) return a:var() end, { rn() })
+    gradcheck("var dim", function(a) return a:var(2, true, { unbiased = false }) end, { rn() })
+    gradcheck("std dim", function(a) return a:std(1) end, { rn() })
+    gradcheck("masked_fill", function(a) return a:masked_fill(a:gt(0), 2) end, { rn() })
+  end)
+end)
+
 describe("autograd rules", function()
   it("leaves have no grad until a backward reaches them, then accumulate", function()
     local w = lt.tensor{1, 2, 3}:requires_grad(true)

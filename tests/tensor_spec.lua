@@ -331,3 +331,30 @@ describe("allclose", function()
     assert.matches("allclose: shapes [2 x 3] and [3 x 2] cannot be broadcast", err, 1, true)
   end)
 end)
+
+describe("var, std, argmin, masked_fill, split, chunk", function()
+  local x = lt.tensor { { 1, 2, 3 }, { 4, 5, 7 } }
+  it("computes torch's values (var and std Bessel-corrected by default)", function()
+    assert.is_true(math.abs(x:var():item() - 14 / 3) < 1e-5) -- torch.var: 4.6667
+    assert.is_true(lt.tensor { 1.0, 1.5275252 }:allclose(x:std(2), 1e-5))
+    assert.is_true(lt.tensor { 2.25, 2.25, 4 }:allclose(x:var(1, false, { unbiased = false })))
+    assert.are.same({ 2, 1 }, x:var(2, true):shape())
+    assert.is_true(lt.tensor({ 5 }):var():item() ~= lt.tensor({ 5 }):var():item()) -- one element: NaN
+    assert.are.equal(1, x:argmin():item())
+    assert.are.same({ 1, 1 }, x:argmin(2):tolist())
+    assert.are.same({ { 1, 2, 3 }, { 0, 0, 0 } }, x:masked_fill(x:gt(3), 0):totable())
+    local parts = x:split(2, 2)
+    assert.are.equal(2, #parts)
+    assert.are.same({ { 3 }, { 7 } }, parts[2]:totable())
+    assert.are.same({ 2, 1 }, x:chunk(2, 2)[2]:shape())
+    assert.are.equal(3, #lt.arange(1, 8):chunk(3))
+  end)
+
+  it("rejects bad arguments by name", function()
+    assert.has_error(function() x:var(1, false, { biased = true }) end,
+      "var: unknown option 'biased' (known: unbiased = true|false)")
+    assert.has_error(function() x:split(0) end, "split: size must be a positive integer, got 0")
+    assert.has_error(function() x:chunk(1.5) end, "chunk: the number of chunks must be a positive integer, got 1.5")
+    assert.has_error(function() x:masked_fill(x:gt(3), "a") end, "masked_fill: value must be a number, got string")
+  end)
+end)

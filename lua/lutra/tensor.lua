@@ -90,4 +90,65 @@ function methods.allclose(a, b, rtol, atol)
   return close:min():item() == 1
 end
 
+-- ---- reductions and helpers composed of the core's ops (autograd comes with them) ---------------------
+
+local function var_of(fname, x, dim, keepdim, opts)
+  if opts ~= nil and type(opts) ~= "table" then
+    error(fname .. ": options must be a table {unbiased = true|false}, got " .. type(opts), 3)
+  end
+  local unbiased = true
+  for k, v in pairs(opts or {}) do
+    if k ~= "unbiased" or type(v) ~= "boolean" then
+      error(string.format("%s: unknown option '%s' (known: unbiased = true|false)", fname, tostring(k)), 3)
+    end
+    unbiased = v
+  end
+  local n = dim == nil and x:numel() or x:size(dim)
+  local centred = x - (dim == nil and x:mean() or x:mean(dim, true))
+  local ss = dim == nil and centred:square():sum() or centred:square():sum(dim, keepdim)
+  return ss / (unbiased and n - 1 or n) -- one element, unbiased: 0/0 = NaN, as torch.var
+end
+
+--- x:var([dim[, keepdim[, {unbiased = true}]]]): the variance over all elements or along dim (1-based),
+--- Bessel-corrected unless unbiased = false (torch.var's default).
+function methods.var(x, dim, keepdim, opts) return var_of("var", x, dim, keepdim, opts) end
+
+--- x:std(...): the square root of x:var(...).
+function methods.std(x, dim, keepdim, opts) return var_of("std", x, dim, keepdim, opts):sqrt() end
+
+--- x:argmin([dim[, keepdim]]): 1-based index of the minimum (the first one), over all elements (flat) or along dim.
+function methods.argmin(x, dim, keepdim)
+  if dim == nil then return select(2, x:reshape(-1):min(1)) end
+  return select(2, x:min(dim, keepdim))
+end
+
+--- x:masked_fill(mask, value): x with value where mask (a 0/1 mask such as x:lt(0), broadcast to x) is set.
+function methods.masked_fill(x, mask, value)
+  if type(value) ~= "number" then error("masked_fill: value must be a number, got " .. type(value), 2) end
+  return core.where(mask, core.full(x:shape(), value, x:dtype()), x)
+end
+
+--- x:split(size[, dim = 1]): views of x along dim in pieces of `size` (the last may be shorter), as a list.
+function methods.split(x, size, dim)
+  dim = dim or 1
+  if type(size) ~= "number" or size < 1 or size ~= math.floor(size) then
+    error("split: size must be a positive integer, got " .. tostring(size), 2)
+  end
+  local n, parts = x:size(dim), {}
+  for start = 1, n, size do parts[#parts + 1] = x:narrow(dim, start, math.min(size, n - start + 1)) end
+  return parts
+end
+
+--- x:chunk(n[, dim = 1]): x split into n pieces of ceil(size / n) (fewer when it does not divide), as torch.chunk.
+function methods.chunk(x, n, dim)
+  if type(n) ~= "number" or n < 1 or n ~= math.floor(n) then
+    error("chunk: the number of chunks must be a positive integer, got " .. tostring(n), 2)
+  end
+  return methods.split(x, math.max(1, math.ceil(x:size(dim or 1) / n)), dim)
+end
+
+for _, name in ipairs { "var", "std", "argmin", "masked_fill", "split", "chunk", "allclose" } do
+  if core[name] == nil then core[name] = methods[name] end
+end
+
 return methods
