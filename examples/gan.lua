@@ -62,9 +62,7 @@ function gan:configure_optimizers()
 end
 
 local function describe_samples(label, x)
-  local mean = x:mean(1, true)
-  local m = mean:totable()[1]
-  local s = ((x - mean) ^ 2):mean(1):sqrt():totable()
+  local m, s = x:mean(1):totable(), x:std(1):totable()
   print(string.format("%-10s mean (%5.2f, %5.2f)  std (%4.2f, %4.2f)", label, m[1], m[2], s[1], s[2]))
   return m
 end
