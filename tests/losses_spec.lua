@@ -52,6 +52,20 @@ describe("lt.F losses: semantics and errors", function()
     assert.are.equal(0, x.grad[2]:abs():sum():item())
   end)
 
+  it("label_smoothing with ignore_index averages both terms over the kept targets only (torch 1.13)", function()
+    -- torch: F.cross_entropy([[1,2,3],[3,1,0]], [2,0], label_smoothing=0.2, ignore_index=0) = 0.6076059
+    -- (the smoothing term was divided by N = 2, counting the ignored row: 0.466845)
+    local x = lt.tensor({ { 1, 2, 3 }, { 3, 1, 0 } }):requires_grad(true)
+    local l = F.cross_entropy(x, lt.tensor({ 3, 1 }, "int64"), { label_smoothing = 0.2, ignore_index = 1 })
+    assert.is_true(math.abs(l:item() - 0.6076059) < 1e-5, tostring(l:item()))
+    l:backward()
+    local g, want = x.grad:tolist(), { 0.0233639, 0.1780618, -0.2014257, 0, 0, 0 }
+    for i = 1, 6 do assert.is_true(math.abs(g[i] - want[i]) < 1e-5, i .. ": " .. g[i]) end
+    -- every target ignored: 0/0, NaN, as torch
+    local a = F.cross_entropy(x, lt.tensor({ 2, 2 }, "int64"), { label_smoothing = 0.2, ignore_index = 2 }):item()
+    assert.is_true(a ~= a)
+  end)
+
   it("rejects targets out of 1..C (1-based), float targets, bad reductions and unknown options", function()
     local x = lt.randn(2, 5)
     assert.matches("cross_entropy: target 6 is out of range 1..5 (class targets are 1-based)",

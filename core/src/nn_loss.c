@@ -146,8 +146,10 @@ lt_tensor *lt_nn_cross_entropy(lt_ctx *c, lt_tensor *x, lt_tensor *target, lt_te
     }
   double sn = 1, ss = 1;
   if (red == LT_REDUCE_MEAN) {
+    /* both terms over the targets' total weight (their count when unweighted): ignored targets count
+     * in neither, as in PyTorch */
     sn = 1.0 / wsum;
-    ss = pw ? 1.0 / wsum : 1.0 / (double)ns;
+    ss = 1.0 / wsum;
   }
   if (red != LT_REDUCE_NONE) po[0] = (float)((1 - eps) * tot_nll * sn + eps / (double)C * tot_smooth * ss);
   lt_node *nd;
