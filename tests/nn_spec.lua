@@ -333,6 +333,20 @@ describe("lt.nn.utils and lt.nn.init", function()
     assert.is_true(math.abs(lt.nn.utils.clip_grad_norm_(rs, 10, 1) - 6) < 1e-5)
   end)
 
+  it("clip_grad_norm_ with a NaN or infinite total follows torch 1.13 (grads * clamp(coef, max=1))", function()
+    -- torch: clip_grad_norm_([g = [nan, 1, 2]], 1) returns nan and leaves every grad NaN (coef = NaN);
+    -- lutra skipped the scaling (NaN < 1 is false) and left 1 and 2 unclipped
+    local ps = with_grads { { 0 / 0, 1, 2 } }
+    local total = lt.nn.utils.clip_grad_norm_(ps, 1)
+    assert.is_true(total ~= total)
+    for _, v in ipairs(ps[1].grad:tolist()) do assert.is_true(v ~= v) end
+    -- an infinite total gives coef 0: the infinite entry becomes NaN (inf * 0), the others 0, as torch
+    local qs = with_grads { { math.huge, 1, 2 } }
+    assert.are.equal(math.huge, lt.nn.utils.clip_grad_norm_(qs, 1))
+    local g = qs[1].grad:tolist()
+    assert.is_true(g[1] ~= g[1] and g[2] == 0 and g[3] == 0)
+  end)
+
   it("clip_grad_value_ clamps every gradient element", function()
     local ps = with_grads { { -3, 0.2, 5 } }
     lt.nn.utils.clip_grad_value_(ps, 1)

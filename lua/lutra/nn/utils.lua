@@ -49,7 +49,9 @@ function U.clip_grad_norm_(params, max_norm, norm_type)
     total = total ^ (1 / norm_type)
   end
   local coef = max_norm / (total + 1e-6)
-  if coef < 1 then
+  -- `not (coef >= 1)` rather than `coef < 1`: a NaN total gives a NaN coef, which torch multiplies in
+  -- (every grad NaN, so the step visibly fails) instead of leaving the grads unclipped
+  if not (coef >= 1) then
     for _, g in ipairs(gs) do g:mul_(coef) end
   end
   return total
