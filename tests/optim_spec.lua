@@ -93,6 +93,33 @@ describe("lt.optim update details", function()
     assert.same({ 1.5, 1 }, p:tolist())
   end)
 
+  -- maximize combined with weight decay, amsgrad, centering, nesterov and dampening (the fixtures have
+  -- no maximize case): 20 steps with fixed gradients, final values from PyTorch 1.13
+  local MAXIMIZE_CASES = {
+    { "Adam", { lr = 0.01, amsgrad = true, weight_decay = 0.1, maximize = true },
+      { 0.523804605, -0.982176483, 1.88784361, 0.167663112 } },
+    { "AdamW", { lr = 0.01, amsgrad = true, weight_decay = 0.1, maximize = true },
+      { 0.525618315, -0.988792777, 1.91414738, 0.166429788 } },
+    { "RMSprop", { lr = 0.01, centered = true, momentum = 0.9, weight_decay = 0.1, maximize = true },
+      { 1.00813031, -0.478287935, -2.19722891, 4.21753502 } },
+    { "SGD", { lr = 0.05, momentum = 0.9, nesterov = true, weight_decay = 0.1, maximize = true },
+      { 0.461253375, -0.553648412, -1.38209987, 5.49457979 } },
+    { "SGD", { lr = 0.05, momentum = 0.9, dampening = 0.3, weight_decay = 0.1, maximize = true },
+      { 0.580765128, -0.688419163, -0.153469592, 3.99514389 } },
+  }
+  for _, cs in ipairs(MAXIMIZE_CASES) do
+    it("matches PyTorch after 20 maximize steps: " .. cs[1] .. " " .. cjson.encode(cs[2]), function()
+      local p = lt.param(lt.tensor { 0.5, -1.0, 2.0, 0.0 })
+      local opt = lt.optim[cs[1]]({ p }, cs[2])
+      for s = 1, 20 do
+        p.grad = lt.tensor { math.sin(s), math.cos(1.3 * s), 0.5 - 0.1 * s, 2 * math.sin(0.7 * s) ^ 2 }
+        opt:step()
+      end
+      local w = worst(p:tolist(), cs[3])
+      assert.is_true(w <= 1, string.format("worst error ratio %.3g: got %s", w, cjson.encode(p:tolist())))
+    end)
+  end
+
   it("skips parameters whose grad is nil and creates no state for them", function()
     local a, b = lt.param(lt.ones(2)), lt.param(lt.ones(3))
     local opt = lt.optim.Adam({ a, b }, { lr = 0.1 })
