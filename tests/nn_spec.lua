@@ -307,6 +307,36 @@ describe("module base", function()
     assert.matches("initial state is [1 x 3 x 4], expected [1 x 2 x 4]",
       err_of(function() return m(lt.randn(5, 2, 3), { lt.zeros(1, 3, 4), lt.zeros(1, 3, 4) }) end), 1, true)
   end)
+
+  -- the fixtures cover a zero initial state over 4 steps; this pins a given {h0, c0}, 12 steps, and the
+  -- gradients that reach h0, c0 and the first input through the whole recurrence (PyTorch 1.13 values)
+  it("LSTM with a given {h0, c0} over 12 steps matches PyTorch's outputs and gradients", function()
+    local function fill(shape, a, b, s)
+      local n, v = 1, {}
+      for _, d in ipairs(shape) do n = n * d end
+      for k = 1, n do v[k] = 0.6 * math.sin(a * k + b) * (s or 1) end
+      return lt.tensor(v):view(shape)
+    end
+    local m = nn.LSTM(2, 3)
+    m.weight_ih, m.weight_hh = lt.param(fill({ 12, 2 }, 0.7, 0.1)), lt.param(fill({ 12, 3 }, 1.1, 0.2))
+    m.bias_ih, m.bias_hh = lt.param(fill({ 12 }, 0.3, 0.3)), lt.param(fill({ 12 }, 0.9, 0.4))
+    local x = lt.param(fill({ 12, 1, 2 }, 1.7, 0.5, 2))
+    local h0, c0 = lt.param(fill({ 1, 1, 3 }, 2.3, 0.6)), lt.param(fill({ 1, 1, 3 }, 0.5, 0.7, 3))
+    local y, st = m(x, { h0, c0 })
+    local loss = (y * fill({ 12, 1, 3 }, 1.3, 0.8)):sum() + st[2]:sum()
+    loss:backward()
+    local function close(got, want, what)
+      assert.is_true(got:contiguous():view(-1):allclose(lt.tensor(want), 1e-4, 1e-6),
+        what .. ": got " .. table.concat(got:contiguous():view(-1):tolist(), ", "))
+    end
+    close(st[1], { 0.39878297, 0.25976673, 0.15070815 }, "h_n")
+    close(st[2], { 0.90461373, 0.76927811, 0.55780935 }, "c_n")
+    close(h0.grad, { -0.029317269, 0.015213069, 0.043118447 }, "grad h0")
+    close(c0.grad, { 0.031059466, -0.0030324203, -0.040990327 }, "grad c0")
+    close(x.grad[1], { 0.057987612, 0.10073105 }, "grad x[1]")
+    close(m.weight_hh.grad[1], { 0.076874927, 0.032546356, 0.052008711 }, "grad weight_hh[1]")
+    close(m.bias_ih.grad:narrow(1, 10, 3), { 0.16499865, -0.0095852539, -0.15295431 }, "grad bias_ih[10..12] (gate o)")
+  end)
 end)
 
 describe("lt.nn.utils and lt.nn.init", function()
