@@ -1114,6 +1114,8 @@ static int l_get(lua_State *L) {
     else lua_pushnil(L);
   } else if (!strcmp(k, "batches_that_stepped")) lua_pushinteger(L, (lua_Integer)lp->fit_loop.epoch_loop.batches_that_stepped);
   else if (!strcmp(k, "batch_idx")) lua_pushinteger(L, (lua_Integer)lp->fit_loop.epoch_loop.batch_idx);
+  else if (!strcmp(k, "active_optimizer"))
+    lua_pushinteger(L, lt_loops_active_optimizer(lp, lp->fit_loop.epoch_loop.batch_idx));
   else if (!strcmp(k, "fit_running")) lua_pushboolean(L, lp->fit_stage);
   else if (!strcmp(k, "eval_dl")) {
     const lt_eval_loop *V = lp->eval_kind == LT_KIND_VAL ? &lp->validate_loop : lp->eval_kind == LT_KIND_TEST

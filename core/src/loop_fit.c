@@ -125,7 +125,7 @@ static int should_check_val(const lt_loops *lp) {
 
 /* Lightning's _get_active_optimizers: with optimizer frequencies, the one optimizer active at batch
  * `batch_idx` (batches cycle through optimizer 0 for frequencies[0] batches, then 1, ...); -1: all are. */
-static int active_optimizer(const lt_loops *lp, int64_t batch_idx) {
+int lt_loops_active_optimizer(const lt_loops *lp, int64_t batch_idx) {
   const lt_loop_cfg *cfg = &lp->cfg;
   if (cfg->n_frequencies <= 0) return -1;
   int64_t cycle = 0;
@@ -145,7 +145,7 @@ static int update_lr_schedulers(lt_loops *lp, int interval, int plateau) {
   if (!lp->cfg.automatic_optimization) return LT_OK;
   /* only the schedulers of the active optimizer; Lightning picks it here by the batch count over all
    * epochs (total_batch_idx), while the optimizer loop uses the batch index within the epoch */
-  int active = active_optimizer(lp, E->batch_progress.total.ready - 1);
+  int active = lt_loops_active_optimizer(lp, E->batch_progress.total.ready - 1);
   for (int i = 0; i < lp->cfg.n_schedulers; i++) {
     const lt_sched_cfg *s = &lp->cfg.sched[i];
     if (plateau != s->plateau || s->interval != interval) continue;
@@ -284,7 +284,7 @@ static int run_toggled(lt_loops *lp, int idx) {
 static int optimizer_loop_run(lt_loops *lp) {
   lt_optimizer_loop *O = &lp->fit_loop.epoch_loop.batch_loop.optimizer_loop;
   if (lp->custom[LT_SLOT_OPTIMIZER]) return lt__run_custom(lp, LT_SLOT_OPTIMIZER);
-  int active = active_optimizer(lp, lp->fit_loop.epoch_loop.batch_idx);
+  int active = lt_loops_active_optimizer(lp, lp->fit_loop.epoch_loop.batch_idx);
   int first = active >= 0 ? active : 0, end = active >= 0 ? active + 1 : lp->cfg.n_optimizers;
   if (O->restarting) {
     lt_progress_reset_on_restart(&O->step);

@@ -207,6 +207,8 @@ void lt_loops_clear(lt_loops *lp);
 int64_t lt_loops_global_step(const lt_loops *lp);
 /* Lightning's _should_accumulate for the batch being run */
 int lt_loops_should_accumulate(const lt_loops *lp);
+/* With optimizer frequencies, the optimizer (0-based) that batch `batch_idx` trains; -1: every one does */
+int lt_loops_active_optimizer(const lt_loops *lp, int64_t batch_idx);
 /* trainer.current_epoch */
 int64_t lt_loops_current_epoch(const lt_loops *lp);
 /* A monotonic clock in seconds (for advance{seconds=}). */

@@ -45,9 +45,23 @@ static int gemm_accumulate(lt_ctx *c, lt_tensor *acc, const lt_tensor *x, int tx
   return 1;
 }
 
+/* The gradient of a matmul's operand `like`: l @ r^T (transpose_r) or l^T @ r, summed down to like's shape
+ * where batch dims were broadcast. */
+static lt_tensor *operand_grad(lt_ctx *c, lt_tensor *l, lt_tensor *r, int transpose_r, const lt_tensor *like) {
+  lt_tensor *t = transpose_r ? r : l;
+  lt_tensor *tt = lt_op_transpose(c, t, t->ndim - 2, t->ndim - 1);
+  lt_tensor *g = tt ? lt_op_matmul(c, transpose_r ? l : tt, transpose_r ? tt : r) : NULL;
+  lt_tensor_release(tt);
+  if (g && !lt_same_shape(g, like)) {
+    lt_tensor *s = lt_op_sum_to(c, g, like->ndim, like->shape);
+    lt_tensor_release(g);
+    g = s;
+  }
+  return g;
+}
+
 static int matmul_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
   lt_tensor *a = n->inputs[0], *b = n->inputs[1];
-  int nd = g->ndim;
   /* a 2-D product whose operand is a leaf with a gradient already: add into it in the GEMM (see linear) */
   const lt_tensor *ops[3] = { a, b, g };
   int two_d = a->ndim == 2 && b->ndim == 2 && g->ndim == 2, rc = LT_OK;
@@ -57,31 +71,8 @@ static int matmul_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin)
   if (rc) return LT_ERR;
   int b_done = bacc && gemm_accumulate(c, bacc, a, 1, g, 0, &rc); /* b.grad += a^T @ g */
   if (rc) return LT_ERR;
-  if (a->requires_grad && !a_done) {
-    lt_tensor *bt = lt_op_transpose(c, b, b->ndim - 2, b->ndim - 1);
-    lt_tensor *r = bt ? lt_op_matmul(c, g, bt) : NULL;
-    lt_tensor_release(bt);
-    if (r && !lt_same_shape(r, a)) {
-      lt_tensor *s = lt_op_sum_to(c, r, a->ndim, a->shape);
-      lt_tensor_release(r);
-      r = s;
-    }
-    if (!r) return LT_ERR;
-    gin[0] = r;
-  }
-  if (b->requires_grad && !b_done) {
-    lt_tensor *at = lt_op_transpose(c, a, a->ndim - 2, a->ndim - 1);
-    lt_tensor *r = at ? lt_op_matmul(c, at, g) : NULL;
-    lt_tensor_release(at);
-    if (r && !lt_same_shape(r, b)) {
-      lt_tensor *s = lt_op_sum_to(c, r, b->ndim, b->shape);
-      lt_tensor_release(r);
-      r = s;
-    }
-    if (!r) return LT_ERR;
-    gin[1] = r;
-  }
-  (void)nd;
+  if (a->requires_grad && !a_done && !(gin[0] = operand_grad(c, g, b, 1, a))) return LT_ERR; /* g @ b^T */
+  if (b->requires_grad && !b_done && !(gin[1] = operand_grad(c, a, g, 0, b))) return LT_ERR; /* a^T @ g */
   return LT_OK;
 }
 

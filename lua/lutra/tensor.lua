@@ -77,8 +77,7 @@ methods.shape_str = shape_str
 --- torch.allclose): NaN is close to nothing, equal infinities are close; shapes that cannot be broadcast are an error.
 function methods.allclose(a, b, rtol, atol)
   rtol, atol = rtol or 1e-5, atol or 1e-8
-  local core_is = core.is_tensor
-  if not core_is(b) then error("allclose: expected a tensor to compare with, got " .. type(b), 2) end
+  if not core.is_tensor(b) then error("allclose: expected a tensor to compare with, got " .. type(b), 2) end
   local fa, fb = a:float(), b:float()
   local ok, d = pcall(function() return (fa - fb):abs() end)
   if not ok then

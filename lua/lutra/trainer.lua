@@ -431,16 +431,6 @@ local function process_output(self, raw)
   return out
 end
 
--- With optimizer frequencies, the optimizer (1-based) that batch `batch_idx` of the epoch trains (the C loop's
--- active_optimizer: optimizer 1 for freqs[1] batches, then 2, ..., in a cycle).
-local function active_optimizer(freqs, batch_idx)
-  local cycle = 0
-  for _, f in ipairs(freqs) do cycle = cycle + f end
-  local place, k = batch_idx % cycle, 1
-  while place >= freqs[k] do place, k = place - freqs[k], k + 1 end
-  return k
-end
-
 local function batch_output(self)
   local env = self._env
   local raw = env.R[2]
@@ -450,7 +440,7 @@ local function batch_output(self)
   local out = {}
   if self._automatic and #(self.optimizer_frequencies or {}) > 0 then
     -- one optimizer ran (Lightning drops the others' empty places): a list of its output per split
-    local k = active_optimizer(self.optimizer_frequencies, self._lp:get("batch_idx"))
+    local k = self._lp:get("active_optimizer") + 1 -- the loop's choice for this batch
     for s = 1, nsplit do out[s] = process_output(self, raw[(s - 1) * nopt + k]) end
     if nsplit == 1 then return { out[1] } end
     return { out }
