@@ -20,17 +20,7 @@ local function now()
   return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9
 end
 
-local function ser(x)
-  if type(x) == "table" then
-    local parts = {}
-    for k, v in pairs(x) do
-      parts[#parts + 1] = "[" .. (type(k) == "string" and string.format("%q", k) or tostring(k)) .. "]=" .. ser(v)
-    end
-    return "{" .. table.concat(parts, ",") .. "}"
-  elseif type(x) == "string" then return string.format("%q", x)
-  elseif type(x) == "number" then return string.format("%.17g", x)
-  else return tostring(x) end
-end
+local ser = require "tests.helpers.ser" -- run from the repository root, as bench/run does
 
 local function median(t)
   local c = {}

@@ -7,11 +7,7 @@ local lt = require "lutra"
 local core = require "lutra.core"
 local now = core._io.now -- the monotonic clock (no ffi.cdef: specs share one process)
 
-local function quiet(o)
-  local t = { logger = false, enable_checkpointing = false, enable_model_summary = false, enable_progress_bar = false }
-  for k, v in pairs(o or {}) do t[k] = v end
-  return t
-end
+local quiet = require "helpers.quiet"
 
 -- a model whose batches take `ms` milliseconds of wall time each (busy wait), on 200 batches of one row
 local function slow_model(ms)

@@ -17,11 +17,7 @@ local function alive(weak)
   return n
 end
 
-local function quiet(opts)
-  local o = { logger = false, enable_checkpointing = false, enable_model_summary = false, enable_progress_bar = false }
-  for k, v in pairs(opts or {}) do o[k] = v end
-  return o
-end
+local quiet = require "helpers.quiet"
 
 -- A model whose training_step returns {loss, big = a fresh 1 MiB tensor}; `weak` holds every big tensor.
 local function big_model(weak)

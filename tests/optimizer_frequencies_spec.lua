@@ -11,12 +11,7 @@ end
 
 local function same(a, b) return a:allclose(b, 0, 0) end
 
-local function trainer(opts)
-  local o = { logger = false, enable_checkpointing = false, enable_model_summary = false, enable_progress_bar = false,
-    max_epochs = 1 }
-  for k, v in pairs(opts or {}) do o[k] = v end
-  return lt.Trainer(o)
-end
+local function trainer(opts) return lt.Trainer(require "helpers.quiet"({ max_epochs = 1 }, opts)) end
 
 -- A "generator" g: 3 -> 3 and a "discriminator" d: 3 -> 1; the generator's loss goes through d, as in a GAN.
 local function gan(config)

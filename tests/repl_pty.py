@@ -382,14 +382,19 @@ FIT_SETUP = [  # each line shorter than the 100-column terminal (libedit wraps l
 FIT_TOTAL = 300
 
 
-def _start_fit_and_interrupt(s):
-    """Types the set-up, starts t:fit, presses Ctrl-C once it trains; returns (epoch, step) at the stop."""
+def _type_fit_setup(s):
+    """Waits for the prompt and types FIT_SETUP line by line; none of its lines prints anything."""
     s.expect_prompt()
     for line in FIT_SETUP:
         s.send(line + "\r")
         s.expect(line)
         out = s.expect(re.compile(r"\n(>>?) "))  # a continuation line gets ">> "
         check(out.strip("\r\n> ") == "", "set-up line %r printed %r" % (line, out))
+
+
+def _start_fit_and_interrupt(s):
+    """Types the set-up, starts t:fit, presses Ctrl-C once it trains; returns (epoch, step) at the stop."""
+    _type_fit_setup(s)
     s.send("t:fit(m, loader)\r")
     s.expect("t:fit(m, loader)")
     s.expect("TRAINING", timeout=30)
@@ -451,11 +456,7 @@ def _(s):
 def _(s):
     # The 2nd Ctrl-C while a run is active (lutra_run_active) only repeats the stop request: no
     # "interrupted!" error is raised inside a hook, the run stops cleanly and can continue.
-    s.expect_prompt()
-    for line in FIT_SETUP:
-        s.send(line + "\r")
-        s.expect(line)
-        s.expect(re.compile(r"\n(>>?) "))
+    _type_fit_setup(s)
     s.run("DELAY = 0.2")  # long batches: the 2nd Ctrl-C comes while the batch of the 1st still runs
     s.run("jit.off(busy)")  # interpreted: a "interrupted!" hook, if armed, would fire in it at once
     s.send("t:fit(m, loader)\r")
@@ -481,11 +482,7 @@ def _(s):
 def _(s):
     # Ctrl-C twice aborts a plain computation; the stop request the 1st one made must not stay pending
     # and end the next fit at its first batch.
-    s.expect_prompt()
-    for line in FIT_SETUP:
-        s.send(line + "\r")
-        s.expect(line)
-        s.expect(re.compile(r"\n(>>?) "))
+    _type_fit_setup(s)
     s.run("jit.off(busy)")
     s.send("busy(30)\r")
     s.expect("busy(30)")

@@ -4,11 +4,7 @@
 -- custom Lua loops (SPEC §8).
 local lt = require "lutra"
 
-local function opts(o)
-  local t = { logger = false, enable_checkpointing = false, enable_model_summary = false, enable_progress_bar = false }
-  for k, v in pairs(o or {}) do t[k] = v end
-  return t
-end
+local opts = require "helpers.quiet"
 
 -- A small MLP on a shuffled loader (the data order comes from the loader's own RNG), SGD with momentum,
 -- a validation loader, dropout-free: everything that carries state across batches.

@@ -11,11 +11,7 @@ local function loader(n, opts)
   end)
 end
 
-local function opts(o)
-  local t = { logger = false, enable_checkpointing = false, enable_model_summary = false, enable_progress_bar = false }
-  for k, v in pairs(o or {}) do t[k] = v end
-  return t
-end
+local opts = require "helpers.quiet"
 
 -- A model counting what it sees, and a callback counting what happens.
 local function counted(extra)

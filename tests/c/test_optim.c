@@ -7,12 +7,7 @@
 #include "lt_optim.h"
 #include "lt_ops.h"
 
-static int passed, failed;
-#define CHECK(cond, what)                                                        \
-  do {                                                                           \
-    if (cond) { passed++; printf("ok - %s\n", what); }                           \
-    else { failed++; printf("not ok - %s (%s:%d)\n", what, __FILE__, __LINE__); } \
-  } while (0)
+#include "check.h"
 
 static lt_tensor *from(lt_ctx *c, int64_t n, const float *v) {
   lt_tensor *t = lt_tensor_new(c, LT_F32, 1, &n);

@@ -12,12 +12,7 @@
 #include "lt_blas.h"
 #include "lt_pool.h"
 
-static int passed, failed;
-#define CHECK(cond, what)                                                        \
-  do {                                                                           \
-    if (cond) { passed++; printf("ok - %s\n", what); }                           \
-    else { failed++; printf("not ok - %s (%s:%d)\n", what, __FILE__, __LINE__); } \
-  } while (0)
+#include "check.h"
 
 #define NPARTS 64
 typedef struct job { atomic_int count[NPARTS]; atomic_int threads_seen; pthread_t who[NPARTS]; int ftz[NPARTS]; } job;

@@ -14,17 +14,7 @@ local D = lt.distributed
 local outdir, mode = assert(arg[1]), assert(arg[2])
 local bs = tonumber(arg[3] or "32")
 
-local function ser(x)
-  if type(x) == "table" then
-    local parts = {}
-    for k, v in pairs(x) do
-      parts[#parts + 1] = "[" .. (type(k) == "string" and string.format("%q", k) or tostring(k)) .. "]=" .. ser(v)
-    end
-    return "{" .. table.concat(parts, ",") .. "}"
-  elseif type(x) == "string" then return string.format("%q", x)
-  elseif type(x) == "number" then return string.format("%.17g", x)
-  else return tostring(x) end
-end
+local ser = require "helpers.ser"
 
 local function write(rank, t)
   local f = assert(io.open(string.format("%s/%s_%d.lua", outdir, mode, rank), "w"))

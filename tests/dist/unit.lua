@@ -1,6 +1,7 @@
 -- tests/dist/unit.lua — run under `mpirun -np 2` by tests/dist_spec.lua: the communication layer's
 -- collectives. Each rank writes what it saw to <outdir>/unit_<rank>.lua (a Lua table) for the spec to check.
 local lt = require "lutra"
+local ser = require "helpers.ser"
 local D = lt.distributed
 local outdir = assert(arg[1], "usage: unit.lua OUTDIR")
 
@@ -159,16 +160,5 @@ res.sampler_len = s:len()
 
 D.barrier()
 local f = assert(io.open(string.format("%s/unit_%d.lua", outdir, r), "w"))
-local function ser(x)
-  if type(x) == "table" then
-    local parts = {}
-    for k, val in pairs(x) do
-      parts[#parts + 1] = "[" .. (type(k) == "string" and string.format("%q", k) or tostring(k)) .. "]=" .. ser(val)
-    end
-    return "{" .. table.concat(parts, ",") .. "}"
-  elseif type(x) == "string" then return string.format("%q", x)
-  elseif type(x) == "number" then return string.format("%.17g", x)
-  else return tostring(x) end
-end
 f:write("return ", ser(res), "\n")
 f:close()
