@@ -12,6 +12,7 @@
 #include "l_optim.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "l_util.h"
@@ -35,21 +36,32 @@ lt_optimizer *l_checkoptimizer(lua_State *L, int idx, const char *fname) {
 
 #define OPT(L) l_checkoptimizer((L), 1, "optimizer")
 
-static int is_bool_hparam(const char *k) {
-  return !strcmp(k, "nesterov") || !strcmp(k, "amsgrad") || !strcmp(k, "centered") || !strcmp(k, "maximize");
+/* The hyper-parameters that are one number or one boolean, and where they live in lt_optim_hparams
+ * ("betas" is the pair beta1, beta2). */
+typedef struct hp_field { const char *name; size_t off; int is_bool; } hp_field;
+#define HP_NUM(f) { #f, offsetof(lt_optim_hparams, f), 0 }
+#define HP_BOOL(f) { #f, offsetof(lt_optim_hparams, f), 1 }
+static const hp_field hp_fields[] = {
+  HP_NUM(lr), HP_NUM(momentum), HP_NUM(dampening), HP_NUM(weight_decay), HP_NUM(eps), HP_NUM(alpha),
+  HP_NUM(lr_decay), HP_NUM(initial_accumulator_value), HP_NUM(rho), HP_NUM(momentum_decay), HP_NUM(lambd),
+  HP_NUM(t0), HP_BOOL(nesterov), HP_BOOL(amsgrad), HP_BOOL(centered), HP_BOOL(maximize),
+};
+#undef HP_NUM
+#undef HP_BOOL
+
+static const hp_field *hp_find(const char *k) {
+  for (size_t i = 0; i < sizeof hp_fields / sizeof hp_fields[0]; i++)
+    if (!strcmp(k, hp_fields[i].name)) return &hp_fields[i];
+  return NULL;
 }
 
+#define HP_DOUBLE(h, f) (*(double *)((char *)(h) + (f)->off))
+#define HP_INT(h, f) (*(int *)((char *)(h) + (f)->off))
+
 static void push_hparam(lua_State *L, const lt_optim_hparams *h, const char *k) {
-  if (!strcmp(k, "lr")) lua_pushnumber(L, h->lr);
-  else if (!strcmp(k, "momentum")) lua_pushnumber(L, h->momentum);
-  else if (!strcmp(k, "dampening")) lua_pushnumber(L, h->dampening);
-  else if (!strcmp(k, "weight_decay")) lua_pushnumber(L, h->weight_decay);
-  else if (!strcmp(k, "eps")) lua_pushnumber(L, h->eps);
-  else if (!strcmp(k, "alpha")) lua_pushnumber(L, h->alpha);
-  else if (!strcmp(k, "nesterov")) lua_pushboolean(L, h->nesterov);
-  else if (!strcmp(k, "amsgrad")) lua_pushboolean(L, h->amsgrad);
-  else if (!strcmp(k, "centered")) lua_pushboolean(L, h->centered);
-  else if (!strcmp(k, "maximize")) lua_pushboolean(L, h->maximize);
+  const hp_field *f = hp_find(k);
+  if (f && f->is_bool) lua_pushboolean(L, HP_INT(h, f));
+  else if (f) lua_pushnumber(L, HP_DOUBLE(h, f));
   else if (!strcmp(k, "betas")) {
     lua_createtable(L, 2, 0);
     lua_pushnumber(L, h->beta1);
@@ -63,14 +75,11 @@ static void push_hparam(lua_State *L, const lt_optim_hparams *h, const char *k) 
 static void set_hparam(lua_State *L, lt_optim_kind kind, lt_optim_hparams *h, const char *k, int idx) {
   const char *name = lt_optim_kind_name(kind);
   idx = idx < 0 ? lua_gettop(L) + idx + 1 : idx;
-  if (is_bool_hparam(k)) {
+  const hp_field *f = hp_find(k);
+  if (f && f->is_bool) {
     if (!lua_isboolean(L, idx))
       luaL_error(L, "%s: option '%s' must be a boolean, got %s", name, k, luaL_typename(L, idx));
-    int v = lua_toboolean(L, idx);
-    if (!strcmp(k, "nesterov")) h->nesterov = v;
-    else if (!strcmp(k, "amsgrad")) h->amsgrad = v;
-    else if (!strcmp(k, "centered")) h->centered = v;
-    else h->maximize = v;
+    HP_INT(h, f) = lua_toboolean(L, idx);
     return;
   }
   if (!strcmp(k, "betas")) {
@@ -90,13 +99,7 @@ static void set_hparam(lua_State *L, lt_optim_kind kind, lt_optim_hparams *h, co
   }
   if (lua_type(L, idx) != LUA_TNUMBER)
     luaL_error(L, "%s: option '%s' must be a number, got %s", name, k, luaL_typename(L, idx));
-  double v = lua_tonumber(L, idx);
-  if (!strcmp(k, "lr")) h->lr = v;
-  else if (!strcmp(k, "momentum")) h->momentum = v;
-  else if (!strcmp(k, "dampening")) h->dampening = v;
-  else if (!strcmp(k, "weight_decay")) h->weight_decay = v;
-  else if (!strcmp(k, "eps")) h->eps = v;
-  else if (!strcmp(k, "alpha")) h->alpha = v;
+  if (f) HP_DOUBLE(h, f) = lua_tonumber(L, idx);
 }
 
 static void unknown_option(lua_State *L, lt_optim_kind kind, const char *k, int allow_params) {
@@ -267,7 +270,7 @@ static int l_add_param_group(lua_State *L) {
 static int l_optim_new(lua_State *L) {
   const char *kname = l_checkstring(L, 1);
   int k = lt_optim_kind_from_name(kname);
-  if (k < 0) return luaL_error(L, "optimizer: unknown kind '%s' (expected SGD, Adam, AdamW or RMSprop)", kname);
+  if (k < 0) return luaL_error(L, "optimizer: unknown kind '%s' (expected SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam or ASGD)", kname);
   lt_optim_kind kind = (lt_optim_kind)k;
   lt_optim_hparams h;
   lt_optim_defaults(kind, &h);
@@ -330,17 +333,6 @@ static int l_zero_grad(lua_State *L) {
 
 /* ---- state_dict --------------------------------------------------------------------------------- */
 
-/* Which state buffers the kind keeps (others never appear in its state_dict). */
-static int kind_has_buf(lt_optim_kind k, int b) {
-  switch (k) {
-    case LT_OPTIM_SGD: return b == LT_OPTIM_MOMENTUM_BUFFER;
-    case LT_OPTIM_ADAM:
-    case LT_OPTIM_ADAMW: return b == LT_OPTIM_EXP_AVG || b == LT_OPTIM_EXP_AVG_SQ || b == LT_OPTIM_MAX_EXP_AVG_SQ;
-    case LT_OPTIM_RMSPROP: return b == LT_OPTIM_SQUARE_AVG || b == LT_OPTIM_MOMENTUM_BUFFER || b == LT_OPTIM_GRAD_AVG;
-    default: return 0;
-  }
-}
-
 /* Copies the proxy's own keys (initial_lr, ...) into the table at dst (absolute indices). */
 static void copy_extras(lua_State *L, int proxy, int dst) {
   lua_pushnil(L);
@@ -388,8 +380,13 @@ static int l_state_dict(lua_State *L) {
         lua_pushnumber(L, s->step);
         lua_setfield(L, -2, "step");
       }
+      for (int v = 0; v < LT_OPTIM_NSCALARS; v++) {
+        if (!lt_optim_kind_has_scalar(kind, (lt_optim_scalar)v)) continue;
+        lua_pushnumber(L, s->scalar[v]);
+        lua_setfield(L, -2, lt_optim_scalar_name((lt_optim_scalar)v));
+      }
       for (int b = 0; b < LT_OPTIM_NBUFS; b++) {
-        if (!s->buf[b] || !kind_has_buf(kind, b)) continue;
+        if (!s->buf[b] || !lt_optim_kind_has_buf(kind, (lt_optim_buf)b)) continue;
         l_push(L, lt_op_clone(c, s->buf[b]));
         lua_setfield(L, -2, lt_optim_buf_name((lt_optim_buf)b));
       }
@@ -415,6 +412,15 @@ static void push_state_entry(lua_State *L, int state, int id) {
   }
 }
 
+/* The scalar state entry (step, mu_product, eta, mu) of the kind called k, or -1; step is LT_OPTIM_NSCALARS. */
+static int scalar_from_name(lt_optim_kind kind, const char *k) {
+  if (!strcmp(k, "step")) return LT_OPTIM_NSCALARS;
+  for (int v = 0; v < LT_OPTIM_NSCALARS; v++)
+    if (lt_optim_kind_has_scalar(kind, (lt_optim_scalar)v) && !strcmp(k, lt_optim_scalar_name((lt_optim_scalar)v)))
+      return v;
+  return -1;
+}
+
 static int buf_from_name(const char *k) {
   for (int b = 0; b < LT_OPTIM_NBUFS; b++)
     if (!strcmp(k, lt_optim_buf_name((lt_optim_buf)b))) return b;
@@ -431,12 +437,12 @@ static void check_state_entry(lua_State *L, lt_optimizer *o, int g, int i, int i
   lua_pushnil(L);
   while (lua_next(L, st)) {
     const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
-    if (!strcmp(k, "step")) {
+    if (scalar_from_name(lt_optim_kind_of(o), k) >= 0) {
       if (lua_type(L, -1) != LUA_TNUMBER)
-        luaL_error(L, "%s: load_state_dict: state[%d].step must be a number, got %s", name, id, luaL_typename(L, -1));
+        luaL_error(L, "%s: load_state_dict: state[%d].%s must be a number, got %s", name, id, k, luaL_typename(L, -1));
     } else {
       int b = buf_from_name(k);
-      if (b < 0 || !kind_has_buf(lt_optim_kind_of(o), b))
+      if (b < 0 || !lt_optim_kind_has_buf(lt_optim_kind_of(o), (lt_optim_buf)b))
         luaL_error(L, "%s: load_state_dict: state[%d] has an unknown entry '%s'", name, id, k);
       lt_tensor *t = l_totensor(L, -1);
       if (!t) luaL_error(L, "%s: load_state_dict: state[%d].%s must be a tensor, got %s", name, id, k, luaL_typename(L, -1));
@@ -545,6 +551,12 @@ static int l_load_state_dict(lua_State *L) {
         lua_getfield(L, st, "step");
         s->step = lua_isnumber(L, -1) ? lua_tonumber(L, -1) : 0;
         lua_pop(L, 1);
+        for (int v = 0; v < LT_OPTIM_NSCALARS; v++) {
+          if (!lt_optim_kind_has_scalar(kind, (lt_optim_scalar)v)) continue;
+          lua_getfield(L, st, lt_optim_scalar_name((lt_optim_scalar)v));
+          s->scalar[v] = lua_isnumber(L, -1) ? lua_tonumber(L, -1) : v == LT_OPTIM_ETA ? (float)hs[g].lr : 1.0;
+          lua_pop(L, 1);
+        }
         for (int b = 0; b < LT_OPTIM_NBUFS; b++) {
           lua_getfield(L, st, lt_optim_buf_name((lt_optim_buf)b));
           lt_tensor *t = l_totensor(L, -1);
@@ -590,14 +602,10 @@ static int l_optim_tostring(lua_State *L) {
         luaL_addstring(&b, ", ");
         add_number(&b, L, h->beta2);
         luaL_addstring(&b, "}");
-      } else if (is_bool_hparam(*k)) {
-        int v = !strcmp(*k, "nesterov") ? h->nesterov : !strcmp(*k, "amsgrad") ? h->amsgrad
-              : !strcmp(*k, "centered") ? h->centered : h->maximize;
-        luaL_addstring(&b, v ? "true" : "false");
+      } else if (hp_find(*k)->is_bool) {
+        luaL_addstring(&b, HP_INT(h, hp_find(*k)) ? "true" : "false");
       } else {
-        double v = !strcmp(*k, "lr") ? h->lr : !strcmp(*k, "momentum") ? h->momentum
-                 : !strcmp(*k, "dampening") ? h->dampening : !strcmp(*k, "weight_decay") ? h->weight_decay
-                 : !strcmp(*k, "eps") ? h->eps : h->alpha;
+        double v = HP_DOUBLE(h, hp_find(*k));
         add_number(&b, L, v);
       }
     }

@@ -1,6 +1,6 @@
 /*
- * lt_optim.h — optimizers as C objects: SGD, Adam, AdamW, RMSprop with PyTorch 1.13's update rules, one
- * fused pass per parameter (read p, g and the state once, write p and the state once).
+ * lt_optim.h — optimizers as C objects: SGD, Adam, AdamW, RMSprop (optim.c) and Adagrad, Adadelta, Adamax,
+ * NAdam, RAdam, ASGD (optim_more.c) with PyTorch 1.13's update rules, one fused pass per parameter (read p, g and the state once, write p and the state once).
  *
  *   lt_optim_hparams h;
  *   lt_optim_defaults(LT_OPTIM_ADAM, &h);
@@ -23,7 +23,11 @@
 
 #include "lt_tensor.h"
 
-typedef enum lt_optim_kind { LT_OPTIM_SGD = 0, LT_OPTIM_ADAM, LT_OPTIM_ADAMW, LT_OPTIM_RMSPROP, LT_OPTIM_NKINDS } lt_optim_kind;
+typedef enum lt_optim_kind {
+  LT_OPTIM_SGD = 0, LT_OPTIM_ADAM, LT_OPTIM_ADAMW, LT_OPTIM_RMSPROP,
+  LT_OPTIM_ADAGRAD, LT_OPTIM_ADADELTA, LT_OPTIM_ADAMAX, LT_OPTIM_NADAM, LT_OPTIM_RADAM, LT_OPTIM_ASGD,
+  LT_OPTIM_NKINDS
+} lt_optim_kind;
 
 /* Hyper-parameters of one param group (each kind reads the ones it knows). */
 typedef struct lt_optim_hparams {
@@ -31,9 +35,14 @@ typedef struct lt_optim_hparams {
   double momentum;      /* SGD, RMSprop */
   double dampening;     /* SGD */
   double weight_decay;  /* all (AdamW: decoupled) */
-  double beta1, beta2;  /* Adam, AdamW */
-  double eps;           /* Adam, AdamW, RMSprop */
-  double alpha;         /* RMSprop */
+  double beta1, beta2;  /* Adam, AdamW, Adamax, NAdam, RAdam */
+  double eps;           /* all but SGD and ASGD */
+  double alpha;         /* RMSprop; ASGD (the eta decay power) */
+  double lr_decay;      /* Adagrad */
+  double initial_accumulator_value; /* Adagrad */
+  double rho;           /* Adadelta */
+  double momentum_decay; /* NAdam */
+  double lambd, t0;     /* ASGD */
   int nesterov;         /* SGD */
   int amsgrad;          /* Adam, AdamW */
   int centered;         /* RMSprop */
@@ -43,13 +52,18 @@ typedef struct lt_optim_hparams {
 /* Per-parameter state buffers, in the order state_dict lists them. */
 typedef enum lt_optim_buf {
   LT_OPTIM_MOMENTUM_BUFFER = 0, LT_OPTIM_EXP_AVG, LT_OPTIM_EXP_AVG_SQ, LT_OPTIM_MAX_EXP_AVG_SQ,
-  LT_OPTIM_SQUARE_AVG, LT_OPTIM_GRAD_AVG, LT_OPTIM_NBUFS
+  LT_OPTIM_SQUARE_AVG, LT_OPTIM_GRAD_AVG, LT_OPTIM_SUM, LT_OPTIM_ACC_DELTA, LT_OPTIM_EXP_INF, LT_OPTIM_AX,
+  LT_OPTIM_NBUFS
 } lt_optim_buf;
+
+/* Per-parameter scalar state besides step (PyTorch keeps them as 0-dim float32 tensors). */
+typedef enum lt_optim_scalar { LT_OPTIM_MU_PRODUCT = 0, LT_OPTIM_ETA, LT_OPTIM_MU, LT_OPTIM_NSCALARS } lt_optim_scalar;
 
 typedef struct lt_optim_state {
   int initialized;      /* the parameter has been stepped at least once (it has state) */
-  double step;          /* steps taken (Adam/AdamW/RMSprop; SGD keeps none) */
+  double step;          /* steps taken (every kind but SGD) */
   lt_tensor *buf[LT_OPTIM_NBUFS];  /* NULL when absent; contiguous, the parameter's shape */
+  double scalar[LT_OPTIM_NSCALARS]; /* NAdam: mu_product; ASGD: eta, mu (float32 values, as PyTorch's) */
 } lt_optim_state;
 
 typedef struct lt_optimizer lt_optimizer;
@@ -57,6 +71,10 @@ typedef struct lt_optimizer lt_optimizer;
 const char *lt_optim_kind_name(lt_optim_kind k);      /* "SGD", "Adam", "AdamW", "RMSprop" */
 int lt_optim_kind_from_name(const char *name);         /* -1 if unknown */
 const char *lt_optim_buf_name(lt_optim_buf b);         /* "momentum_buffer", "exp_avg", ... */
+const char *lt_optim_scalar_name(lt_optim_scalar s);   /* "mu_product", "eta", "mu" */
+/* 1 when kind k keeps state buffer b / scalar s (what its state_dict lists). */
+int lt_optim_kind_has_buf(lt_optim_kind k, lt_optim_buf b);
+int lt_optim_kind_has_scalar(lt_optim_kind k, lt_optim_scalar s);
 /* 1 when kind k uses hyper-parameter `name` ("lr", "momentum", "betas", ...). */
 int lt_optim_has_hparam(lt_optim_kind k, const char *name);
 /* The hyper-parameter names kind k uses, NULL-terminated, in PyTorch's constructor order. */

@@ -22,6 +22,7 @@
 #include "lt_errors.h"
 #include "lt_ops.h"
 #include "lt_pool.h"
+#include "optim_internal.h"
 
 typedef struct lt_param_group {
   lt_optim_hparams h;
@@ -37,12 +38,37 @@ struct lt_optimizer {
   lt_param_group *groups;
 };
 
-static const char *const kind_names[LT_OPTIM_NKINDS] = { "SGD", "Adam", "AdamW", "RMSprop" };
+static const char *const kind_names[LT_OPTIM_NKINDS] = { "SGD", "Adam", "AdamW", "RMSprop", "Adagrad",
+                                                         "Adadelta", "Adamax", "NAdam", "RAdam", "ASGD" };
 static const char *const buf_names[LT_OPTIM_NBUFS] = { "momentum_buffer", "exp_avg", "exp_avg_sq",
-                                                       "max_exp_avg_sq", "square_avg", "grad_avg" };
+                                                       "max_exp_avg_sq", "square_avg", "grad_avg",
+                                                       "sum", "acc_delta", "exp_inf", "ax" };
+static const char *const scalar_names[LT_OPTIM_NSCALARS] = { "mu_product", "eta", "mu" };
 
 const char *lt_optim_kind_name(lt_optim_kind k) { return k < LT_OPTIM_NKINDS ? kind_names[k] : "optimizer"; }
 const char *lt_optim_buf_name(lt_optim_buf b) { return b < LT_OPTIM_NBUFS ? buf_names[b] : "?"; }
+const char *lt_optim_scalar_name(lt_optim_scalar s) { return s < LT_OPTIM_NSCALARS ? scalar_names[s] : "?"; }
+
+int lt_optim_kind_has_buf(lt_optim_kind k, lt_optim_buf b) {
+  switch (k) {
+    case LT_OPTIM_SGD: return b == LT_OPTIM_MOMENTUM_BUFFER;
+    case LT_OPTIM_ADAM:
+    case LT_OPTIM_ADAMW: return b == LT_OPTIM_EXP_AVG || b == LT_OPTIM_EXP_AVG_SQ || b == LT_OPTIM_MAX_EXP_AVG_SQ;
+    case LT_OPTIM_RMSPROP: return b == LT_OPTIM_SQUARE_AVG || b == LT_OPTIM_MOMENTUM_BUFFER || b == LT_OPTIM_GRAD_AVG;
+    case LT_OPTIM_ADAGRAD: return b == LT_OPTIM_SUM;
+    case LT_OPTIM_ADADELTA: return b == LT_OPTIM_SQUARE_AVG || b == LT_OPTIM_ACC_DELTA;
+    case LT_OPTIM_ADAMAX: return b == LT_OPTIM_EXP_AVG || b == LT_OPTIM_EXP_INF;
+    case LT_OPTIM_NADAM:
+    case LT_OPTIM_RADAM: return b == LT_OPTIM_EXP_AVG || b == LT_OPTIM_EXP_AVG_SQ;
+    case LT_OPTIM_ASGD: return b == LT_OPTIM_AX;
+    default: return 0;
+  }
+}
+
+int lt_optim_kind_has_scalar(lt_optim_kind k, lt_optim_scalar s) {
+  return (k == LT_OPTIM_NADAM && s == LT_OPTIM_MU_PRODUCT) ||
+         (k == LT_OPTIM_ASGD && (s == LT_OPTIM_ETA || s == LT_OPTIM_MU));
+}
 
 int lt_optim_kind_from_name(const char *name) {
   for (int k = 0; k < LT_OPTIM_NKINDS; k++)
@@ -54,6 +80,7 @@ const char *const *lt_optim_hparam_names(lt_optim_kind k) {
   static const char *const sgd[] = { "lr", "momentum", "dampening", "weight_decay", "nesterov", "maximize", NULL };
   static const char *const adam[] = { "lr", "betas", "eps", "weight_decay", "amsgrad", "maximize", NULL };
   static const char *const rms[] = { "lr", "alpha", "eps", "weight_decay", "momentum", "centered", "maximize", NULL };
+  if (k >= LT_OPTIM_ADAGRAD) return lt_optim_more_hparam_names(k);
   return k == LT_OPTIM_SGD ? sgd : k == LT_OPTIM_RMSPROP ? rms : adam;
 }
 
@@ -74,7 +101,7 @@ void lt_optim_defaults(lt_optim_kind k, lt_optim_hparams *h) {
     case LT_OPTIM_ADAM: h->lr = 1e-3; break;
     case LT_OPTIM_ADAMW: h->lr = 1e-3; h->weight_decay = 1e-2; break;
     case LT_OPTIM_RMSPROP: h->lr = 1e-2; break;
-    default: break;
+    default: lt_optim_more_defaults(k, h); break;
   }
 }
 
@@ -83,16 +110,14 @@ int lt_optim_check_hparams(lt_ctx *c, lt_optim_kind k, const lt_optim_hparams *h
   if (!(h->lr >= 0)) return lt_fail(c, "%s: invalid learning rate: %g (lr must be >= 0)", n, h->lr);
   if (!(h->weight_decay >= 0))
     return lt_fail(c, "%s: invalid weight_decay value: %g (weight_decay must be >= 0)", n, h->weight_decay);
-  if (k == LT_OPTIM_SGD || k == LT_OPTIM_RMSPROP) {
-    if (!(h->momentum >= 0)) return lt_fail(c, "%s: invalid momentum value: %g (momentum must be >= 0)", n, h->momentum);
-  }
-  if (k != LT_OPTIM_SGD) {
-    if (!(h->eps >= 0)) return lt_fail(c, "%s: invalid epsilon value: %g (eps must be >= 0)", n, h->eps);
-  }
+  if (lt_optim_has_hparam(k, "momentum") && !(h->momentum >= 0))
+    return lt_fail(c, "%s: invalid momentum value: %g (momentum must be >= 0)", n, h->momentum);
+  if (lt_optim_has_hparam(k, "eps") && !(h->eps >= 0))
+    return lt_fail(c, "%s: invalid epsilon value: %g (eps must be >= 0)", n, h->eps);
   if (k == LT_OPTIM_SGD && h->nesterov && (h->momentum <= 0 || h->dampening != 0))
     return lt_fail(c, "%s: nesterov momentum requires a momentum and zero dampening (momentum=%g, dampening=%g)", n,
                    h->momentum, h->dampening);
-  if (k == LT_OPTIM_ADAM || k == LT_OPTIM_ADAMW) {
+  if (lt_optim_has_hparam(k, "betas")) {
     if (!(h->beta1 >= 0 && h->beta1 < 1))
       return lt_fail(c, "%s: invalid beta parameter at index 1: %g (betas must be in [0, 1))", n, h->beta1);
     if (!(h->beta2 >= 0 && h->beta2 < 1))
@@ -100,6 +125,7 @@ int lt_optim_check_hparams(lt_ctx *c, lt_optim_kind k, const lt_optim_hparams *h
   }
   if (k == LT_OPTIM_RMSPROP && !(h->alpha >= 0))
     return lt_fail(c, "%s: invalid alpha value: %g (alpha must be >= 0)", n, h->alpha);
+  if (k >= LT_OPTIM_ADAGRAD) return lt_optim_more_check_hparams(c, k, h);
   return LT_OK;
 }
 
@@ -126,6 +152,7 @@ static void state_clear(lt_optim_state *s) {
   }
   s->initialized = 0;
   s->step = 0;
+  memset(s->scalar, 0, sizeof s->scalar);
 }
 
 void lt_optim_clear_state(lt_optimizer *o) {
@@ -250,15 +277,6 @@ int lt_optim_set_state_buf(lt_ctx *c, lt_optimizer *o, int g, int i, lt_optim_bu
 }
 
 /* ---- fused kernels (contiguous float arrays of n elements) --------------------------------------------- */
-
-/* Each kernel is compiled for baseline x86-64, AVX2 and AVX-512 and the best is picked at load time.
- * ISO C mode (-std=c11) keeps FMA contraction off, so every variant rounds the same way. ISA levels, not
- * arch=<cpu> names: GCC picks an arch=haswell clone only on a CPU that *is* a Haswell (cpu_is). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define OPTIM_VECTOR_FN __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
-#else
-#define OPTIM_VECTOR_FN
-#endif
 
 OPTIM_VECTOR_FN
 static void sgd_kernel(int64_t n, float *restrict p, const float *restrict g, float *restrict buf, int first,
@@ -415,20 +433,26 @@ static void task_range(const optim_task *t, int64_t lo, int64_t hi) {
  * independent of the split. */
 #define OPTIM_PAR_MIN (INT64_C(1) << 16)
 
-typedef struct optim_split { const optim_task *t; int64_t n; } optim_split;
-
-static void split_part(void *arg, int i, int nparts) {
-  const optim_split *s = arg;
-  int64_t per = ((s->n + nparts - 1) / nparts + 15) & ~INT64_C(15); /* 64-byte aligned ranges */
-  int64_t lo = i * per, hi = lo + per < s->n ? lo + per : s->n;
-  if (lo < hi) task_range(s->t, lo, hi);
-}
+static void task_range_fn(void *arg, int64_t lo, int64_t hi) { task_range(arg, lo, hi); }
 
 static void task_run(lt_ctx *c, const optim_task *t, int64_t n) {
+  lt_optim_parallel(c, task_range_fn, (void *)t, n);
+}
+
+typedef struct fn_split { lt_optim_range_fn fn; void *arg; int64_t n; } fn_split;
+
+static void fn_split_part(void *arg, int i, int nparts) {
+  const fn_split *s = arg;
+  int64_t per = ((s->n + nparts - 1) / nparts + 15) & ~INT64_C(15);
+  int64_t lo = i * per, hi = lo + per < s->n ? lo + per : s->n;
+  if (lo < hi) s->fn(s->arg, lo, hi);
+}
+
+void lt_optim_parallel(lt_ctx *c, lt_optim_range_fn fn, void *arg, int64_t n) {
   int nt = c->num_threads < lt_pool_threads() ? c->num_threads : lt_pool_threads();
-  if (nt <= 1 || n < OPTIM_PAR_MIN) { task_range(t, 0, n); return; }
-  optim_split s = { t, n };
-  lt_pool_run(split_part, &s, nt);
+  if (nt <= 1 || n < OPTIM_PAR_MIN) { fn(arg, 0, n); return; }
+  fn_split s = { fn, arg, n };
+  lt_pool_run(fn_split_part, &s, nt);
 }
 
 /* ---- step ----------------------------------------------------------------------------------------------- */
@@ -495,7 +519,7 @@ static int step_param(lt_ctx *c, lt_optimizer *o, lt_param_group *pg, int g, int
                                  .m = h->centered ? lt_f32(s->buf[LT_OPTIM_GRAD_AVG]) : NULL,
                                  .buf = h->momentum > 0 ? lt_f32(s->buf[LT_OPTIM_MOMENTUM_BUFFER]) : NULL }, n);
       break;
-    default: rc = lt_fail(c, "optimizer: unknown kind"); break;
+    default: rc = lt_optim_more_step(c, o->kind, h, s, p, lt_f32(pc), lt_f32(gc), n); break;
   }
   if (rc == LT_OK) s->initialized = 1;
   if (rc == LT_OK && pc != p) rc = lt_op_copy_(c, p, pc); /* strided parameter: write back */

@@ -1,0 +1,37 @@
+/*
+ * optim_internal.h — what optim.c shares with optim_more.c (not public): the element-range runner that
+ * splits a large parameter's update over lutra's pool, and the steps of the kinds optim_more.c implements.
+ *
+ *   static void my_range(void *arg, int64_t lo, int64_t hi) { ... elements [lo, hi) ... }
+ *   lt_optim_parallel(c, my_range, &args, n);
+ */
+#ifndef LT_OPTIM_INTERNAL_H
+#define LT_OPTIM_INTERNAL_H
+
+#include "lt_optim.h"
+
+/* Each kernel is compiled for baseline x86-64, AVX2 and AVX-512 and the best is picked at load time.
+ * ISO C mode (-std=c11) keeps FMA contraction off, so every variant rounds the same way. ISA levels, not
+ * arch=<cpu> names: GCC picks an arch=haswell clone only on a CPU that *is* a Haswell (cpu_is). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define OPTIM_VECTOR_FN __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
+#else
+#define OPTIM_VECTOR_FN
+#endif
+
+typedef void (*lt_optim_range_fn)(void *arg, int64_t lo, int64_t hi);
+
+/* Runs fn over [0, n) in 64-byte aligned ranges, on several threads when n is large. */
+void lt_optim_parallel(lt_ctx *c, lt_optim_range_fn fn, void *arg, int64_t n);
+
+/* One update of a parameter of kind Adagrad..ASGD: p and g are contiguous float arrays of n elements (the
+ * parameter's), `like` gives the shape of new state buffers; s is created on first use. */
+int lt_optim_more_step(lt_ctx *c, lt_optim_kind k, const lt_optim_hparams *h, lt_optim_state *s,
+                       const lt_tensor *like, float *p, const float *g, int64_t n);
+
+/* Adds defaults, hyper-parameter names and checks for the kinds of optim_more.c. */
+void lt_optim_more_defaults(lt_optim_kind k, lt_optim_hparams *h);
+const char *const *lt_optim_more_hparam_names(lt_optim_kind k);
+int lt_optim_more_check_hparams(lt_ctx *c, lt_optim_kind k, const lt_optim_hparams *h);
+
+#endif
