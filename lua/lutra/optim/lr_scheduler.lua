@@ -13,6 +13,9 @@
 -- ReduceLROnPlateau{mode = "min", factor = 0.1, patience = 10, threshold = 1e-4, threshold_mode = "rel",
 --   cooldown = 0, min_lr = 0, eps = 1e-8}: sched:step(metric).
 --
+-- LinearLR, ConstantLR, MultiplicativeLR, PolynomialLR, CosineAnnealingWarmRestarts, CyclicLR, SequentialLR and
+-- ChainedScheduler are in lr_scheduler_more.lua (on the same base).
+--
 -- Every scheduler has sched.optimizer, sched.last_epoch (0 after construction), sched.base_lrs,
 -- get_last_lr(), state_dict()/load_state_dict(sd) (plain numbers, strings and lists: JSON-safe; LambdaLR
 -- leaves out its functions). ReduceLROnPlateau has sched.is_plateau = true.
@@ -302,31 +305,34 @@ local function is_callable(f)
   return type(mt) == "table" and mt.__call ~= nil
 end
 
-function M.LambdaLR(opt, fn)
-  check_optimizer("LambdaLR", opt)
+-- The per-group functions of LambdaLR / MultiplicativeLR from fn | {fn, ...} | {lr_lambda = ...}.
+local function lambdas_of(name, opt, fn)
   local n = #groups_of(opt)
   if type(fn) == "table" and not is_callable(fn) and fn.lr_lambda ~= nil then
     for k in pairs(fn) do
-      if k ~= "lr_lambda" then error("LambdaLR: unknown option '" .. tostring(k) .. "' (expected lr_lambda)", 2) end
+      if k ~= "lr_lambda" then error(name .. ": unknown option '" .. tostring(k) .. "' (expected lr_lambda)", 3) end
     end
     fn = fn.lr_lambda
   end
-  local fns
   if is_callable(fn) then
-    fns = {}
+    local fns = {}
     for i = 1, n do fns[i] = fn end
+    return fns
   elseif type(fn) == "table" then
-    if #fn ~= n then error(string.format("LambdaLR: expected %d lr_lambdas (one per param group), got %d", n, #fn), 2) end
+    if #fn ~= n then error(string.format("%s: expected %d lr_lambdas (one per param group), got %d", name, n, #fn), 3) end
     for i = 1, n do
       if not is_callable(fn[i]) then
-        error("LambdaLR: lr_lambdas[" .. i .. "] must be a function, got " .. type(fn[i]), 2)
+        error(name .. ": lr_lambdas[" .. i .. "] must be a function, got " .. type(fn[i]), 3)
       end
     end
-    fns = fn
-  else
-    error("LambdaLR: expected a function (epoch -> factor) or a list of them, got " .. type(fn), 2)
+    return fn
   end
-  return init_base(setmetatable({ lr_lambdas = fns }, LambdaLR), opt)
+  error(name .. ": expected a function (epoch -> factor) or a list of them, got " .. type(fn), 3)
+end
+
+function M.LambdaLR(opt, fn)
+  check_optimizer("LambdaLR", opt)
+  return init_base(setmetatable({ lr_lambdas = lambdas_of("LambdaLR", opt, fn) }, LambdaLR), opt)
 end
 
 function LambdaLR:get_lr()
@@ -544,6 +550,14 @@ function Plateau:step(metric, epoch)
   end
   self._last_lr = current_lrs(self)
 end
+
+-- LinearLR, ConstantLR, MultiplicativeLR, PolynomialLR, CosineAnnealingWarmRestarts, CyclicLR, SequentialLR,
+-- ChainedScheduler: on the same base, in their own file
+require("lutra.optim.lr_scheduler_more")(M, {
+  class = class, options = options, init_base = init_base, check_optimizer = check_optimizer,
+  current_lrs = current_lrs, groups_of = groups_of, deepcopy = deepcopy, per_group = per_group,
+  lambdas_of = lambdas_of,
+})
 
 Plateau.get_last_lr = Base.get_last_lr
 Plateau.state_dict = Base.state_dict
