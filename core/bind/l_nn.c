@@ -128,6 +128,27 @@ static int l_bce_with_logits(lua_State *L) {
   return l_push(L, lt_nn_bce_with_logits(L_CTX(L), x, y, pw, check_reduction(L, 4, fn)));
 }
 
+/* (p, y, reduction) */
+static int l_binary_cross_entropy(lua_State *L) {
+  const char *fn = "binary_cross_entropy";
+  lt_tensor *x = T(1, fn), *y = T(2, fn);
+  return l_push(L, lt_nn_binary_cross_entropy(L_CTX(L), x, y, check_reduction(L, 3, fn)));
+}
+
+/* (x, y, beta, reduction) */
+static int l_smooth_l1_loss(lua_State *L) {
+  const char *fn = "smooth_l1_loss";
+  lt_tensor *x = T(1, fn), *y = T(2, fn);
+  return l_push(L, lt_nn_smooth_l1_loss(L_CTX(L), x, y, l_optnumber(L, 3, 1.0), check_reduction(L, 4, fn)));
+}
+
+/* (x, y, delta, reduction) */
+static int l_huber_loss(lua_State *L) {
+  const char *fn = "huber_loss";
+  lt_tensor *x = T(1, fn), *y = T(2, fn);
+  return l_push(L, lt_nn_huber_loss(L_CTX(L), x, y, l_optnumber(L, 3, 1.0), check_reduction(L, 4, fn)));
+}
+
 /* (x, running_mean|nil, running_var|nil, weight|nil, bias|nil, training, momentum, eps) */
 static int l_batch_norm(lua_State *L) {
   const char *fn = "batch_norm";
@@ -176,6 +197,8 @@ static const luaL_Reg nn_funcs[] = {
   { "conv2d", l_conv2d }, { "max_pool2d", l_max_pool2d }, { "avg_pool2d", l_avg_pool2d },
   { "dropout", l_dropout }, { "cross_entropy", l_cross_entropy }, { "nll_loss", l_nll_loss },
   { "mse_loss", l_mse_loss }, { "l1_loss", l_l1_loss }, { "binary_cross_entropy_with_logits", l_bce_with_logits },
+  { "binary_cross_entropy", l_binary_cross_entropy }, { "smooth_l1_loss", l_smooth_l1_loss },
+  { "huber_loss", l_huber_loss },
   { NULL, NULL }
 };
 

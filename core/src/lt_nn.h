@@ -58,5 +58,10 @@ lt_tensor *lt_nn_mse_loss(lt_ctx *c, lt_tensor *x, lt_tensor *y, lt_reduction re
 lt_tensor *lt_nn_l1_loss(lt_ctx *c, lt_tensor *x, lt_tensor *y, lt_reduction red);
 /* stable max(x,0) - x*y + log(1+exp(-|x|)); pos_weight broadcast over the last dim, or NULL */
 lt_tensor *lt_nn_bce_with_logits(lt_ctx *c, lt_tensor *x, lt_tensor *y, lt_tensor *pos_weight, lt_reduction red);
+/* binary_cross_entropy of probabilities x in [0, 1] (logs clamped at -100); smooth_l1 (beta >= 0; 0 is l1) and
+ * huber (delta > 0) losses of x - y */
+lt_tensor *lt_nn_binary_cross_entropy(lt_ctx *c, lt_tensor *x, lt_tensor *y, lt_reduction red);
+lt_tensor *lt_nn_smooth_l1_loss(lt_ctx *c, lt_tensor *x, lt_tensor *y, double beta, lt_reduction red);
+lt_tensor *lt_nn_huber_loss(lt_ctx *c, lt_tensor *x, lt_tensor *y, double delta, lt_reduction red);
 
 #endif

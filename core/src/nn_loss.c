@@ -238,29 +238,47 @@ fail:
   return NULL;
 }
 
-/* ---- elementwise losses: mse, l1, bce_with_logits ----------------------------------------------- */
+/* ---- elementwise losses: mse, l1, bce_with_logits, bce, smooth_l1, huber -------------------------- */
 
-typedef enum { PW_MSE, PW_L1, PW_BCE } pw_kind;
+typedef enum { PW_MSE, PW_L1, PW_BCE, PW_BCE_PROB, PW_SMOOTH_L1, PW_HUBER } pw_kind;
 
 static const char *pw_name(pw_kind k) {
-  return k == PW_MSE ? "mse_loss" : k == PW_L1 ? "l1_loss" : "binary_cross_entropy_with_logits";
+  static const char *const names[] = { "mse_loss", "l1_loss", "binary_cross_entropy_with_logits",
+                                       "binary_cross_entropy", "smooth_l1_loss", "huber_loss" };
+  return names[k];
 }
+
+static inline double log_clamped(double v) { double l = log(v); return l < -100 ? -100 : l; } /* PyTorch's BCE */
 
 static inline double softplus_neg(double x) { return log1p(exp(-fabs(x))) + (x < 0 ? -x : 0); } /* log(1+e^-x) */
 
-static inline double pw_loss(pw_kind k, double x, double y, double pw) {
+/* a: smooth_l1's beta, huber's delta */
+static inline double pw_loss(pw_kind k, double x, double y, double pw, double a) {
+  double z = fabs(x - y);
   switch (k) {
   case PW_MSE: return (x - y) * (x - y);
-  case PW_L1: return fabs(x - y);
+  case PW_L1: return z;
+  case PW_BCE_PROB: return -(y * log_clamped(x) + (1 - y) * log_clamped(1 - x));
+  case PW_SMOOTH_L1: return z < a ? 0.5 * z * z / a : z - 0.5 * a;
+  case PW_HUBER: return z < a ? 0.5 * z * z : a * (z - 0.5 * a);
   default: return (1 - y) * x + (1 + (pw - 1) * y) * softplus_neg(x);
   }
 }
 
 /* d loss / dx and d loss / dy */
-static inline void pw_grad(pw_kind k, double x, double y, double pw, double *gx, double *gy) {
+static inline void pw_grad(pw_kind k, double x, double y, double pw, double a, double *gx, double *gy) {
+  double d = x - y, z = fabs(d), sg = d > 0 ? 1 : d < 0 ? -1 : 0;
   switch (k) {
   case PW_MSE: *gx = 2 * (x - y); *gy = -*gx; break;
   case PW_L1: *gx = x > y ? 1 : x < y ? -1 : 0; *gy = -*gx; break;
+  case PW_BCE_PROB: { /* PyTorch: (x - y) / max(x(1-x), 1e-12) */
+    double den = (1 - x) * x;
+    *gx = (x - y) / (den > 1e-12 ? den : 1e-12);
+    *gy = log_clamped(1 - x) - log_clamped(x);
+    break;
+  }
+  case PW_SMOOTH_L1: *gx = z < a ? d / a : sg; *gy = -*gx; break;
+  case PW_HUBER: *gx = z < a ? d : a * sg; *gy = -*gx; break;
   default: {
     double lw = 1 + (pw - 1) * y, sneg = 1 / (1 + exp(x)); /* sigmoid(-x) */
     *gx = (1 - y) - lw * sneg;
@@ -269,7 +287,7 @@ static inline void pw_grad(pw_kind k, double x, double y, double pw, double *gx,
   }
 }
 
-/* node: i = {kind, red, pw_n}; f = {scale}; saved = {pos_weight contiguous or NULL} */
+/* node: i = {kind, red, pw_n}; f = {scale, beta | delta}; saved = {pos_weight contiguous or NULL} */
 static int pointwise_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin) {
   lt_tensor *x = n->inputs[0], *y = n->inputs[1];
   pw_kind kind = (pw_kind)n->i[0];
@@ -291,7 +309,7 @@ static int pointwise_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor 
   double scale = n->f[0];
   for (int64_t i = 0, m = lt_numel(xc); i < m; i++) {
     double a, b, go = go_at(pg, red, i) * scale;
-    pw_grad(kind, px[i], py[i], ppw ? ppw[i % npw] : 1.0, &a, &b);
+    pw_grad(kind, px[i], py[i], ppw ? ppw[i % npw] : 1.0, n->f[1], &a, &b);
     if (ogx) ogx[i] = (float)(a * go);
     if (ogy) ogy[i] = (float)(b * go);
   }
@@ -302,7 +320,7 @@ static int pointwise_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor 
 }
 
 static lt_tensor *pointwise_loss(lt_ctx *c, pw_kind kind, lt_tensor *x, lt_tensor *y, lt_tensor *pos_weight,
-                                 lt_reduction red) {
+                                 double a, lt_reduction red) {
   char b1[128], b2[128];
   const char *op = pw_name(kind);
   if (lt_check_dtype(c, op, "input", x, LT_F32) || lt_check_dtype(c, op, "target", y, LT_F32)) return NULL;
@@ -334,8 +352,15 @@ static lt_tensor *pointwise_loss(lt_ctx *c, pw_kind kind, lt_tensor *x, lt_tenso
   float *po = lt_f32(out);
   int64_t m = lt_numel(xc);
   double tot = 0;
+  for (int64_t i = 0; kind == PW_BCE_PROB && i < m; i++)
+    if (!(px[i] >= 0 && px[i] <= 1)) {
+      lt_fail(c, "%s: all elements of input should be between 0 and 1 (element %lld is %g)", op, (long long)i + 1,
+              (double)px[i]);
+      lt_tensor_release(xc); lt_tensor_release(yc); lt_tensor_release(pc); lt_tensor_release(out);
+      return NULL;
+    }
   for (int64_t i = 0; i < m; i++) {
-    double l = pw_loss(kind, px[i], py[i], ppw ? ppw[i % npw] : 1.0);
+    double l = pw_loss(kind, px[i], py[i], ppw ? ppw[i % npw] : 1.0, a);
     if (red == LT_REDUCE_NONE) po[i] = (float)l;
     else tot += l;
   }
@@ -353,6 +378,7 @@ static lt_tensor *pointwise_loss(lt_ctx *c, pw_kind kind, lt_tensor *x, lt_tenso
   if (nd) {
     nd->i[0] = kind; nd->i[1] = red; nd->i[2] = npw;
     nd->f[0] = scale;
+    nd->f[1] = a;
     if (pc) lt_node_save(nd, 0, pc);
   }
   lt_tensor_release(pc);
@@ -360,11 +386,22 @@ static lt_tensor *pointwise_loss(lt_ctx *c, pw_kind kind, lt_tensor *x, lt_tenso
 }
 
 lt_tensor *lt_nn_mse_loss(lt_ctx *c, lt_tensor *x, lt_tensor *y, lt_reduction red) {
-  return pointwise_loss(c, PW_MSE, x, y, NULL, red);
+  return pointwise_loss(c, PW_MSE, x, y, NULL, 0, red);
 }
 lt_tensor *lt_nn_l1_loss(lt_ctx *c, lt_tensor *x, lt_tensor *y, lt_reduction red) {
-  return pointwise_loss(c, PW_L1, x, y, NULL, red);
+  return pointwise_loss(c, PW_L1, x, y, NULL, 0, red);
 }
 lt_tensor *lt_nn_bce_with_logits(lt_ctx *c, lt_tensor *x, lt_tensor *y, lt_tensor *pos_weight, lt_reduction red) {
-  return pointwise_loss(c, PW_BCE, x, y, pos_weight, red);
+  return pointwise_loss(c, PW_BCE, x, y, pos_weight, 0, red);
+}
+lt_tensor *lt_nn_binary_cross_entropy(lt_ctx *c, lt_tensor *x, lt_tensor *y, lt_reduction red) {
+  return pointwise_loss(c, PW_BCE_PROB, x, y, NULL, 0, red);
+}
+lt_tensor *lt_nn_smooth_l1_loss(lt_ctx *c, lt_tensor *x, lt_tensor *y, double beta, lt_reduction red) {
+  if (!(beta >= 0)) { lt_fail(c, "smooth_l1_loss: beta must be >= 0, got %g", beta); return NULL; }
+  return pointwise_loss(c, PW_SMOOTH_L1, x, y, NULL, beta, red);
+}
+lt_tensor *lt_nn_huber_loss(lt_ctx *c, lt_tensor *x, lt_tensor *y, double delta, lt_reduction red) {
+  if (!(delta > 0)) { lt_fail(c, "huber_loss: delta must be > 0, got %g", delta); return NULL; }
+  return pointwise_loss(c, PW_HUBER, x, y, NULL, delta, red);
 }

@@ -11,6 +11,7 @@ local lt = require "lutra"
 local core = require "lutra.core"
 local H = require "lutra.nn.helpers"
 local C = core._nn
+local FL = require "lutra.F_losses"
 
 local F = {}
 
@@ -108,11 +109,16 @@ local function loss_opts(name, opts, spec)
   return H.check_opts(name, opts, spec, 3)
 end
 
---- cross_entropy(logits [N, C] (or [N, C, d...]), targets int64 1..C [N], opts)
---- opts: reduction, ignore_index (1-based), label_smoothing, weight [C]
+--- cross_entropy(logits [N, C] (or [N, C, d...]), targets int64 1..C [N] | class probabilities float32 of
+--- the logits' shape, opts); opts: reduction, ignore_index (1-based), label_smoothing, weight [C]
 function F.cross_entropy(logits, targets, opts)
   local o = loss_opts("cross_entropy", opts,
     { reduction = "string", ignore_index = "number", label_smoothing = "number", weight = "tensor" })
+  -- float targets of the logits' shape are class probabilities; other float targets are refused in C (int64)
+  if lt.is_tensor(targets) and targets:dtype() == "float32" and lt.is_tensor(logits)
+    and targets:shape_str() == logits:shape_str() then
+    return FL.cross_entropy_probs(logits, targets, o)
+  end
   return C.cross_entropy(logits, targets, o.weight, o.ignore_index, o.label_smoothing or 0, o.reduction)
 end
 
@@ -136,6 +142,12 @@ end
 function F.binary_cross_entropy_with_logits(x, y, opts)
   local o = loss_opts("binary_cross_entropy_with_logits", opts, { reduction = "string", pos_weight = "tensor" })
   return C.binary_cross_entropy_with_logits(x, y, o.pos_weight, o.reduction)
+end
+
+-- binary_cross_entropy, smooth_l1_loss, huber_loss, kl_div, cosine_embedding_loss, margin_ranking_loss,
+-- triplet_margin_loss, poisson_nll_loss, gaussian_nll_loss
+for k, v in pairs(FL) do
+  if k ~= "cross_entropy_probs" then F[k] = v end
 end
 
 return F

@@ -17,6 +17,7 @@ local nn = {
 
 for k, v in pairs(require "lutra.nn.pool") do nn[k] = v end
 for k, v in pairs(require "lutra.nn.activation") do nn[k] = v end
+for k, v in pairs(require "lutra.nn.loss") do nn[k] = v end
 
 -- functions over any model table (a Module or a plain table of modules)
 for _, k in ipairs { "parameters", "named_parameters", "buffers", "named_buffers", "state_dict", "load_state_dict",
