@@ -5,6 +5,7 @@
 -- past its margin. Not a spec: the run is long by design. `.ci/run` runs it for 60 s; run it for an hour
 -- with `./lutra tests/soak.lua 3600`. Prints the samples, then "1 passed, 0 failed" (or "0 passed, 1 failed").
 local lt = require "lutra"
+io.stdout:setvbuf("line") -- the samples show while it runs
 
 local seconds = tonumber(arg and arg[1]) or 60
 local dir = os.tmpname()
