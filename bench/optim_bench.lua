@@ -21,6 +21,12 @@ local configs = {
   { "adam", "Adam", { lr = 1e-3 } },
   { "adamw", "AdamW", { lr = 1e-3 } },
   { "rmsprop", "RMSprop", { lr = 1e-2 } },
+  { "adagrad", "Adagrad", { lr = 1e-2 } },
+  { "adadelta", "Adadelta", {} },
+  { "adamax", "Adamax", {} },
+  { "nadam", "NAdam", {} },
+  { "radam", "RAdam", {} },
+  { "asgd", "ASGD", {} },
   { "zero_grad", "SGD", { lr = 0.01 } },
 }
 lt.manual_seed(0)

@@ -10,6 +10,12 @@ configs = [
     ("adam", torch.optim.Adam, dict(lr=1e-3)),
     ("adamw", torch.optim.AdamW, dict(lr=1e-3)),
     ("rmsprop", torch.optim.RMSprop, dict(lr=1e-2)),
+    ("adagrad", torch.optim.Adagrad, dict(lr=1e-2)),
+    ("adadelta", torch.optim.Adadelta, dict()),
+    ("adamax", torch.optim.Adamax, dict()),
+    ("nadam", torch.optim.NAdam, dict()),
+    ("radam", torch.optim.RAdam, dict()),
+    ("asgd", torch.optim.ASGD, dict()),
     ("zero_grad", torch.optim.SGD, dict(lr=0.01)),
 ]
 for name, cls, opts, (r, c) in [(*cfg, size) for size in [(1000, 1000), (256, 784)] for cfg in configs]:
