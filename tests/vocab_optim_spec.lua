@@ -177,6 +177,13 @@ describe("lt.optim (more) options and errors", function()
       errmsg(opt.load_state_dict, opt, sd))
   end)
 
+  it("Adagrad has its state from the start (step 0, sum = initial_accumulator_value), as PyTorch's", function()
+    local p = lt.param(lt.ones(2))
+    local st = lt.optim.Adagrad({ p }, { initial_accumulator_value = 0.25 }):state_dict().state[1]
+    assert.equals(0, st.step)
+    assert.same({ 0.25, 0.25 }, st.sum:tolist())
+  end)
+
   it("ASGD keeps the running average ax of the iterates once step > t0", function()
     local p = lt.param(lt.tensor { 1, 2 })
     local opt = lt.optim.ASGD({ p }, { lr = 0.1, t0 = 2, lambd = 0 })

@@ -219,6 +219,18 @@ int lt_optim_add_param_group(lt_ctx *c, lt_optimizer *o, const lt_optim_hparams 
     return lt_fail(c, LT_E_OOM, sizeof(lt_optim_state) * (size_t)n);
   }
   memset(pg->state, 0, sizeof(lt_optim_state) * (size_t)n);
+  /* PyTorch's Adagrad makes its state (step 0, sum = initial_accumulator_value) in the constructor */
+  for (int i = 0; o->kind == LT_OPTIM_ADAGRAD && i < n; i++) {
+    lt_optim_state *s = &pg->state[i];
+    s->buf[LT_OPTIM_SUM] = lt_op_full(c, LT_F32, params[i]->ndim, params[i]->shape, h->initial_accumulator_value);
+    s->initialized = 1;
+    if (!s->buf[LT_OPTIM_SUM]) {
+      for (int j = 0; j < i; j++) state_clear(&pg->state[j]);
+      lt_free(pg->params, sizeof(lt_tensor *) * (size_t)n);
+      lt_free(pg->state, sizeof(lt_optim_state) * (size_t)n);
+      return LT_ERR;
+    }
+  }
   for (int i = 0; i < n; i++) pg->params[i] = lt_tensor_retain(params[i]);
   pg->n = n;
   pg->h = *h;
