@@ -177,6 +177,19 @@ describe("lt.optim (more) options and errors", function()
       errmsg(opt.load_state_dict, opt, sd))
   end)
 
+  it("keeps memory flat: a step of every kind allocates nothing that outlives it", function()
+    for _, kind in ipairs { "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "ASGD" } do
+      local p = lt.param(lt.randn(50, 40))
+      local opt = lt.optim[kind]({ p })
+      p.grad = lt.randn(50, 40)
+      local function live() collectgarbage(); collectgarbage(); return lt.memory_stats().live_bytes end
+      for _ = 1, 3 do opt:step() end
+      local before = live()
+      for _ = 1, 200 do opt:step() end
+      assert.equals(before, live(), kind)
+    end
+  end)
+
   it("Adagrad has its state from the start (step 0, sum = initial_accumulator_value), as PyTorch's", function()
     local p = lt.param(lt.ones(2))
     local st = lt.optim.Adagrad({ p }, { initial_accumulator_value = 0.25 }):state_dict().state[1]
