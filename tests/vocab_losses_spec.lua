@@ -4,43 +4,18 @@
 -- core/src/nn_loss.c) and their lt.nn modules: PyTorch 1.13 values and input gradients per reduction and
 -- option (tests/fixtures/vocab_losses.json), finite-difference gradchecks, error texts.
 local lt = require "lutra"
-local cjson = require "cjson"
 local gradcheck = require "tests.helpers.gradcheck"
 local F, nn = lt.F, lt.nn
 
-local function read_json(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("*a")
-  f:close()
-  return cjson.decode(s)
-end
+local X = require "tests.helpers.nn_fixtures"
 
-local CASES = read_json("tests/fixtures/vocab_losses.json")
-
-local function T(o)
-  local t = lt.tensor(o.data):view(o.shape)
-  if o.dtype == "int64" then t = t:long() end
-  return t
-end
-
-local function worst(got, ref)
-  local w = 0
-  for i = 1, #ref do
-    local r = math.abs(got[i] - ref[i]) / math.max(1e-6, 1e-5 * math.abs(ref[i]))
-    if r > w then w = r end
-  end
-  return w
-end
+local CASES = X.load("vocab_losses.json")
+local T = X.tensor
 
 local function errmsg(fn, ...)
   local ok, e = pcall(fn, ...)
   assert.is_false(ok, "expected an error")
   return tostring(e)
-end
-
-local function flat(t)
-  if t:dim() == 0 then return { t:item() } end
-  return t:contiguous():view(-1):tolist()
 end
 
 -- the case's call: positional tensors, options (a number as an option value names an input: the weight)
@@ -68,13 +43,9 @@ describe("lt.F losses (more) fixtures (PyTorch 1.13)", function()
       local pos, opts = call_args(cs, ins)
       pos[#pos + 1] = opts
       local out = F[cs.fn](unpack(pos))
-      local w = worst(flat(out), cs.output.data)
-      assert.is_true(w <= 1, string.format("%s: output worst error ratio %.3g", cs.name, w))
+      X.check(cs.name .. ": output", out, cs.output)
       out:backward(T(cs.grad_output))
-      for _, i in ipairs(cs.wrt) do
-        local g = worst(flat(ins[i].grad), cs.grads[tostring(i)].data)
-        assert.is_true(g <= 1, string.format("%s: grad of input %d worst error ratio %.3g", cs.name, i, g))
-      end
+      for _, i in ipairs(cs.wrt) do X.check(cs.name .. ": grad of input " .. i, ins[i].grad, cs.grads[tostring(i)]) end
     end)
   end
 end)

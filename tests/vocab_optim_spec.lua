@@ -4,27 +4,13 @@
 local lt = require "lutra"
 local cjson = require "cjson"
 
-local function read_json(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("*a")
-  f:close()
-  return cjson.decode(s)
-end
+local X = require "tests.helpers.nn_fixtures"
 
-local CASES = read_json("tests/fixtures/vocab_optim.json")
+local CASES = X.load("vocab_optim.json")
+local T = X.tensor
 
-local function T(o) return lt.tensor(o.data):view(o.shape) end
-local function flat(t) return t:contiguous():view(-1):tolist() end
-
--- worst |got - ref| / max(1e-6, 1e-5*|ref|) (<= 1 passes)
-local function worst(got, ref)
-  local w = 0
-  for i = 1, #ref do
-    local r = math.abs(got[i] - ref[i]) / math.max(1e-6, 1e-5 * math.abs(ref[i]))
-    if r > w then w = r end
-  end
-  return w
-end
+-- |a - b| <= max(1e-6, 1e-5*|b|), the fixtures' tolerance, for numbers
+local function near(a, b) return math.abs(a - b) <= math.max(1e-6, 1e-5 * math.abs(b)) end
 
 local function errmsg(fn, ...)
   local ok, e = pcall(fn, ...)
@@ -69,19 +55,17 @@ describe("lt.optim (more) fixtures (PyTorch 1.13)", function()
       local c1, c2 = T(cs.c1), T(cs.c2)
       local opt = build(cs, p1, p2)
       run(cs, opt, p1, p2, c1, c2, 1, #cs.params_after, function(s)
-        local w1 = worst(flat(p1), cs.params_after[s].p1.data)
-        local w2 = worst(flat(p2), cs.params_after[s].p2.data)
-        assert.is_true(w1 <= 1 and w2 <= 1,
-          string.format("%s step %d: worst error ratio p1 %.3g, p2 %.3g", cs.name, s, w1, w2))
+        X.check(cs.name .. " step " .. s .. " p1", p1, cs.params_after[s].p1)
+        X.check(cs.name .. " step " .. s .. " p2", p2, cs.params_after[s].p2)
       end)
       if cs.state_p2 then -- the state PyTorch keeps, under its names
         local st = opt:state_dict().state[2]
         for k, v in pairs(cs.state_p2) do
           assert.is_not_nil(st[k], cs.name .. ": state has no '" .. k .. "'")
           if type(v) == "table" then
-            assert.is_true(worst(flat(st[k]), v.data) <= 1, cs.name .. ": state " .. k)
+            X.check(cs.name .. ": state " .. k, st[k], v)
           else
-            assert.is_true(worst({ st[k] }, { v }) <= 1, cs.name .. ": state " .. k .. " " .. st[k] .. " vs " .. v)
+            assert.is_true(near(st[k], v), cs.name .. ": state " .. k .. " " .. st[k] .. " vs " .. v)
           end
         end
         for k in pairs(st) do assert.is_not_nil(cs.state_p2[k], cs.name .. ": extra state '" .. k .. "'") end
@@ -105,8 +89,8 @@ describe("lt.optim (more) fixtures (PyTorch 1.13)", function()
       local opt2 = build(cs, q1, q2)
       opt2:load_state_dict(sd)
       run(cs, opt2, q1, q2, c1, c2, half + 1, #cs.params_after, function(s)
-        assert.is_true(worst(flat(q1), cs.params_after[s].p1.data) <= 1, cs.name .. " resumed, step " .. s)
-        assert.is_true(worst(flat(q2), cs.params_after[s].p2.data) <= 1, cs.name .. " resumed, step " .. s)
+        X.check(cs.name .. " resumed, step " .. s, q1, cs.params_after[s].p1)
+        X.check(cs.name .. " resumed, step " .. s, q2, cs.params_after[s].p2)
       end)
     end
   end)

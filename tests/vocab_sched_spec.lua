@@ -5,14 +5,7 @@ local lt = require "lutra"
 local cjson = require "cjson"
 local S = lt.optim.lr_scheduler
 
-local function read_json(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("*a")
-  f:close()
-  return cjson.decode(s)
-end
-
-local CASES = read_json("tests/fixtures/vocab_sched.json")
+local CASES = require("tests.helpers.nn_fixtures").load("vocab_sched.json")
 
 -- the MultiplicativeLR functions of tests/fixtures/gen_vocab.py, by name
 local MULT_FNS = {

@@ -133,22 +133,35 @@ static void adamax_range(void *arg, int64_t lo, int64_t hi) {
   }
 }
 
+/* Adam's moment updates, shared by NAdam and RAdam (neither has maximize in PyTorch 1.13):
+ * d = g + wd*p; m = b1*m + (1-b1)*d; v = b2*v + (1-b2)*d^2 */
+typedef struct moments { float wd, eps, b1, k1, b2, k2; } moments;
+
+static inline moments moments_of(const lt_optim_hparams *h) {
+  return (moments){ (float)h->weight_decay, (float)h->eps, (float)h->beta1, (float)(1.0 - h->beta1),
+                    (float)h->beta2, (float)(1.0 - h->beta2) };
+}
+
+static inline __attribute__((always_inline)) float moments_step(const moments *k, float g, float p, float *m,
+                                                                 float *v) {
+  float d = g + k->wd * p;
+  *m = *m * k->b1 + k->k1 * d;
+  *v = *v * k->b2 + k->k2 * d * d;
+  return d;
+}
+
 /* a = exp_avg, b = exp_avg_sq; c1 = bias_correction2, c2 = -lr*(1-mu)/(1-mu_product),
  * c3 = -lr*mu_next/(1-mu_product_next) */
 OPTIM_VECTOR_FN
 static void nadam_range(void *arg, int64_t lo, int64_t hi) {
   const more_args *x = arg;
-  const float wd = (float)x->h->weight_decay, eps = (float)x->h->eps, b1 = (float)x->h->beta1,
-              k1 = (float)(1.0 - x->h->beta1), b2 = (float)x->h->beta2, k2 = (float)(1.0 - x->h->beta2);
-  const float bc2 = x->c1, cg = x->c2, cm = x->c3;
+  const moments k = moments_of(x->h);
+  const float eps = k.eps, bc2 = x->c1, cg = x->c2, cm = x->c3;
   float *restrict p = x->p, *restrict m = x->a, *restrict v = x->b;
   const float *restrict g = x->g;
   for (int64_t i = lo; i < hi; i++) {
-    float d = g[i] + wd * p[i];
-    float mi = m[i] * b1 + k1 * d;
-    float vi = v[i] * b2 + k2 * d * d;
-    m[i] = mi;
-    v[i] = vi;
+    float d = moments_step(&k, g[i], p[i], &m[i], &v[i]);
+    float mi = m[i], vi = v[i];
     float denom = sqrtf(vi / bc2) + eps;
     float pi = p[i] + cg * d / denom;
     p[i] = pi + cm * mi / denom;
@@ -156,36 +169,26 @@ static void nadam_range(void *arg, int64_t lo, int64_t hi) {
 }
 
 /* a = exp_avg, b = exp_avg_sq; c1 = bias_correction1, c2 = sqrt(bias_correction2), c3 = rect (0: no
- * rectification, the SMA is too short) */
+ * rectification, the SMA is too short). `rectify` is a constant in each call: two branch-free loops. */
+static inline __attribute__((always_inline)) void radam_loop(const more_args *x, int64_t lo, int64_t hi,
+                                                             const int rectify) {
+  const moments k = moments_of(x->h);
+  const float eps = k.eps, lr = (float)x->h->lr, bc1 = x->c1, sbc2 = x->c2, rect = x->c3;
+  float *restrict p = x->p, *restrict m = x->a, *restrict v = x->b;
+  const float *restrict g = x->g;
+  for (int64_t i = lo; i < hi; i++) {
+    moments_step(&k, g[i], p[i], &m[i], &v[i]);
+    float mi = m[i], vi = v[i];
+    if (rectify) p[i] -= mi / bc1 * lr * (sbc2 / (sqrtf(vi) + eps)) * rect;
+    else p[i] -= mi / bc1 * lr;
+  }
+}
+
 OPTIM_VECTOR_FN
 static void radam_range(void *arg, int64_t lo, int64_t hi) {
   const more_args *x = arg;
-  const float wd = (float)x->h->weight_decay, eps = (float)x->h->eps, b1 = (float)x->h->beta1,
-              k1 = (float)(1.0 - x->h->beta1), b2 = (float)x->h->beta2, k2 = (float)(1.0 - x->h->beta2),
-              lr = (float)x->h->lr;
-  const float bc1 = x->c1, sbc2 = x->c2, rect = x->c3;
-  float *restrict p = x->p, *restrict m = x->a, *restrict v = x->b;
-  const float *restrict g = x->g;
-  if (rect > 0) {
-    for (int64_t i = lo; i < hi; i++) {
-      float d = g[i] + wd * p[i];
-      float mi = m[i] * b1 + k1 * d;
-      float vi = v[i] * b2 + k2 * d * d;
-      m[i] = mi;
-      v[i] = vi;
-      float adaptive = sbc2 / (sqrtf(vi) + eps);
-      p[i] -= mi / bc1 * lr * adaptive * rect;
-    }
-  } else {
-    for (int64_t i = lo; i < hi; i++) {
-      float d = g[i] + wd * p[i];
-      float mi = m[i] * b1 + k1 * d;
-      float vi = v[i] * b2 + k2 * d * d;
-      m[i] = mi;
-      v[i] = vi;
-      p[i] -= mi / bc1 * lr;
-    }
-  }
+  if (x->c3 > 0) radam_loop(x, lo, hi, 1);
+  else radam_loop(x, lo, hi, 0);
 }
 
 /* a = ax; c1 = 1 - lambd*eta, c2 = eta, c3 = mu */

@@ -82,8 +82,9 @@ function L.kl_div(input, target, opts)
   if o.log_target then
     loss = target:exp() * (target - input)
   else
-    -- t*log(t) is 0 at t = 0 (xlogy): log of the clamped target keeps 0*log(0) out
-    loss = target * target:clamp(1e-38):log() - target * input
+    -- t*log(t) is 0 at t = 0 (xlogy): log of the clamped target keeps 0*log(0) out (1e-30: a normal float32,
+    -- which flush-to-zero leaves alone)
+    loss = target * target:clamp(1e-30):log() - target * input
   end
   if o.reduction == "batchmean" then
     if input:dim() == 0 then return loss:sum() end
