@@ -198,6 +198,28 @@ describe("lt.optim (more) options and errors", function()
     assert.is_true(math.abs(ax[1] - sum[1] / 3) < 1e-6 and math.abs(ax[2] - sum[2] / 3) < 1e-6)
   end)
 
+  it("LBFGS runs under the Trainer's manual optimization, the closure passed through self:optimizers()", function()
+    local m = { w = lt.param(lt.zeros(2)), automatic_optimization = false }
+    local hooks = 0
+    function m:training_step()
+      local opt = self:optimizers()
+      opt:step(function()
+        opt:zero_grad()
+        local l = ((self.w - lt.tensor { 1, -2 }) ^ 2):sum()
+        self:manual_backward(l)
+        return l
+      end)
+    end
+    function m:on_before_optimizer_step() hooks = hooks + 1 end
+    function m:configure_optimizers() return lt.optim.LBFGS({ self.w }, { line_search_fn = "strong_wolfe" }) end
+    local t = lt.Trainer(require "tests.helpers.quiet" { max_epochs = 1 })
+    t:fit(m, require("tests.helpers.loader").of { { lt.zeros(1) } })
+    local v = m.w:tolist()
+    assert.is_true(math.abs(v[1] - 1) < 1e-5 and math.abs(v[2] + 2) < 1e-5, cjson.encode(v))
+    assert.is_true(hooks > 1) -- once after every evaluation, as Lightning's closure wrapper
+    assert.equals(1, t.global_step)
+  end)
+
   it("LBFGS minimises a quadratic to its optimum (strong Wolfe)", function()
     local A = lt.tensor { { 3, 1 }, { 1, 2 } }
     local b = lt.tensor { 1, -1 }

@@ -838,9 +838,17 @@ function Trainer:_wrapped_optimizers()
       local manual = not trainer._automatic
       if manual then lp:manual_step(false) end
       local loss
-      if closure ~= nil then loss = closure() end
-      call_both(trainer, "on_before_optimizer_step", opt, i - 1)
-      opt:step()
+      if closure ~= nil then
+        -- as Lightning: the closure goes to the optimizer (LBFGS calls it several times), the hook follows each call
+        loss = opt:step(function()
+          local l = closure()
+          call_both(trainer, "on_before_optimizer_step", opt, i - 1)
+          return l
+        end)
+      else
+        call_both(trainer, "on_before_optimizer_step", opt, i - 1)
+        opt:step()
+      end
       if manual then lp:manual_step(true) end
       return loss
     end
