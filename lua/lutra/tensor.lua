@@ -151,4 +151,6 @@ for _, name in ipairs { "var", "std", "argmin", "masked_fill", "split", "chunk",
 end
 
 
+require "lutra.tensor_ops_a" -- sort, topk, logsumexp, any/all, repeat, flip, roll, unbind ...
+
 return methods
