@@ -1,7 +1,7 @@
 /* ops_scan.c — cumsum, cumprod and prod (all elements or along a dim), each with its backward rule.
  * The kernels work on a contiguous copy, one line along the dim at a time (lt_lines.h); float32 sums and
  * products accumulate in double, as torch's CPU kernels do. The backward rules of the products are exact
- * where inputs are zero (no division by x). */
+ * where inputs are zero. */
 #include <string.h>
 
 #include "lt_lines.h"
@@ -65,8 +65,9 @@ static lt_tensor *product_grad_operands(lt_ctx *c, lt_node *n, lt_tensor *g, lt_
   return r;
 }
 
-/* cumprod's gradient: d y_j / d x_k = prod_{i <= j, i != k} x_i for j >= k. Running that product from k
- * onwards (O(n^2) per line) needs no division, so zeros in x are handled exactly. */
+/* cumprod's gradient, torch's way in O(n) per line: d y_j / d x_k = prod_{i <= j, i != k} x_i for j >= k.
+ * Before the line's first zero z that is (sum_{j >= k} g_j y_j) / x_k; at z, a running product that skips x_z;
+ * after z, zero (every product holds x_z). */
 static int cumprod_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
   lt_tensor *gc, *xc, *r = product_grad_operands(c, n, g, &gc, &xc);
   if (!r) return LT_ERR;
@@ -74,16 +75,26 @@ static int cumprod_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin
   const float *pg = lt_f32(gc), *px = lt_f32(xc);
   float *pr = lt_f32(r);
   for (int64_t k = 0, nl = lt_lines_count(&l); k < nl; k++) {
-    int64_t b = lt_line_base(&l, k), s = l.inner;
-    double before = 1.0; /* prod_{i < m} x_i */
-    for (int64_t m = 0; m < l.n; m++) {
-      double p = before, acc = pg[b + m * s] * p;
-      for (int64_t j = m + 1; j < l.n; j++) {
+    int64_t b = lt_line_base(&l, k), s = l.inner, z = l.n;
+    double y = 1.0, before_z = 1.0; /* y_j; y_{z-1} */
+    for (int64_t j = 0; j < l.n; j++) {
+      double x = px[b + j * s];
+      if (x == 0 && z == l.n) { z = j; before_z = y; }
+      y *= x;
+      pr[b + j * s] = (float)y; /* y_j for now */
+    }
+    double acc = 0;
+    for (int64_t j = l.n - 1; j >= 0; j--) {
+      acc += (double)pg[b + j * s] * pr[b + j * s];
+      pr[b + j * s] = j < z ? (float)(acc / px[b + j * s]) : 0.0f;
+    }
+    if (z < l.n) {
+      double p = before_z, at = pg[b + z * s] * p;
+      for (int64_t j = z + 1; j < l.n; j++) {
         p *= px[b + j * s];
-        acc += pg[b + j * s] * p;
+        at += pg[b + j * s] * p;
       }
-      pr[b + m * s] = (float)acc;
-      before *= px[b + m * s];
+      pr[b + z * s] = (float)at;
     }
   }
   lt_tensor_release(gc);
