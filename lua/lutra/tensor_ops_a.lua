@@ -190,6 +190,27 @@ function M.roll(x, shifts, dims)
   return r == x and x:clone() or r
 end
 
+local norm_one_dim = methods.norm -- the C kernel: all elements or one dim
+
+--- x:norm([p = 2][, dim[, keepdim]]): dim may also be a list of dims (the norm over all of them, as torch's
+--- dim=(1, 2)); those dims are moved last and merged, then normed as one
+function M.norm(x, p, dim, keepdim)
+  if type(dim) ~= "table" then return norm_one_dim(x, p, dim, keepdim) end
+  if #dim == 0 or x:dim() == 0 then return norm_one_dim(x, p, nil, keepdim) end
+  local ds, inside = dim_list("norm", dim, x:dim()), {}
+  for _, d in ipairs(ds) do inside[d] = true end
+  local shape, perm, kept, keep_shape = x:shape(), {}, {}, {}
+  for d = 1, #shape do
+    if not inside[d] then perm[#perm + 1], kept[#kept + 1] = d, shape[d] end
+    keep_shape[d] = inside[d] and 1 or shape[d]
+  end
+  for _, d in ipairs(ds) do perm[#perm + 1] = d end
+  kept[#kept + 1] = -1
+  local r = norm_one_dim(x:permute(perm):reshape(kept), p, #kept, false)
+  if keepdim then return r:view(keep_shape) end
+  return r
+end
+
 --- x:unbind([dim = 1]): the slices of x along dim, as a Lua list of views
 function M.unbind(x, dim)
   if x:dim() == 0 then error("unbind: a 0-dim tensor has no dim to unbind", 2) end
@@ -228,5 +249,6 @@ for name, f in pairs(M) do
   methods[name] = f
   if core[name] == nil then core[name] = f end
 end
+core.norm = M.norm -- replaces the one-dim C form it wraps
 
 return M
