@@ -268,6 +268,12 @@ describe("elementwise: rounding, special functions, classification, logic", func
     end
     gradcheck(function(a) return a:reciprocal() end, { x })
   end)
+  it("round's decimals option is checked", function()
+    err(function() return lt.randn(2):round({ digits = 1 }) end, "round: unknown option 'digits' (known: decimals)")
+    err(function() return lt.randn(2):round({ decimals = 0.5 }) end, "round: decimals must be an integer, got 0.5")
+    assert.is_true(lt.tensor({ 1.23, -0.25 }):round({ decimals = 1 }):allclose(lt.tensor({ 1.2, -0.2 })))
+    assert.are.same({ 120, 1230 }, lt.tensor({ 125, 1234 }):round({ decimals = -1 }):tolist())
+  end)
   it("erfinv at the ends and beyond", function()
     assert.are.same({ -math.huge, math.huge }, lt.tensor({ -1, 1 }):erfinv():tolist())
     local v = lt.tensor({ 1.5 }):erfinv():item()

@@ -190,6 +190,17 @@ function M.roll(x, shifts, dims)
   return r == x and x:clone() or r
 end
 
+local round_whole = methods.round -- the C kernel: to integers, halves to even
+
+--- x:round([{decimals = 0}]): as torch.round: x * 10^decimals rounded (halves to even), then scaled back
+function M.round(x, opts)
+  opts = options("round", opts, { decimals = "number" })
+  local d = opts.decimals and int_arg("round", "decimals", opts.decimals) or 0
+  if d == 0 then return round_whole(x) end
+  if d > 0 then return round_whole(x * 10 ^ d) / 10 ^ d end
+  return round_whole(x / 10 ^ -d) * 10 ^ -d
+end
+
 local norm_one_dim = methods.norm -- the C kernel: all elements or one dim
 
 --- x:norm([p = 2][, dim[, keepdim]]): dim may also be a list of dims (the norm over all of them, as torch's
@@ -249,6 +260,6 @@ for name, f in pairs(M) do
   methods[name] = f
   if core[name] == nil then core[name] = f end
 end
-core.norm = M.norm -- replaces the one-dim C form it wraps
+core.norm, core.round = M.norm, M.round -- they replace the C forms they wrap
 
 return M
