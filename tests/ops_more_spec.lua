@@ -139,6 +139,19 @@ describe("sort, argsort, topk", function()
     assert.are.equal("int64", v:dtype())
     assert.are.same({ 2, 3, 1 }, i:tolist())
   end)
+  it("topk (by selection) gives the first k of the stable sort, ties included", function()
+    local x = (lt.rand(5, 40) * 4):floor() -- many ties
+    for _, largest in ipairs { true, false } do
+      local full = x:argsort(2, { descending = largest })
+      for _, k in ipairs { 1, 2, 7, 20, 39, 40 } do
+        local v, i = x:topk(k, 2, { largest = largest })
+        assert.are.same(full:narrow(2, 1, k):tolist(), i:tolist())
+        assert.are.same(x:gather(2, i):tolist(), v:tolist())
+      end
+    end
+    local _, i = lt.tensor({ 1, 0 / 0, 3, 0 / 0 }):topk(2)
+    assert.are.same({ 2, 4 }, i:tolist()) -- NaN counts as the largest, as torch
+  end)
   it("topk with sorted = false gives the same k elements", function()
     local x = lt.randn(3, 8)
     local v1 = x:topk(3, 2, { sorted = false })

@@ -55,6 +55,18 @@ static int l_argsort(lua_State *L) {
   return 1;
 }
 
+/* core._topk_indices(x, k, dim): 1-based int64 indices of topk (lua/lutra/tensor_ops_a.lua checks the
+ * arguments and gathers the values) */
+static int l_topk_indices(lua_State *L) {
+  lt_tensor *t = T(1, "topk");
+  int64_t k = l_checkint(L, 2, "topk", "k", 0, L_INT_MAX);
+  int dim = l_checkdim(L, 3, t->ndim, "topk");
+  lt_tensor *i = lt_op_topk_indices(L_CTX(L), t, dim, k, lua_toboolean(L, 4));
+  l_push(L, i);
+  l_check(L, lt_op_binary_scalar_(L_CTX(L), LT_ADD, i, 1.0));
+  return 1;
+}
+
 static int l_cumsum(lua_State *L) {
   lt_tensor *t = T(1, "cumsum");
   return l_push(L, lt_op_cumsum(L_CTX(L), t, l_checkdim(L, 2, t->ndim, "cumsum")));
@@ -121,6 +133,8 @@ static const luaL_Reg methods[] = {
   { NULL, NULL }
 };
 
+static const luaL_Reg functions[] = { { "_topk_indices", l_topk_indices }, { NULL, NULL } };
+
 /* Expects the module table on top (after l_tensor_register made the methods table); every method is also
  * lt.name(x, ...). */
 void l_ops_a_register(lua_State *L) {
@@ -134,4 +148,5 @@ void l_ops_a_register(lua_State *L) {
     lua_setfield(L, mod, f->name);
   }
   lua_settop(L, mod);
+  l_setfuncs(L, functions);
 }

@@ -99,6 +99,8 @@ lt_tensor *lt_op_index_select(lt_ctx *c, lt_tensor *a, int dim, lt_tensor *index
  * ops_math.c). dim < 0 where allowed: over all elements (the tensor seen flat). ----------------------- */
 /* 0-based int64 indices that sort a along dim; stable (ties keep their order); NaN sorts as the largest */
 lt_tensor *lt_op_argsort(lt_ctx *c, lt_tensor *a, int dim, int descending);
+/* the first m of argsort(a, dim, largest) (the m largest or smallest), in sorted order, by selection */
+lt_tensor *lt_op_topk_indices(lt_ctx *c, lt_tensor *a, int dim, int64_t m, int largest);
 lt_tensor *lt_op_cumsum(lt_ctx *c, lt_tensor *a, int dim);
 lt_tensor *lt_op_cumprod(lt_ctx *c, lt_tensor *a, int dim);
 lt_tensor *lt_op_prod(lt_ctx *c, lt_tensor *a, int dim, int keepdim);

@@ -41,10 +41,10 @@ static float math_f(lt_mathop op, float x) {
     case LT_ROUND: return nearbyintf(x); /* half to even in the default rounding mode, as torch.round */
     case LT_TRUNC: return truncf(x);
     case LT_FRAC: return x - truncf(x);
-    case LT_ERF: return (float)erf(x);
+    case LT_ERF: return erff(x);
     case LT_ERFINV: return (float)erfinv_d(x);
     case LT_RECIPROCAL: return 1.0f / x;
-    case LT_EXPM1: return (float)expm1(x);
+    case LT_EXPM1: return expm1f(x);
   }
   return x;
 }

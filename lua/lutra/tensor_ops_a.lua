@@ -66,8 +66,8 @@ function M.topk(x, k, dim, opts)
   local n = x:dim() == 0 and 1 or x:size(d)
   if k > n then error(string.format("topk: k (%d) is larger than the size of dim %d (%d)", k, d, n), 2) end
   if x:dim() == 0 then return x:clone(), core.tensor(1, "int64") end
-  -- the first k of a stable sort: ties give the lowest indices, so the result is deterministic
-  local i = x:argsort(d, { descending = opts.largest ~= false }):narrow(d, 1, k)
+  -- the first k of the stable sort (ties give the lowest indices), found by selection
+  local i = core._topk_indices(x, k, d, opts.largest ~= false)
   return x:gather(d, i), i
 end
 
