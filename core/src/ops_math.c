@@ -149,19 +149,28 @@ lt_tensor *lt_op_tri(lt_ctx *c, lt_tensor *a, int64_t diagonal, int upper) {
 /* --- p-norms ----------------------------------------------------------------------------------------- */
 
 static double line_norm(const float *x, int64_t b, int64_t s, int64_t n, double p) {
-  double acc = isinf(p) ? (p > 0 ? 0.0 : INFINITY) : 0.0;
-  for (int64_t j = 0; j < n; j++) {
-    double v = fabs((double)x[b + j * s]);
-    if (isnan(v)) return NAN;
-    if (p == INFINITY) acc = v > acc ? v : acc;
-    else if (p == -INFINITY) acc = v < acc ? v : acc;
-    else if (p == 0) acc += v != 0;
-    else if (p == 1) acc += v;
-    else if (p == 2) acc += v * v;
-    else acc += pow(v, p);
+  const float *v = x + b;
+  double acc = 0;
+  /* the common p first, each its own branch-free loop (a NaN goes through the sums by itself) */
+  if (p == 2) {
+    for (int64_t j = 0; j < n; j++) acc += (double)v[j * s] * v[j * s];
+    return sqrt(acc);
   }
-  if (isinf(p) || p == 0 || p == 1) return acc;
-  return p == 2 ? sqrt(acc) : pow(acc, 1.0 / p);
+  if (p == 1) {
+    for (int64_t j = 0; j < n; j++) acc += fabsf(v[j * s]);
+    return acc;
+  }
+  acc = p == -INFINITY ? INFINITY : 0.0;
+  for (int64_t j = 0; j < n; j++) {
+    double a = fabs((double)v[j * s]);
+    if (isnan(a)) return NAN;
+    if (p == INFINITY) acc = a > acc ? a : acc;
+    else if (p == -INFINITY) acc = a < acc ? a : acc;
+    else if (p == 0) acc += a != 0;
+    else acc += pow(a, p);
+  }
+  if (isinf(p) || p == 0) return acc;
+  return pow(acc, 1.0 / p);
 }
 
 /* torch 1.13's rules: p = 1: sign(x); p = +-inf: sign(x) shared among the elements that reach the norm;
