@@ -8,7 +8,7 @@ require "lutra.tensor" -- printing and Lua-side tensor helpers
 local submodules = {
   nn = "lutra.nn", F = "lutra.F", optim = "lutra.optim", data = "lutra.data", callbacks = "lutra.callbacks",
   loggers = "lutra.loggers", Trainer = "lutra.trainer", Loop = "lutra.loop", plot = "lutra.plot",
-  utils = "lutra.utils", distributed = "lutra.distributed",
+  distributed = "lutra.distributed",
 }
 
 setmetatable(lt, {
