@@ -5,7 +5,8 @@
 --        ### `lt.nn.Linear(in_features, out_features[, {bias=true}])`     (name: lt.nn.Linear)
 --        ### `x:topk(k[, dim])`                                          (tensor method: x:topk)
 --        ### `trainer:fit(model, train_loader[, val_loader])`            (Trainer method: trainer:fit)
---    (the first backticked word of the heading, up to `(`, is the name it documents);
+--    (the first backticked word of the heading, up to `(` or `{`, is the name it documents);
+--  * every hook of the loops' hook list (core/src/*.h, X(ID, "name")) has a `model:name` or `cb:name` heading;
 --  * the ```lua code blocks of the guides (docs/*.md) run: each file's blocks, in order, as one script
 --    run by the `lutra` binary in an empty directory (blocks marked ```lua norun are skipped).
 local fs = require "tests.helpers.fs"
@@ -25,7 +26,7 @@ local function documented_names()
   local names = {}
   for _, path in ipairs(list_md(DOCS)) do
     for line in io.lines(path) do
-      local name = line:match("^#+%s+`([^`(%s]+)")
+      local name = line:match("^#+%s+`([^`({%s]+)")
       if name then names[name] = path end
     end
   end
@@ -134,6 +135,26 @@ describe("docs", function()
       "lt.optim.lr_scheduler.StepLR", "x:matmul", "x:split", "trainer:fit", "lt.distributed.init" } do
       assert.is_true(set[n], n)
     end
+  end)
+
+  -- Every hook the loops dispatch (the X(ID, "name") list of core/src), documented for the model
+  -- (`model:name`) or for callbacks (`cb:name`).
+  it("documents every hook of the loops' hook list as model:name or cb:name", function()
+    local hooks = {}
+    local p = io.popen("cat core/src/*.h")
+    local text = p:read("*a")
+    p:close()
+    for id, name in text:gmatch('X%((%u[%u_]*),%s*"([%l_]+)"%)') do
+      if id:lower() == name then hooks[#hooks + 1] = name end -- (not the list's own comment)
+    end
+    assert.is_true(#hooks > 50, "found " .. #hooks .. " hook names in core/src/*.h")
+    local documented = documented_names()
+    local missing = {}
+    for _, h in ipairs(hooks) do
+      if not documented["model:" .. h] and not documented["cb:" .. h] then missing[#missing + 1] = h end
+    end
+    assert(#missing == 0, #missing .. " hooks have no model:/cb: heading in docs/**/*.md:\n  " ..
+      table.concat(missing, "\n  "))
   end)
 
   -- the guides' code blocks
