@@ -115,6 +115,19 @@ describe("Trainer options", function()
     assert.are.same({ 2, 3 }, { c.test_batches, c.predict_batches })
   end)
 
+  it("predict returns the predictions even when no model or callback defines on_predict_epoch_end", function()
+    local m = counted()
+    local preds = lt.Trainer(opts()):predict(m, loader(3))
+    assert.are.same({ 1, 2, 3 }, preds)
+    local two = lt.Trainer(opts()):predict(m, { loader(2), loader(1) })
+    assert.are.same({ { 1, 2 }, { 1 } }, two)
+    local plain = { net = lt.nn.Linear(1, 1) }
+    function plain:forward(x) return self.net(x) end
+    local out = lt.Trainer(opts()):predict(plain, loader(2))
+    assert.are.equal(2, #out)
+    assert.are.same({ 2, 1 }, out[1]:shape())
+  end)
+
   it("val_check_interval as a fraction validates several times per epoch", function()
     local c = fit({ max_epochs = 2, val_check_interval = 0.25, num_sanity_val_steps = 0 }, 8, 1)
     assert.are.same({ 8, 8 }, { c.val_runs, c.val_batches })

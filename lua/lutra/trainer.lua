@@ -808,7 +808,13 @@ function Trainer:_event(name, a, b)
     R[4], R[5] = nil, nil
     self._eval_active = self._saved_active
     self.validating = false
-    if self._eval_kind ~= "predict" then R[9] = {} end
+    if self._eval_kind ~= "predict" then
+      R[9] = {}
+    elseif self._predictions == nil then -- no target defines on_predict_epoch_end, which collects them
+      local per, results = R[9] or {}, {}
+      for i = 1, (self._n_eval_loaders or 1) do results[i] = per[i] or {} end
+      self._predictions = results
+    end
   end
 end
 
