@@ -1,4 +1,4 @@
--- bench/frame_budget.lua — the per-frame bar of issue 7 (SPEC §7 stepwise use): a host calls
+-- bench/frame_budget.lua — the per-frame bar of issue 7 (stepwise use: docs/guide-embedding.md): a host calls
 -- run:advance{seconds = 0.004} once per frame; over 1,000 frames the 99th percentile of the time spent in
 -- advance must be <= 5 ms. Model: the MLP 784-512-256-10 (ReLU, SGD with momentum) at batch 64 on
 -- Fashion-MNIST (or the same shapes of random data when the data set is not installed).

@@ -1,4 +1,4 @@
--- callbacks_spec.lua — the built-in callbacks (SPEC §6): ModelCheckpoint's file sets over scripted metric
+-- callbacks_spec.lua — the built-in callbacks: ModelCheckpoint's file sets over scripted metric
 -- sequences, EarlyStopping with patience / thresholds / min_epochs, LearningRateMonitor's columns, Timer,
 -- ModelSummary, the Callback base, and option checking.
 local lt = require "lutra"

@@ -1,4 +1,4 @@
--- data_spec: lt.data (SPEC §4) — IDX reading (valid, gzipped, truncated, wrong magic, missing), the
+-- data_spec: lt.data — IDX reading (valid, gzipped, truncated, wrong magic, missing), the
 -- Fashion-MNIST/MNIST datasets, read_csv, TensorDataset/Subset, and the DataLoader: order with and
 -- without shuffle, drop_last, #loader, reproducibility (seed, manual_seed) and exact resume via state_dict.
 local lt = require "lutra"

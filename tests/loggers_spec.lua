@@ -1,4 +1,4 @@
--- loggers_spec.lua — lt.loggers.CSVLogger (SPEC §9): version directories, metrics.csv rows and columns
+-- loggers_spec.lua — lt.loggers.CSVLogger: version directories, metrics.csv rows and columns
 -- (epoch and step, a header that grows), hparams.yaml, the Trainer's default logger, option errors, and
 -- the SVG of a real run's metrics (parsed as XML, one path per metric).
 local lt = require "lutra"

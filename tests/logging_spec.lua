@@ -1,4 +1,4 @@
--- tests/logging_spec.lua — self:log / self:log_dict (SPEC §7): Lightning 1.6's per-hook defaults, the
+-- tests/logging_spec.lua — self:log / self:log_dict: Lightning 1.6's per-hook defaults, the
 -- name_step / name_epoch fork, reductions (batch-size-weighted mean, sum, max, min), hooks where logging
 -- is forbidden, what reaches callback_metrics / logged_metrics / progress_bar_metrics and the logger.
 local lt = require "lutra"

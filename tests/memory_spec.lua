@@ -1,5 +1,5 @@
 -- memory_spec: C memory stays flat over a long run without collectgarbage() in user code — the
--- binding gives the Lua GC work in proportion to the bytes tensors allocate (ARCHITECTURE §Memory).
+-- binding gives the Lua GC work in proportion to the bytes tensors allocate.
 local lt = require "lutra"
 
 local function rss_kb()

@@ -1,7 +1,7 @@
--- tests/stepwise_spec.lua — stepwise training (SPEC §7): trainer:fit_run and run:advance{batches=}/{seconds=}
+-- tests/stepwise_spec.lua — stepwise training: trainer:fit_run and run:advance{batches=}/{seconds=}
 -- stop at batch boundaries and continue exactly (N advances of one batch == one fit, bitwise); Ctrl-C
 -- (lt.interrupt) stops fit at the next batch boundary and fit continues; loops' progress, state_dict and
--- custom Lua loops (SPEC §8).
+-- custom Lua loops (lt.Loop).
 local lt = require "lutra"
 
 local opts = require "helpers.quiet"

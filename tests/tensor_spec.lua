@@ -1,5 +1,5 @@
 -- tensor_spec: creation, queries, views, broadcasting maths, reductions, indexing (1-based),
--- in-place ops and printing — the SPEC §2 surface without autograd.
+-- in-place ops and printing — the surface of docs/reference/tensor.md without autograd.
 local lt = require "lutra"
 
 local function close(a, b, tol)
@@ -202,7 +202,7 @@ describe("maths", function()
     same_list(r[2]:tolist(), b:matmul(a):tolist())
   end)
 
-  it("matmul names the mismatch the way SPEC shows", function()
+  it("matmul names the mismatch the way the docs show", function()
     assert.has_error(function() lt.zeros(64, 256):matmul(lt.zeros(512, 10)) end,
       "matmul: shape mismatch: a is [64 x 256], b is [512 x 10] (a:size(2) must equal b:size(1))")
   end)

@@ -1,4 +1,4 @@
--- tests/trainer_spec.lua — lt.Trainer's options (SPEC §7) with Lightning 1.6's meaning, each proven by
+-- tests/trainer_spec.lua — lt.Trainer's options with Lightning 1.6's meaning, each proven by
 -- what can be counted (optimizer steps, epochs, batches seen, validation runs), the optimization features
 -- (several optimizers, manual optimization, TBPTT, gradient clipping, LR schedulers) and the errors.
 local lt = require "lutra"

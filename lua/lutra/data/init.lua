@@ -1,4 +1,4 @@
--- lutra.data (lt.data) — datasets and the DataLoader (SPEC §4).
+-- lutra.data (lt.data) — datasets and the DataLoader (docs/reference/data.md).
 --
 --   local ds = lt.data.FashionMNIST{train = true}          -- .data [60000 x 1 x 28 x 28], .targets 1..10
 --   local loader = lt.data.DataLoader(ds, {batch_size = 64, shuffle = true, seed = 1})
