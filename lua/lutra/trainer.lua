@@ -461,8 +461,6 @@ end
 
 -- ---- the env: functions the C loops call -------------------------------------------------------------
 
-local KIND_STAGE = { validation = "validate", test = "test", predict = "predict" }
-
 local function loader_len(l, what)
   local tl = type(l)
   if tl == "userdata" then
