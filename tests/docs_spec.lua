@@ -110,9 +110,10 @@ end
 describe("docs", function()
   local lt = require "lutra"
 
-  it("every public lazily loaded name loads", function()
+  it("every public lazily loaded name loads (and walking lt.distributed does not initialise MPI)", function()
     local _, errors = public_api(lt)
     assert.are.same({}, errors)
+    assert.is_false(lt.distributed.is_initialized())
   end)
 
   it("documents every public name of lt, its submodules, the tensor methods and the Trainer/Loop/Module methods",
