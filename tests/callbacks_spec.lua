@@ -217,6 +217,23 @@ describe("EarlyStopping", function()
       reason)
   end)
 
+  it("mode min and min_delta: an improvement must be lower than the best by more than min_delta", function()
+    local es = cb.EarlyStopping { monitor = "loss", mode = "min", min_delta = 0.5, patience = 2 }
+    assert.is_false((es:evaluate(10)))
+    assert.is_false((es:evaluate(9.75))) -- lower, but by less than 0.5: wait 1
+    assert.are.equal(1, es.wait_count)
+    assert.are.equal(10, es.best_score)
+    local stop, reason = es:evaluate(9.25) -- lower by 0.75
+    assert.is_false(stop)
+    assert.are.equal("Metric loss improved by 0.750 >= min_delta = 0.500. New best score: 9.250", reason)
+    assert.are.equal(0, es.wait_count)
+    assert.is_false((es:evaluate(9.5))) -- higher: wait 1
+    stop, reason = es:evaluate(8.8) -- lower by 0.45: wait 2, stop
+    assert.is_true(stop)
+    assert.are.equal("Monitored metric loss did not improve in the last 2 records. Best score: 9.250. Signaling Trainer to stop.",
+      reason)
+  end)
+
   it("check_finite, stopping_threshold and divergence_threshold stop at once", function()
     local es = cb.EarlyStopping { monitor = "loss", patience = 10 }
     es:evaluate(1)
