@@ -347,6 +347,31 @@ describe("LearningRateMonitor", function()
     assert.are.equal(3, n)
   end)
 
+  it("log_momentum: also lr-<Optimizer>-momentum, from Adam's betas[1] and SGD's momentum (0 without)", function()
+    local function configure(self)
+      local a = lt.optim.Adam({ self.fc.weight }, { lr = 0.1, betas = { 0.8, 0.99 } })
+      local s = lt.optim.SGD({ { params = { self.fc.weight }, momentum = 0.7 }, { params = { self.fc.bias } } },
+        { lr = 0.2 })
+      return { a, s }
+    end
+    local header, rows = fit_with({ logging_interval = "epoch", log_momentum = true }, configure)
+    local names = {}
+    for _, h in ipairs(header) do names[h] = true end
+    assert.is_true(names["lr-Adam-momentum"] and names["lr-SGD/pg1-momentum"] and names["lr-SGD/pg2-momentum"])
+    local n = 0
+    for _, r in ipairs(rows) do
+      if r["lr-Adam-momentum"] then
+        n = n + 1
+        assert.is_true(math.abs(r["lr-Adam-momentum"] - 0.8) < 1e-12, "Adam momentum " .. r["lr-Adam-momentum"])
+        assert.is_true(math.abs(r["lr-SGD/pg1-momentum"] - 0.7) < 1e-12, "SGD momentum " .. r["lr-SGD/pg1-momentum"])
+        assert.are.equal(0, r["lr-SGD/pg2-momentum"])
+      end
+    end
+    assert.are.equal(3, n)
+    header = fit_with({ logging_interval = "epoch" }, configure)
+    for _, h in ipairs(header) do assert.is_nil(h:match("momentum"), h) end
+  end)
+
   it("is an error without a logger, and checks its options", function()
     local model, train, val = scripted({}, nil)
     local t = trainer { max_epochs = 1, callbacks = { cb.LearningRateMonitor() } }
