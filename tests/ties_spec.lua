@@ -3,7 +3,6 @@
 -- max/min/argmax pick the first occurrence overall and along a dim; max/min along a dim send the gradient to that
 -- index, over all elements they share it evenly among the tied elements. Gradchecks cannot see any of this:
 -- finite differences are undefined at a tie.
-local lt = require "lutra"
 local X = require "helpers.nn_fixtures"
 
 local cases = {}
