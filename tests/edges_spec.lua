@@ -28,4 +28,12 @@ describe("nn sizes and options", function()
     local out = nn.LSTM(1, 1)(lt.randn(3, 2, 1))
     assert.are.same({ 3, 2, 1 }, out:shape())
   end)
+
+  it("clip_grad_norm_ takes a list of one tensor as that tensor, parameter or not", function()
+    local p = lt.tensor { 3, 4 }
+    p.grad = lt.tensor { 3, 4 }
+    assert.are.equal(5, nn.utils.clip_grad_norm_({ p }, 1))
+    local g = p.grad:tolist()
+    assert.is_true(math.abs(g[1] - 0.6) < 1e-6 and math.abs(g[2] - 0.8) < 1e-6)
+  end)
 end)
