@@ -36,4 +36,12 @@ describe("nn sizes and options", function()
     local g = p.grad:tolist()
     assert.is_true(math.abs(g[1] - 0.6) < 1e-6 and math.abs(g[2] - 0.8) < 1e-6)
   end)
+
+  it("layer_norm refuses a weight or bias that differs from the normalised dims in the first of them", function()
+    local x = lt.zeros(2, 3, 4)
+    assert.are.equal("layer_norm: weight is [5 x 4], expected the input's last 2 dims [3 x 4]",
+      err_of(F.layer_norm, x, { 3, 4 }, lt.ones(5, 4)))
+    assert.are.equal("layer_norm: bias is [5 x 4], expected the input's last 2 dims [3 x 4]",
+      err_of(F.layer_norm, x, { 3, 4 }, nil, lt.ones(5, 4)))
+  end)
 end)
