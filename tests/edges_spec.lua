@@ -45,3 +45,13 @@ describe("nn sizes and options", function()
       err_of(F.layer_norm, x, { 3, 4 }, nil, lt.ones(5, 4)))
   end)
 end)
+
+describe("tensor shapes", function()
+  it("expands to exactly the most dims supported (8), refuses 9", function()
+    local e = lt.tensor({ 1, 2 }):expand(3, 1, 1, 1, 1, 1, 1, 2)
+    assert.are.equal("[3 x 1 x 1 x 1 x 1 x 1 x 1 x 2]", e:shape_str())
+    assert.are.equal(9, e:sum():item())
+    assert.matches("expand: at most 8 dimensions are supported",
+      err_of(function() return lt.tensor({ 1, 2 }):expand(3, 1, 1, 1, 1, 1, 1, 1, 2) end), 1, true)
+  end)
+end)
