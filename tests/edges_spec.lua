@@ -55,3 +55,30 @@ describe("tensor shapes", function()
       err_of(function() return lt.tensor({ 1, 2 }):expand(3, 1, 1, 1, 1, 1, 1, 1, 2) end), 1, true)
   end)
 end)
+
+-- "<this file>:<line>: <message>": the error blames the line of the call in the test, not lutra's own code
+local function blames(line, msg, err)
+  assert.are.equal("tests/edges_spec.lua:" .. line .. ": " .. msg, err)
+end
+
+describe("errors blame the caller's line", function()
+  local function here() return debug.getinfo(2, "l").currentline end
+
+  it("nn options, init, clip_grad_norm_, schedulers and DDPStrategy", function()
+    local line, ok, err
+    line, ok, err = here(), pcall(function() nn.Linear(2, 2, 5) end)
+    blames(line, "Linear: options must be a table, got number", err)
+    line, ok, err = here(), pcall(function() nn.init.calculate_gain("foo") end)
+    blames(line, "init: unsupported nonlinearity 'foo'", err)
+    line, ok, err = here(), pcall(function() nn.init.kaiming_uniform_(lt.zeros(2, 2), 0, "fan_in", "foo") end)
+    blames(line, "init: unsupported nonlinearity 'foo'", err)
+    line, ok, err = here(), pcall(function() nn.utils.clip_grad_norm_({ lt.zeros(1), 3 }, 1) end)
+    blames(line, "clip_grad_norm_: element 2 is a number, expected a tensor", err)
+    local opt = lt.optim.SGD({ lt.param(lt.zeros(1)) }, { lr = 1 })
+    line, ok, err = here(), pcall(function() lt.optim.lr_scheduler.StepLR(opt, 5) end)
+    blames(line, "StepLR: options must be a table, got number", err)
+    line, ok, err = here(), pcall(function() lt.distributed.DDPStrategy { bucket_cap_mb = 0 } end)
+    blames(line, "DDPStrategy: bucket_cap_mb must be a number > 0, got 0", err)
+    assert.is_false(ok)
+  end)
+end)
