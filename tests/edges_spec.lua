@@ -29,6 +29,13 @@ describe("nn sizes and options", function()
     assert.are.same({ 3, 2, 1 }, out:shape())
   end)
 
+  it("checks a single number for a size pair like each of a pair", function()
+    assert.matches("Conv2d: kernel_size must be an integer >= 1, got 0$", err_of(nn.Conv2d, 1, 1, 0))
+    assert.matches("Conv2d: kernel_size must be an integer >= 1, got 0$", err_of(nn.Conv2d, 1, 1, { 3, 0 }))
+    assert.matches("MaxPool2d: kernel_size must be an integer >= 1, got 0.5$", err_of(nn.MaxPool2d, 0.5))
+    assert.matches("AvgPool2d: padding must be an integer >= 0, got %-1$", err_of(nn.AvgPool2d, 2, { padding = -1 }))
+  end)
+
   it("clip_grad_norm_ takes a list of one tensor as that tensor, parameter or not", function()
     local p = lt.tensor { 3, 4 }
     p.grad = lt.tensor { 3, 4 }
