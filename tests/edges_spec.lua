@@ -36,6 +36,26 @@ describe("nn sizes and options", function()
     assert.matches("AvgPool2d: padding must be an integer >= 0, got %-1$", err_of(nn.AvgPool2d, 2, { padding = -1 }))
   end)
 
+  it("Flatten: a 0-dim input becomes [1]; end_dim may be the last dim, not past it", function()
+    local f = nn.Flatten()(lt.tensor(3))
+    assert.are.equal("[1]", f:shape_str())
+    assert.are.equal(3, f:item())
+    assert.are.equal("[24]", nn.Flatten(1, 3)(lt.zeros(2, 3, 4)):shape_str())
+    assert.are.equal("[2 x 12]", nn.Flatten(2, 3)(lt.zeros(2, 3, 4)):shape_str())
+    assert.matches("Flatten(start_dim=1, end_dim=4): dims 1..4 are out of range for an input of shape [2 x 3 x 4]",
+      err_of(nn.Flatten(1, 4), lt.zeros(2, 3, 4)), 1, true)
+  end)
+
+  it("BatchNorm's repr says affine=false only when it is", function()
+    assert.are.equal("BatchNorm2d(3, eps=1e-05, momentum=0.1, affine=false)", tostring(nn.BatchNorm2d(3, { affine = false })))
+    assert.are.equal("BatchNorm2d(3, eps=1e-05, momentum=0.1)", tostring(nn.BatchNorm2d(3)))
+  end)
+
+  it("a pool module names itself when the input is smaller than its kernel", function()
+    assert.matches("MaxPool2d(kernel_size=5, stride=5): input [1 x 1 x 4 x 4] is smaller than the kernel 5x5",
+      err_of(nn.MaxPool2d(5), lt.zeros(1, 1, 4, 4)), 1, true)
+  end)
+
   it("clip_grad_norm_ takes a list of one tensor as that tensor, parameter or not", function()
     local p = lt.tensor { 3, 4 }
     p.grad = lt.tensor { 3, 4 }
