@@ -74,6 +74,14 @@ describe("nn sizes and options", function()
 end)
 
 describe("tensor shapes", function()
+  it("index_select's gradient along an inner dim lands in each outer slice, repeated indices summed", function()
+    local a = lt.zeros(2, 3, 2):requires_grad(true)
+    local y = a:index_select(2, lt.tensor({ 3, 1, 3 }, "int64"))
+    y:backward(lt.arange(1, 13):view(2, 3, 2))
+    -- slice o: rows 3 <- g rows 1 and 3, row 1 <- g row 2
+    assert.are.same({ 3, 4, 0, 0, 6, 8, 9, 10, 0, 0, 18, 20 }, a.grad:view(-1):tolist())
+  end)
+
   it("expands to exactly the most dims supported (8), refuses 9", function()
     local e = lt.tensor({ 1, 2 }):expand(3, 1, 1, 1, 1, 1, 1, 2)
     assert.are.equal("[3 x 1 x 1 x 1 x 1 x 1 x 1 x 2]", e:shape_str())
