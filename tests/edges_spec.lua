@@ -56,6 +56,22 @@ describe("nn sizes and options", function()
       err_of(nn.MaxPool2d(5), lt.zeros(1, 1, 4, 4)), 1, true)
   end)
 
+  it("batch_norm updates running stats that are strided views in place, like contiguous ones", function()
+    lt.manual_seed(0)
+    local x = lt.randn(4, 3, 2)
+    local rm2, rv2 = lt.zeros(3, 2), lt.ones(3, 2)
+    F.batch_norm(x, rm2:select(2, 1), rv2:select(2, 1), nil, nil, true, 0.5, 1e-5)
+    local rm, rv = lt.zeros(3), lt.ones(3)
+    F.batch_norm(x, rm, rv, nil, nil, true, 0.5, 1e-5)
+    assert.are.same(rm:tolist(), rm2:select(2, 1):tolist())
+    assert.are.same(rv:tolist(), rv2:select(2, 1):tolist())
+    assert.are.same({ 0, 0, 0 }, rm2:select(2, 2):tolist())
+    assert.are.same({ 1, 1, 1 }, rv2:select(2, 2):tolist())
+    -- and eval reads them through the stride
+    local a = F.batch_norm(x, rm2:select(2, 1), rv2:select(2, 1), nil, nil, false)
+    assert.are.equal(0, (a - F.batch_norm(x, rm, rv, nil, nil, false)):abs():max():item())
+  end)
+
   it("clip_grad_norm_ takes a list of one tensor as that tensor, parameter or not", function()
     local p = lt.tensor { 3, 4 }
     p.grad = lt.tensor { 3, 4 }
