@@ -63,15 +63,15 @@ function I.kaiming_normal_(t, a, mode, nonlinearity)
   return inplace(t, function(x) x:normal_(0, std) end)
 end
 
-function I.xavier_uniform_(t, gain)
+function I.xavier_uniform_(t, g)
   local fi, fo = I.calculate_fan_in_and_fan_out(t)
-  local bound = (gain or 1) * math.sqrt(6 / (fi + fo))
+  local bound = (g or 1) * math.sqrt(6 / (fi + fo))
   return inplace(t, function(x) x:uniform_(-bound, bound) end)
 end
 
-function I.xavier_normal_(t, gain)
+function I.xavier_normal_(t, g)
   local fi, fo = I.calculate_fan_in_and_fan_out(t)
-  local std = (gain or 1) * math.sqrt(2 / (fi + fo))
+  local std = (g or 1) * math.sqrt(2 / (fi + fo))
   return inplace(t, function(x) x:normal_(0, std) end)
 end
 
