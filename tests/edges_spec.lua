@@ -21,6 +21,27 @@ describe("nn sizes and options", function()
     end
   end)
 
+  it("max_pool2d 2x2 over a row of 16 and more outputs (the vector path's every lane): values and indices", function()
+    lt.manual_seed(3)
+    local x = lt.randn(1, 2, 2, 36):requires_grad(true)
+    local y = F.max_pool2d(x, 2)
+    local xv, yv = x:totable(), y:totable()
+    y:backward(lt.ones(1, 2, 1, 18))
+    local g = x.grad:totable()
+    for c = 1, 2 do
+      for j = 1, 18 do
+        local best, bi, bj = -math.huge, 0, 0
+        for r = 1, 2 do
+          for q = 2 * j - 1, 2 * j do
+            if xv[1][c][r][q] > best then best, bi, bj = xv[1][c][r][q], r, q end
+          end
+        end
+        assert.are.equal(best, yv[1][c][1][j])
+        assert.are.equal(1, g[1][c][bi][bj])
+      end
+    end
+  end)
+
   it("accepts the smallest sizes: one channel, one feature, one hidden unit", function()
     lt.manual_seed(0)
     assert.are.same({ 2, 1, 3, 3 }, nn.Conv2d(1, 1, 3)(lt.randn(2, 1, 5, 5)):shape())
