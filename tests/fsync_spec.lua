@@ -39,9 +39,9 @@ describe("atomic save with a failing fsync", function()
   teardown(function() fs.rmrf(dir) end)
 
   local function child(preload, path)
-    -- the shim goes in front of what is preloaded already (the sanitizer runtimes under tests/run --config asan)
+    -- the shim goes after what is preloaded already (the sanitizer runtimes, which must come first, under asan)
     local pre = os.getenv("LD_PRELOAD")
-    pre = pre and pre ~= "" and shim .. ":" .. pre or shim
+    pre = pre and pre ~= "" and pre .. ":" .. shim or shim
     local cmd = string.format("%sluajit -e %s %s %s 2>&1", preload and "LD_PRELOAD=" .. q(pre) .. " " or "",
       q("package.path = [[" .. package.path .. "]] package.cpath = [[" .. package.cpath .. "]]"),
       q(dir .. "/child.lua"), q(path))
