@@ -22,21 +22,28 @@ end
 local GAIN_ONE = { linear = true, sigmoid = true, conv1d = true, conv2d = true, conv3d = true,
   conv_transpose1d = true, conv_transpose2d = true, conv_transpose3d = true }
 
---- calculate_gain(nonlinearity[, param]): PyTorch's recommended gain (param: leaky_relu's negative slope)
-function I.calculate_gain(nonlinearity, param)
+-- the gain of a nonlinearity; an unknown name is an error that blames the given stack level (the user's call)
+local function gain(nonlinearity, param, level)
+  nonlinearity = nonlinearity or "leaky_relu"
   if GAIN_ONE[nonlinearity] then return 1 end
   if nonlinearity == "tanh" then return 5 / 3 end
   if nonlinearity == "relu" then return math.sqrt(2) end
   if nonlinearity == "selu" then return 3 / 4 end
   if nonlinearity == "leaky_relu" then
     if param ~= nil and (type(param) ~= "number" or param ~= param) then
-      error("calculate_gain: negative_slope " .. tostring(param) .. " is not a valid number", 3)
+      error("init: negative_slope " .. tostring(param) .. " is not a valid number", level)
     end
     local slope = param or 0.01
     return math.sqrt(2 / (1 + slope * slope))
   end
-  error("calculate_gain: unsupported nonlinearity '" .. tostring(nonlinearity) .. "' (expected linear, conv1d, "
-    .. "conv2d, conv3d, conv_transpose1d/2d/3d, sigmoid, tanh, relu, leaky_relu or selu)", 3)
+  error("init: unsupported nonlinearity '" .. tostring(nonlinearity) .. "' (expected linear, conv1d, conv2d, "
+    .. "conv3d, conv_transpose1d/2d/3d, sigmoid, tanh, relu, leaky_relu or selu)", level)
+end
+
+--- calculate_gain(nonlinearity[, param]): PyTorch's recommended gain (param: leaky_relu's negative slope)
+function I.calculate_gain(nonlinearity, param)
+  local g = gain(nonlinearity, param, 3) -- not a tail call: level 3 is the caller
+  return g
 end
 
 local function inplace(t, fn)
@@ -52,7 +59,7 @@ local function kaiming_args(t, a, mode, nonlinearity)
   end
   local fi, fo = I.calculate_fan_in_and_fan_out(t)
   local fan = mode == "fan_in" and fi or fo
-  return I.calculate_gain(nonlinearity, a) / math.sqrt(fan)
+  return gain(nonlinearity, a, 4) / math.sqrt(fan) -- 4: gain, kaiming_args, kaiming_*_, the caller
 end
 
 --- kaiming_uniform_(t[, a=0[, mode="fan_in"[, nonlinearity="leaky_relu"]]]) or (t, {a, mode, nonlinearity})
@@ -66,15 +73,15 @@ function I.kaiming_normal_(t, a, mode, nonlinearity)
   return inplace(t, function(x) x:normal_(0, std) end)
 end
 
-function I.xavier_uniform_(t, gain)
+function I.xavier_uniform_(t, g)
   local fi, fo = I.calculate_fan_in_and_fan_out(t)
-  local bound = (gain or 1) * math.sqrt(6 / (fi + fo))
+  local bound = (g or 1) * math.sqrt(6 / (fi + fo))
   return inplace(t, function(x) x:uniform_(-bound, bound) end)
 end
 
-function I.xavier_normal_(t, gain)
+function I.xavier_normal_(t, g)
   local fi, fo = I.calculate_fan_in_and_fan_out(t)
-  local std = (gain or 1) * math.sqrt(2 / (fi + fo))
+  local std = (g or 1) * math.sqrt(2 / (fi + fo))
   return inplace(t, function(x) x:normal_(0, std) end)
 end
 
@@ -98,7 +105,7 @@ end
 
 --- orthogonal_(t[, gain = 1]): a (semi-)orthogonal matrix from the QR decomposition of a normal draw (PyTorch's
 --- sign convention: R's diagonal positive); t of 2 or more dims is seen as [size(1) x rest].
-function I.orthogonal_(t, gain)
+function I.orthogonal_(t, gain_)
   check_tensor("orthogonal_", t)
   if t:dim() < 2 then
     error("orthogonal_: only tensors with 2 or more dimensions are supported, got " .. t:shape_str(), 2)
@@ -131,7 +138,7 @@ function I.orthogonal_(t, gain)
     nrm = math.sqrt(nrm)
     for i = 1, m do v[i] = v[i] / nrm end
   end
-  local g = gain or 1
+  local g = gain_ or 1
   local flat = {}
   for r = 1, rows do
     for c = 1, cols do
