@@ -36,8 +36,7 @@ local function gain(nonlinearity, param, level)
     local slope = param or 0.01
     return math.sqrt(2 / (1 + slope * slope))
   end
-  error("init: unsupported nonlinearity '" .. tostring(nonlinearity) .. "' (expected linear, conv1d, conv2d, "
-    .. "conv3d, conv_transpose1d/2d/3d, sigmoid, tanh, relu, leaky_relu or selu)", level)
+  error("init: unsupported nonlinearity '" .. tostring(nonlinearity) .. "'", level)
 end
 
 --- calculate_gain(nonlinearity[, param]): PyTorch's recommended gain (param: leaky_relu's negative slope)
