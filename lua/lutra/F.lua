@@ -138,4 +138,4 @@ function F.binary_cross_entropy_with_logits(x, y, opts)
   return C.binary_cross_entropy_with_logits(x, y, o.pos_weight, o.reduction)
 end
 
-return F
+return require("lutra.names").strict(F, "lt.F")

@@ -332,4 +332,4 @@ end
 
 M.CSVLogger_class = CSVLogger
 
-return M
+return require("lutra.names").strict(M, "lt.loggers")

@@ -147,7 +147,7 @@ function methods.chunk(x, n, dim)
 end
 
 for _, name in ipairs { "var", "std", "argmin", "masked_fill", "split", "chunk", "allclose" } do
-  if core[name] == nil then core[name] = methods[name] end
+  if rawget(core, name) == nil then core[name] = methods[name] end
 end
 
 return methods

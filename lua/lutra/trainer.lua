@@ -174,7 +174,7 @@ local function new(_, opts)
   if o.overfit_batches == nil then o.overfit_batches = 0 end
   if o.enable_checkpointing == nil then o.enable_checkpointing = true end
   -- a host that embeds lutra (SPEC §10) gets no output it did not ask for: no summary, no progress bar
-  local embedded = core.embedded and core.embedded() or false
+  local embedded = rawget(core, "embedded") and core.embedded() or false
   if o.enable_model_summary == nil then o.enable_model_summary = not embedded end
   if o.default_root_dir == nil then o.default_root_dir = "." end
   if o.fast_dev_run == true then o.fast_dev_run = 1 end

@@ -135,14 +135,4 @@ local lazy = {
   ModelSummary = "lutra.callbacks.model_summary",
 }
 
-setmetatable(M, {
-  __index = function(t, k)
-    local name = lazy[k]
-    if not name then return nil end
-    local m = require(name)
-    rawset(t, k, m)
-    return m
-  end,
-})
-
-return M
+return require("lutra.names").strict(M, "lt.callbacks", lazy)

@@ -750,4 +750,4 @@ function DataLoader:load_state_dict(sd)
   f._gen = f._gen + 1 -- iterators from before the load are stale
 end
 
-return M
+return require("lutra.names").strict(M, "lt.data")

@@ -557,4 +557,4 @@ function Plateau:load_state_dict(sd)
   if sd.best == nil then self.best = nil end
 end
 
-return M
+return require("lutra.names").strict(M, "lt.optim.lr_scheduler")
