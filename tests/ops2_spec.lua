@@ -20,6 +20,13 @@ local ops = {
   masked_fill = function(x, m) return x:masked_fill(m, -2.5) end,
   masked_fill_broadcast = function(x, m) return lt.masked_fill(x, m, 7) end,
   where_broadcast = function(m, a, b) return lt.where(m, a, b) end,
+  scatter = function(x, i, s) return x:scatter(2, i, s) end,
+  scatter_value = function(x, i) return x:scatter(2, i, 4.5) end,
+  scatter_add = function(x, i, s) return lt.scatter_add(x, 1, i, s) end,
+  index_add = function(x, i, s) return x:index_add(1, i, s, { alpha = 2 }) end,
+  index_fill = function(x, i) return x:index_fill(2, i, -1) end,
+  masked_select = function(x, m) return x:masked_select(m) end,
+  nonzero = function(m) return m:nonzero() end,
 }
 
 describe("ops against PyTorch 1.13 (ops2.json)", function()
@@ -142,5 +149,50 @@ describe("randn", function()
     local x = lt.empty(200000):normal_(5, 0.5)
     assert(math.abs(x:mean():item() - 5) < 0.01)
     assert(math.abs(x:std():item() - 0.5) < 0.01)
+  end)
+end)
+
+describe("scatter, scatter_add, index_add, index_fill, masked_select, nonzero", function()
+  local I = function(t) return lt.tensor(t, "int64") end
+  it("pass gradchecks", function()
+    lt.manual_seed(4)
+    local idx = I{ { 2, 1 }, { 3, 2 } }
+    gradcheck(function(x, s) return x:scatter(2, idx, s) end, { lt.randn(2, 4), lt.randn(2, 3) })
+    gradcheck(function(x, s) return x:scatter_add(1, I{ { 1, 2, 1 }, { 1, 1, 2 } }, s) end, { lt.randn(2, 3), lt.randn(2, 3) })
+    gradcheck(function(x, s) return x:index_add(2, I{ 3, 1, 3 }, s, { alpha = -0.5 }) end, { lt.randn(2, 4), lt.randn(2, 3) })
+    gradcheck(function(x) return x:index_fill(1, I{ 2 }, 0.5) end, { lt.randn(3, 2) })
+    local m = lt.rand(1, 4):lt(0.5)
+    gradcheck(function(x) return x:masked_select(m) end, { lt.randn(3, 4) })
+    gradcheck(function(x) return x:masked_select(lt.ones(2, 3)) end, { lt.randn(1, 3) }) -- x broadcast to the mask
+  end)
+  it("gives nonzero as [n x dim] int64, 1-based", function()
+    local nz = lt.tensor{ { 0, 2, 0 }, { 3, 0, 4 } }:nonzero()
+    assert.are.equal("int64", nz:dtype())
+    assert.are.same({ 3, 2 }, nz:shape())
+    assert.are.same({ 1, 2, 2, 1, 2, 3 }, nz:tolist())
+    assert.are.same({ 0, 1 }, lt.zeros(3):nonzero():shape())
+  end)
+  it("name the op, the index and the shapes on bad input", function()
+    local x = lt.zeros(2, 3)
+    assert.matches("scatter: index 4 is out of range for dim 2 of size 3 (indices are 1-based)",
+      err_of(function() return x:scatter(2, I{ { 4 } }, 1) end), 1, true)
+    assert.matches("scatter: index 0 is out of range (indices are 1-based)",
+      err_of(function() return x:scatter(2, I{ { 0 } }, 1) end), 1, true)
+    assert.matches("scatter_add: index [3 x 1] is larger than the input in dim 1",
+      err_of(function() return x:scatter_add(2, I{ { 1 }, { 1 }, { 1 } }, lt.ones(3, 1)) end), 1, true)
+    assert.matches("scatter_add: src must be a tensor, got number",
+      err_of(function() return x:scatter_add(2, I{ { 1 } }, 1) end), 1, true)
+    assert.matches("scatter: index must be int64, got float32",
+      err_of(function() return x:scatter(2, lt.ones(1, 1), 1) end), 1, true)
+    assert.matches("index_add: source [2 x 2] must be the input [2 x 3] with dim 1 of the index's size 1",
+      err_of(function() return x:index_add(1, I{ 1 }, lt.ones(2, 2)) end), 1, true)
+    assert.matches("index_add: unknown option 'beta' (known: alpha)",
+      err_of(function() return x:index_add(1, I{ 1 }, lt.ones(1, 3), { beta = 1 }) end), 1, true)
+    assert.matches("index_fill: index must be 1-D, got [1 x 1]",
+      err_of(function() return x:index_fill(1, I{ { 1 } }, 0) end), 1, true)
+    assert.matches("index_fill: value must be a number, got no value",
+      err_of(function() return x:index_fill(1, I{ 1 }) end), 1, true)
+    assert.matches("masked_select: shapes [2 x 3] and [4] cannot be broadcast",
+      err_of(function() return x:masked_select(lt.ones(4)) end), 1, true)
   end)
 end)
