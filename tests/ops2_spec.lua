@@ -27,6 +27,18 @@ local ops = {
   index_fill = function(x, i) return x:index_fill(2, i, -1) end,
   masked_select = function(x, m) return x:masked_select(m) end,
   nonzero = function(m) return m:nonzero() end,
+  addmm = function(m, a, b) return lt.addmm(m, a, b, { beta = 0.5, alpha = 2 }) end,
+  baddbmm = function(m, a, b) return m:baddbmm(a, b, { beta = -1, alpha = 0.25 }) end,
+  einsum_matmul = function(a, b) return lt.einsum("ij,jk->ik", a, b) end,
+  einsum_bmm = function(a, b) return lt.einsum("bij,bjk->bik", a, b) end,
+  einsum_scores = function(q, k) return lt.einsum("bhqd,bhkd->bhqk", q, k) end,
+  einsum_context = function(s, v) return lt.einsum("bhqk,bhkd->bhqd", s, v) end,
+  einsum_bilinear = function(a, w, b) return lt.einsum("bi,oij,bj->bo", a, w, b) end,
+  einsum_transpose = function(a) return lt.einsum("ij->ji", a) end,
+  einsum_trace = function(a) return lt.einsum("ii->", a) end,
+  einsum_diag = function(a) return lt.einsum("ii->i", a) end,
+  einsum_sum = function(a) return lt.einsum("ij->", a) end,
+  einsum_outer = function(a, b) return lt.einsum("i,j->ij", a, b) end,
 }
 
 describe("ops against PyTorch 1.13 (ops2.json)", function()
@@ -194,5 +206,45 @@ describe("scatter, scatter_add, index_add, index_fill, masked_select, nonzero", 
       err_of(function() return x:index_fill(1, I{ 1 }) end), 1, true)
     assert.matches("masked_select: shapes [2 x 3] and [4] cannot be broadcast",
       err_of(function() return x:masked_select(lt.ones(4)) end), 1, true)
+  end)
+end)
+
+describe("addmm, baddbmm, einsum", function()
+  it("pass gradchecks", function()
+    lt.manual_seed(5)
+    gradcheck(function(m, a, b) return lt.addmm(m, a, b, { beta = 0.3, alpha = -2 }) end,
+      { lt.randn(1, 4), lt.randn(2, 3), lt.randn(3, 4) })
+    gradcheck(function(m, a, b) return lt.baddbmm(m, a, b) end, { lt.randn(2, 2, 3), lt.randn(2, 2, 4), lt.randn(2, 4, 3) })
+    gradcheck(function(q, k) return lt.einsum("bhqd,bhkd->bhqk", q, k) end, { lt.randn(1, 2, 3, 2), lt.randn(1, 2, 4, 2) })
+    gradcheck(function(a, w, b) return lt.einsum("bi,oij,bj->bo", a, w, b) end,
+      { lt.randn(2, 3), lt.randn(2, 3, 2), lt.randn(2, 2) })
+    gradcheck(function(a) return lt.einsum("ii->", a) end, { lt.randn(3, 3) })
+  end)
+  it("does not read M when beta = 0", function()
+    local m = lt.full({ 2, 2 }, 0 / 0)
+    assert.are.same({ 2, 2, 2, 2 }, lt.addmm(m, lt.ones(2, 1), lt.ones(1, 2) * 2, { beta = 0 }):tolist())
+  end)
+  it("takes the implicit output (letters once, in order) and a list of operands", function()
+    local a, b = lt.randn(2, 3), lt.randn(3, 4)
+    assert.is_true(lt.einsum("ij,jk", a, b):allclose(a:matmul(b)))
+    assert.is_true(lt.einsum("ij,jk->ik", { a, b }):allclose(a:matmul(b)))
+    assert.is_true(lt.einsum("ba", a):allclose(a:t()))
+  end)
+  it("names the problem on bad input", function()
+    local a = lt.randn(2, 3)
+    assert.matches("addmm: expected A [n x k] and B [k x m], got [2 x 3] and [2 x 3]",
+      err_of(function() return lt.addmm(lt.zeros(3), a, a) end), 1, true)
+    assert.matches("addmm: unknown option 'gamma' (known: alpha, beta)",
+      err_of(function() return lt.addmm(lt.zeros(3), a, a:t(), { gamma = 1 }) end), 1, true)
+    assert.matches("baddbmm: expected A [b x n x k] and B [b x k x m], got [2 x 3] and [2 x 3]",
+      err_of(function() return lt.baddbmm(lt.zeros(3), a, a) end), 1, true)
+    assert.matches("einsum: subscript 'ijk' has 3 letters for operand 1 of shape [2 x 3]",
+      err_of(function() return lt.einsum("ijk->i", a) end), 1, true)
+    assert.matches("einsum: 'j' is size 3 in one operand and 2 in operand 2",
+      err_of(function() return lt.einsum("ij,jk->ik", a, a) end), 1, true)
+    assert.matches("einsum: the equation 'ij,jk->ik' has 2 operand(s), got 1 tensor(s)",
+      err_of(function() return lt.einsum("ij,jk->ik", a) end), 1, true)
+    assert.matches("einsum: output letter 'z' is in no operand", err_of(function() return lt.einsum("ij->z", a) end), 1, true)
+    assert.matches("einsum: '...' is not a subscript", err_of(function() return lt.einsum("...->", a) end), 1, true)
   end)
 end)

@@ -4,6 +4,7 @@
 local lt = require "lutra.core"
 
 require "lutra.tensor" -- printing and Lua-side tensor helpers
+require "lutra.linalg" -- addmm, baddbmm, einsum
 
 local submodules = {
   nn = "lutra.nn", F = "lutra.F", optim = "lutra.optim", data = "lutra.data", callbacks = "lutra.callbacks",
