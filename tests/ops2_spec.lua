@@ -39,6 +39,24 @@ local ops = {
   einsum_diag = function(a) return lt.einsum("ii->i", a) end,
   einsum_sum = function(a) return lt.einsum("ij->", a) end,
   einsum_outer = function(a, b) return lt.einsum("i,j->ij", a, b) end,
+  one_hot = function(t) return F.one_hot(t, 5) end,
+  pad_constant = function(x) return F.pad(x, { 1, 2, 0, 1 }, { mode = "constant", value = -3 }) end,
+  pad_crop = function(x) return F.pad(x, { -1, 2 }) end,
+  pad_reflect = function(x) return F.pad(x, { 2, 1, 3, 0 }, { mode = "reflect" }) end,
+  pad_replicate = function(x) return F.pad(x, { 0, 3, 2, 2 }, { mode = "replicate" }) end,
+  pad_reflect_1d = function(x) return F.pad(x, { 2, 3 }, { mode = "reflect" }) end,
+  normalize = function(x) return F.normalize(x) end,
+  normalize_p1_dim1 = function(x) return F.normalize(x, { p = 1, dim = 1 }) end,
+  normalize_p3 = function(x) return F.normalize(x, { p = 3, dim = -1 }) end,
+  cosine_similarity = function(a, b) return F.cosine_similarity(a, b) end,
+  cosine_similarity_dim1_broadcast = function(a, b) return F.cosine_similarity(a, b, { dim = 1 }) end,
+  interpolate_nearest_scale = function(x) return F.interpolate(x, { scale_factor = 2, mode = "nearest" }) end,
+  interpolate_nearest_size = function(x) return F.interpolate(x, { size = { 5, 7 } }) end,
+  interpolate_bilinear = function(x) return F.interpolate(x, { size = { 5, 7 }, mode = "bilinear", align_corners = false }) end,
+  interpolate_bilinear_ac = function(x) return F.interpolate(x, { size = { 5, 7 }, mode = "bilinear", align_corners = true }) end,
+  interpolate_bilinear_scale = function(x) return F.interpolate(x, { scale_factor = 1.5, mode = "bilinear" }) end,
+  interpolate_bilinear_down = function(x) return F.interpolate(x, { size = { 2, 3 }, mode = "bilinear" }) end,
+  interpolate_linear = function(x) return F.interpolate(x, { size = 7, mode = "linear" }) end,
 }
 
 describe("ops against PyTorch 1.13 (ops2.json)", function()
@@ -246,5 +264,55 @@ describe("addmm, baddbmm, einsum", function()
       err_of(function() return lt.einsum("ij,jk->ik", a) end), 1, true)
     assert.matches("einsum: output letter 'z' is in no operand", err_of(function() return lt.einsum("ij->z", a) end), 1, true)
     assert.matches("einsum: '...' is not a subscript", err_of(function() return lt.einsum("...->", a) end), 1, true)
+  end)
+end)
+
+describe("F.one_hot, pad, normalize, cosine_similarity, interpolate", function()
+  it("pass gradchecks", function()
+    lt.manual_seed(6)
+    gradcheck(function(x) return F.pad(x, { 1, 2, -1, 1 }, { value = 2 }) end, { lt.randn(2, 3, 4) })
+    gradcheck(function(x) return F.pad(x, { 2, 1, 1, 2 }, { mode = "reflect" }) end, { lt.randn(1, 3, 4) })
+    gradcheck(function(x) return F.pad(x, { 3, 1 }, { mode = "replicate" }) end, { lt.randn(2, 3) })
+    gradcheck(function(x) return F.normalize(x, { p = 2, dim = 1 }) end, { lt.randn(3, 2) })
+    gradcheck(function(a, b) return F.cosine_similarity(a, b) end, { lt.randn(3, 4), lt.randn(3, 4) })
+    gradcheck(function(x) return F.interpolate(x, { size = { 3, 5 }, mode = "bilinear" }) end, { lt.randn(1, 2, 2, 3) })
+    gradcheck(function(x) return F.interpolate(x, { scale_factor = 2 }) end, { lt.randn(1, 1, 2, 2) })
+  end)
+  it("gives a zero row torch's gradient 1 / eps in normalize (not NaN)", function()
+    local x = lt.zeros(2, 3):requires_grad(true)
+    F.normalize(x):sum():backward()
+    for _, g in ipairs(x.grad:tolist()) do assert(math.abs(g - 1e12) < 1e6, "grad " .. g) end
+  end)
+  it("infers one_hot's num_classes from the largest class", function()
+    local y = F.one_hot(lt.tensor({ 3, 1 }, "int64"))
+    assert.are.equal("int64", y:dtype())
+    assert.are.same({ 0, 0, 1, 1, 0, 0 }, y:tolist())
+  end)
+  it("names the problem on bad input", function()
+    local x = lt.randn(1, 1, 3, 3)
+    local I = function(t) return lt.tensor(t, "int64") end
+    assert.matches("one_hot: class 0 is out of range 1..3 (classes are 1-based)",
+      err_of(function() return F.one_hot(I{ 0, 2 }, 3) end), 1, true)
+    assert.matches("one_hot: classes must be int64 (1-based), got float32",
+      err_of(function() return F.one_hot(lt.ones(2), 3) end), 1, true)
+    assert.matches('pad: mode must be "constant", "reflect" or "replicate", got "circular"',
+      err_of(function() return F.pad(x, { 1, 1 }, { mode = "circular" }) end), 1, true)
+    assert.matches("pad: unknown option 'fill'", err_of(function() return F.pad(x, { 1, 1 }, { fill = 1 }) end), 1, true)
+    assert.matches("pad: reflect padding (3, 0) must be smaller than the size 3 of dim 4",
+      err_of(function() return F.pad(x, { 3, 0 }, { mode = "reflect" }) end), 1, true)
+    assert.matches("pad: 3 pairs of padding for a 2-dim input [2 x 2]",
+      err_of(function() return F.pad(lt.zeros(2, 2), { 1, 1, 1, 1, 1, 1 }) end), 1, true)
+    assert.matches("normalize: dim 3 is out of range for a 2-dim tensor",
+      err_of(function() return F.normalize(lt.zeros(2, 2), { dim = 3 }) end), 1, true)
+    assert.matches("cosine_similarity: shapes [2 x 3] and [4] cannot be broadcast",
+      err_of(function() return F.cosine_similarity(lt.zeros(2, 3), lt.zeros(4)) end), 1, true)
+    assert.matches("interpolate: give exactly one of size and scale_factor",
+      err_of(function() return F.interpolate(x, { mode = "nearest" }) end), 1, true)
+    assert.matches("interpolate: mode bilinear takes a [N x C x H x W] input, got [1 x 1 x 3]",
+      err_of(function() return F.interpolate(lt.zeros(1, 1, 3), { size = 2, mode = "bilinear" }) end), 1, true)
+    assert.matches("interpolate: align_corners is only for the linear modes",
+      err_of(function() return F.interpolate(x, { size = 2, align_corners = true }) end), 1, true)
+    assert.matches('interpolate: mode must be "nearest", "linear" or "bilinear", got "bicubic"',
+      err_of(function() return F.interpolate(x, { size = 2, mode = "bicubic" }) end), 1, true)
   end)
 end)

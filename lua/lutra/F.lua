@@ -145,4 +145,7 @@ function F.binary_cross_entropy_with_logits(x, y, opts)
   return C.binary_cross_entropy_with_logits(x, y, o.pos_weight, o.reduction)
 end
 
+-- one_hot, pad, normalize, cosine_similarity, interpolate (lua/lutra/F_ops.lua)
+for k, v in pairs(require "lutra.F_ops") do F[k] = v end
+
 return require("lutra.names").strict(F, "lt.F")
