@@ -57,6 +57,10 @@ local ops = {
   interpolate_bilinear_scale = function(x) return F.interpolate(x, { scale_factor = 1.5, mode = "bilinear" }) end,
   interpolate_bilinear_down = function(x) return F.interpolate(x, { size = { 2, 3 }, mode = "bilinear" }) end,
   interpolate_linear = function(x) return F.interpolate(x, { size = 7, mode = "linear" }) end,
+  linspace = function() return lt.linspace(-1, 2.5, 8) end,
+  linspace_odd = function() return lt.linspace(0.1, 0.7, 7) end,
+  linspace_down = function() return lt.linspace(3, -3, 10) end,
+  linspace_one = function() return lt.linspace(5, 9, 1) end,
 }
 
 describe("ops against PyTorch 1.13 (ops2.json)", function()
@@ -314,5 +318,106 @@ describe("F.one_hot, pad, normalize, cosine_similarity, interpolate", function()
       err_of(function() return F.interpolate(x, { size = 2, align_corners = true }) end), 1, true)
     assert.matches('interpolate: mode must be "nearest", "linear" or "bilinear", got "bicubic"',
       err_of(function() return F.interpolate(x, { size = 2, mode = "bicubic" }) end), 1, true)
+  end)
+end)
+
+describe("random tensors", function()
+  local function counts(t, k)
+    local c = {}
+    for i = 1, k do c[i] = 0 end
+    for _, v in ipairs(t:reshape(-1):tolist()) do c[v] = c[v] + 1 end
+    return c
+  end
+  -- chi-square statistic of observed counts against expected probabilities
+  local function chi2(c, p, n)
+    local s = 0
+    for i = 1, #p do s = s + (c[i] - n * p[i]) ^ 2 / (n * p[i]) end
+    return s
+  end
+  it("randint is uniform over [low, high), int64, with the given size", function()
+    lt.manual_seed(11)
+    local x = lt.randint(-2, 3, { 100, 500 })
+    assert.are.equal("int64", x:dtype())
+    assert.are.same({ 100, 500 }, x:shape())
+    assert.are.equal(-2, x:min():item())
+    assert.are.equal(2, x:max():item())
+    local c = counts(x + 3, 5)
+    assert(chi2(c, { 0.2, 0.2, 0.2, 0.2, 0.2 }, 50000) < 18.5, "chi2") -- 4 dof, p = 0.001
+    assert.are.same({ 4 }, lt.randint(10, { 4 }):shape())
+    assert.is_true(lt.randint(10, { 1000 }):min():item() >= 0)
+  end)
+  it("multinomial draws 1-based categories with the given weights", function()
+    lt.manual_seed(12)
+    local p = lt.tensor{ 1, 0, 2, 5 }
+    local x = lt.multinomial(p, 40000, { replacement = true })
+    assert.are.equal("int64", x:dtype())
+    local c = counts(x, 4)
+    assert.are.equal(0, c[2])
+    assert(chi2({ c[1], c[3], c[4] }, { 1 / 8, 2 / 8, 5 / 8 }, 40000) < 13.8, "chi2") -- 2 dof, p = 0.001
+    -- without replacement: distinct categories, the likelier ones first more often
+    local rows = lt.tensor{ { 1, 1, 1, 1, 1 }, { 0, 0, 3, 1, 0 } }
+    local y = lt.multinomial(rows, 2)
+    assert.are.same({ 2, 2 }, y:shape())
+    local r1, r2 = y[1]:tolist(), y[2]:tolist()
+    assert.are_not.equal(r1[1], r1[2])
+    table.sort(r2)
+    assert.are.same({ 3, 4 }, r2)
+    local first3 = 0
+    for _ = 1, 2000 do if p:multinomial(1):item() == 4 then first3 = first3 + 1 end end
+    assert(math.abs(first3 / 2000 - 5 / 8) < 0.05)
+  end)
+  it("bernoulli draws 0/1 with probability p", function()
+    lt.manual_seed(13)
+    local p = lt.full({ 200000 }, 0.3)
+    local x = lt.bernoulli(p)
+    assert.are.same({ 0, 1 }, { x:min():item(), x:max():item() })
+    assert(math.abs(x:mean():item() - 0.3) < 5 * math.sqrt(0.3 * 0.7 / 200000))
+    assert.are.same({ 0, 1, 1 }, lt.tensor{ 0, 1, 1 }:bernoulli():tolist())
+  end)
+  it("randn_like, rand_like and full_like take the shape (and dtype) of x", function()
+    local x = lt.zeros(300, 400)
+    lt.manual_seed(14)
+    local a = lt.randn_like(x)
+    assert.are.same({ 300, 400 }, a:shape())
+    assert(math.abs(a:mean():item()) < 0.01 and math.abs(a:std():item() - 1) < 0.01)
+    local u = lt.rand_like(x)
+    assert(u:min():item() >= 0 and u:max():item() < 1 and math.abs(u:mean():item() - 0.5) < 0.01)
+    local f = lt.full_like(lt.zeros({ 2 }, "int64"), 7)
+    assert.are.equal("int64", f:dtype())
+    assert.are.same({ 7, 7 }, f:tolist())
+    assert.are.equal("float32", lt.full_like(lt.zeros({ 2 }, "int64"), 1.5, "float32"):dtype())
+  end)
+  it("is reproducible under lt.manual_seed", function()
+    local function draw()
+      return { lt.randint(0, 100, { 20 }):tolist(), lt.multinomial(lt.ones(10), 5):tolist(),
+        lt.bernoulli(lt.full({ 20 }, 0.5)):tolist(), lt.randn_like(lt.zeros(5)):tolist(),
+        lt.rand_like(lt.zeros(5)):tolist() }
+    end
+    lt.manual_seed(99)
+    local a = draw()
+    lt.manual_seed(99)
+    assert.are.same(a, draw())
+  end)
+  it("names the problem on bad input", function()
+    assert.matches("randint: expected low < high, got low=3, high=3 (high is exclusive)",
+      err_of(function() return lt.randint(3, 3, { 2 }) end), 1, true)
+    assert.matches("randint: expected the size as a table, randint(low, high, {size}), got number",
+      err_of(function() return lt.randint(0, 3, 2) end), 1, true)
+    assert.matches("multinomial: cannot draw 3 samples without replacement from 2 categories with positive probability (row 1)",
+      err_of(function() return lt.multinomial(lt.tensor{ 1, 0, 1 }, 3) end), 1, true)
+    assert.matches("multinomial: probabilities must be finite and >= 0, got -1 in row 1",
+      err_of(function() return lt.multinomial(lt.tensor{ 1, -1 }, 1) end), 1, true)
+    assert.matches("multinomial: row 2 has no positive probability",
+      err_of(function() return lt.multinomial(lt.tensor{ { 1, 1 }, { 0, 0 } }, 1) end), 1, true)
+    assert.matches("multinomial: unknown option 'replace' (known: replacement)",
+      err_of(function() return lt.multinomial(lt.ones(2), 1, { replace = true }) end), 1, true)
+    assert.matches("multinomial: probabilities must be 1-D or 2-D, got [1 x 1 x 2]",
+      err_of(function() return lt.multinomial(lt.ones(1, 1, 2), 1) end), 1, true)
+    assert.matches("bernoulli: probability 1.5 at element 2 is not in [0, 1]",
+      err_of(function() return lt.bernoulli(lt.tensor{ 0, 1.5 }) end), 1, true)
+    assert.matches("linspace: steps -1 is out of range (expected 0..",
+      err_of(function() return lt.linspace(0, 1, -1) end), 1, true)
+    assert.matches("full_like: value 1.5 is not an int64 value",
+      err_of(function() return lt.full_like(lt.zeros({ 1 }, "int64"), 1.5) end), 1, true)
   end)
 end)

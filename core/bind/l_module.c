@@ -21,6 +21,7 @@ void l_loop_register(lua_State *L);   /* l_loop.c: the training loops and hook d
 void l_dist_register(lua_State *L);   /* l_dist.c: MPI communication (lt.distributed) */
 void l_names_register(lua_State *L);  /* l_names.c: the missing-name error with the nearest name */
 void l_index_ops_register(lua_State *L); /* l_index_ops.c: masked_fill, scatter, nonzero ... */
+void l_random_register(lua_State *L); /* l_random.c: randint, multinomial, bernoulli, *_like, linspace */
 
 /* ---- process-wide run state (what a host or a signal handler may ask) ---------------------------- */
 
@@ -58,6 +59,7 @@ static int open_with_upvalues(lua_State *L) {
   l_dist_register(L);
   l_names_register(L);
   l_index_ops_register(L);
+  l_random_register(L);
   static const luaL_Reg misc[] = {
     { "interrupt", l_interrupt }, { "interrupt_pending", l_interrupt_pending }, { "interrupt_clear", l_interrupt_clear },
     { "embedded", l_embedded }, { "run_active", l_run_active },

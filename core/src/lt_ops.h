@@ -23,6 +23,12 @@ int lt_op_uniform_(lt_ctx *c, lt_tensor *t, double a, double b);
 int lt_op_normal_(lt_ctx *c, lt_tensor *t, double mean, double std);
 /* n values of N(mean, std^2) from c->rng, the same for a seed on any number of threads (ops_random.c) */
 void lt_normal_fill_f32(lt_ctx *c, float *p, int64_t n, double mean, double std);
+/* int64 values uniform in [low, high) */
+lt_tensor *lt_op_randint(lt_ctx *c, int64_t low, int64_t high, int ndim, const int64_t *shape);
+lt_tensor *lt_op_bernoulli(lt_ctx *c, lt_tensor *p);                      /* 0/1 float32, p in [0, 1] */
+/* n 0-based category indices per row of p (1-D or 2-D weights) */
+lt_tensor *lt_op_multinomial(lt_ctx *c, lt_tensor *p, int64_t n, int replacement);
+lt_tensor *lt_op_linspace(lt_ctx *c, double a, double b, int64_t n);
 int lt_op_copy_(lt_ctx *c, lt_tensor *dst, lt_tensor *src);        /* broadcasts src, converts dtype */
 lt_tensor *lt_op_clone(lt_ctx *c, lt_tensor *t);                    /* differentiable, contiguous */
 lt_tensor *lt_op_contiguous(lt_ctx *c, lt_tensor *t);               /* retains t when already contiguous */
