@@ -27,43 +27,32 @@ local function check_scale_opts(fname, opts)
   return opts.beta or 1, opts.alpha or 1
 end
 
--- beta * M + alpha * P; with beta = 0, M is not read (its NaNs stay out, as torch)
-local function scaled_sum(m, p, beta, alpha)
+-- addmm and baddbmm: one check of the operands, one formula. batched: A [b x n x k], B [b x k x m].
+local function add_matmul(fname, m, a, b, opts, batched)
+  local beta, alpha = check_scale_opts(fname, opts)
+  for i, t in ipairs { m, a, b } do
+    if not core.is_tensor(t) then
+      error(string.format("%s: argument %d must be a tensor, got %s", fname, i, type(t)), 3)
+    end
+  end
+  local nd, o = batched and 3 or 2, batched and 1 or 0
+  if a:dim() ~= nd or b:dim() ~= nd or a:size(o + 2) ~= b:size(o + 1) or (batched and a:size(1) ~= b:size(1)) then
+    error(string.format("%s: expected A %s and B %s, got %s and %s", fname, batched and "[b x n x k]" or "[n x k]",
+      batched and "[b x k x m]" or "[k x m]", shape_str(a), shape_str(b)), 3)
+  end
+  local p = a:matmul(b)
   if alpha ~= 1 then p = p * alpha end
-  if beta == 0 then return p end
+  if beta == 0 then return p end -- M is not read (its NaNs stay out, as torch)
   return beta == 1 and p + m or p + m * beta
 end
 
 --- lt.addmm(M, A, B[, {beta = 1, alpha = 1}]): beta * M + alpha * (A @ B); A [n x k], B [k x m], M broadcast
 --- to [n x m].
-function M.addmm(m, a, b, opts)
-  local beta, alpha = check_scale_opts("addmm", opts)
-  for i, t in ipairs { m, a, b } do
-    if not core.is_tensor(t) then
-      error(string.format("addmm: argument %d must be a tensor, got %s", i, type(t)), 2)
-    end
-  end
-  if a:dim() ~= 2 or b:dim() ~= 2 or a:size(2) ~= b:size(1) then
-    error(string.format("addmm: expected A [n x k] and B [k x m], got %s and %s", shape_str(a), shape_str(b)), 2)
-  end
-  return scaled_sum(m, a:matmul(b), beta, alpha)
-end
+function M.addmm(m, a, b, opts) return add_matmul("addmm", m, a, b, opts, false) end
 
 --- lt.baddbmm(M, A, B[, {beta = 1, alpha = 1}]): beta * M + alpha * (A @ B) per batch; A [b x n x k],
---- B [b x k x m].
-function M.baddbmm(m, a, b, opts)
-  local beta, alpha = check_scale_opts("baddbmm", opts)
-  for i, t in ipairs { m, a, b } do
-    if not core.is_tensor(t) then
-      error(string.format("baddbmm: argument %d must be a tensor, got %s", i, type(t)), 2)
-    end
-  end
-  if a:dim() ~= 3 or b:dim() ~= 3 or a:size(1) ~= b:size(1) or a:size(3) ~= b:size(2) then
-    error(string.format("baddbmm: expected A [b x n x k] and B [b x k x m], got %s and %s", shape_str(a),
-      shape_str(b)), 2)
-  end
-  return scaled_sum(m, a:matmul(b), beta, alpha)
-end
+--- B [b x k x m], M broadcast to [b x n x m].
+function M.baddbmm(m, a, b, opts) return add_matmul("baddbmm", m, a, b, opts, true) end
 
 -- ---- einsum --------------------------------------------------------------------------------------------
 
