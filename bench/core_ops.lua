@@ -53,9 +53,10 @@ do
     { "masked_fill", function() return x:masked_fill(full_mask, -1e9) end },
     { "masked_fill_causal", function() return x:masked_fill(causal, -math.huge) end },
     { "where", function() return lt.where(full_mask, x, y) end },
-    { "randn_524288", function() return lt.randn(524288) end },
+    { "randn", function() return lt.randn(524288) end, "524288" },
     { "gelu", function() return x:gelu() end },
     { "gelu_tanh", function() return F.gelu(x, { approximate = "tanh" }) end },
+    { "einsum_scores", function() return lt.einsum("bhqd,bhkd->bhqk", x, y) end },
   }
   for _, op in ipairs(big) do
     local times = {}
@@ -64,6 +65,6 @@ do
       for _ = 1, 20 do op[2]() end
       times[#times + 1] = (clock() - t0) / 20 * 1e6
     end
-    print(("%s 16x4x64x64 %.3f"):format(op[1], median(times)))
+    print(("%s %s %.3f"):format(op[1], op[3] or "16x4x64x64", median(times)))
   end
 end

@@ -38,11 +38,12 @@ big = [
     ("masked_fill", lambda: x.masked_fill(full_mask, -1e9)),
     ("masked_fill_causal", lambda: x.masked_fill(causal, float("-inf"))),
     ("where", lambda: torch.where(full_mask, x, y)),
-    ("randn_524288", lambda: torch.randn(524288)),
+    ("randn", lambda: torch.randn(524288), "524288"),
     ("gelu", lambda: torch.nn.functional.gelu(x)),
     ("gelu_tanh", lambda: torch.nn.functional.gelu(x, approximate="tanh")),
+    ("einsum_scores", lambda: torch.einsum("bhqd,bhkd->bhqk", x, y)),
 ]
-for name, fn in big:
+for name, fn, *size in big:
     times = []
     for _ in range(7):
         t0 = time.perf_counter()
@@ -50,4 +51,4 @@ for name, fn in big:
             fn()
         times.append((time.perf_counter() - t0) / 20 * 1e6)
     times.sort()
-    print(f"{name} 16x4x64x64 {times[len(times) // 2]:.3f}")
+    print(f"{name} {size[0] if size else '16x4x64x64'} {times[len(times) // 2]:.3f}")
