@@ -119,9 +119,15 @@ describe("masked_fill and where", function()
     assert.are.same({ 9, 3, 2, 9 }, x:masked_fill(m, 9):tolist())
     assert.are.same({ 0, 3, 2, 0 }, lt.where(m, lt.zeros(2, 2), x):tolist())
   end)
-  it("name the shapes when the mask does not broadcast to the input", function()
-    assert.matches("masked_fill: the mask [2 x 3] does not broadcast to the input [3]",
-      err_of(function() return lt.zeros(3):masked_fill(lt.ones(2, 3), 1) end), 1, true)
+  it("broadcast the input with the mask (as torch), and name the shapes when they cannot be", function()
+    local x = lt.tensor{ 1, 2, 3 }:requires_grad(true)
+    local y = x:masked_fill(lt.tensor{ { 1, 0, 0 }, { 0, 0, 1 } }, -1)
+    assert.are.same({ -1, 2, 3, 1, 2, -1 }, y:tolist())
+    y:sum():backward()
+    assert.are.same({ 1, 2, 1 }, x.grad:tolist())
+    gradcheck(function(v) return v:masked_fill(lt.tensor{ { 1, 0 }, { 0, 0 } }, 2) end, { lt.randn(2) })
+    assert.matches("masked_fill: shapes [3] and [2 x 2] cannot be broadcast",
+      err_of(function() return lt.zeros(3):masked_fill(lt.ones(2, 2), 1) end), 1, true)
     assert.matches("masked_fill: value must be a number, got string",
       err_of(function() return lt.zeros(3):masked_fill(lt.ones(3), "x") end), 1, true)
   end)

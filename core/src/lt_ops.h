@@ -68,7 +68,7 @@ lt_tensor *lt_op_leaky_relu(lt_ctx *c, lt_tensor *a, double slope);
 lt_tensor *lt_op_clamp(lt_ctx *c, lt_tensor *a, double lo, double hi);   /* +-INFINITY for none */
 int lt_op_clamp_(lt_ctx *c, lt_tensor *a, double lo, double hi);
 lt_tensor *lt_op_where(lt_ctx *c, lt_tensor *cond, lt_tensor *a, lt_tensor *b);
-/* x with value where mask (0/1, broadcast to x) is set; differentiable in x */
+/* x with value where mask (0/1) is set, both broadcast; differentiable in x */
 lt_tensor *lt_op_masked_fill(lt_ctx *c, lt_tensor *x, lt_tensor *mask, double value);
 const char *lt_binop_name(lt_binop op);
 const char *lt_unop_name(lt_unop op);

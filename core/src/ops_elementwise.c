@@ -926,7 +926,10 @@ lt_tensor *lt_op_where(lt_ctx *c, lt_tensor *cond, lt_tensor *a, lt_tensor *b) {
 }
 
 static int masked_fill_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
-  gin[0] = lt_op_masked_fill(c, g, n->saved[0], 0.0); /* no gradient where the value was written */
+  lt_tensor *x = n->inputs[0];
+  lt_tensor *r = lt_op_masked_fill(c, g, n->saved[0], 0.0); /* no gradient where the value was written */
+  gin[0] = r ? lt_op_sum_to(c, r, x->ndim, x->shape) : NULL; /* x may have been broadcast to the mask */
+  lt_tensor_release(r);
   return gin[0] ? LT_OK : LT_ERR;
 }
 
@@ -934,20 +937,14 @@ lt_tensor *lt_op_masked_fill(lt_ctx *c, lt_tensor *x, lt_tensor *mask, double va
   if (lt_check_dtype(c, "masked_fill", "input", x, LT_F32)) return NULL;
   int nd;
   int64_t shape[LT_MAX_DIM];
-  if (lt_broadcast_shape(c, "masked_fill", x, mask, &nd, shape)) return NULL;
-  if (nd != x->ndim || memcmp(shape, x->shape, (size_t)nd * sizeof *shape)) {
-    char b1[128], b2[128];
-    lt_fail(c, "masked_fill: the mask %s does not broadcast to the input %s", lt_shape_str(mask, b1, sizeof b1),
-            lt_shape_str(x, b2, sizeof b2));
-    return NULL;
-  }
+  if (lt_broadcast_shape(c, "masked_fill", x, mask, &nd, shape)) return NULL; /* both broadcast, as torch's */
   lt_tensor *fm = lt_op_to_dtype(c, mask, LT_F32);
-  lt_tensor *out = fm ? lt_tensor_new(c, LT_F32, x->ndim, x->shape) : NULL;
+  lt_tensor *out = fm ? lt_tensor_new(c, LT_F32, nd, shape) : NULL;
   if (out && select_run(c, out, fm, x, (float)value, 1)) { lt_tensor_release(out); out = NULL; }
   if (out) {
-    lt_node *nd;
-    if (lt_record(c, out, "masked_fill", masked_fill_backward, 1, &x, &nd)) { lt_tensor_release(out); out = NULL; }
-    else if (nd) lt_node_save(nd, 0, fm);
+    lt_node *node;
+    if (lt_record(c, out, "masked_fill", masked_fill_backward, 1, &x, &node)) { lt_tensor_release(out); out = NULL; }
+    else if (node) lt_node_save(node, 0, fm);
   }
   lt_tensor_release(fm);
   return out;
