@@ -537,7 +537,10 @@ int lt_op_axpy_(lt_ctx *c, lt_tensor *a, double alpha, lt_tensor *b) {
 
 /* ---- unary ------------------------------------------------------------------------------------ */
 
-static inline float gelu_f(float x) { return 0.5f * x * (1.0f + lt_erff(x * 0.70710678118654752f)); }
+static inline float gelu_f(float x) { /* 0.5 x (1 + erf(x / sqrt 2)) */
+  float h = 0.5f * x;
+  return __builtin_fmaf(h, lt_erff(x * 0.70710678118654752f), h);
+}
 
 __attribute__((always_inline)) static inline float un_f(lt_unop op, float x) {
   switch (op) {
