@@ -1,4 +1,4 @@
--- callbacks_spec.lua — the built-in callbacks (SPEC §6): ModelCheckpoint's file sets over scripted metric
+-- callbacks_spec.lua — the built-in callbacks: ModelCheckpoint's file sets over scripted metric
 -- sequences, EarlyStopping with patience / thresholds / min_epochs, LearningRateMonitor's columns, Timer,
 -- ModelSummary, the Callback base, and option checking.
 local lt = require "lutra"
@@ -114,7 +114,8 @@ describe("ModelCheckpoint", function()
   end)
 
   it("formats file names: auto_insert_metric_name = false, specs, missing keys, versions for taken names", function()
-    local mc = cb.ModelCheckpoint { dirpath = "d", filename = "{epoch:02d}_{val_loss:.3f}_{acc:.1%}", auto_insert_metric_name = false }
+    local mc = cb.ModelCheckpoint { dirpath = "d", filename = "{epoch:02d}_{val_loss:.3f}_{acc:.1%}",
+      auto_insert_metric_name = false }
     assert.are.equal("d/03_0.123_0.0%.ckpt", mc:format_checkpoint_name { epoch = 3, val_loss = lt.tensor(0.12345) })
     local mc2 = cb.ModelCheckpoint { dirpath = "d", filename = "{val_loss}-{x:.2e}" }
     assert.are.equal("d/val_loss=0.5-x=1.50e+03.ckpt", mc2:format_checkpoint_name { val_loss = 0.5, x = 1500 })
@@ -257,10 +258,13 @@ describe("EarlyStopping", function()
     b:load_state_dict(a:state_dict())
     assert.are.same({ wait_count = 1, stopped_epoch = 0, best_score = 3, patience = 4 }, b:state_dict())
     local ok, err = pcall(cb.EarlyStopping, { monitor = "m", patients = 3 })
+    assert.is_false(ok)
     assert.matches("EarlyStopping: unknown option 'patients'", err, 1, true)
     ok, err = pcall(cb.EarlyStopping, { patience = 3 })
+    assert.is_false(ok)
     assert.matches("EarlyStopping: option 'monitor' is required", err, 1, true)
     ok, err = pcall(cb.EarlyStopping, { monitor = "m", mode = "up" })
+    assert.is_false(ok)
     assert.matches("EarlyStopping: option 'mode' must be \"min\" or \"max\"", err, 1, true)
   end)
 end)
@@ -360,6 +364,7 @@ describe("LearningRateMonitor", function()
     assert.is_false(ok)
     assert.matches("LearningRateMonitor: cannot log learning rates with a Trainer that has no logger", err, 1, true)
     ok, err = pcall(cb.LearningRateMonitor, { logging_interval = "batch" })
+    assert.is_false(ok)
     assert.matches("option 'logging_interval' must be \"step\", \"epoch\" or nil, got \"batch\"", err, 1, true)
   end)
 end)

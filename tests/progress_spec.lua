@@ -195,6 +195,7 @@ describe("ProgressBar", function()
     assert.is_false(ok)
     assert.matches("ProgressBar: unknown option 'refresh' (expected one of: refresh_rate, stream, tty, width)", err, 1, true)
     ok, err = pcall(lt.callbacks.ProgressBar, { refresh_rate = 0 })
+    assert.is_false(ok)
     assert.matches("ProgressBar: option 'refresh_rate' must be >= 1", err, 1, true)
   end)
 
