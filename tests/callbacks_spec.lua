@@ -218,6 +218,23 @@ describe("EarlyStopping", function()
       reason)
   end)
 
+  it("mode min and min_delta: an improvement must be lower than the best by more than min_delta", function()
+    local es = cb.EarlyStopping { monitor = "loss", mode = "min", min_delta = 0.5, patience = 2 }
+    assert.is_false((es:evaluate(10)))
+    assert.is_false((es:evaluate(9.75))) -- lower, but by less than 0.5: wait 1
+    assert.are.equal(1, es.wait_count)
+    assert.are.equal(10, es.best_score)
+    local stop, reason = es:evaluate(9.25) -- lower by 0.75
+    assert.is_false(stop)
+    assert.are.equal("Metric loss improved by 0.750 >= min_delta = 0.500. New best score: 9.250", reason)
+    assert.are.equal(0, es.wait_count)
+    assert.is_false((es:evaluate(9.5))) -- higher: wait 1
+    stop, reason = es:evaluate(8.8) -- lower by 0.45: wait 2, stop
+    assert.is_true(stop)
+    assert.are.equal("Monitored metric loss did not improve in the last 2 records. Best score: 9.250. Signaling Trainer to stop.",
+      reason)
+  end)
+
   it("check_finite, stopping_threshold and divergence_threshold stop at once", function()
     local es = cb.EarlyStopping { monitor = "loss", patience = 10 }
     es:evaluate(1)
@@ -332,6 +349,31 @@ describe("LearningRateMonitor", function()
       end
     end
     assert.are.equal(3, n)
+  end)
+
+  it("log_momentum: also lr-<Optimizer>-momentum, from Adam's betas[1] and SGD's momentum (0 without)", function()
+    local function configure(self)
+      local a = lt.optim.Adam({ self.fc.weight }, { lr = 0.1, betas = { 0.8, 0.99 } })
+      local s = lt.optim.SGD({ { params = { self.fc.weight }, momentum = 0.7 }, { params = { self.fc.bias } } },
+        { lr = 0.2 })
+      return { a, s }
+    end
+    local header, rows = fit_with({ logging_interval = "epoch", log_momentum = true }, configure)
+    local names = {}
+    for _, h in ipairs(header) do names[h] = true end
+    assert.is_true(names["lr-Adam-momentum"] and names["lr-SGD/pg1-momentum"] and names["lr-SGD/pg2-momentum"])
+    local n = 0
+    for _, r in ipairs(rows) do
+      if r["lr-Adam-momentum"] then
+        n = n + 1
+        assert.is_true(math.abs(r["lr-Adam-momentum"] - 0.8) < 1e-12, "Adam momentum " .. r["lr-Adam-momentum"])
+        assert.is_true(math.abs(r["lr-SGD/pg1-momentum"] - 0.7) < 1e-12, "SGD momentum " .. r["lr-SGD/pg1-momentum"])
+        assert.are.equal(0, r["lr-SGD/pg2-momentum"])
+      end
+    end
+    assert.are.equal(3, n)
+    header = fit_with({ logging_interval = "epoch" }, configure)
+    for _, h in ipairs(header) do assert.is_nil(h:match("momentum"), h) end
   end)
 
   it("keeps only the last value of each name: nothing grows with the number of epochs", function()

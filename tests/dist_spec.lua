@@ -387,6 +387,8 @@ mpi_describe("collectives on 2 ranks", function()
       assert.are.equal(8, r.reducer_stats.buckets)
       assert.matches("GradReducer: op must be mean or sum, got max", r.reducer_bad_op, 1, true)
       assert.matches("GradReducer: unknown option 'bucket_mb'", r.reducer_bad_opt, 1, true)
+      assert.matches("GradReducer: bucket_cap_mb must be a number > 0, got 0", r.reducer_bad_mb, 1, true)
+      assert.matches("GradReducer: bucket_cap_mb must be finite, got inf", r.reducer_inf_mb, 1, true)
     end
   end)
 

@@ -127,6 +127,15 @@ describe("logging", function()
     assert.are.equal(3, lg.saves)
   end)
 
+  it("log_every_n_steps: loggers are saved right after the batch that makes the stepped count a multiple of n", function()
+    local lg, t = fake_logger(), nil
+    local saved_at = {}
+    function lg.save() saved_at[#saved_at + 1] = t.global_step end
+    t = lt.Trainer(opts { max_epochs = 1, logger = lg, log_every_n_steps = 3 })
+    t:fit(model(), loader(10))
+    assert.are.same({ 3, 6, 9 }, saved_at)
+  end)
+
   it("with accumulation, step rows come only on batches that step", function()
     local lg = fake_logger()
     local m = model(function(self, batch, i) self:log("x", i) end)

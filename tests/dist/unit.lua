@@ -80,6 +80,8 @@ end
 res.reducer_stats = red:stats()
 res.reducer_bad_op = err(D.GradReducer, { p1 }, { op = "max" })
 res.reducer_bad_opt = err(D.GradReducer, { p1 }, { bucket_mb = 1 })
+res.reducer_bad_mb = err(D.GradReducer, { p1 }, { bucket_cap_mb = 0 })
+res.reducer_inf_mb = err(D.GradReducer, { p1 }, { bucket_cap_mb = math.huge })
 
 -- the reducer attached to backward: every backward() reduces as gradients become final (tiny buckets:
 -- several are sent during backward); the result equals reducing after backward
