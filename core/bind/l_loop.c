@@ -77,6 +77,7 @@ typedef struct l_loops {
   l_target *targets[LT_NHOOKS];
   int ntargets[LT_NHOOKS];
   int cur_hook;             /* the hook running (for self:log's checks), -1 outside */
+  int running;              /* runs of the C loops on the stack (with_state): > 0 inside a hook */
   int in_opt_step;          /* optimizer_step is running: its closure may be called */
   int nopts;
   lt_optimizer *opts[LT_MAX_OPTIMIZERS];
@@ -760,6 +761,15 @@ static l_loops *check_loops(lua_State *L) {
   return H;
 }
 
+/* The loops' state is one struct: a second run, or a new configuration or set of references, from inside a
+ * hook of a running one would pull it from under the outer run (the trainer refuses these first, naming the
+ * hook; this is the binding's own guard, for any caller). */
+static l_loops *check_idle_loops(lua_State *L, const char *what) {
+  l_loops *H = check_loops(L);
+  if (H->running > 0) luaL_error(L, "loops: %s while the loops are running (from inside one of their hooks)", what);
+  return H;
+}
+
 static int l_loops_gc(lua_State *L) {
   l_loops *H = luaL_checkudata(L, 1, LOOPS_MT);
   if (!H->lp.c) return 0;
@@ -805,7 +815,7 @@ static int l_loops_new(lua_State *L) {
 /* lp:attach(env, trainer, model): holds them (and a new slot table env.R) while a run lasts. The
  * references form a cycle through the registry, so lp:detach() must follow the run. */
 static int l_attach(lua_State *L) {
-  l_loops *H = check_loops(L);
+  l_loops *H = check_idle_loops(L, "attach");
   l_checktype(L, 2, LUA_TTABLE);
   luaL_checkany(L, 4);
   release_refs(H, L);
@@ -831,7 +841,7 @@ static int l_attach(lua_State *L) {
 }
 
 static int l_detach(lua_State *L) {
-  l_loops *H = check_loops(L);
+  l_loops *H = check_idle_loops(L, "detach");
   release_refs(H, L);
   lt_loops_clear(&H->lp);
   return 0;
@@ -844,11 +854,14 @@ static int with_state(lua_State *L, l_loops *H, int (*fn)(l_loops *, void *), vo
   lua_State *saved = H->L;
   H->L = L;
   l_run_enter();
+  H->running++;
   int rc = fn(H, arg);
+  H->running--;
   l_run_leave();
   H->L = saved;
   return rc;
 }
+
 
 static int do_refresh(l_loops *H, void *arg) { return h_refresh(H, &H->lp, arg != NULL); }
 
@@ -872,7 +885,7 @@ static int push_status(lua_State *L, l_loops *H, int rc) {
 }
 
 static int l_refresh(lua_State *L) {
-  l_loops *H = check_loops(L);
+  l_loops *H = check_idle_loops(L, "refresh");
   int rc = with_state(L, H, do_refresh, lua_toboolean(L, 2) ? (void *)1 : NULL);
   return push_status(L, H, rc);
 }
@@ -908,7 +921,7 @@ static void read_int_list(lua_State *L, int t, const char *k, int64_t *dst, int 
 
 /* lp:set_cfg{...}: the numbers the trainer computed (lt_loop_cfg). */
 static int l_set_cfg(lua_State *L) {
-  l_loops *H = check_loops(L);
+  l_loops *H = check_idle_loops(L, "set_cfg");
   l_checktype(L, 2, LUA_TTABLE);
   lt_loop_cfg *c = &H->lp.cfg;
   c->max_epochs = opt_int(L, 2, "max_epochs", c->max_epochs);
@@ -979,7 +992,7 @@ static int l_set_cfg(lua_State *L) {
 
 /* lp:set_optimizers(list) */
 static int l_set_optimizers(lua_State *L) {
-  l_loops *H = check_loops(L);
+  l_loops *H = check_idle_loops(L, "set_optimizers");
   l_checktype(L, 2, LUA_TTABLE);
   int n = (int)lua_objlen(L, 2);
   if (n > LT_MAX_OPTIMIZERS) return luaL_error(L, "fit: at most %d optimizers are supported", LT_MAX_OPTIMIZERS);
@@ -996,7 +1009,7 @@ static int l_set_optimizers(lua_State *L) {
 }
 
 static int l_fit_begin(lua_State *L) {
-  l_loops *H = check_loops(L);
+  l_loops *H = check_idle_loops(L, "fit_begin");
   lt_loops_fit_begin(&H->lp);
   return 0;
 }
@@ -1009,7 +1022,7 @@ static int do_advance(l_loops *H, void *arg) {
 
 /* lp:fit_advance(max_batches, seconds, check_interrupt[, no_overrun]) -> status[, message] */
 static int l_fit_advance(lua_State *L) {
-  l_loops *H = check_loops(L);
+  l_loops *H = check_idle_loops(L, "fit_advance");
   adv_args a = { to_int64(L, l_optnumber(L, 2, 0), "advance's batches"), l_optnumber(L, 3, 0) };
   H->lp.check_interrupt = lua_toboolean(L, 4);
   H->lp.no_overrun = lua_toboolean(L, 5);
@@ -1020,7 +1033,7 @@ static int l_fit_advance(lua_State *L) {
 
 static int do_sanity(l_loops *H, void *arg) { (void)arg; return lt_loops_sanity_check(&H->lp); }
 static int l_sanity_check(lua_State *L) {
-  l_loops *H = check_loops(L);
+  l_loops *H = check_idle_loops(L, "sanity_check");
   int rc = with_state(L, H, do_sanity, NULL);
   return push_status(L, H, rc);
 }
@@ -1028,7 +1041,7 @@ static int l_sanity_check(lua_State *L) {
 static int do_eval(l_loops *H, void *arg) { return lt_loops_eval_run(&H->lp, *(lt_kind *)arg); }
 /* lp:eval_run("validation"|"test"|"predict", check_interrupt) */
 static int l_eval_run(lua_State *L) {
-  l_loops *H = check_loops(L);
+  l_loops *H = check_idle_loops(L, "eval_run");
   static const char *const kinds[] = { "train", "validation", "test", "predict", NULL };
   lt_kind k = (lt_kind)luaL_checkoption(L, 2, NULL, kinds);
   H->lp.check_interrupt = lua_toboolean(L, 3);

@@ -1005,6 +1005,30 @@ local function model_callbacks(self)
   order_callbacks(self, extra)
 end
 
+-- ---- re-entrancy ----------------------------------------------------------------------------------------
+-- A trainer runs one stage at a time: its loops' state is one struct, so a fit, validate, test or predict
+-- started from inside the trainer's own run (a hook, a dataloader, a custom loop) would overwrite the outer
+-- run's counters and slots. It is refused at once, before anything changes: a hook that catches the error
+-- lets the outer run go on as if nothing had happened.
+local function check_idle(self, what, level)
+  local busy = rawget(self, "_busy")
+  if busy == nil then return end
+  local hook = self._lp:get("current_hook")
+  error(fmt("%s: called %s while this trainer runs %s; a trainer runs one stage at a time: call %s after %s returns",
+    what, hook and fmt("from the hook '%s'", hook) or "from inside its run", busy, what, busy), level + 1)
+end
+
+-- The model's trainer (the one it is attached to) must not be in the middle of a run of its own: the model
+-- would answer self.trainer, self:log and self:optimizers for this trainer inside the other one's hooks.
+local function check_model_free(self, model, what, level)
+  local other = modelmod.trainer_of(model)
+  if other == nil or other == self or rawget(other, "_busy") == nil then return end
+  local hook = other._lp:get("current_hook")
+  error(fmt("%s: the model is in use by another Trainer's running %s (called %s); run it after that %s returns, " ..
+    "or give this trainer a copy of the model", what, other._busy,
+    hook and fmt("from its hook '%s'", hook) or "from inside that run", other._busy), level + 1)
+end
+
 local function check_status(self, status, err, what)
   if status == "error" then error({ lutra_hook_error = true, msg = err }, 0) end
   return status
@@ -1028,6 +1052,7 @@ end
 function Trainer:_end_run(status)
   if self._ddp then self._ddp:teardown(self, status) end -- ddp
   self._running = false
+  self._busy = nil
   self._eval_active = false
   self._lp:detach()
   self._env.R = nil
@@ -1201,14 +1226,17 @@ function Run:advance(budget)
     end
     nb, secs = budget.batches or 0, budget.seconds or 0
   end
+  local trainer = self.trainer
+  check_idle(trainer, "advance", 2)
   if self.stage == "done" then return true end
   if self._failed then error("advance: this run failed; start a new one with trainer:fit_run", 2) end
-  local trainer = self.trainer
   if trainer._run ~= self then
     if trainer._run ~= nil and trainer._run.stage ~= "new" and trainer._run.stage ~= "done" then
       error("advance: the trainer is running another fit; finish it first", 2)
     end
   end
+  check_model_free(trainer, self.model, "fit", 2)
+  trainer._busy = "fit" -- until the advance returns (_end_run clears it on the other ways out)
   if self.stage == "new" then start_fit(self) end
   trainer.interrupted = false
   trainer.state.status = "running"
@@ -1222,16 +1250,19 @@ function Run:advance(budget)
     trainer.interrupted = true
     trainer.state.status = "interrupted"
     trainer:_on_exception("interrupted")
+    trainer._busy = nil
     return false
   elseif st == "done" then
     finish_fit(self)
     return true
   end
+  trainer._busy = nil
   return false
 end
 
 --- trainer:fit(model, train_loader[, val_loader][, {ckpt_path=}])
 function Trainer:fit(model, train, val, opts)
+  check_idle(self, "fit", 2)
   if opts == nil and is_options(val) then val, opts = nil, val end
   local run = self._run
   if run and run.model == model and run.stage == "fit" then
@@ -1250,6 +1281,7 @@ local STEP_OF = { validation = "validation_step", test = "test_step", predict = 
 
 function Trainer:_eval(kind, model, loaders)
   local what = STAGE_OF[kind]
+  check_idle(self, what, 3)
   if type(model) ~= "table" then error(what .. ": the model must be a table, got " .. type(model), 3) end
   if self._run and self._run.stage == "fit" then
     error(what .. ": a fit run is in progress (interrupted or stepwise); finish it first", 3)
@@ -1257,6 +1289,8 @@ function Trainer:_eval(kind, model, loaders)
   if kind ~= "predict" and type(model[STEP_OF[kind]]) ~= "function" then
     error(fmt("%s: the model has no %s", what, STEP_OF[kind]), 3)
   end
+  check_model_free(self, model, what, 3)
+  self._busy = what
   self:_begin_run(model, what)
   self._standalone = true
   local results = self:_guard(function()
