@@ -152,27 +152,44 @@ static int failed(l_loops *H, lua_State *L, const char *what, int cb) {
   return LT_ERR;
 }
 
-/* Calls env[name](...) with nargs arguments on the stack; leaves nres results. */
-static int call_env_what(l_loops *H, lua_State *L, const char *name, int nargs, int nres, const char *what) {
-  int base = lua_gettop(L) - nargs;
+/* The one protected call of the binding (as `docall` in Lua's lua.c). The function and its nargs arguments
+ * are on top of the stack: puts the message handler under them, makes `hook` the running hook (for
+ * self:log's checks; -1 keeps the current one), calls, removes the handler and restores the hook. On success
+ * leaves nres results; on failure keeps the message, prefixed "<what>[ (callback #cb+1)]: " (failed), leaves
+ * nothing of the call and returns LT_ERR. */
+static int docall(l_loops *H, lua_State *L, int nargs, int nres, int hook, const char *what, int cb) {
+  int fn = lua_gettop(L) - nargs;
   lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_msgh);
-  lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_env);
-  lua_getfield(L, -1, name);
-  lua_remove(L, -2);
-  lua_insert(L, base + 1);
-  lua_insert(L, base + 1); /* handler, fn, args... */
-  if (lua_pcall(L, nargs, nres, base + 1)) {
-    int rc = failed(H, L, what, -1);
-    lua_settop(L, base);
+  lua_insert(L, fn);
+  int prev = H->cur_hook;
+  if (hook >= 0) H->cur_hook = hook;
+  int rc = lua_pcall(L, nargs, nres, fn);
+  H->cur_hook = prev;
+  if (rc) {
+    rc = failed(H, L, what, cb);
+    lua_settop(L, fn - 1);
     return rc;
   }
-  lua_remove(L, base + 1);
+  lua_remove(L, fn);
   return LT_OK;
 }
 
-static int call_env(l_loops *H, lua_State *L, const char *name, int nargs, int nres) {
-  return call_env_what(H, L, name, nargs, nres, NULL);
+/* env[name](...) with nargs arguments on the stack, through docall. */
+static int call_env_as(l_loops *H, lua_State *L, const char *name, int nargs, int nres, int hook, const char *what) {
+  lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_env);
+  lua_getfield(L, -1, name);
+  lua_remove(L, -2);
+  lua_insert(L, -nargs - 1);
+  return docall(H, L, nargs, nres, hook, what, -1);
 }
+
+static int call_env(l_loops *H, lua_State *L, const char *name, int nargs, int nres) {
+  return call_env_as(H, L, name, nargs, nres, -1, NULL);
+}
+
+/* "<kind> dataloader", the prefix of a data error */
+static const char *const loader_what[LT_NKINDS] = { "train dataloader", "validation dataloader", "test dataloader",
+                                                    "predict dataloader" };
 
 static void push_optimizer(l_loops *H, lua_State *L, int idx) {
   push_R(H, L, R_OPTIMIZERS);
@@ -250,7 +267,6 @@ static int push_args(l_loops *H, lua_State *L, lt_hook h, const lt_hook_args *a)
 
 static int call_target(l_loops *H, lua_State *L, lt_hook h, const l_target *t, lt_hook_args *a) {
   int base = lua_gettop(L);
-  lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_msgh);
   lua_rawgeti(L, LUA_REGISTRYINDEX, t->fn_ref);
   int n = 1;
   if (t->cb >= 0) {
@@ -260,15 +276,7 @@ static int call_target(l_loops *H, lua_State *L, lt_hook h, const l_target *t, l
   }
   lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_model);
   n += push_args(H, L, h, a);
-  int prev = H->cur_hook;
-  H->cur_hook = h;
-  int rc = lua_pcall(L, n, 1, base + 1);
-  H->cur_hook = prev;
-  if (rc) {
-    rc = failed(H, L, lt_hook_names[h], t->cb);
-    lua_settop(L, base);
-    return rc;
-  }
+  if (docall(H, L, n, 1, h, lt_hook_names[h], t->cb) != LT_OK) return LT_ERR;
   if (h == LT_HOOK_ON_TRAIN_BATCH_START && t->cb < 0 && lua_type(L, -1) == LUA_TNUMBER && lua_tonumber(L, -1) == -1)
     a->ret = -1;
   lua_settop(L, base);
@@ -402,11 +410,7 @@ static int h_call(void *ud, lt_hook h, lt_hook_args *a) {
     lua_pushinteger(L, (lua_Integer)a->dataloader_idx);
     lua_pushinteger(L, a->optimizer_idx);
     lua_pushinteger(L, a->scheduler_idx);
-    int prev = H->cur_hook;
-    H->cur_hook = h;
-    int rc = call_env(H, L, "hook", 5, 0);
-    H->cur_hook = prev;
-    return rc;
+    return call_env_as(H, L, "hook", 5, 0, h, NULL);
   }
   if (h == LT_HOOK_ON_TRAIN_BATCH_END && build_batch_output(H, L) != LT_OK) return LT_ERR;
   int loss_slot = h == LT_HOOK_ON_BEFORE_BACKWARD || h == LT_HOOK_BACKWARD;
@@ -431,9 +435,7 @@ static int h_data_start(void *ud, lt_kind kind, int64_t dl) {
   lua_State *L = H->L;
   lua_pushstring(L, kind_name(kind));
   lua_pushinteger(L, (lua_Integer)dl);
-  char what[64];
-  snprintf(what, sizeof what, "%s dataloader", kind_name(kind));
-  return call_env_what(H, L, "data_start", 2, 0, what);
+  return call_env_as(H, L, "data_start", 2, 0, -1, loader_what[kind]);
 }
 
 static int h_data_next(void *ud, lt_kind kind, int64_t dl, int *got) {
@@ -441,19 +443,10 @@ static int h_data_next(void *ud, lt_kind kind, int64_t dl, int *got) {
   lua_State *L = H->L;
   (void)dl;
   int train = kind == LT_KIND_TRAIN;
-  int base = lua_gettop(L);
-  lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_msgh);
   push_R(H, L, train ? R_TRAIN_ITER : R_EVAL_ITER);
-  if (lua_pcall(L, 0, 1, base + 1)) {
-    char what[64];
-    snprintf(what, sizeof what, "%s dataloader", kind_name(kind));
-    int rc = failed(H, L, what, -1);
-    lua_settop(L, base);
-    return rc;
-  }
+  if (docall(H, L, 0, 1, -1, loader_what[kind], -1) != LT_OK) return LT_ERR;
   *got = !lua_isnil(L, -1);
   set_R(H, L, train ? R_TRAIN_BATCH : R_EVAL_BATCH);
-  lua_settop(L, base);
   return LT_OK;
 }
 
@@ -503,14 +496,9 @@ static int h_training_step(void *ud, lt_hook_args *a, lt_tensor **loss) {
     lua_pushinteger(L, (lua_Integer)a->batch_idx);
     lua_pushinteger(L, a->optimizer_idx);
     lua_pushinteger(L, a->split_idx);
-    int prev = H->cur_hook;
-    H->cur_hook = LT_HOOK_TRAINING_STEP;
-    int rc = call_env(H, L, "tbptt_training_step", 3, 1);
-    H->cur_hook = prev;
-    if (rc != LT_OK) return rc;
+    if (call_env_as(H, L, "tbptt_training_step", 3, 1, LT_HOOK_TRAINING_STEP, NULL) != LT_OK) return LT_ERR;
   } else {
     if (H->ntargets[LT_HOOK_TRAINING_STEP] == 0) return lt_fail(H->lp.c, "fit: the model has no training_step");
-    lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_msgh);
     lua_rawgeti(L, LUA_REGISTRYINDEX, H->targets[LT_HOOK_TRAINING_STEP][0].fn_ref);
     lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_model);
     push_R(H, L, R_TRAIN_BATCH);
@@ -520,16 +508,7 @@ static int h_training_step(void *ud, lt_hook_args *a, lt_tensor **loss) {
       lua_pushinteger(L, a->optimizer_idx);
       n++;
     }
-    int prev = H->cur_hook;
-    H->cur_hook = LT_HOOK_TRAINING_STEP;
-    int rc = lua_pcall(L, n, 1, base + 1);
-    H->cur_hook = prev;
-    if (rc) {
-      rc = failed(H, L, "training_step", -1);
-      lua_settop(L, base);
-      return rc;
-    }
-    lua_remove(L, base + 1);
+    if (docall(H, L, n, 1, LT_HOOK_TRAINING_STEP, "training_step", -1) != LT_OK) return LT_ERR;
   }
   /* keep the output alive in R[R_TRAIN_OUT][slot] */
   push_R(H, L, R_TRAIN_OUT);
@@ -552,13 +531,8 @@ static int h_eval_step(void *ud, lt_hook_args *a) {
     push_R(H, L, R_EVAL_BATCH);
     lua_pushinteger(L, (lua_Integer)a->batch_idx);
     lua_pushinteger(L, (lua_Integer)a->dataloader_idx);
-    int prev = H->cur_hook;
-    H->cur_hook = step;
-    int rc = call_env(H, L, "default_predict_step", 3, 1);
-    H->cur_hook = prev;
-    if (rc != LT_OK) return rc;
+    if (call_env_as(H, L, "default_predict_step", 3, 1, step, NULL) != LT_OK) return LT_ERR;
   } else {
-    lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_msgh);
     lua_rawgeti(L, LUA_REGISTRYINDEX, H->targets[step][0].fn_ref);
     lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_model);
     push_R(H, L, R_EVAL_BATCH);
@@ -568,16 +542,7 @@ static int h_eval_step(void *ud, lt_hook_args *a) {
       lua_pushinteger(L, (lua_Integer)a->dataloader_idx);
       n++;
     }
-    int prev = H->cur_hook;
-    H->cur_hook = step;
-    int rc = lua_pcall(L, n, 1, base + 1);
-    H->cur_hook = prev;
-    if (rc) {
-      rc = failed(H, L, lt_hook_names[step], -1);
-      lua_settop(L, base);
-      return rc;
-    }
-    lua_remove(L, base + 1);
+    if (docall(H, L, n, 1, step, lt_hook_names[step], -1) != LT_OK) return LT_ERR;
   }
   int keep = a->kind == LT_KIND_PREDICT || H->lp.defined[E->epoch_end_model];
   if (keep && !lua_isnil(L, -1)) {
@@ -600,24 +565,16 @@ static int h_eval_step(void *ud, lt_hook_args *a) {
 
 static int lua_opt_method(l_loops *H, int opt_idx, const char *method) {
   lua_State *L = H->L;
-  int base = lua_gettop(L);
-  lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_msgh);
   push_optimizer(H, L, opt_idx);
   if (lua_isnil(L, -1)) {
-    lua_settop(L, base);
+    lua_pop(L, 1);
     return lt_fail(H->lp.c, "fit: no optimizer %d (configure_optimizers returned %d)", opt_idx + 1, H->nopts);
   }
   lua_getfield(L, -1, method);
   lua_insert(L, -2);
-  if (lua_pcall(L, 1, 0, base + 1)) {
-    char what[64];
-    snprintf(what, sizeof what, "optimizer %d:%s", opt_idx + 1, method);
-    int rc = failed(H, L, what, -1);
-    lua_settop(L, base);
-    return rc;
-  }
-  lua_settop(L, base);
-  return LT_OK;
+  char what[64];
+  snprintf(what, sizeof what, "optimizer %d:%s", opt_idx + 1, method);
+  return docall(H, L, 1, 0, -1, what, -1);
 }
 
 static int h_optimizer_step(void *ud, int opt_idx) {
