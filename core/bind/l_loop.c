@@ -9,8 +9,9 @@
  * the data iterator and training_step: zero_grad, backward and the update of lutra optimizers run in C.
  *
  * Hooks whose arguments live on the Lua side (the epoch-end hooks with outputs, lr_scheduler_step and
- * its monitor, on_X_model_eval/train with their defaults) are dispatched by `env.hook(name, ...)` in
- * Lua, with the same target order.
+ * its monitor, on_X_model_eval/train with their defaults) go to `env.hook(name, ...)` in Lua, which builds
+ * the arguments and calls the targets back through the same lists (lp:call_hook), as do the hooks the
+ * trainer calls around the loops (setup, on_fit_start, configure_optimizers, ...): one dispatcher.
  *
  * Values of the running step live in a Lua table R (slots below) so nothing is left on the C stack
  * between batches. Errors: a hook that raises is reported as "<hook>[ (callback #i)]: <message>" with
@@ -25,12 +26,24 @@
 #include "lt_interrupt.h"
 #include "lt_loop.h"
 
-/* slots of the R table (R_BATCH_OUT: the batch's outputs once built, for on_train_batch_end and the kept
- * outputs; R_LOSS: the loss box shared by the targets of on_before_backward / backward) */
-enum {
-  R_TRAIN_BATCH = 1, R_TRAIN_OUT, R_TRAIN_ITER, R_EVAL_BATCH, R_EVAL_OUT, R_EVAL_ITER, R_OPTIMIZERS,
-  R_LOG_DIRTY, R_EVAL_OUTPUTS, R_CLOSURE, R_BATCH_OUT, R_LOSS, R_NSLOTS
-};
+/* The slots of the run's R table: X(ID, "name"), R_ID in C, R[core._seam().run.name] in Lua. */
+#define R_SLOT_LIST(X)                                                                                       \
+  X(TRAIN_BATCH, "train_batch")   /* the current training batch */                                           \
+  X(TRAIN_OUT, "train_out")       /* training_step's raw returns of this batch, per (split, optimizer) */     \
+  X(TRAIN_ITER, "train_iter")     /* the training loader's iterator */                                       \
+  X(EVAL_BATCH, "eval_batch")     /* the current evaluation batch */                                         \
+  X(EVAL_OUT, "eval_out")         /* the last evaluation step's output */                                    \
+  X(EVAL_ITER, "eval_iter")       /* the evaluation loader's iterator */                                     \
+  X(OPTIMIZERS, "optimizers")     /* the run's optimizers list */                                            \
+  X(LOG_DIRTY, "log_dirty")       /* self:log logged step values since the last step event */                \
+  X(EVAL_OUTPUTS, "eval_outputs") /* kept evaluation outputs, one list per dataloader */                     \
+  X(CLOSURE, "closure")           /* the optimizer closure given to a user's optimizer_step */               \
+  X(BATCH_OUT, "batch_out")       /* the batch's outputs once built (on_train_batch_end, the kept outputs) */ \
+  X(LOSS, "loss")                 /* the loss box shared by the targets of on_before_backward / backward */
+
+#define R_SLOT_ENUM_(id, name) R_##id,
+enum { R_NONE_ = 0, R_SLOT_LIST(R_SLOT_ENUM_) R_NSLOTS_END, R_NSLOTS = R_NSLOTS_END - 1 };
+#undef R_SLOT_ENUM_
 
 /* which targets a hook has */
 enum { TG_CB = 1, TG_MODEL = 2, TG_LUA = 4 /* dispatched by env.hook in Lua */ };
@@ -64,7 +77,8 @@ static void init_hook_targets(void) {
 
 typedef struct l_target {
   int fn_ref;
-  int cb; /* -1: the model; else index into cb_refs */
+  int cb;   /* -1: the model; else index into cb_refs */
+  int trim; /* on_train_epoch_end without an outputs parameter: called without its last argument */
 } l_target;
 
 typedef struct l_loops {
@@ -293,6 +307,26 @@ static void clear_targets(l_loops *H, lua_State *L) {
   }
 }
 
+/* debug.getinfo(f, "u").nparams of the function on top (LuaJIT's C API has no nparams); 0 when unknown. The
+ * epoch-output rule: an on_train_epoch_end that takes outputs gets them (Lightning's signature check). */
+static int fn_nparams(lua_State *L) {
+  int top = lua_gettop(L);
+  lua_getglobal(L, "debug");
+  if (lua_istable(L, -1)) lua_getfield(L, -1, "getinfo");
+  else lua_pushnil(L);
+  int n = 0;
+  if (lua_isfunction(L, -1)) {
+    lua_pushvalue(L, top);
+    lua_pushliteral(L, "u");
+    if (lua_pcall(L, 2, 1, 0) == 0 && lua_istable(L, -1)) {
+      lua_getfield(L, -1, "nparams");
+      n = (int)lua_tointeger(L, -1);
+    }
+  }
+  lua_settop(L, top);
+  return n;
+}
+
 static int h_refresh(void *ud, lt_loops *lp, int epoch_start) {
   l_loops *H = ud;
   lua_State *L = H->L;
@@ -332,6 +366,7 @@ static int h_refresh(void *ud, lt_loops *lp, int epoch_start) {
         if (lua_isfunction(L, -1)) {
           l_target *t = &H->targets[h][H->ntargets[h]++];
           t->cb = i;
+          t->trim = h == LT_HOOK_ON_TRAIN_EPOCH_END && fn_nparams(L) < 4;
           t->fn_ref = luaL_ref(L, LUA_REGISTRYINDEX);
         } else {
           lua_pop(L, 1);
@@ -345,6 +380,7 @@ static int h_refresh(void *ud, lt_loops *lp, int epoch_start) {
       if (lua_isfunction(L, -1)) {
         l_target *t = &H->targets[h][H->ntargets[h]++];
         t->cb = -1;
+        t->trim = h == LT_HOOK_ON_TRAIN_EPOCH_END && fn_nparams(L) < 2;
         t->fn_ref = luaL_ref(L, LUA_REGISTRYINDEX);
       } else {
         lua_pop(L, 1);
@@ -353,19 +389,36 @@ static int h_refresh(void *ud, lt_loops *lp, int epoch_start) {
     }
     lp->defined[h] = H->ntargets[h] > 0;
   }
-  if (epoch_start) {
-    if (call_env(H, L, "decide_keep", 0, 1) != LT_OK) return LT_ERR;
-    lp->keep_train_outputs = lua_toboolean(L, -1);
-    lua_pop(L, 1);
+  if (epoch_start) { /* the epoch-output rule: training_epoch_end, or an on_train_epoch_end taking outputs */
+    int old = 0;
+    for (int i = 0; i < H->ntargets[LT_HOOK_ON_TRAIN_EPOCH_END]; i++)
+      if (!H->targets[LT_HOOK_ON_TRAIN_EPOCH_END][i].trim) old = 1;
+    lp->keep_train_outputs = H->ntargets[LT_HOOK_TRAINING_EPOCH_END] > 0 || old;
+    if (old && call_env(H, L, "deprecated_outputs", 0, 0) != LT_OK) return LT_ERR;
   }
   return LT_OK;
 }
 
 static const char *kind_name(lt_kind k) { return lt_kind_names[k]; }
 
+/* A training_step loss as the batch's outputs keep it (Lightning's): detached, divided by
+ * accumulate_grad_batches under automatic optimization. A new reference, or NULL (ctx->err). */
+static lt_tensor *output_loss(l_loops *H, lt_tensor *t) {
+  const lt_loop_cfg *cfg = &H->lp.cfg;
+  lt_ctx *c = H->lp.c;
+  lt_tensor *d = lt_op_detach(c, t);
+  int64_t n = cfg->automatic_optimization && cfg->accumulate_grad_batches > 1 ? cfg->accumulate_grad_batches : 1;
+  if (d && n > 1) {
+    lt_tensor *q = lt_op_binary_scalar(c, LT_DIV, d, (double)n, 0);
+    lt_tensor_release(d);
+    d = q;
+  }
+  return d;
+}
+
 /* The batch's outputs as on_train_batch_end and training_epoch_end see them, into R[R_BATCH_OUT] (once
  * per batch). The common case (one optimizer, no TBPTT, training_step returned a tensor) is built here:
- * {loss = the loss detached (divided by accumulate_grad_batches)}; the others by env.batch_output. */
+ * {loss = output_loss(loss)}; the others by env.batch_output (which calls lp:output_loss for the losses). */
 static int build_batch_output(l_loops *H, lua_State *L) {
   push_R(H, L, R_BATCH_OUT);
   int have = !lua_isnil(L, -1);
@@ -381,14 +434,7 @@ static int build_batch_output(l_loops *H, lua_State *L) {
     lua_pop(L, 2);
     if (nil) return LT_OK;
     if (t) {
-      lt_ctx *c = H->lp.c;
-      lt_tensor *d = lt_op_detach(c, t);
-      int64_t n = cfg->automatic_optimization && cfg->accumulate_grad_batches > 1 ? cfg->accumulate_grad_batches : 1;
-      if (d && n > 1) {
-        lt_tensor *q = lt_op_binary_scalar(c, LT_DIV, d, (double)n, 0);
-        lt_tensor_release(d);
-        d = q;
-      }
+      lt_tensor *d = output_loss(H, t);
       if (!d) return LT_ERR;
       lua_createtable(L, 0, 1);
       push_tensor(L, d);
@@ -410,7 +456,7 @@ static int h_call(void *ud, lt_hook h, lt_hook_args *a) {
     lua_pushinteger(L, (lua_Integer)a->dataloader_idx);
     lua_pushinteger(L, a->optimizer_idx);
     lua_pushinteger(L, a->scheduler_idx);
-    return call_env_as(H, L, "hook", 5, 0, h, NULL);
+    return call_env_as(H, L, "hook", 5, 0, h, lt_hook_names[h]);
   }
   if (h == LT_HOOK_ON_TRAIN_BATCH_END && build_batch_output(H, L) != LT_OK) return LT_ERR;
   int loss_slot = h == LT_HOOK_ON_BEFORE_BACKWARD || h == LT_HOOK_BACKWARD;
@@ -496,7 +542,7 @@ static int h_training_step(void *ud, lt_hook_args *a, lt_tensor **loss) {
     lua_pushinteger(L, (lua_Integer)a->batch_idx);
     lua_pushinteger(L, a->optimizer_idx);
     lua_pushinteger(L, a->split_idx);
-    if (call_env_as(H, L, "tbptt_training_step", 3, 1, LT_HOOK_TRAINING_STEP, NULL) != LT_OK) return LT_ERR;
+    if (call_env_as(H, L, "tbptt_training_step", 3, 1, LT_HOOK_TRAINING_STEP, "training_step") != LT_OK) return LT_ERR;
   } else {
     if (H->ntargets[LT_HOOK_TRAINING_STEP] == 0) return lt_fail(H->lp.c, "fit: the model has no training_step");
     lua_rawgeti(L, LUA_REGISTRYINDEX, H->targets[LT_HOOK_TRAINING_STEP][0].fn_ref);
@@ -531,7 +577,7 @@ static int h_eval_step(void *ud, lt_hook_args *a) {
     push_R(H, L, R_EVAL_BATCH);
     lua_pushinteger(L, (lua_Integer)a->batch_idx);
     lua_pushinteger(L, (lua_Integer)a->dataloader_idx);
-    if (call_env_as(H, L, "default_predict_step", 3, 1, step, NULL) != LT_OK) return LT_ERR;
+    if (call_env_as(H, L, "default_predict_step", 3, 1, step, lt_hook_names[step]) != LT_OK) return LT_ERR;
   } else {
     lua_rawgeti(L, LUA_REGISTRYINDEX, H->targets[step][0].fn_ref);
     lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_model);
@@ -841,6 +887,18 @@ static int push_status(lua_State *L, l_loops *H, int rc) {
   }
 }
 
+/* Raises the failure of a run or a hook call (rc != LT_OK) as a hook error {lutra_hook_error = true, msg = ...}:
+ * the trainer reports it as it is (its message names the hook already). */
+static int raise_status(lua_State *L, l_loops *H, int rc) {
+  push_status(L, H, rc);
+  lua_newtable(L);
+  lua_pushboolean(L, 1);
+  lua_setfield(L, -2, "lutra_hook_error");
+  lua_insert(L, -2);
+  lua_setfield(L, -2, "msg");
+  return lua_error(L);
+}
+
 static int l_refresh(lua_State *L) {
   l_loops *H = check_idle_loops(L, "refresh");
   int rc = with_state(L, H, do_refresh, lua_toboolean(L, 2) ? (void *)1 : NULL);
@@ -1013,14 +1071,7 @@ static int l_run_slot(lua_State *L) {
   if (s < 0 || s >= LT_NSLOTS) return luaL_error(L, "loops: bad slot %d", (int)s);
   int rc = with_state(L, H, do_slot, &s);
   if (rc == LT_OK) return 0;
-  /* a child run by a custom loop failed: raise (the custom loop's caller reports it) */
-  push_status(L, H, rc);
-  lua_newtable(L);
-  lua_pushboolean(L, 1);
-  lua_setfield(L, -2, "lutra_hook_error");
-  lua_insert(L, -2);
-  lua_setfield(L, -2, "msg");
-  return lua_error(L);
+  return raise_status(L, H, rc); /* a child run by a custom loop failed: its caller reports it */
 }
 
 static int l_set_custom(lua_State *L) {
@@ -1035,6 +1086,51 @@ static int l_manual_step(lua_State *L) {
   l_loops *H = check_loops(L);
   lt_loops_manual_step(&H->lp, lua_toboolean(L, 2));
   return 0;
+}
+
+/* lp:call_hook(name, ...) -> the model's first result, the number of targets called: the hook on its
+ * targets (callbacks in dispatch order, then the model: the lists the C loops call) through docall;
+ * callbacks get (cb, trainer, model, ...), the model (model, ...). The trainer's one way to call a hook. */
+static int l_call_hook(lua_State *L) {
+  l_loops *H = check_loops(L);
+  const char *name = l_checkstring(L, 2);
+  int h = lt_hook_from_name(name);
+  if (h < 0) return luaL_error(L, "loops: unknown hook '%s'", name);
+  if (H->ref_R == LUA_NOREF) return luaL_error(L, "loops: call_hook('%s') outside a run", name);
+  int nargs = lua_gettop(L) - 2;
+  lua_pushnil(L); /* the model's result */
+  int res = lua_gettop(L);
+  lua_State *saved = H->L;
+  H->L = L;
+  for (int i = 0; i < H->ntargets[h]; i++) {
+    const l_target *t = &H->targets[h][i];
+    lua_rawgeti(L, LUA_REGISTRYINDEX, t->fn_ref);
+    int n = 1;
+    if (t->cb >= 0) {
+      lua_rawgeti(L, LUA_REGISTRYINDEX, H->cb_refs[t->cb]);
+      lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_trainer);
+      n = 3;
+    }
+    lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_model);
+    int m = t->trim && nargs > 0 ? nargs - 1 : nargs;
+    for (int k = 0; k < m; k++) lua_pushvalue(L, 3 + k);
+    if (docall(H, L, n + m, 1, h, lt_hook_names[h], t->cb) != LT_OK) {
+      H->L = saved;
+      return raise_status(L, H, LT_ERR);
+    }
+    if (t->cb < 0) lua_replace(L, res);
+    else lua_pop(L, 1);
+  }
+  H->L = saved;
+  lua_pushinteger(L, H->ntargets[h]);
+  return 2;
+}
+
+/* lp:output_loss(loss) -> the loss as the batch's outputs keep it (output_loss) */
+static int l_output_loss(lua_State *L) {
+  l_loops *H = check_loops(L);
+  lt_tensor *t = l_checktensor(L, 2, "output_loss");
+  return l_push(L, output_loss(H, t)); /* (NULL: raises ctx's error) */
 }
 
 /* lp:state() -> the trainer-level numbers, in one table */
@@ -1187,22 +1283,52 @@ static int l_phase(lua_State *L) {
   return 1;
 }
 
-/* core._hook_names() -> list of every hook name (1-based list) */
-static int l_hook_names(lua_State *L) {
-  lua_createtable(L, LT_NHOOKS, 0);
-  for (int i = 0; i < LT_NHOOKS; i++) {
-    lua_pushstring(L, lt_hook_names[i]);
-    lua_rawseti(L, -2, i + 1);
-  }
-  return 1;
-}
-
-static int l_loop_names(lua_State *L) {
+/* core._seam() -> the contract between these loops and lua/lutra/trainer, from the tables that define it:
+ *   loops = {{key = "fit_epoch", id = 1, name = "fit_loop.epoch_loop", field = "epoch_loop",
+ *             parent = "fit" | nil, slot = 0 | nil, runnable = true}, ...}  (LT_LOOP_LIST, in id order)
+ *   run   = {train_batch = 1, ...}                           (the R table's slots, R_SLOT_LIST) */
+static int l_seam(lua_State *L) {
+  lua_createtable(L, 0, 2);
   lua_createtable(L, LT_NLOOPS, 0);
   for (int i = 0; i < LT_NLOOPS; i++) {
-    lua_pushstring(L, lt_loop_names[i]);
+    const lt_loop_info *info = &lt_loop_table[i];
+    lua_createtable(L, 0, 6);
+    char key[32];
+    size_t n = strlen(info->key);
+    if (n >= sizeof key) n = sizeof key - 1;
+    for (size_t k = 0; k < n; k++) {
+      char ch = info->key[k];
+      key[k] = (char)(ch >= 'A' && ch <= 'Z' ? ch - 'A' + 'a' : ch);
+    }
+    lua_pushlstring(L, key, n);
+    lua_setfield(L, -2, "key");
+    lua_pushinteger(L, i);
+    lua_setfield(L, -2, "id");
+    lua_pushstring(L, info->name);
+    lua_setfield(L, -2, "name");
+    const char *dot = strrchr(info->name, '.');
+    lua_pushstring(L, dot ? dot + 1 : info->name);
+    lua_setfield(L, -2, "field");
+    if (info->parent != LT_LOOP_NONE) {
+      lua_rawgeti(L, -2, info->parent + 1);
+      lua_getfield(L, -1, "key");
+      lua_setfield(L, -3, "parent");
+      lua_pop(L, 1);
+    }
+    if (info->slot != LT_SLOT_NONE) {
+      lua_pushinteger(L, info->slot);
+      lua_setfield(L, -2, "slot");
+    }
+    lua_pushboolean(L, info->runnable);
+    lua_setfield(L, -2, "runnable");
     lua_rawseti(L, -2, i + 1);
   }
+  lua_setfield(L, -2, "loops");
+  lua_createtable(L, 0, R_NSLOTS);
+#define R_SLOT_FIELD_(id, name) lua_pushinteger(L, R_##id); lua_setfield(L, -2, name);
+  R_SLOT_LIST(R_SLOT_FIELD_)
+#undef R_SLOT_FIELD_
+  lua_setfield(L, -2, "run");
   return 1;
 }
 
@@ -1230,7 +1356,8 @@ void l_loop_register(lua_State *L) {
     { "attach", l_attach }, { "detach", l_detach }, { "refresh", l_refresh }, { "set_cfg", l_set_cfg },
     { "set_optimizers", l_set_optimizers }, { "fit_begin", l_fit_begin }, { "fit_advance", l_fit_advance },
     { "sanity_check", l_sanity_check }, { "eval_run", l_eval_run }, { "run_slot", l_run_slot },
-    { "set_custom", l_set_custom }, { "manual_step", l_manual_step }, { "state", l_loops_state }, { "get", l_get },
+    { "set_custom", l_set_custom }, { "call_hook", l_call_hook },
+    { "output_loss", l_output_loss }, { "manual_step", l_manual_step }, { "state", l_loops_state }, { "get", l_get },
     { "set", l_set }, { "progress", l_progress }, { "set_progress", l_set_progress },
     { "restarting", l_restarting }, { "phase", l_phase }, { NULL, NULL }
   };
@@ -1242,7 +1369,7 @@ void l_loop_register(lua_State *L) {
   lua_setfield(L, -2, "__gc");
   lua_pop(L, 1);
   static const luaL_Reg funcs[] = {
-    { "_loops_new", l_loops_new }, { "_hook_names", l_hook_names }, { "_loop_names", l_loop_names },
+    { "_loops_new", l_loops_new }, { "_seam", l_seam },
     { "_clip_gradients", l_clip_gradients }, { NULL, NULL }
   };
   l_setfuncs(L, funcs);

@@ -21,8 +21,6 @@
 --   trainer.callback_metrics / logged_metrics / progress_bar_metrics: {name = number}
 --   trainer.state = {fn = "fit"|"validate"|"test"|"predict", stage = ..., status = "running"|"finished"|
 --                   "interrupted"|"failed"}; trainer.sanity_checking, trainer.training, trainer.validating ...
---   trainer:_call_callback_hooks(name, ...)   every callback defining the hook: cb[name](cb, trainer, model, ...)
---   trainer:_call_model_hook(name, ...)       model[name](model, ...) when defined; returns its result
 --   trainer:save_checkpoint(path)            -> require("lutra.checkpoint").save_trainer(trainer, path)
 --   fit{ckpt_path = p}                        -> require("lutra.checkpoint").restore_trainer(trainer, p),
 --                                                called after configure_optimizers, before on_fit_start
@@ -33,6 +31,8 @@ local core = require "lutra.core"
 local logging = require "lutra.trainer.logging"
 local modelmod = require "lutra.trainer.model"
 local loops = require "lutra.trainer.loops"
+
+local RUN = core._seam().run -- the slots of the run's R table (env.R), named by core/bind/l_loop.c
 
 local Trainer = {}
 local TrainerMT = {}
@@ -306,86 +306,14 @@ TrainerMT.__tostring = function(t) return fmt("Trainer(max_epochs=%s, max_steps=
 
 -- ---- hooks called from Lua --------------------------------------------------------------------------
 
-local function hook_error(name, cb_index, err)
-  if type(err) == "table" and err.lutra_hook_error then return err end
-  local msg = type(err) == "string" and err or tostring(err)
-  local where = cb_index and fmt("%s (callback #%d)", name, cb_index) or name
-  return { lutra_hook_error = true, msg = where .. ": " .. msg }
-end
-
-local function traceback(e)
-  if type(e) == "table" and e.lutra_hook_error then return e end
-  if type(e) ~= "string" then e = tostring(e) end
-  return debug.traceback(e, 2)
-end
-
-local function with_hook(self, name, fn, ...)
-  local lp = self._lp
-  local prev = lp:get("current_hook")
-  lp:set("current_hook", name)
-  local res = { xpcall(fn, traceback, ...) }
-  lp:set("current_hook", prev)
-  return res
-end
-
---- Every callback defining `name`: cb[name](cb, trainer, model, ...), in dispatch order.
-function Trainer:_call_callback_hooks(name, ...)
-  local model = self.model
-  for i, cb in ipairs(self._cb_order or self.callbacks) do
-    local f = cb[name]
-    if type(f) == "function" then
-      local args = { ... }
-      local n = select("#", ...)
-      local res = with_hook(self, name, function() return f(cb, self, model, unpack(args, 1, n)) end)
-      if not res[1] then error(hook_error(name, i, res[2]), 0) end
-    end
-  end
-end
-
---- The model's hook `name` when defined: model[name](model, ...) (its first result).
-function Trainer:_call_model_hook(name, ...)
-  local model = self.model
-  local f = model and model[name]
-  if type(f) ~= "function" then return nil end
-  local args = { ... }
-  local n = select("#", ...)
-  local res = with_hook(self, name, function() return f(model, unpack(args, 1, n)) end)
-  if not res[1] then error(hook_error(name, nil, res[2]), 0) end
-  return res[2]
-end
-
-local function call_both(self, name, ...)
-  self:_call_callback_hooks(name, ...)
-  return self:_call_model_hook(name, ...)
-end
-
-local function nparams(f)
-  local info = debug.getinfo(f, "u")
-  return info and info.nparams or 0
-end
+-- Every hook the trainer calls goes through the C loops' dispatch lists (core/bind/l_loop.c, lp:call_hook):
+-- the callbacks defining it in dispatch order, then the model; one order and one error text for all. It
+-- returns the model's first result and how many targets ran.
+local function call_hook(self, name, ...) return self._lp:call_hook(name, ...) end
 
 local DEPRECATION = "lutra: on_train_epoch_end(self, outputs) is deprecated; define training_epoch_end(self, outputs) " ..
   "to receive the epoch's outputs"
 local deprecation_printed = false
-
--- The epoch-output rule (SPEC §5): keep outputs when training_epoch_end is defined or an
--- on_train_epoch_end takes the outputs (old signature: prints the deprecation line once per process).
-local function decide_keep(self)
-  local model = self.model
-  local keep = type(model.training_epoch_end) == "function"
-  local old = false
-  local f = model.on_train_epoch_end
-  if type(f) == "function" and nparams(f) >= 2 then old = true end
-  for _, cb in ipairs(self._cb_order) do
-    local g = cb.on_train_epoch_end
-    if type(g) == "function" and nparams(g) >= 4 then old = true end
-  end
-  if old and not deprecation_printed then
-    deprecation_printed = true
-    io.stderr:write(DEPRECATION, "\n")
-  end
-  return keep or old
-end
 
 -- ---- batch outputs ----------------------------------------------------------------------------------
 
@@ -403,29 +331,19 @@ local function detach_all(v)
   return v
 end
 
--- One training_step return value as Lightning keeps it: detached, the loss divided by
--- accumulate_grad_batches (automatic optimization), no hiddens. nil when there is no loss (automatic).
+-- One training_step return value as Lightning keeps it: detached, no hiddens, the loss as lp:output_loss
+-- keeps it (the rule the C side applies to the common case, core/bind/l_loop.c). nil when there is no loss
+-- (automatic).
 local function process_output(self, raw)
   if raw == nil then return nil end
-  local automatic = self._automatic
-  local n = automatic and self.accumulate_grad_batches or 1
-  if lt.is_tensor(raw) then
-    local l = raw:detach()
-    if n > 1 then l = l / n end
-    return { loss = l }
-  end
+  if lt.is_tensor(raw) then return { loss = self._lp:output_loss(raw) } end
   if type(raw) ~= "table" then return nil end
-  if automatic and raw.loss == nil then return nil end
+  if self._automatic and raw.loss == nil then return nil end
   local out = {}
   for k, v in pairs(raw) do
     if k ~= "hiddens" then
-      if k == "loss" and lt.is_tensor(v) then
-        local l = v:detach()
-        if n > 1 then l = l / n end
-        out.loss = l
-      else
-        out[k] = detach_all(v)
-      end
+      if k == "loss" and lt.is_tensor(v) then out.loss = self._lp:output_loss(v)
+      else out[k] = detach_all(v) end
     end
   end
   return out
@@ -433,7 +351,7 @@ end
 
 local function batch_output(self)
   local env = self._env
-  local raw = env.R[2]
+  local raw = env.R[RUN.train_out]
   local nopt = self._automatic and #self.optimizers or 1
   local nsplit = env.num_splits or 1
   if nopt <= 1 and nsplit == 1 then return process_output(self, raw[1]) end
@@ -498,24 +416,29 @@ local function setup_env(self)
   local env = self._env
   env.cb_order = self._cb_order
 
-  function env.decide_keep() return decide_keep(self) end
+  -- the epoch-output rule (core/bind/l_loop.c) found an on_train_epoch_end taking outputs: once per process
+  function env.deprecated_outputs()
+    if deprecation_printed then return end
+    deprecation_printed = true
+    io.stderr:write(DEPRECATION, "\n")
+  end
 
   function env.data_start(kind, dl)
     if kind == "train" then
-      env.R[3] = make_iter(self._train_loader)
+      env.R[RUN.train_iter] = make_iter(self._train_loader)
     else
       local l = self._eval_loaders[dl + 1]
-      env.R[6] = make_iter(l)
+      env.R[RUN.eval_iter] = make_iter(l)
     end
   end
 
-  -- the batch's outputs, into R[11] (the C side builds the common case itself)
+  -- the batch's outputs, into R[RUN.batch_out] (the C side builds the common case itself)
   function env.batch_output()
-    env.R[11] = batch_output(self)
+    env.R[RUN.batch_out] = batch_output(self)
   end
 
   function env.keep_output()
-    local out = env.R[11]
+    local out = env.R[RUN.batch_out]
     if out == nil or (type(out) == "table" and next(out) == nil) then return false end
     local list = self._outputs
     list[#list + 1] = out
@@ -523,7 +446,7 @@ local function setup_env(self)
   end
 
   function env.split_batch(steps)
-    local batch = env.R[1]
+    local batch = env.R[RUN.train_batch]
     env.hiddens = nil
     local splits, n = {}, 0
     if type(batch) ~= "table" then
@@ -558,13 +481,12 @@ local function setup_env(self)
     local model = self.model
     local f = model.training_step
     local split = env.splits[split_idx + 1]
-    local ok, out
+    local out
     if self._automatic and #self.optimizers > 1 then
-      ok, out = xpcall(f, traceback, model, split, batch_idx, opt_idx, env.hiddens)
+      out = f(model, split, batch_idx, opt_idx, env.hiddens)
     else
-      ok, out = xpcall(f, traceback, model, split, batch_idx, env.hiddens)
+      out = f(model, split, batch_idx, env.hiddens)
     end
-    if not ok then error(hook_error("training_step", nil, out), 0) end
     if type(out) == "table" and not lt.is_tensor(out) then env.hiddens = detach_all(out.hiddens)
     else env.hiddens = nil end
     return out
@@ -573,14 +495,10 @@ local function setup_env(self)
   function env.default_predict_step(batch, batch_idx, dl)
     local model = self.model
     local f = model.forward
-    if type(f) ~= "function" then
-      error(hook_error("predict_step", nil, "the model has no predict_step and no forward"), 0)
-    end
+    if type(f) ~= "function" then error("the model has no predict_step and no forward", 0) end
     local x = batch
     if type(batch) == "table" and not lt.is_tensor(batch) then x = batch[1] end
-    local ok, out = xpcall(f, traceback, model, x)
-    if not ok then error(hook_error("predict_step", nil, out), 0) end
-    return out
+    return f(model, x)
   end
 
   function env.opt_params(i)
@@ -608,39 +526,18 @@ local function setup_env(self)
   end
 end
 
--- hooks with outputs / defaults, dispatched here for the C loops (same order: callbacks, then model)
+-- The hooks whose arguments or defaults live on the Lua side, for the C loops (core/bind/l_loop.c's h_call,
+-- which runs this as the hook: errors get the hook's name). Their targets are called by call_hook.
 function Trainer:_lua_hook(name, batch_idx, dl, opt_idx, sched_idx)
   local model = self.model
   if name == "training_epoch_end" then
     local outputs = self._outputs
-    local r = self:_call_model_hook("training_epoch_end", outputs)
-    if r ~= nil then
-      error(hook_error("training_epoch_end", nil,
-        "training_epoch_end must return nil (remove its return statement)"), 0)
-    end
+    local r = call_hook(self, "training_epoch_end", outputs)
+    if r ~= nil then error("training_epoch_end must return nil (remove its return statement)", 0) end
   elseif name == "on_train_epoch_end" then
-    local outputs = self._outputs
-    for i, cb in ipairs(self._cb_order) do
-      local f = cb.on_train_epoch_end
-      if type(f) == "function" then
-        local res
-        if nparams(f) >= 4 then
-          res = with_hook(self, name, f, cb, self, model, outputs)
-        else
-          res = with_hook(self, name, f, cb, self, model)
-        end
-        if not res[1] then error(hook_error(name, i, res[2]), 0) end
-      end
-    end
-    local f = model.on_train_epoch_end
-    if type(f) == "function" then
-      local res
-      if nparams(f) >= 2 then res = with_hook(self, name, f, model, outputs)
-      else res = with_hook(self, name, f, model) end
-      if not res[1] then error(hook_error(name, nil, res[2]), 0) end
-    end
+    call_hook(self, name, self._outputs) -- a target without an outputs parameter is called without them
   elseif name == "validation_epoch_end" or name == "test_epoch_end" then
-    local per = self._env.R[9]
+    local per = self._env.R[RUN.eval_outputs]
     local n = self._n_eval_loaders or 1
     local outputs
     if n > 1 then
@@ -649,14 +546,14 @@ function Trainer:_lua_hook(name, batch_idx, dl, opt_idx, sched_idx)
     else
       outputs = per[1] or {}
     end
-    local r = self:_call_model_hook(name, outputs)
-    if r ~= nil then error(hook_error(name, nil, name .. " must return nil (remove its return statement)"), 0) end
+    local r = call_hook(self, name, outputs)
+    if r ~= nil then error(name .. " must return nil (remove its return statement)", 0) end
   elseif name == "on_predict_epoch_end" then
-    local per = self._env.R[9]
+    local per = self._env.R[RUN.eval_outputs]
     local results = {}
     for i = 1, (self._n_eval_loaders or 1) do results[i] = per[i] or {} end
     self._predictions = results
-    call_both(self, name, results)
+    call_hook(self, name, results)
   elseif name == "lr_scheduler_step" then
     local config = self.lr_scheduler_configs[sched_idx + 1]
     local metric
@@ -667,32 +564,23 @@ function Trainer:_lua_hook(name, batch_idx, dl, opt_idx, sched_idx)
         local avail = {}
         for k in pairs(m) do avail[#avail + 1] = k end
         table.sort(avail)
-        error(hook_error("lr_scheduler_step", nil, fmt("ReduceLROnPlateau conditioned on metric '%s' which is not " ..
-          "available. Available metrics are: [%s]. Set the monitor with lr_scheduler = {scheduler = ..., monitor = ...}",
-          tostring(config.monitor), table.concat(avail, ", "))), 0)
+        error(fmt("ReduceLROnPlateau conditioned on metric '%s' which is not available. Available metrics are: " ..
+          "[%s]. Set the monitor with lr_scheduler = {scheduler = ..., monitor = ...}", tostring(config.monitor),
+          table.concat(avail, ", ")), 0)
       end
     end
-    if type(model.lr_scheduler_step) == "function" then
-      self:_call_model_hook("lr_scheduler_step", config.scheduler, opt_idx, metric)
-    else
-      local res = with_hook(self, name, function()
-        if config.reduce_on_plateau then config.scheduler:step(metric) else config.scheduler:step() end
-      end)
-      if not res[1] then error(hook_error("lr_scheduler_step", nil, res[2]), 0) end
+    local _, n = call_hook(self, "lr_scheduler_step", config.scheduler, opt_idx, metric)
+    if n == 0 then -- the default
+      if config.reduce_on_plateau then config.scheduler:step(metric) else config.scheduler:step() end
     end
   elseif name == "toggle_optimizer" then
-    self:_call_model_hook(name, self.optimizers[opt_idx + 1], opt_idx)
+    call_hook(self, name, self.optimizers[opt_idx + 1], opt_idx)
   elseif name == "untoggle_optimizer" then
-    self:_call_model_hook(name, opt_idx)
+    call_hook(self, name, opt_idx)
   elseif name:match("_model_eval$") or name:match("_model_train$") then
-    if type(model[name]) == "function" then
-      self:_call_model_hook(name)
-    else
-      local train = name:match("_model_train$") ~= nil
-      local res = with_hook(self, name, function()
-        if train then lt.nn.train(model, true) else lt.nn.eval(model) end
-      end)
-      if not res[1] then error(hook_error(name, nil, res[2]), 0) end
+    local _, n = call_hook(self, name)
+    if n == 0 then -- the default
+      if name:match("_model_train$") then lt.nn.train(model, true) else lt.nn.eval(model) end
     end
   else
     error("lutra: no Lua dispatch for hook " .. tostring(name), 0)
@@ -705,7 +593,8 @@ function Trainer:_log(name, value, opts)
   local R = self._env.R
   local eval = self._eval_active
   local ctx = { fx = self._lp:get("current_hook"), n_dataloaders = eval and self._n_eval_loaders or 1,
-    dataloader_idx = eval and self._lp:get("eval_dl") or nil, batch = R and (eval and R[4] or R[1]) }
+    dataloader_idx = eval and self._lp:get("eval_dl") or nil,
+    batch = R and (eval and R[RUN.eval_batch] or R[RUN.train_batch]) }
   logging.log(self, ctx, eval and self._results_eval or self._results_train, name, value, opts)
 end
 
@@ -738,7 +627,7 @@ function Trainer:_event(name, a, b)
   if name == "train_step" then
     -- Lightning's on_batch_end + update_train_step_metrics: the step values update the metrics and go
     -- to the logger every log_every_n_steps batches that stepped
-    R[8] = false
+    R[RUN.log_dirty] = false
     local m = self._results_train:metrics(true)
     merge(self._callback_metrics, m.callback)
     merge(self._progress_bar_metrics, m.pbar)
@@ -754,7 +643,7 @@ function Trainer:_event(name, a, b)
     self._outputs = {}
   elseif name == "train_epoch_end_reached" then
     self._results_train.epoch_end_reached = true
-    local raw = R[2] -- the last batch's raw outputs are not needed any more
+    local raw = R[RUN.train_out] -- the last batch's raw outputs are not needed any more
     for k in pairs(raw) do raw[k] = nil end
   elseif name == "train_epoch_end" then
     local m = self._results_train:metrics(false)
@@ -768,13 +657,13 @@ function Trainer:_event(name, a, b)
     self._saved_active = self._eval_active
     self._eval_active = true
     self._results_eval:reset()
-    R[9] = {}
+    R[RUN.eval_outputs] = {}
     self._eval_kind = b
     self.validating = b == "validation" and not self._standalone
     self.testing = b == "test"
     self.predicting = b == "predict"
   elseif name == "eval_step" then
-    R[8] = false
+    R[RUN.log_dirty] = false
     if self.sanity_checking then return end
     local r = self._results_eval
     local m = r:metrics(true, true)
@@ -782,7 +671,7 @@ function Trainer:_event(name, a, b)
     self._eval_log_step = (self._eval_log_step or -1) + 1
     self:_log_metrics(m.log, self._eval_log_step)
   elseif name == "eval_dataloader_end" then
-    R[5] = nil -- the last step's output is not needed any more
+    R[RUN.eval_out] = nil -- the last step's output is not needed any more
     self._results_eval.epoch_end_reached = true
   elseif name == "eval_epoch_end" then
     local r = self._results_eval
@@ -805,10 +694,10 @@ function Trainer:_event(name, a, b)
       self._eval_results = results
     end
   elseif name == "eval_end" then
-    R[4], R[5] = nil, nil
+    R[RUN.eval_batch], R[RUN.eval_out] = nil, nil
     self._eval_active = self._saved_active
     self.validating = false
-    if self._eval_kind ~= "predict" then R[9] = {} end
+    if self._eval_kind ~= "predict" then R[RUN.eval_outputs] = {} end
   end
 end
 
@@ -826,7 +715,7 @@ function Trainer:_wrapped_optimizers()
       if manual then lp:manual_step(false) end
       local loss
       if closure ~= nil then loss = closure() end
-      call_both(trainer, "on_before_optimizer_step", opt, i - 1)
+      call_hook(trainer, "on_before_optimizer_step", opt, i - 1)
       opt:step()
       if manual then lp:manual_step(true) end
       return loss
@@ -848,13 +737,10 @@ end
 
 function Trainer:_manual_backward(model, loss)
   if not lt.is_tensor(loss) then error("manual_backward: expected a loss tensor, got " .. type(loss), 3) end
-  call_both(self, "on_before_backward", loss)
-  if type(model.backward) == "function" then
-    self:_call_model_hook("backward", loss, nil, nil)
-  else
-    loss:backward()
-  end
-  call_both(self, "on_after_backward")
+  call_hook(self, "on_before_backward", loss)
+  local _, n = call_hook(self, "backward", loss, nil, nil)
+  if n == 0 then loss:backward() end
+  call_hook(self, "on_after_backward")
 end
 
 -- ---- data and configuration ------------------------------------------------------------------------------
@@ -993,8 +879,13 @@ local function order_callbacks(self, extra)
   if self._env then self._env.cb_order = first end
 end
 
+local function check_status(self, status, err, what)
+  if status == "error" then error({ lutra_hook_error = true, msg = err }, 0) end
+  return status
+end
+
 local function model_callbacks(self)
-  local extra = self:_call_model_hook("configure_callbacks")
+  local extra = call_hook(self, "configure_callbacks")
   if extra == nil then return end
   if type(extra) ~= "table" then error("configure_callbacks must return a list of callbacks, got " .. type(extra), 0) end
   for i, cb in ipairs(extra) do
@@ -1003,6 +894,7 @@ local function model_callbacks(self)
     end
   end
   order_callbacks(self, extra)
+  check_status(self, self._lp:refresh(false)) -- the model's callbacks join the dispatch lists
 end
 
 -- ---- re-entrancy ----------------------------------------------------------------------------------------
@@ -1029,11 +921,6 @@ local function check_model_free(self, model, what, level)
     hook and fmt("from its hook '%s'", hook) or "from inside that run", other._busy), level + 1)
 end
 
-local function check_status(self, status, err, what)
-  if status == "error" then error({ lutra_hook_error = true, msg = err }, 0) end
-  return status
-end
-
 -- Starts a run: attach model and loops (the references live until _end_run).
 function Trainer:_begin_run(model, fn)
   modelmod.attach(model, self)
@@ -1047,6 +934,7 @@ function Trainer:_begin_run(model, fn)
   order_callbacks(self)
   self._lp:attach(self._env, self, model)
   setup_env(self)
+  check_status(self, self._lp:refresh(false)) -- the dispatch lists of the run's first hooks
 end
 
 function Trainer:_end_run(status)
@@ -1154,12 +1042,12 @@ local function start_fit(run)
     end
     -- configure_callbacks, prepare_data, setup
     model_callbacks(self)
-    self:_call_model_hook("prepare_data")
+    call_hook(self, "prepare_data")
     if self._ddp then self._ddp:shard_loaders(self, run.train, run.val) end -- ddp: each rank its share
     self:_configure_fit(model, run.train, run.val)
-    call_both(self, "setup", "fit")
+    call_hook(self, "setup", "fit")
     -- configure_optimizers
-    local ret = self:_call_model_hook("configure_optimizers")
+    local ret = call_hook(self, "configure_optimizers")
     local okp, opts, scheds, freqs = pcall(modelmod.parse_optimizers, ret)
     if not okp then error(opts, 0) end
     self.optimizers, self.lr_scheduler_configs, self.optimizer_frequencies = opts, scheds, freqs
@@ -1179,7 +1067,7 @@ local function start_fit(run)
     end
     check_status(self, self._lp:refresh(false))
     self._lp:fit_begin()
-    call_both(self, "on_fit_start")
+    call_hook(self, "on_fit_start")
     -- sanity check
     self.training = false
     local st, msg = self._lp:sanity_check()
@@ -1200,8 +1088,8 @@ local function finish_fit(run)
   local self = run.trainer
   self:_guard(function()
     self.training = false
-    call_both(self, "on_fit_end")
-    call_both(self, "teardown", "fit")
+    call_hook(self, "on_fit_end")
+    call_hook(self, "teardown", "fit")
     for _, lg in ipairs(self.loggers) do if lg.finalize then lg:finalize("success") end end
   end)
   run.stage = "done"
@@ -1304,8 +1192,8 @@ function Trainer:_eval(kind, model, loaders)
     self._eval_results, self._predictions = nil, nil
     self._lp:set_cfg(cfg_for(self, { num_eval_batches = n }))
     model_callbacks(self)
-    self:_call_model_hook("prepare_data")
-    call_both(self, "setup", what)
+    call_hook(self, "prepare_data")
+    call_hook(self, "setup", what)
     check_status(self, self._lp:refresh(false))
     local st, msg = self._lp:eval_run(kind, true)
     if st == "error" then error({ lutra_hook_error = true, msg = msg }, 0) end
@@ -1314,7 +1202,7 @@ function Trainer:_eval(kind, model, loaders)
       self.interrupted = true
       self:_on_exception("interrupted")
     end
-    call_both(self, "teardown", what)
+    call_hook(self, "teardown", what)
     if kind ~= "predict" then
       for _, lg in ipairs(self.loggers) do if lg.finalize then lg:finalize("success") end end
     end

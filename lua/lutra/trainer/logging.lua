@@ -11,6 +11,8 @@
 -- With several evaluation loaders a name gets the suffix `/dataloader_idx_<k>`.
 local lt = require "lutra"
 
+local RUN = require("lutra.core")._seam().run -- the slots of the run's R table (core/bind/l_loop.c)
+
 local M = {}
 
 -- Where logging is allowed and its defaults: {allowed on_step, allowed on_epoch, default on_step,
@@ -173,7 +175,7 @@ function M.log(trainer, ctx, results, name, value, opts)
     end
     e.count = e.count + 1
   end
-  if on_step then trainer._env.R[8] = true end -- step values to log
+  if on_step then trainer._env.R[RUN.log_dirty] = true end -- step values to log
 end
 
 local function epoch_value(e)
