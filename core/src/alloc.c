@@ -45,12 +45,6 @@ static int size_class(size_t n, size_t *rounded) {
   return idx < NCLASSES ? idx : -1;
 }
 
-size_t lt_alloc_class_size(size_t nbytes) {
-  size_t r;
-  size_class(nbytes, &r);
-  return r;
-}
-
 void *lt_alloc(size_t nbytes) {
   size_t r;
   int cls = size_class(nbytes, &r);
@@ -103,13 +97,6 @@ void lt_alloc_get_stats(lt_alloc_stats *s) {
 }
 
 uint64_t lt_alloc_total_allocated(void) { return __atomic_load_n(&A.st.total_allocated, __ATOMIC_RELAXED); }
-
-void lt_alloc_set_cache_limit(size_t bytes) {
-  pthread_mutex_lock(&A.lock);
-  A.cache_limit = bytes;
-  pthread_mutex_unlock(&A.lock);
-  if (A.st.cached_bytes > bytes) lt_alloc_trim();
-}
 
 void lt_alloc_trim(void) {
   pthread_mutex_lock(&A.lock);

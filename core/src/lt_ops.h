@@ -59,7 +59,6 @@ lt_tensor *lt_op_clamp(lt_ctx *c, lt_tensor *a, double lo, double hi);   /* +-IN
 int lt_op_clamp_(lt_ctx *c, lt_tensor *a, double lo, double hi);
 lt_tensor *lt_op_where(lt_ctx *c, lt_tensor *cond, lt_tensor *a, lt_tensor *b);
 const char *lt_binop_name(lt_binop op);
-const char *lt_unop_name(lt_unop op);
 
 /* --- reductions (ops_reduce.c) ------------------------------------------------------------------ */
 typedef enum lt_redop { LT_RSUM, LT_RMEAN, LT_RMAX, LT_RMIN } lt_redop;

@@ -12,12 +12,7 @@ local function fmt_number(v, dtype, width, prec)
   return string.format("%" .. width .. "." .. prec .. "f", v)
 end
 
-local function shape_str(t)
-  local s = t:shape()
-  local parts = {}
-  for i = 1, #s do parts[i] = tostring(s[i]) end
-  return "[" .. table.concat(parts, " x ") .. "]"
-end
+local shape_str = require("lutra.util").shape_str
 
 local MAX_SHOWN = 6 -- per dim, before eliding with "..."
 

@@ -38,6 +38,8 @@ local RUN = core._seam().run -- the slots of the run's R table (env.R), named by
 local Trainer = {}
 local TrainerMT = {}
 
+local util = require "lutra.util"
+
 local fmt = string.format
 local INF = math.huge
 
@@ -106,24 +108,18 @@ local function type_name(v)
   return fmt("%s (%s)", tostring(v), type(v))
 end
 
-local function sorted_names(t)
-  local names = {}
-  for k in pairs(t) do names[#names + 1] = k end
-  table.sort(names)
-  return table.concat(names, ", ")
+-- the option checks with the value in the message: "must be an integer >= 1, got 0 (number)"
+local CHECKS = {}
+for k, check in pairs(SPEC) do
+  CHECKS[k] = function(v)
+    local msg = check(v)
+    if msg then return msg .. ", got " .. type_name(v) end
+  end
 end
 
 local function check_options(opts)
   if opts == nil then return {} end
-  if type(opts) ~= "table" then error("Trainer: options must be a table, got " .. type(opts), 3) end
-  for k, v in pairs(opts) do
-    if type(k) ~= "string" or not SPEC[k] then
-      error(fmt("Trainer: unknown option '%s' (known options: %s)", tostring(k), sorted_names(SPEC)), 3)
-    end
-    local msg = SPEC[k](v)
-    if msg then error(fmt("Trainer: option '%s' %s, got %s", k, msg, type_name(v)), 3) end
-  end
-  return opts
+  return util.check_options("Trainer", opts, CHECKS, 3)
 end
 
 local function try_require(name)
@@ -666,12 +662,7 @@ local function check_fit_args(model, train, val, opts)
   -- first run:advance (start_fit checks them again after a ddp strategy has sharded them)
   check_loader(train, "fit")
   for i, l in ipairs(as_list(val)) do check_loader(l, "fit (val loader " .. i .. ")") end
-  if opts ~= nil then
-    if type(opts) ~= "table" then error("fit: options must be a table, got " .. type(opts), 3) end
-    for k in pairs(opts) do
-      if k ~= "ckpt_path" then error(fmt("fit: unknown option '%s' (known options: ckpt_path)", tostring(k)), 3) end
-    end
-  end
+  util.check_options("fit", opts, { ckpt_path = true }, 3)
 end
 
 local function is_options(t)
@@ -773,10 +764,8 @@ function Run:advance(budget)
   local nb, secs = 0, 0
   if budget ~= nil then
     if type(budget) ~= "table" then error("advance: expected {batches = n} or {seconds = s}, got " .. type(budget), 2) end
+    util.check_options("advance", budget, { batches = true, seconds = true })
     for k, v in pairs(budget) do
-      if k ~= "batches" and k ~= "seconds" then
-        error(fmt("advance: unknown option '%s' (known options: batches, seconds)", tostring(k)), 2)
-      end
       -- (NaN fails v > 0; a count of batches is an integer the C loop holds: no fraction, inf or 1e300)
       if k == "batches" and not (is_int(v) and v > 0) then
         error(fmt("advance: 'batches' must be an integer > 0, got %s", tostring(v)), 2)
