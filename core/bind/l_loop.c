@@ -166,35 +166,42 @@ static int failed(l_loops *H, lua_State *L, const char *what, int cb) {
   return LT_ERR;
 }
 
-/* The one protected call of the binding (as `docall` in Lua's lua.c). The function and its nargs arguments
- * are on top of the stack: puts the message handler under them, makes `hook` the running hook (for
- * self:log's checks; -1 keeps the current one), calls, removes the handler and restores the hook. On success
- * leaves nres results; on failure keeps the message, prefixed "<what>[ (callback #cb+1)]: " (failed), leaves
- * nothing of the call and returns LT_ERR. */
-static int docall(l_loops *H, lua_State *L, int nargs, int nres, int hook, const char *what, int cb) {
-  int fn = lua_gettop(L) - nargs;
+/* The one protected call of the binding (as `docall` in Lua's lua.c), in two steps so the per-batch calls
+ * move no stack slots: push_handler pushes the message handler (returns its index), the caller pushes the
+ * function and its nargs arguments above it, docall makes `hook` the running hook (for self:log's checks;
+ * -1 keeps the current one), calls and restores the hook. On success the handler stays under the nres
+ * results (the caller's lua_settop(L, handler - 1) removes both); on failure docall keeps the message,
+ * prefixed "<what>[ (callback #cb+1)]: " (failed), leaves nothing of the call (not the handler either) and
+ * returns LT_ERR. */
+static int push_handler(l_loops *H, lua_State *L) {
   lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_msgh);
-  lua_insert(L, fn);
+  return lua_gettop(L);
+}
+
+static int docall(l_loops *H, lua_State *L, int handler, int nres, int hook, const char *what, int cb) {
   int prev = H->cur_hook;
   if (hook >= 0) H->cur_hook = hook;
-  int rc = lua_pcall(L, nargs, nres, fn);
+  int rc = lua_pcall(L, lua_gettop(L) - handler - 1, nres, handler);
   H->cur_hook = prev;
   if (rc) {
     rc = failed(H, L, what, cb);
-    lua_settop(L, fn - 1);
+    lua_settop(L, handler - 1);
     return rc;
   }
-  lua_remove(L, fn);
   return LT_OK;
 }
 
-/* env[name](...) with nargs arguments on the stack, through docall. */
+/* env[name](...) with nargs arguments on the stack, through docall; leaves nres results (no handler). */
 static int call_env_as(l_loops *H, lua_State *L, const char *name, int nargs, int nres, int hook, const char *what) {
   lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_env);
   lua_getfield(L, -1, name);
   lua_remove(L, -2);
-  lua_insert(L, -nargs - 1);
-  return docall(H, L, nargs, nres, hook, what, -1);
+  lua_insert(L, -nargs - 1); /* function, args... */
+  int h = push_handler(H, L) - nargs - 1;
+  lua_insert(L, h);          /* handler, function, args... */
+  if (docall(H, L, h, nres, hook, what, -1) != LT_OK) return LT_ERR;
+  lua_remove(L, h);
+  return LT_OK;
 }
 
 static int call_env(l_loops *H, lua_State *L, const char *name, int nargs, int nres) {
@@ -280,20 +287,18 @@ static int push_args(l_loops *H, lua_State *L, lt_hook h, const lt_hook_args *a)
 }
 
 static int call_target(l_loops *H, lua_State *L, lt_hook h, const l_target *t, lt_hook_args *a) {
-  int base = lua_gettop(L);
+  int handler = push_handler(H, L);
   lua_rawgeti(L, LUA_REGISTRYINDEX, t->fn_ref);
-  int n = 1;
   if (t->cb >= 0) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, H->cb_refs[t->cb]);
     lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_trainer);
-    n = 3;
   }
   lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_model);
-  n += push_args(H, L, h, a);
-  if (docall(H, L, n, 1, h, lt_hook_names[h], t->cb) != LT_OK) return LT_ERR;
+  push_args(H, L, h, a);
+  if (docall(H, L, handler, 1, h, lt_hook_names[h], t->cb) != LT_OK) return LT_ERR;
   if (h == LT_HOOK_ON_TRAIN_BATCH_START && t->cb < 0 && lua_type(L, -1) == LUA_TNUMBER && lua_tonumber(L, -1) == -1)
     a->ret = -1;
-  lua_settop(L, base);
+  lua_settop(L, handler - 1);
   return LT_OK;
 }
 
@@ -489,10 +494,12 @@ static int h_data_next(void *ud, lt_kind kind, int64_t dl, int *got) {
   lua_State *L = H->L;
   (void)dl;
   int train = kind == LT_KIND_TRAIN;
+  int handler = push_handler(H, L);
   push_R(H, L, train ? R_TRAIN_ITER : R_EVAL_ITER);
-  if (docall(H, L, 0, 1, -1, loader_what[kind], -1) != LT_OK) return LT_ERR;
+  if (docall(H, L, handler, 1, -1, loader_what[kind], -1) != LT_OK) return LT_ERR;
   *got = !lua_isnil(L, -1);
   set_R(H, L, train ? R_TRAIN_BATCH : R_EVAL_BATCH);
+  lua_settop(L, handler - 1);
   return LT_OK;
 }
 
@@ -545,16 +552,13 @@ static int h_training_step(void *ud, lt_hook_args *a, lt_tensor **loss) {
     if (call_env_as(H, L, "tbptt_training_step", 3, 1, LT_HOOK_TRAINING_STEP, "training_step") != LT_OK) return LT_ERR;
   } else {
     if (H->ntargets[LT_HOOK_TRAINING_STEP] == 0) return lt_fail(H->lp.c, "fit: the model has no training_step");
+    int handler = push_handler(H, L);
     lua_rawgeti(L, LUA_REGISTRYINDEX, H->targets[LT_HOOK_TRAINING_STEP][0].fn_ref);
     lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_model);
     push_R(H, L, R_TRAIN_BATCH);
     lua_pushinteger(L, (lua_Integer)a->batch_idx);
-    int n = 3;
-    if (H->lp.cfg.automatic_optimization && H->lp.cfg.n_optimizers > 1) {
-      lua_pushinteger(L, a->optimizer_idx);
-      n++;
-    }
-    if (docall(H, L, n, 1, LT_HOOK_TRAINING_STEP, "training_step", -1) != LT_OK) return LT_ERR;
+    if (H->lp.cfg.automatic_optimization && H->lp.cfg.n_optimizers > 1) lua_pushinteger(L, a->optimizer_idx);
+    if (docall(H, L, handler, 1, LT_HOOK_TRAINING_STEP, "training_step", -1) != LT_OK) return LT_ERR;
   }
   /* keep the output alive in R[R_TRAIN_OUT][slot] */
   push_R(H, L, R_TRAIN_OUT);
@@ -579,16 +583,13 @@ static int h_eval_step(void *ud, lt_hook_args *a) {
     lua_pushinteger(L, (lua_Integer)a->dataloader_idx);
     if (call_env_as(H, L, "default_predict_step", 3, 1, step, lt_hook_names[step]) != LT_OK) return LT_ERR;
   } else {
+    int handler = push_handler(H, L);
     lua_rawgeti(L, LUA_REGISTRYINDEX, H->targets[step][0].fn_ref);
     lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_model);
     push_R(H, L, R_EVAL_BATCH);
     lua_pushinteger(L, (lua_Integer)a->batch_idx);
-    int n = 3;
-    if (a->n_dataloaders > 1) {
-      lua_pushinteger(L, (lua_Integer)a->dataloader_idx);
-      n++;
-    }
-    if (docall(H, L, n, 1, step, lt_hook_names[step], -1) != LT_OK) return LT_ERR;
+    if (a->n_dataloaders > 1) lua_pushinteger(L, (lua_Integer)a->dataloader_idx);
+    if (docall(H, L, handler, 1, step, lt_hook_names[step], -1) != LT_OK) return LT_ERR;
   }
   int keep = a->kind == LT_KIND_PREDICT || H->lp.defined[E->epoch_end_model];
   if (keep && !lua_isnil(L, -1)) {
@@ -611,16 +612,19 @@ static int h_eval_step(void *ud, lt_hook_args *a) {
 
 static int lua_opt_method(l_loops *H, int opt_idx, const char *method) {
   lua_State *L = H->L;
+  int handler = push_handler(H, L);
   push_optimizer(H, L, opt_idx);
   if (lua_isnil(L, -1)) {
-    lua_pop(L, 1);
+    lua_settop(L, handler - 1);
     return lt_fail(H->lp.c, "fit: no optimizer %d (configure_optimizers returned %d)", opt_idx + 1, H->nopts);
   }
   lua_getfield(L, -1, method);
   lua_insert(L, -2);
   char what[64];
   snprintf(what, sizeof what, "optimizer %d:%s", opt_idx + 1, method);
-  return docall(H, L, 1, 0, -1, what, -1);
+  if (docall(H, L, handler, 0, -1, what, -1) != LT_OK) return LT_ERR;
+  lua_settop(L, handler - 1);
+  return LT_OK;
 }
 
 static int h_optimizer_step(void *ud, int opt_idx) {
@@ -1104,22 +1108,21 @@ static int l_call_hook(lua_State *L) {
   H->L = L;
   for (int i = 0; i < H->ntargets[h]; i++) {
     const l_target *t = &H->targets[h][i];
+    int handler = push_handler(H, L);
     lua_rawgeti(L, LUA_REGISTRYINDEX, t->fn_ref);
-    int n = 1;
     if (t->cb >= 0) {
       lua_rawgeti(L, LUA_REGISTRYINDEX, H->cb_refs[t->cb]);
       lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_trainer);
-      n = 3;
     }
     lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_model);
     int m = t->trim && nargs > 0 ? nargs - 1 : nargs;
     for (int k = 0; k < m; k++) lua_pushvalue(L, 3 + k);
-    if (docall(H, L, n + m, 1, h, lt_hook_names[h], t->cb) != LT_OK) {
+    if (docall(H, L, handler, 1, h, lt_hook_names[h], t->cb) != LT_OK) {
       H->L = saved;
       return raise_status(L, H, LT_ERR);
     }
     if (t->cb < 0) lua_replace(L, res);
-    else lua_pop(L, 1);
+    lua_settop(L, handler - 1);
   }
   H->L = saved;
   lua_pushinteger(L, H->ntargets[h]);
