@@ -89,8 +89,8 @@ function TrainingReport:on_test_epoch_start(trainer, model)
 end
 
 function TrainingReport:on_test_batch_end(trainer, model, outputs, batch, batch_idx, dataloader_idx)
-  local pred = lt.no_grad(function() return model:forward(batch[1]):argmax(2) end):tolist()
-  local truth = batch[2]:tolist()
+  local pred = lt.no_grad(function() return model:forward(batch[1]):argmax(2) end):flatten():tolist()
+  local truth = batch[2]:flatten():tolist()
   for i = 1, #truth do
     local row = self.confusion[truth[i]]
     row[pred[i]] = row[pred[i]] + 1

@@ -204,7 +204,7 @@ function M.sample(model, start_text, n, temperature)
     local logits, state = model:forward(lt.tensor({ ids }, "int64"))
     local last = logits:select(2, logits:size(2)):select(1, 1)
     for k = 1, n do
-      local p = (last / temperature):softmax(1):tolist()
+      local p = (last / temperature):softmax(1):flatten():tolist()
       local u, acc, pick = lt.rand(1):item(), 0, #p
       for i = 1, #p do
         acc = acc + p[i]

@@ -80,7 +80,7 @@ local SPEC = {
   end,
   overfit_batches = limit, log_every_n_steps = int_ge(1),
   callbacks = function(v)
-    if type(v) ~= "table" then return "must be a list of callbacks" end
+    if type(v) ~= "table" then return "must be a callback or a list of callbacks" end
     for i, cb in ipairs(v) do
       if type(cb) ~= "table" then return fmt("must be a list of callback tables (element %d is a %s)", i, type(cb)) end
     end
@@ -119,7 +119,7 @@ end
 
 local function check_options(opts)
   if opts == nil then return {} end
-  return util.check_options("Trainer", opts, CHECKS, 3)
+  return util.check_options("Trainer", opts, CHECKS) -- (a tail call: the level counts from new)
 end
 
 local function try_require(name)
@@ -197,7 +197,10 @@ local function new(_, opts)
   -- checkpointing is enabled (and lutra.checkpoint can save a trainer), a ModelSummary, a ProgressBar on a
   -- terminal (or when asked)
   local cbs = {}
-  for i, cb in ipairs(o.callbacks or {}) do cbs[i] = cb end
+  local given = o.callbacks or {}
+  -- one callback instead of a list (Lightning accepts `callbacks=cb`): a table with no list part
+  if next(given) ~= nil and given[1] == nil then given = { given } end
+  for i, cb in ipairs(given) do cbs[i] = cb end
   local cbm = try_require("lutra.callbacks")
   if cbm then
     local function has(cls)
@@ -827,17 +830,44 @@ end
 local STAGE_OF = { validation = "validate", test = "test", predict = "predict" }
 local STEP_OF = { validation = "validation_step", test = "test_step", predict = "predict_step" }
 
-function Trainer:_eval(kind, model, loaders)
+-- The checkpoint that validate/test/predict{ckpt_path=} names: a path, "best" (the ModelCheckpoint's best
+-- model) or "last" (its last saved checkpoint), as Lightning's.
+local function eval_ckpt_path(self, what, p)
+  if p ~= "best" and p ~= "last" then return p end
+  local cb = self.checkpoint_callback
+  if cb == nil then
+    error(fmt('%s: ckpt_path = "%s" needs a ModelCheckpoint callback (none is configured)', what, p), 0)
+  end
+  local path = p == "best" and cb.best_model_path or cb.last_model_path
+  if path == nil or path == "" then
+    error(fmt('%s: ckpt_path = "%s": the ModelCheckpoint has not saved a %s checkpoint yet%s', what, p, p,
+      p == "last" and " (save_last = true keeps one)" or " (fit first)"), 0)
+  end
+  return path
+end
+
+local EVAL_OPTS = { ckpt_path = function(v)
+  if type(v) ~= "string" then return 'must be a path, "best" or "last", got ' .. type(v) end
+end }
+local function check_eval_opts(what, opts) return util.check_options(what, opts, EVAL_OPTS, 3) end -- (tail call)
+
+function Trainer:_eval(kind, model, loaders, opts)
   local what = STAGE_OF[kind]
   check_idle(self, what, 3)
   if type(model) ~= "table" then error(what .. ": the model must be a table, got " .. type(model), 3) end
+  check_model_free(self, model, what, 3)
+  opts = check_eval_opts(what, opts)
+  if opts.ckpt_path ~= nil then
+    -- the weights of that checkpoint, before any hook runs (Lightning restores them at the run's start)
+    local path = eval_ckpt_path(self, what, opts.ckpt_path)
+    require("lutra.checkpoint").load(path, model)
+  end
   if self._run and self._run.stage == "fit" then
     error(what .. ": a fit run is in progress (interrupted or stepwise); finish it first", 3)
   end
   if kind ~= "predict" and type(model[STEP_OF[kind]]) ~= "function" then
     error(fmt("%s: the model has no %s", what, STEP_OF[kind]), 3)
   end
-  check_model_free(self, model, what, 3)
   self._busy = what
   self:_begin_run(model, what)
   self._standalone = true
@@ -883,9 +913,9 @@ function Trainer:_eval(kind, model, loaders)
   return results
 end
 
-function Trainer:validate(model, loaders) return self:_eval("validation", model, loaders) end
-function Trainer:test(model, loaders) return self:_eval("test", model, loaders) end
-function Trainer:predict(model, loaders) return self:_eval("predict", model, loaders) end
+function Trainer:validate(model, loaders, opts) return self:_eval("validation", model, loaders, opts) end
+function Trainer:test(model, loaders, opts) return self:_eval("test", model, loaders, opts) end
+function Trainer:predict(model, loaders, opts) return self:_eval("predict", model, loaders, opts) end
 
 -- ---- checkpoints (the seam for lutra.checkpoint) ----------------------------------------------------------
 

@@ -9,7 +9,7 @@ local H = {}
 --- Checks an options table (lutra.util.check_options); spec = { name = "number" | "boolean" | "number|table" | ... }.
 --- A NaN number passes: the module's range checks say what is wrong with it.
 function H.check_opts(where, opts, spec, level)
-  return util.check_options(where, opts, spec, (level or 2) + 1, true) -- (+1: this frame)
+  return util.check_options(where, opts, spec, level, true) -- (a tail call: the level counts as the caller's)
 end
 
 function H.check_int(where, what, v, min, level)

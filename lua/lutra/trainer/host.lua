@@ -217,6 +217,18 @@ end
 
 -- The hooks whose arguments or defaults live on the Lua side, for the C loops (core/bind/l_loop.c's h_call,
 -- which runs this as the hook: errors get the hook's name). Their targets are called by call_hook.
+-- The predictions of each loader, from the run state; kept in self._predictions for predict()'s result, which
+-- must not depend on whether some target defines on_predict_epoch_end (its hook, when defined, comes first).
+local function collect_predictions(self)
+  if self._predictions == nil then
+    local per = self._env.R[RUN.eval_outputs]
+    local results = {}
+    for i = 1, (self._n_eval_loaders or 1) do results[i] = per[i] or {} end
+    self._predictions = results
+  end
+  return self._predictions
+end
+
 function M.lua_hook(self, name, _batch_idx, _dl, opt_idx, sched_idx)
   local model = self.model
   if name == "training_epoch_end" then
@@ -238,11 +250,7 @@ function M.lua_hook(self, name, _batch_idx, _dl, opt_idx, sched_idx)
     local r = self._lp:call_hook(name, outputs)
     if r ~= nil then error(name .. " must return nil (remove its return statement)", 0) end
   elseif name == "on_predict_epoch_end" then
-    local per = self._env.R[RUN.eval_outputs]
-    local results = {}
-    for i = 1, (self._n_eval_loaders or 1) do results[i] = per[i] or {} end
-    self._predictions = results
-    self._lp:call_hook(name, results)
+    self._lp:call_hook(name, collect_predictions(self))
   elseif name == "lr_scheduler_step" then
     local config = self.lr_scheduler_configs[sched_idx + 1]
     local metric
@@ -336,7 +344,9 @@ function M.event(self, name, _a, b)
     local m = r:metrics(false)
     merge(self._callback_metrics, m.callback)
     merge(self._progress_bar_metrics, m.pbar)
-    if self._eval_kind ~= "predict" then
+    if self._eval_kind == "predict" then
+      collect_predictions(self)
+    else
       self:_log_metrics(m.log, self._lp:get("batches_that_stepped"))
       local n = self._n_eval_loaders or 1
       local results = {}
