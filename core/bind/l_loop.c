@@ -286,7 +286,9 @@ static int push_args(l_loops *H, lua_State *L, lt_hook h, const lt_hook_args *a)
   }
 }
 
-static int call_target(l_loops *H, lua_State *L, lt_hook h, const l_target *t, lt_hook_args *a) {
+/* A hook target's call up to its own arguments: the handler (its index is returned), the function, then
+ * (callback, trainer, model) for a callback or (model) for the model. */
+static int push_target(l_loops *H, lua_State *L, const l_target *t) {
   int handler = push_handler(H, L);
   lua_rawgeti(L, LUA_REGISTRYINDEX, t->fn_ref);
   if (t->cb >= 0) {
@@ -294,6 +296,11 @@ static int call_target(l_loops *H, lua_State *L, lt_hook h, const l_target *t, l
     lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_trainer);
   }
   lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_model);
+  return handler;
+}
+
+static int call_target(l_loops *H, lua_State *L, lt_hook h, const l_target *t, lt_hook_args *a) {
+  int handler = push_target(H, L, t);
   push_args(H, L, h, a);
   if (docall(H, L, handler, 1, h, lt_hook_names[h], t->cb) != LT_OK) return LT_ERR;
   if (h == LT_HOOK_ON_TRAIN_BATCH_START && t->cb < 0 && lua_type(L, -1) == LUA_TNUMBER && lua_tonumber(L, -1) == -1)
@@ -1108,13 +1115,7 @@ static int l_call_hook(lua_State *L) {
   H->L = L;
   for (int i = 0; i < H->ntargets[h]; i++) {
     const l_target *t = &H->targets[h][i];
-    int handler = push_handler(H, L);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, t->fn_ref);
-    if (t->cb >= 0) {
-      lua_rawgeti(L, LUA_REGISTRYINDEX, H->cb_refs[t->cb]);
-      lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_trainer);
-    }
-    lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_model);
+    int handler = push_target(H, L, t);
     int m = t->trim && nargs > 0 ? nargs - 1 : nargs;
     for (int k = 0; k < m; k++) lua_pushvalue(L, 3 + k);
     if (docall(H, L, handler, 1, h, lt_hook_names[h], t->cb) != LT_OK) {
