@@ -93,16 +93,8 @@ end
 -- ---- reductions and helpers composed of the core's ops (autograd comes with them) ---------------------
 
 local function var_of(fname, x, dim, keepdim, opts)
-  if opts ~= nil and type(opts) ~= "table" then
-    error(fname .. ": options must be a table {unbiased = true|false}, got " .. type(opts), 3)
-  end
-  local unbiased = true
-  for k, v in pairs(opts or {}) do
-    if k ~= "unbiased" or type(v) ~= "boolean" then
-      error(string.format("%s: unknown option '%s' (known: unbiased = true|false)", fname, tostring(k)), 3)
-    end
-    unbiased = v
-  end
+  opts = require("lutra.util").check_options(fname, opts, { unbiased = "boolean" }, 3)
+  local unbiased = opts.unbiased ~= false
   local n = dim == nil and x:numel() or x:size(dim)
   local centred = x - (dim == nil and x:mean() or x:mean(dim, true))
   local ss = dim == nil and centred:square():sum() or centred:square():sum(dim, keepdim)

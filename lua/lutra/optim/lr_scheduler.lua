@@ -289,9 +289,7 @@ function M.LambdaLR(opt, fn)
   check_optimizer("LambdaLR", opt)
   local n = #groups_of(opt)
   if type(fn) == "table" and not is_callable(fn) and fn.lr_lambda ~= nil then
-    for k in pairs(fn) do
-      if k ~= "lr_lambda" then error("LambdaLR: unknown option '" .. tostring(k) .. "' (expected lr_lambda)", 2) end
-    end
+    util.check_options("LambdaLR", fn, { lr_lambda = true })
     fn = fn.lr_lambda
   end
   local fns
