@@ -98,6 +98,13 @@ void lt_alloc_get_stats(lt_alloc_stats *s) {
 
 uint64_t lt_alloc_total_allocated(void) { return __atomic_load_n(&A.st.total_allocated, __ATOMIC_RELAXED); }
 
+void lt_alloc_set_cache_limit(size_t bytes) {
+  pthread_mutex_lock(&A.lock);
+  A.cache_limit = bytes;
+  pthread_mutex_unlock(&A.lock);
+  if (A.st.cached_bytes > bytes) lt_alloc_trim();
+}
+
 void lt_alloc_trim(void) {
   pthread_mutex_lock(&A.lock);
   for (int c = 0; c < NCLASSES; c++) {

@@ -27,6 +27,8 @@ typedef struct lt_alloc_stats {
 
 void lt_alloc_get_stats(lt_alloc_stats *s);
 uint64_t lt_alloc_total_allocated(void);     /* lock-free read of total_allocated */
+void lt_alloc_set_cache_limit(size_t bytes);  /* default 512 MiB (tests/c/test_oom: 0, every allocation reaches
+                                                 the allocator) */
 void lt_alloc_trim(void);                     /* returns every cached buffer to the system */
 
 typedef struct lt_allocator {

@@ -1,4 +1,4 @@
--- lutra.trainer — lt.Trainer: PyTorch Lightning 1.6's Trainer over lutra's C loops (SPEC §5, §7, §8).
+-- lutra.trainer — lt.Trainer: PyTorch Lightning 1.6's Trainer over lutra's C loops (docs/reference/trainer.md, hooks.md).
 --
 --   local trainer = lt.Trainer{max_epochs = 3, callbacks = {...}}
 --   trainer:fit(model, train_loader, val_loader)          -- or {ckpt_path = "last.ckpt"} as 4th argument
@@ -61,7 +61,7 @@ local function boolean(v) if type(v) ~= "boolean" then return "must be a boolean
 local function number_ge0(v) if type(v) ~= "number" or not (v >= 0) then return "must be a number >= 0" end end
 local function str(v) if type(v) ~= "string" then return "must be a string" end end
 
-local SPEC = {
+local OPTION_CHECKS = {
   max_epochs = int_ge(-1), min_epochs = int_ge(0), max_steps = int_ge(-1), min_steps = int_ge(0),
   limit_train_batches = limit, limit_val_batches = limit, limit_test_batches = limit,
   limit_predict_batches = limit,
@@ -110,7 +110,7 @@ end
 
 -- the option checks with the value in the message: "must be an integer >= 1, got 0 (number)"
 local CHECKS = {}
-for k, check in pairs(SPEC) do
+for k, check in pairs(OPTION_CHECKS) do
   CHECKS[k] = function(v)
     local msg = check(v)
     if msg then return msg .. ", got " .. type_name(v) end
@@ -170,7 +170,7 @@ local function new(_, opts)
   if o.log_every_n_steps == nil then o.log_every_n_steps = 50 end
   if o.overfit_batches == nil then o.overfit_batches = 0 end
   if o.enable_checkpointing == nil then o.enable_checkpointing = true end
-  -- a host that embeds lutra (SPEC §10) gets no output it did not ask for: no summary, no progress bar
+  -- a host that embeds lutra (docs/guide-embedding.md) gets no output it did not ask for: no summary, no progress bar
   local embedded = core.embedded and core.embedded() or false
   if o.enable_model_summary == nil then o.enable_model_summary = not embedded end
   if o.default_root_dir == nil then o.default_root_dir = "." end
