@@ -83,7 +83,6 @@ int luaopen_lutra_core(lua_State *L) {
   memset(S, 0, sizeof *S);
   lt_ctx_init(&S->ctx);
   S->ctx.num_threads = lt_blas_get_info()->threads;
-  S->gc_mark = lt_alloc_total_allocated();
   lua_newtable(L); /* tensor metatable */
   lua_pushcclosure(L, open_with_upvalues, 2);
   lua_call(L, 0, 1);

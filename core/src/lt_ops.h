@@ -71,7 +71,6 @@ lt_tensor *lt_op_where(lt_ctx *c, lt_tensor *cond, lt_tensor *a, lt_tensor *b);
 /* x with value where mask (0/1) is set, both broadcast; differentiable in x */
 lt_tensor *lt_op_masked_fill(lt_ctx *c, lt_tensor *x, lt_tensor *mask, double value);
 const char *lt_binop_name(lt_binop op);
-const char *lt_unop_name(lt_unop op);
 
 /* --- reductions (ops_reduce.c) ------------------------------------------------------------------ */
 typedef enum lt_redop { LT_RSUM, LT_RMEAN, LT_RMAX, LT_RMIN } lt_redop;

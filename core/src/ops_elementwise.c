@@ -19,7 +19,6 @@ static const char *const binop_names[] = { "add", "sub", "mul", "div", "pow", "m
 static const char *const unop_names[] = { "neg", "exp", "log", "sqrt", "abs", "tanh", "sigmoid", "relu",
                                           "sin", "cos", "gelu", "rsqrt", "sign", "log1p", "square" };
 const char *lt_binop_name(lt_binop op) { return binop_names[op]; }
-const char *lt_unop_name(lt_unop op) { return unop_names[op]; }
 
 static int is_compare(lt_binop op) { return op >= LT_EQ; }
 
