@@ -45,12 +45,6 @@ static int size_class(size_t n, size_t *rounded) {
   return idx < NCLASSES ? idx : -1;
 }
 
-size_t lt_alloc_class_size(size_t nbytes) {
-  size_t r;
-  size_class(nbytes, &r);
-  return r;
-}
-
 void *lt_alloc(size_t nbytes) {
   size_t r;
   int cls = size_class(nbytes, &r);

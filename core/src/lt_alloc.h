@@ -16,7 +16,6 @@
 
 void *lt_alloc(size_t nbytes);           /* NULL on failure; size 0 gives a valid minimal buffer */
 void lt_free(void *p, size_t nbytes);    /* nbytes: what was asked of lt_alloc */
-size_t lt_alloc_class_size(size_t nbytes);
 
 typedef struct lt_alloc_stats {
   uint64_t live_bytes;      /* handed out and not yet freed (class sizes) */
@@ -28,7 +27,8 @@ typedef struct lt_alloc_stats {
 
 void lt_alloc_get_stats(lt_alloc_stats *s);
 uint64_t lt_alloc_total_allocated(void);     /* lock-free read of total_allocated */
-void lt_alloc_set_cache_limit(size_t bytes);  /* default 512 MiB */
+void lt_alloc_set_cache_limit(size_t bytes);  /* default 512 MiB (tests/c/test_oom: 0, every allocation reaches
+                                                 the allocator) */
 void lt_alloc_trim(void);                     /* returns every cached buffer to the system */
 
 typedef struct lt_allocator {

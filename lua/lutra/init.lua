@@ -4,6 +4,7 @@
 local lt = require "lutra.core"
 
 require "lutra.tensor" -- printing and Lua-side tensor helpers
+require "lutra.linalg" -- addmm, baddbmm, einsum
 
 local submodules = {
   nn = "lutra.nn", F = "lutra.F", optim = "lutra.optim", data = "lutra.data", callbacks = "lutra.callbacks",
@@ -11,15 +12,8 @@ local submodules = {
   distributed = "lutra.distributed",
 }
 
-setmetatable(lt, {
-  __index = function(t, k)
-    local name = submodules[k]
-    if not name then return nil end
-    local m = require(name)
-    rawset(t, k, m)
-    return m
-  end,
-})
+-- a missing name is an error naming it (lua/lutra/names.lua); submodules load on first use
+require("lutra.names").strict(lt, "lt", submodules)
 
 --- lt.save(path, model_or_state_dict) / lt.load(path[, model]): weights alone, in the checkpoint format
 --- (lua/lutra/checkpoint.lua).

@@ -275,4 +275,4 @@ function I.eye_(t)
   return set_values(t, flat)
 end
 
-return I
+return require("lutra.names").strict(I, "lt.nn.init")

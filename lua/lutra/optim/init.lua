@@ -37,13 +37,4 @@ for _, kind in ipairs { "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "ASGD
   end
 end
 
-return setmetatable(M, {
-  __index = function(t, k)
-    if k == "lr_scheduler" then
-      local m = require "lutra.optim.lr_scheduler"
-      rawset(t, k, m)
-      return m
-    end
-    return nil
-  end,
-})
+return require("lutra.names").strict(M, "lt.optim", { lr_scheduler = "lutra.optim.lr_scheduler" })
