@@ -140,7 +140,7 @@ describe("lt.nn loss modules", function()
   end)
 
   it("reject unknown options and reductions when built", function()
-    assert.matches("HuberLoss: unknown option 'beta' %(expected one of: delta, reduction%)",
+    assert.matches("HuberLoss: unknown option 'beta' %(known options: delta, reduction%)",
       errmsg(nn.HuberLoss, { beta = 1 }))
     assert.matches('MSELoss: reduction must be "mean", "sum" or "none", got "batchmean"',
       errmsg(nn.MSELoss, { reduction = "batchmean" }))

@@ -116,7 +116,7 @@ describe("lt.optim.lr_scheduler (more) behaviour and errors", function()
     assert.matches("LinearLR: the starting multiplicative factor expected to be between 0 and 1, got %-1",
       errmsg(S.LinearLR, opt1(), { start_factor = -1 }))
     assert.matches("LinearLR: unknown option 'start'", errmsg(S.LinearLR, opt1(), { start = 0.1 }))
-    assert.matches("PolynomialLR: option 'total_iters' must be integer, got 2.5",
+    assert.matches("PolynomialLR: option 'total_iters' must be an integer, got 2.5",
       errmsg(S.PolynomialLR, opt1(), { total_iters = 2.5 }))
     assert.matches("CosineAnnealingWarmRestarts: option 'T_0' is required",
       errmsg(S.CosineAnnealingWarmRestarts, opt1()))
