@@ -11,20 +11,32 @@ local submodules = {
   utils = "lutra.utils", distributed = "lutra.distributed",
 }
 
+-- require(name), except that a module that failed to load fails the same way the next time: Lua 5.1
+-- leaves a sentinel in package.loaded, and every later require would say only "loop or previous error
+-- loading module", hiding the real cause.
+local function require_module(name)
+  local ok, m = pcall(require, name)
+  if ok then return m end
+  package.loaded[name] = nil
+  error(m, 0)
+end
+
 setmetatable(lt, {
   __index = function(t, k)
     local name = submodules[k]
     if not name then return nil end
-    local m = require(name)
+    local m = require_module(name)
     rawset(t, k, m)
     return m
   end,
 })
 
---- lt.save(path, model_or_state_dict) / lt.load(path[, model]): weights alone, in the checkpoint format
---- (lua/lutra/checkpoint.lua).
-function lt.save(...) return require("lutra.checkpoint").save(...) end
-function lt.load(...) return require("lutra.checkpoint").load(...) end
+--- lt.save(path, model_or_state_dict) / lt.load(path[, model]), lt.save_bytes(model_or_state_dict) /
+--- lt.load_bytes(s[, model]): weights alone, in the checkpoint format (lua/lutra/checkpoint.lua).
+function lt.save(...) return require_module("lutra.checkpoint").save(...) end
+function lt.load(...) return require_module("lutra.checkpoint").load(...) end
+function lt.save_bytes(...) return require_module("lutra.checkpoint").save_bytes(...) end
+function lt.load_bytes(...) return require_module("lutra.checkpoint").load_bytes(...) end
 
 --- Runs fn(...) with gradient recording off; returns what fn returns.
 function lt.no_grad(fn, ...)
