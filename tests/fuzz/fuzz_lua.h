@@ -3,7 +3,9 @@
  * metadata): one LuaJIT state with lutra for the whole run; each input is passed as a string to the
  * function that the target's Lua chunk returns, under pcall (a Lua error is a fine outcome; a crash, a
  * sanitizer report or a leak is a finding). After each input a full collection frees what it made, so
- * LeakSanitizer sees only real leaks.
+ * LeakSanitizer sees only real leaks; for the same reason a target's chunk keeps no tensor between inputs
+ * (LuaJIT's heap is mmap'ed memory that LeakSanitizer does not scan: a tensor referenced only from there
+ * looks leaked).
  */
 #ifndef FUZZ_LUA_H
 #define FUZZ_LUA_H
