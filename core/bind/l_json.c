@@ -3,6 +3,7 @@
  * registered in `lutra.core._io` as
  *
  *   json_decode(text) -> value | nil, message, "memory"|"syntax"
+ *   json_live() -> n        Jansson's blocks not freed (a leak check for tests)
  *
  * Objects become tables with string keys, arrays tables 1..n, numbers Lua numbers (integers exactly up
  * to 2^53), null nil, duplicate object keys are a syntax error. An allocation failure (Jansson's) is
@@ -76,7 +77,12 @@ static int l_json_decode(lua_State *L) {
   return 1;
 }
 
+static int l_json_live(lua_State *L) {
+  lua_pushnumber(L, (lua_Number)lt_json_live_blocks());
+  return 1;
+}
+
 void l_json_register(lua_State *L) {
-  static const luaL_Reg funcs[] = { { "json_decode", l_json_decode }, { NULL, NULL } };
+  static const luaL_Reg funcs[] = { { "json_decode", l_json_decode }, { "json_live", l_json_live }, { NULL, NULL } };
   l_setfuncs(L, funcs);
 }

@@ -8,6 +8,7 @@
 #include "lt_alloc.h"
 
 static uint64_t failures; /* allocations of Jansson's that returned NULL, ever (atomic) */
+static int64_t live;      /* blocks allocated by json_alloc and not yet freed (atomic) */
 
 /* Inside lt_json_loadb, the first failed allocation makes every later one of the same parse fail too.
  * Jansson 2.14's lexer ignores a failed append to its token buffer: a string token can lose its closing
@@ -22,11 +23,20 @@ static void *json_alloc(size_t size) {
   if (!p) {
     __atomic_add_fetch(&failures, 1, __ATOMIC_RELAXED);
     if (parsing) failing = 1;
+  } else {
+    __atomic_add_fetch(&live, 1, __ATOMIC_RELAXED);
   }
   return p;
 }
 
-static void install(void) { json_set_alloc_funcs(json_alloc, free); }
+static void json_release(void *p) {
+  if (p) __atomic_sub_fetch(&live, 1, __ATOMIC_RELAXED);
+  free(p);
+}
+
+static void install(void) { json_set_alloc_funcs(json_alloc, json_release); }
+
+int64_t lt_json_live_blocks(void) { return __atomic_load_n(&live, __ATOMIC_RELAXED); }
 
 void lt_json_init(void) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;

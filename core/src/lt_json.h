@@ -24,8 +24,13 @@
 
 #include <jansson.h>
 #include <stddef.h>
+#include <stdint.h>
 
 void lt_json_init(void);
+
+/* Blocks of Jansson's allocated since lt_json_init and not freed (a leak check for tests; a host's own
+ * Jansson blocks count too). */
+int64_t lt_json_live_blocks(void);
 
 /* json_loadb; on NULL, *oom says whether an allocation failed (then jerr is meaningless). */
 json_t *lt_json_loadb(const char *buf, size_t len, size_t flags, json_error_t *jerr, int *oom);
