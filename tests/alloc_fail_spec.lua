@@ -168,11 +168,17 @@ describe("allocation-failure sweep", function()
     for _, w in pairs(weights(model)) do for _, v in ipairs(w) do assert.is_true(v == v) end end
   end)
 
-  it("a checkpoint save: out of memory, the previous file stays whole, no leak", function()
+  -- A model trained for one epoch, its trainer, and the checkpoint at dir/name.
+  local function checkpointed(name)
     local model = new_model()
     local t = fit(model, 1)
-    local path = dir .. "/save.ckpt"
+    local path = dir .. "/" .. name
     t:save_checkpoint(path)
+    return model, t, path
+  end
+
+  it("a checkpoint save: out of memory, the previous file stays whole, no leak", function()
+    local _, t, path = checkpointed("save.ckpt")
     local reference = fs.slurp(path)
     local n, errors = sweep(function() t:save_checkpoint(path) end, function(ok, _, _, before)
       assert.are.equal(reference, fs.slurp(path)) -- ok or not, the file is a whole checkpoint (the same one)
@@ -182,10 +188,7 @@ describe("allocation-failure sweep", function()
   end)
 
   it("a load (lt.load into a model, and the whole checkpoint): out of memory, nothing altered, no leak", function()
-    local model = new_model()
-    local t = fit(model, 1)
-    local path = dir .. "/load.ckpt"
-    t:save_checkpoint(path)
+    local model, _, path = checkpointed("load.ckpt")
     local saved = weights(model)
     local reference = ck.encode((ck.read(path)), function() end)
     local target = new_model()
@@ -211,10 +214,7 @@ describe("allocation-failure sweep", function()
   end)
 
   it("a resume (fit{ckpt_path=}): out of memory, no leak, and a later resume gives the same weights", function()
-    local model = new_model()
-    local t = fit(model, 1)
-    local path = dir .. "/resume.ckpt"
-    t:save_checkpoint(path)
+    local _, _, path = checkpointed("resume.ckpt")
     local expected = weights(fit(new_model(), 2, path).model)
     local n, errors = sweep(function() fit(new_model(), 2, path) end, function(ok, err, i, before)
       if not ok then no_leak(before, i, err) end
