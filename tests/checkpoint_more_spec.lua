@@ -96,6 +96,12 @@ describe("checkpoints need no Lua module outside lutra", function()
     assert.is_false(ok2)
     assert.truthy(tostring(e1):find("the real cause (test)", 1, true))
     assert.truthy(tostring(e2):find("the real cause (test)", 1, true), tostring(e2))
+    -- the Trainer (which looks for lutra.checkpoint to add a ModelCheckpoint) does not swallow it either
+    package.preload["lutra.checkpoint"] = function() error("the real cause (test)") end
+    local ok3, e3 = pcall(lt.Trainer, { logger = false })
+    package.preload["lutra.checkpoint"] = nil
+    assert.is_false(ok3)
+    assert.truthy(tostring(e3):find("the real cause (test)", 1, true), tostring(e3))
   end)
 end)
 
