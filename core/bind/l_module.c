@@ -19,6 +19,7 @@ void l_data_register(lua_State *L);   /* l_data.c: IDX reading, batching */
 void l_io_register(lua_State *L);     /* l_io.c: safetensors checkpoints, atomic files */
 void l_loop_register(lua_State *L);   /* l_loop.c: the training loops and hook dispatch */
 void l_dist_register(lua_State *L);   /* l_dist.c: MPI communication (lt.distributed) */
+void l_ops_a_register(lua_State *L);  /* l_ops_a.c: sort, scans, prod, norm, tril/triu, rounding, erf ... */
 
 /* ---- process-wide run state (what a host or a signal handler may ask) ---------------------------- */
 
@@ -48,6 +49,7 @@ static int l_interrupt_clear(lua_State *L) { (void)L; lt_interrupt_clear(); retu
 static int open_with_upvalues(lua_State *L) {
   lua_newtable(L);
   l_tensor_register(L);
+  l_ops_a_register(L);
   l_nn_register(L);
   l_optim_register(L);
   l_data_register(L);

@@ -214,21 +214,10 @@ static void push_table_rec(lua_State *L, const lt_tensor *t, int d, int64_t off)
   }
 }
 
+/* nested Lua tables as torch's tolist (a 0-dim tensor gives its number) */
 static int l_totable(lua_State *L) {
   lt_tensor *t = T(1, "totable");
   push_table_rec(L, t, 0, t->offset);
-  return 1;
-}
-
-/* flat values (row-major) as a Lua array: used by tostring and tests */
-static int l_tolist(lua_State *L) {
-  lt_tensor *t = T(1, "tolist");
-  int64_t n = lt_numel(t);
-  lua_createtable(L, (int)n, 0);
-  for (int64_t i = 0; i < n; i++) {
-    lua_pushnumber(L, lt_get_flat(t, i));
-    lua_rawseti(L, -2, (int)i + 1);
-  }
   return 1;
 }
 
@@ -839,7 +828,7 @@ static int l_data_ptr(lua_State *L) {
 static const luaL_Reg methods[] = {
   { "shape", l_shape }, { "size", l_size }, { "stride", l_stride }, { "dim", l_dim }, { "nDimension", l_dim },
   { "numel", l_numel }, { "nElement", l_numel }, { "dtype", l_dtype }, { "item", l_item }, { "totable", l_totable },
-  { "tolist", l_tolist }, { "is_contiguous", l_is_contiguous }, { "data_ptr", l_data_ptr },
+  { "tolist", l_totable }, { "is_contiguous", l_is_contiguous }, { "data_ptr", l_data_ptr },
   { "view", l_view }, { "reshape", l_reshape }, { "t", l_t }, { "transpose", l_transpose }, { "permute", l_permute },
   { "narrow", l_narrow }, { "select", l_select }, { "unsqueeze", l_unsqueeze }, { "squeeze", l_squeeze },
   { "expand", l_expand }, { "flatten", l_flatten }, { "contiguous", l_contiguous }, { "clone", l_clone },

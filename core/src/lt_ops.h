@@ -95,6 +95,25 @@ lt_tensor *lt_op_log_softmax(lt_ctx *c, lt_tensor *a, int dim);
 lt_tensor *lt_op_gather(lt_ctx *c, lt_tensor *a, int dim, lt_tensor *index);        /* index 0-based int64 */
 lt_tensor *lt_op_index_select(lt_ctx *c, lt_tensor *a, int dim, lt_tensor *index);  /* index 0-based int64 */
 
+/* --- sorting, scans, products, norms, triangles and more elementwise maths (ops_sort.c, ops_scan.c,
+ * ops_math.c). dim < 0 where allowed: over all elements (the tensor seen flat). ----------------------- */
+/* 0-based int64 indices that sort a along dim; stable (ties keep their order); NaN sorts as the largest */
+lt_tensor *lt_op_argsort(lt_ctx *c, lt_tensor *a, int dim, int descending);
+/* the first m of argsort(a, dim, largest) (the m largest or smallest), in sorted order, by selection */
+lt_tensor *lt_op_topk_indices(lt_ctx *c, lt_tensor *a, int dim, int64_t m, int largest);
+lt_tensor *lt_op_cumsum(lt_ctx *c, lt_tensor *a, int dim);
+lt_tensor *lt_op_cumprod(lt_ctx *c, lt_tensor *a, int dim);
+lt_tensor *lt_op_prod(lt_ctx *c, lt_tensor *a, int dim, int keepdim);
+/* (sum |x|^p)^(1/p); p may be INFINITY, -INFINITY or 0 (the count of non-zeros) */
+lt_tensor *lt_op_pnorm(lt_ctx *c, lt_tensor *a, double p, int dim, int keepdim);
+/* tril (upper 0) / triu (upper 1) of the last two dims, diagonal offset as torch */
+lt_tensor *lt_op_tri(lt_ctx *c, lt_tensor *a, int64_t diagonal, int upper);
+typedef enum lt_mathop { LT_FLOOR, LT_CEIL, LT_ROUND, LT_TRUNC, LT_FRAC, LT_ERF, LT_ERFINV, LT_RECIPROCAL,
+                         LT_EXPM1 } lt_mathop;
+lt_tensor *lt_op_math(lt_ctx *c, lt_mathop op, lt_tensor *a);
+typedef enum lt_classop { LT_ISNAN, LT_ISINF, LT_ISFINITE } lt_classop;
+lt_tensor *lt_op_classify(lt_ctx *c, lt_classop op, lt_tensor *a);   /* float32 0/1, like comparisons */
+
 /* Helpers shared by op files. */
 int lt_check_dtype(lt_ctx *c, const char *op, const char *what, const lt_tensor *t, lt_dtype want);
 int lt_check_inplace(lt_ctx *c, const char *op, const lt_tensor *t);

@@ -23,10 +23,10 @@ local MAX_SHOWN = 6 -- per dim, before eliding with "..."
 
 local function render(t)
   local dtype = t:dtype()
-  local flat = t:numel() <= 1000 and t:tolist() or nil
+  local flat = t:numel() <= 1000 and t:flatten():tolist() or nil
   -- pick one width and precision for the whole tensor, like torch's printer
   local maxabs, prec = 0, 4
-  local vals = flat or t:reshape(-1):narrow(1, 1, 1000):tolist()
+  local vals = flat or t:reshape(-1):narrow(1, 1, 1000):flatten():tolist()
   for i = 1, #vals do
     local a = math.abs(vals[i])
     if a == a and a ~= math.huge and a > maxabs then maxabs = a end
@@ -155,5 +155,8 @@ end
 for _, name in ipairs { "var", "std", "argmin", "masked_fill", "split", "chunk", "allclose" } do
   if core[name] == nil then core[name] = methods[name] end
 end
+
+
+require "lutra.tensor_ops_a" -- sort, topk, logsumexp, any/all, repeat, flip, roll, unbind ...
 
 return methods
