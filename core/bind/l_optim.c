@@ -437,9 +437,16 @@ static void check_state_entry(lua_State *L, lt_optimizer *o, int g, int i, int i
   lua_pushnil(L);
   while (lua_next(L, st)) {
     const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
-    if (scalar_from_name(lt_optim_kind_of(o), k) >= 0) {
+    int sc = scalar_from_name(lt_optim_kind_of(o), k);
+    if (sc >= 0) {
       if (lua_type(L, -1) != LUA_TNUMBER)
         luaL_error(L, "%s: load_state_dict: state[%d].%s must be a number, got %s", name, id, k, luaL_typename(L, -1));
+      /* a negative or NaN step count would make the bias corrections NaN: training would go on, silently */
+      lua_Number v = lua_tonumber(L, -1);
+      if (sc == LT_OPTIM_NSCALARS && !(v >= 0 && v <= (lua_Number)L_INT_MAX && v == floor(v)))
+        l_errorf(L, "%s: load_state_dict: state[%d].step must be an integer >= 0, got %.17g", name, id, (double)v);
+      if (sc < LT_OPTIM_NSCALARS && !(v > -HUGE_VAL && v < HUGE_VAL))
+        l_errorf(L, "%s: load_state_dict: state[%d].%s must be a finite number, got %.17g", name, id, k, (double)v);
     } else {
       int b = buf_from_name(k);
       if (b < 0 || !lt_optim_kind_has_buf(lt_optim_kind_of(o), (lt_optim_buf)b))

@@ -38,4 +38,12 @@ typedef struct lt_allocator {
 } lt_allocator;
 int lt_alloc_set_allocator(const lt_allocator *a); /* -1 while buffers are alive */
 
+/* Allocation-failure injection, for tests (the sweep in tests/alloc_fail_spec.lua): after
+ * lt_alloc_fault_arm(n), allocations are counted and the n-th one from then (of lt_alloc, cache hits
+ * included, and of the JSON allocator, lt_json.h) returns NULL; later ones succeed. n = UINT64_MAX only
+ * counts; n = 0 turns it off. lt_alloc_fault_seen() is the count since arming. Process-wide. */
+void lt_alloc_fault_arm(uint64_t n);
+uint64_t lt_alloc_fault_seen(void);
+int lt_alloc_fault_hit(void); /* 1 when the allocation being made must fail (counts it) */
+
 #endif

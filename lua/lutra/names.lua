@@ -13,10 +13,20 @@ local core = require "lutra.core"
 
 local M = {}
 
+--- require(name), except that a module that failed to load fails the same way the next time: Lua 5.1
+--- leaves a sentinel in package.loaded, and every later require would say only "loop or previous error
+--- loading module", hiding the real cause.
+function M.require_module(name)
+  local ok, m = pcall(require, name)
+  if ok then return m end
+  package.loaded[name] = nil
+  error(m, 0)
+end
+
 -- lazy: name -> "module" (the module is the value) or {"module", "field"} (a field of it).
 local function load_lazy(where)
-  if type(where) == "string" then return require(where) end
-  local m = require(where[1])
+  if type(where) == "string" then return M.require_module(where) end
+  local m = M.require_module(where[1])
   if where[2] then m = m[where[2]] end
   return m
 end

@@ -122,10 +122,14 @@ local function check_options(opts)
   return util.check_options("Trainer", opts, CHECKS) -- (a tail call: the level counts from new)
 end
 
+-- A module that is absent gives nil; one that fails to load raises its own error (and may be required
+-- again: without clearing package.loaded every later require would say only "loop or previous error").
 local function try_require(name)
   local ok, m = pcall(require, name)
   if ok then return m end
-  return nil
+  package.loaded[name] = nil
+  if tostring(m):find("module '" .. name .. "' not found", 1, true) then return nil end
+  error(m, 0)
 end
 
 local function stdout_is_tty()

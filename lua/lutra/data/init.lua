@@ -419,7 +419,7 @@ function M.read_csv(path, opts)
             local col = names and names[i] and (" ('" .. names[i] .. "')") or ""
             error(string.format("read_csv: %s:%d: field %d%s is not a number: '%s'", path, lineno, i, col, s), 2)
           end
-          if dtype == "int64" and v ~= math.floor(v) then
+          if dtype == "int64" and not (v == math.floor(v) and v >= -2 ^ 63 and v < 2 ^ 63) then
             fh:close()
             error(string.format("read_csv: %s:%d: field %d is not an integer: '%s' (dtype int64)", path, lineno, i, s), 2)
           end
