@@ -41,6 +41,21 @@ static int l_embedded(lua_State *L) {
 }
 static int l_run_active(lua_State *L) { lua_pushboolean(L, lutra_run_active()); return 1; }
 
+/* core._gc_stats([reset]) -> {steps=, step_kb=, max_step_kb=, cycles=}: what the GC pacing (l_util.c) asked
+ * of the collector since lutra was loaded (or the last reset), for tests that pin its mechanism without
+ * timing it */
+static int l_gc_stats(lua_State *L) {
+  l_state *S = L_STATE(L);
+  int reset = lua_toboolean(L, 1);
+  lua_createtable(L, 0, 4);
+  lua_pushnumber(L, (lua_Number)S->gc.steps); lua_setfield(L, -2, "steps");
+  lua_pushnumber(L, (lua_Number)S->gc.step_kb); lua_setfield(L, -2, "step_kb");
+  lua_pushnumber(L, (lua_Number)S->gc.max_step_kb); lua_setfield(L, -2, "max_step_kb");
+  lua_pushnumber(L, (lua_Number)S->gc.cycles); lua_setfield(L, -2, "cycles");
+  if (reset) memset(&S->gc, 0, sizeof S->gc);
+  return 1;
+}
+
 static int l_interrupt(lua_State *L) { (void)L; lt_interrupt_request(); return 0; }
 static int l_interrupt_pending(lua_State *L) { lua_pushboolean(L, lt_interrupt_pending()); return 1; }
 static int l_interrupt_clear(lua_State *L) { (void)L; lt_interrupt_clear(); return 0; }
@@ -57,6 +72,7 @@ static int open_with_upvalues(lua_State *L) {
   static const luaL_Reg misc[] = {
     { "interrupt", l_interrupt }, { "interrupt_pending", l_interrupt_pending }, { "interrupt_clear", l_interrupt_clear },
     { "embedded", l_embedded }, { "run_active", l_run_active },
+    { "_gc_stats", l_gc_stats },
     { NULL, NULL }
   };
   l_setfuncs(L, misc);
@@ -75,7 +91,6 @@ int luaopen_lutra_core(lua_State *L) {
   memset(S, 0, sizeof *S);
   lt_ctx_init(&S->ctx);
   S->ctx.num_threads = lt_blas_get_info()->threads;
-  S->gc_mark = lt_alloc_total_allocated();
   lua_newtable(L); /* tensor metatable */
   lua_pushcclosure(L, open_with_upvalues, 2);
   lua_call(L, 0, 1);
