@@ -118,7 +118,7 @@ describe("memory", function()
       return t
     end
 
-    it("gives the collector steps in proportion to the bytes, whatever the heap, and finishes no cycle early", function()
+    it("gives the collector steps in proportion to the bytes, whatever the heap; finishes no cycle early", function()
       collectgarbage()
       local empty = allocate(32)
       local heap = host_heap(400000)
