@@ -402,8 +402,8 @@ end
 function DDP:_shard(l, what)
   if not can_shard(l) then
     if self.rank == 0 then
-      io.stderr:write(string.format("lutra: warning: ddp: the %s loader has no set_shard (not an lt.data.DataLoader): "
-        .. "every rank runs all of its batches\n", what))
+      require("lutra")._warn(string.format("ddp: the %s loader has no set_shard (not an lt.data.DataLoader): "
+        .. "every rank runs all of its batches", what))
     end
     return
   end

@@ -26,6 +26,13 @@ setmetatable(lt, {
 function lt.save(...) return require("lutra.checkpoint").save(...) end
 function lt.load(...) return require("lutra.checkpoint").load(...) end
 
+--- Writes a line on stderr unless lutra is quiet (lt.is_interactive() false: inside a host, or LUTRA_QUIET=1;
+--- docs/guide-hosts.md). Every message nobody asked for goes through here; lt._warn prefixes "lutra: warning: ".
+function lt._note(line)
+  if lt.is_interactive() then io.stderr:write(line, "\n") end
+end
+function lt._warn(msg) lt._note("lutra: warning: " .. msg) end
+
 --- Runs fn(...) with gradient recording off; returns what fn returns.
 function lt.no_grad(fn, ...)
   if type(fn) ~= "function" then

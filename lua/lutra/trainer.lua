@@ -382,7 +382,7 @@ local function decide_keep(self)
   end
   if old and not deprecation_printed then
     deprecation_printed = true
-    io.stderr:write(DEPRECATION, "\n")
+    lt._note(DEPRECATION)
   end
   return keep or old
 end
