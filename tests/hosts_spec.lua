@@ -44,7 +44,8 @@ local m = { lin = lt.nn.Linear(2, 1) }
 function m:training_step(b) return lt.F.mse_loss(self.lin(b[1]), b[2]) end
 function m:configure_optimizers() return lt.optim.SGD(lt.nn.parameters(self), { lr = 0.01 }) end
 function m:on_train_epoch_end(outputs) self.n = outputs and #outputs end -- luacheck: ignore 212
-lt.Trainer({ max_epochs = 1, logger = false, enable_checkpointing = false }):fit(m, lt.data.DataLoader(ds, { batch_size = 4 }))
+local t = lt.Trainer({ max_epochs = 1, logger = false, enable_checkpointing = false })
+t:fit(m, lt.data.DataLoader(ds, { batch_size = 4 }))
 local f = assert(io.open(os.getenv("HOSTS_OUT"), "w"))
 f:write(tostring(lt.is_interactive()))
 f:close()
