@@ -121,3 +121,56 @@ describe("hosts: the quiet rule", function()
     assert.has_error(function() lt.set_interactive(1) end, "set_interactive: expected a boolean, got number")
   end)
 end)
+
+-- The host's floating-point mode is the host's: lutra flushes denormals (FTZ/DAZ) in its own work only.
+local FP = [[
+local TINY = tonumber("2.2250738585072014e-308") -- read at run time: the JIT cannot fold the division
+local function host_denormal() return TINY / 4 end -- 5.56e-309 unless the thread flushes denormals
+local out = { host_denormal() }
+local lt = require "lutra"
+out[#out + 1] = host_denormal() -- after require
+if os.getenv("NOFTZ") then lt.set_flush_denormal(false) end
+-- a fit whose SGD momentum buffer decays from 1e-37 into float32's denormal range (below 1.18e-38)
+local p = lt.param(lt.zeros(4))
+local model = { p = p }
+function model:training_step(_, i)
+  return (self.p * lt.full({ 4 }, i == 0 and 1e-37 or 0)):sum()
+end
+function model:configure_optimizers() return lt.optim.SGD({ self.p }, { lr = 0.1, momentum = 0.9 }) end
+local ds = lt.data.TensorDataset(lt.zeros(60, 1))
+local t = lt.Trainer { max_epochs = 1, logger = false, enable_checkpointing = false, enable_progress_bar = false,
+  enable_model_summary = false }
+t:fit(model, lt.data.DataLoader(ds, { batch_size = 1 }))
+out[#out + 1] = host_denormal() -- after a fit
+out[#out + 1] = t.optimizers[1]:state_dict().state[1].momentum_buffer:totable()[1]
+lt.set_flush_denormal(true) -- everywhere: the user asked
+out[#out + 1] = host_denormal()
+for i = 1, #out do out[i] = string.format("%.6g", out[i]) end
+io.write(table.concat(out, " "))
+]]
+
+describe("hosts: the floating-point mode", function()
+  local function run(env)
+    local script = os.tmpname()
+    write(script, FP)
+    local o, e, status = sh(LUA_ENV .. env .. "luajit " .. q(script))
+    os.remove(script)
+    assert.are.equal(0, status, e)
+    local v = {}
+    for w in o:gmatch("%S+") do v[#v + 1] = tonumber(w) end
+    return v
+  end
+
+  it("a host's denormal survives require and a fit; lutra's optimizer state is flushed", function()
+    local v = run("")
+    assert.are.same({ 5.56268e-309, 5.56268e-309, 5.56268e-309 }, { v[1], v[2], v[3] })
+    assert.are.equal(0, v[4]) -- 1e-37 * 0.9^59 is denormal in float32: flushed while lutra stepped
+    assert.are.equal(0, v[5]) -- lt.set_flush_denormal(true) flushes on the host's thread as well
+  end)
+
+  it("lt.set_flush_denormal(false) keeps denormals in lutra's work too", function()
+    local v = run("NOFTZ=1 ")
+    assert.are.equal(5.56268e-309, v[3])
+    assert.is_true(v[4] > 0 and v[4] < 1.18e-38, "momentum buffer " .. tostring(v[4]))
+  end)
+end)
