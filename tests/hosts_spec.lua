@@ -174,3 +174,62 @@ describe("hosts: the floating-point mode", function()
     assert.is_true(v[4] > 0 and v[4] < 1.18e-38, "momentum buffer " .. tostring(v[4]))
   end)
 end)
+
+-- MPI is lutra/mpi.so, loaded on first use: nothing else links libmpi, and require "lutra" does not map it.
+describe("hosts: MPI only on first use", function()
+  local DIR = "build/bin/" .. CONFIG
+
+  it("core.so, the binary and liblutra.a do not link libmpi", function()
+    for _, f in ipairs { DIR .. "/lutra/core.so", DIR .. "/cli/lutra" } do
+      local o, _, status = sh("readelf -d " .. q(f))
+      assert.are.equal(0, status)
+      assert.is_truthy(o:find("NEEDED", 1, true), f)
+      assert.is_nil(o:find("libmpi", 1, true), f .. " needs libmpi")
+    end
+    local o, _, status = sh("nm -u " .. q(DIR .. "/liblutra.a"))
+    assert.are.equal(0, status)
+    assert.is_truthy(o:find("cblas_sgemm", 1, true) or o:find("dlopen", 1, true), "nm listed undefined symbols")
+    assert.is_nil(o:find("MPI_", 1, true), "liblutra.a refers to MPI")
+  end)
+
+  it("require and a fit leave MPI unloaded; lt.distributed.available() loads it", function()
+    local script = os.tmpname()
+    write(script, [[
+local function mapped()
+  local f = assert(io.open("/proc/self/maps"))
+  local s = f:read("*a")
+  f:close()
+  return s:find("libmpi", 1, true) ~= nil
+end
+local lt = require "lutra"
+local m = { lin = lt.nn.Linear(2, 1) }
+function m:training_step(b) return lt.F.mse_loss(self.lin(b[1]), b[2]) end
+function m:configure_optimizers() return lt.optim.SGD(lt.nn.parameters(self), { lr = 0.01 }) end
+lt.Trainer({ max_epochs = 1, logger = false, enable_checkpointing = false, enable_progress_bar = false,
+  enable_model_summary = false }):fit(m, lt.data.DataLoader(lt.data.TensorDataset(lt.randn(4, 2), lt.randn(4, 1))))
+local before = mapped()
+local avail = lt.distributed.available()
+io.write(tostring(before), " ", tostring(avail), " ", tostring(mapped()))
+]])
+    local o, e, status = sh(LUA_ENV .. "luajit " .. q(script))
+    os.remove(script)
+    assert.are.equal(0, status, e)
+    local before, avail, after = o:match("^(%S+) (%S+) (%S+)$")
+    assert.are.equal("false", before)
+    local so = io.open(DIR .. "/lutra/mpi.so")
+    local built = so ~= nil
+    if so then so:close() end
+    assert.are.equal(tostring(built), avail)
+    assert.are.equal(tostring(built), after)
+  end)
+
+  it("a module that cannot load is an error that says why, not a crash", function()
+    local o, e, status = sh(LUA_ENV .. "LUTRA_MPI_MODULE=/nonexistent/mpi.so luajit -e " .. q([[
+local D = require("lutra").distributed
+io.write(tostring(D.available()), "\n", select(2, pcall(D.init)))]]))
+    assert.are.equal(0, status, e)
+    assert.is_truthy(o:find("^false\n"), o)
+    assert.is_truthy(o:find("distributed.init: MPI is not available (/nonexistent/mpi.so", 1, true), o)
+    assert.is_truthy(o:find("apt-get install openmpi-bin", 1, true), o)
+  end)
+end)
