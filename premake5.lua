@@ -76,6 +76,16 @@ project "lutra_static"
   excludes { "core/bind/module_so.c" }
   prebuildcommands { "luajit ../core/bind/embed_lua.lua ../lua gen/lutra_lua.c" }
 
+-- The same as a shared library, liblutra.so, for C hosts that link it dynamically (`./lutra install`, lutra.pc).
+project "lutra_shared"
+  kind "SharedLib"
+  targetname "lutra"
+  files { "core/src/*.c", "core/bind/*.c", BUILD .. "/gen/lutra_lua.c" }
+  excludes { "core/bind/module_so.c" }
+  links { "luajit-5.1", "jansson", "z", "dl", "m" }
+  linkoptions { "-Wl,-soname,liblutra.so" }
+  prebuildcommands { "luajit ../core/bind/embed_lua.lua ../lua gen/lutra_lua.c" }
+
 -- The Lua module for plain `luajit`: lutra/core.so on package.cpath; Lua files come from package.path.
 project "lutra_core"
   kind "SharedLib"

@@ -233,3 +233,91 @@ io.write(tostring(D.available()), "\n", select(2, pcall(D.init)))]]))
     assert.is_truthy(o:find("apt-get install openmpi-bin", 1, true), o)
   end)
 end)
+
+-- ./lutra install: the layout, a C host built from the installed prefix only (pkg-config, shared and
+-- --static), the installed binary and Lua module.
+describe("hosts: ./lutra install and lutra.pc", function()
+  local T
+  setup(function()
+    T = os.tmpname()
+    os.remove(T)
+    assert(os.execute("mkdir -p " .. q(T)) == 0)
+  end)
+  teardown(function() os.execute("rm -rf " .. q(T)) end)
+
+  local FILES = { "include/lutra.h", "lib/liblutra.a", "lib/liblutra.so", "lib/pkgconfig/lutra.pc", "bin/lutra",
+    "share/lua/5.1/lutra/init.lua", "share/lua/5.1/lutra/trainer.lua", "lib/lua/5.1/lutra/core.so" }
+  local function exists(p)
+    local f = io.open(p)
+    if f then f:close() end
+    return f ~= nil
+  end
+
+  it("installs every piece under --prefix, and under --destdir with lutra.pc still naming the prefix", function()
+    local _, e, status = sh("./lutra install --prefix " .. q(T .. "/p"))
+    assert.are.equal(0, status, e)
+    for _, f in ipairs(FILES) do assert.is_true(exists(T .. "/p/" .. f), f) end
+    _, e, status = sh("./lutra install --prefix /opt/lutra-test --destdir " .. q(T .. "/d"))
+    assert.are.equal(0, status, e)
+    for _, f in ipairs(FILES) do assert.is_true(exists(T .. "/d/opt/lutra-test/" .. f), f) end
+    assert.is_truthy(slurp(T .. "/d/opt/lutra-test/lib/pkgconfig/lutra.pc"):find("prefix=/opt/lutra-test\n", 1, true))
+  end)
+
+  it("rejects a missing or relative prefix and unknown arguments, by name", function()
+    local _, e, status = sh("./lutra install")
+    assert.are_not.equal(0, status)
+    assert.is_truthy(e:find("lutra install: --prefix P is required", 1, true), e)
+    _, e = sh("./lutra install --prefix relative/dir")
+    assert.is_truthy(e:find("lutra install: --prefix must be an absolute path, got 'relative/dir'", 1, true), e)
+    _, e = sh("./lutra install --prefix /tmp/x --bogus")
+    assert.is_truthy(e:find("lutra install: unknown argument '--bogus'", 1, true), e)
+  end)
+
+  local function build_and_run(prefix, static, exe) -- returns what ldd says of it
+    local pc = "PKG_CONFIG_PATH=" .. q(prefix .. "/lib/pkgconfig") .. " pkg-config --cflags --libs " ..
+      (static and "--static " or "") .. "lutra"
+    local _, e, status = sh("cc -o " .. q(exe) .. " examples/embed/host.c $(" .. pc .. ") -lm")
+    assert.are.equal(0, status, "cc: " .. e)
+    local o
+    -- a prefix outside the loader's paths: LD_LIBRARY_PATH, as its user would set it
+    o, e, status = sh("LD_LIBRARY_PATH=" .. q(prefix .. "/lib") .. " " .. q(exe) ..
+      " --frames 120 --every 60 --script examples/embed/world.lua")
+    assert.are.equal(0, status, e)
+    assert.is_truthy(o:find("training steps %d+"), o)
+    return (sh("LD_LIBRARY_PATH=" .. q(prefix .. "/lib") .. " ldd " .. q(exe)))
+  end
+
+  it("a C host builds from the installed prefix with pkg-config alone, and runs", function()
+    sh("./lutra install --prefix " .. q(T .. "/p"))
+    local libs = select(1, sh("PKG_CONFIG_PATH=" .. q(T .. "/p/lib/pkgconfig") .. " pkg-config --libs lutra"))
+    assert.is_truthy(libs:find("-L" .. T .. "/p/lib", 1, true), libs)
+    local ldd = build_and_run(T .. "/p", false, T .. "/host_shared")
+    assert.is_truthy(ldd:find(T .. "/p/lib/liblutra.so", 1, true), ldd)
+    assert.is_nil(ldd:find("libmpi", 1, true), ldd)
+  end)
+
+  it("pkg-config --static gives what liblutra.a needs", function()
+    sh("./lutra install --prefix " .. q(T .. "/s"))
+    os.remove(T .. "/s/lib/liblutra.so") -- only the archive left to link
+    local ldd = build_and_run(T .. "/s", true, T .. "/host_static")
+    assert.is_nil(ldd:find("liblutra", 1, true), ldd)
+    assert.is_nil(ldd:find("libmpi", 1, true), ldd)
+  end)
+
+  it("the installed binary runs a script; luajit loads the installed module (and finds its MPI module)", function()
+    sh("./lutra install --prefix " .. q(T .. "/p"))
+    local script = T .. "/v.lua"
+    write(script, 'local lt = require "lutra"\nio.write(lt.version, " ", tostring(lt.distributed.available()))\n')
+    local o, e, status = sh(q(T .. "/p/bin/lutra") .. " " .. q(script))
+    assert.are.equal(0, status, e)
+    assert.is_truthy(o:find("^0%.%d+%.%d+ "), o)
+    local env = "LUA_PATH=" .. q(T .. "/p/share/lua/5.1/?.lua;" .. T .. "/p/share/lua/5.1/?/init.lua") ..
+      " LUA_CPATH=" .. q(T .. "/p/lib/lua/5.1/?.so") .. " "
+    local o2
+    o2, e, status = sh(env .. "luajit " .. q(script))
+    assert.are.equal(0, status, e)
+    assert.are.equal(o, o2)
+    local mpi = exists("build/bin/" .. CONFIG .. "/lutra/mpi.so")
+    assert.is_truthy(o:find(tostring(mpi) .. "$"), o)
+  end)
+end)
