@@ -321,3 +321,24 @@ describe("hosts: ./lutra install and lutra.pc", function()
     assert.is_truthy(o:find(tostring(mpi) .. "$"), o)
   end)
 end)
+
+describe("hosts: luarocks make", function()
+  it("installs lutra into a tree that luajit then loads it from, with that tree's paths only", function()
+    local so = io.open("build/bin/release/lutra/core.so")
+    if so then so:close() else
+      pending("the rockspec installs the release build: ./lutra --build-only first")
+      return
+    end
+    local T = os.tmpname()
+    os.remove(T)
+    local _, e, status = sh("luarocks --tree " .. q(T) .. " make lutra-dev-1.rockspec")
+    assert.are.equal(0, status, e)
+    local o
+    o, e, status = sh("eval \"$(luarocks --tree " .. q(T) .. " path)\" && cd / && luajit -e " .. q([[
+local lt = require "lutra"
+io.write(package.searchpath("lutra.core", package.cpath), " ", (lt.ones(2, 3) * 2):sum():item())]]))
+    os.execute("rm -rf " .. q(T))
+    assert.are.equal(0, status, e)
+    assert.are.equal(T .. "/lib/lua/5.1/lutra/core.so 12", o)
+  end)
+end)
