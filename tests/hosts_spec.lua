@@ -342,3 +342,28 @@ io.write(package.searchpath("lutra.core", package.cpath), " ", (lt.ones(2, 3) * 
     assert.are.equal(T .. "/lib/lua/5.1/lutra/core.so 12", o)
   end)
 end)
+
+-- The two real hosts of examples/ (LÖVE and Neovim both run LuaJIT and load lutra/core.so), headless.
+local function have(cmd) return select(3, sh("command -v " .. cmd)) == 0 end
+local ABS_ENV = (function()
+  local root = assert(io.popen("pwd")):read("*l")
+  return "LUA_PATH=" .. q(root .. "/lua/?.lua;" .. root .. "/lua/?/init.lua;;") ..
+    " LUA_CPATH=" .. q(root .. "/build/bin/" .. CONFIG .. "/?.so;;") .. " "
+end)()
+
+describe("hosts: examples/love", function()
+  it("learns online with advance{seconds=} each frame, quits after its frame limit, and prints only its result", function()
+    if not (have("love") and have("xvfb-run")) then
+      pending("love or xvfb-run is not installed")
+      return
+    end
+    local o, e, status = sh(ABS_ENV .. "LUTRA_LOVE_FRAMES=900 xvfb-run -a love examples/love")
+    assert.are.equal(0, status, e)
+    local frames, steps, first, last = o:match(
+      "^lutra%-love: frames (%d+) steps (%d+) first_loss (%S+) last_loss (%S+) caught %d+ missed %d+ late_catch_rate %S+\n$")
+    assert.is_truthy(frames, "stdout: " .. o)
+    assert.are.equal(900, tonumber(frames))
+    assert.is_true(tonumber(steps) >= 100, "steps " .. steps)
+    assert.is_true(tonumber(last) < tonumber(first) / 10, "loss from " .. first .. " to " .. last)
+  end)
+end)
