@@ -352,18 +352,68 @@ local ABS_ENV = (function()
 end)()
 
 describe("hosts: examples/love", function()
-  it("learns online with advance{seconds=} each frame, quits after its frame limit, and prints only its result", function()
+  it("learns online with advance{seconds=} each frame, quits at its frame limit, prints only its result", function()
     if not (have("love") and have("xvfb-run")) then
       pending("love or xvfb-run is not installed")
       return
     end
     local o, e, status = sh(ABS_ENV .. "LUTRA_LOVE_FRAMES=900 xvfb-run -a love examples/love")
     assert.are.equal(0, status, e)
-    local frames, steps, first, last = o:match(
-      "^lutra%-love: frames (%d+) steps (%d+) first_loss (%S+) last_loss (%S+) caught %d+ missed %d+ late_catch_rate %S+\n$")
+    local frames, steps, first, last = o:match("^lutra%-love: frames (%d+) steps (%d+) first_loss (%S+) " ..
+      "last_loss (%S+) caught %d+ missed %d+ late_catch_rate %S+\n$")
     assert.is_truthy(frames, "stdout: " .. o)
     assert.are.equal(900, tonumber(frames))
     assert.is_true(tonumber(steps) >= 100, "steps " .. steps)
     assert.is_true(tonumber(last) < tonumber(first) / 10, "loss from " .. first .. " to " .. last)
+  end)
+end)
+
+describe("hosts: examples/nvim", function()
+  it("trains on a libuv timer between other events and suggests the buffer's continuation", function()
+    if not have("nvim") then
+      pending("nvim is not installed")
+      return
+    end
+    local script, out = os.tmpname(), os.tmpname()
+    write(script, [[
+local buf = vim.api.nvim_get_current_buf()
+local line = "the quick brown fox jumps over the lazy dog. "
+local lines = {}
+for i = 1, 30 do lines[i] = line .. line end
+vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+vim.cmd("runtime plugin/lutra_suggest.lua")
+local s = require "lutra_suggest"
+-- another timer, as the editor's other work: it must keep firing while training goes on
+local others = 0
+local t = vim.loop.new_timer()
+t:start(0, 5, vim.schedule_wrap(function() others = others + 1 end))
+s.start(0, { budget = 0.004, interval = 10 })
+vim.wait(60000, function() return s.stats().steps >= 1500 end, 10)
+s.stop()
+t:stop()
+t:close()
+local st = s.stats()
+local f = assert(io.open(os.getenv("NVIM_OUT"), "w"))
+f:write(string.format("ticks %d steps %d others %d suggest [%s] commands %d", st.ticks, st.steps, others,
+  s.suggest("the quick brown ", 12), vim.fn.exists(":LutraSuggest")))
+f:close()
+vim.cmd("qa!")
+]])
+    local o, e, status = sh(ABS_ENV .. "NVIM_OUT=" .. q(out) .. " nvim --headless -u NONE -i NONE " ..
+      "--cmd 'set rtp+=examples/nvim' -c " .. q("luafile " .. script))
+    local res = slurp(out)
+    os.remove(script)
+    os.remove(out)
+    assert.are.equal(0, status, e)
+    assert.are.equal("", o) -- lutra wrote nothing on the editor's terminal
+    local ticks, steps, others, suggestion, commands =
+      res:match("^ticks (%d+) steps (%d+) others (%d+) suggest %[(.*)%] commands (%d+)$")
+    assert.is_truthy(ticks, res)
+    assert.is_true(tonumber(steps) >= 1500, res)
+    -- many slices, each one advance{seconds=} within a tick, and the other timer served in between
+    assert.is_true(tonumber(ticks) >= 10, res)
+    assert.is_true(tonumber(others) >= tonumber(ticks) / 2, res)
+    assert.are.equal("fox jumps ov", suggestion)
+    assert.are.equal(2, tonumber(commands))
   end)
 end)
