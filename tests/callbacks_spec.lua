@@ -330,6 +330,29 @@ describe("LearningRateMonitor", function()
     assert.are.equal(3, n)
   end)
 
+  it("keeps only the last value of each name: nothing grows with the number of epochs", function()
+    local function run(epochs)
+      local model, train, val = scripted({}, nil)
+      model.configure_optimizers = function(self)
+        local opt = lt.optim.SGD(lt.nn.parameters(self), { lr = 1 })
+        return { optimizer = opt, lr_scheduler = lt.optim.lr_scheduler.StepLR(opt, { step_size = 1, gamma = 0.5 }) }
+      end
+      local monitor = cb.LearningRateMonitor { logging_interval = "epoch" }
+      lt.Trainer { max_epochs = epochs, logger = lt.loggers.CSVLogger { save_dir = dir }, enable_progress_bar = false,
+        enable_model_summary = false, enable_checkpointing = false, callbacks = { monitor } }:fit(model, train, val)
+      local entries = 0 -- every entry of every table the callback holds, one level down
+      for _, v in pairs(monitor) do
+        if type(v) == "table" then for _ in pairs(v) do entries = entries + 1 end end
+      end
+      return monitor, entries
+    end
+    local m3, n3 = run(3)
+    local m12, n12 = run(12)
+    assert.are.equal(n3, n12)
+    assert.are.equal(0.25, m3.last_lrs["lr-SGD"]) -- the lr logged at the start of epoch 3
+    assert.are.equal(0.5 ^ 11, m12.last_lrs["lr-SGD"])
+  end)
+
   it("is an error without a logger, and checks its options", function()
     local model, train, val = scripted({}, nil)
     local t = trainer { max_epochs = 1, callbacks = { cb.LearningRateMonitor() } }

@@ -330,6 +330,14 @@ describe("allclose", function()
     assert.is_false(ok)
     assert.matches("allclose: shapes [2 x 3] and [3 x 2] cannot be broadcast", err, 1, true)
   end)
+
+  it("keeps an error that is not about shapes: out of memory says so", function()
+    -- [200000 x 1] against [1 x 200000] broadcasts to 160 GB: the allocation fails, the shapes are fine
+    local ok, err = pcall(function() return lt.zeros(200000, 1):allclose(lt.zeros(1, 200000)) end)
+    assert.is_false(ok)
+    assert.matches("out of memory", err, 1, true)
+    assert.is_nil(err:find("broadcast", 1, true))
+  end)
 end)
 
 describe("var, std, argmin, masked_fill, split, chunk", function()

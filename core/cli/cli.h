@@ -20,6 +20,9 @@ enum cli_int_mode {
 void cli_int_init(lua_State *L);
 /* Enters `mode` (CLI_INT_SCRIPT or CLI_INT_REPL) before running a chunk: resets the Ctrl-C count. */
 void cli_int_begin(enum cli_int_mode mode);
+/* Before lua_close: later Ctrl-Cs no longer touch the state (the first is ignored, the second restores the
+ * default action). */
+void cli_int_end(void);
 /* Back to the prompt after a REPL chunk: removes the "interrupted!" hook if it was armed. */
 void cli_int_prompt(void);
 /* Returns 1 (and clears the flag) when Ctrl-C was pressed at the prompt. Async-signal-safe to poll. */

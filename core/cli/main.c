@@ -372,6 +372,7 @@ int main(int argc, char **argv)
   s.status = 0;
   status = lua_cpcall(L, cli_pmain, &s);
   if (status != 0) cli_report(L, CLI_PROGNAME ": ");
+  cli_int_end();
   lua_close(L);
   return (status != 0 || s.status != 0) ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -24,6 +24,7 @@
  * interruptible. Functions defined in it are compiled as usual.
  */
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
@@ -37,7 +38,11 @@
 /* Optional core query (see the header comment); NULL when the linked core does not define it. */
 extern int lutra_run_active(void) __attribute__((weak));
 
+/* The state the "interrupted!" hook is set on. Cleared by cli_int_end() before lua_close: a Ctrl-C that
+ * arrives while the process exits (OpenBLAS joining its threads) must not touch a freed state. */
 static lua_State *int_L;
+static volatile sig_atomic_t int_closing; /* cli_int_end() ran: the handler leaves int_L alone */
+static int int_in_handler;                /* handlers running now (any thread may take SIGINT) */
 static volatile sig_atomic_t int_mode = CLI_INT_SCRIPT;
 static volatile sig_atomic_t int_count;      /* Ctrl-C received by the running chunk */
 static volatile sig_atomic_t int_prompt_hit; /* Ctrl-C at the prompt, not yet seen by repl.c */
@@ -56,9 +61,10 @@ static void int_stop(lua_State *L, lua_Debug *ar)
 /* Async-signal-safe: LuaJIT's lua_sethook only stores the hook and swaps the dispatch table. */
 static void int_arm(void)
 {
-  if (int_L == NULL) return;
+  lua_State *L = __atomic_load_n(&int_L, __ATOMIC_SEQ_CST);
+  if (L == NULL || int_closing) return;
   int_hook_armed = 1;
-  lua_sethook(int_L, int_stop, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+  lua_sethook(L, int_stop, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
 }
 
 static void int_say(const char *s)
@@ -85,7 +91,11 @@ static void int_handler(int sig)
 {
   int saved = errno;
   (void)sig;
-  if (int_mode == CLI_INT_PROMPT) {
+  __atomic_add_fetch(&int_in_handler, 1, __ATOMIC_SEQ_CST);
+  if (int_closing) {
+    /* exiting: nothing left to interrupt; a 2nd Ctrl-C restores the default, so a 3rd ends a stuck exit */
+    if (++int_count >= 2) int_default();
+  } else if (int_mode == CLI_INT_PROMPT) {
     int_prompt_hit = 1;
   } else if (int_mode == CLI_INT_SCRIPT) {
     int n = ++int_count;
@@ -109,6 +119,7 @@ static void int_handler(int sig)
       }
     }
   }
+  __atomic_sub_fetch(&int_in_handler, 1, __ATOMIC_SEQ_CST);
   errno = saved;
 }
 
@@ -132,6 +143,16 @@ void cli_int_init(lua_State *L)
   int_L = L;
   int_mode = CLI_INT_SCRIPT;
   int_install();
+}
+
+void cli_int_end(void)
+{
+  int_count = 0;
+  int_closing = 1;
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  /* a handler that started before int_closing was set may still be using int_L: wait for it */
+  while (__atomic_load_n(&int_in_handler, __ATOMIC_SEQ_CST) != 0) sched_yield();
+  __atomic_store_n(&int_L, NULL, __ATOMIC_SEQ_CST);
 }
 
 void cli_int_begin(enum cli_int_mode mode)

@@ -8,7 +8,7 @@ require "lutra.tensor" -- printing and Lua-side tensor helpers
 local submodules = {
   nn = "lutra.nn", F = "lutra.F", optim = "lutra.optim", data = "lutra.data", callbacks = "lutra.callbacks",
   loggers = "lutra.loggers", Trainer = "lutra.trainer", Loop = "lutra.loop", plot = "lutra.plot",
-  utils = "lutra.utils", distributed = "lutra.distributed",
+  distributed = "lutra.distributed",
 }
 
 setmetatable(lt, {
@@ -32,6 +32,19 @@ function lt._note(line)
   if lt.is_interactive() then io.stderr:write(line, "\n") end
 end
 function lt._warn(msg) lt._note("lutra: warning: " .. msg) end
+
+--- lt.seed_everything([n]): seeds everything lutra draws from (weights, dropout, shuffling, lutra's RNG) and Lua's
+--- math.random, as Lightning's seed_everything; call it before building the model. Without n: the seed in
+--- LUTRA_GLOBAL_SEED, else one drawn from the clock. Returns the seed.
+function lt.seed_everything(n)
+  if n == nil then n = tonumber(os.getenv("LUTRA_GLOBAL_SEED") or "") or (os.time() % 2147483647) end
+  if type(n) ~= "number" or n ~= math.floor(n) or n < 0 or n > 2 ^ 53 then
+    error("seed_everything: the seed must be an integer >= 0, got " .. tostring(n), 2)
+  end
+  lt.manual_seed(n)
+  math.randomseed(n)
+  return n
+end
 
 --- Runs fn(...) with gradient recording off; returns what fn returns.
 function lt.no_grad(fn, ...)

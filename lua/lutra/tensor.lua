@@ -78,11 +78,17 @@ methods.shape_str = shape_str
 function methods.allclose(a, b, rtol, atol)
   rtol, atol = rtol or 1e-5, atol or 1e-8
   if not core.is_tensor(b) then error("allclose: expected a tensor to compare with, got " .. type(b), 2) end
-  local fa, fb = a:float(), b:float()
-  local ok, d = pcall(function() return (fa - fb):abs() end)
-  if not ok then
-    error(string.format("allclose: shapes %s and %s cannot be broadcast", shape_str(a), shape_str(b)), 2)
+  -- the broadcast rule checked here, not by catching the subtraction's error: any other failure (out of
+  -- memory) keeps its own message
+  local sa, sb = a:shape(), b:shape()
+  for i = 0, math.min(#sa, #sb) - 1 do
+    local x, y = sa[#sa - i], sb[#sb - i]
+    if x ~= y and x ~= 1 and y ~= 1 then
+      error(string.format("allclose: shapes %s and %s cannot be broadcast", shape_str(a), shape_str(b)), 2)
+    end
   end
+  local fa, fb = a:float(), b:float()
+  local d = (fa - fb):abs()
   if d:numel() == 0 then return true end
   -- equal, or a finite difference within the tolerance (an infinite one is never close, as in torch.isclose)
   local close = fa:eq(fb):maximum(d:le(fb:abs() * rtol + atol) * d:lt(math.huge))

@@ -77,7 +77,7 @@ local SPEC = {
   end,
   overfit_batches = limit, log_every_n_steps = int_ge(1),
   callbacks = function(v)
-    if type(v) ~= "table" then return "must be a list of callbacks" end
+    if type(v) ~= "table" then return "must be a callback or a list of callbacks" end
     for i, cb in ipairs(v) do
       if type(cb) ~= "table" then return fmt("must be a list of callback tables (element %d is a %s)", i, type(cb)) end
     end
@@ -200,7 +200,10 @@ local function new(_, opts)
   -- checkpointing is enabled (and lutra.checkpoint can save a trainer), a ModelSummary, a ProgressBar on a
   -- terminal (or when asked)
   local cbs = {}
-  for i, cb in ipairs(o.callbacks or {}) do cbs[i] = cb end
+  local given = o.callbacks or {}
+  -- one callback instead of a list (Lightning accepts `callbacks=cb`): a table with no list part
+  if next(given) ~= nil and given[1] == nil then given = { given } end
+  for i, cb in ipairs(given) do cbs[i] = cb end
   local cbm = try_require("lutra.callbacks")
   if cbm then
     local function has(cls)
@@ -652,11 +655,7 @@ function Trainer:_lua_hook(name, batch_idx, dl, opt_idx, sched_idx)
     local r = self:_call_model_hook(name, outputs)
     if r ~= nil then error(hook_error(name, nil, name .. " must return nil (remove its return statement)"), 0) end
   elseif name == "on_predict_epoch_end" then
-    local per = self._env.R[9]
-    local results = {}
-    for i = 1, (self._n_eval_loaders or 1) do results[i] = per[i] or {} end
-    self._predictions = results
-    call_both(self, name, results)
+    call_both(self, name, self:_collect_predictions())
   elseif name == "lr_scheduler_step" then
     local config = self.lr_scheduler_configs[sched_idx + 1]
     local metric
@@ -732,6 +731,18 @@ function Trainer:_log_metrics(metrics, step)
   for _, lg in ipairs(self.loggers) do lg:log_metrics(row, step) end
 end
 
+-- The predictions of each loader, from the run state; kept in self._predictions for predict()'s result, which
+-- must not depend on whether some target defines on_predict_epoch_end (its hook, when defined, comes first).
+function Trainer:_collect_predictions()
+  if self._predictions == nil then
+    local per = self._env.R[9]
+    local results = {}
+    for i = 1, (self._n_eval_loaders or 1) do results[i] = per[i] or {} end
+    self._predictions = results
+  end
+  return self._predictions
+end
+
 function Trainer:_event(name, a, b)
   local env = self._env
   local R = env.R
@@ -791,7 +802,9 @@ function Trainer:_event(name, a, b)
     local m = r:metrics(false)
     merge(self._callback_metrics, m.callback)
     merge(self._progress_bar_metrics, m.pbar)
-    if self._eval_kind ~= "predict" then
+    if self._eval_kind == "predict" then
+      self:_collect_predictions()
+    else
       self:_log_metrics(m.log, self._lp:get("batches_that_stepped"))
       local n = self._n_eval_loaders or 1
       local results = {}
@@ -1248,9 +1261,43 @@ end
 local STAGE_OF = { validation = "validate", test = "test", predict = "predict" }
 local STEP_OF = { validation = "validation_step", test = "test_step", predict = "predict_step" }
 
-function Trainer:_eval(kind, model, loaders)
+-- The checkpoint that validate/test/predict{ckpt_path=} names: a path, "best" (the ModelCheckpoint's best
+-- model) or "last" (its last saved checkpoint), as Lightning's.
+local function eval_ckpt_path(self, what, p)
+  if p ~= "best" and p ~= "last" then return p end
+  local cb = self.checkpoint_callback
+  if cb == nil then
+    error(fmt('%s: ckpt_path = "%s" needs a ModelCheckpoint callback (none is configured)', what, p), 0)
+  end
+  local path = p == "best" and cb.best_model_path or cb.last_model_path
+  if path == nil or path == "" then
+    error(fmt('%s: ckpt_path = "%s": the ModelCheckpoint has not saved a %s checkpoint yet%s', what, p, p,
+      p == "last" and " (save_last = true keeps one)" or " (fit first)"), 0)
+  end
+  return path
+end
+
+local function check_eval_opts(what, opts)
+  if opts == nil then return {} end
+  if type(opts) ~= "table" then error(what .. ": options must be a table, got " .. type(opts), 4) end
+  for k, v in pairs(opts) do
+    if k ~= "ckpt_path" then error(fmt("%s: unknown option '%s' (known options: ckpt_path)", what, tostring(k)), 4) end
+    if type(v) ~= "string" then
+      error(fmt('%s: option \'ckpt_path\' must be a path, "best" or "last", got %s', what, type(v)), 4)
+    end
+  end
+  return opts
+end
+
+function Trainer:_eval(kind, model, loaders, opts)
   local what = STAGE_OF[kind]
   if type(model) ~= "table" then error(what .. ": the model must be a table, got " .. type(model), 3) end
+  opts = check_eval_opts(what, opts)
+  if opts.ckpt_path ~= nil then
+    -- the weights of that checkpoint, before any hook runs (Lightning restores them at the run's start)
+    local path = eval_ckpt_path(self, what, opts.ckpt_path)
+    require("lutra.checkpoint").load(path, model)
+  end
   if self._run and self._run.stage == "fit" then
     error(what .. ": a fit run is in progress (interrupted or stepwise); finish it first", 3)
   end
@@ -1301,9 +1348,9 @@ function Trainer:_eval(kind, model, loaders)
   return results
 end
 
-function Trainer:validate(model, loaders) return self:_eval("validation", model, loaders) end
-function Trainer:test(model, loaders) return self:_eval("test", model, loaders) end
-function Trainer:predict(model, loaders) return self:_eval("predict", model, loaders) end
+function Trainer:validate(model, loaders, opts) return self:_eval("validation", model, loaders, opts) end
+function Trainer:test(model, loaders, opts) return self:_eval("test", model, loaders, opts) end
+function Trainer:predict(model, loaders, opts) return self:_eval("predict", model, loaders, opts) end
 
 -- ---- checkpoints (the seam for lutra.checkpoint) ----------------------------------------------------------
 

@@ -8,7 +8,8 @@
 -- Options: logging_interval nil (each scheduler at its own interval: "step" schedulers every logging
 -- step, "epoch" ones at each epoch start) | "step" | "epoch"; log_momentum (also "lr-Adam-momentum" from
 -- betas[1] or momentum). Optimizers without a scheduler are logged at every logging point.
--- Needs a logger: fitting with logger=false and this callback is an error.
+-- Needs a logger: fitting with logger=false and this callback is an error. The callback keeps only the last
+-- value of each name (`cb.last_lrs[name]`): the history is the logger's, so a long run holds nothing per epoch.
 local cbs = require "lutra.callbacks"
 
 local fmt = string.format
@@ -25,7 +26,7 @@ function LearningRateMonitor:init(opts)
   end
   self.logging_interval = li
   self.log_momentum = opts.log_momentum or false
-  self.lrs = {}
+  self.last_lrs = {}
 end
 
 local function loggers_of(trainer)
@@ -79,9 +80,6 @@ function LearningRateMonitor:on_train_start(trainer)
     error("LearningRateMonitor: cannot log learning rates with a Trainer that has no logger (logger=false)", 0)
   end
   self._entries_cache = self:_entries(trainer)
-  for _, e in ipairs(self._entries_cache) do
-    for _, n in ipairs(e.names) do self.lrs[n] = self.lrs[n] or {} end
-  end
 end
 
 function LearningRateMonitor:_extract(trainer, interval)
@@ -93,8 +91,7 @@ function LearningRateMonitor:_extract(trainer, interval)
         local lr = group.lr
         stats[name] = lr
         any = true
-        local hist = self.lrs[name]
-        if hist then hist[#hist + 1] = lr end
+        self.last_lrs[name] = lr
         if self.log_momentum then
           local m = group.momentum
           local betas = group.betas

@@ -166,13 +166,24 @@ function M.zero_grad(root, set_to_none)
   for _, p in ipairs(M.parameters(root)) do p:zero_grad(set_to_none) end
 end
 
+-- One value, as torch's: `m:load_state_dict(other:state_dict())` must not pass a second result as options.
 function M.state_dict(root)
-  local sd, order = {}, {}
+  local sd = {}
   walk(root, {
-    param = function(name, t) sd[name] = t:detach(); order[#order + 1] = name end,
-    buffer = function(name, t) sd[name] = t:detach(); order[#order + 1] = name end,
+    param = function(name, t) sd[name] = t:detach() end,
+    buffer = function(name, t) sd[name] = t:detach() end,
   })
-  return sd, order
+  return sd
+end
+
+-- The names of state_dict(root) in PyTorch's order (parameters and buffers as registered, depth first).
+function M.state_dict_keys(root)
+  local order = {}
+  walk(root, {
+    param = function(name) order[#order + 1] = name end,
+    buffer = function(name) order[#order + 1] = name end,
+  })
+  return order
 end
 
 local function quoted_list(names)
