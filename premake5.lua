@@ -37,6 +37,15 @@ if os.getenv("LUTRA_NO_MPI") ~= "1" then
   end
 end
 
+-- targetdir BUILD/bin/<config>/<sub> for each configuration (the layout ./lutra and the tests expect)
+local function targetdirs(sub)
+  for _, cfg in ipairs { "release", "debug", "asan" } do
+    filter("configurations:" .. cfg)
+      targetdir(BUILD .. "/bin/" .. cfg .. "/" .. sub)
+  end
+  filter {}
+end
+
 workspace "lutra"
   configurations { "release", "debug", "asan" }
   location(BUILD)
@@ -84,6 +93,8 @@ project "lutra_shared"
   excludes { "core/bind/module_so.c" }
   links { "luajit-5.1", "jansson", "z", "dl", "m" }
   linkoptions { "-Wl,-soname,liblutra.so" }
+  -- its own folder: beside liblutra.a, `links { "lutra_static" }` (-llutra) would pick the .so instead
+  targetdirs("shared")
   prebuildcommands { "luajit ../core/bind/embed_lua.lua ../lua gen/lutra_lua.c" }
 
 -- The Lua module for plain `luajit`: lutra/core.so on package.cpath; Lua files come from package.path.
@@ -93,13 +104,7 @@ project "lutra_core"
   targetprefix ""
   files { "core/bind/module_so.c" }
   links { "lutra_static", "jansson", "z", "dl", "m" }
-  filter "configurations:release"
-    targetdir(BUILD .. "/bin/release/lutra")
-  filter "configurations:debug"
-    targetdir(BUILD .. "/bin/debug/lutra")
-  filter "configurations:asan"
-    targetdir(BUILD .. "/bin/asan/lutra")
-  filter {}
+  targetdirs("lutra")
 
 -- lutra/mpi.so: every MPI call, loaded by core/src/dist.c on first use (only where MPI's headers exist).
 if MPI_INC then
@@ -110,13 +115,7 @@ if MPI_INC then
     files { "core/mpi/*.c" }
     includedirs { MPI_INC }
     links { "mpi" }
-    filter "configurations:release"
-      targetdir(BUILD .. "/bin/release/lutra")
-    filter "configurations:debug"
-      targetdir(BUILD .. "/bin/debug/lutra")
-    filter "configurations:asan"
-      targetdir(BUILD .. "/bin/asan/lutra")
-    filter {}
+    targetdirs("lutra")
 end
 
 -- The `lutra` binary: embeds LuaJIT, runs scripts, opens the REPL.
@@ -126,13 +125,7 @@ project "lutra"
   links { "lutra_static", "luajit-5.1", "edit", "jansson", "z", "dl", "m" }
   linkoptions { "-Wl,-E" }
   -- bin/<config>/lutra/ holds the Lua module (lutra/core.so), so the binary lives in bin/<config>/cli/
-  filter "configurations:release"
-    targetdir(BUILD .. "/bin/release/cli")
-  filter "configurations:debug"
-    targetdir(BUILD .. "/bin/debug/cli")
-  filter "configurations:asan"
-    targetdir(BUILD .. "/bin/asan/cli")
-  filter {}
+  targetdirs("cli")
 
 -- C test programs: one executable per tests/c/test_*.c, linked with the static library.
 for _, path in ipairs(os.matchfiles("tests/c/test_*.c")) do

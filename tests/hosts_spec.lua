@@ -5,21 +5,9 @@ local BIN = os.getenv("LUTRA_BIN") or "build/bin/release/cli/lutra"
 local CONFIG = os.getenv("LUTRA_CONFIG") or "release"
 local LUA_ENV = "LUA_PATH='./lua/?.lua;./lua/?/init.lua;;' LUA_CPATH='./build/bin/" .. CONFIG .. "/?.so;;' "
 
-local function q(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
-
-local function slurp(path)
-  local f = io.open(path)
-  if not f then return "" end
-  local s = f:read("*a")
-  f:close()
-  return s
-end
-
-local function write(path, s)
-  local f = assert(io.open(path, "w"))
-  f:write(s)
-  f:close()
-end
+local fs = require "helpers.fs"
+local q, write = fs.q, fs.spit
+local function slurp(path) return fs.slurp(path) or "" end
 
 -- runs a shell command line; returns its stdout, stderr and exit status
 local function sh(cmdline)
@@ -179,12 +167,13 @@ end)
 describe("hosts: MPI only on first use", function()
   local DIR = "build/bin/" .. CONFIG
 
-  it("core.so, the binary and liblutra.a do not link libmpi", function()
+  it("core.so, the binary and liblutra.a do not link libmpi (nor liblutra.so: they carry the core)", function()
     for _, f in ipairs { DIR .. "/lutra/core.so", DIR .. "/cli/lutra" } do
       local o, _, status = sh("readelf -d " .. q(f))
       assert.are.equal(0, status)
       assert.is_truthy(o:find("NEEDED", 1, true), f)
       assert.is_nil(o:find("libmpi", 1, true), f .. " needs libmpi")
+      assert.is_nil(o:find("liblutra", 1, true), f .. " needs liblutra.so")
     end
     local o, _, status = sh("nm -u " .. q(DIR .. "/liblutra.a"))
     assert.are.equal(0, status)
@@ -357,7 +346,7 @@ describe("hosts: examples/love", function()
       pending("love or xvfb-run is not installed")
       return
     end
-    local o, e, status = sh(ABS_ENV .. "LUTRA_LOVE_FRAMES=900 xvfb-run -a love examples/love")
+    local o, e, status = sh(ABS_ENV .. "LUTRA_LOVE_FRAMES=900 timeout 300 xvfb-run -a love examples/love")
     assert.are.equal(0, status, e)
     local frames, steps, first, last = o:match("^lutra%-love: frames (%d+) steps (%d+) first_loss (%S+) " ..
       "last_loss (%S+) caught %d+ missed %d+ late_catch_rate %S+\n$")
@@ -399,7 +388,7 @@ f:write(string.format("ticks %d steps %d others %d suggest [%s] commands %d", st
 f:close()
 vim.cmd("qa!")
 ]])
-    local o, e, status = sh(ABS_ENV .. "NVIM_OUT=" .. q(out) .. " nvim --headless -u NONE -i NONE " ..
+    local o, e, status = sh(ABS_ENV .. "NVIM_OUT=" .. q(out) .. " timeout 300 nvim --headless -u NONE -i NONE " ..
       "--cmd 'set rtp+=examples/nvim' -c " .. q("luafile " .. script))
     local res = slurp(out)
     os.remove(script)
