@@ -53,7 +53,10 @@ function M.encode(chars, text)
   for k = 1, #text do
     local ch = text:sub(k, k)
     local i = idx[ch]
-    if not i then error(string.format("char_rnn.encode: character %q (byte %d, position %d) is not in the vocabulary", ch, ch:byte(), k), 2) end
+    if not i then
+      error(string.format("char_rnn.encode: character %q (byte %d, position %d) is not in the vocabulary", ch,
+        ch:byte(), k), 2)
+    end
     out[k] = i
   end
   return out
@@ -204,7 +207,7 @@ function M.sample(model, start_text, n, temperature)
     local logits, state = model:forward(lt.tensor({ ids }, "int64"))
     local last = logits:select(2, logits:size(2)):select(1, 1)
     for k = 1, n do
-      local p = (last / temperature):softmax(1):tolist()
+      local p = (last / temperature):softmax(1):flatten():tolist()
       local u, acc, pick = lt.rand(1):item(), 0, #p
       for i = 1, #p do
         acc = acc + p[i]

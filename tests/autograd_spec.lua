@@ -1,40 +1,14 @@
--- autograd_spec: a finite-difference gradient check for every differentiable op of SPEC §2, and the
+-- autograd_spec: a finite-difference gradient check for every differentiable op of docs/reference/tensor.md, and the
 -- autograd rules: accumulation, no_grad, detach, graph freed by backward, errors.
 local lt = require "lutra"
 
--- Compares autograd's gradient of sum(fn(inputs) * r) with central differences computed in doubles.
+-- The shared finite-difference check (tests/helpers/gradcheck.lua), with this spec's step and tolerances
+-- and the op's name in the message.
+local check = require "tests.helpers.gradcheck"
 local function gradcheck(name, fn, inputs, opts)
   opts = opts or {}
-  local eps, rtol, atol = opts.eps or 1e-2, opts.rtol or 2e-2, opts.atol or 2e-3
-  for _, x in ipairs(inputs) do x:requires_grad(true); x.grad = nil end
-  local y = fn(unpack(inputs))
-  lt.manual_seed(7)
-  local r = lt.randn(y:shape())
-  local rl = r:tolist()
-  local function f()
-    local out = lt.no_grad(fn, unpack(inputs)):tolist()
-    local s = 0
-    for i = 1, #out do s = s + out[i] * rl[i] end
-    return s
-  end
-  ;(y * r):sum():backward()
-  for k, x in ipairs(inputs) do
-    local g = x.grad and x.grad:tolist()
-    assert(g, ("%s: input %d got no gradient"):format(name, k))
-    local flat = x:view(-1)
-    for i = 1, x:numel() do
-      local v = flat[i]:item()
-      lt.no_grad(function() flat[i] = v + eps end)
-      local fp = f()
-      lt.no_grad(function() flat[i] = v - eps end)
-      local fm = f()
-      lt.no_grad(function() flat[i] = v end)
-      local num = (fp - fm) / (2 * eps)
-      if math.abs(num - g[i]) > atol + rtol * math.abs(num) then
-        error(("%s: input %d element %d: autograd %.6g, finite difference %.6g"):format(name, k, i, g[i], num), 2)
-      end
-    end
-  end
+  local ok, err = pcall(check, fn, inputs, { eps = opts.eps or 1e-2, rtol = opts.rtol or 2e-2, atol = opts.atol or 2e-3 })
+  if not ok then error(name .. ": " .. tostring(err), 2) end
   return true
 end
 
@@ -152,11 +126,11 @@ end)
 describe("gradient checks of the composed ops", function()
   it("var, std (all elements and along a dim) and masked_fill", function()
     lt.manual_seed(11)
-    local rn = function() return lt.randn(3, 4) end
-    gradcheck("var", function(a) return a:var() end, { rn() })
-    gradcheck("var dim", function(a) return a:var(2, true, { unbiased = false }) end, { rn() })
-    gradcheck("std dim", function(a) return a:std(1) end, { rn() })
-    gradcheck("masked_fill", function(a) return a:masked_fill(a:gt(0), 2) end, { rn() })
+    local r34 = function() return lt.randn(3, 4) end
+    gradcheck("var", function(a) return a:var() end, { r34() })
+    gradcheck("var dim", function(a) return a:var(2, true, { unbiased = false }) end, { r34() })
+    gradcheck("std dim", function(a) return a:std(1) end, { r34() })
+    gradcheck("masked_fill", function(a) return a:masked_fill(a:gt(0), 2) end, { r34() })
   end)
 end)
 
@@ -165,11 +139,11 @@ describe("autograd rules", function()
     local w = lt.tensor{1, 2, 3}:requires_grad(true)
     assert.is_nil(w.grad)
     ;(w * 2):sum():backward()
-    assert.are.same({2, 2, 2}, w.grad:tolist())
+    assert.are.same({2, 2, 2}, w.grad:flatten():tolist())
     ;(w * w):sum():backward()
-    assert.are.same({4, 6, 8}, w.grad:tolist())
+    assert.are.same({4, 6, 8}, w.grad:flatten():tolist())
     w:zero_grad()
-    assert.are.same({0, 0, 0}, w.grad:tolist())
+    assert.are.same({0, 0, 0}, w.grad:flatten():tolist())
     w:zero_grad(true)
     assert.is_nil(w.grad)
   end)
@@ -254,7 +228,7 @@ describe("autograd rules", function()
     local d = (w * 3):detach()
     assert.is_false(d:requires_grad())
     ;(w * d):sum():backward()
-    assert.are.same({3, 3}, w.grad:tolist())
+    assert.are.same({3, 3}, w.grad:flatten():tolist())
   end)
 
   it("backward frees the graph: a second backward through it is an error", function()
@@ -276,7 +250,7 @@ describe("autograd rules", function()
     local a = lt.tensor{1, 2}:requires_grad(true)
     local b = lt.tensor{3, 4}
     ;(a * b):sum():backward()
-    assert.are.same({3, 4}, a.grad:tolist())
+    assert.are.same({3, 4}, a.grad:flatten():tolist())
     assert.is_nil(b.grad)
   end)
 
@@ -287,7 +261,7 @@ describe("autograd rules", function()
     assert.has_error(function() lt.ones(2):sum():backward() end,
       "backward: the tensor does not require grad and has no grad_fn (did you call x:requires_grad(true)?)")
     ;(a * 2):backward(lt.tensor{1, 10})
-    assert.are.same({2, 20}, a.grad:tolist())
+    assert.are.same({2, 20}, a.grad:flatten():tolist())
   end)
 
   it("refuses in-place ops on tensors that require grad, outside no_grad", function()
@@ -295,7 +269,7 @@ describe("autograd rules", function()
     assert.has_error(function() w:add_(1) end,
       "add: in-place operation on a tensor that requires grad (use it inside lt.no_grad, or on x:detach())")
     lt.no_grad(function() w:add_(1) end)
-    assert.are.same({2, 2}, w:tolist())
+    assert.are.same({2, 2}, w:flatten():tolist())
   end)
 
   it("only float32 tensors can require grad", function()

@@ -1,4 +1,4 @@
--- data_spec: lt.data (SPEC §4) — IDX reading (valid, gzipped, truncated, wrong magic, missing), the
+-- data_spec: lt.data — IDX reading (valid, gzipped, truncated, wrong magic, missing), the
 -- Fashion-MNIST/MNIST datasets, read_csv, TensorDataset/Subset, and the DataLoader: order with and
 -- without shuffle, drop_last, #loader, reproducibility (seed, manual_seed) and exact resume via state_dict.
 local lt = require "lutra"
@@ -50,7 +50,7 @@ end
 -- Batches of an epoch as a list of plain Lua lists (first tensor of each batch, flattened).
 local function epoch_of(loader, field)
   local out = {}
-  for b in loader:iter() do out[#out + 1] = b[field or 1]:reshape(-1):tolist() end
+  for b in loader:iter() do out[#out + 1] = b[field or 1]:reshape(-1):flatten():tolist() end
   return out
 end
 
@@ -73,17 +73,17 @@ describe("lt.data.read_idx", function()
     local p = write(tmpdir .. "/u8f.idx", idx_bytes(0x08, { 3 }, u8_payload { 0, 7, 255 }))
     local t = lt.data.read_idx(p, { dtype = "float32" })
     assert.are.equal("float32", t:dtype())
-    assert.are.same({ 0, 7, 255 }, t:tolist())
+    assert.are.same({ 0, 7, 255 }, t:flatten():tolist())
   end)
 
   it("reads big-endian signed shorts and floats", function()
     local s = write(tmpdir .. "/i16.idx", idx_bytes(0x0B, { 3 }, string.char(0xFF, 0xFE, 0x01, 0x00, 0x7F, 0xFF)))
-    assert.are.same({ -2, 256, 32767 }, lt.data.read_idx(s):tolist())
+    assert.are.same({ -2, 256, 32767 }, lt.data.read_idx(s):flatten():tolist())
     -- 1.0 = 3F800000, -2.5 = C0200000
     local f = write(tmpdir .. "/f32.idx", idx_bytes(0x0D, { 2 }, string.char(0x3F, 0x80, 0, 0, 0xC0, 0x20, 0, 0)))
     local t = lt.data.read_idx(f)
     assert.are.equal("float32", t:dtype())
-    assert.are.same({ 1, -2.5 }, t:tolist())
+    assert.are.same({ 1, -2.5 }, t:flatten():tolist())
   end)
 
   it("reads a gzipped file exactly like the plain one", function()
@@ -93,8 +93,8 @@ describe("lt.data.read_idx", function()
     local gz = gzip(p)
     local a, b = lt.data.read_idx(p), lt.data.read_idx(gz)
     assert.are.same({ 2, 4, 5 }, b:shape())
-    assert.are.same(a:tolist(), b:tolist())
-    assert.are.same(vals, b:tolist())
+    assert.are.same(a:flatten():tolist(), b:flatten():tolist())
+    assert.are.same(vals, b:flatten():tolist())
   end)
 
   it("rejects a truncated file, naming the path and the byte counts", function()
@@ -151,11 +151,11 @@ describe("lt.data.FashionMNIST and MNIST", function()
     assert.are.same({ 3, 1, 28, 28 }, ds.data:shape())
     assert.are.equal("float32", ds.data:dtype())
     assert.are.equal("int64", ds.targets:dtype())
-    local flat = ds.data:reshape(-1):tolist()
+    local flat = ds.data:reshape(-1):flatten():tolist()
     for _, k in ipairs { 1, 2, 100, 2352 } do
       assert(math.abs(flat[k] - px[k] / 255) < 1e-7, "pixel " .. k)
     end
-    assert.are.same({ labels[1] + 1, labels[2] + 1, labels[3] + 1 }, ds.targets:tolist())
+    assert.are.same({ labels[1] + 1, labels[2] + 1, labels[3] + 1 }, ds.targets:flatten():tolist())
     assert.are.equal("Trouser", ds.classes[2])
     assert.are.equal("Ankle boot", ds.classes[10])
     local s = ds:get(2)
@@ -169,7 +169,7 @@ describe("lt.data.FashionMNIST and MNIST", function()
     local ds = lt.data.MNIST { root = dir, train = false, limit = 2 }
     assert.are.equal(2, #ds)
     assert.are.same({ 2, 1, 28, 28 }, ds.data:shape())
-    assert.are.same({ 4, 7 }, ds.targets:tolist())
+    assert.are.same({ 4, 7 }, ds.targets:flatten():tolist())
     assert.are.equal("3 - three", ds.classes[4])
   end)
 
@@ -250,7 +250,8 @@ describe("lt.data.read_csv", function()
   end)
 
   it("names a missing file and rejects unknown options", function()
-    has(errmsg(lt.data.read_csv, tmpdir .. "/none.csv"), "read_csv: " .. tmpdir .. "/none.csv: cannot open: No such file or directory")
+    has(errmsg(lt.data.read_csv, tmpdir .. "/none.csv"),
+      "read_csv: " .. tmpdir .. "/none.csv: cannot open: No such file or directory")
     has(errmsg(lt.data.read_csv, tmpdir .. "/a.csv", { headers = true }), "read_csv: unknown option 'headers'")
   end)
 end)
@@ -262,7 +263,7 @@ describe("lt.data.TensorDataset", function()
     assert.are.equal(3, ds:len())
     assert.are.equal(3, lt.data.len(ds))
     local s = ds:get(2)
-    assert.are.same({ 3, 4 }, s[1]:tolist())
+    assert.are.same({ 3, 4 }, s[1]:flatten():tolist())
     assert.are.equal(8, s[2]:item())
     has(errmsg(ds.get, ds, 4), "TensorDataset:get: index 4 out of range 1..3")
   end)
@@ -277,17 +278,17 @@ describe("lt.data.TensorDataset", function()
   it("makes Subsets (views for a range, gathers otherwise) and disjoint random splits", function()
     local ds = lt.data.TensorDataset(lt.arange(1, 11))
     local a = lt.data.Subset(ds, { 3, 4, 5 })
-    assert.are.same({ 3, 4, 5 }, a.tensors[1]:tolist())
+    assert.are.same({ 3, 4, 5 }, a.tensors[1]:flatten():tolist())
     local b = lt.data.Subset(ds, lt.tensor({ 10, 1 }, "int64"))
-    assert.are.same({ 10, 1 }, b.tensors[1]:tolist())
+    assert.are.same({ 10, 1 }, b.tensors[1]:flatten():tolist())
     has(errmsg(lt.data.Subset, ds, { 11 }), "Subset: index 11 (entry 1) out of range 1..10")
     local parts = lt.data.random_split(ds, { 7, 3 }, { seed = 3 })
     assert.are.equal(7, #parts[1])
     assert.are.equal(3, #parts[2])
     local seen = {}
-    for _, p in ipairs(parts) do for _, v in ipairs(p.tensors[1]:tolist()) do seen[#seen + 1] = v end end
+    for _, p in ipairs(parts) do for _, v in ipairs(p.tensors[1]:flatten():tolist()) do seen[#seen + 1] = v end end
     table.sort(seen)
-    assert.are.same(lt.arange(1, 11):tolist(), seen)
+    assert.are.same(lt.arange(1, 11):flatten():tolist(), seen)
     has(errmsg(lt.data.random_split, ds, { 7, 4 }), "random_split: the lengths sum to 11 but the dataset has 10 samples")
   end)
 end)
@@ -303,10 +304,10 @@ describe("lt.data.DataLoader", function()
     local batches = {}
     for b in loader:iter() do batches[#batches + 1] = b end
     assert.are.equal(3, #batches)
-    assert.are.same({ 1, 2, 3 }, batches[1][1]:tolist())
-    assert.are.same({ 7 }, batches[3][1]:tolist())
+    assert.are.same({ 1, 2, 3 }, batches[1][1]:flatten():tolist())
+    assert.are.same({ 7 }, batches[3][1]:flatten():tolist())
     assert.are.equal("int64", batches[2][2]:dtype())
-    assert.are.same({ 4, 5, 6 }, batches[2][2]:tolist())
+    assert.are.same({ 4, 5, 6 }, batches[2][2]:flatten():tolist())
   end)
 
   it("drops the short last batch with drop_last, and counts it in #loader", function()
@@ -331,12 +332,12 @@ describe("lt.data.DataLoader", function()
     local e1, e2 = flatten(epoch_of(loader)), flatten(epoch_of(loader))
     local s1, s2 = { unpack(e1) }, { unpack(e2) }
     table.sort(s1); table.sort(s2)
-    assert.are.same(lt.arange(1, 51):tolist(), s1)
+    assert.are.same(lt.arange(1, 51):flatten():tolist(), s1)
     assert.are.same(s1, s2)
     assert.are_not.same(e1, e2)
     assert.are_not.same(s1, e1)
     assert.are.same(e1, flatten(epoch_of(lt.data.DataLoader(range_ds(50), { batch_size = 8, shuffle = true, seed = 7 }))))
-    for b in loader:iter() do assert.are.same(b[1]:tolist(), b[2]:tolist()) end
+    for b in loader:iter() do assert.are.same(b[1]:flatten():tolist(), b[2]:flatten():tolist()) end
   end)
 
   it("is reproducible with seed, and with lt.manual_seed when no seed is given", function()
@@ -375,7 +376,7 @@ describe("lt.data.DataLoader", function()
     local a = make(11)
     epoch_of(a)
     local it = a:iter()
-    local seen = { it()[1]:tolist(), it()[1]:tolist() }
+    local seen = { it()[1]:flatten():tolist(), it()[1]:flatten():tolist() }
     local sd = a:state_dict()
     assert.are.equal(2, sd.epoch)
     assert.are.equal(2, sd.position)
@@ -437,10 +438,12 @@ describe("lt.data.DataLoader", function()
 
   it("rejects unknown options and bad values by name", function()
     local ds = range_ds(3)
-    has(errmsg(lt.data.DataLoader, ds, { batchsize = 2 }), "DataLoader: unknown option 'batchsize' (known options: batch_size, collate_fn, drop_last, seed, shuffle)")
+    has(errmsg(lt.data.DataLoader, ds, { batchsize = 2 }),
+      "DataLoader: unknown option 'batchsize' (known options: batch_size, collate_fn, drop_last, seed, shuffle)")
     has(errmsg(lt.data.DataLoader, ds, { batch_size = 0 }), "DataLoader: option 'batch_size' must be a positive integer, got 0")
     has(errmsg(lt.data.DataLoader, ds, { shuffle = 1 }), "DataLoader: option 'shuffle' must be a boolean, got number")
-    has(errmsg(lt.data.DataLoader, { get = function() end }), "DataLoader: the dataset must be a TensorDataset or a table with get(i) and a length")
+    has(errmsg(lt.data.DataLoader, { get = function() end }),
+      "DataLoader: the dataset must be a TensorDataset or a table with get(i) and a length")
     has(errmsg(lt.data.DataLoader, { len = function() return 2 end }), "DataLoader: the dataset has no get(i) method")
   end)
 
@@ -461,7 +464,7 @@ describe("lt.data.DataLoader", function()
         local b = loader:iter()()
         assert.are.same({ { 1, -1 }, { 2, -2 } }, b[1]:totable())
         assert.are.equal("int64", b[2]:dtype())
-        assert.are.same({ 2, 3 }, b[2]:tolist())
+        assert.are.same({ 2, 3 }, b[2]:flatten():tolist())
       end
     end)
 
@@ -471,7 +474,7 @@ describe("lt.data.DataLoader", function()
       local b = lt.data.DataLoader(ds, { batch_size = 4 }):iter()()
       assert.are.same({ 4, 3 }, b.x:shape())
       assert.are.equal("float32", b.w:dtype())
-      assert.are.same({ 0.5, 1, 1.5, 2 }, b.w:tolist())
+      assert.are.same({ 0.5, 1, 1.5, 2 }, b.w:flatten():tolist())
     end)
 
     it("shuffles with the same permutation as a TensorDataset of the same size and seed", function()
@@ -492,12 +495,14 @@ describe("lt.data.DataLoader", function()
 
     it("names a sample that cannot be stacked", function()
       local ds = setmetatable({ get = function(_, i) return { lt.zeros(i) } end }, { __len = function() return 2 end })
-      has(errmsg(lt.data.DataLoader(ds, { batch_size = 2 }):iter()), "DataLoader: cannot stack field 1 of the samples: stack: tensor 2 has shape [2], tensor 1 has [1]")
+      has(errmsg(lt.data.DataLoader(ds, { batch_size = 2 }):iter()),
+        "DataLoader: cannot stack field 1 of the samples: stack: tensor 2 has shape [2], tensor 1 has [1]")
       local missing = setmetatable({ get = function(_, i) return i == 1 and { x = 1, y = 2 } or { x = 1 } end },
         { __len = function() return 2 end })
       has(errmsg(lt.data.DataLoader(missing, { batch_size = 2 }):iter()), "DataLoader: field y is missing in sample 2")
       local mixed = setmetatable({ get = function(_, i) return { i == 1 and 1 or "a" } end }, { __len = function() return 2 end })
-      has(errmsg(lt.data.DataLoader(mixed, { batch_size = 2 }):iter()), "DataLoader: field 1 of sample 2 is a string, sample 1 has a number")
+      has(errmsg(lt.data.DataLoader(mixed, { batch_size = 2 }):iter()),
+        "DataLoader: field 1 of sample 2 is a string, sample 1 has a number")
     end)
 
     it("wraps a bare tensor sample into a one-element batch table", function()

@@ -3,7 +3,8 @@
 -- sample, the custom loop's progress, the callback's report).
 local root = os.getenv("PWD") or "."
 local bin = os.getenv("LUTRA_BIN")
-  or (root .. "/" .. (os.getenv("LUTRA_BUILD_DIR") or "build") .. "/bin/" .. (os.getenv("LUTRA_CONFIG") or "release") .. "/cli/lutra")
+  or (root .. "/" .. (os.getenv("LUTRA_BUILD_DIR") or "build") .. "/bin/" .. (os.getenv("LUTRA_CONFIG") or "release")
+    .. "/cli/lutra")
 
 local function exists(path)
   local f = io.open(path, "rb")

@@ -99,7 +99,7 @@ describe("models.mlp", function()
     local pred = m:predict_step(image_batch(5), 0)
     assert.are.equal("int64", pred:dtype())
     assert.are.same({ 5 }, pred:shape())
-    for _, v in ipairs(pred:tolist()) do assert(v >= 1 and v <= 10) end
+    for _, v in ipairs(pred:flatten():tolist()) do assert(v >= 1 and v <= 10) end
   end)
 
   it("builds SGD with its hyper-parameters, Adam on request, and a cosine schedule", function()
@@ -117,7 +117,8 @@ describe("models.mlp", function()
   it("rejects unknown options and bad values by name", function()
     has(errmsg(mlp, { hiden = { 10 } }), "models.mlp: unknown option 'hiden'")
     has(errmsg(mlp, { lr = "fast" }), "models.mlp: option 'lr' must be a number, got string")
-    has(errmsg(mlp, { optimizer = "lbfgs" }), "models.mlp: option 'optimizer' must be \"sgd\", \"adam\" or \"adamw\", got \"lbfgs\"")
+    has(errmsg(mlp, { optimizer = "lbfgs" }),
+      "models.mlp: option 'optimizer' must be \"sgd\", \"adam\" or \"adamw\", got \"lbfgs\"")
     has(errmsg(mlp, { hidden = { 10, 0 } }), "models.mlp: hidden[2] must be a positive integer, got 0")
     has(errmsg(mlp, { scheduler = "cosine" }), "models.mlp: scheduler \"cosine\" needs max_epochs")
   end)
@@ -164,8 +165,8 @@ describe("models.char_rnn", function()
     local ds = CharRNN.dataset("abcdefg", CharRNN.vocabulary("abcdefg"), 3)
     assert.are.equal(2, #ds)
     local s = ds:get(2)
-    assert.are.same({ 4, 5, 6 }, s[1]:tolist())
-    assert.are.same({ 5, 6, 7 }, s[2]:tolist())
+    assert.are.same({ 4, 5, 6 }, s[1]:flatten():tolist())
+    assert.are.same({ 5, 6, 7 }, s[2]:flatten():tolist())
     has(errmsg(CharRNN.dataset, "ab", CharRNN.vocabulary("ab"), 5), "too short for windows of 5")
   end)
 
@@ -189,7 +190,7 @@ describe("models.char_rnn", function()
     local splits = m:tbptt_split_batch(batch, 4)
     assert.are.equal(3, #splits)
     assert.are.same({ 8, 4 }, splits[2][1]:shape())
-    assert.are.same(batch[2]:narrow(2, 5, 4):tolist(), splits[2][2]:tolist())
+    assert.are.same(batch[2]:narrow(2, 5, 4):flatten():tolist(), splits[2][2]:flatten():tolist())
     local opt = m:configure_optimizers()
     local losses = {}
     for step = 1, 30 do

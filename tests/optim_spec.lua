@@ -54,8 +54,8 @@ describe("lt.optim fixtures (PyTorch 1.13, 10 steps)", function()
         opt:zero_grad()
         assign_grads(p1, p2, c1, c2)
         opt:step()
-        local w1 = worst(p1:tolist(), cs.params_after[s].p1.data)
-        local w2 = worst(p2:tolist(), cs.params_after[s].p2.data)
+        local w1 = worst(p1:flatten():tolist(), cs.params_after[s].p1.data)
+        local w2 = worst(p2:flatten():tolist(), cs.params_after[s].p2.data)
         assert.is_true(w1 <= 1 and w2 <= 1,
           string.format("%s step %d: worst error ratio p1 %.3g, p2 %.3g", cs.name, s, w1, w2))
       end
@@ -74,8 +74,8 @@ describe("lt.optim fixtures (PyTorch 1.13, 10 steps)", function()
       assert.is_true(math.abs(loss:item() - cs.loss[s]) <= 1e-5 * math.max(1, math.abs(cs.loss[s])))
       loss:backward()
       opt:step()
-      assert.is_true(worst(p1:tolist(), cs.params_after[s].p1.data) <= 1)
-      assert.is_true(worst(p2:tolist(), cs.params_after[s].p2.data) <= 1)
+      assert.is_true(worst(p1:flatten():tolist(), cs.params_after[s].p1.data) <= 1)
+      assert.is_true(worst(p2:flatten():tolist(), cs.params_after[s].p2.data) <= 1)
     end
     -- the update is not recorded: params stay leaves that require grad
     assert.is_true(p1:is_leaf())
@@ -90,7 +90,7 @@ describe("lt.optim update details", function()
     local opt = lt.optim.SGD({ p }, { lr = 0.5, maximize = true })
     p.grad = lt.tensor { 1, -2 }
     opt:step()
-    assert.same({ 1.5, 1 }, p:tolist())
+    assert.same({ 1.5, 1 }, p:flatten():tolist())
   end)
 
   -- maximize combined with weight decay, amsgrad, centering, nesterov and dampening (the fixtures have
@@ -115,8 +115,8 @@ describe("lt.optim update details", function()
         p.grad = lt.tensor { math.sin(s), math.cos(1.3 * s), 0.5 - 0.1 * s, 2 * math.sin(0.7 * s) ^ 2 }
         opt:step()
       end
-      local w = worst(p:tolist(), cs[3])
-      assert.is_true(w <= 1, string.format("worst error ratio %.3g: got %s", w, cjson.encode(p:tolist())))
+      local w = worst(p:flatten():tolist(), cs[3])
+      assert.is_true(w <= 1, string.format("worst error ratio %.3g: got %s", w, cjson.encode(p:flatten():tolist())))
     end)
   end
 
@@ -125,7 +125,7 @@ describe("lt.optim update details", function()
     local opt = lt.optim.Adam({ a, b }, { lr = 0.1 })
     a.grad = lt.ones(2)
     opt:step()
-    assert.same({ 1, 1, 1 }, b:tolist())
+    assert.same({ 1, 1, 1 }, b:flatten():tolist())
     local sd = opt:state_dict()
     assert.equals(1, sd.state[1].step)
     assert.is_nil(sd.state[2])
@@ -143,8 +143,8 @@ describe("lt.optim update details", function()
       pt.grad = g; pc.grad = g
       o1:step(); o2:step()
     end
-    assert.same(pc:tolist(), pt:tolist())
-    assert.same(pc:t():tolist(), base:tolist()) -- written back into the shared storage
+    assert.same(pc:flatten():tolist(), pt:flatten():tolist())
+    assert.same(pc:t():flatten():tolist(), base:flatten():tolist()) -- written back into the shared storage
   end)
 
   it("takes the parameters of a module-like table through :parameters()", function()
@@ -175,7 +175,7 @@ describe("lt.optim param_groups", function()
     assert.equals(0.5, opt.param_groups[1].lr)
     p.grad = lt.tensor { 1, 2 }
     opt:step()
-    assert.same({ 0.5, 0 }, p:tolist())
+    assert.same({ 0.5, 0 }, p:flatten():tolist())
   end)
 
   it("keeps a separate lr per group and fills missing options from the constructor's", function()
@@ -187,8 +187,8 @@ describe("lt.optim param_groups", function()
     assert.equals(0.9, opt.param_groups[2].momentum)
     a.grad = lt.ones(1); b.grad = lt.ones(1)
     opt:step()
-    assert.same({ 0.5 }, a:tolist())
-    assert.same({ 0.75 }, b:tolist())
+    assert.same({ 0.5 }, a:flatten():tolist())
+    assert.same({ 0.75 }, b:flatten():tolist())
   end)
 
   it("add_param_group appends a group that steps with the defaults and numbers params on in state_dict", function()
@@ -311,8 +311,8 @@ describe("lt.optim state_dict", function()
       b:load_state_dict(sd)
       assert.equals(opts.lr, b.param_groups[1].lr)
       for _ = 1, 5 do b:zero_grad(); assign_grads(q1, q2, c1, c2); b:step() end
-      assert.is_true(equal_lists(p1:tolist(), q1:tolist()))
-      assert.is_true(equal_lists(p2:tolist(), q2:tolist()))
+      assert.is_true(equal_lists(p1:flatten():tolist(), q1:flatten():tolist()))
+      assert.is_true(equal_lists(p2:flatten():tolist(), q2:flatten():tolist()))
     end)
   end
 
@@ -333,9 +333,9 @@ describe("lt.optim state_dict", function()
     assert.equals(1e-8, g.eps)
     assert.is_true(g.amsgrad)
     -- the tensors are copies: stepping on does not change a saved state_dict
-    local saved = sd.state[1].exp_avg:tolist()
+    local saved = sd.state[1].exp_avg:flatten():tolist()
     opt:step()
-    assert.same(saved, sd.state[1].exp_avg:tolist())
+    assert.same(saved, sd.state[1].exp_avg:flatten():tolist())
   end)
 
   it("loads a state dict whose integer keys became strings (JSON)", function()
@@ -349,7 +349,7 @@ describe("lt.optim state_dict", function()
     local opt2 = lt.optim.Adam({ lt.param(lt.ones(2)) }, { lr = 0.1 })
     opt2:load_state_dict(sd)
     assert.equals(1, opt2:state_dict().state[1].step)
-    assert.same(st.exp_avg:tolist(), opt2:state_dict().state[1].exp_avg:tolist())
+    assert.same(st.exp_avg:flatten():tolist(), opt2:state_dict().state[1].exp_avg:flatten():tolist())
   end)
 
   it("keeps SGD's momentum_buffer and no step", function()
@@ -358,7 +358,7 @@ describe("lt.optim state_dict", function()
     p.grad = lt.tensor { 1, 2 }
     opt:step()
     local st = opt:state_dict().state[1]
-    assert.same({ 1, 2 }, st.momentum_buffer:tolist())
+    assert.same({ 1, 2 }, st.momentum_buffer:flatten():tolist())
     assert.is_nil(st.step)
   end)
 end)
@@ -416,10 +416,12 @@ describe("lt.optim errors", function()
     opt:step()
     local sd = opt:state_dict()
     local other = lt.optim.Adam({ { params = { lt.param(lt.ones(2)) } }, { params = { lt.param(lt.ones(3)) } } })
-    assert.matches("Adam: load_state_dict: loaded state dict has a different number of parameter groups %(1, the optimizer has 2%)",
+    assert.matches("Adam: load_state_dict: loaded state dict has a different number of parameter groups "
+      .. "%(1, the optimizer has 2%)",
       errmsg(function() other:load_state_dict(sd) end))
     local small = lt.optim.Adam({ lt.param(lt.ones(2)) })
-    assert.matches("Adam: load_state_dict: loaded state dict contains a parameter group that doesn't match the size of optimizer's group %(group 1: 2 parameters, the optimizer's has 1%)",
+    assert.matches("Adam: load_state_dict: loaded state dict contains a parameter group that doesn't match the size "
+      .. "of optimizer's group %(group 1: 2 parameters, the optimizer's has 1%)",
       errmsg(function() small:load_state_dict(sd) end))
     local swapped = lt.optim.Adam({ lt.param(lt.ones(3)), lt.param(lt.ones(2)) })
     assert.matches("Adam: load_state_dict: state%[1%]%.exp_avg.* has shape %[2%], but parameter 1 of group 1 has shape %[3%]",
@@ -436,6 +438,6 @@ describe("lt.optim errors", function()
     assert.matches("grad: assigned gradient is int64, the tensor is float32",
       errmsg(function() p.grad = lt.tensor({ 1, 1 }, "int64") end))
     opt:step() -- no grad: nothing to do
-    assert.same({ 1, 1 }, p:tolist())
+    assert.same({ 1, 1 }, p:flatten():tolist())
   end)
 end)

@@ -136,8 +136,8 @@ describe("threaded sums along a dim", function()
   it("a split sum equals the sum of the same rows taken one at a time", function()
     lt.set_num_threads(2)
     local x = lt.randn(1000, 257)
-    local s = x:sum(1):tolist()
-    local s2 = x:sum(2):tolist()
+    local s = x:sum(1):flatten():tolist()
+    local s2 = x:sum(2):flatten():tolist()
     local xt = x:t():contiguous()
     for _, k in ipairs { 1, 17, 128, 257 } do
       assert.is_true(math.abs(s[k] - xt[k]:sum():item()) < 1e-3)
@@ -175,10 +175,10 @@ describe("threaded softmax", function()
     assert.is_true(((a - b):abs():max():item()) < 1e-6)
   end)
 
-  -- softmax and log_softmax of t along dim as lists of rows (tolist is flat), rows along the softmax dim
+  -- softmax and log_softmax of t along dim as lists of rows (flattened), rows along the softmax dim
   local function rows_of(t, dim)
     local function nest(m)
-      local flat, r = m:tolist(), {}
+      local flat, r = m:flatten():tolist(), {}
       local nr, nc = m:size(1), m:size(2)
       for i = 1, nr do
         r[i] = {}
@@ -198,7 +198,7 @@ describe("threaded softmax", function()
       x[7][123] = nan
       local s = x:softmax(2)
       local ls = x:log_softmax(2)
-      local srow, lrow = s[7]:tolist(), ls[7]:tolist()
+      local srow, lrow = s[7]:flatten():tolist(), ls[7]:flatten():tolist()
       for j = 1, 300 do
         assert.is_true(srow[j] ~= srow[j], "softmax element " .. j)
         assert.is_true(lrow[j] ~= lrow[j], "log_softmax element " .. j)
@@ -207,10 +207,10 @@ describe("threaded softmax", function()
       assert.is_true(math.abs(other - 1) < 1e-5)
       -- NaN as the very last element (the scalar tail of the lane max) and in a strided column
       local y = lt.tensor { { 1, 2, 3 }, { 4, 5, nan } }
-      local sy = y:softmax(2):tolist() -- flat, row-major
+      local sy = y:softmax(2):flatten():tolist() -- flat, row-major
       assert.is_true(sy[4] ~= sy[4] and sy[6] ~= sy[6])
       assert.is_true(math.abs(sy[1] + sy[2] + sy[3] - 1) < 1e-6)
-      local sc = y:softmax(1):tolist()
+      local sc = y:softmax(1):flatten():tolist()
       assert.is_true(sc[3] ~= sc[3] and sc[6] ~= sc[6])
       assert.is_true(math.abs(sc[1] + sc[4] - 1) < 1e-6)
     end
@@ -242,18 +242,18 @@ describe("threaded softmax", function()
   it("the gradient through a -inf mask is exactly zero at the masked entries", function()
     local x = lt.tensor { { -inf, 0.5, 1 }, { 2, -inf, 0 } }:requires_grad(true)
     x:softmax(2):backward(lt.tensor { { 1, 2, 3 }, { -1, 4, 2 } })
-    local g = x.grad:tolist() -- flat
+    local g = x.grad:flatten():tolist() -- flat
     assert.equals(0, g[1])
     assert.equals(0, g[5])
     x.grad = nil
     x:log_softmax(2):backward(lt.tensor { { 1, 2, 3 }, { -1, 4, 2 } })
-    g = x.grad:tolist()
+    g = x.grad:flatten():tolist()
     assert.equals(1, g[1]) -- g - exp(-inf) * sum(g)
     assert.equals(4, g[5])
   end)
 
   it("exp underflows to 0 and overflows to inf (as PyTorch under flush-to-zero)", function()
-    local e = lt.tensor { -inf, -200, -88, 0, 89, inf, nan }:exp():tolist()
+    local e = lt.tensor { -inf, -200, -88, 0, 89, inf, nan }:exp():flatten():tolist()
     assert.same({ 0, 0, 0, 1, inf, inf }, { e[1], e[2], e[3], e[4], e[5], e[6] })
     assert.is_true(e[7] ~= e[7])
   end)

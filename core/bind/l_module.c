@@ -21,6 +21,10 @@ void l_data_register(lua_State *L);   /* l_data.c: IDX reading, batching */
 void l_io_register(lua_State *L);     /* l_io.c: safetensors checkpoints, atomic files */
 void l_loop_register(lua_State *L);   /* l_loop.c: the training loops and hook dispatch */
 void l_dist_register(lua_State *L);   /* l_dist.c: MPI communication (lt.distributed) */
+void l_ops_a_register(lua_State *L);  /* l_ops_a.c: sort, scans, prod, norm, tril/triu, rounding, erf ... */
+void l_names_register(lua_State *L);  /* l_names.c: the missing-name error with the nearest name */
+void l_index_ops_register(lua_State *L); /* l_index_ops.c: masked_fill, scatter, nonzero ... */
+void l_random_register(lua_State *L); /* l_random.c: randint, multinomial, bernoulli, *_like, linspace */
 
 /* ---- process-wide run state (what a host or a signal handler may ask) ---------------------------- */
 
@@ -109,12 +113,16 @@ static int l_interrupt_clear(lua_State *L) { (void)L; lt_interrupt_clear(); retu
 static int open_with_upvalues(lua_State *L) {
   lua_newtable(L);
   l_tensor_register(L);
+  l_ops_a_register(L);
   l_nn_register(L);
   l_optim_register(L);
   l_data_register(L);
   l_io_register(L);
   l_loop_register(L);
   l_dist_register(L);
+  l_names_register(L);
+  l_index_ops_register(L);
+  l_random_register(L);
   static const luaL_Reg misc[] = {
     { "interrupt", l_interrupt }, { "interrupt_pending", l_interrupt_pending }, { "interrupt_clear", l_interrupt_clear },
     { "embedded", l_embedded }, { "run_active", l_run_active },

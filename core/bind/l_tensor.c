@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "l_names.h"
 #include "l_util.h"
 #include "lt_alloc.h"
 #include "lt_blas.h"
@@ -215,21 +216,10 @@ static void push_table_rec(lua_State *L, const lt_tensor *t, int d, int64_t off)
   }
 }
 
+/* nested Lua tables as torch's tolist (a 0-dim tensor gives its number) */
 static int l_totable(lua_State *L) {
   lt_tensor *t = T(1, "totable");
   push_table_rec(L, t, 0, t->offset);
-  return 1;
-}
-
-/* flat values (row-major) as a Lua array: used by tostring and tests */
-static int l_tolist(lua_State *L) {
-  lt_tensor *t = T(1, "tolist");
-  int64_t n = lt_numel(t);
-  lua_createtable(L, (int)n, 0);
-  for (int64_t i = 0; i < n; i++) {
-    lua_pushnumber(L, lt_get_flat(t, i));
-    lua_rawseti(L, -2, (int)i + 1);
-  }
   return 1;
 }
 
@@ -673,6 +663,14 @@ static int l_index(lua_State *L) {
     }
     lua_pushvalue(L, 2);
     lua_rawget(L, lua_upvalueindex(3));
+    /* a name no tensor has is an error with the nearest method (x:topk2() would be a bare nil call);
+     * private names ('_...') stay nil, for feature checks */
+    if (lua_isnil(L, -1) && t && k[0] != '_') {
+      luaL_where(L, 1);
+      l_missing_name_push(L, "tensor", "method ", k, lua_upvalueindex(3), 0);
+      lua_concat(L, 2);
+      return lua_error(L);
+    }
     return 1;
   }
   if (lua_type(L, 2) == LUA_TNUMBER && t) {
@@ -841,7 +839,7 @@ static int l_data_ptr(lua_State *L) {
 static const luaL_Reg methods[] = {
   { "shape", l_shape }, { "size", l_size }, { "stride", l_stride }, { "dim", l_dim }, { "nDimension", l_dim },
   { "numel", l_numel }, { "nElement", l_numel }, { "dtype", l_dtype }, { "item", l_item }, { "totable", l_totable },
-  { "tolist", l_tolist }, { "is_contiguous", l_is_contiguous }, { "data_ptr", l_data_ptr },
+  { "tolist", l_totable }, { "is_contiguous", l_is_contiguous }, { "data_ptr", l_data_ptr },
   { "view", l_view }, { "reshape", l_reshape }, { "t", l_t }, { "transpose", l_transpose }, { "permute", l_permute },
   { "narrow", l_narrow }, { "select", l_select }, { "unsqueeze", l_unsqueeze }, { "squeeze", l_squeeze },
   { "expand", l_expand }, { "flatten", l_flatten }, { "contiguous", l_contiguous }, { "clone", l_clone },

@@ -58,16 +58,38 @@ static lt_tensor *make_view(lt_ctx *c, lt_tensor *t, int ndim, const int64_t *sh
   return v;
 }
 
+/* Strides that show t with shape sh without copying, as torch's view computes them: the new shape must split
+ * or merge only runs of dims that are laid out back to back in t (a [B, T, 3C] narrow seen as [B, T, 3, C]).
+ * Returns 0 when no such strides exist. */
+static int view_strides(const lt_tensor *t, int ndim, const int64_t *sh, int64_t *st) {
+  if (t->ndim == 0 || lt_numel(t) == 0) { lt_contiguous_strides(ndim, sh, st); return 1; }
+  int vd = ndim - 1;
+  int64_t base = t->stride[t->ndim - 1], tn = 1, vn = 1;
+  for (int td = t->ndim - 1; td >= 0; td--) {
+    tn *= t->shape[td];
+    /* the end of a run of back-to-back dims: the new dims over it get strides from its innermost stride */
+    if (td == 0 || (t->shape[td - 1] != 1 && t->stride[td - 1] != tn * base)) {
+      while (vd >= 0 && (vn < tn || sh[vd] == 1)) {
+        st[vd] = vn * base;
+        vn *= sh[vd];
+        vd--;
+      }
+      if (vn != tn) return 0;
+      if (td > 0) { base = t->stride[td - 1]; tn = 1; vn = 1; }
+    }
+  }
+  return vd == -1;
+}
+
 /* op names the user's call in messages: reshape of a contiguous tensor is a view, but the user wrote reshape */
 static lt_tensor *view_as(lt_ctx *c, const char *op, lt_tensor *t, int ndim, const int64_t *shape) {
   int64_t sh[LT_MAX_DIM], st[LT_MAX_DIM];
   if (infer_shape(c, op, t, ndim, shape, sh)) return NULL;
-  if (!lt_is_contiguous(t)) {
+  if (!view_strides(t, ndim, sh, st)) {
     char b1[128];
     lt_fail(c, LT_E_VIEW_STRIDE, lt_dims_str(ndim, sh, b1, sizeof b1));
     return NULL;
   }
-  lt_contiguous_strides(ndim, sh, st);
   lt_node *nd;
   return make_view(c, t, ndim, sh, st, t->offset, "view", view_backward, &nd);
 }

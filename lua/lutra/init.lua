@@ -4,6 +4,7 @@
 local lt = require "lutra.core"
 
 require "lutra.tensor" -- printing and Lua-side tensor helpers
+require "lutra.linalg" -- addmm, baddbmm, einsum
 
 local submodules = {
   nn = "lutra.nn", F = "lutra.F", optim = "lutra.optim", data = "lutra.data", callbacks = "lutra.callbacks",
@@ -11,20 +12,17 @@ local submodules = {
   distributed = "lutra.distributed",
 }
 
-setmetatable(lt, {
-  __index = function(t, k)
-    local name = submodules[k]
-    if not name then return nil end
-    local m = require(name)
-    rawset(t, k, m)
-    return m
-  end,
-})
+-- a missing name is an error naming it (lua/lutra/names.lua); submodules load on first use
+local names = require "lutra.names"
+names.strict(lt, "lt", submodules)
+local require_module = names.require_module
 
---- lt.save(path, model_or_state_dict) / lt.load(path[, model]): weights alone, in the checkpoint format
---- (lua/lutra/checkpoint.lua).
-function lt.save(...) return require("lutra.checkpoint").save(...) end
-function lt.load(...) return require("lutra.checkpoint").load(...) end
+--- lt.save(path, model_or_state_dict) / lt.load(path[, model]), lt.save_bytes(model_or_state_dict) /
+--- lt.load_bytes(s[, model]): weights alone, in the checkpoint format (lua/lutra/checkpoint.lua).
+function lt.save(...) return require_module("lutra.checkpoint").save(...) end
+function lt.load(...) return require_module("lutra.checkpoint").load(...) end
+function lt.save_bytes(...) return require_module("lutra.checkpoint").save_bytes(...) end
+function lt.load_bytes(...) return require_module("lutra.checkpoint").load_bytes(...) end
 
 --- Writes a line on stderr unless lutra is quiet (lt.is_interactive() false: inside a host, or LUTRA_QUIET=1;
 --- docs/guide-hosts.md). Every message nobody asked for goes through here; lt._warn prefixes "lutra: warning: ".

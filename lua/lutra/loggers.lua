@@ -25,19 +25,7 @@ local IO = lt._io
 local M = {}
 local fmt, concat = string.format, table.concat
 
-local function check_options(what, opts, allowed)
-  if opts == nil then return {} end
-  if type(opts) ~= "table" then error(fmt("%s: expected a table of options, got %s", what, type(opts)), 3) end
-  for k in pairs(opts) do
-    if not allowed[k] then
-      local names = {}
-      for n in pairs(allowed) do names[#names + 1] = n end
-      table.sort(names)
-      error(fmt("%s: unknown option '%s' (expected one of: %s)", what, tostring(k), concat(names, ", ")), 3)
-    end
-  end
-  return opts
-end
+local check_options = require("lutra.util").check_options
 
 -- A number that is an integer a double holds exactly (NaN, inf, fractions and |v| >= 2^53 are not).
 local function is_count(v) return type(v) == "number" and v == math.floor(v) and v > -2 ^ 53 and v < 2 ^ 53 end
@@ -91,7 +79,8 @@ end
 
 local function yaml_string(s)
   if s:match("^[%w_][%w_%.%-/ ]*$") and not s:match(" $") and not tonumber(s)
-    and not ({ ["true"] = 1, ["false"] = 1, ["null"] = 1, ["yes"] = 1, ["no"] = 1, ["on"] = 1, ["off"] = 1, ["~"] = 1 })[s:lower()] then
+    and not ({ ["true"] = 1, ["false"] = 1, ["null"] = 1, ["yes"] = 1, ["no"] = 1, ["on"] = 1, ["off"] = 1,
+      ["~"] = 1 })[s:lower()] then
     return s
   end
   return '"' .. s:gsub('[%c"\\]', function(ch)
@@ -115,15 +104,7 @@ local function yaml_scalar(v)
   return yaml_string(tostring(v))
 end
 
-local function sorted_keys(t)
-  local keys = {}
-  for k in pairs(t) do keys[#keys + 1] = k end
-  table.sort(keys, function(a, b)
-    if type(a) ~= type(b) then return type(a) == "number" end
-    return a < b
-  end)
-  return keys
-end
+local sorted_keys = require("lutra.util").sorted_keys
 
 --- YAML text of a table of hyper-parameters (nested tables indented; lists as "- item").
 function M.to_yaml(t)
@@ -149,12 +130,10 @@ function M.to_yaml(t)
       for _, k in ipairs(sorted_keys(tbl)) do
         local v = tbl[k]
         local key = yaml_string(tostring(k))
-        if type(v) == "function" then
-          -- functions are not hyper-parameters one can write down
-        elseif type(v) == "table" and not lt.is_tensor(v) then
+        if type(v) == "table" and not lt.is_tensor(v) then
           if next(v) == nil then out[#out + 1] = indent .. key .. ": {}"
           else out[#out + 1] = indent .. key .. ":"; emit(v, indent .. "  ") end
-        else
+        elseif type(v) ~= "function" then -- (functions are not hyper-parameters one can write down)
           out[#out + 1] = indent .. key .. ": " .. yaml_scalar(v)
         end
       end
@@ -332,4 +311,4 @@ end
 
 M.CSVLogger_class = CSVLogger
 
-return M
+return require("lutra.names").strict(M, "lt.loggers")

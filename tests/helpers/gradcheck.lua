@@ -28,7 +28,7 @@ end
 local function as_f32(v) return lt.tensor({ v }):item() end
 
 local function weighted_sum(out, r)
-  local vals, s = out:tolist(), 0
+  local vals, s = out:flatten():tolist(), 0
   for i = 1, #vals do s = s + vals[i] * r[i] end
   return s
 end
@@ -76,9 +76,9 @@ return function(fn, inputs, opts)
   for i = 1, #inputs do
     if wrt[i] then
       local g = leaves[i].grad
-      local ga = g and g:tolist() or nil
+      local ga = g and g:flatten():tolist() or nil
       local flat = base[i]:view(-1)
-      local vals = flat:tolist()
+      local vals = flat:flatten():tolist()
       for j = 1, #vals do
         local x0 = vals[j]
         local xp, xm = as_f32(x0 + eps), as_f32(x0 - eps)

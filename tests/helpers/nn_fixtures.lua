@@ -29,7 +29,7 @@ function X.check(what, got, ref, rtol, atol)
   for i = 1, #rs do
     assert(gs[i] == rs[i], string.format("%s: shape %s, expected [%s]", what, got:shape_str(), table.concat(rs, " x ")))
   end
-  local g = got:tolist()
+  local g = got:flatten():tolist()
   for i, r in ipairs(ref.data) do
     local tol = math.max(atol, rtol * math.abs(r))
     if not (math.abs(g[i] - r) <= tol) then

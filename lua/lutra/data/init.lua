@@ -1,4 +1,4 @@
--- lutra.data (lt.data) — datasets and the DataLoader (SPEC §4).
+-- lutra.data (lt.data) — datasets and the DataLoader (docs/reference/data.md).
 --
 --   local ds = lt.data.FashionMNIST{train = true}          -- .data [60000 x 1 x 28 x 28], .targets 1..10
 --   local loader = lt.data.DataLoader(ds, {batch_size = 64, shuffle = true, seed = 1})
@@ -41,35 +41,10 @@ local FASHION_PACKAGE = "dataset-fashion-mnist"
 
 local function is_tensor(x) return lt.is_tensor(x) end
 
-local function shape_str(t)
-  local s = t:shape()
-  for i = 1, #s do s[i] = tostring(s[i]) end
-  return "[" .. table.concat(s, " x ") .. "]"
-end
-
-local function sorted_keys(t)
-  local ks = {}
-  for k in pairs(t) do ks[#ks + 1] = k end
-  table.sort(ks)
-  return table.concat(ks, ", ")
-end
-
--- Checks named options: spec maps a name to a checker(value) returning an error text or nil.
-local function check_options(fname, opts, spec)
-  if opts == nil then return {} end
-  if type(opts) ~= "table" then
-    error(string.format("%s: options must be a table, got %s", fname, type(opts)), 3)
-  end
-  for k, v in pairs(opts) do
-    local check = spec[k]
-    if not check then
-      error(string.format("%s: unknown option '%s' (known options: %s)", fname, tostring(k), sorted_keys(spec)), 3)
-    end
-    local msg = check(v)
-    if msg then error(string.format("%s: option '%s' %s", fname, k, msg), 3) end
-  end
-  return opts
-end
+local util = require "lutra.util"
+local shape_str = util.shape_str
+-- named options: spec maps a name to a checker(value) returning an error text or nil
+local check_options = util.check_options
 
 local function is_int(v) return type(v) == "number" and v == math.floor(v) and v > -2 ^ 53 and v < 2 ^ 53 end
 local function positive_int(v) if not (is_int(v) and v >= 1) then return "must be a positive integer, got " .. tostring(v) end end
@@ -289,7 +264,9 @@ end
 function M.read_idx(path, opts)
   if type(path) ~= "string" then error("read_idx: path must be a string, got " .. type(path), 2) end
   opts = check_options("read_idx", opts, {
-    dtype = function(v) if v ~= "float32" and v ~= "int64" then return "must be \"float32\" or \"int64\", got " .. tostring(v) end end,
+    dtype = function(v)
+      if v ~= "float32" and v ~= "int64" then return "must be \"float32\" or \"int64\", got " .. tostring(v) end
+    end,
   })
   local ok, t = pcall(C.read_idx, path, opts.dtype == "float32" and "float32" or "raw")
   if not ok then
@@ -347,10 +324,10 @@ local function mnist_like(kind, opts, default_root, how_to_get)
   if maxl > 10 then
     error(string.format("%s: %s: label %d out of range 0..9; %s", kind, labels_path, maxl - 1, how_to_get), 3)
   end
-  local classes = {}
-  for i, c in ipairs(kind == "FashionMNIST" and FASHION_CLASSES or MNIST_CLASSES) do classes[i] = c end
+  local names = {}
+  for i, c in ipairs(kind == "FashionMNIST" and FASHION_CLASSES or MNIST_CLASSES) do names[i] = c end
   return make_tensor_dataset(kind, { images, labels }, {
-    kind = kind, data = images, targets = labels, classes = classes, root = root, train = train,
+    kind = kind, data = images, targets = labels, classes = names, root = root, train = train,
     images_path = images_path, labels_path = labels_path,
   })
 end
@@ -398,7 +375,9 @@ function M.read_csv(path, opts)
   opts = check_options("read_csv", opts, {
     header = boolean,
     sep = function(v) if type(v) ~= "string" or #v == 0 then return "must be a non-empty string" end end,
-    dtype = function(v) if v ~= "float32" and v ~= "int64" then return "must be \"float32\" or \"int64\", got " .. tostring(v) end end,
+    dtype = function(v)
+      if v ~= "float32" and v ~= "int64" then return "must be \"float32\" or \"int64\", got " .. tostring(v) end
+    end,
   })
   local header = opts.header ~= false
   local sep = opts.sep or ","
@@ -440,7 +419,7 @@ function M.read_csv(path, opts)
             local col = names and names[i] and (" ('" .. names[i] .. "')") or ""
             error(string.format("read_csv: %s:%d: field %d%s is not a number: '%s'", path, lineno, i, col, s), 2)
           end
-          if dtype == "int64" and v ~= math.floor(v) then
+          if dtype == "int64" and not (v == math.floor(v) and v >= -2 ^ 63 and v < 2 ^ 63) then
             fh:close()
             error(string.format("read_csv: %s:%d: field %d is not an integer: '%s' (dtype int64)", path, lineno, i, s), 2)
           end
@@ -750,4 +729,4 @@ function DataLoader:load_state_dict(sd)
   f._gen = f._gen + 1 -- iterators from before the load are stale
 end
 
-return M
+return require("lutra.names").strict(M, "lt.data")

@@ -19,8 +19,8 @@ for k, v in pairs(require "lutra.nn.pool") do nn[k] = v end
 for k, v in pairs(require "lutra.nn.activation") do nn[k] = v end
 
 -- functions over any model table (a Module or a plain table of modules)
-for _, k in ipairs { "parameters", "named_parameters", "buffers", "named_buffers", "state_dict", "state_dict_keys", "load_state_dict",
-  "modules", "children", "train", "zero_grad", "assign_paths" } do
+for _, k in ipairs { "parameters", "named_parameters", "buffers", "named_buffers", "state_dict", "state_dict_keys",
+  "load_state_dict", "modules", "children", "train", "zero_grad", "assign_paths" } do
   nn[k] = MM[k]
 end
 function nn.eval(root) return MM.train(root, false) end
@@ -32,15 +32,4 @@ local lazy = {
   LayerNorm = { "lutra.nn.norm", "LayerNorm" }, Embedding = { "lutra.nn.embedding" }, LSTM = { "lutra.nn.lstm" },
   utils = { "lutra.nn.utils" }, init = { "lutra.nn.initializers" },
 }
-setmetatable(nn, {
-  __index = function(t, k)
-    local where = lazy[k]
-    if not where then return nil end
-    local m = require(where[1])
-    if where[2] then m = m[where[2]] end
-    rawset(t, k, m)
-    return m
-  end,
-})
-
-return nn
+return require("lutra.names").strict(nn, "lt.nn", lazy)

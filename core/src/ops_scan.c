@@ -1,0 +1,178 @@
+/* ops_scan.c — cumsum, cumprod and prod (all elements or along a dim), each with its backward rule.
+ * The kernels work on a contiguous copy, one line along the dim at a time (lt_lines.h); float32 sums and
+ * products accumulate in double, as torch's CPU kernels do. The backward rules of the products are exact
+ * where inputs are zero. */
+#include <string.h>
+
+#include "lt_lines.h"
+#include "lt_ops.h"
+
+/* --- cumsum / cumprod ------------------------------------------------------------------------------- */
+
+static void scan_f32(const float *x, float *y, const lt_lines *l, int prod) {
+  for (int64_t k = 0, nl = lt_lines_count(l); k < nl; k++) {
+    int64_t b = lt_line_base(l, k);
+    double acc = prod ? 1.0 : 0.0;
+    for (int64_t j = 0; j < l->n; j++) {
+      int64_t o = b + j * l->inner;
+      acc = prod ? acc * x[o] : acc + x[o];
+      y[o] = (float)acc;
+    }
+  }
+}
+
+/* int64 wraps on overflow, as torch's does (unsigned arithmetic keeps it defined) */
+static void scan_i64(const int64_t *x, int64_t *y, const lt_lines *l, int prod) {
+  for (int64_t k = 0, nl = lt_lines_count(l); k < nl; k++) {
+    int64_t b = lt_line_base(l, k);
+    uint64_t acc = prod ? 1u : 0u;
+    for (int64_t j = 0; j < l->n; j++) {
+      int64_t o = b + j * l->inner;
+      acc = prod ? acc * (uint64_t)x[o] : acc + (uint64_t)x[o];
+      y[o] = (int64_t)acc;
+    }
+  }
+}
+
+/* cumsum's gradient: the reversed cumulative sum of g */
+static int cumsum_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
+  lt_tensor *gc = lt_op_contiguous(c, g);
+  lt_tensor *r = gc ? lt_tensor_new_like(c, gc) : NULL;
+  if (!r) { lt_tensor_release(gc); return LT_ERR; }
+  lt_lines l = lt_lines_of(gc, (int)n->i[0]);
+  const float *pg = lt_f32(gc);
+  float *pr = lt_f32(r);
+  for (int64_t k = 0, nl = lt_lines_count(&l); k < nl; k++) {
+    int64_t b = lt_line_base(&l, k);
+    double acc = 0;
+    for (int64_t j = l.n - 1; j >= 0; j--) {
+      acc += pg[b + j * l.inner];
+      pr[b + j * l.inner] = (float)acc;
+    }
+  }
+  lt_tensor_release(gc);
+  gin[0] = r;
+  return LT_OK;
+}
+
+/* The operands of a product's backward: contiguous g and x, and the gradient buffer (x's shape); NULL when
+ * one could not be made (nothing is left to release then). */
+static lt_tensor *product_grad_operands(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gc, lt_tensor **xc) {
+  *gc = lt_op_contiguous(c, g);
+  *xc = lt_op_contiguous(c, n->inputs[0]);
+  lt_tensor *r = *gc && *xc ? lt_tensor_new_like(c, *xc) : NULL;
+  if (!r) { lt_tensor_release(*gc); lt_tensor_release(*xc); }
+  return r;
+}
+
+/* cumprod's gradient, torch's way in O(n) per line: d y_j / d x_k = prod_{i <= j, i != k} x_i for j >= k.
+ * Before the line's first zero z that is (sum_{j >= k} g_j y_j) / x_k; at z, a running product that skips x_z;
+ * after z, zero (every product holds x_z). */
+static int cumprod_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
+  lt_tensor *gc, *xc, *r = product_grad_operands(c, n, g, &gc, &xc);
+  if (!r) return LT_ERR;
+  lt_lines l = lt_lines_of(gc, (int)n->i[0]);
+  const float *pg = lt_f32(gc), *px = lt_f32(xc);
+  float *pr = lt_f32(r);
+  for (int64_t k = 0, nl = lt_lines_count(&l); k < nl; k++) {
+    int64_t b = lt_line_base(&l, k), s = l.inner, z = l.n;
+    double y = 1.0, before_z = 1.0; /* y_j; y_{z-1} */
+    for (int64_t j = 0; j < l.n; j++) {
+      double x = px[b + j * s];
+      if (x == 0 && z == l.n) { z = j; before_z = y; }
+      y *= x;
+      pr[b + j * s] = (float)y; /* y_j for now */
+    }
+    double acc = 0;
+    for (int64_t j = l.n - 1; j >= 0; j--) {
+      acc += (double)pg[b + j * s] * pr[b + j * s];
+      pr[b + j * s] = j < z ? (float)(acc / px[b + j * s]) : 0.0f;
+    }
+    if (z < l.n) {
+      double p = before_z, at = pg[b + z * s] * p;
+      for (int64_t j = z + 1; j < l.n; j++) {
+        p *= px[b + j * s];
+        at += pg[b + j * s] * p;
+      }
+      pr[b + z * s] = (float)at;
+    }
+  }
+  lt_tensor_release(gc);
+  lt_tensor_release(xc);
+  gin[0] = r;
+  return LT_OK;
+}
+
+static lt_tensor *scan(lt_ctx *c, lt_tensor *a, int dim, int prod) {
+  lt_tensor *ac = lt_op_contiguous(c, a);
+  lt_tensor *out = ac ? lt_tensor_new_like(c, ac) : NULL;
+  if (!out) { lt_tensor_release(ac); return NULL; }
+  lt_lines l = lt_lines_of(ac, dim);
+  if (ac->dtype == LT_I64) scan_i64(lt_i64(ac), lt_i64(out), &l, prod);
+  else scan_f32(lt_f32(ac), lt_f32(out), &l, prod);
+  lt_tensor_release(ac);
+  lt_node *nd;
+  if (lt_record(c, out, prod ? "cumprod" : "cumsum", prod ? cumprod_backward : cumsum_backward, 1, &a, &nd)) {
+    lt_tensor_release(out);
+    return NULL;
+  }
+  if (nd) nd->i[0] = dim;
+  return out;
+}
+
+lt_tensor *lt_op_cumsum(lt_ctx *c, lt_tensor *a, int dim) { return scan(c, a, dim, 0); }
+lt_tensor *lt_op_cumprod(lt_ctx *c, lt_tensor *a, int dim) { return scan(c, a, dim, 1); }
+
+/* --- prod ------------------------------------------------------------------------------------------ */
+
+/* d prod / d x_k = prod_{i != k} x_i, as (product before k) * (product after k): exact with zeros */
+static int prod_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
+  lt_tensor *gc, *xc, *r = product_grad_operands(c, n, g, &gc, &xc);
+  if (!r) return LT_ERR;
+  lt_lines l = lt_lines_of(xc, (int)n->i[0]);
+  const float *pg = lt_f32(gc), *px = lt_f32(xc);
+  float *pr = lt_f32(r);
+  for (int64_t k = 0, nl = lt_lines_count(&l); k < nl; k++) {
+    int64_t b = lt_line_base(&l, k), s = l.inner;
+    double before = 1.0;
+    for (int64_t m = 0; m < l.n; m++) { /* pr holds the product before m for now */
+      pr[b + m * s] = (float)before;
+      before *= px[b + m * s];
+    }
+    double after = 1.0;
+    for (int64_t m = l.n - 1; m >= 0; m--) {
+      pr[b + m * s] = (float)((double)pr[b + m * s] * after * pg[k]);
+      after *= px[b + m * s];
+    }
+  }
+  lt_tensor_release(gc);
+  lt_tensor_release(xc);
+  gin[0] = r;
+  return LT_OK;
+}
+
+lt_tensor *lt_op_prod(lt_ctx *c, lt_tensor *a, int dim, int keepdim) {
+  int64_t shape[LT_MAX_DIM];
+  int k = lt_reduced_dims(a, dim, keepdim, shape);
+  lt_tensor *ac = lt_op_contiguous(c, a);
+  lt_tensor *out = ac ? lt_tensor_new(c, ac->dtype, k, shape) : NULL;
+  if (!out) { lt_tensor_release(ac); return NULL; }
+  lt_lines l = lt_lines_of(ac, dim);
+  for (int64_t q = 0, nl = lt_lines_count(&l); q < nl; q++) {
+    int64_t b = lt_line_base(&l, q);
+    if (ac->dtype == LT_I64) {
+      uint64_t acc = 1;
+      for (int64_t j = 0; j < l.n; j++) acc *= (uint64_t)lt_i64(ac)[b + j * l.inner];
+      lt_i64(out)[q] = (int64_t)acc;
+    } else {
+      double acc = 1;
+      for (int64_t j = 0; j < l.n; j++) acc *= lt_f32(ac)[b + j * l.inner];
+      lt_f32(out)[q] = (float)acc;
+    }
+  }
+  lt_tensor_release(ac);
+  lt_node *nd;
+  if (lt_record(c, out, "prod", prod_backward, 1, &a, &nd)) { lt_tensor_release(out); return NULL; }
+  if (nd) nd->i[0] = dim;
+  return out;
+}
