@@ -15,3 +15,6 @@ files["tests/fuzz_spec.lua"] = { std = "+busted", max_line_length = false }
 -- `not (x >= 0)` is how lutra rejects NaN along with out-of-range numbers (NaN fails every comparison):
 -- W581's suggested `x < 0` would let NaN through.
 ignore = { "581" }
+-- the host examples run inside LÖVE (global `love`) and Neovim (global `vim`)
+files["examples/love"] = { globals = { "love" } }
+files["examples/nvim"] = { read_globals = { "vim" } }

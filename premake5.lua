@@ -24,9 +24,11 @@ local LUAJIT_INC = "/usr/include/luajit-2.1"
 local BUILD = os.getenv("LUTRA_BUILD_DIR") or "build"
 assert(not BUILD:find("/"), "LUTRA_BUILD_DIR must be a folder name at the repository's top level")
 
--- MPI (lt.distributed, Trainer{strategy="ddp"}) is optional: used when Debian's OpenMPI headers are installed
--- (apt-get install openmpi-bin libopenmpi-dev), unless LUTRA_NO_MPI=1. Without it everything else builds and
--- the distributed entry points raise an error saying what to install.
+-- MPI (lt.distributed, Trainer{strategy="ddp"}) is optional and lives in its own module, lutra/mpi.so, built
+-- when Debian's OpenMPI headers are installed (apt-get install openmpi-bin libopenmpi-dev), unless
+-- LUTRA_NO_MPI=1; lutra loads it with dlopen on first use (core/src/lt_mpi.h). Nothing else links libmpi, so
+-- loading lutra never loads MPI; without the module the distributed entry points raise an error saying what
+-- to install.
 local MPI_INC
 if os.getenv("LUTRA_NO_MPI") ~= "1" then
   for _, dir in ipairs { "/usr/lib/x86_64-linux-gnu/openmpi/include", "/usr/lib/aarch64-linux-gnu/openmpi/include",
@@ -34,7 +36,15 @@ if os.getenv("LUTRA_NO_MPI") ~= "1" then
     if os.isfile(dir .. "/mpi.h") then MPI_INC = dir; break end
   end
 end
-local MPI_LINKS = MPI_INC and { "mpi" } or {}
+
+-- targetdir BUILD/bin/<config>/<sub> for each configuration (the layout ./lutra and the tests expect)
+local function targetdirs(sub)
+  for _, cfg in ipairs { "release", "debug", "asan" } do
+    filter("configurations:" .. cfg)
+      targetdir(BUILD .. "/bin/" .. cfg .. "/" .. sub)
+  end
+  filter {}
+end
 
 workspace "lutra"
   configurations { "release", "debug", "asan" }
@@ -46,7 +56,6 @@ workspace "lutra"
   buildoptions { "-fPIC", "-pthread", "-D_GNU_SOURCE" }
   linkoptions { "-pthread" }
   objdir(BUILD .. "/obj")
-  if MPI_INC then defines { "LUTRA_HAVE_MPI" }; includedirs { MPI_INC } end
 
   filter "configurations:release"
     optimize "Speed"
@@ -76,6 +85,18 @@ project "lutra_static"
   excludes { "core/bind/module_so.c" }
   prebuildcommands { "luajit ../core/bind/embed_lua.lua ../lua gen/lutra_lua.c" }
 
+-- The same as a shared library, liblutra.so, for C hosts that link it dynamically (`./lutra install`, lutra.pc).
+project "lutra_shared"
+  kind "SharedLib"
+  targetname "lutra"
+  files { "core/src/*.c", "core/bind/*.c", BUILD .. "/gen/lutra_lua.c" }
+  excludes { "core/bind/module_so.c" }
+  links { "luajit-5.1", "jansson", "z", "dl", "m" }
+  linkoptions { "-Wl,-soname,liblutra.so" }
+  -- its own folder: beside liblutra.a, `links { "lutra_static" }` (-llutra) would pick the .so instead
+  targetdirs("shared")
+  prebuildcommands { "luajit ../core/bind/embed_lua.lua ../lua gen/lutra_lua.c" }
+
 -- The Lua module for plain `luajit`: lutra/core.so on package.cpath; Lua files come from package.path.
 project "lutra_core"
   kind "SharedLib"
@@ -83,30 +104,28 @@ project "lutra_core"
   targetprefix ""
   files { "core/bind/module_so.c" }
   links { "lutra_static", "jansson", "z", "dl", "m" }
-  links(MPI_LINKS)
-  filter "configurations:release"
-    targetdir(BUILD .. "/bin/release/lutra")
-  filter "configurations:debug"
-    targetdir(BUILD .. "/bin/debug/lutra")
-  filter "configurations:asan"
-    targetdir(BUILD .. "/bin/asan/lutra")
-  filter {}
+  targetdirs("lutra")
+
+-- lutra/mpi.so: every MPI call, loaded by core/src/dist.c on first use (only where MPI's headers exist).
+if MPI_INC then
+  project "lutra_mpi"
+    kind "SharedLib"
+    targetname "mpi"
+    targetprefix ""
+    files { "core/mpi/*.c" }
+    includedirs { MPI_INC }
+    links { "mpi" }
+    targetdirs("lutra")
+end
 
 -- The `lutra` binary: embeds LuaJIT, runs scripts, opens the REPL.
 project "lutra"
   kind "ConsoleApp"
   files { "core/cli/*.c" }
   links { "lutra_static", "luajit-5.1", "edit", "jansson", "z", "dl", "m" }
-  links(MPI_LINKS)
   linkoptions { "-Wl,-E" }
   -- bin/<config>/lutra/ holds the Lua module (lutra/core.so), so the binary lives in bin/<config>/cli/
-  filter "configurations:release"
-    targetdir(BUILD .. "/bin/release/cli")
-  filter "configurations:debug"
-    targetdir(BUILD .. "/bin/debug/cli")
-  filter "configurations:asan"
-    targetdir(BUILD .. "/bin/asan/cli")
-  filter {}
+  targetdirs("cli")
 
 -- C test programs: one executable per tests/c/test_*.c, linked with the static library.
 for _, path in ipairs(os.matchfiles("tests/c/test_*.c")) do
@@ -115,8 +134,7 @@ for _, path in ipairs(os.matchfiles("tests/c/test_*.c")) do
     kind "ConsoleApp"
     files { path }
     links { "lutra_static", "luajit-5.1", "jansson", "z", "dl", "m" }
-    links(MPI_LINKS)
-    linkoptions { "-Wl,-E" }
+      linkoptions { "-Wl,-E" }
 end
 
 -- Benchmarks in C (bench/bench_*.c), not tests: run by bench/run.
@@ -126,8 +144,7 @@ for _, path in ipairs(os.matchfiles("bench/bench_*.c")) do
     kind "ConsoleApp"
     files { path }
     links { "lutra_static", "luajit-5.1", "jansson", "z", "dl", "m" }
-    links(MPI_LINKS)
-end
+  end
 
 -- examples/embed: a game-like C host that embeds LuaJIT and lutra (docs/guide-embedding.md). Run from the repository root:
 -- build/bin/release/embed_host (it loads examples/embed/world.lua).
@@ -135,5 +152,4 @@ project "embed_host"
   kind "ConsoleApp"
   files { "examples/embed/*.c" }
   links { "lutra_static", "luajit-5.1", "jansson", "z", "dl", "m" }
-  links(MPI_LINKS)
   linkoptions { "-Wl,-E" }

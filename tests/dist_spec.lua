@@ -20,7 +20,7 @@ end
 
 local MPIRUN = mpirun_path()
 local SKIP_REASON = not MPIRUN and "mpirun not found (apt-get install openmpi-bin libopenmpi-dev)"
-  or not D.available() and "lutra was built without MPI (install libopenmpi-dev and rebuild)" or nil
+  or not D.available() and "MPI is not available (install libopenmpi-dev and rebuild)" or nil
 
 local function now()
   local p = io.popen("date +%s.%N")

@@ -1,7 +1,9 @@
 /*
  * l_dist.c — Lua binding of the MPI communication layer (core/src/lt_dist.h), registered as
  * `lutra.core._dist`; the user-facing API is lua/lutra/distributed.lua (lt.distributed).
- *   available() -> bool                      lutra was built with MPI
+ *   available() -> bool                      lutra/mpi.so loads (the first call loads it)
+ *   set_module_path(path)                    where to look for it first (package.searchpath's answer)
+ *   load_error() -> string                   why it did not load
  *   launched() -> bool, rank, world_size     started by mpirun (environment only; MPI untouched)
  *   init(), finalize(), is_initialized(), rank(), world_size(), barrier(), abort(code)
  *   broadcast(tensor, src) -> tensor         in place
@@ -66,6 +68,8 @@ static lt_tensor **check_list(lua_State *L, int idx, const char *fname, int *n) 
 }
 
 static int l_available(lua_State *L) { lua_pushboolean(L, lt_dist_available()); return 1; }
+static int l_set_module_path(lua_State *L) { lt_dist_set_module_path(luaL_optstring(L, 1, NULL)); return 0; }
+static int l_load_error(lua_State *L) { lua_pushstring(L, lt_dist_load_error()); return 1; }
 
 static int l_launched(lua_State *L) {
   int r, w;
@@ -253,7 +257,7 @@ void l_dist_register(lua_State *L) {
   lua_setfield(L, -2, "__gc");
   lua_pop(L, 1);
   static const luaL_Reg funcs[] = {
-    { "available", l_available }, { "launched", l_launched }, { "init", l_init }, { "finalize", l_finalize },
+    { "available", l_available }, { "set_module_path", l_set_module_path }, { "load_error", l_load_error }, { "launched", l_launched }, { "init", l_init }, { "finalize", l_finalize },
     { "is_initialized", l_is_initialized }, { "rank", l_rank }, { "world_size", l_world_size },
     { "barrier", l_barrier }, { "abort", l_abort }, { "broadcast", l_broadcast },
     { "broadcast_string", l_broadcast_string }, { "all_reduce_numbers", l_all_reduce_numbers },

@@ -23,6 +23,7 @@
 
 #include "l_optim.h"
 #include "l_util.h"
+#include "lt_blas.h"
 #include "lt_interrupt.h"
 #include "lt_loop.h"
 
@@ -869,7 +870,9 @@ static int with_state(lua_State *L, l_loops *H, int (*fn)(l_loops *, void *), vo
   H->L = L;
   l_run_enter();
   H->running++;
+  unsigned fp = lt_fp_enter(H->lp.c->flush_denormal); /* the hooks run in lutra's mode too; lt_blas.h */
   int rc = fn(H, arg);
+  lt_fp_leave(fp);
   H->running--;
   l_run_leave();
   H->L = saved;

@@ -3,7 +3,9 @@
  * and the registration of every binding area. The Lua part (lua/lutra/) is embedded in the static
  * library by core/bind/embed_lua.lua, so a host needs no files on disk.
  */
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "l_util.h"
 #include "lt_alloc.h"
@@ -27,7 +29,8 @@ void l_random_register(lua_State *L); /* l_random.c: randint, multinomial, berno
 /* ---- process-wide run state (what a host or a signal handler may ask) ---------------------------- */
 
 static int run_depth;   /* runs in progress, nested or in several states; atomic */
-static int interactive = -1; /* lutra_set_interactive: -1 not said, 0 embedded, 1 interactive */
+static int interactive = -1;     /* lutra_set_interactive (a C host, the binary): -1 not said, 0 quiet, 1 not */
+static int lua_interactive = -1; /* lt.set_interactive from Lua: -1 not said */
 static int preloaded;   /* lutra_preload was called: a host opened lutra */
 
 /* Called by the loops binding (l_loop.c) around every run of the C loops. */
@@ -38,12 +41,70 @@ int lutra_run_active(void) { return __atomic_load_n(&run_depth, __ATOMIC_SEQ_CST
 void lutra_set_interactive(int on) { interactive = on != 0; }
 void lutra_empty_cache(void) { lt_alloc_trim(); }
 
-/* core.embedded() -> true when a host opened lutra and did not ask for interactive defaults */
+/* A plain command-line interpreter running a script: the process is lua/luajit (lua5.4, luajit-2.1 ...)
+ * and the global `arg` holds a script name. LÖVE, Neovim or a C host loading lutra with require are not. */
+static int plain_interpreter(lua_State *L) {
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return 0;
+  exe[n] = 0;
+  const char *base = strrchr(exe, '/');
+  base = base ? base + 1 : exe;
+  if (strncmp(base, "lua", 3) != 0) return 0;
+  lua_getglobal(L, "arg");
+  int script = 0;
+  if (lua_istable(L, -1)) {
+    lua_rawgeti(L, -1, 0);
+    script = lua_type(L, -1) == LUA_TSTRING;
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  return script;
+}
+
+/* The quiet rule (docs/guide-hosts.md): lt.set_interactive from Lua, else LUTRA_QUIET (1 quiet, 0 not), else
+ * lutra_set_interactive (the `lutra` binary says 1), else a host that called lutra_preload is quiet, else
+ * only a plain interpreter running a script is interactive. */
+static int is_interactive(lua_State *L) {
+  if (lua_interactive >= 0) return lua_interactive;
+  const char *q = getenv("LUTRA_QUIET");
+  if (q && *q) return strcmp(q, "0") == 0;
+  if (interactive >= 0) return interactive;
+  if (preloaded) return 0;
+  return plain_interpreter(L);
+}
+
+/* core.embedded() -> true when lutra writes nothing it was not asked for (not interactive) */
 static int l_embedded(lua_State *L) {
-  lua_pushboolean(L, interactive == 0 || (interactive < 0 && preloaded));
+  lua_pushboolean(L, !is_interactive(L));
   return 1;
 }
+
+/* lt.set_interactive(on) -> the previous answer of lt.is_interactive() */
+static int l_set_interactive(lua_State *L) {
+  if (!lua_isboolean(L, 1)) return l_errorf(L, "set_interactive: expected a boolean, got %s", luaL_typename(L, 1));
+  int was = is_interactive(L);
+  lua_interactive = lua_toboolean(L, 1);
+  lua_pushboolean(L, was);
+  return 1;
+}
+static int l_is_interactive(lua_State *L) { lua_pushboolean(L, is_interactive(L)); return 1; }
 static int l_run_active(lua_State *L) { lua_pushboolean(L, lutra_run_active()); return 1; }
+
+/* core._gc_stats([reset]) -> {steps=, step_kb=, max_step_kb=, cycles=}: what the GC pacing (l_util.c) asked
+ * of the collector since lutra was loaded (or the last reset), for tests that pin its mechanism without
+ * timing it */
+static int l_gc_stats(lua_State *L) {
+  l_state *S = L_STATE(L);
+  int reset = lua_toboolean(L, 1);
+  lua_createtable(L, 0, 4);
+  lua_pushnumber(L, (lua_Number)S->gc.steps); lua_setfield(L, -2, "steps");
+  lua_pushnumber(L, (lua_Number)S->gc.step_kb); lua_setfield(L, -2, "step_kb");
+  lua_pushnumber(L, (lua_Number)S->gc.max_step_kb); lua_setfield(L, -2, "max_step_kb");
+  lua_pushnumber(L, (lua_Number)S->gc.cycles); lua_setfield(L, -2, "cycles");
+  if (reset) memset(&S->gc, 0, sizeof S->gc);
+  return 1;
+}
 
 static int l_interrupt(lua_State *L) { (void)L; lt_interrupt_request(); return 0; }
 static int l_interrupt_pending(lua_State *L) { lua_pushboolean(L, lt_interrupt_pending()); return 1; }
@@ -65,6 +126,7 @@ static int open_with_upvalues(lua_State *L) {
   static const luaL_Reg misc[] = {
     { "interrupt", l_interrupt }, { "interrupt_pending", l_interrupt_pending }, { "interrupt_clear", l_interrupt_clear },
     { "embedded", l_embedded }, { "run_active", l_run_active },
+    { "_gc_stats", l_gc_stats }, { "set_interactive", l_set_interactive }, { "is_interactive", l_is_interactive },
     { NULL, NULL }
   };
   l_setfuncs(L, misc);
@@ -76,8 +138,8 @@ static int open_with_upvalues(lua_State *L) {
 }
 
 int luaopen_lutra_core(lua_State *L) {
-  /* choose the BLAS kernel family before OpenBLAS is loaded, and flush denormals on this thread */
-  lt_set_flush_denormal(1);
+  /* choose the BLAS kernel family before OpenBLAS is loaded; the host's floating-point mode stays its own
+   * (lutra sets its own only while it computes: lt_fp_enter in core/src/lt_blas.h) */
   lt_blas_init();
   l_state *S = lua_newuserdata(L, sizeof *S);
   memset(S, 0, sizeof *S);

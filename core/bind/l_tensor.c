@@ -11,6 +11,7 @@
 #include "l_util.h"
 #include "lt_alloc.h"
 #include "lt_blas.h"
+#include "lt_pool.h"
 
 #define T(i, name) l_checktensor(L, (i), (name))
 
@@ -794,8 +795,9 @@ static int l_get_num_threads(lua_State *L) { lua_pushinteger(L, L_CTX(L)->num_th
 
 static int l_set_flush_denormal(lua_State *L) {
   int on = lua_toboolean(L, 1);
-  L_CTX(L)->flush_denormal = on;
-  lua_pushboolean(L, lt_set_flush_denormal(on));
+  L_CTX(L)->flush_denormal = on;   /* lutra's mode while it computes */
+  lt_pool_set_flush_denormal(on);  /* and on its pool's threads */
+  lua_pushboolean(L, lt_set_flush_denormal(on)); /* and on this thread from now on: the user asked */
   return 1;
 }
 

@@ -1,5 +1,6 @@
 /* l_util.c — argument parsing, tensor boxes, error raising and GC accounting for the binding. */
 #include "l_util.h"
+#include <limits.h>
 
 #include <math.h>
 #include <stdarg.h>
@@ -123,23 +124,35 @@ void l_check(lua_State *L, int status) {
 
 /* GC pacing. The Lua GC sees a tensor as a 16-byte userdata; the C bytes behind it come back only when the
  * GC collects the box. Memory that the core frees by reference counting (gradients, the graph, scratch) needs
- * no GC, so what is counted is the bytes of tensors handed to Lua (l_push). Once they reach a threshold, the
- * collector finishes a cycle, and the next threshold is 1/8 of the C memory then alive, between 2 MB and 64 MB:
- * garbage stays bounded in proportion to what the program holds, and a training step pays for a collection
- * only every few dozen steps (counting every allocated byte ran a full cycle on every MLP step: ~100 us,
- * 10% of a batch-1 step). */
-#define L_GC_MIN ((uint64_t)2 << 20)
-#define L_GC_MAX ((uint64_t)64 << 20)
+ * no GC, so what is counted is the bytes of tensors handed to Lua (l_push). Every L_GC_QUANTUM of them, the
+ * collector is told that many bytes were allocated (LUA_GCSTEP): it does incremental work in proportion
+ * (the collector's stepmul), as it would for Lua's own allocations. A step's length thus follows the bytes
+ * lutra handed out, never the size of the heap: in a host with hundreds of MB of Lua data a cycle spreads over
+ * many steps instead of being finished by one allocation (which cost a game 300 ms frames). After a step
+ * finishes a cycle, the next steps wait until the bytes of tensors handed out reach the Lua heap's size times
+ * the collector's pause (collectgarbage("setpause"), default 200: as much as the heap), the pause Lua makes
+ * between cycles of its own, without which a large heap would be traversed back to back. Dead tensors can thus
+ * hold up to ~1.5x the host's Lua heap (a cycle's own length, then the pause); a host that wants less sets a
+ * smaller pause. With lutra's own small heap a cycle ends every few hundred KB, so C memory stays flat. */
+#define L_GC_QUANTUM ((uint64_t)64 << 10)
 
 void l_gc_account(lua_State *L, l_state *S) {
-  if (!S->gc_threshold) S->gc_threshold = L_GC_MIN;
-  if (S->gc_debt < S->gc_threshold) return;
-  S->gc_debt = 0;
-  lua_gc(L, LUA_GCSTEP, (int)(L_GC_MAX >> 10)); /* a step this large finishes the current cycle */
-  lt_alloc_stats st;
-  lt_alloc_get_stats(&st);
-  uint64_t th = st.live_bytes / 8;
-  S->gc_threshold = th < L_GC_MIN ? L_GC_MIN : th > L_GC_MAX ? L_GC_MAX : th;
+  if (S->gc_debt < L_GC_QUANTUM) return;
+  uint64_t kb = S->gc_debt >> 10;
+  S->gc_debt &= 1023;
+  if (S->gc_rest_kb >= kb) { S->gc_rest_kb -= kb; return; }
+  kb -= S->gc_rest_kb;
+  S->gc_rest_kb = 0;
+  int data = kb > (uint64_t)INT_MAX ? INT_MAX : (int)kb;
+  S->gc.steps++;
+  S->gc.step_kb += kb;
+  if (kb > S->gc.max_step_kb) S->gc.max_step_kb = kb;
+  if (lua_gc(L, LUA_GCSTEP, data)) {
+    S->gc.cycles++;
+    int pause = lua_gc(L, LUA_GCSETPAUSE, 200); /* the host's setting (collectgarbage("setpause")), put back */
+    lua_gc(L, LUA_GCSETPAUSE, pause);
+    S->gc_rest_kb = (uint64_t)lua_gc(L, LUA_GCCOUNT, 0) * (uint64_t)(pause > 100 ? pause - 100 : 0) / 100;
+  }
 }
 
 static void push_box(lua_State *L, lt_tensor *t) {

@@ -16,8 +16,12 @@
 
 typedef struct l_state {
   lt_ctx ctx;
-  uint64_t gc_debt;        /* bytes of tensors handed to Lua since the last collection */
-  uint64_t gc_threshold;   /* collect when gc_debt reaches this (0: not set yet) */
+  uint64_t gc_debt;        /* bytes of tensors handed to Lua not yet paid to the GC as a step */
+  uint64_t gc_rest_kb;     /* KB of tensors to hand out before the next step (the pause after a cycle) */
+  struct {
+    uint64_t steps, step_kb, max_step_kb; /* GC steps l_gc_account asked for, their total and largest size */
+    uint64_t cycles;                      /* GC cycles that those steps finished */
+  } gc;                    /* counters for tests (lutra.core._gc_stats) */
 } l_state;
 
 typedef struct l_box { lt_tensor *t; } l_box;

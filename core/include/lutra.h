@@ -69,10 +69,20 @@ int lutra_run_active(void);
  * has got everything back. The Lua form is lt.empty_cache(). */
 void lutra_empty_cache(void);
 
-/* Interactive defaults. A program that opens lutra through lutra_preload/luaopen_lutra is taken as an
- * embedding host: the Trainer then shows no progress bar and no model summary unless asked
- * (Trainer{enable_progress_bar = true, enable_model_summary = true}). A program that wants the defaults of
- * the `lutra` binary and plain `luajit` (both on when stdout is a terminal) calls lutra_set_interactive(1). */
+/* Floating-point mode. The host's MXCSR (flush-to-zero, denormals-are-zero) is the host's: loading lutra
+ * does not change it. lutra flushes denormals in its own work only: on its pool's threads, and on the
+ * calling thread while it computes (a fit/validate/test/predict or run:advance, hooks included; backward;
+ * an optimizer step; a multi-threaded kernel), putting the caller's mode back before it returns; an error
+ * raised out of a Lua hook also comes back through that path. lt.set_flush_denormal(true) sets FTZ/DAZ on
+ * the calling thread for good (for a program that wants it everywhere); lt.set_flush_denormal(false) turns
+ * lutra's flushing off too (denormals are then computed, slowly). */
+
+/* Quiet in hosts. Outside the `lutra` binary and a plain lua/luajit running a script, lutra writes nothing
+ * to stdout or stderr that it was not asked for: no model summary, no progress bar, no warnings (asked:
+ * Trainer{enable_progress_bar = true, enable_model_summary = true}, a callback's verbose = true). The answer,
+ * in order: lt.set_interactive(bool) from Lua; else the environment's LUTRA_QUIET (1 quiet, 0 interactive);
+ * else this function's last call (the `lutra` binary calls it with 1); else a program that called
+ * lutra_preload is quiet; else only a plain interpreter running a script is interactive. */
 void lutra_set_interactive(int on);
 
 #ifdef __cplusplus

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "lt_alloc.h"
+#include "lt_blas.h"
 #include "lt_errors.h"
 #include "lt_ops.h"
 
@@ -166,7 +167,7 @@ static int leaf_add(lt_ctx *c, leaf_tab *T, lt_tensor *t) {
   return LT_OK;
 }
 
-int lt_backward(lt_ctx *c, lt_tensor *root, lt_tensor *grad) {
+static int backward(lt_ctx *c, lt_tensor *root, lt_tensor *grad) {
   char b1[128], b2[128];
   if (!root->requires_grad) return lt_fail(c, LT_E_NO_GRAD_FN);
   lt_tensor *seed = NULL;
@@ -286,5 +287,12 @@ done:
   free(stack.v);
   free(ready.v);
   c->grad_enabled = saved_mode;
+  return rc;
+}
+
+int lt_backward(lt_ctx *c, lt_tensor *root, lt_tensor *grad) {
+  unsigned fp = lt_fp_enter(c->flush_denormal); /* lutra's floating-point mode while it computes (lt_blas.h) */
+  int rc = backward(c, root, grad);
+  lt_fp_leave(fp);
   return rc;
 }

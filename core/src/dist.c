@@ -3,8 +3,10 @@
  * scalar and bucketed tensor all-reduces, and the gradient reducer (buckets in reverse parameter order,
  * MPI_Iallreduce per bucket as soon as it is full, sent strictly in bucket order).
  *
- * Built without LUTRA_HAVE_MPI, every entry point fails with LT_E_NO_MPI (lt_dist_launched still reads
- * the environment, so the Lua side can say "launched by mpirun but built without MPI").
+ * MPI itself is in a separate module (lutra/mpi.so: lt_mpi.h) that the first entry point needing it loads with
+ * dlopen; when it is missing (built without MPI's headers) or cannot load, every such entry point fails with
+ * LT_E_NO_MPI and the loader's reason (lt_dist_launched still reads the environment, so the Lua side can say
+ * "launched by mpirun but MPI is not available").
  */
 #include "lt_dist.h"
 
@@ -12,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "lt_errors.h"
 #include "lt_ops.h"
@@ -43,11 +46,70 @@ int lt_dist_launched(int *rank, int *world_size) {
   return launched;
 }
 
-#ifdef LUTRA_HAVE_MPI
-
 #include <dlfcn.h>
 #include <limits.h>
-#include <mpi.h>
+
+#include "lt_mpi.h"
+
+/* ---- loading the MPI module ------------------------------------------------------------------------ */
+
+static const lt_mpi_api *M;      /* the module's table once loaded */
+static char module_path[PATH_MAX]; /* lt_dist_set_module_path: where the Lua side found lutra/mpi.so */
+static char load_error[1024];    /* why the last load failed */
+
+void lt_dist_set_module_path(const char *path) {
+  snprintf(module_path, sizeof module_path, "%s", path ? path : "");
+}
+
+const char *lt_dist_load_error(void) { return load_error; }
+
+static int try_load(const char *path) {
+  /* RTLD_GLOBAL: OpenMPI's own plugins resolve libmpi's symbols globally; NODELETE: MPI's state and the
+   * exit handler outlive a lua_close */
+  void *h = dlopen(path, RTLD_NOW | RTLD_GLOBAL | RTLD_NODELETE);
+  if (!h) {
+    const char *e = dlerror();
+    size_t n = strlen(load_error);
+    snprintf(load_error + n, sizeof load_error - n, "%s%s", n ? "; " : "", e ? e : path);
+    return 0;
+  }
+  const lt_mpi_api *(*get)(void) = (const lt_mpi_api *(*)(void))dlsym(h, "lutra_mpi_api");
+  const lt_mpi_api *api = get ? get() : NULL;
+  if (!api || api->version != LT_MPI_API_VERSION) {
+    size_t n = strlen(load_error);
+    snprintf(load_error + n, sizeof load_error - n, "%s%s is not lutra's MPI module of this version", n ? "; " : "", path);
+    return 0;
+  }
+  M = api;
+  return 1;
+}
+
+/* Loads lutra/mpi.so once: $LUTRA_MPI_MODULE, else the path the Lua side found on package.cpath, else next
+ * to the object holding lutra (core.so; liblutra.so in lib/; the `lutra` binary in bin/ or the build's cli/). */
+static int load_mpi(void) {
+  if (M) return 1;
+  load_error[0] = 0;
+  const char *env = getenv("LUTRA_MPI_MODULE");
+  if (env && *env) return try_load(env);
+  if (module_path[0] && try_load(module_path)) return 1;
+  Dl_info info;
+  if (dladdr((void *)&load_mpi, &info) && info.dli_fname) {
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", info.dli_fname);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = 0;
+    else snprintf(dir, sizeof dir, ".");
+    static const char *const rel[] = { "mpi.so", "lutra/mpi.so", "lua/5.1/lutra/mpi.so", "../lutra/mpi.so",
+                                       "../lib/lua/5.1/lutra/mpi.so" };
+    for (size_t i = 0; i < sizeof rel / sizeof *rel; i++) {
+      char path[PATH_MAX + 64];
+      snprintf(path, sizeof path, "%s/%s", dir, rel[i]);
+      if (access(path, F_OK) == 0 && try_load(path)) return 1;
+    }
+  }
+  if (!load_error[0]) snprintf(load_error, sizeof load_error, "lutra/mpi.so was not built (MPI's headers were missing)");
+  return 0;
+}
 
 static double now_s(void) {
   struct timespec ts;
@@ -73,7 +135,7 @@ static struct {
   int rank, size;
 } W;
 
-int lt_dist_available(void) { return 1; }
+int lt_dist_available(void) { return load_mpi(); }
 int lt_dist_is_initialized(void) { return W.initialized && !W.finalized; }
 int lt_dist_rank(void) { return lt_dist_is_initialized() ? W.rank : 0; }
 int lt_dist_world_size(void) { return lt_dist_is_initialized() ? W.size : 1; }
@@ -83,9 +145,7 @@ int lt_dist_world_size(void) { return lt_dist_is_initialized() ? W.size : 1; }
 static void dist_on_exit(int status, void *ud) {
   (void)ud;
   if (!W.initialized || W.finalized || !W.owner || status != 0) return;
-  int fin = 0;
-  MPI_Finalized(&fin);
-  if (!fin) MPI_Finalize();
+  if (!M->finalized()) M->finalize();
   W.finalized = 1;
 }
 
@@ -102,18 +162,14 @@ static void pin_self(void) {
 int lt_dist_init(lt_ctx *c) {
   if (W.initialized && !W.finalized) return LT_OK;
   if (W.finalized) return lt_fail(c, "distributed.init: MPI was finalized in this process and cannot be initialised again");
-  int inited = 0;
-  MPI_Initialized(&inited);
-  if (!inited) {
+  if (!load_mpi()) return lt_fail(c, LT_E_NO_MPI, "distributed.init", load_error);
+  if (!M->initialized()) {
     pin_self();
-    int provided = 0;
-    if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
-      return lt_fail(c, "distributed.init: MPI_Init_thread failed");
+    if (M->init_thread_funneled() != 0) return lt_fail(c, "distributed.init: MPI_Init_thread failed");
     W.owner = 1;
     on_exit(dist_on_exit, NULL);
   }
-  MPI_Comm_rank(MPI_COMM_WORLD, &W.rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &W.size);
+  M->comm_world(&W.rank, &W.size);
   W.initialized = 1;
   return LT_OK;
 }
@@ -121,16 +177,14 @@ int lt_dist_init(lt_ctx *c) {
 int lt_dist_finalize(lt_ctx *c) {
   (void)c;
   if (!W.initialized || W.finalized) return LT_OK;
-  int fin = 0;
-  MPI_Finalized(&fin);
-  if (!fin && W.owner) MPI_Finalize();
+  if (!M->finalized() && W.owner) M->finalize();
   W.finalized = 1;
   return LT_OK;
 }
 
 void lt_dist_abort(int code) {
   if (!W.initialized || W.finalized) return;
-  MPI_Abort(MPI_COMM_WORLD, code ? code : 1);
+  M->abort(code ? code : 1);
 }
 
 #define CHECK_INIT(c, what) \
@@ -138,7 +192,7 @@ void lt_dist_abort(int code) {
 
 int lt_dist_barrier(lt_ctx *c) {
   CHECK_INIT(c, "barrier");
-  MPI_Barrier(MPI_COMM_WORLD);
+  M->barrier();
   return LT_OK;
 }
 
@@ -150,7 +204,7 @@ int lt_dist_broadcast_bytes(lt_ctx *c, void *buf, size_t n, int src) {
   char *p = buf;
   while (n > 0) {
     int k = n > (size_t)CHUNK ? CHUNK : (int)n;
-    MPI_Bcast(p, k, MPI_BYTE, src, MPI_COMM_WORLD);
+    M->bcast_bytes(p, k, src);
     p += k;
     n -= (size_t)k;
   }
@@ -169,7 +223,7 @@ static int check_same(lt_ctx *c, const char *what, sig_desc desc, int k, const i
   memcpy(mine, v, sizeof(int64_t) * (size_t)k);
   int64_t *all = malloc(sizeof(int64_t) * K * (size_t)W.size);
   if (!all) return lt_fail(c, LT_E_OOM, sizeof(int64_t) * K * (size_t)W.size);
-  MPI_Allgather(mine, K, MPI_INT64_T, all, K, MPI_INT64_T, MPI_COMM_WORLD);
+  M->allgather_i64(mine, K, all);
   int bad = -1;
   for (int r = 1; r < W.size && bad < 0; r++)
     if (memcmp(all + K * r, all, sizeof(int64_t) * (size_t)k)) bad = r;
@@ -214,18 +268,18 @@ int lt_dist_broadcast(lt_ctx *c, lt_tensor *t, int src) {
   return rc;
 }
 
-static MPI_Op mpi_op(lt_dist_op op) {
+static lt_mpi_op mpi_op(lt_dist_op op) {
   switch (op) {
-  case LT_DIST_MAX: return MPI_MAX;
-  case LT_DIST_MIN: return MPI_MIN;
-  default: return MPI_SUM;
+  case LT_DIST_MAX: return LT_MPI_MAX;
+  case LT_DIST_MIN: return LT_MPI_MIN;
+  default: return LT_MPI_SUM;
   }
 }
 
 int lt_dist_allreduce_scalars(lt_ctx *c, double *v, int n, lt_dist_op op) {
   CHECK_INIT(c, "all_reduce");
   if (n <= 0) return LT_OK;
-  MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, mpi_op(op), MPI_COMM_WORLD);
+  M->allreduce_f64(v, n, mpi_op(op));
   if (op == LT_DIST_MEAN)
     for (int i = 0; i < n; i++) v[i] /= W.size;
   return LT_OK;
@@ -242,7 +296,7 @@ typedef struct bucket {
   size_t bytes;
   int pending;           /* parameters not yet ready this step */
   int launched, done;
-  MPI_Request req;
+  void *req;             /* the reduction in flight (lt_mpi_api.iallreduce_f32) */
 } bucket;
 
 struct lt_dist_reducer {
@@ -293,7 +347,7 @@ void lt_dist_reducer_free(lt_dist_reducer *r) {
   free(r->idx);
   for (int i = 0; i < r->nb; i++) {
     bucket *b = &r->b[i];
-    if (b->launched && !b->done) MPI_Wait(&b->req, MPI_STATUS_IGNORE);
+    if (b->launched && !b->done) M->wait(b->req);
     lt_tensor_release(b->buf_t);
   }
   for (int i = 0; i < r->n; i++) lt_tensor_release(r->params[i]);
@@ -447,7 +501,7 @@ static int pack(lt_ctx *c, lt_dist_reducer *r, bucket *b) {
 }
 
 static void launch(lt_dist_reducer *r, bucket *b) {
-  MPI_Iallreduce(MPI_IN_PLACE, b->buf, (int)b->nfloats, MPI_FLOAT, mpi_op(r->op), MPI_COMM_WORLD, &b->req);
+  b->req = M->iallreduce_f32(b->buf, (int)b->nfloats, mpi_op(r->op));
   b->launched = 1;
   r->st.buckets++;
   r->st.bytes += (int64_t)b->bytes;
@@ -457,9 +511,7 @@ static void launch(lt_dist_reducer *r, bucket *b) {
 static void progress(lt_dist_reducer *r) {
   while (r->first_done < r->next_launch) {
     bucket *b = &r->b[r->first_done];
-    int flag = 0;
-    MPI_Test(&b->req, &flag, MPI_STATUS_IGNORE);
-    if (!flag) break;
+    if (!M->test(b->req)) break;
     b->done = 1;
     r->first_done++;
   }
@@ -524,7 +576,7 @@ int lt_dist_reducer_finish(lt_ctx *c, lt_dist_reducer *r) {
       launch(r, b);
       r->next_launch = j + 1;
     }
-    if (!b->done) MPI_Wait(&b->req, MPI_STATUS_IGNORE);
+    if (!b->done) M->wait(b->req);
     b->done = 1;
   }
   double t1 = now_s();
@@ -601,7 +653,7 @@ int lt_dist_allreduce(lt_ctx *c, int n, lt_tensor *const *ts, lt_dist_op op, siz
     int64_t m = lt_numel(t);
     while (m > 0) {
       int k = m > CHUNK / 8 ? CHUNK / 8 : (int)m;
-      MPI_Allreduce(MPI_IN_PLACE, p, k, MPI_INT64_T, mpi_op(op), MPI_COMM_WORLD);
+      M->allreduce_i64((int64_t *)(void *)p, k, mpi_op(op));
       p += (size_t)k * 8;
       m -= k;
     }
@@ -618,43 +670,3 @@ int lt_dist_allreduce(lt_ctx *c, int n, lt_tensor *const *ts, lt_dist_op op, siz
   return rc;
 }
 
-#else /* built without MPI --------------------------------------------------------------------------- */
-
-struct lt_dist_reducer { int unused; };
-
-int lt_dist_available(void) { return 0; }
-int lt_dist_is_initialized(void) { return 0; }
-int lt_dist_rank(void) { return 0; }
-int lt_dist_world_size(void) { return 1; }
-int lt_dist_init(lt_ctx *c) { return lt_fail(c, LT_E_NO_MPI, "distributed.init"); }
-int lt_dist_finalize(lt_ctx *c) { (void)c; return LT_OK; }
-void lt_dist_abort(int code) { (void)code; }
-int lt_dist_barrier(lt_ctx *c) { return lt_fail(c, LT_E_NO_MPI, "barrier"); }
-int lt_dist_broadcast(lt_ctx *c, lt_tensor *t, int src) { (void)t; (void)src; return lt_fail(c, LT_E_NO_MPI, "broadcast"); }
-int lt_dist_broadcast_bytes(lt_ctx *c, void *buf, size_t n, int src) {
-  (void)buf; (void)n; (void)src;
-  return lt_fail(c, LT_E_NO_MPI, "broadcast");
-}
-int lt_dist_allreduce_scalars(lt_ctx *c, double *v, int n, lt_dist_op op) {
-  (void)v; (void)n; (void)op;
-  return lt_fail(c, LT_E_NO_MPI, "all_reduce");
-}
-int lt_dist_allreduce(lt_ctx *c, int n, lt_tensor *const *ts, lt_dist_op op, size_t bucket_bytes) {
-  (void)n; (void)ts; (void)op; (void)bucket_bytes;
-  return lt_fail(c, LT_E_NO_MPI, "all_reduce");
-}
-lt_dist_reducer *lt_dist_reducer_new(lt_ctx *c, int n, lt_tensor *const *params, size_t bucket_bytes,
-                                     lt_dist_op op, int grads) {
-  (void)n; (void)params; (void)bucket_bytes; (void)op; (void)grads;
-  lt_fail(c, LT_E_NO_MPI, "gradient reducer");
-  return NULL;
-}
-int lt_dist_bucket_ready(lt_ctx *c, lt_dist_reducer *r, int i) { (void)r; (void)i; return lt_fail(c, LT_E_NO_MPI, "bucket_ready"); }
-int lt_dist_reducer_finish(lt_ctx *c, lt_dist_reducer *r) { (void)r; return lt_fail(c, LT_E_NO_MPI, "gradient reducer"); }
-int lt_dist_reducer_nbuckets(const lt_dist_reducer *r) { (void)r; return 0; }
-void lt_dist_reducer_stats(const lt_dist_reducer *r, lt_dist_stats *s) { (void)r; memset(s, 0, sizeof *s); }
-void lt_dist_reducer_free(lt_dist_reducer *r) { (void)r; }
-int lt_dist_reducer_attach(lt_ctx *c, lt_dist_reducer *r) { (void)r; return lt_fail(c, LT_E_NO_MPI, "gradient reducer"); }
-void lt_dist_reducer_detach(lt_dist_reducer *r) { (void)r; }
-
-#endif

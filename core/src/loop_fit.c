@@ -75,11 +75,22 @@ static int budget_stop(lt_loops *lp) {
   return LT_OK;
 }
 
-/* The expected wall time of a batch: the last one's when it was slower (a spike is believed at once), else
- * decaying towards it, so one slow batch does not stop every following advance at its first batch. */
+/* The expected wall time of a batch: the median of the last LT_PACE_WINDOW. One slow batch (a host's GC
+ * pause, a page fault, another process) leaves it where it was, so it does not cut the following advances
+ * down to one batch each; a lasting change of pace is believed after half the window. */
 static void note_batch_time(lt_loops *lp, double t) {
-  double e = lp->batch_seconds;
-  lp->batch_seconds = (e <= 0 || t >= e) ? t : 0.8 * e + 0.2 * t;
+  lp->recent_batch_seconds[lp->recent_next] = t;
+  lp->recent_next = (lp->recent_next + 1) % LT_PACE_WINDOW;
+  if (lp->recent_batches < LT_PACE_WINDOW) lp->recent_batches++;
+  double v[LT_PACE_WINDOW];
+  int n = lp->recent_batches;
+  for (int i = 0; i < n; i++) { /* insertion sort of at most LT_PACE_WINDOW values */
+    double x = lp->recent_batch_seconds[i];
+    int j = i;
+    for (; j > 0 && v[j - 1] > x; j--) v[j] = v[j - 1];
+    v[j] = x;
+  }
+  lp->batch_seconds = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 static int max_reached(int64_t cur, int64_t max) { return max != -1 && cur >= max; }

@@ -26,8 +26,14 @@ void lt_blas_init(void);                 /* idempotent, thread-safe */
 const lt_blas_info *lt_blas_get_info(void);
 void lt_blas_set_threads(int n);
 int lt_blas_cpu_count(void);
-/* Sets FTZ/DAZ on the calling thread (x86 MXCSR); returns the previous state. */
+/* Sets FTZ/DAZ on the calling thread (x86 MXCSR) until changed again; returns the previous state. */
 int lt_set_flush_denormal(int on);
+/* The caller's floating-point mode is the caller's: lutra flushes denormals (FTZ/DAZ, when c->flush_denormal)
+ * only while it computes. lt_fp_enter sets lutra's mode on the calling thread and returns the caller's, which
+ * lt_fp_leave puts back (both cost a few cycles; nothing is written when the mode is already right). Used
+ * around the loops' runs, backward and the optimizer step; the pool's threads have lutra's mode for every job. */
+unsigned lt_fp_enter(int flush_denormal);
+void lt_fp_leave(unsigned saved);
 /* Row-major sgemm, C = alpha * op(A) op(B) + beta * C. */
 void lt_blas_sgemm(int transa, int transb, int m, int n, int k, float alpha, const float *a, int lda,
                    const float *b, int ldb, float beta, float *c, int ldc);

@@ -13,8 +13,9 @@
  *   // or: lt_dist_reducer_attach(c, red) once, and every backward() reduces as it goes
  *   lt_dist_reducer_free(red);
  *
- * MPI is optional at build time (LUTRA_HAVE_MPI): without it every function fails with LT_E_NO_MPI and
- * lt_dist_available() is 0. The MPI world is process-wide by nature, so this module keeps its state in
+ * MPI is a separate module, lutra/mpi.so (lt_mpi.h), built only where MPI's headers are installed and loaded
+ * with dlopen by lt_dist_available or lt_dist_init, never before: without it every function fails with
+ * LT_E_NO_MPI and lt_dist_available() is 0. The MPI world is process-wide by nature, so this module keeps its state in
  * statics (the one exception to "no globals"); every MPI call happens on the thread that called
  * lt_dist_init (MPI_THREAD_FUNNELED). Nothing here initialises MPI unless lt_dist_init is called.
  *
@@ -31,7 +32,7 @@
 #include "lt_tensor.h"
 
 #define LT_E_NO_MPI                                                                                         \
-  "%s: lutra was built without MPI; install it with `apt-get install openmpi-bin libopenmpi-dev` (as root; " \
+  "%s: MPI is not available (%s); install it with `apt-get install openmpi-bin libopenmpi-dev` (as root; " \
   "./lutra does it when run as root) and rebuild (./lutra --build-only)"
 #define LT_E_DIST_NOT_INIT "%s: the distributed world is not initialised (call lt.distributed.init() first)"
 
@@ -39,6 +40,10 @@ typedef enum lt_dist_op { LT_DIST_SUM = 0, LT_DIST_MEAN, LT_DIST_MAX, LT_DIST_MI
 
 /* 1 when lutra was built with MPI. */
 int lt_dist_available(void);
+/* Where to look first for lutra/mpi.so (the Lua side passes package.searchpath's answer); NULL: nowhere. */
+void lt_dist_set_module_path(const char *path);
+/* Why lutra/mpi.so could not be loaded (the dlopen errors), "" when it was. */
+const char *lt_dist_load_error(void);
 /* 1 when this process was started by an MPI launcher (mpirun/PMIx: OMPI_COMM_WORLD_SIZE or PMIX_RANK in
  * the environment); rank/world_size get what the launcher says (0 and 1 otherwise). Does not touch MPI. */
 int lt_dist_launched(int *rank, int *world_size);

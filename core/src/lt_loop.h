@@ -41,6 +41,8 @@ enum { LT_PAUSE = 1, LT_INTERRUPTED = 2 };
 #define LT_MAX_OPTIMIZERS 16
 #define LT_INF_BATCHES INT64_MAX
 
+#define LT_PACE_WINDOW 9 /* batches whose median is the expected batch time */
+
 typedef struct lt_counts { int64_t ready, started, processed, completed; } lt_counts;
 typedef struct lt_progress { lt_counts total, current; } lt_progress;
 
@@ -229,6 +231,9 @@ typedef struct lt_loops {
   int64_t batches_run;            /* training batches completed in this advance */
   int no_overrun;                 /* a deadline stops before a batch expected to end after it */
   double batch_seconds;           /* a training batch's wall time, as expected from the last ones (0: unknown) */
+  double recent_batch_seconds[LT_PACE_WINDOW]; /* the last batches' wall times, a ring (note_batch_time) */
+  int recent_batches;             /* how many of them are filled */
+  int recent_next;                /* the slot the next batch's time goes to */
   int check_interrupt;            /* stop at a batch boundary on lt_interrupt_pending() */
 
   lt_tensor *closure_loss;        /* the normalized loss of the running closure (owned) */

@@ -26,6 +26,9 @@ typedef void (*lt_pool_fn)(void *arg, int part, int nparts);
 void lt_pool_set_threads(int n);
 int lt_pool_threads(void);
 void lt_pool_run(lt_pool_fn fn, void *arg, int nparts);
+/* Whether a job runs with denormals flushed (FTZ/DAZ) on every thread of it, the caller's included for the
+ * job's length (default 1; lt.set_flush_denormal). The caller's own mode is back when lt_pool_run returns. */
+void lt_pool_set_flush_denormal(int on);
 
 /* How many parts to split a kernel into: 1 below min_work units of work (a job hand-off costs a few
  * microseconds, more when a worker has gone to sleep); else the caller's thread policy capped by the pool,

@@ -541,6 +541,7 @@ static int step_param(lt_ctx *c, lt_optimizer *o, lt_param_group *pg, int g, int
 }
 
 int lt_optim_step(lt_ctx *c, lt_optimizer *o) {
+  unsigned fp = lt_fp_enter(c->flush_denormal); /* decaying state buffers reach denormals: see lt_blas.h */
   int was = c->grad_enabled;
   c->grad_enabled = 0; /* updates are not recorded, and may touch tensors that require grad */
   int rc = LT_OK;
@@ -552,6 +553,7 @@ int lt_optim_step(lt_ctx *c, lt_optimizer *o) {
       if (pg->params[i]->grad) rc = step_param(c, o, pg, g, i);
   }
   c->grad_enabled = was;
+  lt_fp_leave(fp);
   return rc;
 }
 

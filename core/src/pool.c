@@ -14,6 +14,8 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "lt_blas.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define POOL_X86 1
@@ -48,10 +50,11 @@ static struct {
   lt_pool_fn fn;
   void *arg;
   int nparts;
-  unsigned csr;               /* the caller's MXCSR (flush-to-zero, denormals-are-zero) */
+  unsigned csr;               /* the job's MXCSR: the caller's, with FTZ/DAZ when flush_denormal */
+  int flush_denormal;         /* lt_pool_set_flush_denormal */
   worker w[MAX_WORKERS];
 } P = { .run_lock = PTHREAD_MUTEX_INITIALIZER, .sleep_lock = PTHREAD_MUTEX_INITIALIZER,
-        .wake = PTHREAD_COND_INITIALIZER, .want = 1, .quit_from = MAX_WORKERS + 1 };
+        .wake = PTHREAD_COND_INITIALIZER, .want = 1, .flush_denormal = 1, .quit_from = MAX_WORKERS + 1 };
 
 static long now_ns(void) {
   struct timespec ts;
@@ -178,20 +181,24 @@ void lt_pool_set_threads(int n) {
 
 int lt_pool_threads(void) { return P.want; }
 
+void lt_pool_set_flush_denormal(int on) { P.flush_denormal = on != 0; }
+
 void lt_pool_run(lt_pool_fn fn, void *arg, int nparts) {
+  unsigned fp = lt_fp_enter(P.flush_denormal); /* lutra's mode for the whole job, on every thread of it */
   if (nparts <= 1 || nparts > MAX_PARTS || P.want <= 1 || pthread_mutex_trylock(&P.run_lock) != 0) {
     for (int i = 0; i < nparts; i++) fn(arg, i, nparts);
-    return;
-  }
-  if (P.nworkers != P.want - 1) resize();
-  P.fn = fn;
-  P.arg = arg;
-  P.nparts = nparts;
+  } else {
+    if (P.nworkers != P.want - 1) resize();
+    P.fn = fn;
+    P.arg = arg;
+    P.nparts = nparts;
 #ifdef POOL_X86
-  P.csr = _mm_getcsr();
+    P.csr = _mm_getcsr();
 #endif
-  run_job();
-  pthread_mutex_unlock(&P.run_lock);
+    run_job();
+    pthread_mutex_unlock(&P.run_lock);
+  }
+  lt_fp_leave(fp);
 }
 
 /* Workers run this library's code: stop them before it is unloaded (a Lua state closing lutra/core.so) or the

@@ -688,7 +688,7 @@ function M.restore_trainer(trainer, path)
   if path == "last" then
     local found = M.find_last(trainer)
     if not found then
-      io.stderr:write("lutra: warning: fit: ckpt_path=\"last\" found no checkpoint of this run; training from the start\n")
+      lt._warn("fit: ckpt_path=\"last\" found no checkpoint of this run; training from the start")
       return nil
     end
     path = found

@@ -67,28 +67,37 @@ local function call(f, ...)
   return a, b
 end
 
-local function need_init(fname)
-  if not C.available() then
-    error(fname .. ": lutra was built without MPI; install it with `apt-get install openmpi-bin libopenmpi-dev` "
-      .. "(as root; ./lutra does it when run as root) and rebuild (./lutra --build-only)", 3)
+-- MPI is a separate module, lutra/mpi.so, loaded on first use (loading lutra never loads it): from
+-- package.cpath when it is there, else next to lutra's own library (core/src/dist.c).
+local function available()
+  if package.searchpath then
+    local path = package.searchpath("lutra.mpi", package.cpath)
+    if path then C.set_module_path(path) end
   end
+  return C.available()
+end
+
+local function no_mpi(fname)
+  return fname .. ": MPI is not available (" .. C.load_error() .. "); install it with `apt-get install openmpi-bin "
+    .. "libopenmpi-dev` (as root; ./lutra does it when run as root) and rebuild (./lutra --build-only)"
+end
+
+local function need_init(fname)
+  if not available() then error(no_mpi(fname), 3) end
   if not C.is_initialized() then
     error(fname .. ": the distributed world is not initialised (call lt.distributed.init() first)", 3)
   end
 end
 
---- true when lutra was built with MPI.
-function D.available() return C.available() end
+--- true when MPI can be used (lutra/mpi.so was built and loads; the first call loads it).
+function D.available() return available() end
 
 --- launched() -> bool, rank, world_size: started by mpirun (from the environment; MPI is not touched).
 function D.launched() return C.launched() end
 
 --- Initialises MPI (MPI_Init_thread, FUNNELED) once per process; later calls do nothing.
 function D.init()
-  if not C.available() then
-    error("distributed.init: lutra was built without MPI; install it with `apt-get install openmpi-bin "
-      .. "libopenmpi-dev` (as root; ./lutra does it when run as root) and rebuild (./lutra --build-only)", 2)
-  end
+  if not available() then error(no_mpi("distributed.init"), 2) end
   C.init()
   return D
 end
@@ -355,10 +364,8 @@ function D._trainer_init(trainer, opts)
     trainer.strategy = "none"
     return nil
   end
-  if not C.available() then
-    error("Trainer: strategy \"ddp\" needs MPI, but lutra was built without it; install it with "
-      .. "`apt-get install openmpi-bin libopenmpi-dev` (as root; ./lutra does it when run as root) and rebuild "
-      .. "(./lutra --build-only), then run the script with `mpirun -np N lutra script.lua`", 0)
+  if not available() then
+    error(no_mpi("Trainer: strategy \"ddp\"") .. ", then run the script with `mpirun -np N lutra script.lua`", 0)
   end
   C.init()
   local self = setmetatable({
@@ -385,8 +392,8 @@ end
 function DDP:_shard(l, what)
   if not can_shard(l) then
     if self.rank == 0 then
-      io.stderr:write(string.format("lutra: warning: ddp: the %s loader has no set_shard (not an lt.data.DataLoader): "
-        .. "every rank runs all of its batches\n", what))
+      require("lutra")._warn(string.format("ddp: the %s loader has no set_shard (not an lt.data.DataLoader): "
+        .. "every rank runs all of its batches", what))
     end
     return
   end

@@ -24,6 +24,13 @@ function lt.load(...) return require_module("lutra.checkpoint").load(...) end
 function lt.save_bytes(...) return require_module("lutra.checkpoint").save_bytes(...) end
 function lt.load_bytes(...) return require_module("lutra.checkpoint").load_bytes(...) end
 
+--- Writes a line on stderr unless lutra is quiet (lt.is_interactive() false: inside a host, or LUTRA_QUIET=1;
+--- docs/guide-hosts.md). Every message nobody asked for goes through here; lt._warn prefixes "lutra: warning: ".
+function lt._note(line)
+  if lt.is_interactive() then io.stderr:write(line, "\n") end
+end
+function lt._warn(msg) lt._note("lutra: warning: " .. msg) end
+
 --- lt.seed_everything([n]): seeds everything lutra draws from (weights, dropout, shuffling, lutra's RNG) and Lua's
 --- math.random, as Lightning's seed_everything; call it before building the model. Without n: the seed in
 --- LUTRA_GLOBAL_SEED, else one drawn from the clock. Returns the seed.

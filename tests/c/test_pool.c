@@ -1,5 +1,6 @@
 /* test_pool.c — lutra's thread pool (core/src/pool.c) without Lua: every part runs exactly once whatever the
- * thread count, workers copy the caller's flush-to-zero state, the count changes up and down between jobs,
+ * thread count, a job flushes denormals on every thread unless turned off (then it follows the caller's
+ * state) and leaves the caller's state as it was, the count changes up and down between jobs,
  * two host threads submitting at once both finish, a forked child runs jobs, and idle workers sleep. */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -45,6 +46,16 @@ static int run_and_check(int nparts, int *distinct_threads) {
   return ok;
 }
 
+/* Runs a job of NPARTS parts; 1 when every part saw FTZ/DAZ in the state `want`. */
+static int job_ftz_everywhere(int want) {
+  static job j;
+  memset(&j, 0, sizeof j);
+  lt_pool_run(part, &j, NPARTS);
+  int all = 1;
+  for (int i = 0; i < NPARTS; i++) all &= j.ftz[i] == want;
+  return all;
+}
+
 static void *submitter(void *arg) {
   int *ok = arg;
   *ok = 1;
@@ -70,21 +81,17 @@ int main(void) {
   CHECK(most >= 2, "parts ran on more than one thread");
   CHECK(run_and_check(1, NULL) && run_and_check(2, NULL) && run_and_check(0, NULL) == 1, "1, 2 and 0 parts");
 
-  /* workers follow the caller's flush-to-zero state */
+  /* a job runs in lutra's mode (FTZ/DAZ) on every thread, the caller's included, and gives the caller its own
+   * mode back; with lt_pool_set_flush_denormal(0) the job follows the caller's mode */
   {
-    static job j;
-    int was = lt_set_flush_denormal(1);
-    memset(&j, 0, sizeof j);
-    lt_pool_run(part, &j, NPARTS);
-    int all = 1;
-    for (int i = 0; i < NPARTS; i++) all &= j.ftz[i] == 1;
-    CHECK(all, "FTZ on in the caller: on in every part");
-    lt_set_flush_denormal(0);
-    memset(&j, 0, sizeof j);
-    lt_pool_run(part, &j, NPARTS);
-    all = 1;
-    for (int i = 0; i < NPARTS; i++) all &= j.ftz[i] == 0;
-    CHECK(all, "FTZ off in the caller: off in every part");
+    int was = lt_set_flush_denormal(0);
+    CHECK(job_ftz_everywhere(1), "FTZ off in the caller: on in every part of the job");
+    CHECK(lt_set_flush_denormal(0) == 0, "FTZ off in the caller again after the job");
+    lt_pool_set_flush_denormal(0);
+    CHECK(job_ftz_everywhere(0), "flushing turned off, FTZ off in the caller: off in every part");
+    lt_set_flush_denormal(1);
+    CHECK(job_ftz_everywhere(1), "flushing turned off, FTZ on in the caller: on in every part");
+    lt_pool_set_flush_denormal(1);
     lt_set_flush_denormal(was);
   }
 

@@ -289,7 +289,7 @@ function ModelCheckpoint:_save_topk(trainer, cand)
     if self._val_ran then error(msg, 0) end
     if not self._warned_missing then
       self._warned_missing = true
-      io.stderr:write("lutra: warning: ", msg, "\n")
+      lt._warn(msg)
     end
     return
   end
@@ -401,8 +401,8 @@ function ModelCheckpoint:load_state_dict(sd)
     self.current_score = sd.current_score
     if sd.last_global_step_saved ~= nil then self._last_global_step_saved = sd.last_global_step_saved end
   else
-    io.stderr:write(fmt("lutra: warning: ModelCheckpoint: the checkpoint's dirpath %q differs from this callback's " ..
-      "%q; only best_model_path is restored\n", tostring(sd.dirpath), tostring(self.dirpath)))
+    lt._warn(fmt("ModelCheckpoint: the checkpoint's dirpath %q differs from this callback's " ..
+      "%q; only best_model_path is restored", tostring(sd.dirpath), tostring(self.dirpath)))
   end
   self.best_model_path = sd.best_model_path or ""
 end

@@ -117,7 +117,7 @@ function Timer:_check_time_remaining(trainer)
     trainer.should_stop = true
     if self._verbose then
       local s = math.floor(self:time_elapsed())
-      io.stderr:write(fmt("Time limit reached. Elapsed time is %d:%02d:%02d. Signaling Trainer to stop.\n",
+      lt._note(fmt("Time limit reached. Elapsed time is %d:%02d:%02d. Signaling Trainer to stop.",
         math.floor(s / 3600), math.floor(s / 60) % 60, s % 60))
     end
   end

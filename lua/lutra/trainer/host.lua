@@ -109,7 +109,7 @@ function M.setup_env(self)
   function env.deprecated_outputs()
     if deprecation_printed then return end
     deprecation_printed = true
-    io.stderr:write(DEPRECATION, "\n")
+    lt._note(DEPRECATION)
   end
 
   function env.data_start(kind, dl)

@@ -1,0 +1,131 @@
+-- main.lua — a LÖVE 11.4 game whose AI learns while it plays (examples/love/README.md).
+--
+-- A ball bounces between the walls and falls; the paddle at the bottom must be under it when it lands.
+-- The paddle's AI is a small MLP that reads the ball's state (x, y, vx, vy) and predicts where it will land.
+-- Every landing labels the states the ball went through since its last landing with the x where it landed;
+-- they go into a replay buffer (fixed-size tensors that a DataLoader samples from), and once it is full every
+-- frame gives training 4 ms: run:advance{seconds = 0.004}. The paddle moves towards the prediction, so it misses
+-- at first and catches more and more.
+--
+--   love examples/love [--frames N] [--budget SECONDS]      (LUTRA_LOVE_FRAMES=N also sets the frame limit)
+--
+-- With a frame limit the game quits by itself after N frames and prints one line:
+--   lutra-love: frames N steps S first_loss A last_loss B caught C missed M late_catch_rate R
+local lt = require "lutra"
+
+local W, H = 480, 360
+local PADDLE_W, BALL_R = 70, 6
+local BUFFER = 384             -- samples kept (the oldest are overwritten); training starts once it is full
+local DT = 1 / 60              -- the simulation's fixed step: the same game on any machine
+
+local opts = { frames = tonumber(os.getenv("LUTRA_LOVE_FRAMES") or ""), budget = 0.004 }
+
+local game = {
+  frame = 0, caught = 0, missed = 0, late_caught = 0, late_missed = 0,
+  ball = nil, paddle_x = W / 2, trail = {}, filled = 0, next_slot = 1,
+}
+
+-- the replay buffer: inputs and targets normalised to about [-1, 1]
+local X, Y = lt.zeros(BUFFER, 4), lt.zeros(BUFFER, 1)
+local function features(b) return { b.x / W * 2 - 1, b.y / H * 2 - 1, b.vx / 300, b.vy / 300 } end
+
+local model = {
+  net = lt.nn.Sequential { lt.nn.Linear(4, 64), lt.nn.Tanh(), lt.nn.Linear(64, 64), lt.nn.Tanh(), lt.nn.Linear(64, 1) },
+}
+function model:training_step(batch)
+  local loss = lt.F.mse_loss(self.net(batch[1]), batch[2])
+  self.last_loss = loss:item()
+  if not self.first_loss then self.first_loss = self.last_loss end
+  return loss
+end
+function model:configure_optimizers() return lt.optim.Adam(lt.nn.parameters(self), { lr = 3e-3 }) end
+
+local trainer, run
+local rng = love.math.newRandomGenerator(7)
+
+local function new_ball()
+  local speed = 160 + rng:random() * 120
+  local angle = (rng:random() - 0.5) * 2.2
+  return { x = 40 + rng:random() * (W - 80), y = 20, vx = math.sin(angle) * speed, vy = 60 + rng:random() * 80 }
+end
+
+local function predict(b)
+  if not run then return W / 2 end
+  local out
+  lt.no_grad(function() out = model.net(lt.tensor({ features(b) })):item() end)
+  return (out + 1) / 2 * W
+end
+
+-- a landing at x labels the trail of states since the last one
+local function learn_landing(x)
+  local target = x / W * 2 - 1
+  for _, f in ipairs(game.trail) do
+    X:select(1, game.next_slot):copy_(lt.tensor(f))
+    Y[game.next_slot][1] = target
+    game.next_slot = game.next_slot % BUFFER + 1
+    game.filled = math.min(BUFFER, game.filled + 1)
+  end
+  game.trail = {}
+end
+
+local function step_world()
+  local b = game.ball
+  b.vy = b.vy + 120 * DT -- gravity
+  b.x, b.y = b.x + b.vx * DT, b.y + b.vy * DT
+  if b.x < BALL_R then b.x, b.vx = BALL_R, -b.vx end
+  if b.x > W - BALL_R then b.x, b.vx = W - BALL_R, -b.vx end
+  game.trail[#game.trail + 1] = features(b)
+  -- the paddle moves towards where the model says the ball will land
+  local target = predict(b)
+  local dx = math.max(-6, math.min(6, target - game.paddle_x))
+  game.paddle_x = math.max(PADDLE_W / 2, math.min(W - PADDLE_W / 2, game.paddle_x + dx))
+  if b.y >= H - 20 then
+    local hit = math.abs(b.x - game.paddle_x) <= PADDLE_W / 2 + BALL_R
+    if hit then game.caught = game.caught + 1 else game.missed = game.missed + 1 end
+    if opts.frames and game.frame > opts.frames * 0.75 then
+      if hit then game.late_caught = game.late_caught + 1 else game.late_missed = game.late_missed + 1 end
+    end
+    learn_landing(b.x)
+    game.ball = new_ball()
+  end
+end
+
+function love.load(args)
+  for i = 1, #args do
+    if args[i] == "--frames" then opts.frames = tonumber(args[i + 1])
+    elseif args[i] == "--budget" then opts.budget = tonumber(args[i + 1]) end
+  end
+  lt.manual_seed(1)
+  game.ball = new_ball()
+  trainer = lt.Trainer { max_epochs = -1, logger = false, enable_checkpointing = false }
+end
+
+local function finish()
+  local late = game.late_caught + game.late_missed
+  print(string.format("lutra-love: frames %d steps %d first_loss %.4f last_loss %.4f caught %d missed %d " ..
+    "late_catch_rate %.2f", game.frame, trainer.global_step, model.first_loss or -1, model.last_loss or -1,
+    game.caught, game.missed, late > 0 and game.late_caught / late or 0))
+  io.stdout:flush()
+  love.event.quit(0)
+end
+
+function love.update()
+  game.frame = game.frame + 1
+  step_world()
+  -- training waits for a full replay buffer, then gets its budget every frame
+  if not run and game.filled == BUFFER then
+    run = trainer:fit_run(model, lt.data.DataLoader(lt.data.TensorDataset(X, Y), { batch_size = 32, shuffle = true }))
+  end
+  if run then run:advance { seconds = opts.budget } end
+  if opts.frames and game.frame >= opts.frames then finish() end
+end
+
+function love.draw()
+  love.graphics.clear(0.08, 0.09, 0.12)
+  love.graphics.setColor(0.9, 0.9, 0.95)
+  love.graphics.circle("fill", game.ball.x, game.ball.y, BALL_R)
+  love.graphics.rectangle("fill", game.paddle_x - PADDLE_W / 2, H - 16, PADDLE_W, 8)
+  love.graphics.setColor(0.6, 0.8, 1)
+  love.graphics.print(string.format("caught %d  missed %d  steps %d  loss %.4f", game.caught, game.missed,
+    trainer.global_step, model.last_loss or 0), 8, 8)
+end

@@ -1,0 +1,408 @@
+-- tests/hosts_spec.lua — lutra inside other programs (docs/guide-hosts.md): the quiet rule (outside the
+-- `lutra` binary and a plain lua/luajit running a script, lutra writes nothing it was not asked for;
+-- lt.set_interactive and LUTRA_QUIET decide explicitly). Each case runs in a child process.
+local BIN = os.getenv("LUTRA_BIN") or "build/bin/release/cli/lutra"
+local CONFIG = os.getenv("LUTRA_CONFIG") or "release"
+local LUA_ENV = "LUA_PATH='./lua/?.lua;./lua/?/init.lua;;' LUA_CPATH='./build/bin/" .. CONFIG .. "/?.so;;' "
+
+local fs = require "helpers.fs"
+local q, write = fs.q, fs.spit
+local function slurp(path) return fs.slurp(path) or "" end
+
+-- runs a shell command line; returns its stdout, stderr and exit status
+local function sh(cmdline)
+  local out, err = os.tmpname(), os.tmpname()
+  local p = io.popen("(" .. cmdline .. ") </dev/null >" .. q(out) .. " 2>" .. q(err) .. "; echo $?")
+  local status = tonumber(p:read("*a"))
+  p:close()
+  local o, e = slurp(out), slurp(err)
+  os.remove(out)
+  os.remove(err)
+  return o, e, status
+end
+
+-- A fit that would print: the model summary (default on when interactive) and a deprecation warning
+-- (on_train_epoch_end with an outputs parameter). The script reports lt.is_interactive() into $HOSTS_OUT
+-- (not on stdout: stdout must stay what lutra wrote).
+local FIT = [[
+local lt = require "lutra"
+lt.manual_seed(0)
+local ds = lt.data.TensorDataset(lt.randn(8, 2), lt.randn(8, 1))
+local m = { lin = lt.nn.Linear(2, 1) }
+function m:training_step(b) return lt.F.mse_loss(self.lin(b[1]), b[2]) end
+function m:configure_optimizers() return lt.optim.SGD(lt.nn.parameters(self), { lr = 0.01 }) end
+function m:on_train_epoch_end(outputs) self.n = outputs and #outputs end -- luacheck: ignore 212
+local t = lt.Trainer({ max_epochs = 1, logger = false, enable_checkpointing = false })
+t:fit(m, lt.data.DataLoader(ds, { batch_size = 4 }))
+local f = assert(io.open(os.getenv("HOSTS_OUT"), "w"))
+f:write(tostring(lt.is_interactive()))
+f:close()
+]]
+
+describe("hosts: the quiet rule", function()
+  local script, answer
+  before_each(function()
+    script, answer = os.tmpname(), os.tmpname()
+    write(script, FIT)
+  end)
+  after_each(function()
+    os.remove(script)
+    os.remove(answer)
+  end)
+
+  -- runs the fit with `prefix` (environment) and `how` (the command that runs the script); returns what it
+  -- wrote on stdout and stderr and what lt.is_interactive() said
+  local function fit(prefix, how)
+    local o, e, status = sh(prefix .. "HOSTS_OUT=" .. q(answer) .. " " .. how)
+    assert.are.equal(0, status, "exit status; stderr: " .. e)
+    return o, e, slurp(answer)
+  end
+
+  local function assert_loud(o, e, said)
+    assert.are.equal("true", said)
+    assert.is_truthy(o:find("Total params", 1, true) or o:find("params", 1, true), "the model summary: " .. o)
+    assert.is_truthy(e:find("is deprecated", 1, true), "the deprecation warning: " .. e)
+  end
+  local function assert_quiet(o, e, said)
+    assert.are.equal("false", said)
+    assert.are.equal("", o)
+    assert.are.equal("", e)
+  end
+
+  it("the lutra binary running a script is interactive", function()
+    assert_loud(fit("", q(BIN) .. " " .. q(script)))
+  end)
+
+  it("LUTRA_QUIET=1 makes even the binary quiet", function()
+    assert_quiet(fit("LUTRA_QUIET=1 ", q(BIN) .. " " .. q(script)))
+  end)
+
+  it("plain luajit running a script is interactive; with LUTRA_QUIET=1 it is quiet", function()
+    assert_loud(fit(LUA_ENV, "luajit " .. q(script)))
+    assert_quiet(fit(LUA_ENV .. "LUTRA_QUIET=1 ", "luajit " .. q(script)))
+  end)
+
+  it("a program that loads lutra without running a script is quiet (luajit -e, as a host's require)", function()
+    assert_quiet(fit(LUA_ENV, "luajit -e " .. q("dofile(" .. string.format("%q", script) .. ")")))
+  end)
+
+  it("lt.set_interactive(true) in such a program brings the output back; LUTRA_QUIET=0 too", function()
+    assert_loud(fit(LUA_ENV, "luajit -e " .. q("require('lutra').set_interactive(true) dofile(" ..
+      string.format("%q", script) .. ")")))
+    assert_loud(fit(LUA_ENV .. "LUTRA_QUIET=0 ", "luajit -e " .. q("dofile(" .. string.format("%q", script) .. ")")))
+  end)
+
+  it("lt.set_interactive(false) quiets a plain script, and beats LUTRA_QUIET=0", function()
+    local quiet_script = os.tmpname()
+    write(quiet_script, "require('lutra').set_interactive(false)\n" .. FIT)
+    local o, e, said = fit(LUA_ENV .. "LUTRA_QUIET=0 ", "luajit " .. q(quiet_script))
+    os.remove(quiet_script)
+    assert_quiet(o, e, said)
+  end)
+
+  it("set_interactive returns the previous answer and rejects a non-boolean by name", function()
+    local lt = require "lutra"
+    local was = lt.set_interactive(false)
+    assert.is_false(lt.is_interactive())
+    assert.is_false(lt.set_interactive(was))
+    assert.are.equal(was, lt.is_interactive())
+    assert.has_error(function() lt.set_interactive(1) end, "set_interactive: expected a boolean, got number")
+  end)
+end)
+
+-- The host's floating-point mode is the host's: lutra flushes denormals (FTZ/DAZ) in its own work only.
+local FP = [[
+local TINY = tonumber("2.2250738585072014e-308") -- read at run time: the JIT cannot fold the division
+local function host_denormal() return TINY / 4 end -- 5.56e-309 unless the thread flushes denormals
+local out = { host_denormal() }
+local lt = require "lutra"
+out[#out + 1] = host_denormal() -- after require
+if os.getenv("NOFTZ") then lt.set_flush_denormal(false) end
+-- a fit whose SGD momentum buffer decays from 1e-37 into float32's denormal range (below 1.18e-38)
+local p = lt.param(lt.zeros(4))
+local model = { p = p }
+function model:training_step(_, i)
+  return (self.p * lt.full({ 4 }, i == 0 and 1e-37 or 0)):sum()
+end
+function model:configure_optimizers() return lt.optim.SGD({ self.p }, { lr = 0.1, momentum = 0.9 }) end
+local ds = lt.data.TensorDataset(lt.zeros(60, 1))
+local t = lt.Trainer { max_epochs = 1, logger = false, enable_checkpointing = false, enable_progress_bar = false,
+  enable_model_summary = false }
+t:fit(model, lt.data.DataLoader(ds, { batch_size = 1 }))
+out[#out + 1] = host_denormal() -- after a fit
+out[#out + 1] = t.optimizers[1]:state_dict().state[1].momentum_buffer:totable()[1]
+lt.set_flush_denormal(true) -- everywhere: the user asked
+out[#out + 1] = host_denormal()
+for i = 1, #out do out[i] = string.format("%.6g", out[i]) end
+io.write(table.concat(out, " "))
+]]
+
+describe("hosts: the floating-point mode", function()
+  local function run(env)
+    local script = os.tmpname()
+    write(script, FP)
+    local o, e, status = sh(LUA_ENV .. env .. "luajit " .. q(script))
+    os.remove(script)
+    assert.are.equal(0, status, e)
+    local v = {}
+    for w in o:gmatch("%S+") do v[#v + 1] = tonumber(w) end
+    return v
+  end
+
+  it("a host's denormal survives require and a fit; lutra's optimizer state is flushed", function()
+    local v = run("")
+    assert.are.same({ 5.56268e-309, 5.56268e-309, 5.56268e-309 }, { v[1], v[2], v[3] })
+    assert.are.equal(0, v[4]) -- 1e-37 * 0.9^59 is denormal in float32: flushed while lutra stepped
+    assert.are.equal(0, v[5]) -- lt.set_flush_denormal(true) flushes on the host's thread as well
+  end)
+
+  it("lt.set_flush_denormal(false) keeps denormals in lutra's work too", function()
+    local v = run("NOFTZ=1 ")
+    assert.are.equal(5.56268e-309, v[3])
+    assert.is_true(v[4] > 0 and v[4] < 1.18e-38, "momentum buffer " .. tostring(v[4]))
+  end)
+end)
+
+-- MPI is lutra/mpi.so, loaded on first use: nothing else links libmpi, and require "lutra" does not map it.
+describe("hosts: MPI only on first use", function()
+  local DIR = "build/bin/" .. CONFIG
+
+  it("core.so, the binary and liblutra.a do not link libmpi (nor liblutra.so: they carry the core)", function()
+    for _, f in ipairs { DIR .. "/lutra/core.so", DIR .. "/cli/lutra" } do
+      local o, _, status = sh("readelf -d " .. q(f))
+      assert.are.equal(0, status)
+      assert.is_truthy(o:find("NEEDED", 1, true), f)
+      assert.is_nil(o:find("libmpi", 1, true), f .. " needs libmpi")
+      assert.is_nil(o:find("liblutra", 1, true), f .. " needs liblutra.so")
+    end
+    local o, _, status = sh("nm -u " .. q(DIR .. "/liblutra.a"))
+    assert.are.equal(0, status)
+    assert.is_truthy(o:find("cblas_sgemm", 1, true) or o:find("dlopen", 1, true), "nm listed undefined symbols")
+    assert.is_nil(o:find("MPI_", 1, true), "liblutra.a refers to MPI")
+  end)
+
+  it("require and a fit leave MPI unloaded; lt.distributed.available() loads it", function()
+    local script = os.tmpname()
+    write(script, [[
+local function mapped()
+  local f = assert(io.open("/proc/self/maps"))
+  local s = f:read("*a")
+  f:close()
+  return s:find("libmpi", 1, true) ~= nil
+end
+local lt = require "lutra"
+local m = { lin = lt.nn.Linear(2, 1) }
+function m:training_step(b) return lt.F.mse_loss(self.lin(b[1]), b[2]) end
+function m:configure_optimizers() return lt.optim.SGD(lt.nn.parameters(self), { lr = 0.01 }) end
+lt.Trainer({ max_epochs = 1, logger = false, enable_checkpointing = false, enable_progress_bar = false,
+  enable_model_summary = false }):fit(m, lt.data.DataLoader(lt.data.TensorDataset(lt.randn(4, 2), lt.randn(4, 1))))
+local before = mapped()
+local avail = lt.distributed.available()
+io.write(tostring(before), " ", tostring(avail), " ", tostring(mapped()))
+]])
+    local o, e, status = sh(LUA_ENV .. "luajit " .. q(script))
+    os.remove(script)
+    assert.are.equal(0, status, e)
+    local before, avail, after = o:match("^(%S+) (%S+) (%S+)$")
+    assert.are.equal("false", before)
+    local so = io.open(DIR .. "/lutra/mpi.so")
+    local built = so ~= nil
+    if so then so:close() end
+    assert.are.equal(tostring(built), avail)
+    assert.are.equal(tostring(built), after)
+  end)
+
+  it("a module that cannot load is an error that says why, not a crash", function()
+    local o, e, status = sh(LUA_ENV .. "LUTRA_MPI_MODULE=/nonexistent/mpi.so luajit -e " .. q([[
+local D = require("lutra").distributed
+io.write(tostring(D.available()), "\n", select(2, pcall(D.init)))]]))
+    assert.are.equal(0, status, e)
+    assert.is_truthy(o:find("^false\n"), o)
+    assert.is_truthy(o:find("distributed.init: MPI is not available (/nonexistent/mpi.so", 1, true), o)
+    assert.is_truthy(o:find("apt-get install openmpi-bin", 1, true), o)
+  end)
+end)
+
+-- ./lutra install: the layout, a C host built from the installed prefix only (pkg-config, shared and
+-- --static), the installed binary and Lua module.
+describe("hosts: ./lutra install and lutra.pc", function()
+  local T
+  setup(function()
+    T = os.tmpname()
+    os.remove(T)
+    assert(os.execute("mkdir -p " .. q(T)) == 0)
+  end)
+  teardown(function() os.execute("rm -rf " .. q(T)) end)
+
+  local FILES = { "include/lutra.h", "lib/liblutra.a", "lib/liblutra.so", "lib/pkgconfig/lutra.pc", "bin/lutra",
+    "share/lua/5.1/lutra/init.lua", "share/lua/5.1/lutra/trainer.lua", "lib/lua/5.1/lutra/core.so" }
+  local function exists(p)
+    local f = io.open(p)
+    if f then f:close() end
+    return f ~= nil
+  end
+
+  it("installs every piece under --prefix, and under --destdir with lutra.pc still naming the prefix", function()
+    local _, e, status = sh("./lutra install --prefix " .. q(T .. "/p"))
+    assert.are.equal(0, status, e)
+    for _, f in ipairs(FILES) do assert.is_true(exists(T .. "/p/" .. f), f) end
+    _, e, status = sh("./lutra install --prefix /opt/lutra-test --destdir " .. q(T .. "/d"))
+    assert.are.equal(0, status, e)
+    for _, f in ipairs(FILES) do assert.is_true(exists(T .. "/d/opt/lutra-test/" .. f), f) end
+    assert.is_truthy(slurp(T .. "/d/opt/lutra-test/lib/pkgconfig/lutra.pc"):find("prefix=/opt/lutra-test\n", 1, true))
+  end)
+
+  it("rejects a missing or relative prefix and unknown arguments, by name", function()
+    local _, e, status = sh("./lutra install")
+    assert.are_not.equal(0, status)
+    assert.is_truthy(e:find("lutra install: --prefix P is required", 1, true), e)
+    _, e = sh("./lutra install --prefix relative/dir")
+    assert.is_truthy(e:find("lutra install: --prefix must be an absolute path, got 'relative/dir'", 1, true), e)
+    _, e = sh("./lutra install --prefix /tmp/x --bogus")
+    assert.is_truthy(e:find("lutra install: unknown argument '--bogus'", 1, true), e)
+  end)
+
+  local function build_and_run(prefix, static, exe) -- returns what ldd says of it
+    local pc = "PKG_CONFIG_PATH=" .. q(prefix .. "/lib/pkgconfig") .. " pkg-config --cflags --libs " ..
+      (static and "--static " or "") .. "lutra"
+    local _, e, status = sh("cc -o " .. q(exe) .. " examples/embed/host.c $(" .. pc .. ") -lm")
+    assert.are.equal(0, status, "cc: " .. e)
+    local o
+    -- a prefix outside the loader's paths: LD_LIBRARY_PATH, as its user would set it
+    o, e, status = sh("LD_LIBRARY_PATH=" .. q(prefix .. "/lib") .. " " .. q(exe) ..
+      " --frames 120 --every 60 --script examples/embed/world.lua")
+    assert.are.equal(0, status, e)
+    assert.is_truthy(o:find("training steps %d+"), o)
+    return (sh("LD_LIBRARY_PATH=" .. q(prefix .. "/lib") .. " ldd " .. q(exe)))
+  end
+
+  it("a C host builds from the installed prefix with pkg-config alone, and runs", function()
+    sh("./lutra install --prefix " .. q(T .. "/p"))
+    local libs = select(1, sh("PKG_CONFIG_PATH=" .. q(T .. "/p/lib/pkgconfig") .. " pkg-config --libs lutra"))
+    assert.is_truthy(libs:find("-L" .. T .. "/p/lib", 1, true), libs)
+    local ldd = build_and_run(T .. "/p", false, T .. "/host_shared")
+    assert.is_truthy(ldd:find(T .. "/p/lib/liblutra.so", 1, true), ldd)
+    assert.is_nil(ldd:find("libmpi", 1, true), ldd)
+  end)
+
+  it("pkg-config --static gives what liblutra.a needs", function()
+    sh("./lutra install --prefix " .. q(T .. "/s"))
+    os.remove(T .. "/s/lib/liblutra.so") -- only the archive left to link
+    local ldd = build_and_run(T .. "/s", true, T .. "/host_static")
+    assert.is_nil(ldd:find("liblutra", 1, true), ldd)
+    assert.is_nil(ldd:find("libmpi", 1, true), ldd)
+  end)
+
+  it("the installed binary runs a script; luajit loads the installed module (and finds its MPI module)", function()
+    sh("./lutra install --prefix " .. q(T .. "/p"))
+    local script = T .. "/v.lua"
+    write(script, 'local lt = require "lutra"\nio.write(lt.version, " ", tostring(lt.distributed.available()))\n')
+    local o, e, status = sh(q(T .. "/p/bin/lutra") .. " " .. q(script))
+    assert.are.equal(0, status, e)
+    assert.is_truthy(o:find("^0%.%d+%.%d+ "), o)
+    local env = "LUA_PATH=" .. q(T .. "/p/share/lua/5.1/?.lua;" .. T .. "/p/share/lua/5.1/?/init.lua") ..
+      " LUA_CPATH=" .. q(T .. "/p/lib/lua/5.1/?.so") .. " "
+    local o2
+    o2, e, status = sh(env .. "luajit " .. q(script))
+    assert.are.equal(0, status, e)
+    assert.are.equal(o, o2)
+    local mpi = exists("build/bin/" .. CONFIG .. "/lutra/mpi.so")
+    assert.is_truthy(o:find(tostring(mpi) .. "$"), o)
+  end)
+end)
+
+describe("hosts: luarocks make", function()
+  it("installs lutra into a tree that luajit then loads it from, with that tree's paths only", function()
+    local so = io.open("build/bin/release/lutra/core.so")
+    if so then so:close() else
+      pending("the rockspec installs the release build: ./lutra --build-only first")
+      return
+    end
+    local T = os.tmpname()
+    os.remove(T)
+    local _, e, status = sh("luarocks --tree " .. q(T) .. " make lutra-dev-1.rockspec")
+    assert.are.equal(0, status, e)
+    local o
+    o, e, status = sh("eval \"$(luarocks --tree " .. q(T) .. " path)\" && cd / && luajit -e " .. q([[
+local lt = require "lutra"
+io.write(package.searchpath("lutra.core", package.cpath), " ", (lt.ones(2, 3) * 2):sum():item())]]))
+    os.execute("rm -rf " .. q(T))
+    assert.are.equal(0, status, e)
+    assert.are.equal(T .. "/lib/lua/5.1/lutra/core.so 12", o)
+  end)
+end)
+
+-- The two real hosts of examples/ (LÖVE and Neovim both run LuaJIT and load lutra/core.so), headless.
+local function have(cmd) return select(3, sh("command -v " .. cmd)) == 0 end
+local ABS_ENV = (function()
+  local root = assert(io.popen("pwd")):read("*l")
+  return "LUA_PATH=" .. q(root .. "/lua/?.lua;" .. root .. "/lua/?/init.lua;;") ..
+    " LUA_CPATH=" .. q(root .. "/build/bin/" .. CONFIG .. "/?.so;;") .. " "
+end)()
+
+describe("hosts: examples/love", function()
+  it("learns online with advance{seconds=} each frame, quits at its frame limit, prints only its result", function()
+    if not (have("love") and have("xvfb-run")) then
+      pending("love or xvfb-run is not installed")
+      return
+    end
+    local o, e, status = sh(ABS_ENV .. "LUTRA_LOVE_FRAMES=900 timeout 300 xvfb-run -a love examples/love")
+    assert.are.equal(0, status, e)
+    local frames, steps, first, last = o:match("^lutra%-love: frames (%d+) steps (%d+) first_loss (%S+) " ..
+      "last_loss (%S+) caught %d+ missed %d+ late_catch_rate %S+\n$")
+    assert.is_truthy(frames, "stdout: " .. o)
+    assert.are.equal(900, tonumber(frames))
+    assert.is_true(tonumber(steps) >= 100, "steps " .. steps)
+    assert.is_true(tonumber(last) < tonumber(first) / 10, "loss from " .. first .. " to " .. last)
+  end)
+end)
+
+describe("hosts: examples/nvim", function()
+  it("trains on a libuv timer between other events and suggests the buffer's continuation", function()
+    if not have("nvim") then
+      pending("nvim is not installed")
+      return
+    end
+    local script, out = os.tmpname(), os.tmpname()
+    write(script, [[
+local buf = vim.api.nvim_get_current_buf()
+local line = "the quick brown fox jumps over the lazy dog. "
+local lines = {}
+for i = 1, 30 do lines[i] = line .. line end
+vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+vim.cmd("runtime plugin/lutra_suggest.lua")
+local s = require "lutra_suggest"
+-- another timer, as the editor's other work: it must keep firing while training goes on
+local others = 0
+local t = vim.loop.new_timer()
+t:start(0, 5, vim.schedule_wrap(function() others = others + 1 end))
+s.start(0, { budget = 0.004, interval = 10 })
+vim.wait(60000, function() return s.stats().steps >= 1500 end, 10)
+s.stop()
+t:stop()
+t:close()
+local st = s.stats()
+local f = assert(io.open(os.getenv("NVIM_OUT"), "w"))
+f:write(string.format("ticks %d steps %d others %d suggest [%s] commands %d", st.ticks, st.steps, others,
+  s.suggest("the quick brown ", 12), vim.fn.exists(":LutraSuggest")))
+f:close()
+vim.cmd("qa!")
+]])
+    local o, e, status = sh(ABS_ENV .. "NVIM_OUT=" .. q(out) .. " timeout 300 nvim --headless -u NONE -i NONE " ..
+      "--cmd 'set rtp+=examples/nvim' -c " .. q("luafile " .. script))
+    local res = slurp(out)
+    os.remove(script)
+    os.remove(out)
+    assert.are.equal(0, status, e)
+    assert.are.equal("", o) -- lutra wrote nothing on the editor's terminal
+    local ticks, steps, others, suggestion, commands =
+      res:match("^ticks (%d+) steps (%d+) others (%d+) suggest %[(.*)%] commands (%d+)$")
+    assert.is_truthy(ticks, res)
+    assert.is_true(tonumber(steps) >= 1500, res)
+    -- many slices, each one advance{seconds=} within a tick, and the other timer served in between
+    assert.is_true(tonumber(ticks) >= 10, res)
+    assert.is_true(tonumber(others) >= tonumber(ticks) / 2, res)
+    assert.are.equal("fox jumps ov", suggestion)
+    assert.are.equal(2, tonumber(commands))
+  end)
+end)
