@@ -30,6 +30,8 @@
 --   trainer.num_training_batches, num_val_batches, num_sanity_val_batches, val_check_batch
 local lt = require "lutra"
 local core = require "lutra.core"
+local compat = require "lutra._compat"
+local pack, unpack, xpcall = compat.pack, compat.unpack, compat.xpcall
 local logging = require "lutra.trainer.logging"
 local modelmod = require "lutra.trainer.model"
 local loops = require "lutra.trainer.loops"
@@ -1069,7 +1071,7 @@ local function keep_error(e) return e end
 -- Runs fn() (a stage); on error: on_exception, end the run, raise the error. Hook errors carry their
 -- hook's name and traceback already; the trainer's own errors (configuration) are raised as they are.
 function Trainer:_guard(fn, ...)
-  local res = { xpcall(fn, keep_error, ...) }
+  local res = pack(xpcall(fn, keep_error, ...))
   if not res[1] then
     local err = unwrap_error(res[2])
     self.state.status = "failed"
@@ -1080,7 +1082,7 @@ function Trainer:_guard(fn, ...)
     if self._ddp then self._ddp:abort(err) end -- ddp: end the whole job, naming this rank
     error(err, 0)
   end
-  return unpack(res, 2, table.maxn(res))
+  return unpack(res, 2, res.n)
 end
 
 -- ---- fit ------------------------------------------------------------------------------------------------

@@ -1,0 +1,31 @@
+-- lutra._compat — the few library functions that differ between LuaJIT / Lua 5.1 and Lua 5.2+, so that
+-- lua/lutra runs unchanged under LuaJIT and PUC Lua 5.1, 5.3, 5.4 (docs/guide-puc-lua.md).
+local M = {}
+
+M.unpack = table.unpack or unpack -- luacheck: ignore 143
+
+--- maxn(t): the largest positive integer key of t, 0 if none (table.maxn, gone in 5.3+).
+M.maxn = table.maxn or function(t)
+  local n = 0
+  for k in pairs(t) do
+    if type(k) == "number" and k > n and k % 1 == 0 then n = k end
+  end
+  return n
+end
+
+--- pack(...) -> { n = select("#", ...), ... }: table.pack of 5.2+ (the count keeps trailing nils).
+function M.pack(...) return { n = select("#", ...), ... } end
+
+-- xpcall(f, handler, ...) passes the arguments to f in LuaJIT and 5.2+, not in PUC 5.1.
+local passes_args = select(2, xpcall(function(a) return a end, tostring, true)) == true
+if passes_args then
+  M.xpcall = xpcall
+else
+  local unpack = M.unpack
+  function M.xpcall(f, handler, ...)
+    local args = { n = select("#", ...), ... }
+    return xpcall(function() return f(unpack(args, 1, args.n)) end, handler)
+  end
+end
+
+return M
