@@ -31,7 +31,11 @@ void l_compat_traceback(lua_State *L, lua_State *L1, const char *msg, int level)
   }
   lua_concat(L, lua_gettop(L) - top);
 }
-#else
-/* ISO C wants a translation unit to declare something. */
-typedef int l_compat_unused;
 #endif
+
+int l_compat_newproxy(lua_State *L) {
+  lua_newuserdata(L, 0);
+  lua_newtable(L);
+  lua_setmetatable(L, -2);
+  return 1;
+}

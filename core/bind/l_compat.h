@@ -29,4 +29,8 @@
 void l_compat_traceback(lua_State *L, lua_State *L1, const char *msg, int level);
 #endif
 
+/* core._newproxy() -> a new empty userdata with its own empty metatable: LuaJIT's and 5.1's newproxy(true),
+ * which 5.2+ dropped (lua/lutra/data/init.lua makes its objects from it so that # and tostring work). */
+int l_compat_newproxy(lua_State *L);
+
 #endif

@@ -59,6 +59,7 @@ static int open_with_upvalues(lua_State *L) {
   static const luaL_Reg misc[] = {
     { "interrupt", l_interrupt }, { "interrupt_pending", l_interrupt_pending }, { "interrupt_clear", l_interrupt_clear },
     { "embedded", l_embedded }, { "run_active", l_run_active },
+    { "_newproxy", l_compat_newproxy },
     { NULL, NULL }
   };
   l_setfuncs(L, misc);

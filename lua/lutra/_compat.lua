@@ -28,4 +28,7 @@ else
   end
 end
 
+--- newproxy(true): an empty userdata with its own metatable (gone in 5.2+: lutra.core provides one).
+M.newproxy = newproxy or require("lutra.core")._newproxy -- luacheck: ignore 113
+
 return M

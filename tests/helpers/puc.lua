@@ -1,0 +1,12 @@
+-- helpers/puc.lua — specs that cannot run under a PUC Lua host (tests/run --lua 5.4) say so and why:
+--   local skip = require("helpers.puc").needs_luajit("runs the lutra binary, which embeds LuaJIT")
+--   if skip then describe("cli", function() pending(skip) end) return end
+local M = {}
+
+--- nil under LuaJIT; under PUC Lua the reason the spec is skipped ("skipped under Lua 5.4: <why>").
+function M.needs_luajit(why)
+  if rawget(_G, "jit") then return nil end
+  return "skipped under " .. _VERSION .. ": " .. why
+end
+
+return M
