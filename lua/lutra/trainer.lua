@@ -133,13 +133,8 @@ local function try_require(name)
   return nil
 end
 
-local function stdout_is_tty()
-  local ok, ffi = pcall(require, "ffi")
-  if not ok then return false end
-  pcall(ffi.cdef, "int isatty(int fd);")
-  local ok2, r = pcall(function() return ffi.C.isatty(1) end)
-  return ok2 and r == 1
-end
+-- through lutra.core, not LuaJIT's ffi, so that it answers under PUC Lua too
+local function stdout_is_tty() return core._io.isatty(1) == true end
 
 -- ---- construction -------------------------------------------------------------------------------------
 
