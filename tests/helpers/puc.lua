@@ -9,4 +9,7 @@ function M.needs_luajit(why)
   return "skipped under " .. _VERSION .. ": " .. why
 end
 
+--- The interpreter running the specs, for the child processes a spec starts ("luajit", "lua5.4", ...).
+M.lua_exe = rawget(_G, "jit") and "luajit" or ("lua" .. _VERSION:match("%d+%.%d+"))
+
 return M
