@@ -28,6 +28,25 @@ else
   end
 end
 
+--- nparams(f): the number of named parameters of a Lua function (0 for a C function). LuaJIT and 5.2+ say it
+--- in debug.getinfo(f, "u"); PUC 5.1 does not, so it is read from the function's header in string.dump:
+--- after the 12-byte chunk header come the source name (a size_t length and the bytes), two ints (first and
+--- last line), the upvalue count and the parameter count (one byte each).
+function M.nparams(f)
+  local info = debug.getinfo(f, "u")
+  if info.nparams then return info.nparams end
+  if info.what == "C" then return 0 end
+  local ok, dump = pcall(string.dump, f)
+  if not ok then return 0 end
+  local sizeof_int, sizeof_size_t, little = dump:byte(8), dump:byte(9), dump:byte(7) == 1
+  local len = 0
+  for i = 0, sizeof_size_t - 1 do
+    local b = dump:byte(13 + (little and i or sizeof_size_t - 1 - i))
+    len = len + b * 256 ^ i
+  end
+  return dump:byte(13 + sizeof_size_t + len + 2 * sizeof_int + 1) or 0
+end
+
 --- newproxy(true): an empty userdata with its own metatable (gone in 5.2+: lutra.core provides one).
 M.newproxy = newproxy or require("lutra.core")._newproxy -- luacheck: ignore 113
 

@@ -359,10 +359,7 @@ local function call_both(self, name, ...)
   return self:_call_model_hook(name, ...)
 end
 
-local function nparams(f)
-  local info = debug.getinfo(f, "u")
-  return info and info.nparams or 0
-end
+local nparams = compat.nparams
 
 local DEPRECATION = "lutra: on_train_epoch_end(self, outputs) is deprecated; define training_epoch_end(self, outputs) " ..
   "to receive the epoch's outputs"
