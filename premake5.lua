@@ -145,7 +145,7 @@ for _, path in ipairs(os.matchfiles("bench/bench_*.c")) do
     links(MPI_LINKS)
 end
 
--- examples/embed: a game-like C host that embeds LuaJIT and lutra (SPEC §10). Run from the repository root:
+-- examples/embed: a game-like C host that embeds LuaJIT and lutra (docs/guide-embedding.md). Run from the repository root:
 -- build/bin/release/embed_host (it loads examples/embed/world.lua).
 project "embed_host"
   kind "ConsoleApp"

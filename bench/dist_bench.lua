@@ -141,7 +141,8 @@ local BIN = os.getenv("LUTRA_BIN") or ("./" .. BUILD .. "/bin/release/cli/lutra"
 local SCRIPT = debug.getinfo(1, "S").source:gsub("^@", "")
 
 local function run(np, what, opts, bind, btl)
-  local cmd = string.format("OMP_WAIT_POLICY=PASSIVE mpirun --allow-run-as-root --oversubscribe --mca btl self,%s %s -np %d %s %s --worker %s %q 2>&1",
+  local cmd = string.format("OMP_WAIT_POLICY=PASSIVE mpirun --allow-run-as-root --oversubscribe --mca btl self,%s %s "
+    .. "-np %d %s %s --worker %s %q 2>&1",
     btl or "vader", bind and "" or "--bind-to none", np, BIN, SCRIPT, what, ser(opts))
   local p = io.popen(cmd)
   local text = p:read("*a")
@@ -157,8 +158,8 @@ print(string.format("lutra dist bench — %s, %d rounds, load average %s", lt.ve
 local steps, warm = quick and 60 or 200, 20
 if section(1) then
 print("\n1. MLP 784-256-256-10, SGD momentum, Fashion-MNIST: samples/s (best round; median of rounds)")
-print(string.format("%-8s %-30s %10s %10s %9s %9s %9s %9s %9s %8s", "global", "config", "samples/s", "(median)", "step ms", "comm ms",
-  "wait ms", "pack ms", "MB/step", "buckets"))
+print(string.format("%-8s %-30s %10s %10s %9s %9s %9s %9s %9s %8s", "global", "config", "samples/s", "(median)",
+  "step ms", "comm ms", "wait ms", "pack ms", "MB/step", "buckets"))
 for _, G in ipairs { 64, 256 } do
   local configs = {
     { "1 rank x 1 thread", 1, 1, false, G }, { "1 rank x 2 threads", 1, 2, false, G },
@@ -183,7 +184,8 @@ for _, G in ipairs { 64, 256 } do
     print(string.format("%-8d %-30s %10.0f %10.0f %9.2f %9s %9s %9s %9s %8s", G, c[1], med("samples_per_s"), median(med_rate),
       med("step_ms"),
       f3("comm_ms"), f3("wait_ms"), f3("pack_ms"),
-      med("bytes") and string.format("%.2f", med("bytes") / 2 ^ 20) or "-", med("buckets") and string.format("%d", med("buckets")) or "-"))
+      med("bytes") and string.format("%.2f", med("bytes") / 2 ^ 20) or "-",
+      med("buckets") and string.format("%d", med("buckets")) or "-"))
   end
 end
 

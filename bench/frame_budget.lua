@@ -1,4 +1,4 @@
--- bench/frame_budget.lua — the per-frame bar of issue 7 (SPEC §7 stepwise use): a host calls
+-- bench/frame_budget.lua — the per-frame bar of issue 7 (stepwise use: docs/guide-embedding.md): a host calls
 -- run:advance{seconds = 0.004} once per frame; over 1,000 frames the 99th percentile of the time spent in
 -- advance must be <= 5 ms. Model: the MLP 784-512-256-10 (ReLU, SGD with momentum) at batch 64 on
 -- Fashion-MNIST (or the same shapes of random data when the data set is not installed).
@@ -35,7 +35,9 @@ local o = { frames = "1000", budget = "0.004", threads = "1", pace = "1", data =
   floor = "1" }
 for _, a in ipairs(arg or {}) do
   local k, v = a:match("^([%w_]+)=(.*)$")
-  if not k or o[k] == nil then error("frame_budget: bad argument '" .. a .. "' (known: frames, budget, threads, pace, overrun, floor, data, seed)") end
+  if not k or o[k] == nil then
+    error("frame_budget: bad argument '" .. a .. "' (known: frames, budget, threads, pace, overrun, floor, data, seed)")
+  end
   o[k] = v
 end
 local FRAMES, BUDGET = tonumber(o.frames), tonumber(o.budget)
@@ -128,7 +130,7 @@ end
 local alu = {}
 if o.floor == "1" then
   local target = pct(wall, .5) * 1e-3
-  local function work(n) local x = 0; for i = 1, n do x = x + i * 1e-9 end; return x end
+  local function work(n) local acc = 0; for i = 1, n do acc = acc + i * 1e-9 end; return acc end
   local n, tries = 1e5, {}
   for i = 1, 15 do -- calibrate on the median of paced tries (the VM's speed drifts)
     local t0 = now(); work(n); tries[i] = now() - t0

@@ -23,7 +23,9 @@ local args = { model = "both", epochs = 5, seed = 0, threads = 2 }
 local i = 1
 while arg and arg[i] do
   local k = arg[i]:match("^%-%-(.+)$")
-  if not k or args[k] == nil or arg[i + 1] == nil then error("usage: parity_fashion_mnist.lua [--model mlp|lenet|both] [--epochs N] [--seed N] [--threads N]") end
+  if not k or args[k] == nil or arg[i + 1] == nil then
+    error("usage: parity_fashion_mnist.lua [--model mlp|lenet|both] [--epochs N] [--seed N] [--threads N]")
+  end
   args[k] = tonumber(arg[i + 1]) or arg[i + 1]
   i = i + 2
 end

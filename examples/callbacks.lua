@@ -1,4 +1,4 @@
--- examples/callbacks.lua — a callback of one's own that uses several hooks (SPEC §6): it measures
+-- examples/callbacks.lua — a callback of one's own that uses several hooks (docs/reference/callbacks.md): it measures
 -- training throughput per epoch, remembers the best validation accuracy (and keeps it in checkpoints
 -- through state_dict/load_state_dict), and after testing prints a per-class accuracy table from a
 -- confusion matrix it builds batch by batch.
@@ -65,7 +65,7 @@ function TrainingReport:on_validation_epoch_end(trainer, model)
   end
 end
 
--- runs after validation in the same epoch (SPEC §8), so val_acc is this epoch's
+-- runs after validation in the same epoch (docs/reference/hooks.md), so val_acc is this epoch's
 function TrainingReport:on_train_epoch_end(trainer, model)
   local dt = math.max(now() - self.t0, 1e-9)
   print(string.format("epoch %d: %d samples in %.2f s (%.0f samples/s), mean train_loss %.4f, val_acc %.4f",

@@ -1,5 +1,5 @@
 -- examples/custom_loop.lua — a training loop of your own, written in Lua, in the place of lutra's epoch loop
--- (SPEC §8): `trainer.fit_loop:connect{epoch_loop = my_loop}`.
+-- (docs/reference/lutra.md, lt.Loop): `trainer.fit_loop:connect{epoch_loop = my_loop}`.
 --
 -- This epoch loop trains in "rounds": it draws batches from the loader, trains on each with lutra's own
 -- batch loop (so training_step, the optimizer, gradient clipping and every hook behave as usual), and after

@@ -53,7 +53,10 @@ function M.encode(chars, text)
   for k = 1, #text do
     local ch = text:sub(k, k)
     local i = idx[ch]
-    if not i then error(string.format("char_rnn.encode: character %q (byte %d, position %d) is not in the vocabulary", ch, ch:byte(), k), 2) end
+    if not i then
+      error(string.format("char_rnn.encode: character %q (byte %d, position %d) is not in the vocabulary", ch,
+        ch:byte(), k), 2)
+    end
     out[k] = i
   end
   return out

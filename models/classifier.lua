@@ -1,5 +1,5 @@
 -- models/classifier.lua — what the image classifiers (models.mlp, models.lenet) share: the steps of a
--- model table for lt.Trainer (SPEC §5) around a network `self.net` that maps images to class logits.
+-- model table for lt.Trainer (docs/reference/hooks.md) around a network `self.net` that maps images to class logits.
 --
 --   training_step   cross-entropy loss, logs train_loss (on_step, prog_bar)
 --   validation_step logs val_loss and val_acc (on_epoch)
@@ -8,7 +8,7 @@
 --   configure_optimizers  SGD (lr, momentum, weight_decay, nesterov) or Adam/AdamW, with an optional
 --                   cosine or step learning-rate schedule per epoch
 --
--- Labels are int64 in 1..K (SPEC conventions), so accuracy is argmax (1-based) == label. The steps also
+-- Labels are int64 in 1..K (lutra's 1-based convention), so accuracy is argmax (1-based) == label. The steps also
 -- work without a Trainer: self:log is used only when the trainer has provided it.
 local lt = require "lutra"
 

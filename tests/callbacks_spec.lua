@@ -1,4 +1,4 @@
--- callbacks_spec.lua — the built-in callbacks (SPEC §6): ModelCheckpoint's file sets over scripted metric
+-- callbacks_spec.lua — the built-in callbacks: ModelCheckpoint's file sets over scripted metric
 -- sequences, EarlyStopping with patience / thresholds / min_epochs, LearningRateMonitor's columns, Timer,
 -- ModelSummary, the Callback base, and option checking.
 local lt = require "lutra"
@@ -114,7 +114,8 @@ describe("ModelCheckpoint", function()
   end)
 
   it("formats file names: auto_insert_metric_name = false, specs, missing keys, versions for taken names", function()
-    local mc = cb.ModelCheckpoint { dirpath = "d", filename = "{epoch:02d}_{val_loss:.3f}_{acc:.1%}", auto_insert_metric_name = false }
+    local mc = cb.ModelCheckpoint { dirpath = "d", filename = "{epoch:02d}_{val_loss:.3f}_{acc:.1%}",
+      auto_insert_metric_name = false }
     assert.are.equal("d/03_0.123_0.0%.ckpt", mc:format_checkpoint_name { epoch = 3, val_loss = lt.tensor(0.12345) })
     local mc2 = cb.ModelCheckpoint { dirpath = "d", filename = "{val_loss}-{x:.2e}" }
     assert.are.equal("d/val_loss=0.5-x=1.50e+03.ckpt", mc2:format_checkpoint_name { val_loss = 0.5, x = 1500 })
@@ -217,6 +218,23 @@ describe("EarlyStopping", function()
       reason)
   end)
 
+  it("mode min and min_delta: an improvement must be lower than the best by more than min_delta", function()
+    local es = cb.EarlyStopping { monitor = "loss", mode = "min", min_delta = 0.5, patience = 2 }
+    assert.is_false((es:evaluate(10)))
+    assert.is_false((es:evaluate(9.75))) -- lower, but by less than 0.5: wait 1
+    assert.are.equal(1, es.wait_count)
+    assert.are.equal(10, es.best_score)
+    local stop, reason = es:evaluate(9.25) -- lower by 0.75
+    assert.is_false(stop)
+    assert.are.equal("Metric loss improved by 0.750 >= min_delta = 0.500. New best score: 9.250", reason)
+    assert.are.equal(0, es.wait_count)
+    assert.is_false((es:evaluate(9.5))) -- higher: wait 1
+    stop, reason = es:evaluate(8.8) -- lower by 0.45: wait 2, stop
+    assert.is_true(stop)
+    assert.are.equal("Monitored metric loss did not improve in the last 2 records. Best score: 9.250. Signaling Trainer to stop.",
+      reason)
+  end)
+
   it("check_finite, stopping_threshold and divergence_threshold stop at once", function()
     local es = cb.EarlyStopping { monitor = "loss", patience = 10 }
     es:evaluate(1)
@@ -257,10 +275,13 @@ describe("EarlyStopping", function()
     b:load_state_dict(a:state_dict())
     assert.are.same({ wait_count = 1, stopped_epoch = 0, best_score = 3, patience = 4 }, b:state_dict())
     local ok, err = pcall(cb.EarlyStopping, { monitor = "m", patients = 3 })
+    assert.is_false(ok)
     assert.matches("EarlyStopping: unknown option 'patients'", err, 1, true)
     ok, err = pcall(cb.EarlyStopping, { patience = 3 })
+    assert.is_false(ok)
     assert.matches("EarlyStopping: option 'monitor' is required", err, 1, true)
     ok, err = pcall(cb.EarlyStopping, { monitor = "m", mode = "up" })
+    assert.is_false(ok)
     assert.matches("EarlyStopping: option 'mode' must be \"min\" or \"max\"", err, 1, true)
   end)
 end)
@@ -330,6 +351,31 @@ describe("LearningRateMonitor", function()
     assert.are.equal(3, n)
   end)
 
+  it("log_momentum: also lr-<Optimizer>-momentum, from Adam's betas[1] and SGD's momentum (0 without)", function()
+    local function configure(self)
+      local a = lt.optim.Adam({ self.fc.weight }, { lr = 0.1, betas = { 0.8, 0.99 } })
+      local s = lt.optim.SGD({ { params = { self.fc.weight }, momentum = 0.7 }, { params = { self.fc.bias } } },
+        { lr = 0.2 })
+      return { a, s }
+    end
+    local header, rows = fit_with({ logging_interval = "epoch", log_momentum = true }, configure)
+    local names = {}
+    for _, h in ipairs(header) do names[h] = true end
+    assert.is_true(names["lr-Adam-momentum"] and names["lr-SGD/pg1-momentum"] and names["lr-SGD/pg2-momentum"])
+    local n = 0
+    for _, r in ipairs(rows) do
+      if r["lr-Adam-momentum"] then
+        n = n + 1
+        assert.is_true(math.abs(r["lr-Adam-momentum"] - 0.8) < 1e-12, "Adam momentum " .. r["lr-Adam-momentum"])
+        assert.is_true(math.abs(r["lr-SGD/pg1-momentum"] - 0.7) < 1e-12, "SGD momentum " .. r["lr-SGD/pg1-momentum"])
+        assert.are.equal(0, r["lr-SGD/pg2-momentum"])
+      end
+    end
+    assert.are.equal(3, n)
+    header = fit_with({ logging_interval = "epoch" }, configure)
+    for _, h in ipairs(header) do assert.is_nil(h:match("momentum"), h) end
+  end)
+
   it("keeps only the last value of each name: nothing grows with the number of epochs", function()
     local function run(epochs)
       local model, train, val = scripted({}, nil)
@@ -360,6 +406,7 @@ describe("LearningRateMonitor", function()
     assert.is_false(ok)
     assert.matches("LearningRateMonitor: cannot log learning rates with a Trainer that has no logger", err, 1, true)
     ok, err = pcall(cb.LearningRateMonitor, { logging_interval = "batch" })
+    assert.is_false(ok)
     assert.matches("option 'logging_interval' must be \"step\", \"epoch\" or nil, got \"batch\"", err, 1, true)
   end)
 end)

@@ -1,4 +1,4 @@
--- data_spec: lt.data (SPEC §4) — IDX reading (valid, gzipped, truncated, wrong magic, missing), the
+-- data_spec: lt.data — IDX reading (valid, gzipped, truncated, wrong magic, missing), the
 -- Fashion-MNIST/MNIST datasets, read_csv, TensorDataset/Subset, and the DataLoader: order with and
 -- without shuffle, drop_last, #loader, reproducibility (seed, manual_seed) and exact resume via state_dict.
 local lt = require "lutra"
@@ -250,7 +250,8 @@ describe("lt.data.read_csv", function()
   end)
 
   it("names a missing file and rejects unknown options", function()
-    has(errmsg(lt.data.read_csv, tmpdir .. "/none.csv"), "read_csv: " .. tmpdir .. "/none.csv: cannot open: No such file or directory")
+    has(errmsg(lt.data.read_csv, tmpdir .. "/none.csv"),
+      "read_csv: " .. tmpdir .. "/none.csv: cannot open: No such file or directory")
     has(errmsg(lt.data.read_csv, tmpdir .. "/a.csv", { headers = true }), "read_csv: unknown option 'headers'")
   end)
 end)
@@ -437,10 +438,12 @@ describe("lt.data.DataLoader", function()
 
   it("rejects unknown options and bad values by name", function()
     local ds = range_ds(3)
-    has(errmsg(lt.data.DataLoader, ds, { batchsize = 2 }), "DataLoader: unknown option 'batchsize' (known options: batch_size, collate_fn, drop_last, seed, shuffle)")
+    has(errmsg(lt.data.DataLoader, ds, { batchsize = 2 }),
+      "DataLoader: unknown option 'batchsize' (known options: batch_size, collate_fn, drop_last, seed, shuffle)")
     has(errmsg(lt.data.DataLoader, ds, { batch_size = 0 }), "DataLoader: option 'batch_size' must be a positive integer, got 0")
     has(errmsg(lt.data.DataLoader, ds, { shuffle = 1 }), "DataLoader: option 'shuffle' must be a boolean, got number")
-    has(errmsg(lt.data.DataLoader, { get = function() end }), "DataLoader: the dataset must be a TensorDataset or a table with get(i) and a length")
+    has(errmsg(lt.data.DataLoader, { get = function() end }),
+      "DataLoader: the dataset must be a TensorDataset or a table with get(i) and a length")
     has(errmsg(lt.data.DataLoader, { len = function() return 2 end }), "DataLoader: the dataset has no get(i) method")
   end)
 
@@ -492,12 +495,14 @@ describe("lt.data.DataLoader", function()
 
     it("names a sample that cannot be stacked", function()
       local ds = setmetatable({ get = function(_, i) return { lt.zeros(i) } end }, { __len = function() return 2 end })
-      has(errmsg(lt.data.DataLoader(ds, { batch_size = 2 }):iter()), "DataLoader: cannot stack field 1 of the samples: stack: tensor 2 has shape [2], tensor 1 has [1]")
+      has(errmsg(lt.data.DataLoader(ds, { batch_size = 2 }):iter()),
+        "DataLoader: cannot stack field 1 of the samples: stack: tensor 2 has shape [2], tensor 1 has [1]")
       local missing = setmetatable({ get = function(_, i) return i == 1 and { x = 1, y = 2 } or { x = 1 } end },
         { __len = function() return 2 end })
       has(errmsg(lt.data.DataLoader(missing, { batch_size = 2 }):iter()), "DataLoader: field y is missing in sample 2")
       local mixed = setmetatable({ get = function(_, i) return { i == 1 and 1 or "a" } end }, { __len = function() return 2 end })
-      has(errmsg(lt.data.DataLoader(mixed, { batch_size = 2 }):iter()), "DataLoader: field 1 of sample 2 is a string, sample 1 has a number")
+      has(errmsg(lt.data.DataLoader(mixed, { batch_size = 2 }):iter()),
+        "DataLoader: field 1 of sample 2 is a string, sample 1 has a number")
     end)
 
     it("wraps a bare tensor sample into a one-element batch table", function()

@@ -60,18 +60,6 @@ local function result(run, name, r)
   return chunk()
 end
 
-local function sorted(t)
-  local c = {}
-  for i, v in ipairs(t) do c[i] = v end
-  table.sort(c)
-  return c
-end
-
-local function range(a, b)
-  local t = {}
-  for i = a, b do t[#t + 1] = i end
-  return t
-end
 
 -- ---- in-process: sampler and loader sharding -----------------------------------------------------------
 
@@ -303,7 +291,8 @@ describe("Trainer strategy without mpirun", function()
   it("rejects an unknown strategy and bad DDPStrategy options by name", function()
     local ok, e = pcall(lt.Trainer, { strategy = "dp" })
     assert.is_false(ok)
-    assert.matches([[option 'strategy' must be "auto", "ddp", "none" or lt.distributed.DDPStrategy{...}, got "dp" (string)]], e, 1, true)
+    assert.matches([[option 'strategy' must be "auto", "ddp", "none" or lt.distributed.DDPStrategy{...}, got "dp" (string)]],
+      e, 1, true)
     ok, e = pcall(D.DDPStrategy, { bucket_mb = 1 })
     assert.is_false(ok)
     assert.matches("DDPStrategy: unknown option 'bucket_mb' (known options: bucket_cap_mb)", e, 1, true)
@@ -384,7 +373,8 @@ mpi_describe("collectives on 2 ranks", function()
 
   it("reports tensors that differ across ranks on every rank instead of hanging", function()
     for _, r in ipairs { r0, r1 } do
-      assert.matches("broadcast: the ranks disagree: rank 1 has a float32 tensor of 3 elements, rank 0 has a float32 tensor of 2 elements",
+      assert.matches("broadcast: the ranks disagree: rank 1 has a float32 tensor of 3 elements, "
+        .. "rank 0 has a float32 tensor of 2 elements",
         r.bcast_mismatch_err, 1, true)
       assert.matches("broadcast: src must be a rank in 0..1, got 5", r.bcast_src_err, 1, true)
     end
@@ -399,6 +389,8 @@ mpi_describe("collectives on 2 ranks", function()
       assert.are.equal(8, r.reducer_stats.buckets)
       assert.matches("GradReducer: op must be mean or sum, got max", r.reducer_bad_op, 1, true)
       assert.matches("GradReducer: unknown option 'bucket_mb'", r.reducer_bad_opt, 1, true)
+      assert.matches("GradReducer: bucket_cap_mb must be a number > 0, got 0", r.reducer_bad_mb, 1, true)
+      assert.matches("GradReducer: bucket_cap_mb must be finite, got inf", r.reducer_inf_mb, 1, true)
     end
   end)
 
@@ -492,8 +484,9 @@ mpi_describe("Trainer{strategy='ddp'} under mpirun", function()
     assert.are.equal(1 + 4 + 1, #lines) -- header, 4 steps (256 / (2 x 32)), the epoch row
     assert.are.equal("0,0,1,1.5,,,", lines[2]) -- rank 0's own value; the mean of 1 and 2
     -- the epoch values: rank-local without sync_dist, reduced with it (mean over ranks, max over ranks)
-    assert.same({ 1, 1.5, 20 }, { r0.callback_metrics.plain_epoch, r0.callback_metrics.synced_epoch, r0.callback_metrics.synced_max })
-    assert.same({ 2, 1.5, 20 }, { r1.callback_metrics.plain_epoch, r1.callback_metrics.synced_epoch, r1.callback_metrics.synced_max })
+    local m0, m1 = r0.callback_metrics, r1.callback_metrics
+    assert.same({ 1, 1.5, 20 }, { m0.plain_epoch, m0.synced_epoch, m0.synced_max })
+    assert.same({ 2, 1.5, 20 }, { m1.plain_epoch, m1.synced_epoch, m1.synced_max })
     -- the model summary is printed once
     local n = 0
     for _ in run.out:gmatch("Trainable params") do n = n + 1 end

@@ -1,4 +1,4 @@
--- tests/embed_spec.lua — what hosts rely on from the Lua side (SPEC §7 stepwise use, §10 embedding):
+-- tests/embed_spec.lua — what hosts rely on from the Lua side (stepwise use and embedding: docs/guide-embedding.md):
 -- advance{seconds=} stays inside its budget by predicting the next batch's time (run.overrun = true: the
 -- old way, the first batch boundary after the deadline);
 -- lutra.core.run_active() (lutra_run_active() in C) says whether a run is in progress; plain luajit is not

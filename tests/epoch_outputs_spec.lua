@@ -1,4 +1,4 @@
--- tests/epoch_outputs_spec.lua — the epoch-output rule (SPEC §5): training outputs are kept for the epoch
+-- tests/epoch_outputs_spec.lua — the epoch-output rule (docs/reference/hooks.md): training outputs are kept for the epoch
 -- end only when training_epoch_end is defined (or an old-style on_train_epoch_end takes them); evaluation
 -- keeps X_step outputs only when X_epoch_end is defined. Proven with weak references to 1 MiB tensors.
 local LUA_EXE = require("helpers.puc").lua_exe -- luajit, or lua5.4 under tests/run --lua 5.4

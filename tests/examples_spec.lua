@@ -5,7 +5,8 @@ local skip = require("helpers.puc").needs_luajit("runs the examples through the 
 if skip then describe("examples", function() pending(skip) end) return end
 local root = os.getenv("PWD") or "."
 local bin = os.getenv("LUTRA_BIN")
-  or (root .. "/" .. (os.getenv("LUTRA_BUILD_DIR") or "build") .. "/bin/" .. (os.getenv("LUTRA_CONFIG") or "release") .. "/cli/lutra")
+  or (root .. "/" .. (os.getenv("LUTRA_BUILD_DIR") or "build") .. "/bin/" .. (os.getenv("LUTRA_CONFIG") or "release")
+    .. "/cli/lutra")
 
 local function exists(path)
   local f = io.open(path, "rb")

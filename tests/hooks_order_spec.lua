@@ -1,4 +1,4 @@
--- tests/hooks_order_spec.lua — the order of every hook call (SPEC §8: Lightning 1.6's order, restricted to
+-- tests/hooks_order_spec.lua — the order of every hook call (Lightning 1.6's order, restricted to
 -- lutra's hooks) for fit, validate, test and predict, recorded from a model and a callback that define ALL
 -- hooks, compared with sequences written out here.
 local lt = require "lutra"

@@ -1,4 +1,4 @@
--- loggers_spec.lua — lt.loggers.CSVLogger (SPEC §9): version directories, metrics.csv rows and columns
+-- loggers_spec.lua — lt.loggers.CSVLogger: version directories, metrics.csv rows and columns
 -- (epoch and step, a header that grows), hparams.yaml, the Trainer's default logger, option errors, and
 -- the SVG of a real run's metrics (parsed as XML, one path per metric).
 local lt = require "lutra"
@@ -71,8 +71,10 @@ describe("CSVLogger", function()
     assert.matches("CSVLogger: unknown option 'save_dri' (expected one of: flush_logs_every_n_steps, name, prefix, " ..
       "save_dir, version)", err, 1, true)
     ok, err = pcall(loggers.CSVLogger, { version = -1 })
+    assert.is_false(ok)
     assert.matches("CSVLogger: option 'version' must be an integer >= 0 or a string, got -1", err, 1, true)
     ok, err = pcall(loggers.CSVLogger, { save_dir = 3 })
+    assert.is_false(ok)
     assert.matches("CSVLogger: option 'save_dir' must be a string, got number", err, 1, true)
     local f = assert(io.open(dir .. "/file", "w"))
     f:close()

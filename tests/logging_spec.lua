@@ -1,4 +1,4 @@
--- tests/logging_spec.lua — self:log / self:log_dict (SPEC §7): Lightning 1.6's per-hook defaults, the
+-- tests/logging_spec.lua — self:log / self:log_dict: Lightning 1.6's per-hook defaults, the
 -- name_step / name_epoch fork, reductions (batch-size-weighted mean, sum, max, min), hooks where logging
 -- is forbidden, what reaches callback_metrics / logged_metrics / progress_bar_metrics and the logger.
 local lt = require "lutra"
@@ -127,6 +127,15 @@ describe("logging", function()
     assert.are.equal(3, lg.saves)
   end)
 
+  it("log_every_n_steps: loggers are saved right after the batch that makes the stepped count a multiple of n", function()
+    local lg, t = fake_logger(), nil
+    local saved_at = {}
+    function lg.save() saved_at[#saved_at + 1] = t.global_step end
+    t = lt.Trainer(opts { max_epochs = 1, logger = lg, log_every_n_steps = 3 })
+    t:fit(model(), loader(10))
+    assert.are.same({ 3, 6, 9 }, saved_at)
+  end)
+
   it("with accumulation, step rows come only on batches that step", function()
     local lg = fake_logger()
     local m = model(function(self, batch, i) self:log("x", i) end)
@@ -186,11 +195,13 @@ describe("logging", function()
       return lt.optim.SGD({ self.w }, { lr = 0 })
     end
     local ok, err = pcall(function() lt.Trainer(opts { max_epochs = 1 }):fit(m, loader(1)) end)
+    assert.is_false(ok)
     assert.truthy(err:find("log: you can't self:log() inside 'configure_optimizers'", 1, true), err)
 
     m = model()
     function m:on_train_epoch_end() self:log("x", 1, { on_step = true }) end
     ok, err = pcall(function() lt.Trainer(opts { max_epochs = 1 }):fit(m, loader(1)) end)
+    assert.is_false(ok)
     assert.truthy(err:find("log: you can't self:log('x', ..., {on_step=true}) inside 'on_train_epoch_end', " ..
       "must be one of (False)", 1, true), err)
 
@@ -200,17 +211,19 @@ describe("logging", function()
       self:log("x", 1)
     end
     ok, err = pcall(function() lt.Trainer(opts { max_epochs = 1 }):fit(m, loader(1)) end)
+    assert.is_false(ok)
     assert.truthy(err:find("optimizer_step: .*log: you can't self:log%(%) inside 'optimizer_step'"), err)
 
-    local cb = { on_fit_start = function(_, trainer, model) model:log("x", 1) end }
+    local cb = { on_fit_start = function(_, trainer, pl_module) pl_module:log("x", 1) end }
     ok, err = pcall(function() lt.Trainer(opts { max_epochs = 1, callbacks = { cb } }):fit(model(), loader(1)) end)
+    assert.is_false(ok)
     assert.truthy(err:find("log: you can't self:log() inside 'on_fit_start'", 1, true), err)
   end)
 
   it("on_train_epoch_end and training_epoch_end log epoch values; callbacks may log through the model", function()
     local m = model()
     function m:training_epoch_end(outputs) self:log("n_out", #outputs) end
-    local cb = { on_train_epoch_end = function(_, trainer, model) model:log("cb", 5) end }
+    local cb = { on_train_epoch_end = function(_, trainer, pl_module) pl_module:log("cb", 5) end }
     local t = lt.Trainer(opts { max_epochs = 1, callbacks = { cb } })
     t:fit(m, loader(3))
     assert.are.same({ 3, 5 }, { t.callback_metrics.n_out, t.callback_metrics.cb })

@@ -84,7 +84,8 @@ describe("lt.F losses: semantics and errors", function()
       err_of(function() return F.nll_loss(x, lt.tensor({ 1, 2 }, "int64"), { weight = lt.ones(4) }) end), 1, true)
     assert.matches("mse_loss: input [2 x 5] and target [5] must have the same shape",
       err_of(function() return F.mse_loss(x, lt.randn(5)) end), 1, true)
-    assert.matches("binary_cross_entropy_with_logits: pos_weight must be [5] (one per class, the input's last dim) or [1], got [3]",
+    assert.matches("binary_cross_entropy_with_logits: pos_weight must be [5] (one per class, the input's last dim) "
+      .. "or [1], got [3]",
       err_of(function() return F.binary_cross_entropy_with_logits(x, lt.rand(2, 5), { pos_weight = lt.ones(3) }) end), 1, true)
   end)
 

@@ -146,7 +146,9 @@ describe("gradcheck of lt.F losses", function()
     for _, red in ipairs { "mean", "sum", "none" } do
       assert.is_true(gradcheck(function(a) return F.cross_entropy(a, t4(), { reduction = red }) end, { x }))
       assert.is_true(gradcheck(function(a) return F.cross_entropy(a, t4(), { reduction = red, ignore_index = 5 }) end, { x }))
-      assert.is_true(gradcheck(function(a) return F.cross_entropy(a, t4(), { reduction = red, label_smoothing = 0.2 }) end, { x }))
+      assert.is_true(gradcheck(function(a)
+        return F.cross_entropy(a, t4(), { reduction = red, label_smoothing = 0.2 })
+      end, { x }))
       local w = lt.tensor { 0.5, 1, 2, 1.5, 0.7 }
       assert.is_true(gradcheck(function(a)
         return F.cross_entropy(a, t4(), { reduction = red, weight = w, label_smoothing = 0.1, ignore_index = 1 })

@@ -117,7 +117,8 @@ describe("state_dict and load_state_dict", function()
     local sd, extra = lt.nn.state_dict(a)
     assert.is_nil(extra) -- one value: m:load_state_dict(other:state_dict()) passes no options
     local order = lt.nn.state_dict_keys(a)
-    assert.are.equal("net.1.weight net.1.bias net.2.weight net.2.bias net.2.running_mean net.2.running_var net.3.weight net.3.bias",
+    assert.are.equal("net.1.weight net.1.bias net.2.weight net.2.bias net.2.running_mean net.2.running_var "
+      .. "net.3.weight net.3.bias",
       names_of(order))
     for _, name in ipairs(order) do assert.is_false(sd[name]:requires_grad()) end
     lt.manual_seed(2)
@@ -133,7 +134,8 @@ describe("state_dict and load_state_dict", function()
     local sd = make().net:state_dict()
     sd["1.weight"] = lt.zeros(3, 5)
     local e = err_of(function() make().net:load_state_dict(sd) end)
-    assert.matches("load_state_dict: size mismatch for 1.weight: copying a tensor of shape [3 x 5] from the state_dict, the shape in the current model is [3 x 4]",
+    assert.matches("load_state_dict: size mismatch for 1.weight: copying a tensor of shape [3 x 5] from the "
+      .. "state_dict, the shape in the current model is [3 x 4]",
       e, 1, true)
   end)
 
@@ -255,7 +257,8 @@ describe("module base", function()
     assert.are.equal("Linear(784 -> 512)", tostring(nn.Linear(784, 512)))
     assert.are.equal("Linear(4 -> 2, bias=false)", tostring(nn.Linear(4, 2, { bias = false })))
     assert.are.equal("Conv2d(1 -> 6, kernel_size=5, padding=2)", tostring(nn.Conv2d(1, 6, 5, { padding = 2 })))
-    assert.are.equal("Sequential(\n  (1): Linear(2 -> 3)\n  (2): ReLU()\n)", tostring(nn.Sequential { nn.Linear(2, 3), nn.ReLU() }))
+    assert.are.equal("Sequential(\n  (1): Linear(2 -> 3)\n  (2): ReLU()\n)",
+      tostring(nn.Sequential { nn.Linear(2, 3), nn.ReLU() }))
   end)
 
   it("is callable, and Module:extend builds user modules with parameters, children and modules()", function()

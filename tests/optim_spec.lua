@@ -416,10 +416,12 @@ describe("lt.optim errors", function()
     opt:step()
     local sd = opt:state_dict()
     local other = lt.optim.Adam({ { params = { lt.param(lt.ones(2)) } }, { params = { lt.param(lt.ones(3)) } } })
-    assert.matches("Adam: load_state_dict: loaded state dict has a different number of parameter groups %(1, the optimizer has 2%)",
+    assert.matches("Adam: load_state_dict: loaded state dict has a different number of parameter groups "
+      .. "%(1, the optimizer has 2%)",
       errmsg(function() other:load_state_dict(sd) end))
     local small = lt.optim.Adam({ lt.param(lt.ones(2)) })
-    assert.matches("Adam: load_state_dict: loaded state dict contains a parameter group that doesn't match the size of optimizer's group %(group 1: 2 parameters, the optimizer's has 1%)",
+    assert.matches("Adam: load_state_dict: loaded state dict contains a parameter group that doesn't match the size "
+      .. "of optimizer's group %(group 1: 2 parameters, the optimizer's has 1%)",
       errmsg(function() small:load_state_dict(sd) end))
     local swapped = lt.optim.Adam({ lt.param(lt.ones(3)), lt.param(lt.ones(2)) })
     assert.matches("Adam: load_state_dict: state%[1%]%.exp_avg.* has shape %[2%], but parameter 1 of group 1 has shape %[3%]",

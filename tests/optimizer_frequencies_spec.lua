@@ -64,8 +64,10 @@ describe("optimizer frequencies", function()
     local m = gan(function(og, od)
       local S = lt.optim.lr_scheduler.StepLR
       return {
-        { optimizer = og, frequency = 1, lr_scheduler = { scheduler = S(og, { step_size = 1, gamma = 0.5 }), interval = "step" } },
-        { optimizer = od, frequency = 1, lr_scheduler = { scheduler = S(od, { step_size = 1, gamma = 0.1 }), interval = "step" } },
+        { optimizer = og, frequency = 1,
+          lr_scheduler = { scheduler = S(og, { step_size = 1, gamma = 0.5 }), interval = "step" } },
+        { optimizer = od, frequency = 1,
+          lr_scheduler = { scheduler = S(od, { step_size = 1, gamma = 0.1 }), interval = "step" } },
       }
     end)
     local t = trainer()

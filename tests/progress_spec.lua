@@ -196,20 +196,44 @@ describe("ProgressBar", function()
     assert.is_false(ok)
     assert.matches("ProgressBar: unknown option 'refresh' (expected one of: refresh_rate, stream, tty, width)", err, 1, true)
     ok, err = pcall(lt.callbacks.ProgressBar, { refresh_rate = 0 })
+    assert.is_false(ok)
     assert.matches("ProgressBar: option 'refresh_rate' must be >= 1", err, 1, true)
   end)
 
-  it("writes to a given stream, plain when it is not the terminal", function()
+  -- fits a tiny model for one epoch of n samples in batches of bs with a ProgressBar{bar} writing into a
+  -- buffer; returns what it wrote
+  local function fit_into_buffer(n, bs, bar)
     local buf = {}
-    local stream = { write = function(_, ...) for _, s in ipairs { ... } do buf[#buf + 1] = s end end, flush = function() end }
+    bar.stream = { write = function(_, ...) for _, s in ipairs { ... } do buf[#buf + 1] = s end end,
+      flush = function() end }
     lt.manual_seed(0)
-    local ds = lt.data.TensorDataset(lt.randn(6, 2), lt.randn(6, 1))
+    local ds = lt.data.TensorDataset(lt.randn(n, 2), lt.randn(n, 1))
     local model = { fc = lt.nn.Linear(2, 1) }
     function model:training_step(b) return lt.F.mse_loss(self.fc(b[1]), b[2]) end
     function model:configure_optimizers() return lt.optim.SGD(lt.nn.parameters(self), { lr = 0.1 }) end
     local t = lt.Trainer { max_epochs = 1, logger = false, enable_checkpointing = false, enable_model_summary = false,
-      callbacks = { lt.callbacks.ProgressBar { stream = stream } } }
-    t:fit(model, lt.data.DataLoader(ds, { batch_size = 2 }))
-    assert.matches("^Epoch 0: 3/3 batches %[00:00, [%d.]+it/s, loss=[%d.e%-]+%]\n$", table.concat(buf))
+      callbacks = { lt.callbacks.ProgressBar(bar) } }
+    t:fit(model, lt.data.DataLoader(ds, { batch_size = bs }))
+    return table.concat(buf)
+  end
+
+  it("writes to a given stream, plain when it is not the terminal", function()
+    assert.matches("^Epoch 0: 3/3 batches %[00:00, [%d.]+it/s, loss=[%d.e%-]+%]\n$", fit_into_buffer(6, 2, {}))
+  end)
+
+  it("on a terminal redraws every refresh_rate batches (and at the stage's end)", function()
+    local function redraws(rate)
+      -- a clock that advances a second per reading: the bar's minimum interval between redraws never holds it back
+      local now, clock = lt._io.now, 0
+      lt._io.now = function() clock = clock + 1 return clock end
+      local ok, out = pcall(fit_into_buffer, 10, 1, { tty = true, refresh_rate = rate })
+      lt._io.now = now
+      assert(ok, out)
+      local ns = {}
+      for n in out:gmatch("\r[^\r]-(%d+)/10") do ns[#ns + 1] = tonumber(n) end
+      return ns
+    end
+    assert.are.same({ 0, 3, 6, 9, 10, 10 }, redraws(3))
+    assert.are.same({ 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 10 }, redraws(1))
   end)
 end)

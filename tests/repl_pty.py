@@ -360,7 +360,7 @@ def _(s):
     check(s.status is not None and os.WEXITSTATUS(s.status) == 7, "exit status %r" % s.status)
 
 
-# ---- training at the prompt (SPEC §7: Ctrl-C during fit, fit again continues, hooks redefined) ------------
+# ---- training at the prompt (Ctrl-C during fit, fit again continues, hooks redefined) ------------
 # A model whose batches busy-wait DELAY seconds of CPU time, 100 batches per epoch, 3 epochs: long enough to be
 # interrupted, short enough for the suite. Every line is typed at the prompt, as a user would.
 FIT_SETUP = [  # each line shorter than the 100-column terminal (libedit wraps longer ones)

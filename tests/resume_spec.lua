@@ -298,7 +298,8 @@ describe("a checkpoint saved after fit ended", function()
 
   it("resumes into more epochs, even when EarlyStopping had stopped the run", function()
     local m, train, val = setup(1, { dropout = false })
-    local t = lt.Trainer(trainer_opts { max_epochs = 30, callbacks = { lt.callbacks.EarlyStopping { monitor = "val_loss", patience = 1 } } })
+    local t = lt.Trainer(trainer_opts { max_epochs = 30,
+      callbacks = { lt.callbacks.EarlyStopping { monitor = "val_loss", patience = 1 } } })
     t:fit(m, train, val)
     assert.is_true(t.current_epoch < 30)
     t:save_checkpoint(dir .. "/end.ckpt")

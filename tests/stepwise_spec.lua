@@ -1,7 +1,7 @@
--- tests/stepwise_spec.lua — stepwise training (SPEC §7): trainer:fit_run and run:advance{batches=}/{seconds=}
+-- tests/stepwise_spec.lua — stepwise training: trainer:fit_run and run:advance{batches=}/{seconds=}
 -- stop at batch boundaries and continue exactly (N advances of one batch == one fit, bitwise); Ctrl-C
 -- (lt.interrupt) stops fit at the next batch boundary and fit continues; loops' progress, state_dict and
--- custom Lua loops (SPEC §8).
+-- custom Lua loops (lt.Loop).
 local lt = require "lutra"
 
 local opts = require "helpers.quiet"
@@ -17,7 +17,7 @@ local function setup(seed)
   local val = lt.data.DataLoader(ds, { batch_size = 20 })
   local m = { l1 = lt.nn.Linear(4, 8), l2 = lt.nn.Linear(8, 1), calls = {} }
   local function count(name) m.calls[name] = (m.calls[name] or 0) + 1 end
-  function m:forward(x) return self.l2(self.l1(x):tanh()) end
+  function m:forward(inp) return self.l2(self.l1(inp):tanh()) end
   function m:training_step(b) return lt.F.mse_loss(self:forward(b[1]), b[2]) end
   function m:validation_step(b) self:log("val_loss", lt.F.mse_loss(self:forward(b[1]), b[2])) end
   function m:configure_optimizers()
@@ -138,7 +138,8 @@ describe("stepwise training", function()
   it("advance checks its budget", function()
     local m, train = setup(1)
     local run = lt.Trainer(opts()):fit_run(m, train)
-    assert.has_error(function() run:advance { batch = 1 } end, "advance: unknown option 'batch' (known options: batches, seconds)")
+    assert.has_error(function() run:advance { batch = 1 } end,
+      "advance: unknown option 'batch' (known options: batches, seconds)")
     assert.has_error(function() run:advance { seconds = 0 } end, "advance: 'seconds' must be a number > 0, got 0")
   end)
 
@@ -249,6 +250,7 @@ describe("loops as objects", function()
     assert.are.equal(3, m.calls.on_train_epoch_start)
     assert.are.equal(3, t.current_epoch)
     local ok, err = pcall(function() t.fit_loop:connect { batch_loop = loop } end)
+    assert.is_false(ok)
     assert.truthy(err:find("connect: fit_loop has no child loop 'batch_loop' (children: epoch_loop)", 1, true), err)
   end)
 

@@ -1,5 +1,5 @@
 -- tensor_spec: creation, queries, views, broadcasting maths, reductions, indexing (1-based),
--- in-place ops and printing — the SPEC §2 surface without autograd.
+-- in-place ops and printing — the surface of docs/reference/tensor.md without autograd.
 local lt = require "lutra"
 
 local function close(a, b, tol)
@@ -180,7 +180,8 @@ describe("maths", function()
     same_list(x:abs():flatten():tolist(), {1, 0, 0.5, 2})
     same_list(x:exp():flatten():tolist(), {math.exp(-1), 1, math.exp(0.5), math.exp(2)}, 1e-6)
     same_list(x:tanh():flatten():tolist(), {math.tanh(-1), 0, math.tanh(0.5), math.tanh(2)}, 1e-6)
-    same_list(x:sigmoid():flatten():tolist(), {1 / (1 + math.exp(1)), 0.5, 1 / (1 + math.exp(-0.5)), 1 / (1 + math.exp(-2))}, 1e-6)
+    same_list(x:sigmoid():flatten():tolist(),
+      {1 / (1 + math.exp(1)), 0.5, 1 / (1 + math.exp(-0.5)), 1 / (1 + math.exp(-2))}, 1e-6)
     same_list(lt.tensor{4, 9}:sqrt():flatten():tolist(), {2, 3})
     same_list(lt.tensor{1, math.exp(1)}:log():flatten():tolist(), {0, 1}, 1e-6)
     same_list(x:clamp(-0.5, 1):flatten():tolist(), {-0.5, 0, 0.5, 1})
@@ -202,7 +203,7 @@ describe("maths", function()
     same_list(r[2]:flatten():tolist(), b:matmul(a):flatten():tolist())
   end)
 
-  it("matmul names the mismatch the way SPEC shows", function()
+  it("matmul names the mismatch the way the docs show", function()
     assert.has_error(function() lt.zeros(64, 256):matmul(lt.zeros(512, 10)) end,
       "matmul: shape mismatch: a is [64 x 256], b is [512 x 10] (a:size(2) must equal b:size(1))")
   end)

@@ -1,4 +1,4 @@
--- tests/trainer_spec.lua — lt.Trainer's options (SPEC §7) with Lightning 1.6's meaning, each proven by
+-- tests/trainer_spec.lua — lt.Trainer's options with Lightning 1.6's meaning, each proven by
 -- what can be counted (optimizer steps, epochs, batches seen, validation runs), the optimization features
 -- (several optimizers, manual optimization, TBPTT, gradient clipping, LR schedulers) and the errors.
 local lt = require "lutra"
@@ -115,6 +115,19 @@ describe("Trainer options", function()
     assert.are.same({ 2, 3 }, { c.test_batches, c.predict_batches })
   end)
 
+  it("predict returns the predictions even when no model or callback defines on_predict_epoch_end", function()
+    local m = counted()
+    local preds = lt.Trainer(opts()):predict(m, loader(3))
+    assert.are.same({ 1, 2, 3 }, preds)
+    local two = lt.Trainer(opts()):predict(m, { loader(2), loader(1) })
+    assert.are.same({ { 1, 2 }, { 1 } }, two)
+    local plain = { net = lt.nn.Linear(1, 1) }
+    function plain:forward(x) return self.net(x) end
+    local out = lt.Trainer(opts()):predict(plain, loader(2))
+    assert.are.equal(2, #out)
+    assert.are.same({ 2, 1 }, out[1]:shape())
+  end)
+
   it("val_check_interval as a fraction validates several times per epoch", function()
     local c = fit({ max_epochs = 2, val_check_interval = 0.25, num_sanity_val_steps = 0 }, 8, 1)
     assert.are.same({ 8, 8 }, { c.val_runs, c.val_batches })
@@ -122,7 +135,7 @@ describe("Trainer options", function()
 
   it("val_check_interval as an integer counts batches (no extra validation at the epoch end)", function()
     local at = {}
-    local c = fit({ max_epochs = 1, val_check_interval = 3, num_sanity_val_steps = 0 }, 8, 1, {
+    fit({ max_epochs = 1, val_check_interval = 3, num_sanity_val_steps = 0 }, 8, 1, {
       on_validation_start = function(_, trainer)
         at[#at + 1] = trainer.fit_loop.epoch_loop.batch_idx
       end,
@@ -155,7 +168,7 @@ describe("Trainer options", function()
 
   it("the sanity check does not move the RNG and leaves no progress behind", function()
     local seen = {}
-    local m, cb = counted()
+    local m = counted()
     function m:validation_step() seen[#seen + 1] = lt.rand(1):item() end
     function m:on_train_start() seen.train = lt.rand(1):item() end
     local t = lt.Trainer(opts { max_epochs = 1, limit_val_batches = 1 })
@@ -352,7 +365,7 @@ describe("Trainer options", function()
   end)
 
   it("a loader shorter than it said ends the epoch when it runs out", function()
-    local m, cb, c = counted()
+    local m, _, c = counted()
     local l = loader(3)
     l.len = function() return 5 end
     local t = lt.Trainer(opts { max_epochs = 2 })
@@ -374,15 +387,20 @@ describe("Trainer errors", function()
   it("unknown options and wrong types name the option", function()
     assert.has_error(function() lt.Trainer { max_epoch = 3 } end)
     local ok, err = pcall(lt.Trainer, { max_epoch = 3 })
+    assert.is_false(ok)
     assert.truthy(err:find("Trainer: unknown option 'max_epoch' (known options: accumulate_grad_batches,", 1, true), err)
     ok, err = pcall(lt.Trainer, { max_epochs = "3" })
+    assert.is_false(ok)
     assert.truthy(err:find("Trainer: option 'max_epochs' must be an integer >= -1, got \"3\" (string)", 1, true), err)
     ok, err = pcall(lt.Trainer, { limit_val_batches = 1.5 })
+    assert.is_false(ok)
     assert.truthy(err:find("Trainer: option 'limit_val_batches' must be an integer count of batches or a fraction " ..
       "in [0, 1], got 1.5 (number)", 1, true), err)
     ok, err = pcall(lt.Trainer, { gradient_clip_algorithm = "l2" })
+    assert.is_false(ok)
     assert.truthy(err:find("option 'gradient_clip_algorithm' must be \"norm\" or \"value\"", 1, true), err)
     ok, err = pcall(lt.Trainer, { logger = 3 })
+    assert.is_false(ok)
     assert.truthy(err:find("option 'logger' must be true, false, a logger", 1, true), err)
   end)
 
@@ -400,12 +418,15 @@ describe("Trainer errors", function()
     function m:training_step() end
     function m:configure_optimizers() return 3 end
     local ok, err = pcall(function() lt.Trainer(opts()):fit(m, loader(1)) end)
+    assert.is_false(ok)
     assert.truthy(err:find("configure_optimizers returned a number that is not an optimizer", 1, true), err)
     function m:configure_optimizers() end
     ok, err = pcall(function() lt.Trainer(opts()):fit(m, loader(1)) end)
+    assert.is_false(ok)
     assert.truthy(err:find("configure_optimizers returned nil", 1, true), err)
     function m:configure_optimizers() return { lt.optim.SGD({ self.w }, { lr = 1 }), "x" } end
     ok, err = pcall(function() lt.Trainer(opts()):fit(m, loader(1)) end)
+    assert.is_false(ok)
     assert.truthy(err:find("configure_optimizers: element 2 is a string, not an optimizer", 1, true), err)
   end)
 
@@ -414,13 +435,16 @@ describe("Trainer errors", function()
     function m:configure_optimizers() return lt.optim.SGD({ self.w }, { lr = 1 }) end
     function m:training_step() return "loss" end
     local ok, err = pcall(function() lt.Trainer(opts()):fit(m, loader(1)) end)
+    assert.is_false(ok)
     assert.truthy(err:find("training_step must return a loss tensor, a table with a 'loss' field, or nil; got a string",
       1, true), err)
     function m:training_step() return { acc = 1 } end
     ok, err = pcall(function() lt.Trainer(opts()):fit(m, loader(1)) end)
+    assert.is_false(ok)
     assert.truthy(err:find("training_step: the returned table has no 'loss' field", 1, true), err)
     function m:training_step() return self.w:detach():sum() end
     ok, err = pcall(function() lt.Trainer(opts()):fit(m, loader(1)) end)
+    assert.is_false(ok)
     assert.truthy(err:find("training_step's loss: backward:", 1, true), err)
   end)
 
@@ -451,6 +475,7 @@ describe("Trainer errors", function()
     local cb1 = {}
     local cb2 = { on_train_epoch_start = function() error("bad callback") end }
     local ok, err = pcall(function() lt.Trainer(opts { callbacks = { cb1, cb2 } }):fit(m, loader(1)) end)
+    assert.is_false(ok)
     assert.truthy(err:find("^on_train_epoch_start %(callback #2%): .*bad callback"), err)
   end)
 
@@ -459,13 +484,16 @@ describe("Trainer errors", function()
     function m:training_step(b) error("ts failed") end
     function m:configure_optimizers() return lt.optim.SGD({ self.w }, { lr = 1 }) end
     local ok, err = pcall(function() lt.Trainer(opts()):fit(m, loader(1)) end)
+    assert.is_false(ok)
     assert.truthy(err:find("^training_step: .*ts failed"), err)
     function m:training_step(b) return (self.w * b[1]):sum() end
     local bad = { len = function() return 2 end, iter = function() return function() error("disk gone") end end }
     ok, err = pcall(function() lt.Trainer(opts()):fit(m, bad) end)
+    assert.is_false(ok)
     assert.truthy(err:find("^train dataloader: .*disk gone"), err)
     function m:setup(stage) error("no setup") end
     ok, err = pcall(function() lt.Trainer(opts()):fit(m, loader(1)) end)
+    assert.is_false(ok)
     assert.truthy(err:find("^setup: .*no setup"), err)
   end)
 
@@ -476,6 +504,7 @@ describe("Trainer errors", function()
     assert.has_error(function() lt.Trainer(opts()):fit(m, 3) end)
     local ok, err = pcall(function() lt.Trainer(opts()):fit({ training_step = function() end,
       configure_optimizers = function() end }, 3) end)
+    assert.is_false(ok)
     assert.truthy(err:find("fit: expected a DataLoader", 1, true), err)
     assert.has_error(function() lt.Trainer(opts()):validate(m, loader(1)) end, "validate: the model has no validation_step")
     assert.has_error(function() lt.Trainer(opts()):test(m, loader(1)) end, "test: the model has no test_step")

@@ -1,6 +1,6 @@
 /*
  * lt_ctx.h — the per-interpreter context every core function takes: error message, grad mode, RNG,
- * thread policy. The core keeps no globals for these (ARCHITECTURE §Errors): a host with two Lua states
+ * thread policy. The core keeps no globals for these: a host with two Lua states
  * has two contexts.
  */
 #ifndef LT_CTX_H

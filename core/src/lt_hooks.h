@@ -19,7 +19,7 @@
 
 #include "lt_tensor.h"
 
-/* Every hook of SPEC §5/§6, in one list: X(ID, "name"). */
+/* Every hook (docs/reference/hooks.md, callbacks.md), in one list: X(ID, "name"). */
 #define LT_HOOK_LIST(X)                                                                                      \
   X(PREPARE_DATA, "prepare_data") X(CONFIGURE_CALLBACKS, "configure_callbacks") X(SETUP, "setup")             \
   X(TEARDOWN, "teardown") X(CONFIGURE_OPTIMIZERS, "configure_optimizers")                                     \
@@ -73,7 +73,7 @@ typedef struct lt_eval_hooks {
 } lt_eval_hooks;
 const lt_eval_hooks *lt_eval_hooks_of(lt_kind kind);
 
-/* Arguments of a hook call; which fields a hook reads is its signature (SPEC §5). Counters are 0-based. */
+/* Arguments of a hook call; which fields a hook reads is its signature (docs/reference/hooks.md). Counters are 0-based. */
 typedef struct lt_hook_args {
   int64_t batch_idx;
   int64_t dataloader_idx;  /* -1: not passed (a single loader, for *_step) */
@@ -139,7 +139,7 @@ typedef struct lt_host {
   int (*opt_params)(void *ud, int opt_idx, int *n, lt_tensor *const **params);
   /* Host bookkeeping (lt_event). May be NULL. */
   int (*event)(void *ud, lt_event ev, lt_hook_args *a);
-  /* A slot taken by a host loop object (custom loop, SPEC §8): run it to its end. May be NULL. */
+  /* A slot taken by a host loop object (custom loop, lt.Loop): run it to its end. May be NULL. */
   int (*run_custom)(void *ud, int slot, lt_hook_args *a);
 } lt_host;
 

@@ -241,7 +241,7 @@ int lt_loops_closure(lt_loops *lp, int wrapped, int *has_loss);
 void lt_loops_manual_step(lt_loops *lp, int after);
 /* The default gradient clipping over n parameters' grads (Lightning's clip_gradients). */
 int lt_clip_gradients(lt_ctx *c, int n, lt_tensor *const *params, double val, int algo);
-/* Runs one child loop of a host loop (SPEC §8 custom loops): the C loop in `slot`, to its end. */
+/* Runs one child loop of a host loop (custom loops: docs/reference/lutra.md, lt.Loop): the C loop in `slot`, to its end. */
 int lt_loops_run_slot(lt_loops *lp, lt_slot slot);
 
 /* The accessor for a loop's progress counters by slot (for the binding's state_dict). */

@@ -290,8 +290,11 @@ static int binary_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin)
       }
       break;
     case LT_MAXIMUM:
-    case LT_MINIMUM: { /* the gradient goes to the operand that was chosen (a on ties) */
-      lt_tensor *mask = lt_op_binary(c, op == LT_MAXIMUM ? LT_GE : LT_LE, a, b);
+    case LT_MINIMUM: { /* the gradient goes to the operand that was chosen; on ties each gets half (PyTorch) */
+      lt_tensor *win = lt_op_binary(c, op == LT_MAXIMUM ? LT_GT : LT_LT, a, b);
+      lt_tensor *tie = win ? lt_op_binary(c, LT_EQ, a, b) : NULL;
+      lt_tensor *mask = tie && !lt_op_binary_scalar_(c, LT_MUL, tie, 0.5) ? lt_op_binary(c, LT_ADD, win, tie) : NULL;
+      lt_tensor_release(win); lt_tensor_release(tie);
       if (!mask) return LT_ERR;
       if (need_a) gin[0] = to_shape(c, lt_op_binary(c, LT_MUL, g, mask), a);
       if (need_b) {

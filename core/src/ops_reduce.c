@@ -58,7 +58,16 @@ static int sum_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
   return r ? LT_OK : LT_ERR;
 }
 
-/* gradient of max/min values: g goes to the chosen element */
+/* over all elements, the gradient of max/min is shared evenly among the elements equal to the result (as
+ * PyTorch's evenly_distribute_backward); the input recorded is the contiguous float32 copy that was reduced */
+static void share_among_ties(const float *x, int64_t numel, float best, float g, float *pr) {
+  int64_t ties = 0;
+  for (int64_t j = 0; j < numel; j++) ties += x[j] == best || (isnan(best) && isnan(x[j]));
+  for (int64_t j = 0; j < numel; j++)
+    if (x[j] == best || (isnan(best) && isnan(x[j]))) pr[j] = g / (float)ties;
+}
+
+/* gradient of max/min values: along a dim g goes to the chosen (first) element, over all elements it is shared */
 static int select_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
   lt_tensor *in = n->inputs[0], *idx = n->saved[0];
   int dim = (int)n->i[0];
@@ -70,8 +79,10 @@ static int select_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin)
   const float *pg = lt_f32(gc);
   const int64_t *pi = lt_i64(idx);
   float *pr = lt_f32(r);
-  for (int64_t o = 0; o < outer; o++)
-    for (int64_t k = 0; k < inner; k++) pr[(o * len + pi[o * inner + k]) * inner + k] += pg[o * inner + k];
+  if (dim < 0) share_among_ties(lt_f32(in), len, lt_f32(in)[pi[0]], pg[0], pr);
+  else
+    for (int64_t o = 0; o < outer; o++)
+      for (int64_t k = 0; k < inner; k++) pr[(o * len + pi[o * inner + k]) * inner + k] += pg[o * inner + k];
   lt_tensor_release(gc);
   gin[0] = r;
   return LT_OK;

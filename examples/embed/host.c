@@ -1,5 +1,5 @@
 /*
- * host.c — lutra embedded in a game-like C program (SPEC §10).
+ * host.c — lutra embedded in a game-like C program (docs/guide-embedding.md).
  *
  * The program owns everything a game owns: its LuaJIT state, its allocator, its frame loop and its
  * screen. A puck slides in a bowl (pulled to the centre, harder far out, pushed sideways by a swirl,

@@ -91,7 +91,8 @@ end
 
 local function yaml_string(s)
   if s:match("^[%w_][%w_%.%-/ ]*$") and not s:match(" $") and not tonumber(s)
-    and not ({ ["true"] = 1, ["false"] = 1, ["null"] = 1, ["yes"] = 1, ["no"] = 1, ["on"] = 1, ["off"] = 1, ["~"] = 1 })[s:lower()] then
+    and not ({ ["true"] = 1, ["false"] = 1, ["null"] = 1, ["yes"] = 1, ["no"] = 1, ["on"] = 1, ["off"] = 1,
+      ["~"] = 1 })[s:lower()] then
     return s
   end
   return '"' .. s:gsub('[%c"\\]', function(ch)
@@ -149,12 +150,10 @@ function M.to_yaml(t)
       for _, k in ipairs(sorted_keys(tbl)) do
         local v = tbl[k]
         local key = yaml_string(tostring(k))
-        if type(v) == "function" then
-          -- functions are not hyper-parameters one can write down
-        elseif type(v) == "table" and not lt.is_tensor(v) then
+        if type(v) == "table" and not lt.is_tensor(v) then
           if next(v) == nil then out[#out + 1] = indent .. key .. ": {}"
           else out[#out + 1] = indent .. key .. ":"; emit(v, indent .. "  ") end
-        else
+        elseif type(v) ~= "function" then -- (functions are not hyper-parameters one can write down)
           out[#out + 1] = indent .. key .. ": " .. yaml_scalar(v)
         end
       end

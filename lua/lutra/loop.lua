@@ -1,4 +1,4 @@
--- lutra.loop — lt.Loop: the base of custom loops written in Lua (SPEC §8), with Lightning's template.
+-- lutra.loop — lt.Loop: the base of custom loops written in Lua, with Lightning's template.
 --
 --   local MyEpochLoop = lt.Loop:extend()
 --   function MyEpochLoop:reset() self.n = 0 end

@@ -1,4 +1,4 @@
--- lutra.trainer — lt.Trainer: PyTorch Lightning 1.6's Trainer over lutra's C loops (SPEC §5, §7, §8).
+-- lutra.trainer — lt.Trainer: PyTorch Lightning 1.6's Trainer over lutra's C loops (docs/reference/trainer.md, hooks.md).
 --
 --   local trainer = lt.Trainer{max_epochs = 3, callbacks = {...}}
 --   trainer:fit(model, train_loader, val_loader)          -- or {ckpt_path = "last.ckpt"} as 4th argument
@@ -60,7 +60,7 @@ local function boolean(v) if type(v) ~= "boolean" then return "must be a boolean
 local function number_ge0(v) if type(v) ~= "number" or not (v >= 0) then return "must be a number >= 0" end end
 local function str(v) if type(v) ~= "string" then return "must be a string" end end
 
-local SPEC = {
+local OPTION_CHECKS = {
   max_epochs = int_ge(-1), min_epochs = int_ge(0), max_steps = int_ge(-1), min_steps = int_ge(0),
   limit_train_batches = limit, limit_val_batches = limit, limit_test_batches = limit,
   limit_predict_batches = limit,
@@ -118,10 +118,10 @@ local function check_options(opts)
   if opts == nil then return {} end
   if type(opts) ~= "table" then error("Trainer: options must be a table, got " .. type(opts), 3) end
   for k, v in pairs(opts) do
-    if type(k) ~= "string" or not SPEC[k] then
-      error(fmt("Trainer: unknown option '%s' (known options: %s)", tostring(k), sorted_names(SPEC)), 3)
+    if type(k) ~= "string" or not OPTION_CHECKS[k] then
+      error(fmt("Trainer: unknown option '%s' (known options: %s)", tostring(k), sorted_names(OPTION_CHECKS)), 3)
     end
-    local msg = SPEC[k](v)
+    local msg = OPTION_CHECKS[k](v)
     if msg then error(fmt("Trainer: option '%s' %s, got %s", k, msg, type_name(v)), 3) end
   end
   return opts
@@ -170,7 +170,7 @@ local function new(_, opts)
   if o.log_every_n_steps == nil then o.log_every_n_steps = 50 end
   if o.overfit_batches == nil then o.overfit_batches = 0 end
   if o.enable_checkpointing == nil then o.enable_checkpointing = true end
-  -- a host that embeds lutra (SPEC §10) gets no output it did not ask for: no summary, no progress bar
+  -- a host that embeds lutra (docs/guide-embedding.md) gets no output it did not ask for: no summary, no progress bar
   local embedded = core.embedded and core.embedded() or false
   if o.enable_model_summary == nil then o.enable_model_summary = not embedded end
   if o.default_root_dir == nil then o.default_root_dir = "." end
@@ -365,7 +365,7 @@ local DEPRECATION = "lutra: on_train_epoch_end(self, outputs) is deprecated; def
   "to receive the epoch's outputs"
 local deprecation_printed = false
 
--- The epoch-output rule (SPEC §5): keep outputs when training_epoch_end is defined or an
+-- The epoch-output rule (docs/reference/hooks.md, training_epoch_end): keep outputs when training_epoch_end is defined or an
 -- on_train_epoch_end takes the outputs (old signature: prints the deprecation line once per process).
 local function decide_keep(self)
   local model = self.model
@@ -457,8 +457,6 @@ local function batch_output(self)
 end
 
 -- ---- the env: functions the C loops call -------------------------------------------------------------
-
-local KIND_STAGE = { validation = "validate", test = "test", predict = "predict" }
 
 local function loader_len(l, what)
   local tl = type(l)

@@ -1,5 +1,5 @@
 /*
- * test_embed.c — lutra embedded the way a game embeds it (SPEC §10): the program creates its own
+ * test_embed.c — lutra embedded the way a game embeds it (docs/guide-embedding.md): the program creates its own
  * lua_State, routes lutra's memory through its own allocator, opens lutra both ways (lutra_preload +
  * require, and luaopen_lutra), trains with the Trainer (whole fits and run:advance{batches=1} called from
  * C), and checks: the loss, that the allocator saw every buffer and got all of them back after lua_close,

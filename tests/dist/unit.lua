@@ -80,6 +80,8 @@ end
 res.reducer_stats = red:stats()
 res.reducer_bad_op = err(D.GradReducer, { p1 }, { op = "max" })
 res.reducer_bad_opt = err(D.GradReducer, { p1 }, { bucket_mb = 1 })
+res.reducer_bad_mb = err(D.GradReducer, { p1 }, { bucket_cap_mb = 0 })
+res.reducer_inf_mb = err(D.GradReducer, { p1 }, { bucket_cap_mb = math.huge })
 
 -- the reducer attached to backward: every backward() reduces as gradients become final (tiny buckets:
 -- several are sent during backward); the result equals reducing after backward
@@ -125,18 +127,18 @@ res.attached_vs_mean = maxdiff
 -- gradients become views of the buckets: with zero_grad keeping them (not set to none), later steps copy
 -- nothing into the buckets, and the result is still the mean
 do
-  local red = D.GradReducer(params, { bucket_cap_mb = 64 / 2 ^ 20 })
-  red:attach()
+  local reducer = D.GradReducer(params, { bucket_cap_mb = 64 / 2 ^ 20 })
+  reducer:attach()
   local copied = {}
   for step = 1, 3 do
     for _, p in ipairs(params) do if p.grad then p.grad:zero_() end end
     lt.F.mse_loss(net(x), y):backward()
-    copied[step] = red:stats().bytes_copied
+    copied[step] = reducer:stats().bytes_copied
   end
-  red:detach()
+  reducer:detach()
   res.view_copied = copied
   local g_view = grads()
-  red:free()
+  reducer:free()
   zero()
   lt.F.mse_loss(net(x), y):backward()
   local after2 = D.GradReducer(params, { bucket_cap_mb = 1 })

@@ -1,5 +1,5 @@
 -- tests/helpers/loader.lua — a plain Lua loader over a list of batches (a table with len() and iter(), the
--- loader protocol of SPEC §4): what the loop specs train on, without lt.data.
+-- loader protocol of docs/reference/data.md): what the loop specs train on, without lt.data.
 local M = {}
 
 --- The loader of `batches` (a list), in order, the same on every pass.

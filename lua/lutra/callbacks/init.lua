@@ -1,4 +1,4 @@
--- lutra.callbacks — lt.callbacks: the Callback base and the built-in callbacks (SPEC §6).
+-- lutra.callbacks — lt.callbacks: the Callback base and the built-in callbacks (docs/reference/callbacks.md).
 --
 --   local cb = lt.callbacks
 --   lt.Trainer{callbacks = {

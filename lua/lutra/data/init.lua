@@ -1,4 +1,4 @@
--- lutra.data (lt.data) — datasets and the DataLoader (SPEC §4).
+-- lutra.data (lt.data) — datasets and the DataLoader (docs/reference/data.md).
 --
 --   local ds = lt.data.FashionMNIST{train = true}          -- .data [60000 x 1 x 28 x 28], .targets 1..10
 --   local loader = lt.data.DataLoader(ds, {batch_size = 64, shuffle = true, seed = 1})
@@ -290,7 +290,9 @@ end
 function M.read_idx(path, opts)
   if type(path) ~= "string" then error("read_idx: path must be a string, got " .. type(path), 2) end
   opts = check_options("read_idx", opts, {
-    dtype = function(v) if v ~= "float32" and v ~= "int64" then return "must be \"float32\" or \"int64\", got " .. tostring(v) end end,
+    dtype = function(v)
+      if v ~= "float32" and v ~= "int64" then return "must be \"float32\" or \"int64\", got " .. tostring(v) end
+    end,
   })
   local ok, t = pcall(C.read_idx, path, opts.dtype == "float32" and "float32" or "raw")
   if not ok then
@@ -348,10 +350,10 @@ local function mnist_like(kind, opts, default_root, how_to_get)
   if maxl > 10 then
     error(string.format("%s: %s: label %d out of range 0..9; %s", kind, labels_path, maxl - 1, how_to_get), 3)
   end
-  local classes = {}
-  for i, c in ipairs(kind == "FashionMNIST" and FASHION_CLASSES or MNIST_CLASSES) do classes[i] = c end
+  local names = {}
+  for i, c in ipairs(kind == "FashionMNIST" and FASHION_CLASSES or MNIST_CLASSES) do names[i] = c end
   return make_tensor_dataset(kind, { images, labels }, {
-    kind = kind, data = images, targets = labels, classes = classes, root = root, train = train,
+    kind = kind, data = images, targets = labels, classes = names, root = root, train = train,
     images_path = images_path, labels_path = labels_path,
   })
 end
@@ -399,7 +401,9 @@ function M.read_csv(path, opts)
   opts = check_options("read_csv", opts, {
     header = boolean,
     sep = function(v) if type(v) ~= "string" or #v == 0 then return "must be a non-empty string" end end,
-    dtype = function(v) if v ~= "float32" and v ~= "int64" then return "must be \"float32\" or \"int64\", got " .. tostring(v) end end,
+    dtype = function(v)
+      if v ~= "float32" and v ~= "int64" then return "must be \"float32\" or \"int64\", got " .. tostring(v) end
+    end,
   })
   local header = opts.header ~= false
   local sep = opts.sep or ","

@@ -19,8 +19,8 @@ for k, v in pairs(require "lutra.nn.pool") do nn[k] = v end
 for k, v in pairs(require "lutra.nn.activation") do nn[k] = v end
 
 -- functions over any model table (a Module or a plain table of modules)
-for _, k in ipairs { "parameters", "named_parameters", "buffers", "named_buffers", "state_dict", "state_dict_keys", "load_state_dict",
-  "modules", "children", "train", "zero_grad", "assign_paths" } do
+for _, k in ipairs { "parameters", "named_parameters", "buffers", "named_buffers", "state_dict", "state_dict_keys",
+  "load_state_dict", "modules", "children", "train", "zero_grad", "assign_paths" } do
   nn[k] = MM[k]
 end
 function nn.eval(root) return MM.train(root, false) end

@@ -17,7 +17,8 @@ function I.calculate_fan_in_and_fan_out(t)
   return t:size(2) * rf, t:size(1) * rf
 end
 
-function I.calculate_gain(nonlinearity, param)
+-- the gain of a nonlinearity; an unknown name is an error that blames the given stack level (the user's call)
+local function gain(nonlinearity, param, level)
   nonlinearity = nonlinearity or "leaky_relu"
   if nonlinearity == "linear" or nonlinearity == "sigmoid" or nonlinearity:match("^conv") then return 1 end
   if nonlinearity == "tanh" then return 5 / 3 end
@@ -27,7 +28,12 @@ function I.calculate_gain(nonlinearity, param)
     local slope = param or 0.01
     return math.sqrt(2 / (1 + slope * slope))
   end
-  error("init: unsupported nonlinearity '" .. tostring(nonlinearity) .. "'", 3)
+  error("init: unsupported nonlinearity '" .. tostring(nonlinearity) .. "'", level)
+end
+
+function I.calculate_gain(nonlinearity, param)
+  local g = gain(nonlinearity, param, 3) -- not a tail call: level 3 is the caller
+  return g
 end
 
 local function inplace(t, fn)
@@ -43,7 +49,7 @@ local function kaiming_args(t, a, mode, nonlinearity)
   end
   local fi, fo = I.calculate_fan_in_and_fan_out(t)
   local fan = mode == "fan_in" and fi or fo
-  return I.calculate_gain(nonlinearity, a) / math.sqrt(fan)
+  return gain(nonlinearity, a, 4) / math.sqrt(fan) -- 4: gain, kaiming_args, kaiming_*_, the caller
 end
 
 --- kaiming_uniform_(t[, a=0[, mode="fan_in"[, nonlinearity="leaky_relu"]]]) or (t, {a, mode, nonlinearity})
@@ -57,15 +63,15 @@ function I.kaiming_normal_(t, a, mode, nonlinearity)
   return inplace(t, function(x) x:normal_(0, std) end)
 end
 
-function I.xavier_uniform_(t, gain)
+function I.xavier_uniform_(t, g)
   local fi, fo = I.calculate_fan_in_and_fan_out(t)
-  local bound = (gain or 1) * math.sqrt(6 / (fi + fo))
+  local bound = (g or 1) * math.sqrt(6 / (fi + fo))
   return inplace(t, function(x) x:uniform_(-bound, bound) end)
 end
 
-function I.xavier_normal_(t, gain)
+function I.xavier_normal_(t, g)
   local fi, fo = I.calculate_fan_in_and_fan_out(t)
-  local std = (gain or 1) * math.sqrt(2 / (fi + fo))
+  local std = (g or 1) * math.sqrt(2 / (fi + fo))
   return inplace(t, function(x) x:normal_(0, std) end)
 end
 
