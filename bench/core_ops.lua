@@ -41,3 +41,30 @@ for _, sz in ipairs(sizes) do
     print(("%s %dx%d %.3f"):format(name, sz[1], sz[2], median(times)))
   end
 end
+
+-- ops that ported models lean on (attention masks, GELU, init), on [16, 4, 64, 64]
+do
+  local x = lt.randn(16, 4, 64, 64)
+  local full_mask = lt.rand(16, 4, 64, 64):lt(0.5)
+  local causal = lt.arange(1, 65):reshape(64, 1):lt(lt.arange(1, 65):reshape(1, 64)):reshape(1, 1, 64, 64)
+  local y = lt.randn(16, 4, 64, 64)
+  local F = lt.F
+  local big = {
+    { "masked_fill", function() return x:masked_fill(full_mask, -1e9) end },
+    { "masked_fill_causal", function() return x:masked_fill(causal, -math.huge) end },
+    { "where", function() return lt.where(full_mask, x, y) end },
+    { "randn", function() return lt.randn(524288) end, "524288" },
+    { "gelu", function() return x:gelu() end },
+    { "gelu_tanh", function() return F.gelu(x, { approximate = "tanh" }) end },
+    { "einsum_scores", function() return lt.einsum("bhqd,bhkd->bhqk", x, y) end },
+  }
+  for _, op in ipairs(big) do
+    local times = {}
+    for _ = 1, 7 do
+      local t0 = clock()
+      for _ = 1, 20 do op[2]() end
+      times[#times + 1] = (clock() - t0) / 20 * 1e6
+    end
+    print(("%s %s %.3f"):format(op[1], op[3] or "16x4x64x64", median(times)))
+  end
+end

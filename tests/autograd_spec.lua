@@ -2,39 +2,13 @@
 -- autograd rules: accumulation, no_grad, detach, graph freed by backward, errors.
 local lt = require "lutra"
 
--- Compares autograd's gradient of sum(fn(inputs) * r) with central differences computed in doubles.
+-- The shared finite-difference check (tests/helpers/gradcheck.lua), with this spec's step and tolerances
+-- and the op's name in the message.
+local check = require "tests.helpers.gradcheck"
 local function gradcheck(name, fn, inputs, opts)
   opts = opts or {}
-  local eps, rtol, atol = opts.eps or 1e-2, opts.rtol or 2e-2, opts.atol or 2e-3
-  for _, x in ipairs(inputs) do x:requires_grad(true); x.grad = nil end
-  local y = fn(unpack(inputs))
-  lt.manual_seed(7)
-  local r = lt.randn(y:shape())
-  local rl = r:flatten():tolist()
-  local function f()
-    local out = lt.no_grad(fn, unpack(inputs)):flatten():tolist()
-    local s = 0
-    for i = 1, #out do s = s + out[i] * rl[i] end
-    return s
-  end
-  ;(y * r):sum():backward()
-  for k, x in ipairs(inputs) do
-    local g = x.grad and x.grad:flatten():tolist()
-    assert(g, ("%s: input %d got no gradient"):format(name, k))
-    local flat = x:view(-1)
-    for i = 1, x:numel() do
-      local v = flat[i]:item()
-      lt.no_grad(function() flat[i] = v + eps end)
-      local fp = f()
-      lt.no_grad(function() flat[i] = v - eps end)
-      local fm = f()
-      lt.no_grad(function() flat[i] = v end)
-      local num = (fp - fm) / (2 * eps)
-      if math.abs(num - g[i]) > atol + rtol * math.abs(num) then
-        error(("%s: input %d element %d: autograd %.6g, finite difference %.6g"):format(name, k, i, g[i], num), 2)
-      end
-    end
-  end
+  local ok, err = pcall(check, fn, inputs, { eps = opts.eps or 1e-2, rtol = opts.rtol or 2e-2, atol = opts.atol or 2e-3 })
+  if not ok then error(name .. ": " .. tostring(err), 2) end
   return true
 end
 

@@ -166,7 +166,7 @@ describe("ModelCheckpoint", function()
       { { mode = "avg" }, 'ModelCheckpoint: option \'mode\' must be "min" or "max", got "avg"' },
       { { save_top_k = -2 }, "ModelCheckpoint: option 'save_top_k' must be >= -1, got -2" },
       { { save_top_k = 2 }, "ModelCheckpoint: save_top_k=2 needs a monitor" },
-      { { save_top_k = "2" }, "ModelCheckpoint: option 'save_top_k' must be integer, got string" },
+      { { save_top_k = "2" }, "ModelCheckpoint: option 'save_top_k' must be an integer, got string" },
       { { every_n_epochs = 2, every_n_train_steps = 5 }, "'every_n_train_steps' and 'every_n_epochs' are mutually exclusive" },
     }
     for _, c in ipairs(cases) do

@@ -68,7 +68,7 @@ describe("CSVLogger", function()
   it("rejects unknown options and bad values, and names an unwritable directory", function()
     local ok, err = pcall(loggers.CSVLogger, { save_dri = "x" })
     assert.is_false(ok)
-    assert.matches("CSVLogger: unknown option 'save_dri' (expected one of: flush_logs_every_n_steps, name, prefix, " ..
+    assert.matches("CSVLogger: unknown option 'save_dri' (known options: flush_logs_every_n_steps, name, prefix, " ..
       "save_dir, version)", err, 1, true)
     ok, err = pcall(loggers.CSVLogger, { version = -1 })
     assert.is_false(ok)

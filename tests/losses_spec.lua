@@ -78,7 +78,7 @@ describe("lt.F losses: semantics and errors", function()
       err_of(function() return F.cross_entropy(x, lt.tensor({ 1, 2, 3 }, "int64")) end), 1, true)
     assert.matches('cross_entropy: reduction must be "mean", "sum" or "none", got "avg"',
       err_of(function() return F.cross_entropy(x, lt.tensor({ 1, 2 }, "int64"), { reduction = "avg" }) end), 1, true)
-    assert.matches("cross_entropy: unknown option 'ignore' (expected one of: ignore_index, label_smoothing, reduction, weight)",
+    assert.matches("cross_entropy: unknown option 'ignore' (known options: ignore_index, label_smoothing, reduction, weight)",
       err_of(function() return F.cross_entropy(x, lt.tensor({ 1, 2 }, "int64"), { ignore = 1 }) end), 1, true)
     assert.matches("nll_loss: weight must be [5] (one per class), got [4]",
       err_of(function() return F.nll_loss(x, lt.tensor({ 1, 2 }, "int64"), { weight = lt.ones(4) }) end), 1, true)

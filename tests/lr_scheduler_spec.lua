@@ -201,11 +201,11 @@ describe("lt.optim.lr_scheduler errors", function()
   local opt = lt.optim.SGD({ lt.param(lt.zeros(1)) }, { lr = 1 })
 
   it("rejects unknown, missing and mistyped options, naming them", function()
-    assert.matches("StepLR: unknown option 'stepsize' %(expected one of gamma, step_size%)",
+    assert.matches("StepLR: unknown option 'stepsize' %(known options: gamma, step_size%)",
       errmsg(S.StepLR, opt, { stepsize = 3 }))
     assert.matches("StepLR: option 'step_size' is required", errmsg(S.StepLR, opt, {}))
-    assert.matches("StepLR: option 'step_size' must be integer, got 2.5", errmsg(S.StepLR, opt, { step_size = 2.5 }))
-    assert.matches("ExponentialLR: option 'gamma' must be number, got string", errmsg(S.ExponentialLR, opt, { gamma = "x" }))
+    assert.matches("StepLR: option 'step_size' must be an integer, got 2.5", errmsg(S.StepLR, opt, { step_size = 2.5 }))
+    assert.matches("ExponentialLR: option 'gamma' must be a number, got string", errmsg(S.ExponentialLR, opt, { gamma = "x" }))
     assert.matches("MultiStepLR: milestones%[2%] must be an integer, got x",
       errmsg(S.MultiStepLR, opt, { milestones = { 1, "x" } }))
   end)

@@ -243,7 +243,7 @@ describe("module errors name the module and its path", function()
       err_of(function() return nn.LayerNorm(4)(lt.randn(2, 5)) end), 1, true)
     assert.matches("Embedding(5, 2): index 6 is out of range 1..5 (indices are 1-based)",
       err_of(function() return nn.Embedding(5, 2)(lt.tensor({ 1, 6 }, "int64")) end), 1, true)
-    assert.matches("Linear: unknown option 'bais' (expected one of: bias)",
+    assert.matches("Linear: unknown option 'bais' (known options: bias)",
       err_of(function() return nn.Linear(2, 3, { bais = false }) end), 1, true)
     assert.matches("Conv2d: option 'stride' must be a number or table, got string",
       err_of(function() return nn.Conv2d(1, 2, 3, { stride = "2" }) end), 1, true)

@@ -8,6 +8,10 @@
  *   load(path) -> names, tensors, meta, checksum_verified
  *                                        names in file order, tensors {name = tensor} (fresh copies),
  *                                        meta {key = string}. Raises "load: <path>: <what is wrong>".
+ *   save_bytes(names, tensors, meta[, name]) -> string   the bytes save would write ("save: <name>: ...")
+ *   load_bytes(s[, name]) -> as load     from bytes ("load: <name>: ..."; name defaults to "(bytes)")
+ *   json_decode(text) -> value | nil, message, "memory"|"syntax"   (l_json.c)
+ *   fault_arm(n), fault_seen()           allocation-failure injection for tests (l_fault.c)
  *   write_atomic(path, string)           a whole text file, atomically ("write: <path>: ...").
  *   read_all(path) -> string             a whole file ("read: <path>: ...").
  *   mkdirs(path)                         mkdir -p (raises "mkdir: <path>: <strerror>")
@@ -48,6 +52,12 @@ typedef struct save_work {
   size_t n, nmd;
 } save_work;
 
+/* Pushes the bytes (upvalue-free helper run under lua_pcall: a Lua allocation failure must not leak them). */
+static int push_bytes(lua_State *L) {
+  lua_pushlstring(L, lua_touserdata(L, 1), *(size_t *)lua_touserdata(L, 2));
+  return 1;
+}
+
 static void save_work_free(save_work *w) {
   if (w->held)
     for (size_t i = 0; i < w->n; i++)
@@ -59,31 +69,32 @@ static void save_work_free(save_work *w) {
   memset(w, 0, sizeof *w);
 }
 
-static int l_io_save(lua_State *L) {
-  const char *path = l_checkstring(L, 1);
-  l_checktype(L, 2, LUA_TTABLE);
-  l_checktype(L, 3, LUA_TTABLE);
-  if (!lua_isnoneornil(L, 4)) l_checktype(L, 4, LUA_TTABLE);
+/* Writes the file of names (a list at stack index ni), tensors (ti) and metadata (mi, may be nil) to path,
+ * or, with path NULL, pushes it as a string. Messages say "save: <name>: ...". */
+static int save_to(lua_State *L, const char *path, const char *name, int ni, int ti, int mi) {
+  l_checktype(L, ni, LUA_TTABLE);
+  l_checktype(L, ti, LUA_TTABLE);
+  if (!lua_isnoneornil(L, mi)) l_checktype(L, mi, LUA_TTABLE);
   lt_ctx *c = L_CTX(L);
-  size_t n = lua_objlen(L, 2);
-  if (lua_objlen(L, 3) != n)
-    return l_errorf(L, "save: %s: %d names for %d tensors", path, (int)n, (int)lua_objlen(L, 3));
+  size_t n = lua_objlen(L, ni);
+  if (lua_objlen(L, ti) != n)
+    return l_errorf(L, "save: %s: %d names for %d tensors", name, (int)n, (int)lua_objlen(L, ti));
   /* pass 1: check types (may raise; nothing allocated yet) */
   for (size_t i = 1; i <= n; i++) {
-    lua_rawgeti(L, 2, (int)i);
-    if (lua_type(L, -1) != LUA_TSTRING) return l_errorf(L, "save: %s: name %d is not a string", path, (int)i);
-    lua_rawgeti(L, 3, (int)i);
+    lua_rawgeti(L, ni, (int)i);
+    if (lua_type(L, -1) != LUA_TSTRING) return l_errorf(L, "save: %s: name %d is not a string", name, (int)i);
+    lua_rawgeti(L, ti, (int)i);
     if (!l_totensor(L, -1))
-      return l_errorf(L, "save: %s: entry '%s' is a %s, expected a tensor", path, lua_tostring(L, -2),
+      return l_errorf(L, "save: %s: entry '%s' is a %s, expected a tensor", name, lua_tostring(L, -2),
                       luaL_typename(L, -1));
     lua_pop(L, 2);
   }
   size_t nmd = 0;
-  if (lua_istable(L, 4)) {
+  if (lua_istable(L, mi)) {
     lua_pushnil(L);
-    while (lua_next(L, 4)) {
+    while (lua_next(L, mi)) {
       if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
-        return l_errorf(L, "save: %s: metadata keys and values must be strings", path);
+        return l_errorf(L, "save: %s: metadata keys and values must be strings", name);
       nmd++;
       lua_pop(L, 1);
     }
@@ -98,22 +109,22 @@ static int l_io_save(lua_State *L) {
   w.md = calloc(nmd ? nmd : 1, sizeof *w.md);
   if (!w.ts || !w.held || !w.shapes || !w.md) {
     save_work_free(&w);
-    return l_errorf(L, "save: %s: out of memory", path);
+    return l_errorf(L, "save: %s: out of memory", name);
   }
   for (size_t i = 0; i < n; i++) {
-    lua_rawgeti(L, 2, (int)i + 1);
-    lua_rawgeti(L, 3, (int)i + 1);
-    const char *name = lua_tostring(L, -2); /* stays alive: the names table holds it */
+    lua_rawgeti(L, ni, (int)i + 1);
+    lua_rawgeti(L, ti, (int)i + 1);
+    const char *tname = lua_tostring(L, -2); /* stays alive: the names table holds it */
     lt_tensor *t = l_totensor(L, -1);
     lua_pop(L, 2);
     lt_tensor *ct = lt_op_contiguous(c, t);
     if (!ct) {
       save_work_free(&w);
-      return l_errorf(L, "save: %s: %s", path, c->err);
+      return l_errorf(L, "save: %s: %s", name, c->err);
     }
     w.held[i] = ct;
     for (int d = 0; d < ct->ndim; d++) w.shapes[i][d] = ct->shape[d];
-    w.ts[i].name = name;
+    w.ts[i].name = tname;
     w.ts[i].dtype = ct->dtype == LT_I64 ? "I64" : "F32";
     w.ts[i].ndim = ct->ndim;
     w.ts[i].shape = w.shapes[i];
@@ -123,7 +134,7 @@ static int l_io_save(lua_State *L) {
   if (nmd) {
     size_t k = 0;
     lua_pushnil(L);
-    while (lua_next(L, 4)) {
+    while (lua_next(L, mi)) {
       w.md[k].key = lua_tostring(L, -2);
       w.md[k].value = lua_tostring(L, -1);
       k++;
@@ -133,52 +144,66 @@ static int l_io_save(lua_State *L) {
   }
   lt_st_meta *meta = (lt_st_meta *)w.md; /* same layout: two const char * */
   char err[1024];
-  int rc = lt_st_save(path, w.ts, n, meta, nmd, err, sizeof err);
+  void *bytes = NULL;
+  size_t len = 0;
+  int rc = path ? lt_st_save(path, w.ts, n, meta, nmd, err, sizeof err)
+                : lt_st_save_mem(name, w.ts, n, meta, nmd, &bytes, &len, err, sizeof err);
   save_work_free(&w);
   if (rc) {
     lua_pushstring(L, err);
     return lua_error(L);
   }
+  if (!path) {
+    lua_pushcfunction(L, push_bytes);
+    lua_pushlightuserdata(L, bytes);
+    lua_pushlightuserdata(L, &len);
+    int status = lua_pcall(L, 2, 1, 0);
+    free(bytes);
+    if (status) return lua_error(L);
+    return 1;
+  }
   return 0;
 }
 
-static int l_io_load(lua_State *L) {
-  const char *path = l_checkstring(L, 1);
+static int l_io_save(lua_State *L) { return save_to(L, l_checkstring(L, 1), lua_tostring(L, 1), 2, 3, 4); }
+
+/* save_bytes(names, tensors, meta[, name]) -> string: the file save would write. */
+static int l_io_save_bytes(lua_State *L) {
+  return save_to(L, NULL, lua_isnoneornil(L, 4) ? "(bytes)" : l_checkstring(L, 4), 1, 2, 3);
+}
+
+/* Pushes the names, tensors, meta and checksum_verified of a loaded file and frees it (also on error). */
+static int push_loaded(lua_State *L, const char *name, lt_st_file *f) {
   lt_ctx *c = L_CTX(L);
-  lt_st_file f;
   char err[1024];
-  if (lt_st_load(path, &f, err, sizeof err)) {
-    lua_pushstring(L, err);
-    return lua_error(L);
-  }
   /* check dtypes and ranks first, so no error is raised with tensors half built */
-  for (size_t i = 0; i < f.ntensors; i++) {
-    const lt_st_tensor *s = &f.tensors[i];
+  for (size_t i = 0; i < f->ntensors; i++) {
+    const lt_st_tensor *s = &f->tensors[i];
     if (strcmp(s->dtype, "F32") && strcmp(s->dtype, "I64")) {
-      snprintf(err, sizeof err, "load: %s: tensor '%s' has dtype %s; lutra reads F32 and I64 tensors", path, s->name,
+      snprintf(err, sizeof err, "load: %s: tensor '%s' has dtype %s; lutra reads F32 and I64 tensors", name, s->name,
                s->dtype);
-      lt_st_free(&f);
+      lt_st_free(f);
       lua_pushstring(L, err);
       return lua_error(L);
     }
     if (s->ndim > LT_MAX_DIM) {
-      snprintf(err, sizeof err, "load: %s: tensor '%s' has %d dimensions; lutra tensors have at most %d", path,
+      snprintf(err, sizeof err, "load: %s: tensor '%s' has %d dimensions; lutra tensors have at most %d", name,
                s->name, s->ndim, LT_MAX_DIM);
-      lt_st_free(&f);
+      lt_st_free(f);
       lua_pushstring(L, err);
       return lua_error(L);
     }
   }
-  lua_createtable(L, (int)f.ntensors, 0);
+  lua_createtable(L, (int)f->ntensors, 0);
   int names = lua_gettop(L);
-  lua_createtable(L, 0, (int)f.ntensors);
+  lua_createtable(L, 0, (int)f->ntensors);
   int tensors = lua_gettop(L);
-  for (size_t i = 0; i < f.ntensors; i++) {
-    const lt_st_tensor *s = &f.tensors[i];
+  for (size_t i = 0; i < f->ntensors; i++) {
+    const lt_st_tensor *s = &f->tensors[i];
     lt_tensor *t = lt_tensor_new(c, strcmp(s->dtype, "I64") ? LT_F32 : LT_I64, s->ndim, s->shape);
     if (!t) {
-      snprintf(err, sizeof err, "load: %s: %s", path, c->err);
-      lt_st_free(&f);
+      snprintf(err, sizeof err, "load: %s: %s", name, c->err);
+      lt_st_free(f);
       lua_pushstring(L, err);
       return lua_error(L);
     }
@@ -189,14 +214,39 @@ static int l_io_load(lua_State *L) {
     l_push(L, t); /* takes the reference; t is not NULL here */
     lua_rawset(L, tensors);
   }
-  lua_createtable(L, 0, (int)f.nmeta);
-  for (size_t i = 0; i < f.nmeta; i++) {
-    lua_pushstring(L, f.meta[i].value);
-    lua_setfield(L, -2, f.meta[i].key);
+  lua_createtable(L, 0, (int)f->nmeta);
+  for (size_t i = 0; i < f->nmeta; i++) {
+    lua_pushstring(L, f->meta[i].value);
+    lua_setfield(L, -2, f->meta[i].key);
   }
-  lua_pushboolean(L, f.checksum_verified);
-  lt_st_free(&f);
+  lua_pushboolean(L, f->checksum_verified);
+  lt_st_free(f);
   return 4;
+}
+
+static int l_io_load(lua_State *L) {
+  const char *path = l_checkstring(L, 1);
+  lt_st_file f;
+  char err[1024];
+  if (lt_st_load(path, &f, err, sizeof err)) {
+    lua_pushstring(L, err);
+    return lua_error(L);
+  }
+  return push_loaded(L, path, &f);
+}
+
+/* load_bytes(s[, name]) -> as load; messages say "load: <name>: ..." (default "(bytes)"). */
+static int l_io_load_bytes(lua_State *L) {
+  size_t len;
+  const char *s = l_checklstring(L, 1, &len);
+  const char *name = lua_isnoneornil(L, 2) ? "(bytes)" : l_checkstring(L, 2);
+  lt_st_file f;
+  char err[1024];
+  if (lt_st_load_mem(name, s, len, &f, err, sizeof err)) { /* f points into s, which the stack holds */
+    lua_pushstring(L, err);
+    return lua_error(L);
+  }
+  return push_loaded(L, name, &f);
 }
 
 static int l_io_write_atomic(lua_State *L) {
@@ -307,13 +357,18 @@ static int l_io_now(lua_State *L) {
   return 1;
 }
 
+void l_json_register(lua_State *L);  /* l_json.c: json_decode */
+void l_fault_register(lua_State *L); /* l_fault.c: fault_arm, fault_seen (tests) */
+
 void l_io_register(lua_State *L) {
   static const luaL_Reg funcs[] = {
-    { "save", l_io_save }, { "load", l_io_load }, { "write_atomic", l_io_write_atomic },
+    { "save", l_io_save }, { "load", l_io_load }, { "save_bytes", l_io_save_bytes }, { "load_bytes", l_io_load_bytes }, { "write_atomic", l_io_write_atomic },
     { "read_all", l_io_read_all }, { "mkdirs", l_io_mkdirs }, { "listdir", l_io_listdir }, { "stat", l_io_stat },
     { "writable_dir", l_io_writable_dir }, { "isatty", l_io_isatty }, { "term_width", l_io_term_width }, { "now", l_io_now }, { NULL, NULL }
   };
   lua_newtable(L);
   l_setfuncs(L, funcs);
+  l_json_register(L);
+  l_fault_register(L);
   lua_setfield(L, -2, "_io");
 }

@@ -9,8 +9,9 @@
  * the data iterator and training_step: zero_grad, backward and the update of lutra optimizers run in C.
  *
  * Hooks whose arguments live on the Lua side (the epoch-end hooks with outputs, lr_scheduler_step and
- * its monitor, on_X_model_eval/train with their defaults) are dispatched by `env.hook(name, ...)` in
- * Lua, with the same target order.
+ * its monitor, on_X_model_eval/train with their defaults) go to `env.hook(name, ...)` in Lua, which builds
+ * the arguments and calls the targets back through the same lists (lp:call_hook), as do the hooks the
+ * trainer calls around the loops (setup, on_fit_start, configure_optimizers, ...): one dispatcher.
  *
  * Values of the running step live in a Lua table R (slots below) so nothing is left on the C stack
  * between batches. Errors: a hook that raises is reported as "<hook>[ (callback #i)]: <message>" with
@@ -25,12 +26,24 @@
 #include "lt_interrupt.h"
 #include "lt_loop.h"
 
-/* slots of the R table (R_BATCH_OUT: the batch's outputs once built, for on_train_batch_end and the kept
- * outputs; R_LOSS: the loss box shared by the targets of on_before_backward / backward) */
-enum {
-  R_TRAIN_BATCH = 1, R_TRAIN_OUT, R_TRAIN_ITER, R_EVAL_BATCH, R_EVAL_OUT, R_EVAL_ITER, R_OPTIMIZERS,
-  R_LOG_DIRTY, R_EVAL_OUTPUTS, R_CLOSURE, R_BATCH_OUT, R_LOSS, R_NSLOTS
-};
+/* The slots of the run's R table: X(ID, "name"), R_ID in C, R[core._seam().run.name] in Lua. */
+#define R_SLOT_LIST(X)                                                                                       \
+  X(TRAIN_BATCH, "train_batch")   /* the current training batch */                                           \
+  X(TRAIN_OUT, "train_out")       /* training_step's raw returns of this batch, per (split, optimizer) */     \
+  X(TRAIN_ITER, "train_iter")     /* the training loader's iterator */                                       \
+  X(EVAL_BATCH, "eval_batch")     /* the current evaluation batch */                                         \
+  X(EVAL_OUT, "eval_out")         /* the last evaluation step's output */                                    \
+  X(EVAL_ITER, "eval_iter")       /* the evaluation loader's iterator */                                     \
+  X(OPTIMIZERS, "optimizers")     /* the run's optimizers list */                                            \
+  X(LOG_DIRTY, "log_dirty")       /* self:log logged step values since the last step event */                \
+  X(EVAL_OUTPUTS, "eval_outputs") /* kept evaluation outputs, one list per dataloader */                     \
+  X(CLOSURE, "closure")           /* the optimizer closure given to a user's optimizer_step */               \
+  X(BATCH_OUT, "batch_out")       /* the batch's outputs once built (on_train_batch_end, the kept outputs) */ \
+  X(LOSS, "loss")                 /* the loss box shared by the targets of on_before_backward / backward */
+
+#define R_SLOT_ENUM_(id, name) R_##id,
+enum { R_NONE_ = 0, R_SLOT_LIST(R_SLOT_ENUM_) R_NSLOTS_END, R_NSLOTS = R_NSLOTS_END - 1 };
+#undef R_SLOT_ENUM_
 
 /* which targets a hook has */
 enum { TG_CB = 1, TG_MODEL = 2, TG_LUA = 4 /* dispatched by env.hook in Lua */ };
@@ -64,7 +77,8 @@ static void init_hook_targets(void) {
 
 typedef struct l_target {
   int fn_ref;
-  int cb; /* -1: the model; else index into cb_refs */
+  int cb;   /* -1: the model; else index into cb_refs */
+  int trim; /* on_train_epoch_end without an outputs parameter: called without its last argument */
 } l_target;
 
 typedef struct l_loops {
@@ -77,6 +91,7 @@ typedef struct l_loops {
   l_target *targets[LT_NHOOKS];
   int ntargets[LT_NHOOKS];
   int cur_hook;             /* the hook running (for self:log's checks), -1 outside */
+  int running;              /* runs of the C loops on the stack (with_state): > 0 inside a hook */
   int in_opt_step;          /* optimizer_step is running: its closure may be called */
   int nopts;
   lt_optimizer *opts[LT_MAX_OPTIMIZERS];
@@ -151,27 +166,51 @@ static int failed(l_loops *H, lua_State *L, const char *what, int cb) {
   return LT_ERR;
 }
 
-/* Calls env[name](...) with nargs arguments on the stack; leaves nres results. */
-static int call_env_what(l_loops *H, lua_State *L, const char *name, int nargs, int nres, const char *what) {
-  int base = lua_gettop(L) - nargs;
+/* The one protected call of the binding (as `docall` in Lua's lua.c), in two steps so the per-batch calls
+ * move no stack slots: push_handler pushes the message handler (returns its index), the caller pushes the
+ * function and its nargs arguments above it, docall makes `hook` the running hook (for self:log's checks;
+ * -1 keeps the current one), calls and restores the hook. On success the handler stays under the nres
+ * results (the caller's lua_settop(L, handler - 1) removes both); on failure docall keeps the message,
+ * prefixed "<what>[ (callback #cb+1)]: " (failed), leaves nothing of the call (not the handler either) and
+ * returns LT_ERR. */
+static int push_handler(l_loops *H, lua_State *L) {
   lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_msgh);
+  return lua_gettop(L);
+}
+
+static int docall(l_loops *H, lua_State *L, int handler, int nres, int hook, const char *what, int cb) {
+  int prev = H->cur_hook;
+  if (hook >= 0) H->cur_hook = hook;
+  int rc = lua_pcall(L, lua_gettop(L) - handler - 1, nres, handler);
+  H->cur_hook = prev;
+  if (rc) {
+    rc = failed(H, L, what, cb);
+    lua_settop(L, handler - 1);
+    return rc;
+  }
+  return LT_OK;
+}
+
+/* env[name](...) with nargs arguments on the stack, through docall; leaves nres results (no handler). */
+static int call_env_as(l_loops *H, lua_State *L, const char *name, int nargs, int nres, int hook, const char *what) {
   lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_env);
   lua_getfield(L, -1, name);
   lua_remove(L, -2);
-  lua_insert(L, base + 1);
-  lua_insert(L, base + 1); /* handler, fn, args... */
-  if (lua_pcall(L, nargs, nres, base + 1)) {
-    int rc = failed(H, L, what, -1);
-    lua_settop(L, base);
-    return rc;
-  }
-  lua_remove(L, base + 1);
+  lua_insert(L, -nargs - 1); /* function, args... */
+  int h = push_handler(H, L) - nargs - 1;
+  lua_insert(L, h);          /* handler, function, args... */
+  if (docall(H, L, h, nres, hook, what, -1) != LT_OK) return LT_ERR;
+  lua_remove(L, h);
   return LT_OK;
 }
 
 static int call_env(l_loops *H, lua_State *L, const char *name, int nargs, int nres) {
-  return call_env_what(H, L, name, nargs, nres, NULL);
+  return call_env_as(H, L, name, nargs, nres, -1, NULL);
 }
+
+/* "<kind> dataloader", the prefix of a data error */
+static const char *const loader_what[LT_NKINDS] = { "train dataloader", "validation dataloader", "test dataloader",
+                                                    "predict dataloader" };
 
 static void push_optimizer(l_loops *H, lua_State *L, int idx) {
   push_R(H, L, R_OPTIMIZERS);
@@ -247,30 +286,26 @@ static int push_args(l_loops *H, lua_State *L, lt_hook h, const lt_hook_args *a)
   }
 }
 
-static int call_target(l_loops *H, lua_State *L, lt_hook h, const l_target *t, lt_hook_args *a) {
-  int base = lua_gettop(L);
-  lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_msgh);
+/* A hook target's call up to its own arguments: the handler (its index is returned), the function, then
+ * (callback, trainer, model) for a callback or (model) for the model. */
+static int push_target(l_loops *H, lua_State *L, const l_target *t) {
+  int handler = push_handler(H, L);
   lua_rawgeti(L, LUA_REGISTRYINDEX, t->fn_ref);
-  int n = 1;
   if (t->cb >= 0) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, H->cb_refs[t->cb]);
     lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_trainer);
-    n = 3;
   }
   lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_model);
-  n += push_args(H, L, h, a);
-  int prev = H->cur_hook;
-  H->cur_hook = h;
-  int rc = lua_pcall(L, n, 1, base + 1);
-  H->cur_hook = prev;
-  if (rc) {
-    rc = failed(H, L, lt_hook_names[h], t->cb);
-    lua_settop(L, base);
-    return rc;
-  }
+  return handler;
+}
+
+static int call_target(l_loops *H, lua_State *L, lt_hook h, const l_target *t, lt_hook_args *a) {
+  int handler = push_target(H, L, t);
+  push_args(H, L, h, a);
+  if (docall(H, L, handler, 1, h, lt_hook_names[h], t->cb) != LT_OK) return LT_ERR;
   if (h == LT_HOOK_ON_TRAIN_BATCH_START && t->cb < 0 && lua_type(L, -1) == LUA_TNUMBER && lua_tonumber(L, -1) == -1)
     a->ret = -1;
-  lua_settop(L, base);
+  lua_settop(L, handler - 1);
   return LT_OK;
 }
 
@@ -282,6 +317,24 @@ static void clear_targets(l_loops *H, lua_State *L) {
     H->ntargets[h] = 0;
     H->lp.defined[h] = 0;
   }
+}
+
+/* The number of named parameters of the function on top (LuaJIT's C API has no nparams), through
+ * lutra._compat.nparams (debug.getinfo's nparams, or read from string.dump under PUC 5.1, whose getinfo has
+ * none); 0 when unknown. The epoch-output rule: an on_train_epoch_end that takes outputs gets them
+ * (Lightning's signature check). */
+static int fn_nparams(lua_State *L) {
+  int top = lua_gettop(L);
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "lutra._compat");
+  int n = 0;
+  if (lua_pcall(L, 1, 1, 0) == 0 && lua_istable(L, -1)) {
+    lua_getfield(L, -1, "nparams");
+    lua_pushvalue(L, top);
+    if (lua_pcall(L, 1, 1, 0) == 0) n = (int)lua_tointeger(L, -1);
+  }
+  lua_settop(L, top);
+  return n;
 }
 
 static int h_refresh(void *ud, lt_loops *lp, int epoch_start) {
@@ -323,6 +376,7 @@ static int h_refresh(void *ud, lt_loops *lp, int epoch_start) {
         if (lua_isfunction(L, -1)) {
           l_target *t = &H->targets[h][H->ntargets[h]++];
           t->cb = i;
+          t->trim = h == LT_HOOK_ON_TRAIN_EPOCH_END && fn_nparams(L) < 4;
           t->fn_ref = luaL_ref(L, LUA_REGISTRYINDEX);
         } else {
           lua_pop(L, 1);
@@ -336,6 +390,7 @@ static int h_refresh(void *ud, lt_loops *lp, int epoch_start) {
       if (lua_isfunction(L, -1)) {
         l_target *t = &H->targets[h][H->ntargets[h]++];
         t->cb = -1;
+        t->trim = h == LT_HOOK_ON_TRAIN_EPOCH_END && fn_nparams(L) < 2;
         t->fn_ref = luaL_ref(L, LUA_REGISTRYINDEX);
       } else {
         lua_pop(L, 1);
@@ -344,19 +399,36 @@ static int h_refresh(void *ud, lt_loops *lp, int epoch_start) {
     }
     lp->defined[h] = H->ntargets[h] > 0;
   }
-  if (epoch_start) {
-    if (call_env(H, L, "decide_keep", 0, 1) != LT_OK) return LT_ERR;
-    lp->keep_train_outputs = lua_toboolean(L, -1);
-    lua_pop(L, 1);
+  if (epoch_start) { /* the epoch-output rule: training_epoch_end, or an on_train_epoch_end taking outputs */
+    int old = 0;
+    for (int i = 0; i < H->ntargets[LT_HOOK_ON_TRAIN_EPOCH_END]; i++)
+      if (!H->targets[LT_HOOK_ON_TRAIN_EPOCH_END][i].trim) old = 1;
+    lp->keep_train_outputs = H->ntargets[LT_HOOK_TRAINING_EPOCH_END] > 0 || old;
+    if (old && call_env(H, L, "deprecated_outputs", 0, 0) != LT_OK) return LT_ERR;
   }
   return LT_OK;
 }
 
 static const char *kind_name(lt_kind k) { return lt_kind_names[k]; }
 
+/* A training_step loss as the batch's outputs keep it (Lightning's): detached, divided by
+ * accumulate_grad_batches under automatic optimization. A new reference, or NULL (ctx->err). */
+static lt_tensor *output_loss(l_loops *H, lt_tensor *t) {
+  const lt_loop_cfg *cfg = &H->lp.cfg;
+  lt_ctx *c = H->lp.c;
+  lt_tensor *d = lt_op_detach(c, t);
+  int64_t n = cfg->automatic_optimization && cfg->accumulate_grad_batches > 1 ? cfg->accumulate_grad_batches : 1;
+  if (d && n > 1) {
+    lt_tensor *q = lt_op_binary_scalar(c, LT_DIV, d, (double)n, 0);
+    lt_tensor_release(d);
+    d = q;
+  }
+  return d;
+}
+
 /* The batch's outputs as on_train_batch_end and training_epoch_end see them, into R[R_BATCH_OUT] (once
  * per batch). The common case (one optimizer, no TBPTT, training_step returned a tensor) is built here:
- * {loss = the loss detached (divided by accumulate_grad_batches)}; the others by env.batch_output. */
+ * {loss = output_loss(loss)}; the others by env.batch_output (which calls lp:output_loss for the losses). */
 static int build_batch_output(l_loops *H, lua_State *L) {
   push_R(H, L, R_BATCH_OUT);
   int have = !lua_isnil(L, -1);
@@ -372,14 +444,7 @@ static int build_batch_output(l_loops *H, lua_State *L) {
     lua_pop(L, 2);
     if (nil) return LT_OK;
     if (t) {
-      lt_ctx *c = H->lp.c;
-      lt_tensor *d = lt_op_detach(c, t);
-      int64_t n = cfg->automatic_optimization && cfg->accumulate_grad_batches > 1 ? cfg->accumulate_grad_batches : 1;
-      if (d && n > 1) {
-        lt_tensor *q = lt_op_binary_scalar(c, LT_DIV, d, (double)n, 0);
-        lt_tensor_release(d);
-        d = q;
-      }
+      lt_tensor *d = output_loss(H, t);
       if (!d) return LT_ERR;
       lua_createtable(L, 0, 1);
       push_tensor(L, d);
@@ -401,11 +466,7 @@ static int h_call(void *ud, lt_hook h, lt_hook_args *a) {
     lua_pushinteger(L, (lua_Integer)a->dataloader_idx);
     lua_pushinteger(L, a->optimizer_idx);
     lua_pushinteger(L, a->scheduler_idx);
-    int prev = H->cur_hook;
-    H->cur_hook = h;
-    int rc = call_env(H, L, "hook", 5, 0);
-    H->cur_hook = prev;
-    return rc;
+    return call_env_as(H, L, "hook", 5, 0, h, lt_hook_names[h]);
   }
   if (h == LT_HOOK_ON_TRAIN_BATCH_END && build_batch_output(H, L) != LT_OK) return LT_ERR;
   int loss_slot = h == LT_HOOK_ON_BEFORE_BACKWARD || h == LT_HOOK_BACKWARD;
@@ -430,9 +491,7 @@ static int h_data_start(void *ud, lt_kind kind, int64_t dl) {
   lua_State *L = H->L;
   lua_pushstring(L, kind_name(kind));
   lua_pushinteger(L, (lua_Integer)dl);
-  char what[64];
-  snprintf(what, sizeof what, "%s dataloader", kind_name(kind));
-  return call_env_what(H, L, "data_start", 2, 0, what);
+  return call_env_as(H, L, "data_start", 2, 0, -1, loader_what[kind]);
 }
 
 static int h_data_next(void *ud, lt_kind kind, int64_t dl, int *got) {
@@ -440,19 +499,12 @@ static int h_data_next(void *ud, lt_kind kind, int64_t dl, int *got) {
   lua_State *L = H->L;
   (void)dl;
   int train = kind == LT_KIND_TRAIN;
-  int base = lua_gettop(L);
-  lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_msgh);
+  int handler = push_handler(H, L);
   push_R(H, L, train ? R_TRAIN_ITER : R_EVAL_ITER);
-  if (lua_pcall(L, 0, 1, base + 1)) {
-    char what[64];
-    snprintf(what, sizeof what, "%s dataloader", kind_name(kind));
-    int rc = failed(H, L, what, -1);
-    lua_settop(L, base);
-    return rc;
-  }
+  if (docall(H, L, handler, 1, -1, loader_what[kind], -1) != LT_OK) return LT_ERR;
   *got = !lua_isnil(L, -1);
   set_R(H, L, train ? R_TRAIN_BATCH : R_EVAL_BATCH);
-  lua_settop(L, base);
+  lua_settop(L, handler - 1);
   return LT_OK;
 }
 
@@ -502,33 +554,16 @@ static int h_training_step(void *ud, lt_hook_args *a, lt_tensor **loss) {
     lua_pushinteger(L, (lua_Integer)a->batch_idx);
     lua_pushinteger(L, a->optimizer_idx);
     lua_pushinteger(L, a->split_idx);
-    int prev = H->cur_hook;
-    H->cur_hook = LT_HOOK_TRAINING_STEP;
-    int rc = call_env(H, L, "tbptt_training_step", 3, 1);
-    H->cur_hook = prev;
-    if (rc != LT_OK) return rc;
+    if (call_env_as(H, L, "tbptt_training_step", 3, 1, LT_HOOK_TRAINING_STEP, "training_step") != LT_OK) return LT_ERR;
   } else {
     if (H->ntargets[LT_HOOK_TRAINING_STEP] == 0) return lt_fail(H->lp.c, "fit: the model has no training_step");
-    lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_msgh);
+    int handler = push_handler(H, L);
     lua_rawgeti(L, LUA_REGISTRYINDEX, H->targets[LT_HOOK_TRAINING_STEP][0].fn_ref);
     lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_model);
     push_R(H, L, R_TRAIN_BATCH);
     lua_pushinteger(L, (lua_Integer)a->batch_idx);
-    int n = 3;
-    if (H->lp.cfg.automatic_optimization && H->lp.cfg.n_optimizers > 1) {
-      lua_pushinteger(L, a->optimizer_idx);
-      n++;
-    }
-    int prev = H->cur_hook;
-    H->cur_hook = LT_HOOK_TRAINING_STEP;
-    int rc = lua_pcall(L, n, 1, base + 1);
-    H->cur_hook = prev;
-    if (rc) {
-      rc = failed(H, L, "training_step", -1);
-      lua_settop(L, base);
-      return rc;
-    }
-    lua_remove(L, base + 1);
+    if (H->lp.cfg.automatic_optimization && H->lp.cfg.n_optimizers > 1) lua_pushinteger(L, a->optimizer_idx);
+    if (docall(H, L, handler, 1, LT_HOOK_TRAINING_STEP, "training_step", -1) != LT_OK) return LT_ERR;
   }
   /* keep the output alive in R[R_TRAIN_OUT][slot] */
   push_R(H, L, R_TRAIN_OUT);
@@ -551,32 +586,15 @@ static int h_eval_step(void *ud, lt_hook_args *a) {
     push_R(H, L, R_EVAL_BATCH);
     lua_pushinteger(L, (lua_Integer)a->batch_idx);
     lua_pushinteger(L, (lua_Integer)a->dataloader_idx);
-    int prev = H->cur_hook;
-    H->cur_hook = step;
-    int rc = call_env(H, L, "default_predict_step", 3, 1);
-    H->cur_hook = prev;
-    if (rc != LT_OK) return rc;
+    if (call_env_as(H, L, "default_predict_step", 3, 1, step, lt_hook_names[step]) != LT_OK) return LT_ERR;
   } else {
-    lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_msgh);
+    int handler = push_handler(H, L);
     lua_rawgeti(L, LUA_REGISTRYINDEX, H->targets[step][0].fn_ref);
     lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_model);
     push_R(H, L, R_EVAL_BATCH);
     lua_pushinteger(L, (lua_Integer)a->batch_idx);
-    int n = 3;
-    if (a->n_dataloaders > 1) {
-      lua_pushinteger(L, (lua_Integer)a->dataloader_idx);
-      n++;
-    }
-    int prev = H->cur_hook;
-    H->cur_hook = step;
-    int rc = lua_pcall(L, n, 1, base + 1);
-    H->cur_hook = prev;
-    if (rc) {
-      rc = failed(H, L, lt_hook_names[step], -1);
-      lua_settop(L, base);
-      return rc;
-    }
-    lua_remove(L, base + 1);
+    if (a->n_dataloaders > 1) lua_pushinteger(L, (lua_Integer)a->dataloader_idx);
+    if (docall(H, L, handler, 1, step, lt_hook_names[step], -1) != LT_OK) return LT_ERR;
   }
   int keep = a->kind == LT_KIND_PREDICT || H->lp.defined[E->epoch_end_model];
   if (keep && !lua_isnil(L, -1)) {
@@ -599,23 +617,18 @@ static int h_eval_step(void *ud, lt_hook_args *a) {
 
 static int lua_opt_method(l_loops *H, int opt_idx, const char *method) {
   lua_State *L = H->L;
-  int base = lua_gettop(L);
-  lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_msgh);
+  int handler = push_handler(H, L);
   push_optimizer(H, L, opt_idx);
   if (lua_isnil(L, -1)) {
-    lua_settop(L, base);
+    lua_settop(L, handler - 1);
     return lt_fail(H->lp.c, "fit: no optimizer %d (configure_optimizers returned %d)", opt_idx + 1, H->nopts);
   }
   lua_getfield(L, -1, method);
   lua_insert(L, -2);
-  if (lua_pcall(L, 1, 0, base + 1)) {
-    char what[64];
-    snprintf(what, sizeof what, "optimizer %d:%s", opt_idx + 1, method);
-    int rc = failed(H, L, what, -1);
-    lua_settop(L, base);
-    return rc;
-  }
-  lua_settop(L, base);
+  char what[64];
+  snprintf(what, sizeof what, "optimizer %d:%s", opt_idx + 1, method);
+  if (docall(H, L, handler, 0, -1, what, -1) != LT_OK) return LT_ERR;
+  lua_settop(L, handler - 1);
   return LT_OK;
 }
 
@@ -760,6 +773,15 @@ static l_loops *check_loops(lua_State *L) {
   return H;
 }
 
+/* The loops' state is one struct: a second run, or a new configuration or set of references, from inside a
+ * hook of a running one would pull it from under the outer run (the trainer refuses these first, naming the
+ * hook; this is the binding's own guard, for any caller). */
+static l_loops *check_idle_loops(lua_State *L, const char *what) {
+  l_loops *H = check_loops(L);
+  if (H->running > 0) luaL_error(L, "loops: %s while the loops are running (from inside one of their hooks)", what);
+  return H;
+}
+
 static int l_loops_gc(lua_State *L) {
   l_loops *H = luaL_checkudata(L, 1, LOOPS_MT);
   if (!H->lp.c) return 0;
@@ -805,7 +827,7 @@ static int l_loops_new(lua_State *L) {
 /* lp:attach(env, trainer, model): holds them (and a new slot table env.R) while a run lasts. The
  * references form a cycle through the registry, so lp:detach() must follow the run. */
 static int l_attach(lua_State *L) {
-  l_loops *H = check_loops(L);
+  l_loops *H = check_idle_loops(L, "attach");
   l_checktype(L, 2, LUA_TTABLE);
   luaL_checkany(L, 4);
   release_refs(H, L);
@@ -831,7 +853,7 @@ static int l_attach(lua_State *L) {
 }
 
 static int l_detach(lua_State *L) {
-  l_loops *H = check_loops(L);
+  l_loops *H = check_idle_loops(L, "detach");
   release_refs(H, L);
   lt_loops_clear(&H->lp);
   return 0;
@@ -844,11 +866,14 @@ static int with_state(lua_State *L, l_loops *H, int (*fn)(l_loops *, void *), vo
   lua_State *saved = H->L;
   H->L = L;
   l_run_enter();
+  H->running++;
   int rc = fn(H, arg);
+  H->running--;
   l_run_leave();
   H->L = saved;
   return rc;
 }
+
 
 static int do_refresh(l_loops *H, void *arg) { return h_refresh(H, &H->lp, arg != NULL); }
 
@@ -871,8 +896,20 @@ static int push_status(lua_State *L, l_loops *H, int rc) {
   }
 }
 
+/* Raises the failure of a run or a hook call (rc != LT_OK) as a hook error {lutra_hook_error = true, msg = ...}:
+ * the trainer reports it as it is (its message names the hook already). */
+static int raise_status(lua_State *L, l_loops *H, int rc) {
+  push_status(L, H, rc);
+  lua_newtable(L);
+  lua_pushboolean(L, 1);
+  lua_setfield(L, -2, "lutra_hook_error");
+  lua_insert(L, -2);
+  lua_setfield(L, -2, "msg");
+  return lua_error(L);
+}
+
 static int l_refresh(lua_State *L) {
-  l_loops *H = check_loops(L);
+  l_loops *H = check_idle_loops(L, "refresh");
   int rc = with_state(L, H, do_refresh, lua_toboolean(L, 2) ? (void *)1 : NULL);
   return push_status(L, H, rc);
 }
@@ -908,7 +945,7 @@ static void read_int_list(lua_State *L, int t, const char *k, int64_t *dst, int 
 
 /* lp:set_cfg{...}: the numbers the trainer computed (lt_loop_cfg). */
 static int l_set_cfg(lua_State *L) {
-  l_loops *H = check_loops(L);
+  l_loops *H = check_idle_loops(L, "set_cfg");
   l_checktype(L, 2, LUA_TTABLE);
   lt_loop_cfg *c = &H->lp.cfg;
   c->max_epochs = opt_int(L, 2, "max_epochs", c->max_epochs);
@@ -979,7 +1016,7 @@ static int l_set_cfg(lua_State *L) {
 
 /* lp:set_optimizers(list) */
 static int l_set_optimizers(lua_State *L) {
-  l_loops *H = check_loops(L);
+  l_loops *H = check_idle_loops(L, "set_optimizers");
   l_checktype(L, 2, LUA_TTABLE);
   int n = (int)lua_objlen(L, 2);
   if (n > LT_MAX_OPTIMIZERS) return luaL_error(L, "fit: at most %d optimizers are supported", LT_MAX_OPTIMIZERS);
@@ -996,7 +1033,7 @@ static int l_set_optimizers(lua_State *L) {
 }
 
 static int l_fit_begin(lua_State *L) {
-  l_loops *H = check_loops(L);
+  l_loops *H = check_idle_loops(L, "fit_begin");
   lt_loops_fit_begin(&H->lp);
   return 0;
 }
@@ -1009,7 +1046,7 @@ static int do_advance(l_loops *H, void *arg) {
 
 /* lp:fit_advance(max_batches, seconds, check_interrupt[, no_overrun]) -> status[, message] */
 static int l_fit_advance(lua_State *L) {
-  l_loops *H = check_loops(L);
+  l_loops *H = check_idle_loops(L, "fit_advance");
   adv_args a = { to_int64(L, l_optnumber(L, 2, 0), "advance's batches"), l_optnumber(L, 3, 0) };
   H->lp.check_interrupt = lua_toboolean(L, 4);
   H->lp.no_overrun = lua_toboolean(L, 5);
@@ -1020,7 +1057,7 @@ static int l_fit_advance(lua_State *L) {
 
 static int do_sanity(l_loops *H, void *arg) { (void)arg; return lt_loops_sanity_check(&H->lp); }
 static int l_sanity_check(lua_State *L) {
-  l_loops *H = check_loops(L);
+  l_loops *H = check_idle_loops(L, "sanity_check");
   int rc = with_state(L, H, do_sanity, NULL);
   return push_status(L, H, rc);
 }
@@ -1028,7 +1065,7 @@ static int l_sanity_check(lua_State *L) {
 static int do_eval(l_loops *H, void *arg) { return lt_loops_eval_run(&H->lp, *(lt_kind *)arg); }
 /* lp:eval_run("validation"|"test"|"predict", check_interrupt) */
 static int l_eval_run(lua_State *L) {
-  l_loops *H = check_loops(L);
+  l_loops *H = check_idle_loops(L, "eval_run");
   static const char *const kinds[] = { "train", "validation", "test", "predict", NULL };
   lt_kind k = (lt_kind)luaL_checkoption(L, 2, NULL, kinds);
   H->lp.check_interrupt = lua_toboolean(L, 3);
@@ -1043,14 +1080,7 @@ static int l_run_slot(lua_State *L) {
   if (s < 0 || s >= LT_NSLOTS) return luaL_error(L, "loops: bad slot %d", (int)s);
   int rc = with_state(L, H, do_slot, &s);
   if (rc == LT_OK) return 0;
-  /* a child run by a custom loop failed: raise (the custom loop's caller reports it) */
-  push_status(L, H, rc);
-  lua_newtable(L);
-  lua_pushboolean(L, 1);
-  lua_setfield(L, -2, "lutra_hook_error");
-  lua_insert(L, -2);
-  lua_setfield(L, -2, "msg");
-  return lua_error(L);
+  return raise_status(L, H, rc); /* a child run by a custom loop failed: its caller reports it */
 }
 
 static int l_set_custom(lua_State *L) {
@@ -1065,6 +1095,44 @@ static int l_manual_step(lua_State *L) {
   l_loops *H = check_loops(L);
   lt_loops_manual_step(&H->lp, lua_toboolean(L, 2));
   return 0;
+}
+
+/* lp:call_hook(name, ...) -> the model's first result, the number of targets called: the hook on its
+ * targets (callbacks in dispatch order, then the model: the lists the C loops call) through docall;
+ * callbacks get (cb, trainer, model, ...), the model (model, ...). The trainer's one way to call a hook. */
+static int l_call_hook(lua_State *L) {
+  l_loops *H = check_loops(L);
+  const char *name = l_checkstring(L, 2);
+  int h = lt_hook_from_name(name);
+  if (h < 0) return luaL_error(L, "loops: unknown hook '%s'", name);
+  if (H->ref_R == LUA_NOREF) return luaL_error(L, "loops: call_hook('%s') outside a run", name);
+  int nargs = lua_gettop(L) - 2;
+  lua_pushnil(L); /* the model's result */
+  int res = lua_gettop(L);
+  lua_State *saved = H->L;
+  H->L = L;
+  for (int i = 0; i < H->ntargets[h]; i++) {
+    const l_target *t = &H->targets[h][i];
+    int handler = push_target(H, L, t);
+    int m = t->trim && nargs > 0 ? nargs - 1 : nargs;
+    for (int k = 0; k < m; k++) lua_pushvalue(L, 3 + k);
+    if (docall(H, L, handler, 1, h, lt_hook_names[h], t->cb) != LT_OK) {
+      H->L = saved;
+      return raise_status(L, H, LT_ERR);
+    }
+    if (t->cb < 0) lua_replace(L, res);
+    lua_settop(L, handler - 1);
+  }
+  H->L = saved;
+  lua_pushinteger(L, H->ntargets[h]);
+  return 2;
+}
+
+/* lp:output_loss(loss) -> the loss as the batch's outputs keep it (output_loss) */
+static int l_output_loss(lua_State *L) {
+  l_loops *H = check_loops(L);
+  lt_tensor *t = l_checktensor(L, 2, "output_loss");
+  return l_push(L, output_loss(H, t)); /* (NULL: raises ctx's error) */
 }
 
 /* lp:state() -> the trainer-level numbers, in one table */
@@ -1217,22 +1285,52 @@ static int l_phase(lua_State *L) {
   return 1;
 }
 
-/* core._hook_names() -> list of every hook name (1-based list) */
-static int l_hook_names(lua_State *L) {
-  lua_createtable(L, LT_NHOOKS, 0);
-  for (int i = 0; i < LT_NHOOKS; i++) {
-    lua_pushstring(L, lt_hook_names[i]);
-    lua_rawseti(L, -2, i + 1);
-  }
-  return 1;
-}
-
-static int l_loop_names(lua_State *L) {
+/* core._seam() -> the contract between these loops and lua/lutra/trainer, from the tables that define it:
+ *   loops = {{key = "fit_epoch", id = 1, name = "fit_loop.epoch_loop", field = "epoch_loop",
+ *             parent = "fit" | nil, slot = 0 | nil, runnable = true}, ...}  (LT_LOOP_LIST, in id order)
+ *   run   = {train_batch = 1, ...}                           (the R table's slots, R_SLOT_LIST) */
+static int l_seam(lua_State *L) {
+  lua_createtable(L, 0, 2);
   lua_createtable(L, LT_NLOOPS, 0);
   for (int i = 0; i < LT_NLOOPS; i++) {
-    lua_pushstring(L, lt_loop_names[i]);
+    const lt_loop_info *info = &lt_loop_table[i];
+    lua_createtable(L, 0, 6);
+    char key[32];
+    size_t n = strlen(info->key);
+    if (n >= sizeof key) n = sizeof key - 1;
+    for (size_t k = 0; k < n; k++) {
+      char ch = info->key[k];
+      key[k] = (char)(ch >= 'A' && ch <= 'Z' ? ch - 'A' + 'a' : ch);
+    }
+    lua_pushlstring(L, key, n);
+    lua_setfield(L, -2, "key");
+    lua_pushinteger(L, i);
+    lua_setfield(L, -2, "id");
+    lua_pushstring(L, info->name);
+    lua_setfield(L, -2, "name");
+    const char *dot = strrchr(info->name, '.');
+    lua_pushstring(L, dot ? dot + 1 : info->name);
+    lua_setfield(L, -2, "field");
+    if (info->parent != LT_LOOP_NONE) {
+      lua_rawgeti(L, -2, info->parent + 1);
+      lua_getfield(L, -1, "key");
+      lua_setfield(L, -3, "parent");
+      lua_pop(L, 1);
+    }
+    if (info->slot != LT_SLOT_NONE) {
+      lua_pushinteger(L, info->slot);
+      lua_setfield(L, -2, "slot");
+    }
+    lua_pushboolean(L, info->runnable);
+    lua_setfield(L, -2, "runnable");
     lua_rawseti(L, -2, i + 1);
   }
+  lua_setfield(L, -2, "loops");
+  lua_createtable(L, 0, R_NSLOTS);
+#define R_SLOT_FIELD_(id, name) lua_pushinteger(L, R_##id); lua_setfield(L, -2, name);
+  R_SLOT_LIST(R_SLOT_FIELD_)
+#undef R_SLOT_FIELD_
+  lua_setfield(L, -2, "run");
   return 1;
 }
 
@@ -1260,7 +1358,8 @@ void l_loop_register(lua_State *L) {
     { "attach", l_attach }, { "detach", l_detach }, { "refresh", l_refresh }, { "set_cfg", l_set_cfg },
     { "set_optimizers", l_set_optimizers }, { "fit_begin", l_fit_begin }, { "fit_advance", l_fit_advance },
     { "sanity_check", l_sanity_check }, { "eval_run", l_eval_run }, { "run_slot", l_run_slot },
-    { "set_custom", l_set_custom }, { "manual_step", l_manual_step }, { "state", l_loops_state }, { "get", l_get },
+    { "set_custom", l_set_custom }, { "call_hook", l_call_hook },
+    { "output_loss", l_output_loss }, { "manual_step", l_manual_step }, { "state", l_loops_state }, { "get", l_get },
     { "set", l_set }, { "progress", l_progress }, { "set_progress", l_set_progress },
     { "restarting", l_restarting }, { "phase", l_phase }, { NULL, NULL }
   };
@@ -1272,7 +1371,7 @@ void l_loop_register(lua_State *L) {
   lua_setfield(L, -2, "__gc");
   lua_pop(L, 1);
   static const luaL_Reg funcs[] = {
-    { "_loops_new", l_loops_new }, { "_hook_names", l_hook_names }, { "_loop_names", l_loop_names },
+    { "_loops_new", l_loops_new }, { "_seam", l_seam },
     { "_clip_gradients", l_clip_gradients }, { NULL, NULL }
   };
   l_setfuncs(L, funcs);

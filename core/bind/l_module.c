@@ -20,6 +20,9 @@ void l_io_register(lua_State *L);     /* l_io.c: safetensors checkpoints, atomic
 void l_loop_register(lua_State *L);   /* l_loop.c: the training loops and hook dispatch */
 void l_dist_register(lua_State *L);   /* l_dist.c: MPI communication (lt.distributed) */
 void l_ops_a_register(lua_State *L);  /* l_ops_a.c: sort, scans, prod, norm, tril/triu, rounding, erf ... */
+void l_names_register(lua_State *L);  /* l_names.c: the missing-name error with the nearest name */
+void l_index_ops_register(lua_State *L); /* l_index_ops.c: masked_fill, scatter, nonzero ... */
+void l_random_register(lua_State *L); /* l_random.c: randint, multinomial, bernoulli, *_like, linspace */
 
 /* ---- process-wide run state (what a host or a signal handler may ask) ---------------------------- */
 
@@ -56,6 +59,9 @@ static int open_with_upvalues(lua_State *L) {
   l_io_register(L);
   l_loop_register(L);
   l_dist_register(L);
+  l_names_register(L);
+  l_index_ops_register(L);
+  l_random_register(L);
   static const luaL_Reg misc[] = {
     { "interrupt", l_interrupt }, { "interrupt_pending", l_interrupt_pending }, { "interrupt_clear", l_interrupt_clear },
     { "embedded", l_embedded }, { "run_active", l_run_active },
@@ -78,7 +84,6 @@ int luaopen_lutra_core(lua_State *L) {
   memset(S, 0, sizeof *S);
   lt_ctx_init(&S->ctx);
   S->ctx.num_threads = lt_blas_get_info()->threads;
-  S->gc_mark = lt_alloc_total_allocated();
   lua_newtable(L); /* tensor metatable */
   lua_pushcclosure(L, open_with_upvalues, 2);
   lua_call(L, 0, 1);

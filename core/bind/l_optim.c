@@ -434,6 +434,10 @@ static void check_state_entry(lua_State *L, lt_optimizer *o, int g, int i, int i
     if (!strcmp(k, "step")) {
       if (lua_type(L, -1) != LUA_TNUMBER)
         luaL_error(L, "%s: load_state_dict: state[%d].step must be a number, got %s", name, id, luaL_typename(L, -1));
+      /* a negative or NaN step count would make the bias corrections NaN: training would go on, silently */
+      lua_Number v = lua_tonumber(L, -1);
+      if (!(v >= 0 && v <= (lua_Number)L_INT_MAX && v == floor(v)))
+        l_errorf(L, "%s: load_state_dict: state[%d].step must be an integer >= 0, got %.17g", name, id, (double)v);
     } else {
       int b = buf_from_name(k);
       if (b < 0 || !kind_has_buf(lt_optim_kind_of(o), b))

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "l_names.h"
 #include "l_util.h"
 #include "lt_alloc.h"
 #include "lt_blas.h"
@@ -663,6 +664,14 @@ static int l_index(lua_State *L) {
     }
     lua_pushvalue(L, 2);
     lua_rawget(L, lua_upvalueindex(3));
+    /* a name no tensor has is an error with the nearest method (x:topk2() would be a bare nil call);
+     * private names ('_...') stay nil, for feature checks */
+    if (lua_isnil(L, -1) && t && k[0] != '_') {
+      luaL_where(L, 1);
+      l_missing_name_push(L, "tensor", "method ", k, lua_upvalueindex(3), 0);
+      lua_concat(L, 2);
+      return lua_error(L);
+    }
     return 1;
   }
   if (lua_type(L, 2) == LUA_TNUMBER && t) {

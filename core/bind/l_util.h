@@ -16,7 +16,6 @@
 
 typedef struct l_state {
   lt_ctx ctx;
-  uint64_t gc_mark;        /* (unused since the GC pacing counts gc_debt; kept for l_module.c) */
   uint64_t gc_debt;        /* bytes of tensors handed to Lua since the last collection */
   uint64_t gc_threshold;   /* collect when gc_debt reaches this (0: not set yet) */
 } l_state;

@@ -18,7 +18,9 @@
  * progress bar and no model summary by default); errors reach the host as Lua errors. advance{seconds = s}
  * starts no batch that the pace of the last ones says would end after s, so a frame budget holds.
  * Memory: lutra_set_allocator routes every tensor buffer through the host's allocator; call it before the
- * first tensor is created.
+ * first tensor is created. The first time lutra parses JSON (a checkpoint's header) it installs libjansson's
+ * allocation functions (json_set_alloc_funcs, process-wide): they are malloc/free underneath, so a host that
+ * uses Jansson itself is not affected, and they let lutra report an allocation failure as out of memory.
  */
 #ifndef LUTRA_H
 #define LUTRA_H

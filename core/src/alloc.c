@@ -26,6 +26,27 @@ static struct {
   lt_alloc_stats st;
 } A = { PTHREAD_MUTEX_INITIALIZER, { sys_alloc, sys_free, NULL }, { 0 }, (size_t)512 << 20, { 0 } };
 
+/* Allocation-failure injection (lt_alloc_fault_arm): counts allocations while armed and fails one of them.
+ * Atomics, not the lock: the JSON allocator (json.c) asks too, and an unarmed check is one relaxed load. */
+static struct {
+  uint64_t armed;  /* 0: off; otherwise the 1-based allocation (since arming) that fails */
+  uint64_t seen;   /* allocations since arming */
+} F;
+
+int lt_alloc_fault_hit(void) {
+  uint64_t target = __atomic_load_n(&F.armed, __ATOMIC_RELAXED);
+  if (!target) return 0;
+  uint64_t n = __atomic_add_fetch(&F.seen, 1, __ATOMIC_RELAXED);
+  return n == target;
+}
+
+void lt_alloc_fault_arm(uint64_t n) {
+  __atomic_store_n(&F.seen, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&F.armed, n, __ATOMIC_RELAXED);
+}
+
+uint64_t lt_alloc_fault_seen(void) { return __atomic_load_n(&F.seen, __ATOMIC_RELAXED); }
+
 static int floor_log2(size_t n) { return 63 - __builtin_clzll((unsigned long long)n); }
 
 /* Rounds up to the class size and returns the class index (or -1 when too large to cache). */
@@ -45,13 +66,8 @@ static int size_class(size_t n, size_t *rounded) {
   return idx < NCLASSES ? idx : -1;
 }
 
-size_t lt_alloc_class_size(size_t nbytes) {
-  size_t r;
-  size_class(nbytes, &r);
-  return r;
-}
-
 void *lt_alloc(size_t nbytes) {
+  if (lt_alloc_fault_hit()) return NULL;
   size_t r;
   int cls = size_class(nbytes, &r);
   void *p = NULL;

@@ -4,7 +4,9 @@
  */
 #include "lt_fileio.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -53,6 +55,43 @@ static char *dir_of(const char *path) {
   return d;
 }
 
+/* Removes "<base>.tmp.<pid>" files of path left in its directory by processes that no longer exist (a
+ * SIGKILLed save leaves one behind). A pid that is alive (kill(pid, 0) succeeds or says EPERM) is left
+ * alone, even if it is a new process that reused the number: never another live process's file. Best
+ * effort: any failure only means a stale file stays. */
+static void remove_stale_temps(const char *path) {
+  char *dir = dir_of(path);
+  if (!dir) return;
+  const char *slash = strrchr(path, '/');
+  const char *base = slash ? slash + 1 : path;
+  size_t blen = strlen(base);
+  DIR *d = opendir(dir);
+  if (d) {
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+      const char *n = e->d_name;
+      if (strncmp(n, base, blen) != 0 || strncmp(n + blen, ".tmp.", 5) != 0) continue;
+      const char *digits = n + blen + 5;
+      char *end;
+      errno = 0;
+      long pid = strtol(digits, &end, 10);
+      if (*digits < '1' || *digits > '9' || *end || errno || pid <= 0 || pid == (long)getpid() || pid > INT32_MAX)
+        continue;
+      if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+      size_t dlen = strlen(dir), nlen = strlen(n);
+      char *full = malloc(dlen + nlen + 2);
+      if (!full) break;
+      memcpy(full, dir, dlen);
+      full[dlen] = '/';
+      memcpy(full + dlen + 1, n, nlen + 1);
+      unlink(full);
+      free(full);
+    }
+    closedir(d);
+  }
+  free(dir);
+}
+
 int lt_file_write_atomic(const char *op, const char *path, const lt_chunk *chunks, size_t nchunks,
                          char *err, size_t errlen) {
   if (!op) op = "write";
@@ -67,6 +106,7 @@ int lt_file_write_atomic(const char *op, const char *path, const lt_chunk *chunk
     return -1;
   }
   snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
+  remove_stale_temps(path);
 
   int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
   if (fd < 0) {

@@ -8,12 +8,16 @@
 #include "lt_loop.h"
 #include "loop_internal.h"
 
-const char *const lt_loop_names[LT_NLOOPS] = {
-  "fit_loop", "fit_loop.epoch_loop", "fit_loop.epoch_loop.batch_loop",
-  "fit_loop.epoch_loop.batch_loop.optimizer_loop", "fit_loop.epoch_loop.batch_loop.manual_loop",
-  "fit_loop.epoch_loop.val_loop", "fit_loop.epoch_loop.val_loop.epoch_loop", "validate_loop",
-  "validate_loop.epoch_loop", "test_loop", "test_loop.epoch_loop", "predict_loop", "predict_loop.epoch_loop",
-};
+#define SLOT_OF_SLOT(id) LT_SLOT_##id, 0
+#define SLOT_OF_RUN(id) LT_SLOT_##id, 1
+#define SLOT_OF_FIXED(id) LT_SLOT_NONE, 0
+#define LOOP_INFO_(id, parent, slot, path, progress) \
+  [LT_LOOP_##id] = { #id, #path, LT_LOOP_##parent, SLOT_OF_##slot(id) },
+const lt_loop_info lt_loop_table[LT_NLOOPS] = { LT_LOOP_LIST(LOOP_INFO_) };
+#undef LOOP_INFO_
+#undef SLOT_OF_FIXED
+#undef SLOT_OF_RUN
+#undef SLOT_OF_SLOT
 
 static int eval_epoch_run(lt_loops *lp, lt_eval_loop *V) {
   lt_eval_epoch_loop *EE = &V->epoch_loop;
@@ -118,66 +122,28 @@ int lt_loops_eval_run(lt_loops *lp, lt_kind kind) {
 
 /* ---- accessors ------------------------------------------------------------------------------------------ */
 
+#define LOOP_FIELD_(id, parent, slot, path, progress) case LT_LOOP_##id: return &lp->path.FIELD;
+#define LOOP_PROGRESS_(id, parent, slot, path, progress) case LT_LOOP_##id: return &lp->path.progress;
 lt_progress *lt_loops_progress(lt_loops *lp, lt_loop_id id) {
-  lt_train_epoch_loop *E = &lp->fit_loop.epoch_loop;
-  switch (id) {
-  case LT_LOOP_FIT: return &lp->fit_loop.epoch_progress;
-  case LT_LOOP_FIT_EPOCH: return &E->batch_progress;
-  case LT_LOOP_BATCH: return &E->batch_loop.split_progress;
-  case LT_LOOP_OPTIMIZER: return &E->batch_loop.optimizer_loop.step;
-  case LT_LOOP_MANUAL: return &E->batch_loop.manual_loop.step;
-  case LT_LOOP_VAL: return &E->val_loop.dataloader_progress;
-  case LT_LOOP_VAL_EPOCH: return &E->val_loop.epoch_loop.batch_progress;
-  case LT_LOOP_VALIDATE: return &lp->validate_loop.dataloader_progress;
-  case LT_LOOP_VALIDATE_EPOCH: return &lp->validate_loop.epoch_loop.batch_progress;
-  case LT_LOOP_TEST: return &lp->test_loop.dataloader_progress;
-  case LT_LOOP_TEST_EPOCH: return &lp->test_loop.epoch_loop.batch_progress;
-  case LT_LOOP_PREDICT: return &lp->predict_loop.dataloader_progress;
-  case LT_LOOP_PREDICT_EPOCH: return &lp->predict_loop.epoch_loop.batch_progress;
-  default: return NULL;
-  }
+  switch (id) { LT_LOOP_LIST(LOOP_PROGRESS_) default: return NULL; }
 }
-
-#define LOOP_FIELD(lp, id, field)                                                          \
-  switch (id) {                                                                             \
-  case LT_LOOP_FIT: return &(lp)->fit_loop.field;                                           \
-  case LT_LOOP_FIT_EPOCH: return &(lp)->fit_loop.epoch_loop.field;                          \
-  case LT_LOOP_BATCH: return &(lp)->fit_loop.epoch_loop.batch_loop.field;                   \
-  case LT_LOOP_OPTIMIZER: return &(lp)->fit_loop.epoch_loop.batch_loop.optimizer_loop.field; \
-  case LT_LOOP_MANUAL: return &(lp)->fit_loop.epoch_loop.batch_loop.manual_loop.field;      \
-  case LT_LOOP_VAL: return &(lp)->fit_loop.epoch_loop.val_loop.field;                       \
-  case LT_LOOP_VAL_EPOCH: return &(lp)->fit_loop.epoch_loop.val_loop.epoch_loop.field;      \
-  case LT_LOOP_VALIDATE: return &(lp)->validate_loop.field;                                 \
-  case LT_LOOP_VALIDATE_EPOCH: return &(lp)->validate_loop.epoch_loop.field;                \
-  case LT_LOOP_TEST: return &(lp)->test_loop.field;                                         \
-  case LT_LOOP_TEST_EPOCH: return &(lp)->test_loop.epoch_loop.field;                        \
-  case LT_LOOP_PREDICT: return &(lp)->predict_loop.field;                                   \
-  case LT_LOOP_PREDICT_EPOCH: return &(lp)->predict_loop.epoch_loop.field;                  \
-  default: return NULL;                                                                     \
-  }
-
-int *lt_loops_phase(lt_loops *lp, lt_loop_id id) { LOOP_FIELD(lp, id, phase) }
-int *lt_loops_restarting(lt_loops *lp, lt_loop_id id) { LOOP_FIELD(lp, id, restarting) }
+#undef LOOP_PROGRESS_
+#define FIELD phase
+int *lt_loops_phase(lt_loops *lp, lt_loop_id id) {
+  switch (id) { LT_LOOP_LIST(LOOP_FIELD_) default: return NULL; }
+}
+#undef FIELD
+#define FIELD restarting
+int *lt_loops_restarting(lt_loops *lp, lt_loop_id id) {
+  switch (id) { LT_LOOP_LIST(LOOP_FIELD_) default: return NULL; }
+}
+#undef FIELD
+#undef LOOP_FIELD_
 
 void lt_loops_set_restarting(lt_loops *lp, lt_loop_id id, int on) {
-  static const int below[LT_NLOOPS][6] = {
-    [LT_LOOP_FIT] = { LT_LOOP_FIT_EPOCH, -1 },
-    [LT_LOOP_FIT_EPOCH] = { LT_LOOP_BATCH, LT_LOOP_VAL, -1 },
-    [LT_LOOP_BATCH] = { LT_LOOP_OPTIMIZER, LT_LOOP_MANUAL, -1 },
-    [LT_LOOP_OPTIMIZER] = { -1 },
-    [LT_LOOP_MANUAL] = { -1 },
-    [LT_LOOP_VAL] = { LT_LOOP_VAL_EPOCH, -1 },
-    [LT_LOOP_VAL_EPOCH] = { -1 },
-    [LT_LOOP_VALIDATE] = { LT_LOOP_VALIDATE_EPOCH, -1 },
-    [LT_LOOP_VALIDATE_EPOCH] = { -1 },
-    [LT_LOOP_TEST] = { LT_LOOP_TEST_EPOCH, -1 },
-    [LT_LOOP_TEST_EPOCH] = { -1 },
-    [LT_LOOP_PREDICT] = { LT_LOOP_PREDICT_EPOCH, -1 },
-    [LT_LOOP_PREDICT_EPOCH] = { -1 },
-  };
   int *r = lt_loops_restarting(lp, id);
   if (!r) return;
   *r = on;
-  for (int i = 0; i < 6 && below[id][i] > 0; i++)
-    lt_loops_set_restarting(lp, (lt_loop_id)below[id][i], on);
+  for (int child = id + 1; child < LT_NLOOPS; child++) /* children follow their parent in the table */
+    if (lt_loop_table[child].parent == id) lt_loops_set_restarting(lp, (lt_loop_id)child, on);
 }

@@ -16,7 +16,9 @@
  * and renamed over <path>; then the directory is fsync'ed so the rename itself is durable. On any failure
  * before the rename the temporary file is removed and an existing <path> is left untouched; a crash
  * (SIGKILL, power loss) at any moment leaves either the old complete file or the new complete file (plus,
- * at worst, a stale "<path>.tmp.<pid>" that a later run may delete). The new file gets mode 0666 & ~umask.
+ * at worst, a stale "<path>.tmp.<pid>", which the next atomic write of the same path removes once that
+ * pid is no longer alive; another live process's temp file is never touched). The new file gets mode
+ * 0666 & ~umask.
  *
  * Both functions return 0 on success and -1 on failure, with a message "<op>: <path>: <what>: <strerror>"
  * in err (op defaults to "write" / "read" when NULL). No globals, no printing; memory via malloc.

@@ -19,7 +19,11 @@
 
 #include "lt_tensor.h"
 
-/* Every hook (docs/reference/hooks.md, callbacks.md), in one list: X(ID, "name"). */
+/* Every hook (docs/reference/hooks.md, callbacks.md), in one list: X(ID, "name"). The loops call most of
+ * them. The stage hooks around the loops (prepare_data, configure_callbacks, setup, teardown,
+ * configure_optimizers, on_fit_start, on_fit_end) are called by the trainer through the same per-hook target lists (core/bind/l_loop.c,
+ * lp:call_hook); on_exception by the trainer over its callbacks (their errors ignored: the first error wins);
+ * on_save_checkpoint / on_load_checkpoint by lua/lutra/checkpoint.lua. */
 #define LT_HOOK_LIST(X)                                                                                      \
   X(PREPARE_DATA, "prepare_data") X(CONFIGURE_CALLBACKS, "configure_callbacks") X(SETUP, "setup")             \
   X(TEARDOWN, "teardown") X(CONFIGURE_OPTIMIZERS, "configure_optimizers")                                     \

@@ -63,19 +63,54 @@ typedef enum lt_phase {
   LT_PHASE_ADVANCE,    /* stopped inside an advance (a child loop paused): resume the advance */
 } lt_phase;
 
-/* Slots a host loop can take (trainer.fit_loop:connect{epoch_loop = ...} and friends). */
-typedef enum lt_slot {
-  LT_SLOT_FIT_EPOCH = 0,   /* fit_loop.epoch_loop */
-  LT_SLOT_BATCH,           /* fit_loop.epoch_loop.batch_loop */
-  LT_SLOT_OPTIMIZER,       /* ...batch_loop.optimizer_loop */
-  LT_SLOT_MANUAL,          /* ...batch_loop.manual_loop */
-  LT_SLOT_VAL,             /* fit_loop.epoch_loop.val_loop */
-  LT_SLOT_VAL_EPOCH,       /* ...val_loop.epoch_loop */
-  LT_SLOT_VALIDATE_EPOCH,  /* validate_loop.epoch_loop */
-  LT_SLOT_TEST_EPOCH,      /* test_loop.epoch_loop */
-  LT_SLOT_PREDICT_EPOCH,   /* predict_loop.epoch_loop */
-  LT_NSLOTS
-} lt_slot;
+/* The loop tree, in one table: X(ID, PARENT, SLOT, path, progress).
+ *   ID        lt_loop_id: LT_LOOP_ID (a host names it by ID in lower case: "fit_epoch")
+ *   PARENT    the loop it runs inside (NONE: a trainer's own loop)
+ *   SLOT      SLOT: a host loop can take its place (trainer.fit_loop:connect{epoch_loop = ...}); it then has
+ *             an lt_slot LT_SLOT_ID (in table order); RUN: that, and a host loop can run it as its child
+ *             (lt_loops_run_slot); FIXED: neither
+ *   path      where it lives in lt_loops; also its name ("fit_loop.epoch_loop"; the part after the last dot
+ *             is its field in the parent)
+ *   progress  its main progress counters (epochs, batches, splits, dataloaders, optimizer steps) */
+#define LT_LOOP_LIST(X)                                                                                      \
+  X(FIT, NONE, FIXED, fit_loop, epoch_progress)                                                               \
+  X(FIT_EPOCH, FIT, RUN,  fit_loop.epoch_loop, batch_progress)                                                \
+  X(BATCH, FIT_EPOCH, RUN,  fit_loop.epoch_loop.batch_loop, split_progress)                                   \
+  X(OPTIMIZER, BATCH, RUN,  fit_loop.epoch_loop.batch_loop.optimizer_loop, step)                              \
+  X(MANUAL, BATCH, RUN,  fit_loop.epoch_loop.batch_loop.manual_loop, step)                                    \
+  X(VAL, FIT_EPOCH, RUN,  fit_loop.epoch_loop.val_loop, dataloader_progress)                                  \
+  X(VAL_EPOCH, VAL, SLOT, fit_loop.epoch_loop.val_loop.epoch_loop, batch_progress)                            \
+  X(VALIDATE, NONE, FIXED, validate_loop, dataloader_progress)                                                \
+  X(VALIDATE_EPOCH, VALIDATE, SLOT, validate_loop.epoch_loop, batch_progress)                                 \
+  X(TEST, NONE, FIXED, test_loop, dataloader_progress)                                                        \
+  X(TEST_EPOCH, TEST, SLOT, test_loop.epoch_loop, batch_progress)                                             \
+  X(PREDICT, NONE, FIXED, predict_loop, dataloader_progress)                                                  \
+  X(PREDICT_EPOCH, PREDICT, SLOT, predict_loop.epoch_loop, batch_progress)
+
+#define LT_LOOP_ENUM_(id, parent, slot, path, progress) LT_LOOP_##id,
+typedef enum lt_loop_id { LT_LOOP_NONE = -1, LT_LOOP_LIST(LT_LOOP_ENUM_) LT_NLOOPS } lt_loop_id;
+#undef LT_LOOP_ENUM_
+
+/* Slots a host loop can take: the SLOT rows of LT_LOOP_LIST. */
+#define LT_SLOT_ENUM_SLOT(id) LT_SLOT_##id,
+#define LT_SLOT_ENUM_RUN(id) LT_SLOT_##id,
+#define LT_SLOT_ENUM_FIXED(id)
+#define LT_SLOT_ENUM_(id, parent, slot, path, progress) LT_SLOT_ENUM_##slot(id)
+typedef enum lt_slot { LT_SLOT_NONE = -1, LT_LOOP_LIST(LT_SLOT_ENUM_) LT_NSLOTS } lt_slot;
+#undef LT_SLOT_ENUM_
+#undef LT_SLOT_ENUM_FIXED
+#undef LT_SLOT_ENUM_RUN
+#undef LT_SLOT_ENUM_SLOT
+
+/* One row of LT_LOOP_LIST as data (lt_loop_table[id]). */
+typedef struct lt_loop_info {
+  const char *key;    /* "FIT_EPOCH" (hosts use it in lower case) */
+  const char *name;   /* "fit_loop.epoch_loop" */
+  lt_loop_id parent;  /* LT_LOOP_NONE for the trainer's own loops */
+  lt_slot slot;       /* LT_SLOT_NONE when a host loop cannot take its place */
+  int runnable;       /* a host loop can run it (lt_loops_run_slot(slot)) */
+} lt_loop_info;
+extern const lt_loop_info lt_loop_table[LT_NLOOPS];
 
 typedef struct lt_optimizer_loop {
   int phase, restarting;
@@ -244,14 +279,7 @@ int lt_clip_gradients(lt_ctx *c, int n, lt_tensor *const *params, double val, in
 /* Runs one child loop of a host loop (custom loops: docs/reference/lutra.md, lt.Loop): the C loop in `slot`, to its end. */
 int lt_loops_run_slot(lt_loops *lp, lt_slot slot);
 
-/* The accessor for a loop's progress counters by slot (for the binding's state_dict). */
-typedef enum lt_loop_id {
-  LT_LOOP_FIT = 0, LT_LOOP_FIT_EPOCH, LT_LOOP_BATCH, LT_LOOP_OPTIMIZER, LT_LOOP_MANUAL, LT_LOOP_VAL,
-  LT_LOOP_VAL_EPOCH, LT_LOOP_VALIDATE, LT_LOOP_VALIDATE_EPOCH, LT_LOOP_TEST, LT_LOOP_TEST_EPOCH,
-  LT_LOOP_PREDICT, LT_LOOP_PREDICT_EPOCH, LT_NLOOPS
-} lt_loop_id;
-extern const char *const lt_loop_names[LT_NLOOPS];
-/* The loop's main progress (epochs, batches, splits, dataloaders, optimizer steps), phase and restarting. */
+/* The loop's main progress (LT_LOOP_LIST's progress column), phase and restarting (NULL: a bad id). */
 lt_progress *lt_loops_progress(lt_loops *lp, lt_loop_id id);
 int *lt_loops_phase(lt_loops *lp, lt_loop_id id);
 int *lt_loops_restarting(lt_loops *lp, lt_loop_id id);

@@ -21,6 +21,14 @@ int lt_op_fill_(lt_ctx *c, lt_tensor *t, double v);
 int lt_op_zero_(lt_ctx *c, lt_tensor *t);
 int lt_op_uniform_(lt_ctx *c, lt_tensor *t, double a, double b);
 int lt_op_normal_(lt_ctx *c, lt_tensor *t, double mean, double std);
+/* n values of N(mean, std^2) from c->rng, the same for a seed on any number of threads (ops_random.c) */
+void lt_normal_fill_f32(lt_ctx *c, float *p, int64_t n, double mean, double std);
+/* int64 values uniform in [low, high) */
+lt_tensor *lt_op_randint(lt_ctx *c, int64_t low, int64_t high, int ndim, const int64_t *shape);
+lt_tensor *lt_op_bernoulli(lt_ctx *c, lt_tensor *p);                      /* 0/1 float32, p in [0, 1] */
+/* n 0-based category indices per row of p (1-D or 2-D weights) */
+lt_tensor *lt_op_multinomial(lt_ctx *c, lt_tensor *p, int64_t n, int replacement);
+lt_tensor *lt_op_linspace(lt_ctx *c, double a, double b, int64_t n);
 int lt_op_copy_(lt_ctx *c, lt_tensor *dst, lt_tensor *src);        /* broadcasts src, converts dtype */
 lt_tensor *lt_op_clone(lt_ctx *c, lt_tensor *t);                    /* differentiable, contiguous */
 lt_tensor *lt_op_contiguous(lt_ctx *c, lt_tensor *t);               /* retains t when already contiguous */
@@ -54,12 +62,15 @@ typedef enum lt_unop { LT_NEG, LT_EXP, LT_LOG, LT_SQRT, LT_ABS, LT_TANH, LT_SIGM
                        LT_SIN, LT_COS, LT_GELU, LT_RSQRT, LT_SIGN, LT_LOG1P, LT_SQUARE } lt_unop;
 lt_tensor *lt_op_unary(lt_ctx *c, lt_unop op, lt_tensor *a);
 int lt_op_unary_(lt_ctx *c, lt_unop op, lt_tensor *a);
+/* GELU with the tanh approximation (ops_gelu.c); the exact one is lt_op_unary(LT_GELU) */
+lt_tensor *lt_op_gelu_tanh(lt_ctx *c, lt_tensor *a);
 lt_tensor *lt_op_leaky_relu(lt_ctx *c, lt_tensor *a, double slope);
 lt_tensor *lt_op_clamp(lt_ctx *c, lt_tensor *a, double lo, double hi);   /* +-INFINITY for none */
 int lt_op_clamp_(lt_ctx *c, lt_tensor *a, double lo, double hi);
 lt_tensor *lt_op_where(lt_ctx *c, lt_tensor *cond, lt_tensor *a, lt_tensor *b);
+/* x with value where mask (0/1) is set, both broadcast; differentiable in x */
+lt_tensor *lt_op_masked_fill(lt_ctx *c, lt_tensor *x, lt_tensor *mask, double value);
 const char *lt_binop_name(lt_binop op);
-const char *lt_unop_name(lt_unop op);
 
 /* --- reductions (ops_reduce.c) ------------------------------------------------------------------ */
 typedef enum lt_redop { LT_RSUM, LT_RMEAN, LT_RMAX, LT_RMIN } lt_redop;
@@ -113,6 +124,14 @@ typedef enum lt_mathop { LT_FLOOR, LT_CEIL, LT_ROUND, LT_TRUNC, LT_FRAC, LT_ERF,
 lt_tensor *lt_op_math(lt_ctx *c, lt_mathop op, lt_tensor *a);
 typedef enum lt_classop { LT_ISNAN, LT_ISINF, LT_ISFINITE } lt_classop;
 lt_tensor *lt_op_classify(lt_ctx *c, lt_classop op, lt_tensor *a);   /* float32 0/1, like comparisons */
+
+/* --- indexed writes and mask selections (ops_scatter.c); indices 0-based int64, data float32 --------- */
+/* x with src's elements (or value when src is NULL) written (add: added) at index along dim */
+lt_tensor *lt_op_scatter(lt_ctx *c, lt_tensor *x, int dim, lt_tensor *index, lt_tensor *src, double value, int add);
+lt_tensor *lt_op_index_add(lt_ctx *c, lt_tensor *x, int dim, lt_tensor *index, lt_tensor *src, double alpha);
+lt_tensor *lt_op_index_fill(lt_ctx *c, lt_tensor *x, int dim, lt_tensor *index, double value);
+lt_tensor *lt_op_masked_select(lt_ctx *c, lt_tensor *x, lt_tensor *mask);   /* 1-D, differentiable in x */
+lt_tensor *lt_op_nonzero(lt_ctx *c, lt_tensor *x);                          /* [n x ndim] int64, 0-based */
 
 /* Helpers shared by op files. */
 int lt_check_dtype(lt_ctx *c, const char *op, const char *what, const lt_tensor *t, lt_dtype want);

@@ -42,7 +42,8 @@
  * (no lutra_checksum) load without the check; checksum_verified tells which case it was. Known dtypes: BOOL U8 I8 I16 U16 F16 BF16 I32 U32 F32
  * F64 I64 U64 F8_E4M3 F8_E5M2 (the caller decides which it supports).
  *
- * JSON parsing uses Jansson (Debian libjansson-dev, link with -ljansson).
+ * JSON parsing uses Jansson (Debian libjansson-dev, link with -ljansson) through lt_json.h, so an allocation
+ * failure while parsing is "out of memory parsing the header", never a parse error or an altered header.
  */
 #ifndef LT_SAFETENSORS_H
 #define LT_SAFETENSORS_H
@@ -83,6 +84,11 @@ typedef struct lt_st_file {
 /* Writes path atomically. Returns 0, or -1 with "save: <path>: <what is wrong>" in err. */
 int lt_st_save(const char *path, const lt_st_tensor *tensors, size_t ntensors, const lt_st_meta *meta,
                size_t nmeta, char *err, size_t errlen);
+
+/* The same file as lt_st_save writes, as bytes in memory: *out (malloc'ed, free it with free) holds *outlen
+ * bytes. name is used in messages ("save: <name>: ..."). */
+int lt_st_save_mem(const char *name, const lt_st_tensor *tensors, size_t ntensors, const lt_st_meta *meta,
+                   size_t nmeta, void **out, size_t *outlen, char *err, size_t errlen);
 
 /* Reads and validates path. Returns 0, or -1 with "load: <path>: <what is wrong>" in err and *out zeroed
  * (nothing to free). */

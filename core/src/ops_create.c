@@ -123,9 +123,14 @@ int lt_op_normal_(lt_ctx *c, lt_tensor *t, double mean, double std) {
   if (lt_check_inplace(c, "normal_", t)) return LT_ERR;
   if (lt_check_dtype(c, "normal_", "the tensor", t, LT_F32)) return LT_ERR;
   if (!(std >= 0)) return lt_fail(c, "normal_: std must be >= 0, got %g", std);
-  float *p = lt_f32(t);
-  FOR_EACH_ELEMENT(t, o, p[o] = (float)(mean + std * lt_rng_normal(&c->rng)));
-  return LT_OK;
+  if (lt_is_contiguous(t)) { lt_normal_fill_f32(c, lt_f32(t), lt_numel(t), mean, std); return LT_OK; }
+  /* a strided view: the same values as a contiguous tensor of its shape, copied in */
+  lt_tensor *tmp = lt_tensor_new(c, LT_F32, t->ndim, t->shape);
+  if (!tmp) return LT_ERR;
+  lt_normal_fill_f32(c, lt_f32(tmp), lt_numel(tmp), mean, std);
+  int rc = lt_op_copy_(c, t, tmp);
+  lt_tensor_release(tmp);
+  return rc;
 }
 
 /* dst <- src (broadcast), converting dtype. No autograd. */

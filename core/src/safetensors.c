@@ -4,9 +4,9 @@
  */
 #include "lt_safetensors.h"
 #include "lt_fileio.h"
+#include "lt_json.h"
 
 #include <inttypes.h>
-#include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -173,13 +173,24 @@ static uint64_t get_le64(const unsigned char *p) {
   return v;
 }
 
-int lt_st_save(const char *path, const lt_st_tensor *tensors, size_t ntensors, const lt_st_meta *meta,
-               size_t nmeta, char *err, size_t errlen) {
-  const char *op = "save";
-  if (!path || !*path) {
-    fmt_err(err, errlen, op, "(empty path)", "no file name given");
-    return -1;
-  }
+/* A file being written: the 8-byte prefix, the header, the chunks (prefix, header, then the tensors' data). */
+typedef struct st_out {
+  unsigned char prefix[8];
+  sbuf h;
+  lt_chunk *chunks;
+  size_t nc;
+} st_out;
+
+static void st_out_free(st_out *o) {
+  free(o->h.p);
+  free(o->chunks);
+  memset(o, 0, sizeof *o);
+}
+
+/* Validates and lays out a file (checksum included) into *o; the chunks point into o and the tensors. */
+static int st_build(const char *op, const char *path, const lt_st_tensor *tensors, size_t ntensors,
+                    const lt_st_meta *meta, size_t nmeta, st_out *o, char *err, size_t errlen) {
+  memset(o, 0, sizeof *o);
   if ((ntensors && !tensors) || (nmeta && !meta)) {
     fmt_err(err, errlen, op, path, "NULL tensor or metadata array");
     return -1;
@@ -304,7 +315,7 @@ int lt_st_save(const char *path, const lt_st_tensor *tensors, size_t ntensors, c
     return -1;
   }
 
-  unsigned char prefix[8];
+  unsigned char *prefix = o->prefix;
   put_le64(prefix, h.len);
   uLong crc = crc32_z(0L, Z_NULL, 0);
   crc = crc32_z(crc, prefix, 8);
@@ -322,14 +333,55 @@ int lt_st_save(const char *path, const lt_st_tensor *tensors, size_t ntensors, c
     return -1;
   }
   size_t nc = 0;
+  o->h = h;
   chunks[nc++] = (lt_chunk){prefix, 8};
-  chunks[nc++] = (lt_chunk){h.p, h.len};
+  chunks[nc++] = (lt_chunk){o->h.p, o->h.len};
   for (size_t i = 0; i < ntensors; i++)
     if (tensors[i].nbytes) chunks[nc++] = (lt_chunk){tensors[i].data, tensors[i].nbytes};
-  int rc = lt_file_write_atomic(op, path, chunks, nc, err, errlen);
-  free(chunks);
-  free(h.p);
+  o->chunks = chunks;
+  o->nc = nc;
+  return 0;
+}
+
+int lt_st_save(const char *path, const lt_st_tensor *tensors, size_t ntensors, const lt_st_meta *meta,
+               size_t nmeta, char *err, size_t errlen) {
+  const char *op = "save";
+  if (!path || !*path) {
+    fmt_err(err, errlen, op, "(empty path)", "no file name given");
+    return -1;
+  }
+  st_out o;
+  if (st_build(op, path, tensors, ntensors, meta, nmeta, &o, err, errlen)) return -1;
+  int rc = lt_file_write_atomic(op, path, o.chunks, o.nc, err, errlen);
+  st_out_free(&o);
   return rc;
+}
+
+int lt_st_save_mem(const char *name, const lt_st_tensor *tensors, size_t ntensors, const lt_st_meta *meta,
+                   size_t nmeta, void **out, size_t *outlen, char *err, size_t errlen) {
+  const char *op = "save";
+  *out = NULL;
+  *outlen = 0;
+  if (!name) name = "(memory)";
+  st_out o;
+  if (st_build(op, name, tensors, ntensors, meta, nmeta, &o, err, errlen)) return -1;
+  size_t total = 0;
+  for (size_t i = 0; i < o.nc; i++) total += o.chunks[i].len;
+  char *buf = malloc(total ? total : 1);
+  if (!buf) {
+    st_out_free(&o);
+    fmt_err(err, errlen, op, name, "out of memory (%zu bytes)", total);
+    return -1;
+  }
+  size_t at = 0;
+  for (size_t i = 0; i < o.nc; i++) {
+    memcpy(buf + at, o.chunks[i].data, o.chunks[i].len);
+    at += o.chunks[i].len;
+  }
+  st_out_free(&o);
+  *out = buf;
+  *outlen = total;
+  return 0;
 }
 
 /* ---- reader ---- */
@@ -403,7 +455,12 @@ int lt_st_load_mem(const char *name, const void *vbuf, size_t len, lt_st_file *o
   uint64_t dlen = len - 8 - hlen;
 
   json_error_t jerr;
-  json_t *root = json_loadb(hdr, (size_t)hlen, JSON_REJECT_DUPLICATES, &jerr);
+  int oom_parse;
+  json_t *root = lt_json_loadb(hdr, (size_t)hlen, JSON_REJECT_DUPLICATES, &jerr, &oom_parse);
+  if (!root && oom_parse) {
+    fmt_err(err, errlen, op, name, "out of memory parsing the header (%" PRIu64 " bytes)", hlen);
+    return -1;
+  }
   if (!root) {
     fmt_err(err, errlen, op, name, "header is not valid JSON: %s (at byte %d of the header)", jerr.text,
             jerr.position);

@@ -95,7 +95,14 @@ function F.embedding(idx, weight, padding_idx) return C.embedding(idx, weight, p
 
 function F.relu(x) return x:relu() end
 function F.leaky_relu(x, slope) return x:leaky_relu(slope or 0.01) end
-function F.gelu(x) return x:gelu() end
+--- gelu(x[, {approximate = "none"|"tanh"}]): exact GELU (erf), or its tanh approximation (PyTorch's forms)
+function F.gelu(x, opts)
+  local o = H.check_opts("gelu", opts, { approximate = "string" })
+  local a = o.approximate or "none"
+  if a == "none" then return x:gelu() end
+  if a == "tanh" then return core._gelu_tanh(x) end
+  error("gelu: approximate must be \"none\" or \"tanh\", got \"" .. a .. "\"", 2)
+end
 function F.tanh(x) return x:tanh() end
 function F.sigmoid(x) return x:sigmoid() end
 function F.softmax(x, dim) return x:softmax(dim) end
@@ -138,4 +145,7 @@ function F.binary_cross_entropy_with_logits(x, y, opts)
   return C.binary_cross_entropy_with_logits(x, y, o.pos_weight, o.reduction)
 end
 
-return F
+-- one_hot, pad, normalize, cosine_similarity, interpolate (lua/lutra/F_ops.lua)
+for k, v in pairs(require "lutra.F_ops") do F[k] = v end
+
+return require("lutra.names").strict(F, "lt.F")

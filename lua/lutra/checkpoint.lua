@@ -7,6 +7,7 @@
 --   lt.save("weights.safetensors", model)               -- weights alone (or a {name = tensor} table)
 --   local sd = lt.load("weights.safetensors")           -- {name = tensor}
 --   lt.load("weights.safetensors", model)               -- into the model; errors name the parameter
+--   local s = lt.save_bytes(model); lt.load_bytes(s, model)  -- the same file as a Lua string
 --
 -- File layout: one safetensors file (any safetensors reader opens it). Every tensor found anywhere in the
 -- checkpoint table is a safetensors tensor named by its path of keys joined with "." —
@@ -20,10 +21,13 @@
 -- a table whose keys are exactly 1..n is an array; any other table an object with its keys sorted,
 -- where an integer key n is written "#n" and a string key starting with "#" or "$" gets one more "#" in
 -- front. Functions, userdata (other than tensors), cycles and float keys are errors naming the path.
--- Decoding uses lua-cjson (a maintained C parser); encoding is here because cjson 2.1 writes numbers
--- with at most 14 digits, which would not restore a learning rate bit for bit.
+-- Decoding is Jansson's (lt._io.json_decode, core/bind/l_json.c: no Lua module outside lutra, and an
+-- allocation failure is an out-of-memory error, never an altered document); encoding is here, writing
+-- numbers with as many digits as they need to read back exactly. After decoding, the contents are
+-- checked (lua/lutra/checkpoint_validate.lua): types, ranges, consistency, each error naming the key.
+local pack, unpack = require("lutra._compat").pack, require("lutra._compat").unpack
 local lt = require "lutra"
-local cjson = require "cjson"
+local validate = require "lutra.checkpoint_validate"
 
 local C = lt._io
 local IO_stat = lt._io.stat
@@ -152,7 +156,6 @@ local FLOATS = { nan = 0 / 0, inf = huge, ["-inf"] = -huge }
 
 -- Restores what encode changed; tensors[name] gives the tensor for a placeholder. what names the file.
 local function restore(v, tensors, what)
-  if v == cjson.null then return nil end
   if type(v) ~= "table" then return v end
   local tname, fname = v["$tensor"], v["$float"]
   if tname ~= nil and next(v, next(v)) == nil then
@@ -180,17 +183,17 @@ end
 --- decode(json_text[, tensors, what]) -> value (the inverse of encode).
 function M.decode(text, tensors, what)
   what = what or "checkpoint"
-  local ok, v = pcall(cjson.decode, text)
-  if not ok then error(fmt("%s: the 'lutra' metadata is not valid JSON (%s)", what, tostring(v)), 0) end
+  local v, msg, kind = C.json_decode(text)
+  if kind == "memory" then error(fmt("%s: %s (the 'lutra' metadata)", what, msg), 0) end
+  if kind then error(fmt("%s: the 'lutra' metadata is not valid JSON (%s)", what, msg), 0) end
   return restore(v, tensors, what)
 end
 
 -- ---- files --------------------------------------------------------------------------------------
 
---- write(path, tbl): tbl's tensors (anywhere inside) as safetensors tensors, the rest as JSON. Atomic.
-function M.write(path, tbl)
-  if type(path) ~= "string" then error("save: expected a file path (string), got " .. type(path), 2) end
-  if type(tbl) ~= "table" then error("save: " .. path .. ": expected a table to save, got " .. type(tbl), 2) end
+-- The names, tensors and metadata of a checkpoint table (what the C layer writes); name is for messages.
+local function flatten(file, tbl)
+  if type(tbl) ~= "table" then error("save: " .. file .. ": expected a table to save, got " .. type(tbl), 3) end
   local names, tensors, seen = {}, {}, {}
   local ok, doc = pcall(encode, tbl, function(t, name)
     if seen[name] then error(fmt("checkpoint: cannot save: two tensors named '%s'", name), 0) end
@@ -198,22 +201,45 @@ function M.write(path, tbl)
     names[#names + 1] = name
     tensors[#tensors + 1] = t
   end)
-  if not ok then error("save: " .. path .. ": " .. tostring(doc):gsub("^checkpoint: ", ""), 2) end
-  C.save(path, names, tensors, { lutra = doc })
+  if not ok then error("save: " .. file .. ": " .. tostring(doc):gsub("^checkpoint: ", ""), 3) end
+  return names, tensors, { lutra = doc }
+end
+
+--- write(path, tbl): tbl's tensors (anywhere inside) as safetensors tensors, the rest as JSON. Atomic.
+function M.write(path, tbl)
+  if type(path) ~= "string" then error("save: expected a file path (string), got " .. type(path), 2) end
+  C.save(path, flatten(path, tbl))
+end
+
+--- write_bytes(tbl) -> string: the file write would make, as bytes.
+function M.write_bytes(tbl)
+  local names, tensors, meta = flatten("(bytes)", tbl)
+  return C.save_bytes(names, tensors, meta)
 end
 
 --- read(path) -> tbl, info. info = {lutra = true|false, names = {...}, tensors = {name = tensor},
 --- checksum_verified}. A safetensors file from another writer (no "lutra" metadata) gives tbl = nil.
-function M.read(path)
-  if type(path) ~= "string" then error("load: expected a file path (string), got " .. type(path), 2) end
-  local names, tensors, meta, verified = C.load(path)
+-- The checkpoint table of a loaded file (nil for a file without lutra metadata), checked.
+local function parse(name, names, tensors, meta, verified)
   local info = { names = names, tensors = tensors, meta = meta, checksum_verified = verified, lutra = false }
   local doc = meta.lutra
   if doc == nil then return nil, info end
   info.lutra = true
-  local v = M.decode(doc, tensors, "load: " .. path)
-  if type(v) ~= "table" then error("load: " .. path .. ": the 'lutra' metadata is not a JSON object", 2) end
+  local v = M.decode(doc, tensors, "load: " .. name)
+  if type(v) ~= "table" then error("load: " .. name .. ": the 'lutra' metadata is not a JSON object", 0) end
+  validate.validate(v, "load: " .. name, M.FORMAT_VERSION)
   return v, info
+end
+
+function M.read(path)
+  if type(path) ~= "string" then error("load: expected a file path (string), got " .. type(path), 2) end
+  return parse(path, C.load(path))
+end
+
+--- read_bytes(s[, name]) -> as read, from the bytes of a file (name for messages, default "(bytes)").
+function M.read_bytes(s, name)
+  name = name or "(bytes)"
+  return parse(name, C.load_bytes(s, name))
 end
 
 -- ---- lt.save / lt.load ---------------------------------------------------------------------------
@@ -232,28 +258,58 @@ local function is_state_dict(t)
   return true
 end
 
+-- The weights-only checkpoint table of a model or state dict (fname, where for messages).
+local function weights_table(fname, where, obj, argn)
+  if type(obj) ~= "table" then
+    error(fmt("%s: expected a model or a state dict {name = tensor} as argument %d, got %s", fname, argn, type(obj)), 3)
+  end
+  local sd = is_state_dict(obj) and obj or model_state_dict(obj)
+  if next(sd) == nil then error(fname .. ": " .. where .. "the model has no parameters or buffers to save", 3) end
+  return { state_dict = sd, lutra_version = lt.version }
+end
+
 --- lt.save(path, model_or_state_dict): the weights alone, as a checkpoint with only `state_dict`.
 function M.save(path, obj)
   if type(path) ~= "string" then error("lt.save: expected a file path (string) as argument 1, got " .. type(path), 2) end
-  if type(obj) ~= "table" then
-    error("lt.save: expected a model or a state dict {name = tensor} as argument 2, got " .. type(obj), 2)
-  end
-  local sd = is_state_dict(obj) and obj or model_state_dict(obj)
-  if next(sd) == nil then error("lt.save: " .. path .. ": the model has no parameters or buffers to save", 2) end
-  local ok, err = pcall(M.write, path, { state_dict = sd, lutra_version = lt.version })
+  local tbl = weights_table("lt.save", path .. ": ", obj, 2)
+  local ok, err = pcall(M.write, path, tbl)
   if not ok then error(reword(err, "save", "lt.save"), 2) end
   return path
 end
 
---- The {name = tensor} state dict stored in path: a lutra checkpoint's `state_dict`, or every tensor of
---- a safetensors file from another writer.
-function M.load_state_dict_file(path)
-  local v, info = M.read(path)
+--- lt.save_bytes(model_or_state_dict) -> string: the file lt.save writes, as a Lua string.
+function M.save_bytes(obj)
+  local tbl = weights_table("lt.save_bytes", "", obj, 1)
+  local ok, s = pcall(M.write_bytes, tbl)
+  if not ok then error((reword(s, "save", "lt.save_bytes"):gsub("^lt%.save_bytes: %(bytes%): ", "lt.save_bytes: ")), 2) end
+  return s
+end
+
+-- The {name = tensor} state dict of a read file: a lutra checkpoint's `state_dict`, or every tensor of a
+-- safetensors file from another writer.
+local function weights_of(name, v, info)
   if v == nil then return info.tensors end
-  if type(v.state_dict) ~= "table" then
-    error("load: " .. path .. ": the checkpoint holds no model weights (no state_dict)", 0)
+  if v.state_dict == nil then
+    error("load: " .. name .. ": the checkpoint holds no model weights (no state_dict)", 0)
   end
   return v.state_dict
+end
+
+--- The {name = tensor} state dict stored in path.
+function M.load_state_dict_file(path) return weights_of(path, M.read(path)) end
+
+-- Loads sd into model (strictly) or returns sd; fname and name for messages.
+local function into_model(fname, name, sd, model, argn)
+  if model == nil then return sd end
+  if type(model) ~= "table" then error(fmt("%s: expected a model table as argument %d, got %s", fname, argn, type(model)), 3) end
+  local f = rawget(model, "load_state_dict") or (getmetatable(model) and model.load_state_dict)
+  local ok2, err = pcall(function()
+    if type(f) == "function" then f(model, sd) else lt.nn.load_state_dict(model, sd) end
+  end)
+  if not ok2 then
+    error(fmt("%s: %s: the weights do not match the model: %s", fname, name, bare(err)), 3)
+  end
+  return model, sd
 end
 
 --- lt.load(path[, model]): returns the state dict {name = tensor}; with a model, loads it (strictly: names
@@ -262,16 +318,15 @@ function M.load(path, model)
   if type(path) ~= "string" then error("lt.load: expected a file path (string) as argument 1, got " .. type(path), 2) end
   local ok, sd = pcall(M.load_state_dict_file, path)
   if not ok then error(reword(sd, "load", "lt.load"), 2) end
-  if model == nil then return sd end
-  if type(model) ~= "table" then error("lt.load: expected a model table as argument 2, got " .. type(model), 2) end
-  local f = rawget(model, "load_state_dict") or (getmetatable(model) and model.load_state_dict)
-  local ok2, err = pcall(function()
-    if type(f) == "function" then f(model, sd) else lt.nn.load_state_dict(model, sd) end
-  end)
-  if not ok2 then
-    error(fmt("lt.load: %s: the weights do not match the model: %s", path, bare(err)), 2)
-  end
-  return model, sd
+  return into_model("lt.load", path, sd, model, 2)
+end
+
+--- lt.load_bytes(s[, model]): lt.load from the bytes of a file (a Lua string).
+function M.load_bytes(s, model)
+  if type(s) ~= "string" then error("lt.load_bytes: expected the bytes of a file (string) as argument 1, got " .. type(s), 2) end
+  local ok, sd = pcall(function() return weights_of("(bytes)", M.read_bytes(s)) end)
+  if not ok then error((reword(sd, "load", "lt.load_bytes"):gsub("^lt%.load_bytes: %(bytes%): ", "lt.load_bytes: ")), 2) end
+  return into_model("lt.load_bytes", "(bytes)", sd, model, 2)
 end
 
 
@@ -303,6 +358,18 @@ end
 -- the batches run after the resume.
 
 local plain_copy
+
+-- Calls a checkpoint hook (on_save_checkpoint / on_load_checkpoint) of a callback (index i) or of the model
+-- (i nil); an error carries the hook's name as other hook errors do ("<hook> (callback #i): ..."), plus
+-- suffix (the file being resumed from).
+local function checkpoint_hook(hook, i, suffix, f, ...)
+  local res = pack(pcall(f, ...))
+  if not res[1] then
+    local where = i and fmt("%s (callback #%d)", hook, i) or hook
+    error(where .. ": " .. bare(res[2]) .. (suffix or ""), 0)
+  end
+  return unpack(res, 2, res.n)
+end
 
 local function loops_ids()
   local ok, loops = pcall(require, "lutra.trainer.loops")
@@ -543,13 +610,13 @@ function M.dump_trainer(trainer, weights_only)
     end
     -- callbacks' states (on_save_checkpoint may return one, Lightning 1.5 style; state_dict() wins)
     local states, seen = {}, {}
-    for _, cb in ipairs(trainer.callbacks or {}) do
+    for i, cb in ipairs(trainer.callbacks or {}) do
       local key = cbm.state_key(cb)
       seen[key] = (seen[key] or 0) + 1
       if seen[key] > 1 then key = key .. "#" .. seen[key] end
       local state
       if type(cb.on_save_checkpoint) == "function" then
-        local r = cb:on_save_checkpoint(trainer, model, ck)
+        local r = checkpoint_hook("on_save_checkpoint", i, nil, cb.on_save_checkpoint, cb, trainer, model, ck)
         if type(r) == "table" then state = r end
       end
       if type(cb.state_dict) == "function" then
@@ -561,7 +628,9 @@ function M.dump_trainer(trainer, weights_only)
     ck.callbacks = states
   end
   if type(model) == "table" and model.hparams ~= nil then ck.hyper_parameters = plain_copy(model.hparams) end
-  if type(model.on_save_checkpoint) == "function" then model:on_save_checkpoint(ck) end
+  if type(model.on_save_checkpoint) == "function" then
+    checkpoint_hook("on_save_checkpoint", nil, nil, model.on_save_checkpoint, model, ck)
+  end
   return ck
 end
 
@@ -643,7 +712,10 @@ function M.restore_trainer(trainer, path)
   end
   local model = trainer.model
   -- the model: on_load_checkpoint, then the weights (strict)
-  if type(model.on_load_checkpoint) == "function" then model:on_load_checkpoint(ck) end
+  local resuming = " (resuming from " .. path .. ")"
+  if type(model.on_load_checkpoint) == "function" then
+    checkpoint_hook("on_load_checkpoint", nil, resuming, model.on_load_checkpoint, model, ck)
+  end
   local okw, errw = pcall(function()
     local f = rawget(model, "load_state_dict") or (getmetatable(model) and model.load_state_dict)
     if type(f) == "function" then f(model, ck.state_dict) else lt.nn.load_state_dict(model, ck.state_dict) end
@@ -655,14 +727,19 @@ function M.restore_trainer(trainer, path)
   local cbm = require "lutra.callbacks"
   local states = ck.callbacks or {}
   local seen = {}
-  for _, cb in ipairs(trainer.callbacks or {}) do
+  for i, cb in ipairs(trainer.callbacks or {}) do
     local key = cbm.state_key(cb)
     seen[key] = (seen[key] or 0) + 1
     if seen[key] > 1 then key = key .. "#" .. seen[key] end
     local state = states[key]
     if state ~= nil then
-      if type(cb.on_load_checkpoint) == "function" then cb:on_load_checkpoint(trainer, model, state) end
-      if type(cb.load_state_dict) == "function" then cb:load_state_dict(state) end
+      if type(cb.on_load_checkpoint) == "function" then
+        checkpoint_hook("on_load_checkpoint", i, resuming, cb.on_load_checkpoint, cb, trainer, model, state)
+      end
+      if type(cb.load_state_dict) == "function" then
+        local okc, errc = pcall(cb.load_state_dict, cb, state)
+        if not okc then restore_error(path, fmt("callback #%d (key 'callbacks.%s'): %s", i, key, bare(errc))) end
+      end
     end
   end
   -- optimizers and schedulers
@@ -698,7 +775,8 @@ function M.restore_trainer(trainer, path)
   end
   -- loops
   if type(ck.loops) == "table" and type(ck.loops.fit_loop) == "table" then
-    trainer:_loops_load_state_dict(ck.loops.fit_loop)
+    local okl, errl = pcall(trainer._loops_load_state_dict, trainer, ck.loops.fit_loop)
+    if not okl then restore_error(path, "key 'loops.fit_loop': " .. bare(errl)) end
   end
   local resume = ck.resume or {}
   local point = resume.point or "boundary"
@@ -740,7 +818,10 @@ function M.restore_trainer(trainer, path)
     end
   end
   -- RNG last: nothing above may draw from it
-  if type(ck.rng) == "table" and type(ck.rng.global) == "string" then lt.set_rng_state(ck.rng.global) end
+  if type(ck.rng) == "table" and type(ck.rng.global) == "string" then
+    local okr, errr = pcall(lt.set_rng_state, ck.rng.global)
+    if not okr then restore_error(path, "key 'rng.global': " .. bare(errr)) end
+  end
   trainer.ckpt_path = path
   return ck
 end

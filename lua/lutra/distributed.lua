@@ -45,6 +45,7 @@
 -- "lutra: rank R of W failed: message" on stderr and ends the job (MPI_Abort).
 local core = require "lutra.core"
 local C = core._dist
+local check_options = require("lutra.util").check_options
 
 local D = {}
 
@@ -209,15 +210,8 @@ Sampler.__index = Sampler
 --- seed + epoch, identical on every rank, or 1..n) split as shard_indices does; with drop_last the tail that
 --- does not divide evenly is dropped instead of padding. s:set_epoch(e) before each epoch (0-based).
 function D.DistributedSampler(ds, opts)
-  opts = opts or {}
-  if type(opts) ~= "table" then error("DistributedSampler: options must be a table, got " .. type(opts), 2) end
-  local known = { num_replicas = true, rank = true, shuffle = true, seed = true, drop_last = true }
-  for k in pairs(opts) do
-    if not known[k] then
-      error(string.format("DistributedSampler: unknown option '%s' (known options: drop_last, num_replicas, rank, seed, shuffle)",
-        tostring(k)), 2)
-    end
-  end
+  opts = check_options("DistributedSampler", opts,
+    { num_replicas = true, rank = true, shuffle = true, seed = true, drop_last = true })
   local n = ds
   if type(ds) ~= "number" then
     local ok, len = pcall(function() return require("lutra.data").len(ds) end)
@@ -284,12 +278,7 @@ end
 --- it is full), r:finish() after backward (marks the rest, waits, writes back), r:stats().
 function D.GradReducer(params, opts)
   need_init("GradReducer")
-  opts = opts or {}
-  for k in pairs(opts) do
-    if k ~= "bucket_cap_mb" and k ~= "op" then
-      error(string.format("GradReducer: unknown option '%s' (known options: bucket_cap_mb, op)", tostring(k)), 2)
-    end
-  end
+  opts = check_options("GradReducer", opts, { bucket_cap_mb = true, op = true })
   local mb = opts.bucket_cap_mb or 25
   if type(mb) ~= "number" or not (mb > 0) then
     error("GradReducer: bucket_cap_mb must be a number > 0, got " .. tostring(mb), 2)
@@ -340,13 +329,7 @@ local StrategyMT = { __tostring = function(s) return string.format("DDPStrategy{
 --- lt.distributed.DDPStrategy{bucket_cap_mb = 4}: lt.Trainer{strategy = DDPStrategy{...}} is strategy "ddp"
 --- with the gradient buckets of that size (MiB).
 function D.DDPStrategy(opts)
-  opts = opts or {}
-  if type(opts) ~= "table" then error("DDPStrategy: options must be a table, got " .. type(opts), 2) end
-  for k in pairs(opts) do
-    if k ~= "bucket_cap_mb" then
-      error(string.format("DDPStrategy: unknown option '%s' (known options: bucket_cap_mb)", tostring(k)), 2)
-    end
-  end
+  opts = check_options("DDPStrategy", opts, { bucket_cap_mb = true })
   local mb = opts.bucket_cap_mb or D.DEFAULT_BUCKET_CAP_MB
   if type(mb) ~= "number" or not (mb > 0) then
     error("DDPStrategy: bucket_cap_mb must be a number > 0, got " .. tostring(mb), 2)

@@ -6,6 +6,7 @@ local compat = require "lutra._compat"
 local pack, unpack = compat.pack, compat.unpack
 
 require "lutra.tensor" -- printing and Lua-side tensor helpers
+require "lutra.linalg" -- addmm, baddbmm, einsum
 
 local submodules = {
   nn = "lutra.nn", F = "lutra.F", optim = "lutra.optim", data = "lutra.data", callbacks = "lutra.callbacks",
@@ -13,20 +14,17 @@ local submodules = {
   distributed = "lutra.distributed",
 }
 
-setmetatable(lt, {
-  __index = function(t, k)
-    local name = submodules[k]
-    if not name then return nil end
-    local m = require(name)
-    rawset(t, k, m)
-    return m
-  end,
-})
+-- a missing name is an error naming it (lua/lutra/names.lua); submodules load on first use
+local names = require "lutra.names"
+names.strict(lt, "lt", submodules)
+local require_module = names.require_module
 
---- lt.save(path, model_or_state_dict) / lt.load(path[, model]): weights alone, in the checkpoint format
---- (lua/lutra/checkpoint.lua).
-function lt.save(...) return require("lutra.checkpoint").save(...) end
-function lt.load(...) return require("lutra.checkpoint").load(...) end
+--- lt.save(path, model_or_state_dict) / lt.load(path[, model]), lt.save_bytes(model_or_state_dict) /
+--- lt.load_bytes(s[, model]): weights alone, in the checkpoint format (lua/lutra/checkpoint.lua).
+function lt.save(...) return require_module("lutra.checkpoint").save(...) end
+function lt.load(...) return require_module("lutra.checkpoint").load(...) end
+function lt.save_bytes(...) return require_module("lutra.checkpoint").save_bytes(...) end
+function lt.load_bytes(...) return require_module("lutra.checkpoint").load_bytes(...) end
 
 --- lt.seed_everything([n]): seeds everything lutra draws from (weights, dropout, shuffling, lutra's RNG) and Lua's
 --- math.random, as Lightning's seed_everything; call it before building the model. Without n: the seed in

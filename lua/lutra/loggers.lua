@@ -25,19 +25,7 @@ local IO = lt._io
 local M = {}
 local fmt, concat = string.format, table.concat
 
-local function check_options(what, opts, allowed)
-  if opts == nil then return {} end
-  if type(opts) ~= "table" then error(fmt("%s: expected a table of options, got %s", what, type(opts)), 3) end
-  for k in pairs(opts) do
-    if not allowed[k] then
-      local names = {}
-      for n in pairs(allowed) do names[#names + 1] = n end
-      table.sort(names)
-      error(fmt("%s: unknown option '%s' (expected one of: %s)", what, tostring(k), concat(names, ", ")), 3)
-    end
-  end
-  return opts
-end
+local check_options = require("lutra.util").check_options
 
 -- A number that is an integer a double holds exactly (NaN, inf, fractions and |v| >= 2^53 are not).
 local function is_count(v) return type(v) == "number" and v == math.floor(v) and v > -2 ^ 53 and v < 2 ^ 53 end
@@ -116,15 +104,7 @@ local function yaml_scalar(v)
   return yaml_string(tostring(v))
 end
 
-local function sorted_keys(t)
-  local keys = {}
-  for k in pairs(t) do keys[#keys + 1] = k end
-  table.sort(keys, function(a, b)
-    if type(a) ~= type(b) then return type(a) == "number" end
-    return a < b
-  end)
-  return keys
-end
+local sorted_keys = require("lutra.util").sorted_keys
 
 --- YAML text of a table of hyper-parameters (nested tables indented; lists as "- item").
 function M.to_yaml(t)
@@ -331,4 +311,4 @@ end
 
 M.CSVLogger_class = CSVLogger
 
-return M
+return require("lutra.names").strict(M, "lt.loggers")

@@ -102,10 +102,7 @@ end
 
 --- summarize(model[, {max_depth = 1}]) -> the table as a string.
 function M.summarize(model, opts)
-  opts = opts or {}
-  for k in pairs(opts) do
-    if k ~= "max_depth" then error("summarize: unknown option '" .. tostring(k) .. "' (expected: max_depth)", 2) end
-  end
+  opts = require("lutra.util").check_options("summarize", opts, { max_depth = "integer" })
   local max_depth = opts.max_depth or 1
   local rows = {}
   if max_depth ~= 0 then

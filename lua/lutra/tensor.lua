@@ -12,12 +12,7 @@ local function fmt_number(v, dtype, width, prec)
   return string.format("%" .. width .. "." .. prec .. "f", v)
 end
 
-local function shape_str(t)
-  local s = t:shape()
-  local parts = {}
-  for i = 1, #s do parts[i] = tostring(s[i]) end
-  return "[" .. table.concat(parts, " x ") .. "]"
-end
+local shape_str = require("lutra.util").shape_str
 
 local MAX_SHOWN = 6 -- per dim, before eliding with "..."
 
@@ -98,16 +93,8 @@ end
 -- ---- reductions and helpers composed of the core's ops (autograd comes with them) ---------------------
 
 local function var_of(fname, x, dim, keepdim, opts)
-  if opts ~= nil and type(opts) ~= "table" then
-    error(fname .. ": options must be a table {unbiased = true|false}, got " .. type(opts), 3)
-  end
-  local unbiased = true
-  for k, v in pairs(opts or {}) do
-    if k ~= "unbiased" or type(v) ~= "boolean" then
-      error(string.format("%s: unknown option '%s' (known: unbiased = true|false)", fname, tostring(k)), 3)
-    end
-    unbiased = v
-  end
+  opts = require("lutra.util").check_options(fname, opts, { unbiased = "boolean" }, 3)
+  local unbiased = opts.unbiased ~= false
   local n = dim == nil and x:numel() or x:size(dim)
   local centred = x - (dim == nil and x:mean() or x:mean(dim, true))
   local ss = dim == nil and centred:square():sum() or centred:square():sum(dim, keepdim)
@@ -125,12 +112,6 @@ function methods.std(x, dim, keepdim, opts) return var_of("std", x, dim, keepdim
 function methods.argmin(x, dim, keepdim)
   if dim == nil then return select(2, x:reshape(-1):min(1)) end
   return select(2, x:min(dim, keepdim))
-end
-
---- x:masked_fill(mask, value): x with value where mask (a 0/1 mask such as x:lt(0), broadcast to x) is set.
-function methods.masked_fill(x, mask, value)
-  if type(value) ~= "number" then error("masked_fill: value must be a number, got " .. type(value), 2) end
-  return core.where(mask, core.full(x:shape(), value, x:dtype()), x)
 end
 
 --- x:split(size[, dim = 1]): views of x along dim in pieces of `size` (the last may be shorter), as a list.
@@ -152,8 +133,8 @@ function methods.chunk(x, n, dim)
   return methods.split(x, math.max(1, math.ceil(x:size(dim or 1) / n)), dim)
 end
 
-for _, name in ipairs { "var", "std", "argmin", "masked_fill", "split", "chunk", "allclose" } do
-  if core[name] == nil then core[name] = methods[name] end
+for _, name in ipairs { "var", "std", "argmin", "split", "chunk", "allclose" } do
+  if rawget(core, name) == nil then core[name] = methods[name] end
 end
 
 

@@ -258,7 +258,7 @@ end
 
 for name, f in pairs(M) do
   methods[name] = f
-  if core[name] == nil then core[name] = f end
+  if rawget(core, name) == nil then core[name] = f end
 end
 core.norm, core.round = M.norm, M.round -- they replace the C forms they wrap
 

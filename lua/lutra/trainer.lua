@@ -21,8 +21,6 @@
 --   trainer.callback_metrics / logged_metrics / progress_bar_metrics: {name = number}
 --   trainer.state = {fn = "fit"|"validate"|"test"|"predict", stage = ..., status = "running"|"finished"|
 --                   "interrupted"|"failed"}; trainer.sanity_checking, trainer.training, trainer.validating ...
---   trainer:_call_callback_hooks(name, ...)   every callback defining the hook: cb[name](cb, trainer, model, ...)
---   trainer:_call_model_hook(name, ...)       model[name](model, ...) when defined; returns its result
 --   trainer:save_checkpoint(path)            -> require("lutra.checkpoint").save_trainer(trainer, path)
 --   fit{ckpt_path = p}                        -> require("lutra.checkpoint").restore_trainer(trainer, p),
 --                                                called after configure_optimizers, before on_fit_start
@@ -33,11 +31,16 @@ local core = require "lutra.core"
 local compat = require "lutra._compat"
 local pack, unpack, xpcall = compat.pack, compat.unpack, compat.xpcall
 local logging = require "lutra.trainer.logging"
+local host = require "lutra.trainer.host"
 local modelmod = require "lutra.trainer.model"
 local loops = require "lutra.trainer.loops"
 
+local RUN = core._seam().run -- the slots of the run's R table (env.R), named by core/bind/l_loop.c
+
 local Trainer = {}
 local TrainerMT = {}
+
+local util = require "lutra.util"
 
 local fmt = string.format
 local INF = math.huge
@@ -107,30 +110,28 @@ local function type_name(v)
   return fmt("%s (%s)", tostring(v), type(v))
 end
 
-local function sorted_names(t)
-  local names = {}
-  for k in pairs(t) do names[#names + 1] = k end
-  table.sort(names)
-  return table.concat(names, ", ")
+-- the option checks with the value in the message: "must be an integer >= 1, got 0 (number)"
+local CHECKS = {}
+for k, check in pairs(OPTION_CHECKS) do
+  CHECKS[k] = function(v)
+    local msg = check(v)
+    if msg then return msg .. ", got " .. type_name(v) end
+  end
 end
 
 local function check_options(opts)
   if opts == nil then return {} end
-  if type(opts) ~= "table" then error("Trainer: options must be a table, got " .. type(opts), 3) end
-  for k, v in pairs(opts) do
-    if type(k) ~= "string" or not OPTION_CHECKS[k] then
-      error(fmt("Trainer: unknown option '%s' (known options: %s)", tostring(k), sorted_names(OPTION_CHECKS)), 3)
-    end
-    local msg = OPTION_CHECKS[k](v)
-    if msg then error(fmt("Trainer: option '%s' %s, got %s", k, msg, type_name(v)), 3) end
-  end
-  return opts
+  return util.check_options("Trainer", opts, CHECKS) -- (a tail call: the level counts from new)
 end
 
+-- A module that is absent gives nil; one that fails to load raises its own error (and may be required
+-- again: without clearing package.loaded every later require would say only "loop or previous error").
 local function try_require(name)
   local ok, m = pcall(require, name)
   if ok then return m end
-  return nil
+  package.loaded[name] = nil
+  if tostring(m):find("module '" .. name .. "' not found", 1, true) then return nil end
+  error(m, 0)
 end
 
 -- through lutra.core, not LuaJIT's ffi, so that it answers under PUC Lua too
@@ -171,7 +172,7 @@ local function new(_, opts)
   if o.overfit_batches == nil then o.overfit_batches = 0 end
   if o.enable_checkpointing == nil then o.enable_checkpointing = true end
   -- a host that embeds lutra (docs/guide-embedding.md) gets no output it did not ask for: no summary, no progress bar
-  local embedded = core.embedded and core.embedded() or false
+  local embedded = rawget(core, "embedded") and core.embedded() or false
   if o.enable_model_summary == nil then o.enable_model_summary = not embedded end
   if o.default_root_dir == nil then o.default_root_dir = "." end
   if o.fast_dev_run == true then o.fast_dev_run = 1 end
@@ -306,155 +307,10 @@ TrainerMT.__tostring = function(t) return fmt("Trainer(max_epochs=%s, max_steps=
 
 -- ---- hooks called from Lua --------------------------------------------------------------------------
 
-local function hook_error(name, cb_index, err)
-  if type(err) == "table" and err.lutra_hook_error then return err end
-  local msg = type(err) == "string" and err or tostring(err)
-  local where = cb_index and fmt("%s (callback #%d)", name, cb_index) or name
-  return { lutra_hook_error = true, msg = where .. ": " .. msg }
-end
-
-local function traceback(e)
-  if type(e) == "table" and e.lutra_hook_error then return e end
-  if type(e) ~= "string" then e = tostring(e) end
-  return debug.traceback(e, 2)
-end
-
-local function with_hook(self, name, fn, ...)
-  local lp = self._lp
-  local prev = lp:get("current_hook")
-  lp:set("current_hook", name)
-  local res = { xpcall(fn, traceback, ...) }
-  lp:set("current_hook", prev)
-  return res
-end
-
---- Every callback defining `name`: cb[name](cb, trainer, model, ...), in dispatch order.
-function Trainer:_call_callback_hooks(name, ...)
-  local model = self.model
-  for i, cb in ipairs(self._cb_order or self.callbacks) do
-    local f = cb[name]
-    if type(f) == "function" then
-      local args = { ... }
-      local n = select("#", ...)
-      local res = with_hook(self, name, function() return f(cb, self, model, unpack(args, 1, n)) end)
-      if not res[1] then error(hook_error(name, i, res[2]), 0) end
-    end
-  end
-end
-
---- The model's hook `name` when defined: model[name](model, ...) (its first result).
-function Trainer:_call_model_hook(name, ...)
-  local model = self.model
-  local f = model and model[name]
-  if type(f) ~= "function" then return nil end
-  local args = { ... }
-  local n = select("#", ...)
-  local res = with_hook(self, name, function() return f(model, unpack(args, 1, n)) end)
-  if not res[1] then error(hook_error(name, nil, res[2]), 0) end
-  return res[2]
-end
-
-local function call_both(self, name, ...)
-  self:_call_callback_hooks(name, ...)
-  return self:_call_model_hook(name, ...)
-end
-
-local nparams = compat.nparams
-
-local DEPRECATION = "lutra: on_train_epoch_end(self, outputs) is deprecated; define training_epoch_end(self, outputs) " ..
-  "to receive the epoch's outputs"
-local deprecation_printed = false
-
--- The epoch-output rule (docs/reference/hooks.md, training_epoch_end): keep outputs when training_epoch_end is defined or an
--- on_train_epoch_end takes the outputs (old signature: prints the deprecation line once per process).
-local function decide_keep(self)
-  local model = self.model
-  local keep = type(model.training_epoch_end) == "function"
-  local old = false
-  local f = model.on_train_epoch_end
-  if type(f) == "function" and nparams(f) >= 2 then old = true end
-  for _, cb in ipairs(self._cb_order) do
-    local g = cb.on_train_epoch_end
-    if type(g) == "function" and nparams(g) >= 4 then old = true end
-  end
-  if old and not deprecation_printed then
-    deprecation_printed = true
-    io.stderr:write(DEPRECATION, "\n")
-  end
-  return keep or old
-end
-
--- ---- batch outputs ----------------------------------------------------------------------------------
-
--- Detached copies of the tensors in v (a tensor that needs no grad is kept as it is: same object).
-local function detach_all(v)
-  if lt.is_tensor(v) then
-    if v:requires_grad() or v:grad_fn() then return v:detach() end
-    return v
-  end
-  if type(v) == "table" and getmetatable(v) == nil then
-    local t = {}
-    for k, x in pairs(v) do t[k] = detach_all(x) end
-    return t
-  end
-  return v
-end
-
--- One training_step return value as Lightning keeps it: detached, the loss divided by
--- accumulate_grad_batches (automatic optimization), no hiddens. nil when there is no loss (automatic).
-local function process_output(self, raw)
-  if raw == nil then return nil end
-  local automatic = self._automatic
-  local n = automatic and self.accumulate_grad_batches or 1
-  if lt.is_tensor(raw) then
-    local l = raw:detach()
-    if n > 1 then l = l / n end
-    return { loss = l }
-  end
-  if type(raw) ~= "table" then return nil end
-  if automatic and raw.loss == nil then return nil end
-  local out = {}
-  for k, v in pairs(raw) do
-    if k ~= "hiddens" then
-      if k == "loss" and lt.is_tensor(v) then
-        local l = v:detach()
-        if n > 1 then l = l / n end
-        out.loss = l
-      else
-        out[k] = detach_all(v)
-      end
-    end
-  end
-  return out
-end
-
-local function batch_output(self)
-  local env = self._env
-  local raw = env.R[2]
-  local nopt = self._automatic and #self.optimizers or 1
-  local nsplit = env.num_splits or 1
-  if nopt <= 1 and nsplit == 1 then return process_output(self, raw[1]) end
-  local out = {}
-  if self._automatic and #(self.optimizer_frequencies or {}) > 0 then
-    -- one optimizer ran (Lightning drops the others' empty places): a list of its output per split
-    local k = self._lp:get("active_optimizer") + 1 -- the loop's choice for this batch
-    for s = 1, nsplit do out[s] = process_output(self, raw[(s - 1) * nopt + k]) end
-    if nsplit == 1 then return { out[1] } end
-    return { out }
-  end
-  if nsplit == 1 then
-    for k = 1, nopt do out[k] = process_output(self, raw[k]) end
-  elseif nopt <= 1 then
-    for s = 1, nsplit do out[s] = process_output(self, raw[s]) end
-  else
-    for k = 1, nopt do
-      local per = {}
-      for s = 1, nsplit do per[s] = process_output(self, raw[(s - 1) * nopt + k]) end
-      out[k] = per
-    end
-  end
-  return out
-end
+-- Every hook the trainer calls goes through the C loops' dispatch lists (core/bind/l_loop.c, lp:call_hook):
+-- the callbacks defining it in dispatch order, then the model; one order and one error text for all. It
+-- returns the model's first result and how many targets ran.
+local function call_hook(self, name, ...) return self._lp:call_hook(name, ...) end
 
 -- ---- the env: functions the C loops call -------------------------------------------------------------
 
@@ -479,228 +335,18 @@ local function check_loader(l, what)
   end
 end
 
-local function make_iter(l)
-  local f, s, c = l:iter()
-  if s == nil and c == nil then return f end
-  return function()
-    local v = f(s, c)
-    c = v
-    return v
-  end
-end
-
-local function setup_env(self)
-  local env = self._env
-  env.cb_order = self._cb_order
-
-  function env.decide_keep() return decide_keep(self) end
-
-  function env.data_start(kind, dl)
-    if kind == "train" then
-      env.R[3] = make_iter(self._train_loader)
-    else
-      local l = self._eval_loaders[dl + 1]
-      env.R[6] = make_iter(l)
-    end
-  end
-
-  -- the batch's outputs, into R[11] (the C side builds the common case itself)
-  function env.batch_output()
-    env.R[11] = batch_output(self)
-  end
-
-  function env.keep_output()
-    local out = env.R[11]
-    if out == nil or (type(out) == "table" and next(out) == nil) then return false end
-    local list = self._outputs
-    list[#list + 1] = out
-    return true
-  end
-
-  function env.split_batch(steps)
-    local batch = env.R[1]
-    env.hiddens = nil
-    local splits, n = {}, 0
-    if type(batch) ~= "table" then
-      error("training_step: truncated_bptt_steps needs batches that are tables of tensors", 0)
-    end
-    for k, v in pairs(batch) do
-      if lt.is_tensor(v) and v:dim() >= 2 then
-        local T = v:size(2)
-        local m = math.ceil(T / steps)
-        if m > n then n = m end
-      end
-    end
-    if n == 0 then n = 1 end
-    for s = 1, n do
-      local piece = {}
-      for k, v in pairs(batch) do
-        if lt.is_tensor(v) and v:dim() >= 2 then
-          local T = v:size(2)
-          local start = (s - 1) * steps + 1
-          if start <= T then piece[k] = v:narrow(2, start, math.min(steps, T - start + 1)) end
-        else
-          piece[k] = v
-        end
-      end
-      splits[s] = piece
-    end
-    env.splits, env.num_splits = splits, n
-    return n
-  end
-
-  function env.tbptt_training_step(batch_idx, opt_idx, split_idx)
-    local model = self.model
-    local f = model.training_step
-    local split = env.splits[split_idx + 1]
-    local ok, out
-    if self._automatic and #self.optimizers > 1 then
-      ok, out = xpcall(f, traceback, model, split, batch_idx, opt_idx, env.hiddens)
-    else
-      ok, out = xpcall(f, traceback, model, split, batch_idx, env.hiddens)
-    end
-    if not ok then error(hook_error("training_step", nil, out), 0) end
-    if type(out) == "table" and not lt.is_tensor(out) then env.hiddens = detach_all(out.hiddens)
-    else env.hiddens = nil end
-    return out
-  end
-
-  function env.default_predict_step(batch, batch_idx, dl)
-    local model = self.model
-    local f = model.forward
-    if type(f) ~= "function" then
-      error(hook_error("predict_step", nil, "the model has no predict_step and no forward"), 0)
-    end
-    local x = batch
-    if type(batch) == "table" and not lt.is_tensor(batch) then x = batch[1] end
-    local ok, out = xpcall(f, traceback, model, x)
-    if not ok then error(hook_error("predict_step", nil, out), 0) end
-    return out
-  end
-
-  function env.opt_params(i)
-    local opt = self.optimizers[i + 1]
-    local list = {}
-    local groups = opt and opt.param_groups
-    if type(groups) == "table" then
-      for _, g in ipairs(groups) do
-        for _, p in ipairs(g.params or {}) do list[#list + 1] = p end
-      end
-    end
-    return list
-  end
-
-  function env.hook(name, batch_idx, dl, opt_idx, sched_idx)
-    return self:_lua_hook(name, batch_idx, dl, opt_idx, sched_idx)
-  end
-
-  function env.event(name, a, b)
-    return self:_event(name, a, b)
-  end
-
-  function env.run_custom(slot)
-    return loops.run_custom(self, slot)
-  end
-end
-
--- hooks with outputs / defaults, dispatched here for the C loops (same order: callbacks, then model)
-function Trainer:_lua_hook(name, batch_idx, dl, opt_idx, sched_idx)
-  local model = self.model
-  if name == "training_epoch_end" then
-    local outputs = self._outputs
-    local r = self:_call_model_hook("training_epoch_end", outputs)
-    if r ~= nil then
-      error(hook_error("training_epoch_end", nil,
-        "training_epoch_end must return nil (remove its return statement)"), 0)
-    end
-  elseif name == "on_train_epoch_end" then
-    local outputs = self._outputs
-    for i, cb in ipairs(self._cb_order) do
-      local f = cb.on_train_epoch_end
-      if type(f) == "function" then
-        local res
-        if nparams(f) >= 4 then
-          res = with_hook(self, name, f, cb, self, model, outputs)
-        else
-          res = with_hook(self, name, f, cb, self, model)
-        end
-        if not res[1] then error(hook_error(name, i, res[2]), 0) end
-      end
-    end
-    local f = model.on_train_epoch_end
-    if type(f) == "function" then
-      local res
-      if nparams(f) >= 2 then res = with_hook(self, name, f, model, outputs)
-      else res = with_hook(self, name, f, model) end
-      if not res[1] then error(hook_error(name, nil, res[2]), 0) end
-    end
-  elseif name == "validation_epoch_end" or name == "test_epoch_end" then
-    local per = self._env.R[9]
-    local n = self._n_eval_loaders or 1
-    local outputs
-    if n > 1 then
-      outputs = {}
-      for i = 1, n do outputs[i] = per[i] or {} end
-    else
-      outputs = per[1] or {}
-    end
-    local r = self:_call_model_hook(name, outputs)
-    if r ~= nil then error(hook_error(name, nil, name .. " must return nil (remove its return statement)"), 0) end
-  elseif name == "on_predict_epoch_end" then
-    call_both(self, name, self:_collect_predictions())
-  elseif name == "lr_scheduler_step" then
-    local config = self.lr_scheduler_configs[sched_idx + 1]
-    local metric
-    if config.reduce_on_plateau then
-      local m = self.callback_metrics
-      metric = m[config.monitor]
-      if metric == nil then
-        local avail = {}
-        for k in pairs(m) do avail[#avail + 1] = k end
-        table.sort(avail)
-        error(hook_error("lr_scheduler_step", nil, fmt("ReduceLROnPlateau conditioned on metric '%s' which is not " ..
-          "available. Available metrics are: [%s]. Set the monitor with lr_scheduler = {scheduler = ..., monitor = ...}",
-          tostring(config.monitor), table.concat(avail, ", "))), 0)
-      end
-    end
-    if type(model.lr_scheduler_step) == "function" then
-      self:_call_model_hook("lr_scheduler_step", config.scheduler, opt_idx, metric)
-    else
-      local res = with_hook(self, name, function()
-        if config.reduce_on_plateau then config.scheduler:step(metric) else config.scheduler:step() end
-      end)
-      if not res[1] then error(hook_error("lr_scheduler_step", nil, res[2]), 0) end
-    end
-  elseif name == "toggle_optimizer" then
-    self:_call_model_hook(name, self.optimizers[opt_idx + 1], opt_idx)
-  elseif name == "untoggle_optimizer" then
-    self:_call_model_hook(name, opt_idx)
-  elseif name:match("_model_eval$") or name:match("_model_train$") then
-    if type(model[name]) == "function" then
-      self:_call_model_hook(name)
-    else
-      local train = name:match("_model_train$") ~= nil
-      local res = with_hook(self, name, function()
-        if train then lt.nn.train(model, true) else lt.nn.eval(model) end
-      end)
-      if not res[1] then error(hook_error(name, nil, res[2]), 0) end
-    end
-  else
-    error("lutra: no Lua dispatch for hook " .. tostring(name), 0)
-  end
-end
-
 -- ---- logging ------------------------------------------------------------------------------------------
 
 function Trainer:_log(name, value, opts)
   local R = self._env.R
   local eval = self._eval_active
   local ctx = { fx = self._lp:get("current_hook"), n_dataloaders = eval and self._n_eval_loaders or 1,
-    dataloader_idx = eval and self._lp:get("eval_dl") or nil, batch = R and (eval and R[4] or R[1]) }
+    dataloader_idx = eval and self._lp:get("eval_dl") or nil,
+    batch = R and (eval and R[RUN.eval_batch] or R[RUN.train_batch]) }
   logging.log(self, ctx, eval and self._results_eval or self._results_train, name, value, opts)
 end
 
-local function merge(dst, src) for k, v in pairs(src) do dst[k] = v end end
+local merge = host.merge
 
 function Trainer:_refresh_metrics()
   local r = self._eval_active and self._results_eval or self._results_train
@@ -723,101 +369,10 @@ function Trainer:_log_metrics(metrics, step)
   for _, lg in ipairs(self.loggers) do lg:log_metrics(row, step) end
 end
 
--- The predictions of each loader, from the run state; kept in self._predictions for predict()'s result, which
--- must not depend on whether some target defines on_predict_epoch_end (its hook, when defined, comes first).
-function Trainer:_collect_predictions()
-  if self._predictions == nil then
-    local per = self._env.R[9]
-    local results = {}
-    for i = 1, (self._n_eval_loaders or 1) do results[i] = per[i] or {} end
-    self._predictions = results
-  end
-  return self._predictions
-end
-
-function Trainer:_event(name, a, b)
-  local env = self._env
-  local R = env.R
-  if name == "train_step" then
-    -- Lightning's on_batch_end + update_train_step_metrics: the step values update the metrics and go
-    -- to the logger every log_every_n_steps batches that stepped
-    R[8] = false
-    local m = self._results_train:metrics(true)
-    merge(self._callback_metrics, m.callback)
-    merge(self._progress_bar_metrics, m.pbar)
-    local st = self._lp:state()
-    if st.should_accumulate and self._automatic then return end
-    if (st.batches_that_stepped + 1) % self.log_every_n_steps == 0 or st.should_stop or self.fast_dev_run > 0 then
-      self:_log_metrics(m.log, st.batches_that_stepped)
-    end
-  elseif name == "save_logger" then
-    for _, lg in ipairs(self.loggers) do if lg.save then lg:save() end end
-  elseif name == "train_epoch_start" then
-    self._results_train:reset()
-    self._outputs = {}
-  elseif name == "train_epoch_end_reached" then
-    self._results_train.epoch_end_reached = true
-    local raw = R[2] -- the last batch's raw outputs are not needed any more
-    for k in pairs(raw) do raw[k] = nil end
-  elseif name == "train_epoch_end" then
-    local m = self._results_train:metrics(false)
-    merge(self._callback_metrics, m.callback)
-    merge(self._progress_bar_metrics, m.pbar)
-    self._outputs = {}
-  elseif name == "train_epoch_log" then
-    local m = self._results_train:metrics(false)
-    self:_log_metrics(m.log, self._lp:get("batches_that_stepped"))
-  elseif name == "eval_start" then
-    self._saved_active = self._eval_active
-    self._eval_active = true
-    self._results_eval:reset()
-    R[9] = {}
-    self._eval_kind = b
-    self.validating = b == "validation" and not self._standalone
-    self.testing = b == "test"
-    self.predicting = b == "predict"
-  elseif name == "eval_step" then
-    R[8] = false
-    if self.sanity_checking then return end
-    local r = self._results_eval
-    local m = r:metrics(true, true)
-    r:clear_fresh()
-    self._eval_log_step = (self._eval_log_step or -1) + 1
-    self:_log_metrics(m.log, self._eval_log_step)
-  elseif name == "eval_dataloader_end" then
-    R[5] = nil -- the last step's output is not needed any more
-    self._results_eval.epoch_end_reached = true
-  elseif name == "eval_epoch_end" then
-    local r = self._results_eval
-    r.epoch_end_reached = true
-    if self.sanity_checking then return end
-    local m = r:metrics(false)
-    merge(self._callback_metrics, m.callback)
-    merge(self._progress_bar_metrics, m.pbar)
-    if self._eval_kind == "predict" then
-      self:_collect_predictions()
-    else
-      self:_log_metrics(m.log, self._lp:get("batches_that_stepped"))
-      local n = self._n_eval_loaders or 1
-      local results = {}
-      for i = 1, n do
-        local d = {}
-        for k, v in pairs(m.callback) do
-          if not k:find("dataloader_idx", 1, true) or k:find("dataloader_idx_" .. (i - 1), 1, true) then d[k] = v end
-        end
-        results[i] = d
-      end
-      self._eval_results = results
-    end
-  elseif name == "eval_end" then
-    R[4], R[5] = nil, nil
-    self._eval_active = self._saved_active
-    self.validating = false
-    if self._eval_kind ~= "predict" then R[9] = {} end
-  end
-end
-
 -- ---- manual optimization -------------------------------------------------------------------------------
+
+Trainer._lua_hook = host.lua_hook -- (lutra.checkpoint replays lr_scheduler_step through it)
+Trainer._event = host.event
 
 function Trainer:_wrapped_optimizers()
   if self._wrapped and self._wrapped_for == self.optimizers then return self._wrapped end
@@ -831,7 +386,7 @@ function Trainer:_wrapped_optimizers()
       if manual then lp:manual_step(false) end
       local loss
       if closure ~= nil then loss = closure() end
-      call_both(trainer, "on_before_optimizer_step", opt, i - 1)
+      call_hook(trainer, "on_before_optimizer_step", opt, i - 1)
       opt:step()
       if manual then lp:manual_step(true) end
       return loss
@@ -851,15 +406,12 @@ function Trainer:_wrapped_optimizers()
   return list
 end
 
-function Trainer:_manual_backward(model, loss)
+function Trainer:_manual_backward(_model, loss)
   if not lt.is_tensor(loss) then error("manual_backward: expected a loss tensor, got " .. type(loss), 3) end
-  call_both(self, "on_before_backward", loss)
-  if type(model.backward) == "function" then
-    self:_call_model_hook("backward", loss, nil, nil)
-  else
-    loss:backward()
-  end
-  call_both(self, "on_after_backward")
+  call_hook(self, "on_before_backward", loss)
+  local _, n = call_hook(self, "backward", loss, nil, nil)
+  if n == 0 then loss:backward() end
+  call_hook(self, "on_after_backward")
 end
 
 -- ---- data and configuration ------------------------------------------------------------------------------
@@ -998,8 +550,13 @@ local function order_callbacks(self, extra)
   if self._env then self._env.cb_order = first end
 end
 
+local function check_status(_, status, err)
+  if status == "error" then error({ lutra_hook_error = true, msg = err }, 0) end
+  return status
+end
+
 local function model_callbacks(self)
-  local extra = self:_call_model_hook("configure_callbacks")
+  local extra = call_hook(self, "configure_callbacks")
   if extra == nil then return end
   if type(extra) ~= "table" then error("configure_callbacks must return a list of callbacks, got " .. type(extra), 0) end
   for i, cb in ipairs(extra) do
@@ -1008,11 +565,31 @@ local function model_callbacks(self)
     end
   end
   order_callbacks(self, extra)
+  check_status(self, self._lp:refresh(false)) -- the model's callbacks join the dispatch lists
 end
 
-local function check_status(self, status, err, what)
-  if status == "error" then error({ lutra_hook_error = true, msg = err }, 0) end
-  return status
+-- ---- re-entrancy ----------------------------------------------------------------------------------------
+-- A trainer runs one stage at a time: its loops' state is one struct, so a fit, validate, test or predict
+-- started from inside the trainer's own run (a hook, a dataloader, a custom loop) would overwrite the outer
+-- run's counters and slots. It is refused at once, before anything changes: a hook that catches the error
+-- lets the outer run go on as if nothing had happened.
+local function check_idle(self, what, level)
+  local busy = rawget(self, "_busy")
+  if busy == nil then return end
+  local hook = self._lp:get("current_hook")
+  error(fmt("%s: called %s while this trainer runs %s; a trainer runs one stage at a time: call %s after %s returns",
+    what, hook and fmt("from the hook '%s'", hook) or "from inside its run", busy, what, busy), level + 1)
+end
+
+-- The model's trainer (the one it is attached to) must not be in the middle of a run of its own: the model
+-- would answer self.trainer, self:log and self:optimizers for this trainer inside the other one's hooks.
+local function check_model_free(self, model, what, level)
+  local other = modelmod.trainer_of(model)
+  if other == nil or other == self or rawget(other, "_busy") == nil then return end
+  local hook = other._lp:get("current_hook")
+  error(fmt("%s: the model is in use by another Trainer's running %s (called %s); run it after that %s returns, " ..
+    "or give this trainer a copy of the model", what, other._busy,
+    hook and fmt("from its hook '%s'", hook) or "from inside that run", other._busy), level + 1)
 end
 
 -- Starts a run: attach model and loops (the references live until _end_run).
@@ -1027,12 +604,14 @@ function Trainer:_begin_run(model, fn)
   self._tbptt = (type(tb) == "number" and tb > 0) and tb or 0
   order_callbacks(self)
   self._lp:attach(self._env, self, model)
-  setup_env(self)
+  host.setup_env(self)
+  check_status(self, self._lp:refresh(false)) -- the dispatch lists of the run's first hooks
 end
 
 function Trainer:_end_run(status)
   if self._ddp then self._ddp:teardown(self, status) end -- ddp
   self._running = false
+  self._busy = nil
   self._eval_active = false
   self._lp:detach()
   self._env.R = nil
@@ -1087,12 +666,7 @@ local function check_fit_args(model, train, val, opts)
   -- first run:advance (start_fit checks them again after a ddp strategy has sharded them)
   check_loader(train, "fit")
   for i, l in ipairs(as_list(val)) do check_loader(l, "fit (val loader " .. i .. ")") end
-  if opts ~= nil then
-    if type(opts) ~= "table" then error("fit: options must be a table, got " .. type(opts), 3) end
-    for k in pairs(opts) do
-      if k ~= "ckpt_path" then error(fmt("fit: unknown option '%s' (known options: ckpt_path)", tostring(k)), 3) end
-    end
-  end
+  util.check_options("fit", opts, { ckpt_path = true }, 3)
 end
 
 local function is_options(t)
@@ -1134,12 +708,12 @@ local function start_fit(run)
     end
     -- configure_callbacks, prepare_data, setup
     model_callbacks(self)
-    self:_call_model_hook("prepare_data")
+    call_hook(self, "prepare_data")
     if self._ddp then self._ddp:shard_loaders(self, run.train, run.val) end -- ddp: each rank its share
     self:_configure_fit(model, run.train, run.val)
-    call_both(self, "setup", "fit")
+    call_hook(self, "setup", "fit")
     -- configure_optimizers
-    local ret = self:_call_model_hook("configure_optimizers")
+    local ret = call_hook(self, "configure_optimizers")
     local okp, opts, scheds, freqs = pcall(modelmod.parse_optimizers, ret)
     if not okp then error(opts, 0) end
     self.optimizers, self.lr_scheduler_configs, self.optimizer_frequencies = opts, scheds, freqs
@@ -1159,7 +733,7 @@ local function start_fit(run)
     end
     check_status(self, self._lp:refresh(false))
     self._lp:fit_begin()
-    call_both(self, "on_fit_start")
+    call_hook(self, "on_fit_start")
     -- sanity check
     self.training = false
     local st, msg = self._lp:sanity_check()
@@ -1180,8 +754,8 @@ local function finish_fit(run)
   local self = run.trainer
   self:_guard(function()
     self.training = false
-    call_both(self, "on_fit_end")
-    call_both(self, "teardown", "fit")
+    call_hook(self, "on_fit_end")
+    call_hook(self, "teardown", "fit")
     for _, lg in ipairs(self.loggers) do if lg.finalize then lg:finalize("success") end end
   end)
   run.stage = "done"
@@ -1194,10 +768,8 @@ function Run:advance(budget)
   local nb, secs = 0, 0
   if budget ~= nil then
     if type(budget) ~= "table" then error("advance: expected {batches = n} or {seconds = s}, got " .. type(budget), 2) end
+    util.check_options("advance", budget, { batches = true, seconds = true })
     for k, v in pairs(budget) do
-      if k ~= "batches" and k ~= "seconds" then
-        error(fmt("advance: unknown option '%s' (known options: batches, seconds)", tostring(k)), 2)
-      end
       -- (NaN fails v > 0; a count of batches is an integer the C loop holds: no fraction, inf or 1e300)
       if k == "batches" and not (is_int(v) and v > 0) then
         error(fmt("advance: 'batches' must be an integer > 0, got %s", tostring(v)), 2)
@@ -1206,14 +778,17 @@ function Run:advance(budget)
     end
     nb, secs = budget.batches or 0, budget.seconds or 0
   end
+  local trainer = self.trainer
+  check_idle(trainer, "advance", 2)
   if self.stage == "done" then return true end
   if self._failed then error("advance: this run failed; start a new one with trainer:fit_run", 2) end
-  local trainer = self.trainer
   if trainer._run ~= self then
     if trainer._run ~= nil and trainer._run.stage ~= "new" and trainer._run.stage ~= "done" then
       error("advance: the trainer is running another fit; finish it first", 2)
     end
   end
+  check_model_free(trainer, self.model, "fit", 2)
+  trainer._busy = "fit" -- until the advance returns (_end_run clears it on the other ways out)
   if self.stage == "new" then start_fit(self) end
   trainer.interrupted = false
   trainer.state.status = "running"
@@ -1227,16 +802,19 @@ function Run:advance(budget)
     trainer.interrupted = true
     trainer.state.status = "interrupted"
     trainer:_on_exception("interrupted")
+    trainer._busy = nil
     return false
   elseif st == "done" then
     finish_fit(self)
     return true
   end
+  trainer._busy = nil
   return false
 end
 
 --- trainer:fit(model, train_loader[, val_loader][, {ckpt_path=}])
 function Trainer:fit(model, train, val, opts)
+  check_idle(self, "fit", 2)
   if opts == nil and is_options(val) then val, opts = nil, val end
   local run = self._run
   if run and run.model == model and run.stage == "fit" then
@@ -1269,21 +847,16 @@ local function eval_ckpt_path(self, what, p)
   return path
 end
 
-local function check_eval_opts(what, opts)
-  if opts == nil then return {} end
-  if type(opts) ~= "table" then error(what .. ": options must be a table, got " .. type(opts), 4) end
-  for k, v in pairs(opts) do
-    if k ~= "ckpt_path" then error(fmt("%s: unknown option '%s' (known options: ckpt_path)", what, tostring(k)), 4) end
-    if type(v) ~= "string" then
-      error(fmt('%s: option \'ckpt_path\' must be a path, "best" or "last", got %s', what, type(v)), 4)
-    end
-  end
-  return opts
-end
+local EVAL_OPTS = { ckpt_path = function(v)
+  if type(v) ~= "string" then return 'must be a path, "best" or "last", got ' .. type(v) end
+end }
+local function check_eval_opts(what, opts) return util.check_options(what, opts, EVAL_OPTS, 3) end -- (tail call)
 
 function Trainer:_eval(kind, model, loaders, opts)
   local what = STAGE_OF[kind]
+  check_idle(self, what, 3)
   if type(model) ~= "table" then error(what .. ": the model must be a table, got " .. type(model), 3) end
+  check_model_free(self, model, what, 3)
   opts = check_eval_opts(what, opts)
   if opts.ckpt_path ~= nil then
     -- the weights of that checkpoint, before any hook runs (Lightning restores them at the run's start)
@@ -1296,6 +869,7 @@ function Trainer:_eval(kind, model, loaders, opts)
   if kind ~= "predict" and type(model[STEP_OF[kind]]) ~= "function" then
     error(fmt("%s: the model has no %s", what, STEP_OF[kind]), 3)
   end
+  self._busy = what
   self:_begin_run(model, what)
   self._standalone = true
   local results = self:_guard(function()
@@ -1309,8 +883,8 @@ function Trainer:_eval(kind, model, loaders, opts)
     self._eval_results, self._predictions = nil, nil
     self._lp:set_cfg(cfg_for(self, { num_eval_batches = n }))
     model_callbacks(self)
-    self:_call_model_hook("prepare_data")
-    call_both(self, "setup", what)
+    call_hook(self, "prepare_data")
+    call_hook(self, "setup", what)
     check_status(self, self._lp:refresh(false))
     local st, msg = self._lp:eval_run(kind, true)
     if st == "error" then error({ lutra_hook_error = true, msg = msg }, 0) end
@@ -1319,7 +893,7 @@ function Trainer:_eval(kind, model, loaders, opts)
       self.interrupted = true
       self:_on_exception("interrupted")
     end
-    call_both(self, "teardown", what)
+    call_hook(self, "teardown", what)
     if kind ~= "predict" then
       for _, lg in ipairs(self.loggers) do if lg.finalize then lg:finalize("success") end end
     end

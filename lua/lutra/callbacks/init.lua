@@ -17,9 +17,10 @@
 -- The base defines no hooks (a hook that no target defines costs nothing); it gives classes a name
 -- (`__name`, used as the key of the callback's state in checkpoints unless it has `state_key`), a
 -- constructor (`Class{...}` calls `init`), and `tostring`.
+local util = require "lutra.util"
+
 local M = {}
 
-local fmt, concat = string.format, table.concat
 
 -- ---- base -----------------------------------------------------------------------------------------
 
@@ -50,38 +51,9 @@ M.Callback = Callback
 
 -- ---- helpers shared by the built-ins ------------------------------------------------------------
 
---- Checks a table of named options: unknown names are errors naming the option and the allowed ones.
-function M.check_options(what, opts, allowed, level)
-  level = (level or 2) + 1
-  if opts == nil then return {} end
-  if type(opts) ~= "table" then error(fmt("%s: expected a table of options, got %s", what, type(opts)), level) end
-  for k in pairs(opts) do
-    if allowed[k] == nil then
-      local names = {}
-      for n in pairs(allowed) do names[#names + 1] = n end
-      table.sort(names)
-      error(fmt("%s: unknown option '%s' (expected one of: %s)", what, tostring(k), concat(names, ", ")), level)
-    end
-  end
-  -- types: allowed[k] is a type name, a list of type names, or true (anything)
-  for k, v in pairs(opts) do
-    local want = allowed[k]
-    if want ~= true then
-      local ok = false
-      local list = type(want) == "table" and want or { want }
-      for _, t in ipairs(list) do
-        if t == "integer" then ok = ok or (type(v) == "number" and v == math.floor(v))
-        elseif t == "number" then ok = ok or (type(v) == "number" and v == v) -- a NaN option is always a mistake
-        else ok = ok or type(v) == t end
-      end
-      if not ok then
-        error(fmt("%s: option '%s' must be %s, got %s", what, k, concat(list, " or "),
-          type(v) == "number" and tostring(v) or type(v)), level)
-      end
-    end
-  end
-  return opts
-end
+--- Checks a table of named options (lutra.util.check_options): allowed[k] is a type name, a list of type
+--- names, or true (anything).
+M.check_options = util.check_options
 
 --- A metric as a Lua number (tensors with one element are read), or nil.
 function M.to_number(v)
@@ -135,14 +107,4 @@ local lazy = {
   ModelSummary = "lutra.callbacks.model_summary",
 }
 
-setmetatable(M, {
-  __index = function(t, k)
-    local name = lazy[k]
-    if not name then return nil end
-    local m = require(name)
-    rawset(t, k, m)
-    return m
-  end,
-})
-
-return M
+return require("lutra.names").strict(M, "lt.callbacks", lazy)

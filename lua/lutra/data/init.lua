@@ -42,35 +42,10 @@ local FASHION_PACKAGE = "dataset-fashion-mnist"
 
 local function is_tensor(x) return lt.is_tensor(x) end
 
-local function shape_str(t)
-  local s = t:shape()
-  for i = 1, #s do s[i] = tostring(s[i]) end
-  return "[" .. table.concat(s, " x ") .. "]"
-end
-
-local function sorted_keys(t)
-  local ks = {}
-  for k in pairs(t) do ks[#ks + 1] = k end
-  table.sort(ks)
-  return table.concat(ks, ", ")
-end
-
--- Checks named options: spec maps a name to a checker(value) returning an error text or nil.
-local function check_options(fname, opts, spec)
-  if opts == nil then return {} end
-  if type(opts) ~= "table" then
-    error(string.format("%s: options must be a table, got %s", fname, type(opts)), 3)
-  end
-  for k, v in pairs(opts) do
-    local check = spec[k]
-    if not check then
-      error(string.format("%s: unknown option '%s' (known options: %s)", fname, tostring(k), sorted_keys(spec)), 3)
-    end
-    local msg = check(v)
-    if msg then error(string.format("%s: option '%s' %s", fname, k, msg), 3) end
-  end
-  return opts
-end
+local util = require "lutra.util"
+local shape_str = util.shape_str
+-- named options: spec maps a name to a checker(value) returning an error text or nil
+local check_options = util.check_options
 
 local function is_int(v) return type(v) == "number" and v == math.floor(v) and v > -2 ^ 53 and v < 2 ^ 53 end
 local function positive_int(v) if not (is_int(v) and v >= 1) then return "must be a positive integer, got " .. tostring(v) end end
@@ -445,7 +420,7 @@ function M.read_csv(path, opts)
             local col = names and names[i] and (" ('" .. names[i] .. "')") or ""
             error(string.format("read_csv: %s:%d: field %d%s is not a number: '%s'", path, lineno, i, col, s), 2)
           end
-          if dtype == "int64" and v ~= math.floor(v) then
+          if dtype == "int64" and not (v == math.floor(v) and v >= -2 ^ 63 and v < 2 ^ 63) then
             fh:close()
             error(string.format("read_csv: %s:%d: field %d is not an integer: '%s' (dtype int64)", path, lineno, i, s), 2)
           end
@@ -755,4 +730,4 @@ function DataLoader:load_state_dict(sd)
   f._gen = f._gen + 1 -- iterators from before the load are stale
 end
 
-return M
+return require("lutra.names").strict(M, "lt.data")

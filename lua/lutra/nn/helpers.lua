@@ -1,34 +1,15 @@
 -- nn/helpers.lua — small pieces shared by the module files: option checking and parameter creation.
 local lt = require "lutra"
+local util = require "lutra.util"
 
 local H = {}
 
 --- Checks an options table: a table (or nil), only known names, each of the expected Lua type.
 --- spec = { name = "number" | "boolean" | "table" | "number|table" | ... }
+--- Checks an options table (lutra.util.check_options); spec = { name = "number" | "boolean" | "number|table" | ... }.
+--- A NaN number passes: the module's range checks say what is wrong with it.
 function H.check_opts(where, opts, spec, level)
-  if opts == nil then return {} end
-  if type(opts) ~= "table" then
-    error(string.format("%s: options must be a table, got %s", where, type(opts)), (level or 2) + 1)
-  end
-  for k, v in pairs(opts) do
-    local want = spec[k]
-    if not want then
-      local names = {}
-      for n in pairs(spec) do names[#names + 1] = n end
-      table.sort(names)
-      error(string.format("%s: unknown option '%s' (expected one of: %s)", where, tostring(k), table.concat(names, ", ")),
-        (level or 2) + 1)
-    end
-    local ok = false
-    for ty in want:gmatch("[^|]+") do
-      if ty == "tensor" then ok = ok or lt.is_tensor(v) else ok = ok or type(v) == ty end
-    end
-    if not ok then
-      error(string.format("%s: option '%s' must be a %s, got %s", where, k, want:gsub("|", " or "), type(v)),
-        (level or 2) + 1)
-    end
-  end
-  return opts
+  return util.check_options(where, opts, spec, level, true) -- (a tail call: the level counts as the caller's)
 end
 
 function H.check_int(where, what, v, min, level)
@@ -72,10 +53,6 @@ function H.check_finite(where, what, v, min, level)
   return v
 end
 
-function H.shape_str(shape)
-  local parts = {}
-  for i = 1, #shape do parts[i] = tostring(shape[i]) end
-  return "[" .. table.concat(parts, " x ") .. "]"
-end
+H.shape_str = util.shape_str
 
 return H

@@ -32,15 +32,4 @@ local lazy = {
   LayerNorm = { "lutra.nn.norm", "LayerNorm" }, Embedding = { "lutra.nn.embedding" }, LSTM = { "lutra.nn.lstm" },
   utils = { "lutra.nn.utils" }, init = { "lutra.nn.initializers" },
 }
-setmetatable(nn, {
-  __index = function(t, k)
-    local where = lazy[k]
-    if not where then return nil end
-    local m = require(where[1])
-    if where[2] then m = m[where[2]] end
-    rawset(t, k, m)
-    return m
-  end,
-})
-
-return nn
+return require("lutra.names").strict(nn, "lt.nn", lazy)

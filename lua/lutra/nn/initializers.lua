@@ -81,4 +81,4 @@ function I.constant_(t, v) return inplace(t, function(x) x:fill_(v) end) end
 function I.zeros_(t) return inplace(t, function(x) x:zero_() end) end
 function I.ones_(t) return inplace(t, function(x) x:fill_(1) end) end
 
-return I
+return require("lutra.names").strict(I, "lt.nn.init")

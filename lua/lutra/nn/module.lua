@@ -195,10 +195,7 @@ end
 
 function M.load_state_dict(root, sd, opts)
   if type(sd) ~= "table" then error("load_state_dict: expected a table of tensors, got " .. type(sd), 2) end
-  opts = opts or {}
-  for k in pairs(opts) do
-    if k ~= "strict" then error("load_state_dict: unknown option '" .. tostring(k) .. "' (expected: strict)", 2) end
-  end
+  opts = require("lutra.util").check_options("load_state_dict", opts, { strict = "boolean" })
   local strict = opts.strict ~= false
   local own, order = {}, {}
   walk(root, {

@@ -19,13 +19,4 @@ local M = {
   is_optimizer = require("lutra.core").is_optimizer,
 }
 
-return setmetatable(M, {
-  __index = function(t, k)
-    if k == "lr_scheduler" then
-      local m = require "lutra.optim.lr_scheduler"
-      rawset(t, k, m)
-      return m
-    end
-    return nil
-  end,
-})
+return require("lutra.names").strict(M, "lt.optim", { lr_scheduler = "lutra.optim.lr_scheduler" })

@@ -16,6 +16,8 @@
 -- Every scheduler has sched.optimizer, sched.last_epoch (0 after construction), sched.base_lrs,
 -- get_last_lr(), state_dict()/load_state_dict(sd) (plain numbers, strings and lists: JSON-safe; LambdaLR
 -- leaves out its functions). ReduceLROnPlateau has sched.is_plateau = true.
+local util = require "lutra.util"
+
 local M = {}
 
 -- ---- helpers -----------------------------------------------------------------------------------------
@@ -35,34 +37,15 @@ end
 -- Checks the options table against spec = {name = {type, default, required}} and returns the resolved
 -- options. Errors name the option.
 local function options(name, opts, spec)
-  if opts == nil then opts = {} end
-  if type(opts) ~= "table" then error(name .. ": options must be a table, got " .. type(opts), 3) end
-  for k in pairs(opts) do
-    if spec[k] == nil then
-      local names = {}
-      for n in pairs(spec) do names[#names + 1] = n end
-      table.sort(names)
-      error(string.format("%s: unknown option '%s' (expected one of %s)", name, tostring(k),
-        table.concat(names, ", ")), 3)
-    end
-  end
+  local types = {}
+  for k, s in pairs(spec) do types[k] = s[1] end
+  opts = util.check_options(name, opts, types, 3)
   local r = {}
   for k, s in pairs(spec) do
     local v = opts[k]
     if v == nil then
       if s.required then error(string.format("%s: option '%s' is required", name, k), 3) end
       v = s.default
-    end
-    if v ~= nil then
-      local ok = false
-      for ty in s[1]:gmatch("[^|]+") do
-        if type(v) == ty and v == v then ok = true end -- (a NaN option is always a mistake)
-        if ty == "integer" and type(v) == "number" and v == math.floor(v) then ok = true end
-      end
-      if not ok then
-        error(string.format("%s: option '%s' must be %s, got %s", name, k, s[1]:gsub("|", " or "),
-          type(v) == "number" and tostring(v) or type(v)), 3)
-      end
     end
     r[k] = v
   end
@@ -306,9 +289,7 @@ function M.LambdaLR(opt, fn)
   check_optimizer("LambdaLR", opt)
   local n = #groups_of(opt)
   if type(fn) == "table" and not is_callable(fn) and fn.lr_lambda ~= nil then
-    for k in pairs(fn) do
-      if k ~= "lr_lambda" then error("LambdaLR: unknown option '" .. tostring(k) .. "' (expected lr_lambda)", 2) end
-    end
+    util.check_options("LambdaLR", fn, { lr_lambda = true })
     fn = fn.lr_lambda
   end
   local fns
@@ -557,4 +538,4 @@ function Plateau:load_state_dict(sd)
   if sd.best == nil then self.best = nil end
 end
 
-return M
+return require("lutra.names").strict(M, "lt.optim.lr_scheduler")

@@ -11,6 +11,9 @@
 -- With several evaluation loaders a name gets the suffix `/dataloader_idx_<k>`.
 local lt = require "lutra"
 
+local util = require "lutra.util"
+local RUN = require("lutra.core")._seam().run -- the slots of the run's R table (core/bind/l_loop.c)
+
 local M = {}
 
 -- Where logging is allowed and its defaults: {allowed on_step, allowed on_epoch, default on_step,
@@ -38,7 +41,11 @@ M.FUNCTIONS = {
 
 local REDUCE = { mean = true, max = true, min = true, sum = true }
 local OPTS = { on_step = "boolean", on_epoch = "boolean", prog_bar = "boolean", logger = "boolean",
-  reduce_fx = "string", batch_size = "number", sync_dist = "boolean", add_dataloader_idx = "boolean",
+  reduce_fx = "string", batch_size = function(v) -- the weight of this value in the epoch mean: a count
+    if not (type(v) == "number" and v >= 1 and v == math.floor(v) and v < math.huge) then
+      return "must be an integer >= 1, got " .. (type(v) == "number" and tostring(v) or type(v))
+    end
+  end, sync_dist = "boolean", add_dataloader_idx = "boolean",
   enable_graph = "boolean", rank_zero_only = "boolean", metric_attribute = "string", sync_dist_group = "any" }
 
 local function fmt_bool(b) return b and "True" or "False" end
@@ -95,24 +102,7 @@ end
 -- The trainer's log: `ctx` has fx (the hook), dataloader_idx, n_dataloaders, batch.
 function M.log(trainer, ctx, results, name, value, opts)
   if type(name) ~= "string" then error("log: the name must be a string, got " .. type(name), 3) end
-  opts = opts or {}
-  if type(opts) ~= "table" then error("log: options must be a table, got " .. type(opts), 3) end
-  for k, v in pairs(opts) do
-    local want = OPTS[k]
-    if not want then
-      local names = {}
-      for n in pairs(OPTS) do names[#names + 1] = n end
-      table.sort(names)
-      error(string.format("log: unknown option '%s' (expected one of: %s)", tostring(k), table.concat(names, ", ")), 3)
-    end
-    if want ~= "any" and type(v) ~= want then
-      error(string.format("log: option '%s' must be a %s, got %s", k, want, type(v)), 3)
-    end
-  end
-  local bsz = opts.batch_size -- the weight of this value in the epoch mean: a count
-  if bsz ~= nil and not (bsz >= 1 and bsz == math.floor(bsz) and bsz < math.huge) then
-    error(string.format("log: option 'batch_size' must be an integer >= 1, got %s", tostring(bsz)), 3)
-  end
+  opts = util.check_options("log", opts, OPTS, 3)
   local fxname = ctx.fx
   if fxname == nil then
     error(string.format("log: self:log('%s') was called outside the trainer's hooks", name), 3)
@@ -173,7 +163,7 @@ function M.log(trainer, ctx, results, name, value, opts)
     end
     e.count = e.count + 1
   end
-  if on_step then trainer._env.R[8] = true end -- step values to log
+  if on_step then trainer._env.R[RUN.log_dirty] = true end -- step values to log
 end
 
 local function epoch_value(e)

@@ -13,12 +13,15 @@
 --                          batch_loop:run(batch, batch_idx) trains on that batch; val_loop:run() validates.
 local M = {}
 
--- ids of core/src/lt_loop.h (lt_loop_id, lt_slot)
-local ID = { fit = 0, fit_epoch = 1, batch = 2, optimizer = 3, manual = 4, val = 5, val_epoch = 6, validate = 7,
-  validate_epoch = 8, test = 9, test_epoch = 10, predict = 11, predict_epoch = 12 }
-local SLOT = { fit_epoch = 0, batch = 1, optimizer = 2, manual = 3, val = 4, val_epoch = 5, validate_epoch = 6,
-  test_epoch = 7, predict_epoch = 8 }
-M.ID, M.SLOT = ID, SLOT
+-- The loop tree comes from the C loops' own table (LT_LOOP_LIST in core/src/lt_loop.h, through core._seam):
+-- ID.<key> is a loop's id, INFO[id] its row {key, id, name, field, parent, slot, runnable}.
+local SEAM = require("lutra.core")._seam()
+local INFO, ID, BY_SLOT = {}, {}, {}
+for _, row in ipairs(SEAM.loops) do
+  INFO[row.id], ID[row.key] = row, row.id
+  if row.slot then BY_SLOT[row.slot] = row end
+end
+M.ID = ID
 
 local CLoop = {}
 
@@ -81,6 +84,8 @@ for _, name in ipairs { "val", "validate", "test", "predict" } do
   local eid = ID[name .. "_epoch"]
   LOADERS[eid] = function(lp, sd) if sd.batch_progress then lp:set_progress(eid, sd.batch_progress) end end
 end
+
+local RUN = SEAM.run -- the slots of the run's R table (core/bind/l_loop.c)
 
 local function is_cloop(x) return type(x) == "table" and rawget(x, "_is_cloop") == true end
 
@@ -187,17 +192,14 @@ function CLoop:connect(children)
   end
 end
 
-local RUNNABLE = { [ID.batch] = SLOT.batch, [ID.optimizer] = SLOT.optimizer, [ID.manual] = SLOT.manual,
-  [ID.val] = SLOT.val, [ID.fit_epoch] = SLOT.fit_epoch }
-
 function CLoop:run(batch, batch_idx)
-  local slot = RUNNABLE[self._id]
-  if slot == nil then error("run: " .. self._name .. " cannot be run on its own", 2) end
+  local info = INFO[self._id]
+  if not info.runnable then error("run: " .. self._name .. " cannot be run on its own", 2) end
   local t = self._trainer
   if not t._env.R then error("run: " .. self._name .. " runs only inside a trainer run (from a custom loop)", 2) end
-  if batch ~= nil then t._env.R[1] = batch end
+  if batch ~= nil then t._env.R[RUN.train_batch] = batch end
   if batch_idx ~= nil then t._lp:set("batch_idx", batch_idx) end
-  t._lp:run_slot(slot)
+  t._lp:run_slot(info.slot)
 end
 
 local CLoopMT = {
@@ -227,53 +229,40 @@ local CLoopMT = {
   __tostring = function(self) return "Loop(" .. self._name .. ")" end,
 }
 
-local function make(trainer, name, id, children, slots)
-  local l = { _is_cloop = true, _trainer = trainer, _name = name, _id = id, _children = {}, _default_children = {},
-    _child_names = {}, _slots = slots or {} }
-  for _, c in ipairs(children or {}) do
-    l._children[c[1]] = c[2]
-    l._default_children[c[1]] = c[2]
-    l._child_names[#l._child_names + 1] = c[1]
-  end
+local function make(trainer, info)
+  local l = { _is_cloop = true, _trainer = trainer, _name = info.name, _id = info.id, _children = {},
+    _default_children = {}, _child_names = {}, _slots = {} }
   return setmetatable(l, CLoopMT)
 end
 
+--- The trainer's loop objects (fit_loop, validate_loop, test_loop, predict_loop), built from the C table: each
+--- loop is a child of its parent under its field name, and a slot of the parent when a host loop can take it.
 function M.build(trainer)
-  local optimizer = make(trainer, "optimizer_loop", ID.optimizer)
-  local manual = make(trainer, "manual_loop", ID.manual)
-  local batch = make(trainer, "batch_loop", ID.batch, { { "optimizer_loop", optimizer }, { "manual_loop", manual } },
-    { optimizer_loop = SLOT.optimizer, manual_loop = SLOT.manual })
-  local val_epoch = make(trainer, "val_loop.epoch_loop", ID.val_epoch)
-  local val = make(trainer, "val_loop", ID.val, { { "epoch_loop", val_epoch } }, { epoch_loop = SLOT.val_epoch })
-  local epoch = make(trainer, "epoch_loop", ID.fit_epoch, { { "batch_loop", batch }, { "val_loop", val } },
-    { batch_loop = SLOT.batch, val_loop = SLOT.val })
-  local fit = make(trainer, "fit_loop", ID.fit, { { "epoch_loop", epoch } }, { epoch_loop = SLOT.fit_epoch })
-  local function eval(name, id, eid, slot)
-    local e = make(trainer, name .. ".epoch_loop", eid)
-    return make(trainer, name, id, { { "epoch_loop", e } }, { epoch_loop = slot })
+  local made, roots = {}, {}
+  for id = 0, #INFO do
+    local info = INFO[id]
+    local l = make(trainer, info)
+    made[info.key] = l
+    if info.parent == nil then
+      roots[info.field] = l
+    else
+      local p = made[info.parent]
+      p._children[info.field] = l
+      p._default_children[info.field] = l
+      p._child_names[#p._child_names + 1] = info.field
+      if info.slot then p._slots[info.field] = info.slot end
+    end
   end
-  return fit, eval("validate_loop", ID.validate, ID.validate_epoch, SLOT.validate_epoch),
-    eval("test_loop", ID.test, ID.test_epoch, SLOT.test_epoch),
-    eval("predict_loop", ID.predict, ID.predict_epoch, SLOT.predict_epoch)
+  return roots.fit_loop, roots.validate_loop, roots.test_loop, roots.predict_loop
 end
 
--- The Lua loop in a slot (called by the C loops through env.run_custom).
-local SLOT_PATH = {
-  [SLOT.fit_epoch] = { "fit_loop", "epoch_loop" },
-  [SLOT.batch] = { "fit_loop", "epoch_loop", "batch_loop" },
-  [SLOT.optimizer] = { "fit_loop", "epoch_loop", "batch_loop", "optimizer_loop" },
-  [SLOT.manual] = { "fit_loop", "epoch_loop", "batch_loop", "manual_loop" },
-  [SLOT.val] = { "fit_loop", "epoch_loop", "val_loop" },
-  [SLOT.val_epoch] = { "fit_loop", "epoch_loop", "val_loop", "epoch_loop" },
-  [SLOT.validate_epoch] = { "validate_loop", "epoch_loop" },
-  [SLOT.test_epoch] = { "test_loop", "epoch_loop" },
-  [SLOT.predict_epoch] = { "predict_loop", "epoch_loop" },
-}
-
+-- The Lua loop in a slot (called by the C loops through env.run_custom): found from the trainer down the
+-- loop's path (its name).
 function M.run_custom(trainer, slot)
-  local path = SLOT_PATH[slot]
-  local node = trainer[path[1]]
-  for i = 2, #path do node = rawget(node, "_children")[path[i]] end
+  local node
+  for field in BY_SLOT[slot].name:gmatch("[^.]+") do
+    node = node == nil and trainer[field] or rawget(node, "_children")[field]
+  end
   if type(node.run) == "function" then return node:run() end
   return require("lutra.loop").run(node)
 end

@@ -11,7 +11,11 @@ local lt = require "lutra"
 
 local M = {}
 
-local attached = setmetatable({}, { __mode = "k" }) -- model -> trainer
+-- model -> trainer, weak both ways: LuaJIT's weak-key tables are not ephemerons, so with strong values
+-- the trainer (which holds trainer.model) kept its own key alive, and every fitted trainer, its model and
+-- its loaders stayed in memory forever (found by tests/alloc_fail_spec.lua). model.trainer lasts as long
+-- as something else holds the trainer.
+local attached = setmetatable({}, { __mode = "kv" })
 
 local provided = {}
 

@@ -1,0 +1,83 @@
+/*
+ * ops_gelu.c — GELU's tanh approximation, F.gelu(x, {approximate = "tanh"}):
+ *   y = 0.5 x (1 + tanh(k (x + 0.044715 x^3))), k = sqrt(2 / pi)
+ * forward and backward side by side, contiguous float32, split over lutra's pool (each element computed by the
+ * same code whatever the split, so results are bitwise the same on any thread count). The exact GELU is the
+ * unary op LT_GELU (ops_elementwise.c).
+ */
+#include "lt_errors.h"
+#include "lt_ops.h"
+#include "lt_pool.h"
+#include "lt_simd.h"
+
+#define GELU_K 0.7978845608028654f
+#define GELU_C 0.044715f
+
+typedef struct gelu_job { const float *x, *g; float *out; int64_t n; } gelu_job;
+
+LT_VECTOR_FN static void gelu_tanh_range(const gelu_job *j, int64_t lo, int64_t hi) {
+  const float *x = j->x;
+  float *y = j->out;
+  for (int64_t i = lo; i < hi; i++) {
+    float v = x[i];
+    y[i] = 0.5f * v * (1.0f + lt_tanhf(GELU_K * (v + GELU_C * v * v * v)));
+  }
+}
+
+/* dy/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3c x^2), t = tanh(k (x + c x^3)) */
+LT_VECTOR_FN static void gelu_tanh_grad_range(const gelu_job *j, int64_t lo, int64_t hi) {
+  const float *x = j->x, *g = j->g;
+  float *r = j->out;
+  for (int64_t i = lo; i < hi; i++) {
+    float v = x[i], t = lt_tanhf(GELU_K * (v + GELU_C * v * v * v));
+    r[i] = g[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * GELU_K * (1.0f + 3.0f * GELU_C * v * v));
+  }
+}
+
+static void fwd_part(void *arg, int i, int nparts) {
+  const gelu_job *j = arg;
+  int64_t lo, hi;
+  lt_pool_range(j->n, i, nparts, 16, &lo, &hi);
+  if (lo < hi) gelu_tanh_range(j, lo, hi);
+}
+
+static void bwd_part(void *arg, int i, int nparts) {
+  const gelu_job *j = arg;
+  int64_t lo, hi;
+  lt_pool_range(j->n, i, nparts, 16, &lo, &hi);
+  if (lo < hi) gelu_tanh_grad_range(j, lo, hi);
+}
+
+static void run(lt_ctx *c, lt_pool_fn fn, gelu_job *j) {
+  int parts = lt_pool_parts(c->num_threads, j->n * 3, INT64_C(1) << 16);
+  if (parts > 1) lt_pool_run(fn, j, parts);
+  else fn(j, 0, 1);
+}
+
+static int gelu_tanh_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
+  lt_tensor *x = lt_op_contiguous(c, n->inputs[0]);
+  lt_tensor *gc = x ? lt_op_contiguous(c, g) : NULL;
+  lt_tensor *r = gc ? lt_tensor_new_like(c, x) : NULL;
+  if (r) {
+    gelu_job j = { lt_f32(x), lt_f32(gc), lt_f32(r), lt_numel(x) };
+    run(c, bwd_part, &j);
+  }
+  lt_tensor_release(x);
+  lt_tensor_release(gc);
+  gin[0] = r;
+  return r ? LT_OK : LT_ERR;
+}
+
+lt_tensor *lt_op_gelu_tanh(lt_ctx *c, lt_tensor *a) {
+  if (lt_check_dtype(c, "gelu", "input", a, LT_F32)) return NULL;
+  lt_tensor *x = lt_op_contiguous(c, a);
+  lt_tensor *out = x ? lt_tensor_new_like(c, x) : NULL;
+  if (out) {
+    gelu_job j = { lt_f32(x), NULL, lt_f32(out), lt_numel(x) };
+    run(c, fwd_part, &j);
+    lt_node *nd;
+    if (lt_record(c, out, "gelu_tanh", gelu_tanh_backward, 1, &a, &nd)) { lt_tensor_release(out); out = NULL; }
+  }
+  lt_tensor_release(x);
+  return out;
+}

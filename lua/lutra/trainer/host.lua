@@ -1,0 +1,370 @@
+-- lutra.trainer.host — the Lua side of the C loops' host: what core/bind/l_loop.c's lt_host functions (h_*)
+-- call in Lua, one entry per h_*, through trainer._env:
+--   h_refresh        env.deprecated_outputs()                 an on_train_epoch_end takes outputs (once)
+--   h_call           env.hook(name, batch_idx, dl, opt_idx, sched_idx) -> M.lua_hook: the hooks whose arguments
+--                    or defaults live here (epoch-end outputs, lr_scheduler_step, on_X_model_eval/train, ...)
+--   h_data_start     env.data_start(kind, dl)                  a loader's iterator into the run's R table
+--   h_split_batch    env.split_batch(steps)                    TBPTT splits of the batch
+--   h_training_step  env.tbptt_training_step(batch_idx, opt_idx, split_idx)   (with TBPTT: the hiddens)
+--   h_eval_step      env.default_predict_step(batch, batch_idx, dl)           (no predict_step: forward)
+--   h_opt_params     env.opt_params(i)                         a Lua optimizer's parameters
+--   h_event          env.event(name, a, b) -> M.event, env.batch_output(), env.keep_output()
+--   h_run_custom     env.run_custom(slot)                      a Lua loop in a slot
+-- Hooks are called back through the C dispatch lists (lp:call_hook). The run's values live in env.R, whose
+-- slots core._seam().run names.
+local lt = require "lutra"
+local core = require "lutra.core"
+local loops = require "lutra.trainer.loops"
+
+local M = {}
+
+local fmt = string.format
+local RUN = core._seam().run
+
+function M.merge(dst, src) for k, v in pairs(src) do dst[k] = v end end
+local merge = M.merge
+
+local DEPRECATION = "lutra: on_train_epoch_end(self, outputs) is deprecated; define training_epoch_end(self, outputs) " ..
+  "to receive the epoch's outputs"
+local deprecation_printed = false
+
+-- ---- batch outputs ----------------------------------------------------------------------------------
+
+-- Detached copies of the tensors in v (a tensor that needs no grad is kept as it is: same object).
+local function detach_all(v)
+  if lt.is_tensor(v) then
+    if v:requires_grad() or v:grad_fn() then return v:detach() end
+    return v
+  end
+  if type(v) == "table" and getmetatable(v) == nil then
+    local t = {}
+    for k, x in pairs(v) do t[k] = detach_all(x) end
+    return t
+  end
+  return v
+end
+
+-- One training_step return value as Lightning keeps it: detached, no hiddens, the loss as lp:output_loss
+-- keeps it (the rule the C side applies to the common case, core/bind/l_loop.c). nil when there is no loss
+-- (automatic).
+local function process_output(self, raw)
+  if raw == nil then return nil end
+  if lt.is_tensor(raw) then return { loss = self._lp:output_loss(raw) } end
+  if type(raw) ~= "table" then return nil end
+  if self._automatic and raw.loss == nil then return nil end
+  local out = {}
+  for k, v in pairs(raw) do
+    if k ~= "hiddens" then
+      if k == "loss" and lt.is_tensor(v) then out.loss = self._lp:output_loss(v)
+      else out[k] = detach_all(v) end
+    end
+  end
+  return out
+end
+
+local function batch_output(self)
+  local env = self._env
+  local raw = env.R[RUN.train_out]
+  local nopt = self._automatic and #self.optimizers or 1
+  local nsplit = env.num_splits or 1
+  if nopt <= 1 and nsplit == 1 then return process_output(self, raw[1]) end
+  local out = {}
+  if self._automatic and #(self.optimizer_frequencies or {}) > 0 then
+    -- one optimizer ran (Lightning drops the others' empty places): a list of its output per split
+    local k = self._lp:get("active_optimizer") + 1 -- the loop's choice for this batch
+    for s = 1, nsplit do out[s] = process_output(self, raw[(s - 1) * nopt + k]) end
+    if nsplit == 1 then return { out[1] } end
+    return { out }
+  end
+  if nsplit == 1 then
+    for k = 1, nopt do out[k] = process_output(self, raw[k]) end
+  elseif nopt <= 1 then
+    for s = 1, nsplit do out[s] = process_output(self, raw[s]) end
+  else
+    for k = 1, nopt do
+      local per = {}
+      for s = 1, nsplit do per[s] = process_output(self, raw[(s - 1) * nopt + k]) end
+      out[k] = per
+    end
+  end
+  return out
+end
+
+
+local function make_iter(l)
+  local f, s, c = l:iter()
+  if s == nil and c == nil then return f end
+  return function()
+    local v = f(s, c)
+    c = v
+    return v
+  end
+end
+
+function M.setup_env(self)
+  local env = self._env
+  env.cb_order = self._cb_order
+
+  -- the epoch-output rule (core/bind/l_loop.c) found an on_train_epoch_end taking outputs: once per process
+  function env.deprecated_outputs()
+    if deprecation_printed then return end
+    deprecation_printed = true
+    io.stderr:write(DEPRECATION, "\n")
+  end
+
+  function env.data_start(kind, dl)
+    if kind == "train" then
+      env.R[RUN.train_iter] = make_iter(self._train_loader)
+    else
+      local l = self._eval_loaders[dl + 1]
+      env.R[RUN.eval_iter] = make_iter(l)
+    end
+  end
+
+  -- the batch's outputs, into R[RUN.batch_out] (the C side builds the common case itself)
+  function env.batch_output()
+    env.R[RUN.batch_out] = batch_output(self)
+  end
+
+  function env.keep_output()
+    local out = env.R[RUN.batch_out]
+    if out == nil or (type(out) == "table" and next(out) == nil) then return false end
+    local list = self._outputs
+    list[#list + 1] = out
+    return true
+  end
+
+  function env.split_batch(steps)
+    local batch = env.R[RUN.train_batch]
+    env.hiddens = nil
+    local splits, n = {}, 0
+    if type(batch) ~= "table" then
+      error("training_step: truncated_bptt_steps needs batches that are tables of tensors", 0)
+    end
+    for _, v in pairs(batch) do
+      if lt.is_tensor(v) and v:dim() >= 2 then
+        local T = v:size(2)
+        local m = math.ceil(T / steps)
+        if m > n then n = m end
+      end
+    end
+    if n == 0 then n = 1 end
+    for s = 1, n do
+      local piece = {}
+      for k, v in pairs(batch) do
+        if lt.is_tensor(v) and v:dim() >= 2 then
+          local T = v:size(2)
+          local start = (s - 1) * steps + 1
+          if start <= T then piece[k] = v:narrow(2, start, math.min(steps, T - start + 1)) end
+        else
+          piece[k] = v
+        end
+      end
+      splits[s] = piece
+    end
+    env.splits, env.num_splits = splits, n
+    return n
+  end
+
+  function env.tbptt_training_step(batch_idx, opt_idx, split_idx)
+    local model = self.model
+    local f = model.training_step
+    local split = env.splits[split_idx + 1]
+    local out
+    if self._automatic and #self.optimizers > 1 then
+      out = f(model, split, batch_idx, opt_idx, env.hiddens)
+    else
+      out = f(model, split, batch_idx, env.hiddens)
+    end
+    if type(out) == "table" and not lt.is_tensor(out) then env.hiddens = detach_all(out.hiddens)
+    else env.hiddens = nil end
+    return out
+  end
+
+  function env.default_predict_step(batch)
+    local model = self.model
+    local f = model.forward
+    if type(f) ~= "function" then error("the model has no predict_step and no forward", 0) end
+    local x = batch
+    if type(batch) == "table" and not lt.is_tensor(batch) then x = batch[1] end
+    return f(model, x)
+  end
+
+  function env.opt_params(i)
+    local opt = self.optimizers[i + 1]
+    local list = {}
+    local groups = opt and opt.param_groups
+    if type(groups) == "table" then
+      for _, g in ipairs(groups) do
+        for _, p in ipairs(g.params or {}) do list[#list + 1] = p end
+      end
+    end
+    return list
+  end
+
+  function env.hook(name, batch_idx, dl, opt_idx, sched_idx)
+    return M.lua_hook(self, name, batch_idx, dl, opt_idx, sched_idx)
+  end
+
+  function env.event(name, a, b)
+    return M.event(self, name, a, b)
+  end
+
+  function env.run_custom(slot)
+    return loops.run_custom(self, slot)
+  end
+end
+
+-- The hooks whose arguments or defaults live on the Lua side, for the C loops (core/bind/l_loop.c's h_call,
+-- which runs this as the hook: errors get the hook's name). Their targets are called by call_hook.
+-- The predictions of each loader, from the run state; kept in self._predictions for predict()'s result, which
+-- must not depend on whether some target defines on_predict_epoch_end (its hook, when defined, comes first).
+local function collect_predictions(self)
+  if self._predictions == nil then
+    local per = self._env.R[RUN.eval_outputs]
+    local results = {}
+    for i = 1, (self._n_eval_loaders or 1) do results[i] = per[i] or {} end
+    self._predictions = results
+  end
+  return self._predictions
+end
+
+function M.lua_hook(self, name, _batch_idx, _dl, opt_idx, sched_idx)
+  local model = self.model
+  if name == "training_epoch_end" then
+    local outputs = self._outputs
+    local r = self._lp:call_hook("training_epoch_end", outputs)
+    if r ~= nil then error("training_epoch_end must return nil (remove its return statement)", 0) end
+  elseif name == "on_train_epoch_end" then
+    self._lp:call_hook(name, self._outputs) -- a target without an outputs parameter is called without them
+  elseif name == "validation_epoch_end" or name == "test_epoch_end" then
+    local per = self._env.R[RUN.eval_outputs]
+    local n = self._n_eval_loaders or 1
+    local outputs
+    if n > 1 then
+      outputs = {}
+      for i = 1, n do outputs[i] = per[i] or {} end
+    else
+      outputs = per[1] or {}
+    end
+    local r = self._lp:call_hook(name, outputs)
+    if r ~= nil then error(name .. " must return nil (remove its return statement)", 0) end
+  elseif name == "on_predict_epoch_end" then
+    self._lp:call_hook(name, collect_predictions(self))
+  elseif name == "lr_scheduler_step" then
+    local config = self.lr_scheduler_configs[sched_idx + 1]
+    local metric
+    if config.reduce_on_plateau then
+      local m = self.callback_metrics
+      metric = m[config.monitor]
+      if metric == nil then
+        local avail = {}
+        for k in pairs(m) do avail[#avail + 1] = k end
+        table.sort(avail)
+        error(fmt("ReduceLROnPlateau conditioned on metric '%s' which is not available. Available metrics are: " ..
+          "[%s]. Set the monitor with lr_scheduler = {scheduler = ..., monitor = ...}", tostring(config.monitor),
+          table.concat(avail, ", ")), 0)
+      end
+    end
+    local _, n = self._lp:call_hook("lr_scheduler_step", config.scheduler, opt_idx, metric)
+    if n == 0 then -- the default
+      if config.reduce_on_plateau then config.scheduler:step(metric) else config.scheduler:step() end
+    end
+  elseif name == "toggle_optimizer" then
+    self._lp:call_hook(name, self.optimizers[opt_idx + 1], opt_idx)
+  elseif name == "untoggle_optimizer" then
+    self._lp:call_hook(name, opt_idx)
+  elseif name:match("_model_eval$") or name:match("_model_train$") then
+    local _, n = self._lp:call_hook(name)
+    if n == 0 then -- the default
+      if name:match("_model_train$") then lt.nn.train(model, true) else lt.nn.eval(model) end
+    end
+  else
+    error("lutra: no Lua dispatch for hook " .. tostring(name), 0)
+  end
+end
+
+
+function M.event(self, name, _a, b)
+  local env = self._env
+  local R = env.R
+  if name == "train_step" then
+    -- Lightning's on_batch_end + update_train_step_metrics: the step values update the metrics and go
+    -- to the logger every log_every_n_steps batches that stepped
+    R[RUN.log_dirty] = false
+    local m = self._results_train:metrics(true)
+    merge(self._callback_metrics, m.callback)
+    merge(self._progress_bar_metrics, m.pbar)
+    local st = self._lp:state()
+    if st.should_accumulate and self._automatic then return end
+    if (st.batches_that_stepped + 1) % self.log_every_n_steps == 0 or st.should_stop or self.fast_dev_run > 0 then
+      self:_log_metrics(m.log, st.batches_that_stepped)
+    end
+  elseif name == "save_logger" then
+    for _, lg in ipairs(self.loggers) do if lg.save then lg:save() end end
+  elseif name == "train_epoch_start" then
+    self._results_train:reset()
+    self._outputs = {}
+  elseif name == "train_epoch_end_reached" then
+    self._results_train.epoch_end_reached = true
+    local raw = R[RUN.train_out] -- the last batch's raw outputs are not needed any more
+    for k in pairs(raw) do raw[k] = nil end
+  elseif name == "train_epoch_end" then
+    local m = self._results_train:metrics(false)
+    merge(self._callback_metrics, m.callback)
+    merge(self._progress_bar_metrics, m.pbar)
+    self._outputs = {}
+  elseif name == "train_epoch_log" then
+    local m = self._results_train:metrics(false)
+    self:_log_metrics(m.log, self._lp:get("batches_that_stepped"))
+  elseif name == "eval_start" then
+    self._saved_active = self._eval_active
+    self._eval_active = true
+    self._results_eval:reset()
+    R[RUN.eval_outputs] = {}
+    self._eval_kind = b
+    self.validating = b == "validation" and not self._standalone
+    self.testing = b == "test"
+    self.predicting = b == "predict"
+  elseif name == "eval_step" then
+    R[RUN.log_dirty] = false
+    if self.sanity_checking then return end
+    local r = self._results_eval
+    local m = r:metrics(true, true)
+    r:clear_fresh()
+    self._eval_log_step = (self._eval_log_step or -1) + 1
+    self:_log_metrics(m.log, self._eval_log_step)
+  elseif name == "eval_dataloader_end" then
+    R[RUN.eval_out] = nil -- the last step's output is not needed any more
+    self._results_eval.epoch_end_reached = true
+  elseif name == "eval_epoch_end" then
+    local r = self._results_eval
+    r.epoch_end_reached = true
+    if self.sanity_checking then return end
+    local m = r:metrics(false)
+    merge(self._callback_metrics, m.callback)
+    merge(self._progress_bar_metrics, m.pbar)
+    if self._eval_kind == "predict" then
+      collect_predictions(self)
+    else
+      self:_log_metrics(m.log, self._lp:get("batches_that_stepped"))
+      local n = self._n_eval_loaders or 1
+      local results = {}
+      for i = 1, n do
+        local d = {}
+        for k, v in pairs(m.callback) do
+          if not k:find("dataloader_idx", 1, true) or k:find("dataloader_idx_" .. (i - 1), 1, true) then d[k] = v end
+        end
+        results[i] = d
+      end
+      self._eval_results = results
+    end
+  elseif name == "eval_end" then
+    R[RUN.eval_batch], R[RUN.eval_out] = nil, nil
+    self._eval_active = self._saved_active
+    self.validating = false
+    if self._eval_kind ~= "predict" then R[RUN.eval_outputs] = {} end
+  end
+end
+
+return M
