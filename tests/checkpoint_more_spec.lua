@@ -195,18 +195,22 @@ describe("a checkpoint's contents are checked after its checksum", function()
 
   -- Each row: what to change, the key the error must name, a pattern of what it says.
   local rows = {
-    { "Adam step -5", function(d) d.optimizer_states[1].state[1].step = -5 end, "optimizer_states.1.state.1.step", "integer in 0..2^40" },
+    { "Adam step -5", function(d) d.optimizer_states[1].state[1].step = -5 end,
+      "optimizer_states.1.state.1.step", "integer in 0..2^40" },
     -- "%-?nan": PUC Lua prints 0 / 0 (negative on x86) as -nan, LuaJIT as nan
-    { "Adam step NaN", function(d) d.optimizer_states[1].state[1].step = 0 / 0 end, "optimizer_states.1.state.1.step", "got %-?nan" },
+    { "Adam step NaN", function(d) d.optimizer_states[1].state[1].step = 0 / 0 end,
+      "optimizer_states.1.state.1.step", "got %-?nan" },
     { "Adam step 1.5", function(d) d.optimizer_states[1].state[2].step = 1.5 end, "optimizer_states.1.state.2.step", "got 1.5" },
     { "an optimizer state that is a number", function(d) d.optimizer_states[1].state[1].exp_avg = 3 end,
       "optimizer_states.1.state.1.exp_avg", "expected a tensor, got 3" },
     { "an infinite learning rate", function(d) d.optimizer_states[1].param_groups[1].lr = math.huge end,
       "optimizer_states.1.param_groups.1.lr", "expected a finite number" },
     { "global_step 1e15", function(d) d.global_step = 1e15 end, "global_step", "integer in 0..2^40, got 1e%+15$" },
-    { "global_step inconsistent with the loops", function(d) d.global_step = 5 end, "global_step", "inconsistent with the optimizer steps the loops recorded %(6%)" },
+    { "global_step inconsistent with the loops", function(d) d.global_step = 5 end,
+      "global_step", "inconsistent with the optimizer steps the loops recorded %(6%)" },
     { "epoch negative", function(d) d.epoch = -1 end, "epoch", "integer in 0..2^40, got %-1" },
-    { "epoch inconsistent with the loops", function(d) d.epoch = 7 end, "epoch", "inconsistent with loops.fit_loop.epoch_progress.current.completed %(2%)" },
+    { "epoch inconsistent with the loops", function(d) d.epoch = 7 end,
+      "epoch", "inconsistent with loops.fit_loop.epoch_progress.current.completed %(2%)" },
     { "a progress counter of 1e15", function(d)
         local p = d.loops.fit_loop["epoch_loop.batch_progress"]
         p.total.ready, p.total.started, p.total.processed, p.total.completed = 1e15, 1e15, 1e15, 1e15
@@ -219,10 +223,12 @@ describe("a checkpoint's contents are checked after its checksum", function()
       "loops.fit_loop.epoch_loop.state_dict._batches_that_stepped", "expected a number, a boolean or a table" },
     { "should_stop a number", function(d) d.should_stop = 1 end, "should_stop", "expected a boolean, got 1" },
     { "an unknown resume point", function(d) d.resume.point = "somewhere" end, "resume.point", "expected a resume point" },
-    { "a scheduler's last_epoch -2", function(d) d.lr_schedulers[1].last_epoch = -2 end, "lr_schedulers.1.last_epoch", "integer in %-1..2^40" },
+    { "a scheduler's last_epoch -2", function(d) d.lr_schedulers[1].last_epoch = -2 end,
+      "lr_schedulers.1.last_epoch", "integer in %-1..2^40" },
     { "a loader position 1e15", function(d) d.loaders.train.position = 1e15 end, "loaders.train.position", "integer in 0..2^40" },
     { "rng state a number", function(d) d.rng.global = 5 end, "rng.global", "expected a string, got 5" },
-    { "a weight that is a string", function(d) d.state_dict["fc.weight"] = "w" end, "state_dict.fc.weight", "expected a tensor, got \"w\"" },
+    { "a weight that is a string", function(d) d.state_dict["fc.weight"] = "w" end,
+      "state_dict.fc.weight", "expected a tensor, got \"w\"" },
     { "a newer format", function(d) d.format_version = 99 end, "format_version", "written by a newer lutra" },
   }
   for _, r in ipairs(rows) do
@@ -249,8 +255,10 @@ describe("a checkpoint's contents are checked after its checksum", function()
   it("an optimizer's load_state_dict refuses a negative or NaN step by itself", function()
     local p = lt.param(lt.zeros(2))
     local opt = lt.optim.Adam({ p }, { lr = 0.1 })
-    local sd = { param_groups = { { params = { 1 }, lr = 0.1 } }, state = { { step = -5, exp_avg = lt.zeros(2), exp_avg_sq = lt.zeros(2) } } }
-    assert.matches("Adam: load_state_dict: state%[1%]%.step must be an integer >= 0, got %-5", err_of(opt.load_state_dict, opt, sd))
+    local sd = { param_groups = { { params = { 1 }, lr = 0.1 } },
+      state = { { step = -5, exp_avg = lt.zeros(2), exp_avg_sq = lt.zeros(2) } } }
+    assert.matches("Adam: load_state_dict: state%[1%]%.step must be an integer >= 0, got %-5",
+      err_of(opt.load_state_dict, opt, sd))
     sd.state[1].step = 0 / 0
     assert.matches("state%[1%]%.step must be an integer >= 0, got [%-]?nan", err_of(opt.load_state_dict, opt, sd))
   end)

@@ -14,7 +14,9 @@ local function put(target, name, bytes)
 end
 
 -- IDX: magic 0 0, type, ndims, big-endian uint32 sizes, data
-local function be32(n) return string.char(math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256, math.floor(n / 256) % 256, n % 256) end
+local function be32(n)
+  return string.char(math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256, math.floor(n / 256) % 256, n % 256)
+end
 local function idx(code, dims, data)
   local s = { "\0\0", string.char(code, #dims) }
   for _, d in ipairs(dims) do s[#s + 1] = be32(d) end
