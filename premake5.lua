@@ -18,10 +18,21 @@ else
   premake.override = premake.override
 end
 
-local LUAJIT_INC = "/usr/include/luajit-2.1"
+-- Which Lua the module is built for: LuaJIT (default; the `lutra` binary, the REPL, the C tests and
+-- examples need it) or a PUC Lua (5.1, 5.3, 5.4), for which only liblutra.a and lutra/core.so are built,
+-- into build-lua<V>/ so the LuaJIT build is untouched. `./lutra` passes LUTRA_LUA=5.4 as --lua=5.4.
+newoption {
+  trigger = "lua", value = "VERSION", description = "Lua to build the module for: luajit (default), 5.1, 5.3, 5.4",
+  allowed = { { "luajit", "LuaJIT 2.1" }, { "5.1", "Lua 5.1" }, { "5.3", "Lua 5.3" }, { "5.4", "Lua 5.4" } },
+}
+local LUA = _OPTIONS["lua"] or "luajit"
+local IS_LUAJIT = LUA == "luajit"
+local LUA_INC = IS_LUAJIT and "/usr/include/luajit-2.1" or ("/usr/include/lua" .. LUA)
+assert(os.isfile(LUA_INC .. "/lua.h"), "--lua=" .. LUA .. ": no " .. LUA_INC .. "/lua.h (apt-get install " ..
+       (IS_LUAJIT and "libluajit-5.1-dev" or LUA == "5.1" and "liblua5.1-0-dev" or "liblua" .. LUA .. "-dev") .. ")")
 -- One build tree per checkout by default; LUTRA_BUILD_DIR (a folder name at the top level) lets
 -- several builds live side by side (e.g. one per engineer working in the same tree).
-local BUILD = os.getenv("LUTRA_BUILD_DIR") or "build"
+local BUILD = os.getenv("LUTRA_BUILD_DIR") or (IS_LUAJIT and "build" or "build-lua" .. LUA)
 assert(not BUILD:find("/"), "LUTRA_BUILD_DIR must be a folder name at the repository's top level")
 
 -- MPI (lt.distributed, Trainer{strategy="ddp"}) is optional and lives in its own module, lutra/mpi.so, built
@@ -52,10 +63,11 @@ workspace "lutra"
   language "C"
   cdialect "C11"
   warnings "Extra"
-  includedirs { "core/include", "core/src", "core/bind", LUAJIT_INC, BUILD .. "/gen" }
+  includedirs { "core/include", "core/src", "core/bind", LUA_INC, BUILD .. "/gen" }
   buildoptions { "-fPIC", "-pthread", "-D_GNU_SOURCE" }
   linkoptions { "-pthread" }
   objdir(BUILD .. "/obj")
+  if not IS_LUAJIT then defines { "LUTRA_LUA_PUC" } end
 
   filter "configurations:release"
     optimize "Speed"
@@ -91,13 +103,16 @@ project "lutra_shared"
   targetname "lutra"
   files { "core/src/*.c", "core/bind/*.c", BUILD .. "/gen/lutra_lua.c" }
   excludes { "core/bind/module_so.c" }
-  links { "luajit-5.1", "jansson", "z", "dl", "m" }
+  -- a PUC build leaves the Lua API to the host that links it, as core.so does
+  if IS_LUAJIT then links { "luajit-5.1" } end
+  links { "jansson", "z", "dl", "m" }
   linkoptions { "-Wl,-soname,liblutra.so" }
   -- its own folder: beside liblutra.a, `links { "lutra_static" }` (-llutra) would pick the .so instead
   targetdirs("shared")
   prebuildcommands { "luajit ../core/bind/embed_lua.lua ../lua gen/lutra_lua.c" }
 
--- The Lua module for plain `luajit`: lutra/core.so on package.cpath; Lua files come from package.path.
+-- The Lua module for plain `luajit` (or lua5.x): lutra/core.so on package.cpath; Lua files come from
+-- package.path. It does not link the Lua library: the interpreter that loads it provides the Lua API.
 project "lutra_core"
   kind "SharedLib"
   targetname "core"
@@ -117,6 +132,9 @@ if MPI_INC then
     links { "mpi" }
     targetdirs("lutra")
 end
+
+-- Everything below embeds LuaJIT: built for the LuaJIT build only.
+if IS_LUAJIT then
 
 -- The `lutra` binary: embeds LuaJIT, runs scripts, opens the REPL.
 project "lutra"
@@ -153,3 +171,5 @@ project "embed_host"
   files { "examples/embed/*.c" }
   links { "lutra_static", "luajit-5.1", "jansson", "z", "dl", "m" }
   linkoptions { "-Wl,-E" }
+
+end -- IS_LUAJIT

@@ -118,7 +118,7 @@ describe("what a fit leaves behind", function()
   -- in a fresh process (tests/helpers/child.lua): in the busted process other specs' objects move the counts
   it("fitted trainers, their models and loaders are collected once nothing holds them", function()
     local out = require("helpers.child").run([[
-      jit.off()
+      if jit then jit.off() end -- LuaJIT: no traces holding references; PUC Lua has no JIT
       local lt = require "lutra"
       local weak = setmetatable({}, { __mode = "k" })
       local function fit_once()

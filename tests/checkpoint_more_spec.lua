@@ -197,8 +197,9 @@ describe("a checkpoint's contents are checked after its checksum", function()
   local rows = {
     { "Adam step -5", function(d) d.optimizer_states[1].state[1].step = -5 end,
       "optimizer_states.1.state.1.step", "integer in 0..2^40" },
+    -- "%-?nan": PUC Lua prints 0 / 0 (negative on x86) as -nan, LuaJIT as nan
     { "Adam step NaN", function(d) d.optimizer_states[1].state[1].step = 0 / 0 end,
-      "optimizer_states.1.state.1.step", "got nan" },
+      "optimizer_states.1.state.1.step", "got %-?nan" },
     { "Adam step 1.5", function(d) d.optimizer_states[1].state[2].step = 1.5 end, "optimizer_states.1.state.2.step", "got 1.5" },
     { "an optimizer state that is a number", function(d) d.optimizer_states[1].state[1].exp_avg = 3 end,
       "optimizer_states.1.state.1.exp_avg", "expected a tensor, got 3" },

@@ -1,5 +1,6 @@
 -- checkpoint_spec.lua — checkpoint files: the JSON encoding of the metadata, lt.save / lt.load, the
 -- trainer's checkpoint contents (names of the tensors, JSON fields), and clear errors for bad input.
+local LUA_EXE = require("helpers.puc").lua_exe -- luajit, or lua5.4 under tests/run --lua 5.4
 local lt = require "lutra"
 local ck = require "lutra.checkpoint"
 local cjson = require "cjson"
@@ -436,7 +437,7 @@ describe("a process killed (SIGKILL) while it writes checkpoints", function()
   end
 
   it("never leaves a damaged file: the checkpoint at the path loads whole, as the last save or the next", function()
-    local child = string.format("luajit -e %q tests/ckpt_kill_test.lua",
+    local child = string.format(LUA_EXE .. " -e %q tests/ckpt_kill_test.lua",
       "package.path = [[" .. package.path .. "]] package.cpath = [[" .. package.cpath .. "]]")
     local kills, checked = 0, 0
     for k = 0, 24 do

@@ -7,6 +7,8 @@
 -- The binary is $LUTRA_BIN, else build/bin/release/cli/lutra. Tests tagged #core need the real core
 -- (require "lutra" succeeds); a development build against a stub can skip them: --exclude-tags=core.
 
+local skip = require("helpers.puc").needs_luajit("runs the lutra binary and its REPL, which embed LuaJIT")
+if skip then describe("lutra binary", function() pending(skip) end) return end
 local BIN = os.getenv("LUTRA_BIN") or "build/bin/release/cli/lutra"
 local PYTHON = "/usr/bin/python3"
 

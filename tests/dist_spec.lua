@@ -4,6 +4,7 @@
 -- in tests/dist/ (with luajit and the same module paths as this busted run); each rank writes what it saw
 -- to a file this spec reads. Sharding of the DataLoader and the sampler are checked in-process.
 -- Without mpirun (or a build without MPI) the multi-process tests are pending with the reason.
+local LUA_EXE = require("helpers.puc").lua_exe -- luajit, or lua5.4 under tests/run --lua 5.4
 local lt = require "lutra"
 local D = lt.distributed
 
@@ -39,7 +40,8 @@ local function mpirun(n, script, args, opts)
   for _, a in ipairs(args or {}) do words[#words + 1] = q(a) end
   local env = string.format("LUA_PATH=%s LUA_CPATH=%s OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1",
     q(package.path), q(package.cpath))
-  local cmd = string.format("env %s %s %s --allow-run-as-root --oversubscribe --mca btl self,vader -np %d luajit %s %s %s",
+  local cmd = string.format("env %s %s %s --allow-run-as-root --oversubscribe --mca btl self,vader -np %d "
+    .. LUA_EXE .. " %s %s %s",
     env, opts.timeout and ("timeout " .. opts.timeout) or "timeout 120", MPIRUN, n, q("tests/dist/" .. script), q(dir),
     table.concat(words, " "))
   local t0 = now()

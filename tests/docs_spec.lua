@@ -43,7 +43,7 @@ local function lazy_keys(t)
     while true do
       local name, v = debug.getupvalue(mt.__index, i)
       if not name then break end
-      if type(v) == "table" then
+      if type(v) == "table" and name ~= "_ENV" then -- 5.2+: _ENV is the globals, not a submodule list
         for k in pairs(v) do if type(k) == "string" then keys[#keys + 1] = k end end
       end
       i = i + 1
@@ -184,9 +184,12 @@ describe("docs", function()
     if not path:find("/reference/", 1, true) then guides[#guides + 1] = path end
   end
 
+  local skip = require("helpers.puc").needs_luajit("the guides' code runs through the lutra binary (LuaJIT)")
   for _, path in ipairs(guides) do
     local script = runnable_script(path)
-    if script then
+    if script and skip then
+      pending("runs the ```lua blocks of " .. path .. ": " .. skip)
+    elseif script then
       it("runs the ```lua blocks of " .. path, function()
         local dir = fs.tmpdir()
         local root = assert(io.popen("pwd")):read("*l")

@@ -1,6 +1,7 @@
 -- tests/epoch_outputs_spec.lua — the epoch-output rule (docs/reference/hooks.md): training outputs are kept for the epoch
 -- end only when training_epoch_end is defined (or an old-style on_train_epoch_end takes them); evaluation
 -- keeps X_step outputs only when X_epoch_end is defined. Proven with weak references to 1 MiB tensors.
+local LUA_EXE = require("helpers.puc").lua_exe -- luajit, or lua5.4 under tests/run --lua 5.4
 local lt = require "lutra"
 
 local MIB = 256 * 1024 -- float32 elements in 1 MiB
@@ -134,7 +135,7 @@ describe("epoch outputs", function()
     f = assert(io.open(path, "w"))
     f:write(script)
     f:close()
-    local cmd = string.format("luajit -e 'package.path=%q..package.path; package.cpath=%q..package.cpath' %s 2>&1",
+    local cmd = string.format(LUA_EXE .. " -e 'package.path=%q..package.path; package.cpath=%q..package.cpath' %s 2>&1",
       "./lua/?.lua;./lua/?/init.lua;", package.cpath .. ";", path)
     local p = io.popen(cmd)
     local out = p:read("*a")

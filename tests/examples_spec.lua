@@ -1,6 +1,8 @@
 -- examples_spec: every example in examples/ runs end to end in its short mode (--fast) through the lutra
 -- binary ($LUTRA_BIN, set by tests/run), exits 0, and prints what it promises (test accuracy, a text
 -- sample, the custom loop's progress, the callback's report).
+local skip = require("helpers.puc").needs_luajit("runs the examples through the lutra binary, which embeds LuaJIT")
+if skip then describe("examples", function() pending(skip) end) return end
 local root = os.getenv("PWD") or "."
 local bin = os.getenv("LUTRA_BIN")
   or (root .. "/" .. (os.getenv("LUTRA_BUILD_DIR") or "build") .. "/bin/" .. (os.getenv("LUTRA_CONFIG") or "release")

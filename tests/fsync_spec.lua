@@ -2,6 +2,7 @@
 -- error, leave the previous file intact and remove the temporary file. The failing fsync comes from an
 -- LD_PRELOAD shim built here with gcc: it fails fsync on regular files with EIO and passes directories through,
 -- so nothing in the library needs a test hook.
+local LUA_EXE = require("helpers.puc").lua_exe -- luajit, or lua5.4 under tests/run --lua 5.4
 local lt = require "lutra"
 local fs = require "helpers.fs"
 local q = fs.q
@@ -42,7 +43,7 @@ describe("atomic save with a failing fsync", function()
     -- the shim goes after what is preloaded already (the sanitizer runtimes, which must come first, under asan)
     local pre = os.getenv("LD_PRELOAD")
     pre = pre and pre ~= "" and pre .. ":" .. shim or shim
-    local cmd = string.format("%sluajit -e %s %s %s 2>&1", preload and "LD_PRELOAD=" .. q(pre) .. " " or "",
+    local cmd = string.format("%s" .. LUA_EXE .. " -e %s %s %s 2>&1", preload and "LD_PRELOAD=" .. q(pre) .. " " or "",
       q("package.path = [[" .. package.path .. "]] package.cpath = [[" .. package.cpath .. "]]"),
       q(dir .. "/child.lua"), q(path))
     local p = assert(io.popen(cmd, "r"))

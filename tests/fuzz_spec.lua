@@ -4,7 +4,8 @@
 -- (call, expected message pattern); rows are grouped by family. Also run under ASan (tests/run --config asan).
 local lt = require "lutra"
 
-local NAN, INF = 0 / 0, math.huge
+-- -(0 / 0): the positive NaN, which every Lua prints "nan" (0 / 0 is negative on x86: PUC Lua prints "-nan")
+local NAN, INF = -(0 / 0), math.huge
 local Tr = lt.Trainer
 local function z(...) return lt.zeros(...) end
 local function i64(t) return lt.tensor(t, "int64") end
@@ -626,7 +627,8 @@ describe("fuzz: files", function()
     for i = 1, #good do
       local b = good:byte(i)
       for _, x in ipairs { 0x01, 0x80 } do
-        expect_error(good:sub(1, i - 1) .. string.char(bit.bxor(b, x)) .. good:sub(i + 1), "byte " .. i .. " xor " .. x)
+        local flipped = math.floor(b / x) % 2 == 1 and b - x or b + x -- b xor x (x one bit), under any Lua
+        expect_error(good:sub(1, i - 1) .. string.char(flipped) .. good:sub(i + 1), "byte " .. i .. " xor " .. x)
       end
     end
     expect_error(good .. "x", "one byte appended")

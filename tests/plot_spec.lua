@@ -204,6 +204,8 @@ describe("lutra.plot", function()
     local function need_bin()
       assert(exists(BIN), "no lutra binary at " .. BIN .. " (build it, or set LUTRA_BIN)")
     end
+    local skip = require("helpers.puc").needs_luajit("`lutra plot` is the lutra binary, which embeds LuaJIT")
+    if skip then pending(skip) return end
 
     it("writes curves.svg next to METRICS.csv", function()
       need_bin()

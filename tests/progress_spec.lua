@@ -1,6 +1,7 @@
 -- progress_spec.lua — the ProgressBar through a pseudo-terminal (in-place lines, n/N, it/s, ETA, metrics,
 -- at most ~10 redraws a second, lines within the terminal's width, validation and sanity lines removed)
 -- and through a pipe (no bar by default; with enable_progress_bar = true one plain line per epoch).
+local LUA_EXE = require("helpers.puc").lua_exe -- luajit, or lua5.4 under tests/run --lua 5.4
 local lt = require "lutra"
 
 local PY = "/usr/bin/python3"
@@ -67,7 +68,7 @@ sys.stdout.buffer.write(out)
 local dir, child_path, runner_path
 local function child_cmd(...)
   local args = { ... }
-  return string.format("luajit -e %q %q %s", "package.path = [[" .. package.path .. "]] package.cpath = [[" ..
+  return string.format(LUA_EXE .. " -e %q %q %s", "package.path = [[" .. package.path .. "]] package.cpath = [[" ..
     package.cpath .. "]]", child_path, table.concat(args, " "))
 end
 

@@ -218,13 +218,13 @@ static int l_reducer_stats(lua_State *L) {
   lt_dist_stats s;
   lt_dist_reducer_stats(b->r, &s);
   lua_createtable(L, 0, 6);
-  lua_pushnumber(L, (lua_Number)s.steps);
+  lua_pushinteger(L, (lua_Integer)s.steps);
   lua_setfield(L, -2, "steps");
-  lua_pushnumber(L, (lua_Number)s.buckets);
+  lua_pushinteger(L, (lua_Integer)s.buckets);
   lua_setfield(L, -2, "buckets");
-  lua_pushnumber(L, (lua_Number)s.bytes);
+  lua_pushinteger(L, (lua_Integer)s.bytes);
   lua_setfield(L, -2, "bytes");
-  lua_pushnumber(L, (lua_Number)s.bytes_copied);
+  lua_pushinteger(L, (lua_Integer)s.bytes_copied);
   lua_setfield(L, -2, "bytes_copied");
   lua_pushnumber(L, s.wait_seconds);
   lua_setfield(L, -2, "wait_seconds");

@@ -324,7 +324,7 @@ static int l_io_stat(lua_State *L) {
   lua_createtable(L, 0, 3);
   lua_pushstring(L, S_ISREG(st.st_mode) ? "file" : S_ISDIR(st.st_mode) ? "dir" : "other");
   lua_setfield(L, -2, "type");
-  lua_pushnumber(L, (lua_Number)st.st_size);
+  lua_pushinteger(L, (lua_Integer)st.st_size);
   lua_setfield(L, -2, "size");
   lua_pushnumber(L, (lua_Number)st.st_mtim.tv_sec + 1e-9 * (lua_Number)st.st_mtim.tv_nsec);
   lua_setfield(L, -2, "mtime");

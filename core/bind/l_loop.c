@@ -320,21 +320,19 @@ static void clear_targets(l_loops *H, lua_State *L) {
   }
 }
 
-/* debug.getinfo(f, "u").nparams of the function on top (LuaJIT's C API has no nparams); 0 when unknown. The
- * epoch-output rule: an on_train_epoch_end that takes outputs gets them (Lightning's signature check). */
+/* The number of named parameters of the function on top (LuaJIT's C API has no nparams), through
+ * lutra._compat.nparams (debug.getinfo's nparams, or read from string.dump under PUC 5.1, whose getinfo has
+ * none); 0 when unknown. The epoch-output rule: an on_train_epoch_end that takes outputs gets them
+ * (Lightning's signature check). */
 static int fn_nparams(lua_State *L) {
   int top = lua_gettop(L);
-  lua_getglobal(L, "debug");
-  if (lua_istable(L, -1)) lua_getfield(L, -1, "getinfo");
-  else lua_pushnil(L);
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "lutra._compat");
   int n = 0;
-  if (lua_isfunction(L, -1)) {
+  if (lua_pcall(L, 1, 1, 0) == 0 && lua_istable(L, -1)) {
+    lua_getfield(L, -1, "nparams");
     lua_pushvalue(L, top);
-    lua_pushliteral(L, "u");
-    if (lua_pcall(L, 2, 1, 0) == 0 && lua_istable(L, -1)) {
-      lua_getfield(L, -1, "nparams");
-      n = (int)lua_tointeger(L, -1);
-    }
+    if (lua_pcall(L, 1, 1, 0) == 0) n = (int)lua_tointeger(L, -1);
   }
   lua_settop(L, top);
   return n;

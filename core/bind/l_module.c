@@ -127,6 +127,7 @@ static int open_with_upvalues(lua_State *L) {
     { "interrupt", l_interrupt }, { "interrupt_pending", l_interrupt_pending }, { "interrupt_clear", l_interrupt_clear },
     { "embedded", l_embedded }, { "run_active", l_run_active },
     { "_gc_stats", l_gc_stats }, { "set_interactive", l_set_interactive }, { "is_interactive", l_is_interactive },
+    { "_newproxy", l_compat_newproxy },
     { NULL, NULL }
   };
   l_setfuncs(L, misc);

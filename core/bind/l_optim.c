@@ -377,7 +377,7 @@ static int l_state_dict(lua_State *L) {
       if (!s->initialized) continue;
       lua_newtable(L);
       if (kind != LT_OPTIM_SGD) {
-        lua_pushnumber(L, s->step);
+        lua_pushinteger(L, (lua_Integer)s->step);
         lua_setfield(L, -2, "step");
       }
       for (int v = 0; v < LT_OPTIM_NSCALARS; v++) {

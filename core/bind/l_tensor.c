@@ -156,7 +156,7 @@ static int l_shape(lua_State *L) {
   lt_tensor *t = T(1, "shape");
   lua_createtable(L, t->ndim, 0);
   for (int d = 0; d < t->ndim; d++) {
-    lua_pushnumber(L, (lua_Number)t->shape[d]);
+    lua_pushinteger(L, (lua_Integer)t->shape[d]);
     lua_rawseti(L, -2, d + 1);
   }
   return 1;
@@ -166,7 +166,7 @@ static int l_size(lua_State *L) {
   lt_tensor *t = T(1, "size");
   if (lua_isnoneornil(L, 2)) return l_shape(L);
   int d = l_checkdim(L, 2, t->ndim, "size");
-  lua_pushnumber(L, t->ndim ? (lua_Number)t->shape[d] : 1);
+  lua_pushinteger(L, t->ndim ? (lua_Integer)t->shape[d] : 1);
   return 1;
 }
 
@@ -174,7 +174,7 @@ static int l_stride(lua_State *L) {
   lt_tensor *t = T(1, "stride");
   lua_createtable(L, t->ndim, 0);
   for (int d = 0; d < t->ndim; d++) {
-    lua_pushnumber(L, (lua_Number)t->stride[d]);
+    lua_pushinteger(L, (lua_Integer)t->stride[d]);
     lua_rawseti(L, -2, d + 1);
   }
   return 1;
@@ -183,12 +183,12 @@ static int l_stride(lua_State *L) {
 static int l_len(lua_State *L) {
   lt_tensor *t = T(1, "__len");
   if (t->ndim == 0) return l_errorf(L, "#: a 0-dim tensor has no length (use x:item())");
-  lua_pushnumber(L, (lua_Number)t->shape[0]);
+  lua_pushinteger(L, (lua_Integer)t->shape[0]);
   return 1;
 }
 
 static int l_dim(lua_State *L) { lua_pushinteger(L, T(1, "dim")->ndim); return 1; }
-static int l_numel(lua_State *L) { lua_pushnumber(L, (lua_Number)lt_numel(T(1, "numel"))); return 1; }
+static int l_numel(lua_State *L) { lua_pushinteger(L, (lua_Integer)lt_numel(T(1, "numel"))); return 1; }
 static int l_dtype(lua_State *L) { lua_pushstring(L, lt_dtype_name(T(1, "dtype")->dtype)); return 1; }
 static int l_is_contiguous(lua_State *L) { lua_pushboolean(L, lt_is_contiguous(T(1, "is_contiguous"))); return 1; }
 
@@ -199,13 +199,15 @@ static int l_item(lua_State *L) {
     return l_errorf(L, "item: the tensor has %lld elements (shape %s), item() needs exactly one",
                       (long long)lt_numel(t), lt_shape_str(t, b, sizeof b));
   }
-  lua_pushnumber(L, lt_get_flat(t, 0));
+  /* an int64 tensor's value is a Lua integer (5.3+ prints it without ".0") */
+  if (t->dtype == LT_I64) lua_pushinteger(L, (lua_Integer)lt_get_flat_i64(t, 0));
+  else lua_pushnumber(L, lt_get_flat(t, 0));
   return 1;
 }
 
 static void push_table_rec(lua_State *L, const lt_tensor *t, int d, int64_t off) {
   if (d == t->ndim) {
-    if (t->dtype == LT_I64) lua_pushnumber(L, (lua_Number)((int64_t *)t->storage->data)[off]);
+    if (t->dtype == LT_I64) lua_pushinteger(L, (lua_Integer)((int64_t *)t->storage->data)[off]);
     else lua_pushnumber(L, ((float *)t->storage->data)[off]);
     return;
   }
@@ -759,7 +761,7 @@ static int l_set_rng_state(lua_State *L) {
 
 static int l_random_integer(lua_State *L) { /* lt.random_integer(n) in 1..n, from lutra's RNG */
   lua_Number n = (lua_Number)l_checkint(L, 1, "random_integer", "n", 1, L_INT_MAX);
-  lua_pushnumber(L, (lua_Number)(lt_rng_below(&L_CTX(L)->rng, (uint64_t)n) + 1));
+  lua_pushinteger(L, (lua_Integer)(lt_rng_below(&L_CTX(L)->rng, (uint64_t)n) + 1));
   return 1;
 }
 
@@ -818,12 +820,12 @@ static int l_memory_stats(lua_State *L) {
   lt_alloc_stats s;
   lt_alloc_get_stats(&s);
   lua_createtable(L, 0, 6);
-  lua_pushnumber(L, (lua_Number)s.live_bytes); lua_setfield(L, -2, "live_bytes");
-  lua_pushnumber(L, (lua_Number)s.cached_bytes); lua_setfield(L, -2, "cached_bytes");
-  lua_pushnumber(L, (lua_Number)s.total_allocated); lua_setfield(L, -2, "total_allocated");
-  lua_pushnumber(L, (lua_Number)s.system_allocs); lua_setfield(L, -2, "system_allocs");
-  lua_pushnumber(L, (lua_Number)s.cache_hits); lua_setfield(L, -2, "cache_hits");
-  lua_pushnumber(L, (lua_Number)lt_tensor_live_count()); lua_setfield(L, -2, "live_tensors");
+  lua_pushinteger(L, (lua_Integer)s.live_bytes); lua_setfield(L, -2, "live_bytes");
+  lua_pushinteger(L, (lua_Integer)s.cached_bytes); lua_setfield(L, -2, "cached_bytes");
+  lua_pushinteger(L, (lua_Integer)s.total_allocated); lua_setfield(L, -2, "total_allocated");
+  lua_pushinteger(L, (lua_Integer)s.system_allocs); lua_setfield(L, -2, "system_allocs");
+  lua_pushinteger(L, (lua_Integer)s.cache_hits); lua_setfield(L, -2, "cache_hits");
+  lua_pushinteger(L, (lua_Integer)lt_tensor_live_count()); lua_setfield(L, -2, "live_tensors");
   return 1;
 }
 

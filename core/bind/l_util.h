@@ -8,9 +8,9 @@
 #ifndef L_UTIL_H
 #define L_UTIL_H
 
-#include <lauxlib.h>
 #include <math.h>
-#include <lua.h>
+
+#include "l_compat.h"
 
 #include "lt_ops.h"
 

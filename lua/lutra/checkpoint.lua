@@ -25,6 +25,7 @@
 -- allocation failure is an out-of-memory error, never an altered document); encoding is here, writing
 -- numbers with as many digits as they need to read back exactly. After decoding, the contents are
 -- checked (lua/lutra/checkpoint_validate.lua): types, ranges, consistency, each error naming the key.
+local pack, unpack = require("lutra._compat").pack, require("lutra._compat").unpack
 local lt = require "lutra"
 local validate = require "lutra.checkpoint_validate"
 
@@ -362,12 +363,12 @@ local plain_copy
 -- (i nil); an error carries the hook's name as other hook errors do ("<hook> (callback #i): ..."), plus
 -- suffix (the file being resumed from).
 local function checkpoint_hook(hook, i, suffix, f, ...)
-  local res = { pcall(f, ...) }
+  local res = pack(pcall(f, ...))
   if not res[1] then
     local where = i and fmt("%s (callback #%d)", hook, i) or hook
     error(where .. ": " .. bare(res[2]) .. (suffix or ""), 0)
   end
-  return unpack(res, 2, table.maxn(res))
+  return unpack(res, 2, res.n)
 end
 
 local function loops_ids()

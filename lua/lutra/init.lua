@@ -2,6 +2,8 @@
 -- The C core (tensors, autograd, kernels, loops) is lutra.core; submodules load on first use so that
 -- `require "lutra"` stays fast.
 local lt = require "lutra.core"
+local compat = require "lutra._compat"
+local pack, unpack = compat.pack, compat.unpack
 
 require "lutra.tensor" -- printing and Lua-side tensor helpers
 require "lutra.linalg" -- addmm, baddbmm, einsum
@@ -50,18 +52,18 @@ function lt.no_grad(fn, ...)
     error("no_grad: expected a function, got " .. type(fn), 2)
   end
   local was = lt.set_grad_enabled(false)
-  local res = { pcall(fn, ...) }
+  local res = pack(pcall(fn, ...))
   lt.set_grad_enabled(was)
   if not res[1] then error(res[2], 0) end
-  return unpack(res, 2, table.maxn(res))
+  return unpack(res, 2, res.n)
 end
 
 function lt.enable_grad(fn, ...)
   local was = lt.set_grad_enabled(true)
-  local res = { pcall(fn, ...) }
+  local res = pack(pcall(fn, ...))
   lt.set_grad_enabled(was)
   if not res[1] then error(res[2], 0) end
-  return unpack(res, 2, table.maxn(res))
+  return unpack(res, 2, res.n)
 end
 
 return lt

@@ -22,6 +22,8 @@ local lt = require "lutra"
 
 local M = {}
 local fmt, concat, floor = string.format, table.concat, math.floor
+local compat = require "lutra._compat"
+local pack, unpack, maxn = compat.pack, compat.unpack, compat.maxn
 
 --- Lightning's get_human_readable_count: 12 -> "12  ", 1234 -> "1.2 K", 101770 -> "101 K".
 function M.human_count(n)
@@ -72,10 +74,11 @@ local function record_shapes(model, rows, example)
     if type(orig) == "function" then
       saved_forward[m] = { raw = rawget(m, "forward") }
       rawset(m, "forward", function(self, ...)
-        local out = { orig(self, ...) }
+        local out = pack(orig(self, ...))
         local nin = select("#", ...)
-        shapes[m] = { nin == 1 and shape_of((...)) or shape_of({ ... }), #out == 1 and shape_of(out[1]) or shape_of(out) }
-        return unpack(out, 1, table.maxn(out))
+        local out_shape = out.n == 1 and shape_of(out[1]) or shape_of({ unpack(out, 1, out.n) })
+        shapes[m] = { nin == 1 and shape_of((...)) or shape_of({ ... }), out_shape }
+        return unpack(out, 1, out.n)
       end)
     end
   end
@@ -88,7 +91,7 @@ local function record_shapes(model, rows, example)
   local ok, err = pcall(lt.no_grad, function()
     local f = model.forward
     if type(f) ~= "function" then error("the model has no forward", 0) end
-    return f(model, unpack(args, 1, table.maxn(args)))
+    return f(model, unpack(args, 1, maxn(args)))
   end)
   lt.set_rng_state(rng)
   for i, m in ipairs(modules) do rawset(m, "training", modes[i]) end

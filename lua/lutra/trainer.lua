@@ -28,6 +28,8 @@
 --   trainer.num_training_batches, num_val_batches, num_sanity_val_batches, val_check_batch
 local lt = require "lutra"
 local core = require "lutra.core"
+local compat = require "lutra._compat"
+local pack, unpack, xpcall = compat.pack, compat.unpack, compat.xpcall
 local logging = require "lutra.trainer.logging"
 local host = require "lutra.trainer.host"
 local modelmod = require "lutra.trainer.model"
@@ -132,13 +134,8 @@ local function try_require(name)
   error(m, 0)
 end
 
-local function stdout_is_tty()
-  local ok, ffi = pcall(require, "ffi")
-  if not ok then return false end
-  pcall(ffi.cdef, "int isatty(int fd);")
-  local ok2, r = pcall(function() return ffi.C.isatty(1) end)
-  return ok2 and r == 1
-end
+-- through lutra.core, not LuaJIT's ffi, so that it answers under PUC Lua too
+local function stdout_is_tty() return core._io.isatty(1) == true end
 
 -- ---- construction -------------------------------------------------------------------------------------
 
@@ -651,7 +648,7 @@ local function keep_error(e) return e end
 -- Runs fn() (a stage); on error: on_exception, end the run, raise the error. Hook errors carry their
 -- hook's name and traceback already; the trainer's own errors (configuration) are raised as they are.
 function Trainer:_guard(fn, ...)
-  local res = { xpcall(fn, keep_error, ...) }
+  local res = pack(xpcall(fn, keep_error, ...))
   if not res[1] then
     local err = unwrap_error(res[2])
     self.state.status = "failed"
@@ -662,7 +659,7 @@ function Trainer:_guard(fn, ...)
     if self._ddp then self._ddp:abort(err) end -- ddp: end the whole job, naming this rank
     error(err, 0)
   end
-  return unpack(res, 2, table.maxn(res))
+  return unpack(res, 2, res.n)
 end
 
 -- ---- fit ------------------------------------------------------------------------------------------------

@@ -53,9 +53,7 @@ function Model:on_train_batch_end(_, _, batch_idx)
   local r = self.trainer.global_rank
   if mode == "raise" and r == 1 and batch_idx == 3 then error("boom at batch 3 on rank " .. r) end
   if mode == "kill" and r == 1 and batch_idx == 3 then
-    local ffi = require "ffi"
-    pcall(ffi.cdef, "int getpid(void); int kill(int pid, int sig);")
-    ffi.C.kill(ffi.C.getpid(), 9)
+    os.execute("kill -9 $PPID") -- the shell's parent: this process (no ffi, so under any Lua)
   end
 end
 

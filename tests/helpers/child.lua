@@ -8,8 +8,14 @@ function M.run(source)
   local f = assert(io.open(script, "w"))
   f:write(source)
   f:close()
-  local bin = os.getenv("LUTRA_BIN") or "build/bin/release/cli/lutra"
-  local p = io.popen("'" .. bin .. "' '" .. script .. "' 2>&1")
+  local cmd
+  if rawget(_G, "jit") then
+    cmd = "'" .. (os.getenv("LUTRA_BIN") or "build/bin/release/cli/lutra") .. "' '" .. script .. "'"
+  else -- PUC Lua (tests/run --lua 5.4): no lutra binary; the same interpreter with the module's paths
+    cmd = string.format("%s -e %q '%s'", require("helpers.puc").lua_exe,
+      "package.path = [[" .. package.path .. "]] package.cpath = [[" .. package.cpath .. "]]", script)
+  end
+  local p = io.popen(cmd .. " 2>&1")
   local out = p:read("*a")
   p:close()
   os.remove(script)

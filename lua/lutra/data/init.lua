@@ -31,6 +31,7 @@
 -- number continues the epoch with the samples not yet seen (shared among the new ranks).
 local lt = require "lutra"
 local C = require("lutra.core")._data
+local newproxy = require("lutra._compat").newproxy
 
 local M = {}
 
