@@ -43,8 +43,8 @@ static int l_read_idx(lua_State *L) {
 
 static void push_rng(lua_State *L, const lt_rng *r) {
   char buf[80];
-  snprintf(buf, sizeof buf, "%016llx%016llx%016llx%016llx", (unsigned long long)r->s[0],
-           (unsigned long long)r->s[1], (unsigned long long)r->s[2], (unsigned long long)r->s[3]);
+  snprintf(buf, sizeof buf, "%016llx%016llx%016llx%016llx", (unsigned long long)r->s[0], (unsigned long long)r->s[1],
+           (unsigned long long)r->s[2], (unsigned long long)r->s[3]);
   lua_pushstring(L, buf);
 }
 
@@ -108,8 +108,8 @@ static int l_gather(lua_State *L) {
   for (int i = 1; i <= n; i++) {
     lua_rawgeti(L, 1, i);
     lt_tensor *src = l_checktensor(L, -1, "DataLoader");
-    lt_tensor *b = rows ? lt_data_gather_rows(L_CTX(L), src, rows, count, 1)
-                        : lt_data_slice_rows(L_CTX(L), src, start, count);
+    lt_tensor *b =
+        rows ? lt_data_gather_rows(L_CTX(L), src, rows, count, 1) : lt_data_slice_rows(L_CTX(L), src, start, count);
     lua_pop(L, 1);
     l_push(L, b);
     lua_rawseti(L, -2, i);
@@ -118,10 +118,8 @@ static int l_gather(lua_State *L) {
 }
 
 void l_data_register(lua_State *L) {
-  static const luaL_Reg funcs[] = {
-    { "read_idx", l_read_idx }, { "rng_seed", l_rng_seed }, { "rng_draw", l_rng_draw },
-    { "randperm", l_randperm }, { "gather", l_gather }, { NULL, NULL }
-  };
+  static const luaL_Reg funcs[] = { { "read_idx", l_read_idx }, { "rng_seed", l_rng_seed }, { "rng_draw", l_rng_draw },
+                                    { "randperm", l_randperm }, { "gather", l_gather },     { NULL, NULL } };
   lua_newtable(L);
   l_setfuncs(L, funcs);
   lua_setfield(L, -2, "_data");

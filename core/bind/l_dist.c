@@ -22,7 +22,9 @@
 
 #define REDUCER_MT "lutra.DistReducer"
 
-typedef struct l_reducer { lt_dist_reducer *r; } l_reducer;
+typedef struct l_reducer {
+  lt_dist_reducer *r;
+} l_reducer;
 
 static lt_dist_op check_op(lua_State *L, int idx, const char *fname) {
   const char *s = l_optstring(L, idx, "sum");
@@ -67,9 +69,18 @@ static lt_tensor **check_list(lua_State *L, int idx, const char *fname, int *n) 
   return ts;
 }
 
-static int l_available(lua_State *L) { lua_pushboolean(L, lt_dist_available()); return 1; }
-static int l_set_module_path(lua_State *L) { lt_dist_set_module_path(luaL_optstring(L, 1, NULL)); return 0; }
-static int l_load_error(lua_State *L) { lua_pushstring(L, lt_dist_load_error()); return 1; }
+static int l_available(lua_State *L) {
+  lua_pushboolean(L, lt_dist_available());
+  return 1;
+}
+static int l_set_module_path(lua_State *L) {
+  lt_dist_set_module_path(luaL_optstring(L, 1, NULL));
+  return 0;
+}
+static int l_load_error(lua_State *L) {
+  lua_pushstring(L, lt_dist_load_error());
+  return 1;
+}
 
 static int l_launched(lua_State *L) {
   int r, w;
@@ -79,13 +90,34 @@ static int l_launched(lua_State *L) {
   return 3;
 }
 
-static int l_init(lua_State *L) { l_check(L, lt_dist_init(L_CTX(L))); return 0; }
-static int l_finalize(lua_State *L) { l_check(L, lt_dist_finalize(L_CTX(L))); return 0; }
-static int l_is_initialized(lua_State *L) { lua_pushboolean(L, lt_dist_is_initialized()); return 1; }
-static int l_rank(lua_State *L) { lua_pushinteger(L, lt_dist_rank()); return 1; }
-static int l_world_size(lua_State *L) { lua_pushinteger(L, lt_dist_world_size()); return 1; }
-static int l_barrier(lua_State *L) { l_check(L, lt_dist_barrier(L_CTX(L))); return 0; }
-static int l_abort(lua_State *L) { lt_dist_abort(lua_isnoneornil(L, 1) ? 1 : (int)l_checkint(L, 1, "abort", "the exit code", 0, 255)); return 0; }
+static int l_init(lua_State *L) {
+  l_check(L, lt_dist_init(L_CTX(L)));
+  return 0;
+}
+static int l_finalize(lua_State *L) {
+  l_check(L, lt_dist_finalize(L_CTX(L)));
+  return 0;
+}
+static int l_is_initialized(lua_State *L) {
+  lua_pushboolean(L, lt_dist_is_initialized());
+  return 1;
+}
+static int l_rank(lua_State *L) {
+  lua_pushinteger(L, lt_dist_rank());
+  return 1;
+}
+static int l_world_size(lua_State *L) {
+  lua_pushinteger(L, lt_dist_world_size());
+  return 1;
+}
+static int l_barrier(lua_State *L) {
+  l_check(L, lt_dist_barrier(L_CTX(L)));
+  return 0;
+}
+static int l_abort(lua_State *L) {
+  lt_dist_abort(lua_isnoneornil(L, 1) ? 1 : (int)l_checkint(L, 1, "abort", "the exit code", 0, 255));
+  return 0;
+}
 
 static int l_broadcast(lua_State *L) {
   lt_tensor *t = l_checktensor(L, 1, "broadcast");
@@ -243,11 +275,10 @@ static int l_reducer_free(lua_State *L) {
 }
 
 void l_dist_register(lua_State *L) {
-  static const luaL_Reg methods[] = {
-    { "ready", l_reducer_ready }, { "finish", l_reducer_finish }, { "stats", l_reducer_stats },
-    { "nbuckets", l_reducer_nbuckets }, { "free", l_reducer_free }, { "attach", l_reducer_attach },
-    { "detach", l_reducer_detach }, { NULL, NULL }
-  };
+  static const luaL_Reg methods[] = { { "ready", l_reducer_ready },   { "finish", l_reducer_finish },
+                                      { "stats", l_reducer_stats },   { "nbuckets", l_reducer_nbuckets },
+                                      { "free", l_reducer_free },     { "attach", l_reducer_attach },
+                                      { "detach", l_reducer_detach }, { NULL, NULL } };
   luaL_newmetatable(L, REDUCER_MT);
   lua_newtable(L);
   l_setmethods(L, methods);
@@ -256,13 +287,23 @@ void l_dist_register(lua_State *L) {
   lua_pushcclosure(L, l_reducer_free, 2);
   lua_setfield(L, -2, "__gc");
   lua_pop(L, 1);
-  static const luaL_Reg funcs[] = {
-    { "available", l_available }, { "set_module_path", l_set_module_path }, { "load_error", l_load_error }, { "launched", l_launched }, { "init", l_init }, { "finalize", l_finalize },
-    { "is_initialized", l_is_initialized }, { "rank", l_rank }, { "world_size", l_world_size },
-    { "barrier", l_barrier }, { "abort", l_abort }, { "broadcast", l_broadcast },
-    { "broadcast_string", l_broadcast_string }, { "all_reduce_numbers", l_all_reduce_numbers },
-    { "all_reduce", l_all_reduce }, { "reducer", l_reducer_new }, { NULL, NULL }
-  };
+  static const luaL_Reg funcs[] = { { "available", l_available },
+                                    { "set_module_path", l_set_module_path },
+                                    { "load_error", l_load_error },
+                                    { "launched", l_launched },
+                                    { "init", l_init },
+                                    { "finalize", l_finalize },
+                                    { "is_initialized", l_is_initialized },
+                                    { "rank", l_rank },
+                                    { "world_size", l_world_size },
+                                    { "barrier", l_barrier },
+                                    { "abort", l_abort },
+                                    { "broadcast", l_broadcast },
+                                    { "broadcast_string", l_broadcast_string },
+                                    { "all_reduce_numbers", l_all_reduce_numbers },
+                                    { "all_reduce", l_all_reduce },
+                                    { "reducer", l_reducer_new },
+                                    { NULL, NULL } };
   lua_newtable(L);
   l_setfuncs(L, funcs);
   lua_setfield(L, -2, "_dist");

@@ -34,8 +34,7 @@ static int scatter_common(lua_State *L, const char *fname, int add) {
       return l_errorf(L, "%s: src must be a tensor%s, got %s", fname, add ? "" : " or a number", luaL_typename(L, 4));
     v = lua_tonumber(L, 4);
   }
-  if (!lua_isnone(L, 5))
-    return l_errorf(L, "%s: takes (dim, index, src); the reduce option is not supported", fname);
+  if (!lua_isnone(L, 5)) return l_errorf(L, "%s: takes (dim, index, src); the reduce option is not supported", fname);
   lt_tensor *idx = l_index_from_lua(L, idx1, fname);
   return push_released(L, lt_op_scatter(L_CTX(L), x, dim, idx, src, v, add), idx);
 }
@@ -50,7 +49,8 @@ static int l_index_add(lua_State *L) {
   lt_tensor *src = l_checktensor(L, 4, "index_add");
   double alpha = 1;
   if (!lua_isnoneornil(L, 5)) {
-    if (!lua_istable(L, 5)) return l_errorf(L, "index_add: options must be a table {alpha = 1}, got %s", luaL_typename(L, 5));
+    if (!lua_istable(L, 5))
+      return l_errorf(L, "index_add: options must be a table {alpha = 1}, got %s", luaL_typename(L, 5));
     lua_pushnil(L);
     while (lua_next(L, 5)) {
       const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
@@ -93,12 +93,10 @@ static int l_nonzero(lua_State *L) {
 /* core._gelu_tanh(x): lt.F.gelu(x, {approximate = "tanh"}) (lua/lutra/F.lua checks the options) */
 static int l_gelu_tanh(lua_State *L) { return l_push(L, lt_op_gelu_tanh(L_CTX(L), l_checktensor(L, 1, "gelu"))); }
 
-static const luaL_Reg index_methods[] = {
-  { "masked_fill", l_masked_fill }, { "masked_select", l_masked_select }, { "nonzero", l_nonzero },
-  { "scatter", l_scatter }, { "scatter_add", l_scatter_add }, { "index_add", l_index_add },
-  { "index_fill", l_index_fill },
-  { NULL, NULL }
-};
+static const luaL_Reg index_methods[] = { { "masked_fill", l_masked_fill }, { "masked_select", l_masked_select },
+                                          { "nonzero", l_nonzero },         { "scatter", l_scatter },
+                                          { "scatter_add", l_scatter_add }, { "index_add", l_index_add },
+                                          { "index_fill", l_index_fill },   { NULL, NULL } };
 
 /* Registers each function as a tensor method and as lt.name (expects the module table on top). */
 void l_index_ops_register(lua_State *L) {

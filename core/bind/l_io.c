@@ -37,7 +37,9 @@
 #include "lt_fileio.h"
 #include "lt_safetensors.h"
 
-typedef struct st_meta_sort { const char *key, *value; } st_meta_sort;
+typedef struct st_meta_sort {
+  const char *key, *value;
+} st_meta_sort;
 
 static int cmp_meta(const void *a, const void *b) {
   return strcmp(((const st_meta_sort *)a)->key, ((const st_meta_sort *)b)->key);
@@ -46,7 +48,7 @@ static int cmp_meta(const void *a, const void *b) {
 /* Everything save allocates, released in one place (also before raising). */
 typedef struct save_work {
   lt_st_tensor *ts;
-  lt_tensor **held;   /* contiguous references */
+  lt_tensor **held; /* contiguous references */
   int64_t (*shapes)[LT_MAX_DIM];
   st_meta_sort *md;
   size_t n, nmd;
@@ -187,8 +189,8 @@ static int push_loaded(lua_State *L, const char *name, lt_st_file *f) {
       return lua_error(L);
     }
     if (s->ndim > LT_MAX_DIM) {
-      snprintf(err, sizeof err, "load: %s: tensor '%s' has %d dimensions; lutra tensors have at most %d", name,
-               s->name, s->ndim, LT_MAX_DIM);
+      snprintf(err, sizeof err, "load: %s: tensor '%s' has %d dimensions; lutra tensors have at most %d", name, s->name,
+               s->ndim, LT_MAX_DIM);
       lt_st_free(f);
       lua_pushstring(L, err);
       return lua_error(L);
@@ -293,7 +295,8 @@ static int l_io_mkdirs(lua_State *L) {
     buf[i] = saved;
   }
   struct stat st;
-  if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) return l_errorf(L, "mkdir: %s: exists and is not a directory", path);
+  if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+    return l_errorf(L, "mkdir: %s: exists and is not a directory", path);
   return 0;
 }
 
@@ -361,11 +364,20 @@ void l_json_register(lua_State *L);  /* l_json.c: json_decode */
 void l_fault_register(lua_State *L); /* l_fault.c: fault_arm, fault_seen (tests) */
 
 void l_io_register(lua_State *L) {
-  static const luaL_Reg funcs[] = {
-    { "save", l_io_save }, { "load", l_io_load }, { "save_bytes", l_io_save_bytes }, { "load_bytes", l_io_load_bytes }, { "write_atomic", l_io_write_atomic },
-    { "read_all", l_io_read_all }, { "mkdirs", l_io_mkdirs }, { "listdir", l_io_listdir }, { "stat", l_io_stat },
-    { "writable_dir", l_io_writable_dir }, { "isatty", l_io_isatty }, { "term_width", l_io_term_width }, { "now", l_io_now }, { NULL, NULL }
-  };
+  static const luaL_Reg funcs[] = { { "save", l_io_save },
+                                    { "load", l_io_load },
+                                    { "save_bytes", l_io_save_bytes },
+                                    { "load_bytes", l_io_load_bytes },
+                                    { "write_atomic", l_io_write_atomic },
+                                    { "read_all", l_io_read_all },
+                                    { "mkdirs", l_io_mkdirs },
+                                    { "listdir", l_io_listdir },
+                                    { "stat", l_io_stat },
+                                    { "writable_dir", l_io_writable_dir },
+                                    { "isatty", l_io_isatty },
+                                    { "term_width", l_io_term_width },
+                                    { "now", l_io_now },
+                                    { NULL, NULL } };
   lua_newtable(L);
   l_setfuncs(L, funcs);
   l_json_register(L);

@@ -28,17 +28,17 @@
 #include "lt_loop.h"
 
 /* The slots of the run's R table: X(ID, "name"), R_ID in C, R[core._seam().run.name] in Lua. */
-#define R_SLOT_LIST(X)                                                                                       \
-  X(TRAIN_BATCH, "train_batch")   /* the current training batch */                                           \
+#define R_SLOT_LIST(X)                                                                                        \
+  X(TRAIN_BATCH, "train_batch")   /* the current training batch */                                            \
   X(TRAIN_OUT, "train_out")       /* training_step's raw returns of this batch, per (split, optimizer) */     \
-  X(TRAIN_ITER, "train_iter")     /* the training loader's iterator */                                       \
-  X(EVAL_BATCH, "eval_batch")     /* the current evaluation batch */                                         \
-  X(EVAL_OUT, "eval_out")         /* the last evaluation step's output */                                    \
-  X(EVAL_ITER, "eval_iter")       /* the evaluation loader's iterator */                                     \
-  X(OPTIMIZERS, "optimizers")     /* the run's optimizers list */                                            \
-  X(LOG_DIRTY, "log_dirty")       /* self:log logged step values since the last step event */                \
-  X(EVAL_OUTPUTS, "eval_outputs") /* kept evaluation outputs, one list per dataloader */                     \
-  X(CLOSURE, "closure")           /* the optimizer closure given to a user's optimizer_step */               \
+  X(TRAIN_ITER, "train_iter")     /* the training loader's iterator */                                        \
+  X(EVAL_BATCH, "eval_batch")     /* the current evaluation batch */                                          \
+  X(EVAL_OUT, "eval_out")         /* the last evaluation step's output */                                     \
+  X(EVAL_ITER, "eval_iter")       /* the evaluation loader's iterator */                                      \
+  X(OPTIMIZERS, "optimizers")     /* the run's optimizers list */                                             \
+  X(LOG_DIRTY, "log_dirty")       /* self:log logged step values since the last step event */                 \
+  X(EVAL_OUTPUTS, "eval_outputs") /* kept evaluation outputs, one list per dataloader */                      \
+  X(CLOSURE, "closure")           /* the optimizer closure given to a user's optimizer_step */                \
   X(BATCH_OUT, "batch_out")       /* the batch's outputs once built (on_train_batch_end, the kept outputs) */ \
   X(LOSS, "loss")                 /* the loss box shared by the targets of on_before_backward / backward */
 
@@ -54,24 +54,41 @@ static uint8_t hook_targets[LT_NHOOKS];
 static void init_hook_targets(void) {
   for (int h = 0; h < LT_NHOOKS; h++) hook_targets[h] = TG_CB | TG_MODEL;
   static const lt_hook model_only[] = {
-    LT_HOOK_PREPARE_DATA, LT_HOOK_CONFIGURE_CALLBACKS, LT_HOOK_CONFIGURE_OPTIMIZERS, LT_HOOK_TRAINING_STEP,
-    LT_HOOK_TRAINING_EPOCH_END, LT_HOOK_VALIDATION_STEP, LT_HOOK_VALIDATION_EPOCH_END, LT_HOOK_TEST_STEP,
-    LT_HOOK_TEST_EPOCH_END, LT_HOOK_PREDICT_STEP, LT_HOOK_PREDICT_EPOCH_END, LT_HOOK_ON_VALIDATION_MODEL_EVAL,
-    LT_HOOK_ON_VALIDATION_MODEL_TRAIN, LT_HOOK_ON_TEST_MODEL_EVAL, LT_HOOK_ON_TEST_MODEL_TRAIN,
-    LT_HOOK_ON_PREDICT_MODEL_EVAL, LT_HOOK_ON_PREDICT_MODEL_TRAIN, LT_HOOK_OPTIMIZER_ZERO_GRAD, LT_HOOK_BACKWARD,
-    LT_HOOK_CONFIGURE_GRADIENT_CLIPPING, LT_HOOK_OPTIMIZER_STEP, LT_HOOK_LR_SCHEDULER_STEP,
-    LT_HOOK_TOGGLE_OPTIMIZER, LT_HOOK_UNTOGGLE_OPTIMIZER,
+    LT_HOOK_PREPARE_DATA,
+    LT_HOOK_CONFIGURE_CALLBACKS,
+    LT_HOOK_CONFIGURE_OPTIMIZERS,
+    LT_HOOK_TRAINING_STEP,
+    LT_HOOK_TRAINING_EPOCH_END,
+    LT_HOOK_VALIDATION_STEP,
+    LT_HOOK_VALIDATION_EPOCH_END,
+    LT_HOOK_TEST_STEP,
+    LT_HOOK_TEST_EPOCH_END,
+    LT_HOOK_PREDICT_STEP,
+    LT_HOOK_PREDICT_EPOCH_END,
+    LT_HOOK_ON_VALIDATION_MODEL_EVAL,
+    LT_HOOK_ON_VALIDATION_MODEL_TRAIN,
+    LT_HOOK_ON_TEST_MODEL_EVAL,
+    LT_HOOK_ON_TEST_MODEL_TRAIN,
+    LT_HOOK_ON_PREDICT_MODEL_EVAL,
+    LT_HOOK_ON_PREDICT_MODEL_TRAIN,
+    LT_HOOK_OPTIMIZER_ZERO_GRAD,
+    LT_HOOK_BACKWARD,
+    LT_HOOK_CONFIGURE_GRADIENT_CLIPPING,
+    LT_HOOK_OPTIMIZER_STEP,
+    LT_HOOK_LR_SCHEDULER_STEP,
+    LT_HOOK_TOGGLE_OPTIMIZER,
+    LT_HOOK_UNTOGGLE_OPTIMIZER,
   };
   for (size_t i = 0; i < sizeof model_only / sizeof *model_only; i++) hook_targets[model_only[i]] = TG_MODEL;
   hook_targets[LT_HOOK_ON_SANITY_CHECK_START] = TG_CB;
   hook_targets[LT_HOOK_ON_SANITY_CHECK_END] = TG_CB;
   hook_targets[LT_HOOK_ON_EXCEPTION] = TG_CB;
   static const lt_hook lua_side[] = {
-    LT_HOOK_TRAINING_EPOCH_END, LT_HOOK_ON_TRAIN_EPOCH_END, LT_HOOK_VALIDATION_EPOCH_END, LT_HOOK_TEST_EPOCH_END,
-    LT_HOOK_ON_PREDICT_EPOCH_END, LT_HOOK_LR_SCHEDULER_STEP, LT_HOOK_ON_VALIDATION_MODEL_EVAL,
-    LT_HOOK_ON_VALIDATION_MODEL_TRAIN, LT_HOOK_ON_TEST_MODEL_EVAL, LT_HOOK_ON_TEST_MODEL_TRAIN,
-    LT_HOOK_ON_PREDICT_MODEL_EVAL, LT_HOOK_ON_PREDICT_MODEL_TRAIN, LT_HOOK_TOGGLE_OPTIMIZER,
-    LT_HOOK_UNTOGGLE_OPTIMIZER,
+    LT_HOOK_TRAINING_EPOCH_END,       LT_HOOK_ON_TRAIN_EPOCH_END,        LT_HOOK_VALIDATION_EPOCH_END,
+    LT_HOOK_TEST_EPOCH_END,           LT_HOOK_ON_PREDICT_EPOCH_END,      LT_HOOK_LR_SCHEDULER_STEP,
+    LT_HOOK_ON_VALIDATION_MODEL_EVAL, LT_HOOK_ON_VALIDATION_MODEL_TRAIN, LT_HOOK_ON_TEST_MODEL_EVAL,
+    LT_HOOK_ON_TEST_MODEL_TRAIN,      LT_HOOK_ON_PREDICT_MODEL_EVAL,     LT_HOOK_ON_PREDICT_MODEL_TRAIN,
+    LT_HOOK_TOGGLE_OPTIMIZER,         LT_HOOK_UNTOGGLE_OPTIMIZER,
   };
   for (size_t i = 0; i < sizeof lua_side / sizeof *lua_side; i++) hook_targets[lua_side[i]] |= TG_LUA;
 }
@@ -91,9 +108,9 @@ typedef struct l_loops {
   int *cb_refs;
   l_target *targets[LT_NHOOKS];
   int ntargets[LT_NHOOKS];
-  int cur_hook;             /* the hook running (for self:log's checks), -1 outside */
-  int running;              /* runs of the C loops on the stack (with_state): > 0 inside a hook */
-  int in_opt_step;          /* optimizer_step is running: its closure may be called */
+  int cur_hook;    /* the hook running (for self:log's checks), -1 outside */
+  int running;     /* runs of the C loops on the stack (with_state): > 0 inside a hook */
+  int in_opt_step; /* optimizer_step is running: its closure may be called */
   int nopts;
   lt_optimizer *opts[LT_MAX_OPTIMIZERS];
   lt_tensor **params;
@@ -199,7 +216,7 @@ static int call_env_as(l_loops *H, lua_State *L, const char *name, int nargs, in
   lua_remove(L, -2);
   lua_insert(L, -nargs - 1); /* function, args... */
   int h = push_handler(H, L) - nargs - 1;
-  lua_insert(L, h);          /* handler, function, args... */
+  lua_insert(L, h); /* handler, function, args... */
   if (docall(H, L, h, nres, hook, what, -1) != LT_OK) return LT_ERR;
   lua_remove(L, h);
   return LT_OK;
@@ -223,67 +240,66 @@ static void push_optimizer(l_loops *H, lua_State *L, int idx) {
 /* The arguments after self (model) or (self, trainer, model) (callbacks) of the hooks the C side calls. */
 static int push_args(l_loops *H, lua_State *L, lt_hook h, const lt_hook_args *a) {
   switch (h) {
-  case LT_HOOK_ON_TRAIN_BATCH_START:
-    push_R(H, L, R_TRAIN_BATCH);
-    lua_pushinteger(L, (lua_Integer)a->batch_idx);
-    return 2;
-  case LT_HOOK_ON_TRAIN_BATCH_END:
-    push_R(H, L, R_BATCH_OUT);
-    push_R(H, L, R_TRAIN_BATCH);
-    lua_pushinteger(L, (lua_Integer)a->batch_idx);
-    return 3;
-  case LT_HOOK_ON_VALIDATION_BATCH_START: case LT_HOOK_ON_TEST_BATCH_START: case LT_HOOK_ON_PREDICT_BATCH_START:
-    push_R(H, L, R_EVAL_BATCH);
-    lua_pushinteger(L, (lua_Integer)a->batch_idx);
-    lua_pushinteger(L, (lua_Integer)a->dataloader_idx);
-    return 3;
-  case LT_HOOK_ON_VALIDATION_BATCH_END: case LT_HOOK_ON_TEST_BATCH_END: case LT_HOOK_ON_PREDICT_BATCH_END:
-    push_R(H, L, R_EVAL_OUT);
-    push_R(H, L, R_EVAL_BATCH);
-    lua_pushinteger(L, (lua_Integer)a->batch_idx);
-    lua_pushinteger(L, (lua_Integer)a->dataloader_idx);
-    return 4;
-  case LT_HOOK_ON_BEFORE_ZERO_GRAD:
-    push_optimizer(H, L, a->optimizer_idx);
-    return 1;
-  case LT_HOOK_OPTIMIZER_ZERO_GRAD:
-    lua_pushinteger(L, (lua_Integer)a->epoch);
-    lua_pushinteger(L, (lua_Integer)a->batch_idx);
-    push_optimizer(H, L, a->optimizer_idx);
-    lua_pushinteger(L, a->optimizer_idx);
-    return 4;
-  case LT_HOOK_ON_BEFORE_BACKWARD:
-    push_R(H, L, R_LOSS);
-    return 1;
-  case LT_HOOK_BACKWARD:
-    push_R(H, L, R_LOSS);
-    push_optimizer(H, L, a->optimizer_idx);
-    lua_pushinteger(L, a->optimizer_idx);
-    return 3;
-  case LT_HOOK_ON_BEFORE_OPTIMIZER_STEP:
-    push_optimizer(H, L, a->optimizer_idx);
-    lua_pushinteger(L, a->optimizer_idx);
-    return 2;
-  case LT_HOOK_CONFIGURE_GRADIENT_CLIPPING:
-    push_optimizer(H, L, a->optimizer_idx);
-    lua_pushinteger(L, a->optimizer_idx);
-    if (H->lp.cfg.gradient_clip_val > 0) {
-      lua_pushnumber(L, H->lp.cfg.gradient_clip_val);
-      lua_pushstring(L, H->lp.cfg.gradient_clip_algorithm == LT_CLIP_VALUE ? "value" : "norm");
-    } else {
-      lua_pushnil(L);
-      lua_pushnil(L);
-    }
-    return 4;
-  case LT_HOOK_OPTIMIZER_STEP:
-    lua_pushinteger(L, (lua_Integer)a->epoch);
-    lua_pushinteger(L, (lua_Integer)a->batch_idx);
-    push_optimizer(H, L, a->optimizer_idx);
-    lua_pushinteger(L, a->optimizer_idx);
-    push_R(H, L, R_CLOSURE);
-    return 5;
-  default:
-    return 0;
+    case LT_HOOK_ON_TRAIN_BATCH_START:
+      push_R(H, L, R_TRAIN_BATCH);
+      lua_pushinteger(L, (lua_Integer)a->batch_idx);
+      return 2;
+    case LT_HOOK_ON_TRAIN_BATCH_END:
+      push_R(H, L, R_BATCH_OUT);
+      push_R(H, L, R_TRAIN_BATCH);
+      lua_pushinteger(L, (lua_Integer)a->batch_idx);
+      return 3;
+    case LT_HOOK_ON_VALIDATION_BATCH_START:
+    case LT_HOOK_ON_TEST_BATCH_START:
+    case LT_HOOK_ON_PREDICT_BATCH_START:
+      push_R(H, L, R_EVAL_BATCH);
+      lua_pushinteger(L, (lua_Integer)a->batch_idx);
+      lua_pushinteger(L, (lua_Integer)a->dataloader_idx);
+      return 3;
+    case LT_HOOK_ON_VALIDATION_BATCH_END:
+    case LT_HOOK_ON_TEST_BATCH_END:
+    case LT_HOOK_ON_PREDICT_BATCH_END:
+      push_R(H, L, R_EVAL_OUT);
+      push_R(H, L, R_EVAL_BATCH);
+      lua_pushinteger(L, (lua_Integer)a->batch_idx);
+      lua_pushinteger(L, (lua_Integer)a->dataloader_idx);
+      return 4;
+    case LT_HOOK_ON_BEFORE_ZERO_GRAD: push_optimizer(H, L, a->optimizer_idx); return 1;
+    case LT_HOOK_OPTIMIZER_ZERO_GRAD:
+      lua_pushinteger(L, (lua_Integer)a->epoch);
+      lua_pushinteger(L, (lua_Integer)a->batch_idx);
+      push_optimizer(H, L, a->optimizer_idx);
+      lua_pushinteger(L, a->optimizer_idx);
+      return 4;
+    case LT_HOOK_ON_BEFORE_BACKWARD: push_R(H, L, R_LOSS); return 1;
+    case LT_HOOK_BACKWARD:
+      push_R(H, L, R_LOSS);
+      push_optimizer(H, L, a->optimizer_idx);
+      lua_pushinteger(L, a->optimizer_idx);
+      return 3;
+    case LT_HOOK_ON_BEFORE_OPTIMIZER_STEP:
+      push_optimizer(H, L, a->optimizer_idx);
+      lua_pushinteger(L, a->optimizer_idx);
+      return 2;
+    case LT_HOOK_CONFIGURE_GRADIENT_CLIPPING:
+      push_optimizer(H, L, a->optimizer_idx);
+      lua_pushinteger(L, a->optimizer_idx);
+      if (H->lp.cfg.gradient_clip_val > 0) {
+        lua_pushnumber(L, H->lp.cfg.gradient_clip_val);
+        lua_pushstring(L, H->lp.cfg.gradient_clip_algorithm == LT_CLIP_VALUE ? "value" : "norm");
+      } else {
+        lua_pushnil(L);
+        lua_pushnil(L);
+      }
+      return 4;
+    case LT_HOOK_OPTIMIZER_STEP:
+      lua_pushinteger(L, (lua_Integer)a->epoch);
+      lua_pushinteger(L, (lua_Integer)a->batch_idx);
+      push_optimizer(H, L, a->optimizer_idx);
+      lua_pushinteger(L, a->optimizer_idx);
+      push_R(H, L, R_CLOSURE);
+      return 5;
+    default: return 0;
   }
 }
 
@@ -349,12 +365,18 @@ static int h_refresh(void *ud, lt_loops *lp, int epoch_start) {
   int ncb = lua_istable(L, -1) ? (int)lua_objlen(L, -1) : 0;
   if (ncb > H->cb_cap) {
     int *p = realloc(H->cb_refs, sizeof(int) * (size_t)ncb);
-    if (!p) { lua_pop(L, 2); return lt_fail(lp->c, "loops: out of memory"); }
+    if (!p) {
+      lua_pop(L, 2);
+      return lt_fail(lp->c, "loops: out of memory");
+    }
     H->cb_refs = p;
     H->cb_cap = ncb;
     for (int h = 0; h < LT_NHOOKS; h++) {
       l_target *q = realloc(H->targets[h], sizeof(l_target) * (size_t)(ncb + 1));
-      if (!q) { lua_pop(L, 2); return lt_fail(lp->c, "loops: out of memory"); }
+      if (!q) {
+        lua_pop(L, 2);
+        return lt_fail(lp->c, "loops: out of memory");
+      }
       H->targets[h] = q;
     }
   }
@@ -526,14 +548,20 @@ static int classify_output(l_loops *H, lua_State *L, lt_tensor **loss) {
   *loss = NULL;
   if (t == LUA_TNIL) return LT_OK;
   lt_tensor *x = l_totensor(L, -1);
-  if (x) { *loss = x; return LT_OK; }
+  if (x) {
+    *loss = x;
+    return LT_OK;
+  }
   if (t == LUA_TTABLE) {
     lua_getfield(L, -1, "loss");
     x = l_totensor(L, -1);
     int nil = lua_isnil(L, -1);
     const char *tn = luaL_typename(L, -1);
     lua_pop(L, 1);
-    if (x) { *loss = x; return LT_OK; }
+    if (x) {
+      *loss = x;
+      return LT_OK;
+    }
     if (!nil) return lt_fail(H->lp.c, "training_step: the returned table's 'loss' must be a tensor, got a %s", tn);
     if (automatic)
       return lt_fail(H->lp.c, "training_step: the returned table has no 'loss' field (automatic optimization needs "
@@ -672,7 +700,10 @@ static int h_opt_params(void *ud, int opt_idx, int *n, lt_tensor *const **params
   lua_pushinteger(L, opt_idx);
   if (call_env(H, L, "opt_params", 1, 1) != LT_OK) return LT_ERR;
   int m = lua_istable(L, -1) ? (int)lua_objlen(L, -1) : 0;
-  if (reserve_params(H, m)) { lua_pop(L, 1); return LT_ERR; }
+  if (reserve_params(H, m)) {
+    lua_pop(L, 1);
+    return LT_ERR;
+  }
   for (int i = 1; i <= m; i++) {
     lua_rawgeti(L, -1, i);
     lt_tensor *t = l_totensor(L, -1);
@@ -695,44 +726,48 @@ static int h_event(void *ud, lt_event ev, lt_hook_args *a) {
   l_loops *H = ud;
   lua_State *L = H->L;
   switch (ev) {
-  case LT_EV_TRAIN_BATCH_END:
-    if (H->lp.keep_train_outputs) {
-      if (build_batch_output(H, L) != LT_OK) return LT_ERR;
-      if (call_env(H, L, "keep_output", 0, 1) != LT_OK) return LT_ERR;
-      if (lua_toboolean(L, -1)) a->ret = 1;
-      lua_pop(L, 1);
-    }
-    lua_pushnil(L);
-    set_R(H, L, R_BATCH_OUT);
-    if (log_dirty(H, L)) {
-      lua_pushstring(L, "train_step");
+    case LT_EV_TRAIN_BATCH_END:
+      if (H->lp.keep_train_outputs) {
+        if (build_batch_output(H, L) != LT_OK) return LT_ERR;
+        if (call_env(H, L, "keep_output", 0, 1) != LT_OK) return LT_ERR;
+        if (lua_toboolean(L, -1)) a->ret = 1;
+        lua_pop(L, 1);
+      }
+      lua_pushnil(L);
+      set_R(H, L, R_BATCH_OUT);
+      if (log_dirty(H, L)) {
+        lua_pushstring(L, "train_step");
+        return call_env(H, L, "event", 1, 0);
+      }
+      return LT_OK;
+    case LT_EV_TRAIN_BATCH_DONE: {
+      int64_t n = H->log_every_n_steps > 0 ? H->log_every_n_steps : 1;
+      if (!H->has_logger || H->lp.fit_loop.epoch_loop.batches_that_stepped % n != 0) return LT_OK;
+      lua_pushstring(L, "save_logger");
       return call_env(H, L, "event", 1, 0);
     }
-    return LT_OK;
-  case LT_EV_TRAIN_BATCH_DONE: {
-    int64_t n = H->log_every_n_steps > 0 ? H->log_every_n_steps : 1;
-    if (!H->has_logger || H->lp.fit_loop.epoch_loop.batches_that_stepped % n != 0) return LT_OK;
-    lua_pushstring(L, "save_logger");
-    return call_env(H, L, "event", 1, 0);
-  }
-  case LT_EV_EVAL_BATCH_END:
-    if (!log_dirty(H, L)) return LT_OK;
-    lua_pushstring(L, "eval_step");
-    lua_pushinteger(L, (lua_Integer)a->dataloader_idx);
-    lua_pushinteger(L, (lua_Integer)a->batch_idx);
-    return call_env(H, L, "event", 3, 0);
-  default: {
-    static const char *const names[LT_NEVENTS] = {
-      [LT_EV_TRAIN_EPOCH_START] = "train_epoch_start", [LT_EV_TRAIN_EPOCH_END_REACHED] = "train_epoch_end_reached",
-      [LT_EV_TRAIN_EPOCH_END] = "train_epoch_end", [LT_EV_TRAIN_EPOCH_LOG] = "train_epoch_log",
-      [LT_EV_EVAL_START] = "eval_start", [LT_EV_EVAL_DATALOADER_END] = "eval_dataloader_end",
-      [LT_EV_EVAL_EPOCH_END] = "eval_epoch_end", [LT_EV_EVAL_END] = "eval_end",
-    };
-    lua_pushstring(L, names[ev]);
-    lua_pushinteger(L, (lua_Integer)a->dataloader_idx);
-    lua_pushstring(L, kind_name(a->kind));
-    return call_env(H, L, "event", 3, 0);
-  }
+    case LT_EV_EVAL_BATCH_END:
+      if (!log_dirty(H, L)) return LT_OK;
+      lua_pushstring(L, "eval_step");
+      lua_pushinteger(L, (lua_Integer)a->dataloader_idx);
+      lua_pushinteger(L, (lua_Integer)a->batch_idx);
+      return call_env(H, L, "event", 3, 0);
+    default: {
+      static const char *const names[LT_NEVENTS] = {
+        [LT_EV_TRAIN_EPOCH_START] = "train_epoch_start",
+        [LT_EV_TRAIN_EPOCH_END_REACHED] = "train_epoch_end_reached",
+        [LT_EV_TRAIN_EPOCH_END] = "train_epoch_end",
+        [LT_EV_TRAIN_EPOCH_LOG] = "train_epoch_log",
+        [LT_EV_EVAL_START] = "eval_start",
+        [LT_EV_EVAL_DATALOADER_END] = "eval_dataloader_end",
+        [LT_EV_EVAL_EPOCH_END] = "eval_epoch_end",
+        [LT_EV_EVAL_END] = "eval_end",
+      };
+      lua_pushstring(L, names[ev]);
+      lua_pushinteger(L, (lua_Integer)a->dataloader_idx);
+      lua_pushstring(L, kind_name(a->kind));
+      return call_env(H, L, "event", 3, 0);
+    }
   }
 }
 
@@ -814,8 +849,9 @@ static int l_loops_new(lua_State *L) {
   H->ref_env = H->ref_R = H->ref_trainer = H->ref_model = H->ref_msgh = H->ref_err = LUA_NOREF;
   luaL_getmetatable(L, LOOPS_MT);
   lua_setmetatable(L, -2);
-  H->host = (lt_host){ H, h_refresh, h_call, h_data_start, h_data_next, h_split_batch, h_training_step,
-                       h_eval_step, h_optimizer_step, h_zero_grad, h_opt_params, h_event, h_run_custom };
+  H->host =
+      (lt_host){ H,           h_refresh,        h_call,      h_data_start, h_data_next, h_split_batch, h_training_step,
+                 h_eval_step, h_optimizer_step, h_zero_grad, h_opt_params, h_event,     h_run_custom };
   lt_loops_init(&H->lp, L_CTX(L), &H->host);
   H->cur_hook = -1;
   H->log_every_n_steps = 50;
@@ -877,25 +913,24 @@ static int with_state(lua_State *L, l_loops *H, int (*fn)(l_loops *, void *), vo
   return rc;
 }
 
-
 static int do_refresh(l_loops *H, void *arg) { return h_refresh(H, &H->lp, arg != NULL); }
 
 /* Pushes the status of a run: "done" | "pause" | "interrupted" | "error", message. */
 static int push_status(lua_State *L, l_loops *H, int rc) {
   switch (rc) {
-  case LT_OK: lua_pushstring(L, "done"); return 1;
-  case LT_PAUSE: lua_pushstring(L, "pause"); return 1;
-  case LT_INTERRUPTED: lua_pushstring(L, "interrupted"); return 1;
-  default:
-    lua_pushstring(L, "error");
-    if (H->ref_err != LUA_NOREF) {
-      lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_err);
-      luaL_unref(L, LUA_REGISTRYINDEX, H->ref_err);
-      H->ref_err = LUA_NOREF;
-    } else {
-      lua_pushstring(L, H->lp.c->err);
-    }
-    return 2;
+    case LT_OK: lua_pushstring(L, "done"); return 1;
+    case LT_PAUSE: lua_pushstring(L, "pause"); return 1;
+    case LT_INTERRUPTED: lua_pushstring(L, "interrupted"); return 1;
+    default:
+      lua_pushstring(L, "error");
+      if (H->ref_err != LUA_NOREF) {
+        lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_err);
+        luaL_unref(L, LUA_REGISTRYINDEX, H->ref_err);
+        H->ref_err = LUA_NOREF;
+      } else {
+        lua_pushstring(L, H->lp.c->err);
+      }
+      return 2;
   }
 }
 
@@ -1041,7 +1076,10 @@ static int l_fit_begin(lua_State *L) {
   return 0;
 }
 
-typedef struct { int64_t batches; double seconds; } adv_args;
+typedef struct {
+  int64_t batches;
+  double seconds;
+} adv_args;
 static int do_advance(l_loops *H, void *arg) {
   adv_args *a = arg;
   return lt_loops_fit_advance(&H->lp, a->batches, a->seconds);
@@ -1058,7 +1096,10 @@ static int l_fit_advance(lua_State *L) {
   return push_status(L, H, rc);
 }
 
-static int do_sanity(l_loops *H, void *arg) { (void)arg; return lt_loops_sanity_check(&H->lp); }
+static int do_sanity(l_loops *H, void *arg) {
+  (void)arg;
+  return lt_loops_sanity_check(&H->lp);
+}
 static int l_sanity_check(lua_State *L) {
   l_loops *H = check_idle_loops(L, "sanity_check");
   int rc = with_state(L, H, do_sanity, NULL);
@@ -1183,14 +1224,17 @@ static int l_get(lua_State *L) {
   else if (!strcmp(k, "current_hook")) {
     if (H->cur_hook >= 0) lua_pushstring(L, lt_hook_names[H->cur_hook]);
     else lua_pushnil(L);
-  } else if (!strcmp(k, "batches_that_stepped")) lua_pushinteger(L, (lua_Integer)lp->fit_loop.epoch_loop.batches_that_stepped);
+  } else if (!strcmp(k, "batches_that_stepped"))
+    lua_pushinteger(L, (lua_Integer)lp->fit_loop.epoch_loop.batches_that_stepped);
   else if (!strcmp(k, "batch_idx")) lua_pushinteger(L, (lua_Integer)lp->fit_loop.epoch_loop.batch_idx);
   else if (!strcmp(k, "active_optimizer"))
     lua_pushinteger(L, lt_loops_active_optimizer(lp, lp->fit_loop.epoch_loop.batch_idx));
   else if (!strcmp(k, "fit_running")) lua_pushboolean(L, lp->fit_stage);
   else if (!strcmp(k, "eval_dl")) {
-    const lt_eval_loop *V = lp->eval_kind == LT_KIND_VAL ? &lp->validate_loop : lp->eval_kind == LT_KIND_TEST
-      ? &lp->test_loop : lp->eval_kind == LT_KIND_PREDICT ? &lp->predict_loop : &lp->fit_loop.epoch_loop.val_loop;
+    const lt_eval_loop *V = lp->eval_kind == LT_KIND_VAL       ? &lp->validate_loop
+                            : lp->eval_kind == LT_KIND_TEST    ? &lp->test_loop
+                            : lp->eval_kind == LT_KIND_PREDICT ? &lp->predict_loop
+                                                               : &lp->fit_loop.epoch_loop.val_loop;
     lua_pushinteger(L, (lua_Integer)V->epoch_loop.dl_idx);
   } else return luaL_error(L, "loops: unknown field '%s'", k);
   return 1;
@@ -1202,11 +1246,15 @@ static int l_set(lua_State *L) {
   lt_loops *lp = &H->lp;
   if (!strcmp(k, "should_stop")) lp->should_stop = lua_toboolean(L, 3);
   else if (!strcmp(k, "current_hook")) H->cur_hook = lua_isnil(L, 3) ? -1 : lt_hook_from_name(l_checkstring(L, 3));
-  else if (!strcmp(k, "batches_that_stepped")) lp->fit_loop.epoch_loop.batches_that_stepped = to_int64(L, l_checknumber(L, 3), k);
-  else if (!strcmp(k, "optimizer_position")) lp->fit_loop.epoch_loop.batch_loop.optimizer_loop.position = (int)l_checkint(L, 3, "loops", k, 0, LT_MAX_OPTIMIZERS);
+  else if (!strcmp(k, "batches_that_stepped"))
+    lp->fit_loop.epoch_loop.batches_that_stepped = to_int64(L, l_checknumber(L, 3), k);
+  else if (!strcmp(k, "optimizer_position"))
+    lp->fit_loop.epoch_loop.batch_loop.optimizer_loop.position =
+        (int)l_checkint(L, 3, "loops", k, 0, LT_MAX_OPTIMIZERS);
   else if (!strcmp(k, "is_last_batch")) lp->fit_loop.epoch_loop.is_last_batch = lua_toboolean(L, 3);
   else if (!strcmp(k, "batch_idx")) lp->fit_loop.epoch_loop.batch_idx = to_int64(L, l_checknumber(L, 3), k);
-  else if (!strcmp(k, "resume_advance_end")) lp->fit_loop.epoch_loop.resume_advance_end = (int)l_checkint(L, 3, "loops", k, 0, 2);
+  else if (!strcmp(k, "resume_advance_end"))
+    lp->fit_loop.epoch_loop.resume_advance_end = (int)l_checkint(L, 3, "loops", k, 0, 2);
   else return luaL_error(L, "loops: unknown field '%s'", k);
   return 0;
 }
@@ -1330,7 +1378,9 @@ static int l_seam(lua_State *L) {
   }
   lua_setfield(L, -2, "loops");
   lua_createtable(L, 0, R_NSLOTS);
-#define R_SLOT_FIELD_(id, name) lua_pushinteger(L, R_##id); lua_setfield(L, -2, name);
+#define R_SLOT_FIELD_(id, name) \
+  lua_pushinteger(L, R_##id);   \
+  lua_setfield(L, -2, name);
   R_SLOT_LIST(R_SLOT_FIELD_)
 #undef R_SLOT_FIELD_
   lua_setfield(L, -2, "run");
@@ -1357,15 +1407,28 @@ static int l_clip_gradients(lua_State *L) {
 
 void l_loop_register(lua_State *L) {
   init_hook_targets();
-  static const luaL_Reg methods[] = {
-    { "attach", l_attach }, { "detach", l_detach }, { "refresh", l_refresh }, { "set_cfg", l_set_cfg },
-    { "set_optimizers", l_set_optimizers }, { "fit_begin", l_fit_begin }, { "fit_advance", l_fit_advance },
-    { "sanity_check", l_sanity_check }, { "eval_run", l_eval_run }, { "run_slot", l_run_slot },
-    { "set_custom", l_set_custom }, { "call_hook", l_call_hook },
-    { "output_loss", l_output_loss }, { "manual_step", l_manual_step }, { "state", l_loops_state }, { "get", l_get },
-    { "set", l_set }, { "progress", l_progress }, { "set_progress", l_set_progress },
-    { "restarting", l_restarting }, { "phase", l_phase }, { NULL, NULL }
-  };
+  static const luaL_Reg methods[] = { { "attach", l_attach },
+                                      { "detach", l_detach },
+                                      { "refresh", l_refresh },
+                                      { "set_cfg", l_set_cfg },
+                                      { "set_optimizers", l_set_optimizers },
+                                      { "fit_begin", l_fit_begin },
+                                      { "fit_advance", l_fit_advance },
+                                      { "sanity_check", l_sanity_check },
+                                      { "eval_run", l_eval_run },
+                                      { "run_slot", l_run_slot },
+                                      { "set_custom", l_set_custom },
+                                      { "call_hook", l_call_hook },
+                                      { "output_loss", l_output_loss },
+                                      { "manual_step", l_manual_step },
+                                      { "state", l_loops_state },
+                                      { "get", l_get },
+                                      { "set", l_set },
+                                      { "progress", l_progress },
+                                      { "set_progress", l_set_progress },
+                                      { "restarting", l_restarting },
+                                      { "phase", l_phase },
+                                      { NULL, NULL } };
   luaL_newmetatable(L, LOOPS_MT);
   lua_newtable(L);
   l_setfuncs(L, methods);
@@ -1374,8 +1437,7 @@ void l_loop_register(lua_State *L) {
   lua_setfield(L, -2, "__gc");
   lua_pop(L, 1);
   static const luaL_Reg funcs[] = {
-    { "_loops_new", l_loops_new }, { "_seam", l_seam },
-    { "_clip_gradients", l_clip_gradients }, { NULL, NULL }
+    { "_loops_new", l_loops_new }, { "_seam", l_seam }, { "_clip_gradients", l_clip_gradients }, { NULL, NULL }
   };
   l_setfuncs(L, funcs);
 }

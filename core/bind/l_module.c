@@ -15,23 +15,23 @@
 
 /* Each binding area registers its functions into the module table on top of the stack. */
 void l_tensor_register(lua_State *L);
-void l_nn_register(lua_State *L);     /* l_nn.c: conv, pooling, norms, losses, dropout, embedding */
-void l_optim_register(lua_State *L);  /* l_optim.c: optimizers (fused C updates) */
-void l_data_register(lua_State *L);   /* l_data.c: IDX reading, batching */
-void l_io_register(lua_State *L);     /* l_io.c: safetensors checkpoints, atomic files */
-void l_loop_register(lua_State *L);   /* l_loop.c: the training loops and hook dispatch */
-void l_dist_register(lua_State *L);   /* l_dist.c: MPI communication (lt.distributed) */
-void l_ops_a_register(lua_State *L);  /* l_ops_a.c: sort, scans, prod, norm, tril/triu, rounding, erf ... */
-void l_names_register(lua_State *L);  /* l_names.c: the missing-name error with the nearest name */
+void l_nn_register(lua_State *L);        /* l_nn.c: conv, pooling, norms, losses, dropout, embedding */
+void l_optim_register(lua_State *L);     /* l_optim.c: optimizers (fused C updates) */
+void l_data_register(lua_State *L);      /* l_data.c: IDX reading, batching */
+void l_io_register(lua_State *L);        /* l_io.c: safetensors checkpoints, atomic files */
+void l_loop_register(lua_State *L);      /* l_loop.c: the training loops and hook dispatch */
+void l_dist_register(lua_State *L);      /* l_dist.c: MPI communication (lt.distributed) */
+void l_ops_a_register(lua_State *L);     /* l_ops_a.c: sort, scans, prod, norm, tril/triu, rounding, erf ... */
+void l_names_register(lua_State *L);     /* l_names.c: the missing-name error with the nearest name */
 void l_index_ops_register(lua_State *L); /* l_index_ops.c: masked_fill, scatter, nonzero ... */
-void l_random_register(lua_State *L); /* l_random.c: randint, multinomial, bernoulli, *_like, linspace */
+void l_random_register(lua_State *L);    /* l_random.c: randint, multinomial, bernoulli, *_like, linspace */
 
 /* ---- process-wide run state (what a host or a signal handler may ask) ---------------------------- */
 
-static int run_depth;   /* runs in progress, nested or in several states; atomic */
+static int run_depth;            /* runs in progress, nested or in several states; atomic */
 static int interactive = -1;     /* lutra_set_interactive (a C host, the binary): -1 not said, 0 quiet, 1 not */
 static int lua_interactive = -1; /* lt.set_interactive from Lua: -1 not said */
-static int preloaded;   /* lutra_preload was called: a host opened lutra */
+static int preloaded;            /* lutra_preload was called: a host opened lutra */
 
 /* Called by the loops binding (l_loop.c) around every run of the C loops. */
 void l_run_enter(void) { __atomic_add_fetch(&run_depth, 1, __ATOMIC_SEQ_CST); }
@@ -88,8 +88,14 @@ static int l_set_interactive(lua_State *L) {
   lua_pushboolean(L, was);
   return 1;
 }
-static int l_is_interactive(lua_State *L) { lua_pushboolean(L, is_interactive(L)); return 1; }
-static int l_run_active(lua_State *L) { lua_pushboolean(L, lutra_run_active()); return 1; }
+static int l_is_interactive(lua_State *L) {
+  lua_pushboolean(L, is_interactive(L));
+  return 1;
+}
+static int l_run_active(lua_State *L) {
+  lua_pushboolean(L, lutra_run_active());
+  return 1;
+}
 
 /* core._gc_stats([reset]) -> {steps=, step_kb=, max_step_kb=, cycles=}: what the GC pacing (l_util.c) asked
  * of the collector since lutra was loaded (or the last reset), for tests that pin its mechanism without
@@ -98,17 +104,32 @@ static int l_gc_stats(lua_State *L) {
   l_state *S = L_STATE(L);
   int reset = lua_toboolean(L, 1);
   lua_createtable(L, 0, 4);
-  lua_pushnumber(L, (lua_Number)S->gc.steps); lua_setfield(L, -2, "steps");
-  lua_pushnumber(L, (lua_Number)S->gc.step_kb); lua_setfield(L, -2, "step_kb");
-  lua_pushnumber(L, (lua_Number)S->gc.max_step_kb); lua_setfield(L, -2, "max_step_kb");
-  lua_pushnumber(L, (lua_Number)S->gc.cycles); lua_setfield(L, -2, "cycles");
+  lua_pushnumber(L, (lua_Number)S->gc.steps);
+  lua_setfield(L, -2, "steps");
+  lua_pushnumber(L, (lua_Number)S->gc.step_kb);
+  lua_setfield(L, -2, "step_kb");
+  lua_pushnumber(L, (lua_Number)S->gc.max_step_kb);
+  lua_setfield(L, -2, "max_step_kb");
+  lua_pushnumber(L, (lua_Number)S->gc.cycles);
+  lua_setfield(L, -2, "cycles");
   if (reset) memset(&S->gc, 0, sizeof S->gc);
   return 1;
 }
 
-static int l_interrupt(lua_State *L) { (void)L; lt_interrupt_request(); return 0; }
-static int l_interrupt_pending(lua_State *L) { lua_pushboolean(L, lt_interrupt_pending()); return 1; }
-static int l_interrupt_clear(lua_State *L) { (void)L; lt_interrupt_clear(); return 0; }
+static int l_interrupt(lua_State *L) {
+  (void)L;
+  lt_interrupt_request();
+  return 0;
+}
+static int l_interrupt_pending(lua_State *L) {
+  lua_pushboolean(L, lt_interrupt_pending());
+  return 1;
+}
+static int l_interrupt_clear(lua_State *L) {
+  (void)L;
+  lt_interrupt_clear();
+  return 0;
+}
 
 static int open_with_upvalues(lua_State *L) {
   lua_newtable(L);
@@ -123,13 +144,16 @@ static int open_with_upvalues(lua_State *L) {
   l_names_register(L);
   l_index_ops_register(L);
   l_random_register(L);
-  static const luaL_Reg misc[] = {
-    { "interrupt", l_interrupt }, { "interrupt_pending", l_interrupt_pending }, { "interrupt_clear", l_interrupt_clear },
-    { "embedded", l_embedded }, { "run_active", l_run_active },
-    { "_gc_stats", l_gc_stats }, { "set_interactive", l_set_interactive }, { "is_interactive", l_is_interactive },
-    { "_newproxy", l_compat_newproxy },
-    { NULL, NULL }
-  };
+  static const luaL_Reg misc[] = { { "interrupt", l_interrupt },
+                                   { "interrupt_pending", l_interrupt_pending },
+                                   { "interrupt_clear", l_interrupt_clear },
+                                   { "embedded", l_embedded },
+                                   { "run_active", l_run_active },
+                                   { "_gc_stats", l_gc_stats },
+                                   { "set_interactive", l_set_interactive },
+                                   { "is_interactive", l_is_interactive },
+                                   { "_newproxy", l_compat_newproxy },
+                                   { NULL, NULL } };
   l_setfuncs(L, misc);
   lua_pushvalue(L, lua_upvalueindex(2));
   lua_setfield(L, -2, "Tensor"); /* the metatable: Lua adds __tostring and friends */
@@ -154,7 +178,10 @@ int luaopen_lutra_core(lua_State *L) {
 
 /* ---- hosts ------------------------------------------------------------------------------------ */
 
-typedef struct lutra_lua_module { const char *name, *chunkname, *src; size_t len; } lutra_lua_module;
+typedef struct lutra_lua_module {
+  const char *name, *chunkname, *src;
+  size_t len;
+} lutra_lua_module;
 extern const lutra_lua_module lutra_lua_modules[];
 
 static int load_embedded(lua_State *L) {
@@ -189,7 +216,11 @@ int luaopen_lutra(lua_State *L) {
 
 int lutra_set_allocator(const lutra_allocator *a) {
   lt_allocator al;
-  if (a) { al.alloc = a->alloc; al.free = a->free; al.ud = a->ud; }
+  if (a) {
+    al.alloc = a->alloc;
+    al.free = a->free;
+    al.ud = a->ud;
+  }
   return lt_alloc_set_allocator(a ? &al : NULL);
 }
 

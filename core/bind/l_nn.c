@@ -89,8 +89,8 @@ static int l_dropout(lua_State *L) {
 /* (x, target, weight|nil, ignore_index|nil (1-based), label_smoothing, reduction) */
 static int l_cross_entropy(lua_State *L) {
   lt_tensor *x = T(1, "cross_entropy"), *t = T(2, "cross_entropy"), *w = opt_tensor(L, 3, "cross_entropy");
-  int64_t ignore =
-    lua_isnoneornil(L, 4) ? LT_NO_IGNORE : l_checkint(L, 4, "cross_entropy", "ignore_index", -L_INT_MAX, L_INT_MAX) - 1;
+  int64_t ignore = lua_isnoneornil(L, 4) ? LT_NO_IGNORE
+                                         : l_checkint(L, 4, "cross_entropy", "ignore_index", -L_INT_MAX, L_INT_MAX) - 1;
   double eps = l_optnumber(L, 5, 0.0);
   lt_reduction red = check_reduction(L, 6, "cross_entropy");
   lt_tensor *t0 = shift_index(L, t, "cross_entropy", "target", "targets");
@@ -103,7 +103,7 @@ static int l_cross_entropy(lua_State *L) {
 static int l_nll_loss(lua_State *L) {
   lt_tensor *x = T(1, "nll_loss"), *t = T(2, "nll_loss"), *w = opt_tensor(L, 3, "nll_loss");
   int64_t ignore =
-    lua_isnoneornil(L, 4) ? LT_NO_IGNORE : l_checkint(L, 4, "nll_loss", "ignore_index", -L_INT_MAX, L_INT_MAX) - 1;
+      lua_isnoneornil(L, 4) ? LT_NO_IGNORE : l_checkint(L, 4, "nll_loss", "ignore_index", -L_INT_MAX, L_INT_MAX) - 1;
   lt_reduction red = check_reduction(L, 5, "nll_loss");
   lt_tensor *t0 = shift_index(L, t, "nll_loss", "target", "targets");
   lt_tensor *r = lt_nn_nll_loss(L_CTX(L), x, t0, w, ignore, red);
@@ -156,7 +156,8 @@ static int l_batch_norm(lua_State *L) {
   lt_tensor *w = opt_tensor(L, 4, fn), *b = opt_tensor(L, 5, fn);
   int training = lua_toboolean(L, 6);
   double momentum = l_optnumber(L, 7, 0.1), eps = check_eps(L, 8, fn);
-  if (!(momentum > -INFINITY && momentum < INFINITY)) return l_errorf(L, "batch_norm: momentum must be finite, got %g", momentum);
+  if (!(momentum > -INFINITY && momentum < INFINITY))
+    return l_errorf(L, "batch_norm: momentum must be finite, got %g", momentum);
   return l_push(L, lt_nn_batch_norm(L_CTX(L), x, rm, rv, w, b, training, momentum, eps));
 }
 
@@ -176,8 +177,8 @@ static int l_embedding(lua_State *L) {
   if (!lua_isnoneornil(L, 3)) { /* 1-based; negative counts from the end, as PyTorch's */
     int64_t n = w->ndim == 2 ? w->shape[0] : 0, p = l_checkint(L, 3, "embedding", "padding_idx", -L_INT_MAX, L_INT_MAX);
     if (p == 0 || p > n || p < -n)
-      return l_errorf(L, "embedding: padding_idx %lld is out of range 1..%lld (or -%lld..-1)", (long long)p, (long long)n,
-                        (long long)n);
+      return l_errorf(L, "embedding: padding_idx %lld is out of range 1..%lld (or -%lld..-1)", (long long)p,
+                      (long long)n, (long long)n);
     pad = p > 0 ? p - 1 : n + p;
   }
   lt_tensor *i0 = shift_index(L, idx, "embedding", "index", "indices");
@@ -191,16 +192,23 @@ static int l_lstm_cell(lua_State *L) {
   return l_push(L, lt_nn_lstm_cell(L_CTX(L), T(1, "lstm_cell"), T(2, "lstm_cell")));
 }
 
-static const luaL_Reg nn_funcs[] = {
-  { "lstm_cell", l_lstm_cell },
-  { "batch_norm", l_batch_norm }, { "layer_norm", l_layer_norm }, { "embedding", l_embedding },
-  { "conv2d", l_conv2d }, { "max_pool2d", l_max_pool2d }, { "avg_pool2d", l_avg_pool2d },
-  { "dropout", l_dropout }, { "cross_entropy", l_cross_entropy }, { "nll_loss", l_nll_loss },
-  { "mse_loss", l_mse_loss }, { "l1_loss", l_l1_loss }, { "binary_cross_entropy_with_logits", l_bce_with_logits },
-  { "binary_cross_entropy", l_binary_cross_entropy }, { "smooth_l1_loss", l_smooth_l1_loss },
-  { "huber_loss", l_huber_loss },
-  { NULL, NULL }
-};
+static const luaL_Reg nn_funcs[] = { { "lstm_cell", l_lstm_cell },
+                                     { "batch_norm", l_batch_norm },
+                                     { "layer_norm", l_layer_norm },
+                                     { "embedding", l_embedding },
+                                     { "conv2d", l_conv2d },
+                                     { "max_pool2d", l_max_pool2d },
+                                     { "avg_pool2d", l_avg_pool2d },
+                                     { "dropout", l_dropout },
+                                     { "cross_entropy", l_cross_entropy },
+                                     { "nll_loss", l_nll_loss },
+                                     { "mse_loss", l_mse_loss },
+                                     { "l1_loss", l_l1_loss },
+                                     { "binary_cross_entropy_with_logits", l_bce_with_logits },
+                                     { "binary_cross_entropy", l_binary_cross_entropy },
+                                     { "smooth_l1_loss", l_smooth_l1_loss },
+                                     { "huber_loss", l_huber_loss },
+                                     { NULL, NULL } };
 
 void l_nn_register(lua_State *L) {
   lua_newtable(L);

@@ -124,14 +124,13 @@ static int l_isnan(lua_State *L) { return l_push(L, lt_op_classify(L_CTX(L), LT_
 static int l_isinf(lua_State *L) { return l_push(L, lt_op_classify(L_CTX(L), LT_ISINF, T(1, "isinf"))); }
 static int l_isfinite(lua_State *L) { return l_push(L, lt_op_classify(L_CTX(L), LT_ISFINITE, T(1, "isfinite"))); }
 
-static const luaL_Reg methods[] = {
-  { "argsort", l_argsort }, { "cumsum", l_cumsum }, { "cumprod", l_cumprod }, { "prod", l_prod },
-  { "norm", l_norm }, { "tril", l_tril }, { "triu", l_triu },
-  { "floor", l_floor }, { "ceil", l_ceil }, { "round", l_round }, { "trunc", l_trunc }, { "frac", l_frac },
-  { "erf", l_erf }, { "erfinv", l_erfinv }, { "reciprocal", l_reciprocal }, { "expm1", l_expm1 },
-  { "isnan", l_isnan }, { "isinf", l_isinf }, { "isfinite", l_isfinite },
-  { NULL, NULL }
-};
+static const luaL_Reg methods[] = { { "argsort", l_argsort },   { "cumsum", l_cumsum }, { "cumprod", l_cumprod },
+                                    { "prod", l_prod },         { "norm", l_norm },     { "tril", l_tril },
+                                    { "triu", l_triu },         { "floor", l_floor },   { "ceil", l_ceil },
+                                    { "round", l_round },       { "trunc", l_trunc },   { "frac", l_frac },
+                                    { "erf", l_erf },           { "erfinv", l_erfinv }, { "reciprocal", l_reciprocal },
+                                    { "expm1", l_expm1 },       { "isnan", l_isnan },   { "isinf", l_isinf },
+                                    { "isfinite", l_isfinite }, { NULL, NULL } };
 
 static const luaL_Reg functions[] = { { "_topk_indices", l_topk_indices }, { NULL, NULL } };
 

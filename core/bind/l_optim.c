@@ -17,7 +17,9 @@
 
 #include "l_util.h"
 
-typedef struct l_optbox { lt_optimizer *o; } l_optbox;
+typedef struct l_optbox {
+  lt_optimizer *o;
+} l_optbox;
 
 lt_optimizer *l_tooptimizer(lua_State *L, int idx) {
   l_optbox *b = lua_touserdata(L, idx);
@@ -38,13 +40,20 @@ lt_optimizer *l_checkoptimizer(lua_State *L, int idx, const char *fname) {
 
 /* The hyper-parameters that are one number or one boolean, and where they live in lt_optim_hparams
  * ("betas" is the pair beta1, beta2). */
-typedef struct hp_field { const char *name; size_t off; int is_bool; } hp_field;
-#define HP_NUM(f) { #f, offsetof(lt_optim_hparams, f), 0 }
-#define HP_BOOL(f) { #f, offsetof(lt_optim_hparams, f), 1 }
+typedef struct hp_field {
+  const char *name;
+  size_t off;
+  int is_bool;
+} hp_field;
+#define HP_NUM(f) \
+  { #f, offsetof(lt_optim_hparams, f), 0 }
+#define HP_BOOL(f) \
+  { #f, offsetof(lt_optim_hparams, f), 1 }
 static const hp_field hp_fields[] = {
-  HP_NUM(lr), HP_NUM(momentum), HP_NUM(dampening), HP_NUM(weight_decay), HP_NUM(eps), HP_NUM(alpha),
-  HP_NUM(lr_decay), HP_NUM(initial_accumulator_value), HP_NUM(rho), HP_NUM(momentum_decay), HP_NUM(lambd),
-  HP_NUM(t0), HP_BOOL(nesterov), HP_BOOL(amsgrad), HP_BOOL(centered), HP_BOOL(maximize),
+  HP_NUM(lr),        HP_NUM(momentum),       HP_NUM(dampening), HP_NUM(weight_decay),
+  HP_NUM(eps),       HP_NUM(alpha),          HP_NUM(lr_decay),  HP_NUM(initial_accumulator_value),
+  HP_NUM(rho),       HP_NUM(momentum_decay), HP_NUM(lambd),     HP_NUM(t0),
+  HP_BOOL(nesterov), HP_BOOL(amsgrad),       HP_BOOL(centered), HP_BOOL(maximize),
 };
 #undef HP_NUM
 #undef HP_BOOL
@@ -91,8 +100,9 @@ static void set_hparam(lua_State *L, lt_optim_kind kind, lt_optim_hparams *h, co
       b[i] = lua_tonumber(L, -1);
       lua_pop(L, 1);
     }
-    if (!ok) luaL_error(L, "%s: option 'betas' must be a table of two numbers {beta1, beta2}, got %s", name,
-                        luaL_typename(L, idx));
+    if (!ok)
+      luaL_error(L, "%s: option 'betas' must be a table of two numbers {beta1, beta2}, got %s", name,
+                 luaL_typename(L, idx));
     h->beta1 = b[0];
     h->beta2 = b[1];
     return;
@@ -120,10 +130,12 @@ static void read_hparams(lua_State *L, int idx, lt_optim_kind kind, lt_optim_hpa
   lua_pushnil(L);
   while (lua_next(L, idx)) {
     if (lua_type(L, -2) != LUA_TSTRING)
-      luaL_error(L, "%s: options must have string keys, got a %s key", lt_optim_kind_name(kind),
-                 luaL_typename(L, -2));
+      luaL_error(L, "%s: options must have string keys, got a %s key", lt_optim_kind_name(kind), luaL_typename(L, -2));
     const char *k = lua_tostring(L, -2);
-    if (allow_params && !strcmp(k, "params")) { lua_pop(L, 1); continue; }
+    if (allow_params && !strcmp(k, "params")) {
+      lua_pop(L, 1);
+      continue;
+    }
     if (!lt_optim_has_hparam(kind, k)) unknown_option(L, kind, k, allow_params);
     set_hparam(L, kind, h, k, -1);
     lua_pop(L, 1);
@@ -184,11 +196,12 @@ static int l_group_tostring(lua_State *L) {
 
 /* Pushes a new proxy for group g of the optimizer userdata at ud (absolute index). */
 static void push_group_proxy(lua_State *L, int ud, int g) {
-  lua_newtable(L); /* the proxy */
+  lua_newtable(L);          /* the proxy */
   lua_createtable(L, 0, 4); /* its metatable */
-  static const struct { const char *name; lua_CFunction f; } mm[] = {
-    { "__index", l_group_index }, { "__newindex", l_group_newindex }, { "__tostring", l_group_tostring }
-  };
+  static const struct {
+    const char *name;
+    lua_CFunction f;
+  } mm[] = { { "__index", l_group_index }, { "__newindex", l_group_newindex }, { "__tostring", l_group_tostring } };
   for (size_t i = 0; i < sizeof mm / sizeof mm[0]; i++) {
     l_push_upvalues(L);
     lua_pushvalue(L, ud);
@@ -270,13 +283,16 @@ static int l_add_param_group(lua_State *L) {
 static int l_optim_new(lua_State *L) {
   const char *kname = l_checkstring(L, 1);
   int k = lt_optim_kind_from_name(kname);
-  if (k < 0) return luaL_error(L, "optimizer: unknown kind '%s' (expected SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam or ASGD)", kname);
+  if (k < 0)
+    return luaL_error(L,
+                      "optimizer: unknown kind '%s' (expected SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta, Adamax, "
+                      "NAdam, RAdam or ASGD)",
+                      kname);
   lt_optim_kind kind = (lt_optim_kind)k;
   lt_optim_hparams h;
   lt_optim_defaults(kind, &h);
   if (!lua_isnoneornil(L, 2)) {
-    if (!lua_istable(L, 2))
-      return luaL_error(L, "%s: options must be a table, got %s", kname, luaL_typename(L, 2));
+    if (!lua_istable(L, 2)) return luaL_error(L, "%s: options must be a table, got %s", kname, luaL_typename(L, 2));
     read_hparams(L, 2, kind, &h, 0);
   }
   if (kind == LT_OPTIM_SGD) {
@@ -452,7 +468,8 @@ static void check_state_entry(lua_State *L, lt_optimizer *o, int g, int i, int i
       if (b < 0 || !lt_optim_kind_has_buf(lt_optim_kind_of(o), (lt_optim_buf)b))
         luaL_error(L, "%s: load_state_dict: state[%d] has an unknown entry '%s'", name, id, k);
       lt_tensor *t = l_totensor(L, -1);
-      if (!t) luaL_error(L, "%s: load_state_dict: state[%d].%s must be a tensor, got %s", name, id, k, luaL_typename(L, -1));
+      if (!t)
+        luaL_error(L, "%s: load_state_dict: state[%d].%s must be a tensor, got %s", name, id, k, luaL_typename(L, -1));
       if (!lt_same_shape(t, p)) {
         char b1[128], b2[128];
         luaL_error(L, "%s: load_state_dict: state[%d].%s has shape %s, but parameter %d of group %d has shape %s", name,
@@ -469,19 +486,21 @@ static int l_load_state_dict(lua_State *L) {
   const char *name = lt_optim_kind_name(kind);
   lt_ctx *c = L_CTX(L);
   lua_settop(L, 2);
-  if (!lua_istable(L, 2)) return luaL_error(L, "%s: load_state_dict expects a table, got %s", name, luaL_typename(L, 2));
+  if (!lua_istable(L, 2))
+    return luaL_error(L, "%s: load_state_dict expects a table, got %s", name, luaL_typename(L, 2));
   lua_getfield(L, 2, "param_groups");
   int pgs = lua_gettop(L);
   lua_getfield(L, 2, "state");
   int state = lua_gettop(L);
-  if (!lua_istable(L, pgs))
-    return luaL_error(L, "%s: load_state_dict: the state dict has no param_groups table", name);
+  if (!lua_istable(L, pgs)) return luaL_error(L, "%s: load_state_dict: the state dict has no param_groups table", name);
   if (!lua_isnil(L, state) && !lua_istable(L, state))
     return luaL_error(L, "%s: load_state_dict: state must be a table, got %s", name, luaL_typename(L, state));
   int ng = lt_optim_num_groups(o);
   if ((int)lua_objlen(L, pgs) != ng)
-    return luaL_error(L, "%s: load_state_dict: loaded state dict has a different number of parameter groups "
-                      "(%d, the optimizer has %d)", name, (int)lua_objlen(L, pgs), ng);
+    return luaL_error(L,
+                      "%s: load_state_dict: loaded state dict has a different number of parameter groups "
+                      "(%d, the optimizer has %d)",
+                      name, (int)lua_objlen(L, pgs), ng);
   lt_optim_hparams hs[ng > 0 ? ng : 1];
   /* pass 1: check everything, change nothing */
   for (int g = 0; g < ng; g++) {
@@ -507,9 +526,10 @@ static int l_load_state_dict(lua_State *L) {
       return luaL_error(L, "%s: load_state_dict: param_groups[%d].params must be a list of indices, got %s", name,
                         g + 1, luaL_typename(L, ids));
     if ((int)lua_objlen(L, ids) != n)
-      return luaL_error(L, "%s: load_state_dict: loaded state dict contains a parameter group that doesn't match the "
-                        "size of optimizer's group (group %d: %d parameters, the optimizer's has %d)", name, g + 1,
-                        (int)lua_objlen(L, ids), n);
+      return luaL_error(L,
+                        "%s: load_state_dict: loaded state dict contains a parameter group that doesn't match the "
+                        "size of optimizer's group (group %d: %d parameters, the optimizer's has %d)",
+                        name, g + 1, (int)lua_objlen(L, ids), n);
     for (int i = 0; i < n; i++) {
       lua_rawgeti(L, ids, i + 1);
       if (lua_type(L, -1) != LUA_TNUMBER)
@@ -539,7 +559,10 @@ static int l_load_state_dict(lua_State *L) {
     lua_pushnil(L);
     while (lua_next(L, sg)) {
       const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
-      if (k && (lt_optim_has_hparam(kind, k) || !strcmp(k, "params"))) { lua_pop(L, 1); continue; }
+      if (k && (lt_optim_has_hparam(kind, k) || !strcmp(k, "params"))) {
+        lua_pop(L, 1);
+        continue;
+      }
       lua_pushvalue(L, -2);
       lua_insert(L, -2);
       lua_rawset(L, proxy);
@@ -664,14 +687,16 @@ static int l_is_optimizer(lua_State *L) {
   return 1;
 }
 
-static const luaL_Reg optim_methods[] = {
-  { "step", l_step }, { "zero_grad", l_zero_grad }, { "state_dict", l_state_dict },
-  { "load_state_dict", l_load_state_dict }, { "add_param_group", l_add_param_group }, { NULL, NULL }
-};
+static const luaL_Reg optim_methods[] = { { "step", l_step },
+                                          { "zero_grad", l_zero_grad },
+                                          { "state_dict", l_state_dict },
+                                          { "load_state_dict", l_load_state_dict },
+                                          { "add_param_group", l_add_param_group },
+                                          { NULL, NULL } };
 
-static const luaL_Reg optim_functions[] = {
-  { "_optim_new", l_optim_new }, { "is_optimizer", l_is_optimizer }, { NULL, NULL }
-};
+static const luaL_Reg optim_functions[] = { { "_optim_new", l_optim_new },
+                                            { "is_optimizer", l_is_optimizer },
+                                            { NULL, NULL } };
 
 void l_optim_register(lua_State *L) {
   int mod = lua_gettop(L);

@@ -11,7 +11,7 @@
 
 #include "lt_optim.h"
 
-#define L_OPTIM_MT "lutra.Optimizer"   /* registry key of the optimizer metatable */
+#define L_OPTIM_MT "lutra.Optimizer" /* registry key of the optimizer metatable */
 
 /* The optimizer behind the userdata at idx, or NULL (no error) when it is something else. */
 lt_optimizer *l_tooptimizer(lua_State *L, int idx);

@@ -32,10 +32,13 @@ static int fill_from_table(lua_State *L, int idx, int depth, int64_t *shape, int
   int64_t n = (int64_t)lua_objlen(L, idx);
   if (depth >= LT_MAX_DIM) return l_errorf(L, "tensor: nested tables deeper than %d", LT_MAX_DIM);
   if (t == NULL) { /* first pass: shape */
-    if (depth >= *ndim) { shape[depth] = n; *ndim = depth + 1; }
+    if (depth >= *ndim) {
+      shape[depth] = n;
+      *ndim = depth + 1;
+    }
   } else if (shape[depth] != n) {
     return l_errorf(L, "tensor: ragged nested table: expected %lld elements at depth %d, got %lld",
-                      (long long)shape[depth], depth + 1, (long long)n);
+                    (long long)shape[depth], depth + 1, (long long)n);
   }
   for (int64_t i = 1; i <= n; i++) {
     lua_rawgeti(L, idx, (int)i);
@@ -51,14 +54,14 @@ static int fill_from_table(lua_State *L, int idx, int depth, int64_t *shape, int
           return l_errorf(L, "tensor: ragged nested table: a number where a table was expected at depth %d", depth + 1);
         if (t->dtype == LT_I64) {
           if (!l_is_int64(v))
-            return l_errorf(L, "tensor: element %d at depth %d is %.14g, which is not an int64 value", (int)i, depth + 1, v);
+            return l_errorf(L, "tensor: element %d at depth %d is %.14g, which is not an int64 value", (int)i,
+                            depth + 1, v);
           lt_i64(t)[(*pos)++] = (int64_t)v;
-        }
-        else lt_f32(t)[(*pos)++] = (float)v;
+        } else lt_f32(t)[(*pos)++] = (float)v;
       }
     } else {
       return l_errorf(L, "tensor: element %d at depth %d is a %s, expected a number or a table", (int)i, depth + 1,
-                        luaL_typename(L, -1));
+                      luaL_typename(L, -1));
     }
     lua_pop(L, 1);
     if (!t && ty == LUA_TTABLE) break; /* the shape comes from the first element at each depth */
@@ -71,8 +74,15 @@ static int l_tensor_new(lua_State *L) {
   lt_tensor *src = l_totensor(L, 1);
   if (src) {
     lt_tensor *r = lt_op_to_dtype(L_CTX(L), src, dt);
-    if (r == src) { lt_tensor_release(r); r = lt_op_clone(L_CTX(L), src); }
-    if (r && r->grad_fn) { lt_node_release(r->grad_fn); r->grad_fn = NULL; r->requires_grad = 0; }
+    if (r == src) {
+      lt_tensor_release(r);
+      r = lt_op_clone(L_CTX(L), src);
+    }
+    if (r && r->grad_fn) {
+      lt_node_release(r->grad_fn);
+      r->grad_fn = NULL;
+      r->requires_grad = 0;
+    }
     return l_push(L, r);
   }
   if (lua_type(L, 1) == LUA_TNUMBER) {
@@ -129,7 +139,10 @@ static int l_full(lua_State *L) {
 static int l_arange(lua_State *L) {
   double a = l_checknumber(L, 1);
   double b;
-  if (lua_isnoneornil(L, 2)) { b = a; a = 0; } else b = l_checknumber(L, 2);
+  if (lua_isnoneornil(L, 2)) {
+    b = a;
+    a = 0;
+  } else b = l_checknumber(L, 2);
   double step = l_optnumber(L, 3, 1.0);
   int all_int = a == floor(a) && b == floor(b) && step == floor(step);
   lt_dtype dt = l_checkdtype(L, 4, all_int && lua_isstring(L, 4) ? LT_I64 : LT_F32, "arange");
@@ -187,17 +200,29 @@ static int l_len(lua_State *L) {
   return 1;
 }
 
-static int l_dim(lua_State *L) { lua_pushinteger(L, T(1, "dim")->ndim); return 1; }
-static int l_numel(lua_State *L) { lua_pushinteger(L, (lua_Integer)lt_numel(T(1, "numel"))); return 1; }
-static int l_dtype(lua_State *L) { lua_pushstring(L, lt_dtype_name(T(1, "dtype")->dtype)); return 1; }
-static int l_is_contiguous(lua_State *L) { lua_pushboolean(L, lt_is_contiguous(T(1, "is_contiguous"))); return 1; }
+static int l_dim(lua_State *L) {
+  lua_pushinteger(L, T(1, "dim")->ndim);
+  return 1;
+}
+static int l_numel(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)lt_numel(T(1, "numel")));
+  return 1;
+}
+static int l_dtype(lua_State *L) {
+  lua_pushstring(L, lt_dtype_name(T(1, "dtype")->dtype));
+  return 1;
+}
+static int l_is_contiguous(lua_State *L) {
+  lua_pushboolean(L, lt_is_contiguous(T(1, "is_contiguous")));
+  return 1;
+}
 
 static int l_item(lua_State *L) {
   lt_tensor *t = T(1, "item");
   if (lt_numel(t) != 1) {
     char b[128];
     return l_errorf(L, "item: the tensor has %lld elements (shape %s), item() needs exactly one",
-                      (long long)lt_numel(t), lt_shape_str(t, b, sizeof b));
+                    (long long)lt_numel(t), lt_shape_str(t, b, sizeof b));
   }
   /* an int64 tensor's value is a Lua integer (5.3+ prints it without ".0") */
   if (t->dtype == LT_I64) lua_pushinteger(L, (lua_Integer)lt_get_flat_i64(t, 0));
@@ -245,7 +270,8 @@ static int l_t(lua_State *L) {
   lt_tensor *t = T(1, "t");
   if (t->ndim > 2) {
     char b[128];
-    return l_errorf(L, "t: expects a tensor with <= 2 dims, got %s (use transpose(d1, d2))", lt_shape_str(t, b, sizeof b));
+    return l_errorf(L, "t: expects a tensor with <= 2 dims, got %s (use transpose(d1, d2))",
+                    lt_shape_str(t, b, sizeof b));
   }
   if (t->ndim < 2) return l_push(L, lt_op_view(L_CTX(L), t, t->ndim, t->shape));
   return l_push(L, lt_op_transpose(L_CTX(L), t, 0, 1));
@@ -328,7 +354,10 @@ static int l_float(lua_State *L) { return l_push(L, lt_op_to_dtype(L_CTX(L), T(1
 static int l_long(lua_State *L) { return l_push(L, lt_op_to_dtype(L_CTX(L), T(1, "long"), LT_I64)); }
 static int l_type(lua_State *L) {
   lt_tensor *t = T(1, "type");
-  if (lua_isnoneornil(L, 2)) { lua_pushstring(L, lt_dtype_name(t->dtype)); return 1; }
+  if (lua_isnoneornil(L, 2)) {
+    lua_pushstring(L, lt_dtype_name(t->dtype));
+    return 1;
+  }
   return l_push(L, lt_op_to_dtype(L_CTX(L), t, l_checkdtype(L, 2, LT_F32, "type")));
 }
 
@@ -375,8 +404,10 @@ static int l_ge(lua_State *L) { return binary(L, LT_GE); }
 static lt_tensor *check_writable(lua_State *L, lt_tensor *t, const char *name) {
   for (int d = 0; d < t->ndim; d++)
     if (t->stride[d] == 0 && t->shape[d] > 1)
-      l_errorf(L, "%s_: the tensor's elements overlap in memory (an expand()ed view: dim %d has stride 0); "
-                  "call :clone() first", name, d + 1);
+      l_errorf(L,
+               "%s_: the tensor's elements overlap in memory (an expand()ed view: dim %d has stride 0); "
+               "call :clone() first",
+               name, d + 1);
   return t;
 }
 
@@ -387,8 +418,7 @@ static int inplace_binary(lua_State *L, lt_binop op) {
   if (b) {
     if (op == LT_ADD && !lua_isnoneornil(L, 3)) /* x:add_(y, alpha) */
       l_check(L, lt_op_axpy_(c, a, l_checknumber(L, 3), b));
-    else
-      l_check(L, lt_op_binary_(c, op, a, b));
+    else l_check(L, lt_op_binary_(c, op, a, b));
   } else {
     l_check(L, lt_op_binary_scalar_(c, op, a, scalar_for(L, a, op, l_checknumber(L, 2), "_")));
   }
@@ -403,12 +433,12 @@ static int l_pow_(lua_State *L) { return inplace_binary(L, LT_POW); }
 
 static int l_unm(lua_State *L) { return l_push(L, lt_op_unary(L_CTX(L), LT_NEG, T(1, "neg"))); }
 
-#define UNARY(fn, OP, name)                                                              \
+#define UNARY(fn, OP, name)                                                                \
   static int fn(lua_State *L) { return l_push(L, lt_op_unary(L_CTX(L), OP, T(1, name))); } \
-  static int fn##_(lua_State *L) {                                                       \
-    l_check(L, lt_op_unary_(L_CTX(L), OP, check_writable(L, T(1, name "_"), name)));    \
-    lua_settop(L, 1);                                                                    \
-    return 1;                                                                            \
+  static int fn##_(lua_State *L) {                                                         \
+    l_check(L, lt_op_unary_(L_CTX(L), OP, check_writable(L, T(1, name "_"), name)));       \
+    lua_settop(L, 1);                                                                      \
+    return 1;                                                                              \
   }
 UNARY(l_neg, LT_NEG, "neg")
 UNARY(l_exp, LT_EXP, "exp")
@@ -532,7 +562,8 @@ static int gather_list(lua_State *L, const char *name, lt_tensor ***out) {
   for (int i = 0; i < n; i++) {
     lua_rawgeti(L, 1, i + 1);
     ts[i] = l_totensor(L, -1);
-    if (!ts[i]) return l_errorf(L, "%s: element %d of the list is a %s, expected a tensor", name, i + 1, luaL_typename(L, -1));
+    if (!ts[i])
+      return l_errorf(L, "%s: element %d of the list is a %s, expected a tensor", name, i + 1, luaL_typename(L, -1));
     lua_pop(L, 1);
   }
   *out = ts;
@@ -557,7 +588,7 @@ static int l_stack(lua_State *L) {
   for (int i = 1; i < n; i++)
     if (ts[i]->dtype != ts[0]->dtype)
       return l_errorf(L, "stack: tensor %d is %s, tensor 1 is %s (all must have the same dtype)", i + 1,
-                        lt_dtype_name(ts[i]->dtype), lt_dtype_name(ts[0]->dtype));
+                      lt_dtype_name(ts[i]->dtype), lt_dtype_name(ts[0]->dtype));
   int dim = l_optdim(L, 2, ts[0]->ndim + 1, "stack", 0);
   return l_push(L, lt_op_stack(L_CTX(L), n, ts, dim));
 }
@@ -608,7 +639,10 @@ static int l_normal_(lua_State *L) {
 
 static int l_requires_grad(lua_State *L) {
   lt_tensor *t = T(1, "requires_grad");
-  if (lua_isnone(L, 2)) { lua_pushboolean(L, t->requires_grad); return 1; }
+  if (lua_isnone(L, 2)) {
+    lua_pushboolean(L, t->requires_grad);
+    return 1;
+  }
   int on = lua_toboolean(L, 2);
   if (t->grad_fn && !on)
     return l_errorf(L, "requires_grad: cannot turn off grad on a result of an op (use x:detach())");
@@ -621,7 +655,8 @@ static int l_requires_grad(lua_State *L) {
 
 static int l_param(lua_State *L) {
   lt_tensor *t = T(1, "param");
-  if (t->dtype != LT_F32) return l_errorf(L, "param: only float32 tensors can require grad, got %s", lt_dtype_name(t->dtype));
+  if (t->dtype != LT_F32)
+    return l_errorf(L, "param: only float32 tensors can require grad, got %s", lt_dtype_name(t->dtype));
   lt_tensor *r = t->grad_fn ? lt_op_detach(L_CTX(L), t) : lt_tensor_retain(t);
   if (!r) return l_error(L);
   r->requires_grad = 1;
@@ -638,13 +673,20 @@ static int l_backward(lua_State *L) {
 
 static int l_zero_grad(lua_State *L) {
   lt_tensor *t = T(1, "zero_grad");
-  if (lua_toboolean(L, 2)) { lt_tensor_release(t->grad); t->grad = NULL; } /* set_to_none */
-  else if (t->grad) l_check(L, lt_op_zero_(L_CTX(L), t->grad));
+  if (lua_toboolean(L, 2)) {
+    lt_tensor_release(t->grad);
+    t->grad = NULL;
+  } /* set_to_none */
+  else if (t->grad)
+    l_check(L, lt_op_zero_(L_CTX(L), t->grad));
   lua_settop(L, 1);
   return 1;
 }
 
-static int l_is_leaf(lua_State *L) { lua_pushboolean(L, T(1, "is_leaf")->grad_fn == NULL); return 1; }
+static int l_is_leaf(lua_State *L) {
+  lua_pushboolean(L, T(1, "is_leaf")->grad_fn == NULL);
+  return 1;
+}
 static int l_grad_fn(lua_State *L) {
   lt_tensor *t = T(1, "grad_fn");
   if (t->grad_fn) lua_pushstring(L, t->grad_fn->op);
@@ -692,11 +734,11 @@ static int l_newindex(lua_State *L) {
     lt_tensor *g = lua_isnil(L, 3) ? NULL : T(3, "grad");
     if (g && g->dtype != t->dtype)
       return l_errorf(L, "grad: assigned gradient is %s, the tensor is %s", lt_dtype_name(g->dtype),
-                        lt_dtype_name(t->dtype));
+                      lt_dtype_name(t->dtype));
     if (g && !lt_same_shape(g, t)) {
       char b1[128], b2[128];
       return l_errorf(L, "grad: assigned gradient has shape %s, the tensor has %s", lt_shape_str(g, b1, sizeof b1),
-                        lt_shape_str(t, b2, sizeof b2));
+                      lt_shape_str(t, b2, sizeof b2));
     }
     lt_tensor_release(t->grad);
     t->grad = g ? lt_tensor_retain(g) : NULL;
@@ -720,12 +762,15 @@ static int l_newindex(lua_State *L) {
     return 0;
   }
   return l_errorf(L, "tensor: cannot set field '%s' (tensors only accept x.grad = ... and x[i] = ...)",
-                    lua_tostring(L, 2) ? lua_tostring(L, 2) : luaL_typename(L, 2));
+                  lua_tostring(L, 2) ? lua_tostring(L, 2) : luaL_typename(L, 2));
 }
 
 /* ---- module-level ---------------------------------------------------------------------------- */
 
-static int l_is_tensor(lua_State *L) { lua_pushboolean(L, l_totensor(L, 1) != NULL); return 1; }
+static int l_is_tensor(lua_State *L) {
+  lua_pushboolean(L, l_totensor(L, 1) != NULL);
+  return 1;
+}
 
 static int l_manual_seed(lua_State *L) {
   lua_Number s = l_checknumber(L, 1);
@@ -773,7 +818,9 @@ static int l_randperm(lua_State *L) { /* 1-based permutation as int64 tensor (Fi
   for (int64_t i = 0; i < n; i++) p[i] = i + 1;
   for (int64_t i = n - 1; i > 0; i--) {
     int64_t j = (int64_t)lt_rng_below(&L_CTX(L)->rng, (uint64_t)(i + 1));
-    int64_t tmp = p[i]; p[i] = p[j]; p[j] = tmp;
+    int64_t tmp = p[i];
+    p[i] = p[j];
+    p[j] = tmp;
   }
   return l_push(L, t);
 }
@@ -785,7 +832,10 @@ static int l_set_grad_enabled(lua_State *L) {
   lua_pushboolean(L, was);
   return 1;
 }
-static int l_is_grad_enabled(lua_State *L) { lua_pushboolean(L, L_CTX(L)->grad_enabled); return 1; }
+static int l_is_grad_enabled(lua_State *L) {
+  lua_pushboolean(L, L_CTX(L)->grad_enabled);
+  return 1;
+}
 
 static int l_set_num_threads(lua_State *L) {
   int n = (int)l_checkint(L, 1, "set_num_threads", "n", 1, 4096);
@@ -793,12 +843,15 @@ static int l_set_num_threads(lua_State *L) {
   lt_blas_set_threads(n);
   return 0;
 }
-static int l_get_num_threads(lua_State *L) { lua_pushinteger(L, L_CTX(L)->num_threads); return 1; }
+static int l_get_num_threads(lua_State *L) {
+  lua_pushinteger(L, L_CTX(L)->num_threads);
+  return 1;
+}
 
 static int l_set_flush_denormal(lua_State *L) {
   int on = lua_toboolean(L, 1);
-  L_CTX(L)->flush_denormal = on;   /* lutra's mode while it computes */
-  lt_pool_set_flush_denormal(on);  /* and on its pool's threads */
+  L_CTX(L)->flush_denormal = on;                 /* lutra's mode while it computes */
+  lt_pool_set_flush_denormal(on);                /* and on its pool's threads */
   lua_pushboolean(L, lt_set_flush_denormal(on)); /* and on this thread from now on: the user asked */
   return 1;
 }
@@ -806,13 +859,20 @@ static int l_set_flush_denormal(lua_State *L) {
 static int l_blas_info(lua_State *L) {
   const lt_blas_info *I = lt_blas_get_info();
   lua_createtable(L, 0, 7);
-  lua_pushstring(L, I->library); lua_setfield(L, -2, "library");
-  lua_pushstring(L, I->coretype); lua_setfield(L, -2, "coretype");
-  lua_pushstring(L, I->corename); lua_setfield(L, -2, "corename");
-  lua_pushstring(L, I->config); lua_setfield(L, -2, "config");
-  lua_pushstring(L, I->reason); lua_setfield(L, -2, "reason");
-  lua_pushstring(L, I->cpu_features); lua_setfield(L, -2, "cpu_features");
-  lua_pushinteger(L, I->threads); lua_setfield(L, -2, "threads");
+  lua_pushstring(L, I->library);
+  lua_setfield(L, -2, "library");
+  lua_pushstring(L, I->coretype);
+  lua_setfield(L, -2, "coretype");
+  lua_pushstring(L, I->corename);
+  lua_setfield(L, -2, "corename");
+  lua_pushstring(L, I->config);
+  lua_setfield(L, -2, "config");
+  lua_pushstring(L, I->reason);
+  lua_setfield(L, -2, "reason");
+  lua_pushstring(L, I->cpu_features);
+  lua_setfield(L, -2, "cpu_features");
+  lua_pushinteger(L, I->threads);
+  lua_setfield(L, -2, "threads");
   return 1;
 }
 
@@ -820,16 +880,26 @@ static int l_memory_stats(lua_State *L) {
   lt_alloc_stats s;
   lt_alloc_get_stats(&s);
   lua_createtable(L, 0, 6);
-  lua_pushinteger(L, (lua_Integer)s.live_bytes); lua_setfield(L, -2, "live_bytes");
-  lua_pushinteger(L, (lua_Integer)s.cached_bytes); lua_setfield(L, -2, "cached_bytes");
-  lua_pushinteger(L, (lua_Integer)s.total_allocated); lua_setfield(L, -2, "total_allocated");
-  lua_pushinteger(L, (lua_Integer)s.system_allocs); lua_setfield(L, -2, "system_allocs");
-  lua_pushinteger(L, (lua_Integer)s.cache_hits); lua_setfield(L, -2, "cache_hits");
-  lua_pushinteger(L, (lua_Integer)lt_tensor_live_count()); lua_setfield(L, -2, "live_tensors");
+  lua_pushinteger(L, (lua_Integer)s.live_bytes);
+  lua_setfield(L, -2, "live_bytes");
+  lua_pushinteger(L, (lua_Integer)s.cached_bytes);
+  lua_setfield(L, -2, "cached_bytes");
+  lua_pushinteger(L, (lua_Integer)s.total_allocated);
+  lua_setfield(L, -2, "total_allocated");
+  lua_pushinteger(L, (lua_Integer)s.system_allocs);
+  lua_setfield(L, -2, "system_allocs");
+  lua_pushinteger(L, (lua_Integer)s.cache_hits);
+  lua_setfield(L, -2, "cache_hits");
+  lua_pushinteger(L, (lua_Integer)lt_tensor_live_count());
+  lua_setfield(L, -2, "live_tensors");
   return 1;
 }
 
-static int l_empty_cache(lua_State *L) { (void)L; lt_alloc_trim(); return 0; }
+static int l_empty_cache(lua_State *L) {
+  (void)L;
+  lt_alloc_trim();
+  return 0;
+}
 
 /* storage identity, for tests of view sharing */
 static int l_data_ptr(lua_State *L) {
@@ -838,47 +908,142 @@ static int l_data_ptr(lua_State *L) {
   return 1;
 }
 
-static const luaL_Reg methods[] = {
-  { "shape", l_shape }, { "size", l_size }, { "stride", l_stride }, { "dim", l_dim }, { "nDimension", l_dim },
-  { "numel", l_numel }, { "nElement", l_numel }, { "dtype", l_dtype }, { "item", l_item }, { "totable", l_totable },
-  { "tolist", l_totable }, { "is_contiguous", l_is_contiguous }, { "data_ptr", l_data_ptr },
-  { "view", l_view }, { "reshape", l_reshape }, { "t", l_t }, { "transpose", l_transpose }, { "permute", l_permute },
-  { "narrow", l_narrow }, { "select", l_select }, { "unsqueeze", l_unsqueeze }, { "squeeze", l_squeeze },
-  { "expand", l_expand }, { "flatten", l_flatten }, { "contiguous", l_contiguous }, { "clone", l_clone },
-  { "detach", l_detach }, { "float", l_float }, { "long", l_long }, { "int64", l_long }, { "type", l_type },
-  { "add", l_add }, { "sub", l_sub }, { "mul", l_mul }, { "div", l_div }, { "pow", l_pow },
-  { "maximum", l_maximum }, { "minimum", l_minimum },
-  { "eq", l_eq }, { "ne", l_ne }, { "lt", l_lt }, { "le", l_le }, { "gt", l_gt }, { "ge", l_ge },
-  { "add_", l_add_ }, { "sub_", l_sub_ }, { "mul_", l_mul_ }, { "div_", l_div_ }, { "pow_", l_pow_ },
-  { "neg", l_neg }, { "exp", l_exp }, { "log", l_log }, { "sqrt", l_sqrt }, { "abs", l_abs }, { "tanh", l_tanh },
-  { "sigmoid", l_sigmoid }, { "relu", l_relu }, { "sin", l_sin }, { "cos", l_cos }, { "gelu", l_gelu },
-  { "rsqrt", l_rsqrt }, { "sign", l_sign }, { "log1p", l_log1p }, { "square", l_square },
-  { "neg_", l_neg_ }, { "exp_", l_exp_ }, { "log_", l_log_ }, { "sqrt_", l_sqrt_ }, { "abs_", l_abs_ },
-  { "tanh_", l_tanh_ }, { "sigmoid_", l_sigmoid_ }, { "relu_", l_relu_ }, { "sin_", l_sin_ }, { "cos_", l_cos_ },
-  { "gelu_", l_gelu_ }, { "rsqrt_", l_rsqrt_ }, { "sign_", l_sign_ }, { "log1p_", l_log1p_ }, { "square_", l_square_ },
-  { "leaky_relu", l_leaky_relu }, { "clamp", l_clamp }, { "clamp_", l_clamp_ },
-  { "matmul", l_matmul }, { "sum", l_sum }, { "mean", l_mean }, { "max", l_max }, { "min", l_min },
-  { "argmax", l_argmax }, { "softmax", l_softmax }, { "log_softmax", l_log_softmax },
-  { "gather", l_gather }, { "index_select", l_index_select },
-  { "zero_", l_zero_ }, { "fill_", l_fill_ }, { "copy_", l_copy_ }, { "uniform_", l_uniform_ }, { "normal_", l_normal_ },
-  { "requires_grad", l_requires_grad }, { "backward", l_backward }, { "zero_grad", l_zero_grad },
-  { "is_leaf", l_is_leaf }, { "grad_fn", l_grad_fn },
-  { NULL, NULL }
-};
+static const luaL_Reg methods[] = { { "shape", l_shape },
+                                    { "size", l_size },
+                                    { "stride", l_stride },
+                                    { "dim", l_dim },
+                                    { "nDimension", l_dim },
+                                    { "numel", l_numel },
+                                    { "nElement", l_numel },
+                                    { "dtype", l_dtype },
+                                    { "item", l_item },
+                                    { "totable", l_totable },
+                                    { "tolist", l_totable },
+                                    { "is_contiguous", l_is_contiguous },
+                                    { "data_ptr", l_data_ptr },
+                                    { "view", l_view },
+                                    { "reshape", l_reshape },
+                                    { "t", l_t },
+                                    { "transpose", l_transpose },
+                                    { "permute", l_permute },
+                                    { "narrow", l_narrow },
+                                    { "select", l_select },
+                                    { "unsqueeze", l_unsqueeze },
+                                    { "squeeze", l_squeeze },
+                                    { "expand", l_expand },
+                                    { "flatten", l_flatten },
+                                    { "contiguous", l_contiguous },
+                                    { "clone", l_clone },
+                                    { "detach", l_detach },
+                                    { "float", l_float },
+                                    { "long", l_long },
+                                    { "int64", l_long },
+                                    { "type", l_type },
+                                    { "add", l_add },
+                                    { "sub", l_sub },
+                                    { "mul", l_mul },
+                                    { "div", l_div },
+                                    { "pow", l_pow },
+                                    { "maximum", l_maximum },
+                                    { "minimum", l_minimum },
+                                    { "eq", l_eq },
+                                    { "ne", l_ne },
+                                    { "lt", l_lt },
+                                    { "le", l_le },
+                                    { "gt", l_gt },
+                                    { "ge", l_ge },
+                                    { "add_", l_add_ },
+                                    { "sub_", l_sub_ },
+                                    { "mul_", l_mul_ },
+                                    { "div_", l_div_ },
+                                    { "pow_", l_pow_ },
+                                    { "neg", l_neg },
+                                    { "exp", l_exp },
+                                    { "log", l_log },
+                                    { "sqrt", l_sqrt },
+                                    { "abs", l_abs },
+                                    { "tanh", l_tanh },
+                                    { "sigmoid", l_sigmoid },
+                                    { "relu", l_relu },
+                                    { "sin", l_sin },
+                                    { "cos", l_cos },
+                                    { "gelu", l_gelu },
+                                    { "rsqrt", l_rsqrt },
+                                    { "sign", l_sign },
+                                    { "log1p", l_log1p },
+                                    { "square", l_square },
+                                    { "neg_", l_neg_ },
+                                    { "exp_", l_exp_ },
+                                    { "log_", l_log_ },
+                                    { "sqrt_", l_sqrt_ },
+                                    { "abs_", l_abs_ },
+                                    { "tanh_", l_tanh_ },
+                                    { "sigmoid_", l_sigmoid_ },
+                                    { "relu_", l_relu_ },
+                                    { "sin_", l_sin_ },
+                                    { "cos_", l_cos_ },
+                                    { "gelu_", l_gelu_ },
+                                    { "rsqrt_", l_rsqrt_ },
+                                    { "sign_", l_sign_ },
+                                    { "log1p_", l_log1p_ },
+                                    { "square_", l_square_ },
+                                    { "leaky_relu", l_leaky_relu },
+                                    { "clamp", l_clamp },
+                                    { "clamp_", l_clamp_ },
+                                    { "matmul", l_matmul },
+                                    { "sum", l_sum },
+                                    { "mean", l_mean },
+                                    { "max", l_max },
+                                    { "min", l_min },
+                                    { "argmax", l_argmax },
+                                    { "softmax", l_softmax },
+                                    { "log_softmax", l_log_softmax },
+                                    { "gather", l_gather },
+                                    { "index_select", l_index_select },
+                                    { "zero_", l_zero_ },
+                                    { "fill_", l_fill_ },
+                                    { "copy_", l_copy_ },
+                                    { "uniform_", l_uniform_ },
+                                    { "normal_", l_normal_ },
+                                    { "requires_grad", l_requires_grad },
+                                    { "backward", l_backward },
+                                    { "zero_grad", l_zero_grad },
+                                    { "is_leaf", l_is_leaf },
+                                    { "grad_fn", l_grad_fn },
+                                    { NULL, NULL } };
 
 /* lt.* functions (in addition to every method, which is also exported as lt.name(x, ...)) */
-static const luaL_Reg functions[] = {
-  { "tensor", l_tensor_new }, { "zeros", l_zeros }, { "ones", l_ones }, { "empty", l_empty }, { "rand", l_rand },
-  { "randn", l_randn }, { "full", l_full }, { "arange", l_arange }, { "eye", l_eye }, { "zeros_like", l_zeros_like },
-  { "ones_like", l_ones_like }, { "param", l_param }, { "cat", l_cat }, { "stack", l_stack }, { "where", l_where },
-  { "linear", l_linear }, { "is_tensor", l_is_tensor }, { "manual_seed", l_manual_seed },
-  { "get_rng_state", l_get_rng_state }, { "set_rng_state", l_set_rng_state }, { "random_integer", l_random_integer },
-  { "randperm", l_randperm }, { "set_grad_enabled", l_set_grad_enabled }, { "is_grad_enabled", l_is_grad_enabled },
-  { "set_num_threads", l_set_num_threads }, { "get_num_threads", l_get_num_threads },
-  { "set_flush_denormal", l_set_flush_denormal }, { "blas_info", l_blas_info }, { "memory_stats", l_memory_stats },
-  { "empty_cache", l_empty_cache },
-  { NULL, NULL }
-};
+static const luaL_Reg functions[] = { { "tensor", l_tensor_new },
+                                      { "zeros", l_zeros },
+                                      { "ones", l_ones },
+                                      { "empty", l_empty },
+                                      { "rand", l_rand },
+                                      { "randn", l_randn },
+                                      { "full", l_full },
+                                      { "arange", l_arange },
+                                      { "eye", l_eye },
+                                      { "zeros_like", l_zeros_like },
+                                      { "ones_like", l_ones_like },
+                                      { "param", l_param },
+                                      { "cat", l_cat },
+                                      { "stack", l_stack },
+                                      { "where", l_where },
+                                      { "linear", l_linear },
+                                      { "is_tensor", l_is_tensor },
+                                      { "manual_seed", l_manual_seed },
+                                      { "get_rng_state", l_get_rng_state },
+                                      { "set_rng_state", l_set_rng_state },
+                                      { "random_integer", l_random_integer },
+                                      { "randperm", l_randperm },
+                                      { "set_grad_enabled", l_set_grad_enabled },
+                                      { "is_grad_enabled", l_is_grad_enabled },
+                                      { "set_num_threads", l_set_num_threads },
+                                      { "get_num_threads", l_get_num_threads },
+                                      { "set_flush_denormal", l_set_flush_denormal },
+                                      { "blas_info", l_blas_info },
+                                      { "memory_stats", l_memory_stats },
+                                      { "empty_cache", l_empty_cache },
+                                      { NULL, NULL } };
 
 /* Expects the module table on top; the two upvalues must be pushable (called from luaopen). */
 void l_tensor_register(lua_State *L) {
@@ -903,10 +1068,10 @@ void l_tensor_register(lua_State *L) {
   lua_pushvalue(L, meth);
   lua_pushcclosure(L, l_index, 3);
   lua_setfield(L, mt, "__index");
-  static const luaL_Reg meta[] = {
-    { "__gc", l_gc }, { "__newindex", l_newindex }, { "__add", l_add }, { "__sub", l_sub }, { "__mul", l_mul },
-    { "__div", l_div }, { "__pow", l_pow }, { "__unm", l_unm }, { "__len", l_len }, { NULL, NULL }
-  };
+  static const luaL_Reg meta[] = { { "__gc", l_gc },   { "__newindex", l_newindex }, { "__add", l_add },
+                                   { "__sub", l_sub }, { "__mul", l_mul },           { "__div", l_div },
+                                   { "__pow", l_pow }, { "__unm", l_unm },           { "__len", l_len },
+                                   { NULL, NULL } };
   lua_pushvalue(L, mt);
   l_setfuncs(L, meta);
   lua_pop(L, 1);

@@ -61,7 +61,10 @@ int l_argerror(lua_State *L, int narg, const char *extramsg) {
       const char *reg = lua_tostring(L, -1);
       if (reg) {
         /* a tail-called method: how it was called is lost with the call site; x:f() is the usual way */
-        if (reg[0] == ':') { if (!ar.name) method = 1; reg++; }
+        if (reg[0] == ':') {
+          if (!ar.name) method = 1;
+          reg++;
+        }
         snprintf(name, sizeof name, "%s", reg);
       }
       lua_pop(L, 1);
@@ -140,7 +143,10 @@ void l_gc_account(lua_State *L, l_state *S) {
   if (S->gc_debt < L_GC_QUANTUM) return;
   uint64_t kb = S->gc_debt >> 10;
   S->gc_debt &= 1023;
-  if (S->gc_rest_kb >= kb) { S->gc_rest_kb -= kb; return; }
+  if (S->gc_rest_kb >= kb) {
+    S->gc_rest_kb -= kb;
+    return;
+  }
   kb -= S->gc_rest_kb;
   S->gc_rest_kb = 0;
   int data = kb > (uint64_t)INT_MAX ? INT_MAX : (int)kb;
@@ -197,13 +203,12 @@ int l_checkdim(lua_State *L, int idx, int ndim, const char *fname) {
   if (d < 0 && -d <= n) return n + (int)d;
   if (ndim == 0)
     return l_errorf(L, "%s: dim %.14g out of range for a 0-dimensional tensor (expected 1 or -1)", fname, d);
-  return l_errorf(L, "%s: dim %.14g out of range for a %d-dimensional tensor (expected 1..%d, or -%d..-1)", fname,
-                    d, ndim, n, n);
+  return l_errorf(L, "%s: dim %.14g out of range for a %d-dimensional tensor (expected 1..%d, or -%d..-1)", fname, d,
+                  ndim, n, n);
 }
 
 int l_checkdim_nz(lua_State *L, int idx, int ndim, const char *fname) {
-  if (ndim == 0)
-    return l_errorf(L, "%s: the tensor is 0-dimensional (a scalar): it has no dim to work on", fname);
+  if (ndim == 0) return l_errorf(L, "%s: the tensor is 0-dimensional (a scalar): it has no dim to work on", fname);
   return l_checkdim(L, idx, ndim, fname);
 }
 
@@ -266,7 +271,10 @@ lt_tensor *l_shift_1based(lua_State *L, lt_tensor *t, int64_t min, const char *f
   lt_ctx *c = L_CTX(L);
   lt_tensor *z = lt_op_contiguous(c, t);
   lt_tensor *r = z ? lt_tensor_new_like(c, z) : NULL;
-  if (!r) { lt_tensor_release(z); l_error(L); }
+  if (!r) {
+    lt_tensor_release(z);
+    l_error(L);
+  }
   const int64_t *s = lt_i64(z);
   int64_t *d = lt_i64(r);
   for (int64_t i = 0, n = lt_numel(z); i < n; i++) {

@@ -16,15 +16,17 @@
 
 typedef struct l_state {
   lt_ctx ctx;
-  uint64_t gc_debt;        /* bytes of tensors handed to Lua not yet paid to the GC as a step */
-  uint64_t gc_rest_kb;     /* KB of tensors to hand out before the next step (the pause after a cycle) */
+  uint64_t gc_debt;    /* bytes of tensors handed to Lua not yet paid to the GC as a step */
+  uint64_t gc_rest_kb; /* KB of tensors to hand out before the next step (the pause after a cycle) */
   struct {
     uint64_t steps, step_kb, max_step_kb; /* GC steps l_gc_account asked for, their total and largest size */
     uint64_t cycles;                      /* GC cycles that those steps finished */
-  } gc;                    /* counters for tests (lutra.core._gc_stats) */
+  } gc;                                   /* counters for tests (lutra.core._gc_stats) */
 } l_state;
 
-typedef struct l_box { lt_tensor *t; } l_box;
+typedef struct l_box {
+  lt_tensor *t;
+} l_box;
 
 #define L_STATE(L) ((l_state *)lua_touserdata((L), lua_upvalueindex(1)))
 #define L_CTX(L) (&L_STATE(L)->ctx)
@@ -36,7 +38,7 @@ void l_setmethods(lua_State *L, const luaL_Reg *funcs);
 /* Pushes the state and the metatable (the two upvalues), for code that builds closures itself. */
 void l_push_upvalues(lua_State *L);
 
-lt_tensor *l_totensor(lua_State *L, int idx);              /* NULL if not a tensor */
+lt_tensor *l_totensor(lua_State *L, int idx); /* NULL if not a tensor */
 lt_tensor *l_checktensor(lua_State *L, int idx, const char *fname);
 /* Pushes a new box owning t (a new reference from a core op). t NULL: raises the core's error. */
 int l_push(lua_State *L, lt_tensor *t);

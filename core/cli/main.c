@@ -125,16 +125,15 @@ static int cli_dolibrary(lua_State *L, const char *name)
 /* -j / -O: handled in Lua, as luajit.c does: jit.<cmd>(args) or require("jit.<cmd>").start(args). */
 static int cli_jitcmd(lua_State *L, const char *cmd, int is_opt)
 {
-  static const char code[] =
-      "local cmd, is_opt = ...\n"
-      "local name, rest = cmd:match('^([^=]*)=?(.*)$')\n"
-      "local args = {}\n"
-      "for a in (is_opt and cmd or rest):gmatch('[^,]+') do args[#args + 1] = a end\n"
-      "local f\n"
-      "if is_opt then f = jit.opt.start\n"
-      "elseif type(jit[name]) == 'function' then f = jit[name]\n"
-      "else f = require('jit.' .. name).start end\n"
-      "f(unpack(args))\n";
+  static const char code[] = "local cmd, is_opt = ...\n"
+                             "local name, rest = cmd:match('^([^=]*)=?(.*)$')\n"
+                             "local args = {}\n"
+                             "for a in (is_opt and cmd or rest):gmatch('[^,]+') do args[#args + 1] = a end\n"
+                             "local f\n"
+                             "if is_opt then f = jit.opt.start\n"
+                             "elseif type(jit[name]) == 'function' then f = jit[name]\n"
+                             "else f = require('jit.' .. name).start end\n"
+                             "f(unpack(args))\n";
   int status = luaL_loadbuffer(L, code, sizeof code - 1, "=(command line)");
   if (status == 0) {
     lua_pushstring(L, cmd);
@@ -152,41 +151,40 @@ static int cli_collectargs(char **argv, int argc, int *flags)
   for (i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (a[0] != '-') return i; /* the script */
-    if (strcmp(a, "--version") == 0) { *flags |= CLI_FLAG_VERSION; continue; }
+    if (strcmp(a, "--version") == 0) {
+      *flags |= CLI_FLAG_VERSION;
+      continue;
+    }
     if (strcmp(a, "--help") == 0) return -2;
     switch (a[1]) {
-    case '-':
-      if (a[2] != '\0') return -1;
-      return i + 1 < argc ? i + 1 : argc;
-    case '\0':
-      return i; /* "-": stdin */
-    case 'i':
-      if (a[2] != '\0') return -1;
-      *flags |= CLI_FLAG_INTERACTIVE | CLI_FLAG_VERSION;
-      break;
-    case 'v':
-      if (a[2] != '\0') return -1;
-      *flags |= CLI_FLAG_VERSION;
-      break;
-    case 'E':
-      if (a[2] != '\0') return -1;
-      *flags |= CLI_FLAG_NOENV;
-      break;
-    case 'h':
-      return -2;
-    case 'O':
-      break;
-    case 'e':
-      *flags |= CLI_FLAG_EXEC;
-      /* fall through */
-    case 'j':
-    case 'l':
-      if (a[2] == '\0') {
-        if (++i >= argc) return -1;
-      }
-      break;
-    default:
-      return -1;
+      case '-':
+        if (a[2] != '\0') return -1;
+        return i + 1 < argc ? i + 1 : argc;
+      case '\0': return i; /* "-": stdin */
+      case 'i':
+        if (a[2] != '\0') return -1;
+        *flags |= CLI_FLAG_INTERACTIVE | CLI_FLAG_VERSION;
+        break;
+      case 'v':
+        if (a[2] != '\0') return -1;
+        *flags |= CLI_FLAG_VERSION;
+        break;
+      case 'E':
+        if (a[2] != '\0') return -1;
+        *flags |= CLI_FLAG_NOENV;
+        break;
+      case 'h': return -2;
+      case 'O': break;
+      case 'e':
+        *flags |= CLI_FLAG_EXEC;
+        /* fall through */
+      case 'j':
+      case 'l':
+        if (a[2] == '\0') {
+          if (++i >= argc) return -1;
+        }
+        break;
+      default: return -1;
     }
   }
   return argc;
@@ -200,26 +198,25 @@ static int cli_runargs(lua_State *L, char **argv, int argn)
     const char *a = argv[i];
     if (a[0] != '-') continue;
     switch (a[1]) {
-    case 'e': {
-      const char *chunk = a[2] ? a + 2 : argv[++i];
-      if (cli_dostring(L, chunk, "=(command line)") != 0) return 1;
-      break;
-    }
-    case 'l': {
-      const char *name = a[2] ? a + 2 : argv[++i];
-      if (cli_dolibrary(L, name) != 0) return 1;
-      break;
-    }
-    case 'j': {
-      const char *cmd = a[2] ? a + 2 : argv[++i];
-      if (cli_jitcmd(L, cmd, 0) != 0) return 1;
-      break;
-    }
-    case 'O':
-      if (cli_jitcmd(L, a + 2, 1) != 0) return 1;
-      break;
-    default:
-      break;
+      case 'e': {
+        const char *chunk = a[2] ? a + 2 : argv[++i];
+        if (cli_dostring(L, chunk, "=(command line)") != 0) return 1;
+        break;
+      }
+      case 'l': {
+        const char *name = a[2] ? a + 2 : argv[++i];
+        if (cli_dolibrary(L, name) != 0) return 1;
+        break;
+      }
+      case 'j': {
+        const char *cmd = a[2] ? a + 2 : argv[++i];
+        if (cli_jitcmd(L, cmd, 0) != 0) return 1;
+        break;
+      }
+      case 'O':
+        if (cli_jitcmd(L, a + 2, 1) != 0) return 1;
+        break;
+      default: break;
     }
   }
   return 0;
@@ -342,10 +339,19 @@ static int cli_pmain(lua_State *L)
   lua_gc(L, LUA_GCRESTART, -1);
   cli_argtable(L, argv, argc, argn);
 
-  if (!(flags & CLI_FLAG_NOENV) && cli_luainit(L) != 0) { s->status = 1; return 0; }
+  if (!(flags & CLI_FLAG_NOENV) && cli_luainit(L) != 0) {
+    s->status = 1;
+    return 0;
+  }
   if ((flags & CLI_FLAG_VERSION) && !(flags & CLI_FLAG_INTERACTIVE)) cli_print_version();
-  if (cli_runargs(L, argv, argn) != 0) { s->status = 1; return 0; }
-  if (argn < argc && cli_script(L, argv, argc, argn) != 0) { s->status = 1; return 0; }
+  if (cli_runargs(L, argv, argn) != 0) {
+    s->status = 1;
+    return 0;
+  }
+  if (argn < argc && cli_script(L, argv, argc, argn) != 0) {
+    s->status = 1;
+    return 0;
+  }
 
   if (flags & CLI_FLAG_INTERACTIVE) {
     s->status = cli_repl(L);

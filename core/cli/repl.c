@@ -90,10 +90,16 @@ static int repl_getc(FILE *f)
     }
     c = repl_readbyte(fd);
     if (c < 0x80 || !repl_utf8) return c;
-    if (c >= 0xf0 && c < 0xf8) { extra = 3; cp = c & 0x07; }
-    else if (c >= 0xe0) { extra = 2; cp = c & 0x0f; }
-    else if (c >= 0xc0) { extra = 1; cp = c & 0x1f; }
-    else return c; /* a stray continuation byte */
+    if (c >= 0xf0 && c < 0xf8) {
+      extra = 3;
+      cp = c & 0x07;
+    } else if (c >= 0xe0) {
+      extra = 2;
+      cp = c & 0x0f;
+    } else if (c >= 0xc0) {
+      extra = 1;
+      cp = c & 0x1f;
+    } else return c; /* a stray continuation byte */
     while (extra-- > 0) {
       int d = repl_readbyte(fd);
       if (d < 0) return -1;
@@ -135,7 +141,10 @@ static int repl_readline(const char *prompt, char **out)
     for (;;) {
       if (len + 2 > cap) {
         char *nb = realloc(buf, cap *= 2);
-        if (nb == NULL) { free(buf); return REPL_EOF; }
+        if (nb == NULL) {
+          free(buf);
+          return REPL_EOF;
+        }
         buf = nb;
       }
       if (fgets(buf + len, (int)(cap - len), stdin) == NULL) {
@@ -332,8 +341,7 @@ static int repl_incomplete(lua_State *L)
 
 static size_t repl_trim(const char *src, size_t len)
 {
-  while (len > 0 && (src[len - 1] == ' ' || src[len - 1] == '\t' || src[len - 1] == '\n' ||
-                     src[len - 1] == '\r'))
+  while (len > 0 && (src[len - 1] == ' ' || src[len - 1] == '\t' || src[len - 1] == '\n' || src[len - 1] == '\r'))
     len--;
   return len;
 }
@@ -422,15 +430,14 @@ static int repl_append(struct repl_buf *b, const char *s, int newline)
 
 int cli_repl(lua_State *L)
 {
-  struct repl_buf buf = {NULL, 0, 0};
+  struct repl_buf buf = { NULL, 0, 0 };
   repl_L = L;
   repl_tty = isatty(STDIN_FILENO);
 
   lua_getglobal(L, "tostring");
   lua_pushcclosure(L, repl_print, 1);
   lua_setfield(L, LUA_REGISTRYINDEX, "lutra.repl.print");
-  if (luaL_loadbuffer(L, repl_lt_code, sizeof repl_lt_code - 1, "=(lutra repl)") != 0 ||
-      cli_docall(L, 0, 0) != 0)
+  if (luaL_loadbuffer(L, repl_lt_code, sizeof repl_lt_code - 1, "=(lutra repl)") != 0 || cli_docall(L, 0, 0) != 0)
     cli_report(L, CLI_PROGNAME ": ");
 
   if (repl_tty) repl_edit_init();

@@ -9,8 +9,16 @@
 
 static MPI_Op op_of(lt_mpi_op op) { return op == LT_MPI_MAX ? MPI_MAX : op == LT_MPI_MIN ? MPI_MIN : MPI_SUM; }
 
-static int m_initialized(void) { int f = 0; MPI_Initialized(&f); return f; }
-static int m_finalized(void) { int f = 0; MPI_Finalized(&f); return f; }
+static int m_initialized(void) {
+  int f = 0;
+  MPI_Initialized(&f);
+  return f;
+}
+static int m_finalized(void) {
+  int f = 0;
+  MPI_Finalized(&f);
+  return f;
+}
 static int m_init_thread_funneled(void) {
   int provided = 0;
   return MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) == MPI_SUCCESS ? 0 : -1;
@@ -57,8 +65,10 @@ static void m_wait(void *req) {
 }
 
 static const lt_mpi_api api = {
-  LT_MPI_API_VERSION, m_initialized, m_finalized, m_init_thread_funneled, m_finalize, m_comm_world, m_abort,
-  m_barrier, m_bcast_bytes, m_allgather_i64, m_allreduce_f64, m_allreduce_i64, m_iallreduce_f32, m_test, m_wait,
+  LT_MPI_API_VERSION, m_initialized,   m_finalized,     m_init_thread_funneled,
+  m_finalize,         m_comm_world,    m_abort,         m_barrier,
+  m_bcast_bytes,      m_allgather_i64, m_allreduce_f64, m_allreduce_i64,
+  m_iallreduce_f32,   m_test,          m_wait,
 };
 
 __attribute__((visibility("default"))) const lt_mpi_api *lutra_mpi_api(void);

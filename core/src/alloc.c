@@ -7,7 +7,9 @@
 
 #define NCLASSES 160
 
-typedef struct free_block { struct free_block *next; } free_block;
+typedef struct free_block {
+  struct free_block *next;
+} free_block;
 
 static void *sys_alloc(void *ud, size_t size, size_t align) {
   (void)ud;
@@ -15,7 +17,11 @@ static void *sys_alloc(void *ud, size_t size, size_t align) {
   if (posix_memalign(&p, align, size ? size : align) != 0) return NULL;
   return p;
 }
-static void sys_free(void *ud, void *p, size_t size) { (void)ud; (void)size; free(p); }
+static void sys_free(void *ud, void *p, size_t size) {
+  (void)ud;
+  (void)size;
+  free(p);
+}
 
 /* Process-wide by nature: buffers move between Lua states of one host and between threads. */
 static struct {
@@ -29,8 +35,8 @@ static struct {
 /* Allocation-failure injection (lt_alloc_fault_arm): counts allocations while armed and fails one of them.
  * Atomics, not the lock: the JSON allocator (json.c) asks too, and an unarmed check is one relaxed load. */
 static struct {
-  uint64_t armed;  /* 0: off; otherwise the 1-based allocation (since arming) that fails */
-  uint64_t seen;   /* allocations since arming */
+  uint64_t armed; /* 0: off; otherwise the 1-based allocation (since arming) that fails */
+  uint64_t seen;  /* allocations since arming */
 } F;
 
 int lt_alloc_fault_hit(void) {
@@ -150,12 +156,19 @@ void lt_alloc_trim(void) {
 
 int lt_alloc_set_allocator(const lt_allocator *a) {
   pthread_mutex_lock(&A.lock);
-  if (A.st.live_bytes != 0) { pthread_mutex_unlock(&A.lock); return -1; }
+  if (A.st.live_bytes != 0) {
+    pthread_mutex_unlock(&A.lock);
+    return -1;
+  }
   pthread_mutex_unlock(&A.lock);
   lt_alloc_trim();
   pthread_mutex_lock(&A.lock);
   if (a) A.a = *a;
-  else { A.a.alloc = sys_alloc; A.a.free = sys_free; A.a.ud = NULL; }
+  else {
+    A.a.alloc = sys_alloc;
+    A.a.free = sys_free;
+    A.a.ud = NULL;
+  }
   pthread_mutex_unlock(&A.lock);
   return 0;
 }

@@ -38,8 +38,8 @@ void lt_node_release(lt_node *n) {
   lt_free(n, sizeof *n);
 }
 
-int lt_record(lt_ctx *c, lt_tensor *out, const char *op, lt_backward_fn bw, int n,
-              lt_tensor *const *inputs, lt_node **node) {
+int lt_record(lt_ctx *c, lt_tensor *out, const char *op, lt_backward_fn bw, int n, lt_tensor *const *inputs,
+              lt_node **node) {
   *node = NULL;
   if (!lt_needs_grad(c, n, inputs)) return LT_OK;
   lt_node *nd = lt_alloc(sizeof *nd);
@@ -52,7 +52,10 @@ int lt_record(lt_ctx *c, lt_tensor *out, const char *op, lt_backward_fn bw, int 
   if (n <= LT_NODE_INLINE) nd->inputs = nd->inline_inputs;
   else {
     nd->inputs = lt_alloc(sizeof(lt_tensor *) * (size_t)n);
-    if (!nd->inputs) { lt_free(nd, sizeof *nd); return lt_fail(c, LT_E_OOM, sizeof(lt_tensor *) * (size_t)n); }
+    if (!nd->inputs) {
+      lt_free(nd, sizeof *nd);
+      return lt_fail(c, LT_E_OOM, sizeof(lt_tensor *) * (size_t)n);
+    }
   }
   for (int i = 0; i < n; i++) {
     /* every input is kept (a backward rule may need the values of one that needs no gradient);
@@ -82,8 +85,8 @@ int lt_node_save_output(lt_ctx *c, lt_node *n, int slot, lt_tensor *out) {
 
 int lt_accumulate_grad(lt_ctx *c, lt_tensor *leaf, lt_tensor *g) {
   if (!leaf->grad) {
-    if (g->refcount == 1 && !g->grad_fn && lt_is_contiguous(g) && g->offset == 0 &&
-        g->storage->refcount == 1 && lt_same_shape(g, leaf)) {
+    if (g->refcount == 1 && !g->grad_fn && lt_is_contiguous(g) && g->offset == 0 && g->storage->refcount == 1 &&
+        lt_same_shape(g, leaf)) {
       leaf->grad = lt_tensor_retain(g);
       g->requires_grad = 0;
       return LT_OK;
@@ -114,8 +117,7 @@ static int accumulate_node(lt_ctx *c, lt_node *n, lt_tensor *g) {
     return LT_OK;
   }
   lt_tensor *acc = n->grad_acc;
-  if (acc->refcount == 1 && acc->storage->refcount == 1 && lt_is_contiguous(acc))
-    return lt_op_axpy_(c, acc, 1.0, g);
+  if (acc->refcount == 1 && acc->storage->refcount == 1 && lt_is_contiguous(acc)) return lt_op_axpy_(c, acc, 1.0, g);
   lt_tensor *sum = lt_op_binary(c, LT_ADD, acc, g);
   if (!sum) return LT_ERR;
   lt_tensor_release(acc);
@@ -123,7 +125,10 @@ static int accumulate_node(lt_ctx *c, lt_node *n, lt_tensor *g) {
   return LT_OK;
 }
 
-typedef struct node_vec { lt_node **v; size_t n, cap; } node_vec;
+typedef struct node_vec {
+  lt_node **v;
+  size_t n, cap;
+} node_vec;
 
 static int vec_push(lt_ctx *c, node_vec *s, lt_node *n) {
   if (s->n == s->cap) {
@@ -139,8 +144,14 @@ static int vec_push(lt_ctx *c, node_vec *s, lt_node *n) {
 
 /* With a grad hook (c->grad_hook, data-parallel training): the leaves a backward reaches and how many of
  * their uses are still to be processed, in an open-addressing table keyed by pointer. */
-typedef struct leaf_count { lt_tensor *t; int64_t n; } leaf_count;
-typedef struct leaf_tab { leaf_count *v; size_t cap, n; } leaf_tab;
+typedef struct leaf_count {
+  lt_tensor *t;
+  int64_t n;
+} leaf_count;
+typedef struct leaf_tab {
+  leaf_count *v;
+  size_t cap, n;
+} leaf_tab;
 
 static size_t leaf_slot(const leaf_tab *T, const lt_tensor *t) {
   uint64_t x = (uint64_t)(uintptr_t)t;
@@ -162,7 +173,10 @@ static int leaf_add(lt_ctx *c, leaf_tab *T, lt_tensor *t) {
     *T = g;
   }
   leaf_count *lc = &T->v[leaf_slot(T, t)];
-  if (!lc->t) { lc->t = t; T->n++; }
+  if (!lc->t) {
+    lc->t = t;
+    T->n++;
+  }
   lc->n++;
   return LT_OK;
 }
@@ -203,12 +217,18 @@ static int backward(lt_ctx *c, lt_tensor *root, lt_tensor *grad) {
   lt_node *r = root->grad_fn;
   r->mark = 1;
   r->deps = 0;
-  if (vec_push(c, &all, r) || vec_push(c, &stack, r)) { rc = LT_ERR; goto done; }
+  if (vec_push(c, &all, r) || vec_push(c, &stack, r)) {
+    rc = LT_ERR;
+    goto done;
+  }
   while (stack.n) {
     lt_node *n = stack.v[--stack.n];
     for (int i = 0; i < n->ninputs; i++) {
       lt_tensor *in = n->inputs[i];
-      if (hook && in && in->requires_grad && !in->grad_fn && leaf_add(c, &leaves, in)) { rc = LT_ERR; goto done; }
+      if (hook && in && in->requires_grad && !in->grad_fn && leaf_add(c, &leaves, in)) {
+        rc = LT_ERR;
+        goto done;
+      }
       if (!in || !in->requires_grad || !in->grad_fn) continue;
       lt_node *m = in->grad_fn;
       if (m->released) {
@@ -218,7 +238,10 @@ static int backward(lt_ctx *c, lt_tensor *root, lt_tensor *grad) {
       if (!m->mark) {
         m->mark = 1;
         m->deps = 0;
-        if (vec_push(c, &all, m) || vec_push(c, &stack, m)) { rc = LT_ERR; goto done; }
+        if (vec_push(c, &all, m) || vec_push(c, &stack, m)) {
+          rc = LT_ERR;
+          goto done;
+        }
       }
       m->deps++;
     }
@@ -227,14 +250,20 @@ static int backward(lt_ctx *c, lt_tensor *root, lt_tensor *grad) {
   /* 2. run the backward rules in dependency order */
   r->grad_acc = seed;
   seed = NULL;
-  if (vec_push(c, &ready, r)) { rc = LT_ERR; goto done; }
+  if (vec_push(c, &ready, r)) {
+    rc = LT_ERR;
+    goto done;
+  }
   while (ready.n) {
     lt_node *n = ready.v[--ready.n];
     lt_tensor *gin_inline[LT_NODE_INLINE] = { 0 };
     lt_tensor **gin = gin_inline;
     if (n->ninputs > LT_NODE_INLINE) {
       gin = calloc((size_t)n->ninputs, sizeof *gin);
-      if (!gin) { rc = lt_fail(c, LT_E_OOM, sizeof *gin * (size_t)n->ninputs); goto done; }
+      if (!gin) {
+        rc = lt_fail(c, LT_E_OOM, sizeof *gin * (size_t)n->ninputs);
+        goto done;
+      }
     }
     if (n->grad_acc && n->backward(c, n, n->grad_acc, gin) != LT_OK) {
       lt_fail_prefix(c, "backward");
@@ -245,8 +274,8 @@ static int backward(lt_ctx *c, lt_tensor *root, lt_tensor *grad) {
       if (in && !in->requires_grad) in = NULL;
       lt_tensor *g = gin[i];
       if (rc == LT_OK && in && g && !lt_same_shape(g, in)) {
-        rc = lt_fail(c, "backward of %s: gradient %d has shape %s, input has %s (internal error)", n->op,
-                     i + 1, lt_shape_str(g, b1, sizeof b1), lt_shape_str(in, b2, sizeof b2));
+        rc = lt_fail(c, "backward of %s: gradient %d has shape %s, input has %s (internal error)", n->op, i + 1,
+                     lt_shape_str(g, b1, sizeof b1), lt_shape_str(in, b2, sizeof b2));
       }
       if (rc == LT_OK && in && g) {
         if (in->grad_fn) rc = accumulate_node(c, in->grad_fn, g);

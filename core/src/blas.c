@@ -17,8 +17,8 @@
 #endif
 
 enum { CblasRowMajor = 101, CblasNoTrans = 111, CblasTrans = 112 };
-typedef void (*sgemm_fn)(int, int, int, int, int, int, float, const float *, int, const float *, int, float,
-                         float *, int);
+typedef void (*sgemm_fn)(int, int, int, int, int, int, float, const float *, int, const float *, int, float, float *,
+                         int);
 typedef void (*sgemv_fn)(int, int, int, int, float, const float *, int, const float *, int, float, float *, int);
 
 /* Process-wide by nature: the BLAS library is loaded once per process. */
@@ -31,7 +31,9 @@ static struct {
   int cur_threads; /* what OpenBLAS is set to now (lt_blas_sgemm chooses per call, up to info.threads) */
 } B = { PTHREAD_ONCE_INIT, { 0 }, NULL, NULL, NULL, 0 };
 
-typedef struct cpu_feats { int avx, avx2, fma, avx512f, avx512bw, avx512dq, avx512vl, avx512cd; } cpu_feats;
+typedef struct cpu_feats {
+  int avx, avx2, fma, avx512f, avx512bw, avx512dq, avx512vl, avx512cd;
+} cpu_feats;
 
 static cpu_feats detect(void) {
   cpu_feats f = { 0 };
@@ -119,7 +121,10 @@ static void init_once(void) {
     void *h = dlopen(libs[i], RTLD_NOW | RTLD_LOCAL);
     if (!h) continue;
     B.sgemm = (sgemm_fn)dlsym(h, "cblas_sgemm");
-    if (!B.sgemm) { dlclose(h); continue; }
+    if (!B.sgemm) {
+      dlclose(h);
+      continue;
+    }
     I->library = libs[i];
     B.sgemv = (sgemv_fn)dlsym(h, "cblas_sgemv");
     B.set_threads = (void (*)(int))dlsym(h, "openblas_set_num_threads");
@@ -213,12 +218,13 @@ static void sgemm_call(int transa, int transb, int m, int n, int k, float alpha,
   double macs = (double)m * n * k;
   if (macs > GEMM_OPENBLAS_SINGLE) {
     int want = B.info.threads;
-    if (m < GEMM_THREADS_MIN_DIM || n < GEMM_THREADS_MIN_DIM || k < GEMM_THREADS_MIN_DIM || macs < GEMM_THREADS_MIN_MACS)
+    if (m < GEMM_THREADS_MIN_DIM || n < GEMM_THREADS_MIN_DIM || k < GEMM_THREADS_MIN_DIM ||
+        macs < GEMM_THREADS_MIN_MACS)
       want = 1;
     set_threads(want);
   }
-  B.sgemm(CblasRowMajor, transa ? CblasTrans : CblasNoTrans, transb ? CblasTrans : CblasNoTrans, m, n, k, alpha,
-          a, lda, b, ldb, beta, c, ldc);
+  B.sgemm(CblasRowMajor, transa ? CblasTrans : CblasNoTrans, transb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda,
+          b, ldb, beta, c, ldc);
 }
 
 /* C [1 x n] or [m x 1] (a batch-1 layer): a matrix-vector product. OpenBLAS's GEMM sends these to its
@@ -258,8 +264,8 @@ LT_VECTOR_FN static void outer(int m, int n, float alpha, const float *a, int sa
   }
 }
 
-void lt_blas_sgemm(int transa, int transb, int m, int n, int k, float alpha, const float *a, int lda,
-                   const float *b, int ldb, float beta, float *c, int ldc) {
+void lt_blas_sgemm(int transa, int transb, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
+                   int ldb, float beta, float *c, int ldc) {
   lt_blas_init();
   if (B.sgemv && (m == 1 || n == 1) && (double)m * n * k >= 16384) {
     gemv(transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);

@@ -50,7 +50,10 @@ uint64_t lt_rng_next(lt_rng *r) {
   uint64_t *s = r->s;
   uint64_t result = rotl(s[1] * 5, 7) * 9;
   uint64_t t = s[1] << 17;
-  s[2] ^= s[0]; s[3] ^= s[1]; s[1] ^= s[2]; s[0] ^= s[3];
+  s[2] ^= s[0];
+  s[3] ^= s[1];
+  s[1] ^= s[2];
+  s[0] ^= s[3];
   s[2] ^= t;
   s[3] = rotl(s[3], 45);
   return result;
@@ -68,6 +71,7 @@ uint64_t lt_rng_below(lt_rng *r, uint64_t n) {
   if (n <= 1) return 0;
   uint64_t limit = UINT64_MAX - UINT64_MAX % n;
   uint64_t v;
-  do v = lt_rng_next(r); while (v >= limit);
+  do v = lt_rng_next(r);
+  while (v >= limit);
   return v % n;
 }

@@ -26,8 +26,7 @@ static const char *type_name(lt_idx_type t) {
   return n ? n : "unknown";
 }
 
-lt_tensor *lt_data_from_idx(lt_ctx *c, const lt_idx_data *d, lt_data_idx_mode mode, int64_t limit,
-                            const char *what) {
+lt_tensor *lt_data_from_idx(lt_ctx *c, const lt_idx_data *d, lt_data_idx_mode mode, int64_t limit, const char *what) {
   char b[128];
   if (!d || !d->data || d->ndims < 1) {
     lt_fail(c, "%s: no IDX data", what);
@@ -72,9 +71,7 @@ lt_tensor *lt_data_from_idx(lt_ctx *c, const lt_idx_data *d, lt_data_idx_mode mo
       }
       dt = LT_I64;
       break;
-    default:
-      lt_fail(c, "%s: unknown conversion mode %d", what, (int)mode);
-      return NULL;
+    default: lt_fail(c, "%s: unknown conversion mode %d", what, (int)mode); return NULL;
   }
 
   lt_tensor *t = lt_tensor_new(c, dt, ndim, shape);
@@ -96,7 +93,8 @@ lt_tensor *lt_data_from_idx(lt_ctx *c, const lt_idx_data *d, lt_data_idx_mode mo
   } else {
     float *dst = lt_f32(t);
     if (d->type == LT_IDX_F32) memcpy(dst, d->data, numel * sizeof(float));
-    else for (size_t i = 0; i < numel; i++) dst[i] = (float)idx_get(d, i);
+    else
+      for (size_t i = 0; i < numel; i++) dst[i] = (float)idx_get(d, i);
   }
   return t;
 }
@@ -127,12 +125,14 @@ static lt_tensor *rows_output(lt_ctx *c, const lt_tensor *src, int64_t count) {
   return lt_tensor_new(c, src->dtype, src->ndim, shape);
 }
 
-lt_tensor *lt_data_gather_rows(lt_ctx *c, const lt_tensor *src, const int64_t *rows, int64_t count,
-                               int64_t base) {
+lt_tensor *lt_data_gather_rows(lt_ctx *c, const lt_tensor *src, const int64_t *rows, int64_t count, int64_t base) {
   lt_tensor *s = rows_source(c, src, "gather_rows");
   if (!s) return NULL;
   lt_tensor *out = rows_output(c, s, count);
-  if (!out) { lt_tensor_release(s); return NULL; }
+  if (!out) {
+    lt_tensor_release(s);
+    return NULL;
+  }
   size_t es = lt_dtype_size(s->dtype);
   size_t row_bytes = es;
   for (int d = 1; d < s->ndim; d++) row_bytes *= (size_t)s->shape[d];
@@ -157,13 +157,16 @@ lt_tensor *lt_data_slice_rows(lt_ctx *c, const lt_tensor *src, int64_t start, in
   lt_tensor *s = rows_source(c, src, "slice_rows");
   if (!s) return NULL;
   if (start < 0 || count < 0 || start + count > s->shape[0]) {
-    lt_fail(c, "slice_rows: rows %lld..%lld out of range 1..%lld", (long long)start + 1,
-            (long long)(start + count), (long long)s->shape[0]);
+    lt_fail(c, "slice_rows: rows %lld..%lld out of range 1..%lld", (long long)start + 1, (long long)(start + count),
+            (long long)s->shape[0]);
     lt_tensor_release(s);
     return NULL;
   }
   lt_tensor *out = rows_output(c, s, count);
-  if (!out) { lt_tensor_release(s); return NULL; }
+  if (!out) {
+    lt_tensor_release(s);
+    return NULL;
+  }
   size_t es = lt_dtype_size(s->dtype);
   size_t row_bytes = es;
   for (int d = 1; d < s->ndim; d++) row_bytes *= (size_t)s->shape[d];

@@ -40,7 +40,10 @@ int lt_dist_launched(int *rank, int *world_size) {
   } else if (env_int("PMI_SIZE", &w) && env_int("PMI_RANK", &r)) {
     launched = 1;
   }
-  if (!launched) { r = 0; w = 1; }
+  if (!launched) {
+    r = 0;
+    w = 1;
+  }
   if (rank) *rank = r;
   if (world_size) *world_size = w;
   return launched;
@@ -53,13 +56,11 @@ int lt_dist_launched(int *rank, int *world_size) {
 
 /* ---- loading the MPI module ------------------------------------------------------------------------ */
 
-static const lt_mpi_api *M;      /* the module's table once loaded */
+static const lt_mpi_api *M;        /* the module's table once loaded */
 static char module_path[PATH_MAX]; /* lt_dist_set_module_path: where the Lua side found lutra/mpi.so */
-static char load_error[1024];    /* why the last load failed */
+static char load_error[1024];      /* why the last load failed */
 
-void lt_dist_set_module_path(const char *path) {
-  snprintf(module_path, sizeof module_path, "%s", path ? path : "");
-}
+void lt_dist_set_module_path(const char *path) { snprintf(module_path, sizeof module_path, "%s", path ? path : ""); }
 
 const char *lt_dist_load_error(void) { return load_error; }
 
@@ -77,7 +78,8 @@ static int try_load(const char *path) {
   const lt_mpi_api *api = get ? get() : NULL;
   if (!api || api->version != LT_MPI_API_VERSION) {
     size_t n = strlen(load_error);
-    snprintf(load_error + n, sizeof load_error - n, "%s%s is not lutra's MPI module of this version", n ? "; " : "", path);
+    snprintf(load_error + n, sizeof load_error - n, "%s%s is not lutra's MPI module of this version", n ? "; " : "",
+             path);
     return 0;
   }
   M = api;
@@ -107,7 +109,8 @@ static int load_mpi(void) {
       if (access(path, F_OK) == 0 && try_load(path)) return 1;
     }
   }
-  if (!load_error[0]) snprintf(load_error, sizeof load_error, "lutra/mpi.so was not built (MPI's headers were missing)");
+  if (!load_error[0])
+    snprintf(load_error, sizeof load_error, "lutra/mpi.so was not built (MPI's headers were missing)");
   return 0;
 }
 
@@ -119,19 +122,19 @@ static double now_s(void) {
 
 static const char *op_name(lt_dist_op op) {
   switch (op) {
-  case LT_DIST_SUM: return "sum";
-  case LT_DIST_MEAN: return "mean";
-  case LT_DIST_MAX: return "max";
-  case LT_DIST_MIN: return "min";
+    case LT_DIST_SUM: return "sum";
+    case LT_DIST_MEAN: return "mean";
+    case LT_DIST_MAX: return "max";
+    case LT_DIST_MIN: return "min";
   }
   return "?";
 }
 
 /* the MPI world: process-wide by nature */
 static struct {
-  int initialized;   /* lt_dist_init succeeded */
-  int finalized;     /* lt_dist_finalize ran (MPI cannot be initialised again) */
-  int owner;         /* we called MPI_Init (a host that initialised MPI itself finalizes it too) */
+  int initialized; /* lt_dist_init succeeded */
+  int finalized;   /* lt_dist_finalize ran (MPI cannot be initialised again) */
+  int owner;       /* we called MPI_Init (a host that initialised MPI itself finalizes it too) */
   int rank, size;
 } W;
 
@@ -161,7 +164,8 @@ static void pin_self(void) {
 
 int lt_dist_init(lt_ctx *c) {
   if (W.initialized && !W.finalized) return LT_OK;
-  if (W.finalized) return lt_fail(c, "distributed.init: MPI was finalized in this process and cannot be initialised again");
+  if (W.finalized)
+    return lt_fail(c, "distributed.init: MPI was finalized in this process and cannot be initialised again");
   if (!load_mpi()) return lt_fail(c, LT_E_NO_MPI, "distributed.init", load_error);
   if (!M->initialized()) {
     pin_self();
@@ -187,8 +191,10 @@ void lt_dist_abort(int code) {
   M->abort(code ? code : 1);
 }
 
-#define CHECK_INIT(c, what) \
-  do { if (!lt_dist_is_initialized()) return lt_fail((c), LT_E_DIST_NOT_INIT, (what)); } while (0)
+#define CHECK_INIT(c, what)                                                         \
+  do {                                                                              \
+    if (!lt_dist_is_initialized()) return lt_fail((c), LT_E_DIST_NOT_INIT, (what)); \
+  } while (0)
 
 int lt_dist_barrier(lt_ctx *c) {
   CHECK_INIT(c, "barrier");
@@ -270,9 +276,9 @@ int lt_dist_broadcast(lt_ctx *c, lt_tensor *t, int src) {
 
 static lt_mpi_op mpi_op(lt_dist_op op) {
   switch (op) {
-  case LT_DIST_MAX: return LT_MPI_MAX;
-  case LT_DIST_MIN: return LT_MPI_MIN;
-  default: return LT_MPI_SUM;
+    case LT_DIST_MAX: return LT_MPI_MAX;
+    case LT_DIST_MIN: return LT_MPI_MIN;
+    default: return LT_MPI_SUM;
   }
 }
 
@@ -288,38 +294,38 @@ int lt_dist_allreduce_scalars(lt_ctx *c, double *v, int n, lt_dist_op op) {
 /* ---- the reducer ----------------------------------------------------------------------------------- */
 
 typedef struct bucket {
-  int first, count;      /* its parameters: order[first .. first+count) */
-  int64_t numel;         /* payload floats */
-  int64_t nfloats;       /* payload + one presence flag per parameter (grads mode) */
-  lt_tensor *buf_t;      /* the buffer, a 1-D float32 tensor: gradients become views of it */
+  int first, count; /* its parameters: order[first .. first+count) */
+  int64_t numel;    /* payload floats */
+  int64_t nfloats;  /* payload + one presence flag per parameter (grads mode) */
+  lt_tensor *buf_t; /* the buffer, a 1-D float32 tensor: gradients become views of it */
   float *buf;
   size_t bytes;
-  int pending;           /* parameters not yet ready this step */
+  int pending; /* parameters not yet ready this step */
   int launched, done;
-  void *req;             /* the reduction in flight (lt_mpi_api.iallreduce_f32) */
+  void *req; /* the reduction in flight (lt_mpi_api.iallreduce_f32) */
 } bucket;
 
 struct lt_dist_reducer {
   int n;
-  lt_tensor **params;    /* retained */
+  lt_tensor **params; /* retained */
   int grads;
   lt_dist_op op;
-  int *order;            /* parameter indices in bucket order (reverse of params) */
-  int64_t *offset;       /* per parameter: its offset in its bucket */
-  int *bucket_of;        /* per parameter */
-  int *slot;             /* per parameter: its position within its bucket (for the flag) */
+  int *order;      /* parameter indices in bucket order (reverse of params) */
+  int64_t *offset; /* per parameter: its offset in its bucket */
+  int *bucket_of;  /* per parameter */
+  int *slot;       /* per parameter: its position within its bucket (for the flag) */
   uint8_t *ready;
   int nb;
   bucket *b;
-  int next_launch;       /* buckets are sent in index order */
-  int first_done;        /* buckets before it are complete */
-  int in_step;           /* some parameter was marked ready this step */
+  int next_launch; /* buckets are sent in index order */
+  int first_done;  /* buckets before it are complete */
+  int in_step;     /* some parameter was marked ready this step */
   double t_step;
   lt_dist_stats st;
   /* attached to a context's backward */
   lt_ctx *attached;
   lt_grad_hook hook;
-  lt_tensor **keys;      /* parameter pointers by hash slot (open addressing), index in idx */
+  lt_tensor **keys; /* parameter pointers by hash slot (open addressing), index in idx */
   int *idx;
   size_t cap;
 };
@@ -361,10 +367,13 @@ void lt_dist_reducer_free(lt_dist_reducer *r) {
   free(r);
 }
 
-lt_dist_reducer *lt_dist_reducer_new(lt_ctx *c, int n, lt_tensor *const *params, size_t bucket_bytes,
-                                     lt_dist_op op, int grads) {
+lt_dist_reducer *lt_dist_reducer_new(lt_ctx *c, int n, lt_tensor *const *params, size_t bucket_bytes, lt_dist_op op,
+                                     int grads) {
   const char *what = grads ? "gradient reducer" : "all_reduce";
-  if (!lt_dist_is_initialized()) { lt_fail(c, LT_E_DIST_NOT_INIT, what); return NULL; }
+  if (!lt_dist_is_initialized()) {
+    lt_fail(c, LT_E_DIST_NOT_INIT, what);
+    return NULL;
+  }
   if (grads && op != LT_DIST_SUM && op != LT_DIST_MEAN) {
     lt_fail(c, "%s: op must be sum or mean, got %s", what, op_name(op));
     return NULL;
@@ -381,7 +390,8 @@ lt_dist_reducer *lt_dist_reducer_new(lt_ctx *c, int n, lt_tensor *const *params,
       return NULL;
     }
     if (lt_numel(t) + 1 > INT_MAX / 2) {
-      lt_fail(c, "%s: tensor %d has %lld elements, more than one MPI message holds", what, i + 1, (long long)lt_numel(t));
+      lt_fail(c, "%s: tensor %d has %lld elements, more than one MPI message holds", what, i + 1,
+              (long long)lt_numel(t));
       return NULL;
     }
     total += lt_numel(t);
@@ -390,7 +400,10 @@ lt_dist_reducer *lt_dist_reducer_new(lt_ctx *c, int n, lt_tensor *const *params,
   if (check_same(c, what, desc_list, 2, sig)) return NULL;
 
   lt_dist_reducer *r = calloc(1, sizeof *r);
-  if (!r) { lt_fail(c, LT_E_OOM, sizeof *r); return NULL; }
+  if (!r) {
+    lt_fail(c, LT_E_OOM, sizeof *r);
+    return NULL;
+  }
   r->n = n;
   r->grads = grads;
   r->op = op;
@@ -550,7 +563,7 @@ static void unpack_bucket(lt_ctx *c, lt_dist_reducer *r, bucket *b, int *rc) {
       continue;
     }
     if (b->buf[b->numel + r->slot[i]] == 0.0f) continue; /* no rank had a gradient: keep none */
-    if (is_bucket_view(r, b, i, p->grad)) continue;       /* already in place */
+    if (is_bucket_view(r, b, i, p->grad)) continue;      /* already in place */
     /* someone else holds the old grad (a Lua reference): it gets this step's values too (later steps
        accumulate into the view; p.grad read again gives the view) */
     if (p->grad && p->grad->refcount > 1 && lt_is_contiguous(p->grad) && lt_numel(p->grad) == m)
@@ -558,7 +571,10 @@ static void unpack_bucket(lt_ctx *c, lt_dist_reducer *r, bucket *b, int *rc) {
     int64_t stride[LT_MAX_DIM];
     lt_contiguous_strides(p->ndim, p->shape, stride);
     lt_tensor *view = lt_tensor_alias(c, b->buf_t, p->ndim, p->shape, stride, r->offset[i]);
-    if (!view) { *rc = LT_ERR; continue; }
+    if (!view) {
+      *rc = LT_ERR;
+      continue;
+    }
     lt_tensor_release(p->grad);
     p->grad = view;
   }
@@ -609,7 +625,7 @@ static int hook_leaf_ready(void *ud, lt_ctx *c, lt_tensor *leaf) {
 
 static int hook_done(void *ud, lt_ctx *c, int status) {
   lt_dist_reducer *r = ud;
-  (void)status; /* a failed backward still completes the collectives it started */
+  (void)status;                  /* a failed backward still completes the collectives it started */
   if (!r->in_step) return LT_OK; /* this backward reached none of the parameters */
   int was = c->grad_enabled;
   c->grad_enabled = 0;
@@ -643,10 +659,19 @@ int lt_dist_allreduce(lt_ctx *c, int n, lt_tensor *const *ts, lt_dist_op op, siz
   int rc = LT_OK;
   for (int i = 0; i < n && rc == LT_OK; i++) {
     lt_tensor *t = ts[i];
-    if (t->dtype == LT_F32) { f32[nf++] = t; continue; }
+    if (t->dtype == LT_F32) {
+      f32[nf++] = t;
+      continue;
+    }
     /* int64: one collective each (counts, indices) */
-    if (op == LT_DIST_MEAN) { rc = lt_fail(c, "all_reduce: op 'mean' needs float32 tensors, tensor %d is int64", i + 1); break; }
-    if (!lt_is_contiguous(t)) { rc = lt_fail(c, "all_reduce: tensor %d is not contiguous (reduce x:contiguous() and copy it back)", i + 1); break; }
+    if (op == LT_DIST_MEAN) {
+      rc = lt_fail(c, "all_reduce: op 'mean' needs float32 tensors, tensor %d is int64", i + 1);
+      break;
+    }
+    if (!lt_is_contiguous(t)) {
+      rc = lt_fail(c, "all_reduce: tensor %d is not contiguous (reduce x:contiguous() and copy it back)", i + 1);
+      break;
+    }
     int64_t sig[2] = { lt_numel(t), t->dtype };
     if ((rc = check_same(c, "all_reduce", desc_tensor, 2, sig))) break;
     char *p = tensor_data(t);
@@ -669,4 +694,3 @@ int lt_dist_allreduce(lt_ctx *c, int n, lt_tensor *const *ts, lt_dist_op op, siz
   free(f32);
   return rc;
 }
-

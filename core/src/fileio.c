@@ -16,13 +16,11 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-static void set_err(char *err, size_t errlen, const char *op, const char *path, const char *what,
-                    const char *what_arg, int errnum) {
+static void set_err(char *err, size_t errlen, const char *op, const char *path, const char *what, const char *what_arg,
+                    int errnum) {
   if (!err || errlen == 0) return;
-  if (errnum)
-    snprintf(err, errlen, "%s: %s: %s%s: %s", op, path, what, what_arg ? what_arg : "", strerror(errnum));
-  else
-    snprintf(err, errlen, "%s: %s: %s%s", op, path, what, what_arg ? what_arg : "");
+  if (errnum) snprintf(err, errlen, "%s: %s: %s%s: %s", op, path, what, what_arg ? what_arg : "", strerror(errnum));
+  else snprintf(err, errlen, "%s: %s: %s%s", op, path, what, what_arg ? what_arg : "");
 }
 
 /* Writes all of buf, retrying on EINTR and short writes. Returns 0 or an errno value. */
@@ -92,8 +90,8 @@ static void remove_stale_temps(const char *path) {
   free(dir);
 }
 
-int lt_file_write_atomic(const char *op, const char *path, const lt_chunk *chunks, size_t nchunks,
-                         char *err, size_t errlen) {
+int lt_file_write_atomic(const char *op, const char *path, const lt_chunk *chunks, size_t nchunks, char *err,
+                         size_t errlen) {
   if (!op) op = "write";
   if (!path || !*path) {
     set_err(err, errlen, op, "(empty path)", "no file name given", NULL, 0);

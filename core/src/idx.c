@@ -14,14 +14,16 @@
 #include <zlib.h>
 
 #define OP "read_idx"
-#define CHUNK_MAX ((unsigned)1 << 30)          /* gzread takes an unsigned length that must fit an int */
-#define FIRST_ALLOC_MAX ((size_t)64 << 20)     /* a bogus header cannot make us allocate more up front */
+#define CHUNK_MAX ((unsigned)1 << 30)      /* gzread takes an unsigned length that must fit an int */
+#define FIRST_ALLOC_MAX ((size_t)64 << 20) /* a bogus header cannot make us allocate more up front */
 
 size_t lt_idx_type_size(int code) {
   switch (code) {
-    case LT_IDX_U8: case LT_IDX_I8: return 1;
+    case LT_IDX_U8:
+    case LT_IDX_I8: return 1;
     case LT_IDX_I16: return 2;
-    case LT_IDX_I32: case LT_IDX_F32: return 4;
+    case LT_IDX_I32:
+    case LT_IDX_F32: return 4;
     case LT_IDX_F64: return 8;
     default: return 0;
   }
@@ -93,10 +95,8 @@ static int host_is_big_endian(void) {
 static void read_error(gzFile gz, const char *path, const char *what, char *err, size_t errlen) {
   int errnum = 0;
   const char *m = gz_msg(gz, &errnum);
-  if (errnum == Z_ERRNO)
-    snprintf(err, errlen, OP ": %s: read error in %s: %s", path, what, strerror(errno));
-  else
-    snprintf(err, errlen, OP ": %s: corrupt gzip data in %s: %s", path, what, m);
+  if (errnum == Z_ERRNO) snprintf(err, errlen, OP ": %s: read error in %s: %s", path, what, strerror(errno));
+  else snprintf(err, errlen, OP ": %s: corrupt gzip data in %s: %s", path, what, m);
 }
 
 int lt_idx_read(const char *path, lt_idx_data *out, char *err, size_t errlen) {
@@ -151,9 +151,8 @@ int lt_idx_read(const char *path, lt_idx_data *out, char *err, size_t errlen) {
     goto fail;
   }
   if (hdr[0] != 0 || hdr[1] != 0) {
-    snprintf(err, errlen,
-             OP ": %s: not an IDX file: bad magic bytes 0x%02X 0x%02X (expected 0x00 0x00)", path,
-             hdr[0], hdr[1]);
+    snprintf(err, errlen, OP ": %s: not an IDX file: bad magic bytes 0x%02X 0x%02X (expected 0x00 0x00)", path, hdr[0],
+             hdr[1]);
     goto fail;
   }
   int type = hdr[2], ndims = hdr[3];
@@ -166,8 +165,7 @@ int lt_idx_read(const char *path, lt_idx_data *out, char *err, size_t errlen) {
     goto fail;
   }
   if (ndims < 1 || ndims > LT_IDX_MAX_DIMS) {
-    snprintf(err, errlen, OP ": %s: bad number of dimensions %d (expected 1..%d)", path, ndims,
-             LT_IDX_MAX_DIMS);
+    snprintf(err, errlen, OP ": %s: bad number of dimensions %d (expected 1..%d)", path, ndims, LT_IDX_MAX_DIMS);
     goto fail;
   }
   size_t hdrlen = 4 + 4 * (size_t)ndims;
@@ -177,8 +175,8 @@ int lt_idx_read(const char *path, lt_idx_data *out, char *err, size_t errlen) {
     goto fail;
   }
   if ((size_t)got < hdrlen - 4) {
-    snprintf(err, errlen, OP ": %s: truncated: header needs %zu bytes for %d dimensions, got %zu", path,
-             hdrlen, ndims, 4 + (size_t)got);
+    snprintf(err, errlen, OP ": %s: truncated: header needs %zu bytes for %d dimensions, got %zu", path, hdrlen, ndims,
+             4 + (size_t)got);
     goto fail;
   }
   size_t numel = 1;
@@ -186,13 +184,12 @@ int lt_idx_read(const char *path, lt_idx_data *out, char *err, size_t errlen) {
     const unsigned char *b = hdr + 4 + 4 * i;
     uint32_t u = ((uint32_t)b[0] << 24) | ((uint32_t)b[1] << 16) | ((uint32_t)b[2] << 8) | b[3];
     if (u == 0 || u > INT32_MAX) {
-      snprintf(err, errlen, OP ": %s: dimension %d of %d has size %lld (must be > 0)", path, i + 1,
-               ndims, (long long)(int32_t)u);
+      snprintf(err, errlen, OP ": %s: dimension %d of %d has size %lld (must be > 0)", path, i + 1, ndims,
+               (long long)(int32_t)u);
       goto fail;
     }
     if (numel > SIZE_MAX / elsize / u) {
-      snprintf(err, errlen, OP ": %s: data size overflows (dimension %d of %d is %u)", path, i + 1, ndims,
-               u);
+      snprintf(err, errlen, OP ": %s: data size overflows (dimension %d of %d is %u)", path, i + 1, ndims, u);
       goto fail;
     }
     out->dims[i] = u;
@@ -252,8 +249,7 @@ int lt_idx_read(const char *path, lt_idx_data *out, char *err, size_t errlen) {
     trailing += (unsigned long long)r;
   }
   if (trailing > 0) {
-    snprintf(err, errlen, OP ": %s: trailing garbage: %llu bytes after the %zu bytes of data", path,
-             trailing, nbytes);
+    snprintf(err, errlen, OP ": %s: trailing garbage: %llu bytes after the %zu bytes of data", path, trailing, nbytes);
     goto fail;
   }
   /* A gzip stream cut short reads as a short count with Z_BUF_ERROR; count checks above caught the data

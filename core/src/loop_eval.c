@@ -110,8 +110,10 @@ int lt__eval_loop_run(lt_loops *lp, lt_eval_loop *V) {
 }
 
 int lt_loops_eval_run(lt_loops *lp, lt_kind kind) {
-  lt_eval_loop *V = kind == LT_KIND_VAL ? &lp->validate_loop : kind == LT_KIND_TEST ? &lp->test_loop
-                  : kind == LT_KIND_PREDICT ? &lp->predict_loop : NULL;
+  lt_eval_loop *V = kind == LT_KIND_VAL       ? &lp->validate_loop
+                    : kind == LT_KIND_TEST    ? &lp->test_loop
+                    : kind == LT_KIND_PREDICT ? &lp->predict_loop
+                                              : NULL;
   if (!V) return lt_fail(lp->c, "loops: no evaluation loop for kind %d", (int)kind);
   V->n_loaders = lp->cfg.n_eval_loaders;
   for (int i = 0; i < V->n_loaders && i < LT_MAX_LOADERS; i++) V->max_batches[i] = lp->cfg.num_eval_batches[i];
@@ -122,6 +124,8 @@ int lt_loops_eval_run(lt_loops *lp, lt_kind kind) {
 
 /* ---- accessors ------------------------------------------------------------------------------------------ */
 
+/* kept as written: clang-format 14 breaks these one-line case macros and the switches over them */
+// clang-format off
 #define LOOP_FIELD_(id, parent, slot, path, progress) case LT_LOOP_##id: return &lp->path.FIELD;
 #define LOOP_PROGRESS_(id, parent, slot, path, progress) case LT_LOOP_##id: return &lp->path.progress;
 lt_progress *lt_loops_progress(lt_loops *lp, lt_loop_id id) {
@@ -139,6 +143,7 @@ int *lt_loops_restarting(lt_loops *lp, lt_loop_id id) {
 }
 #undef FIELD
 #undef LOOP_FIELD_
+// clang-format on
 
 void lt_loops_set_restarting(lt_loops *lp, lt_loop_id id, int on) {
   int *r = lt_loops_restarting(lp, id);

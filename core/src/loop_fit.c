@@ -192,7 +192,10 @@ int lt_clip_gradients(lt_ctx *c, int n, lt_tensor *const *params, double val, in
       const float *p = lt_f32(g);
       for (int64_t j = 0; j < m; j++) total += (double)p[j] * p[j];
     } else {
-      for (int64_t j = 0; j < m; j++) { double v = lt_get_flat(g, j); total += v * v; }
+      for (int64_t j = 0; j < m; j++) {
+        double v = lt_get_flat(g, j);
+        total += v * v;
+      }
     }
   }
   double norm = sqrt(total);
@@ -486,8 +489,7 @@ static int fit_on_advance_end(lt_loops *lp) {
     return lt__event(lp, LT_EV_TRAIN_EPOCH_END, &a);
   }
   LT_TRY(lt__event(lp, LT_EV_TRAIN_EPOCH_END_REACHED, &a));
-  if (lp->defined[LT_HOOK_TRAINING_EPOCH_END] && E->n_outputs > 0)
-    LT_TRY(lt__call(lp, LT_HOOK_TRAINING_EPOCH_END, &a));
+  if (lp->defined[LT_HOOK_TRAINING_EPOCH_END] && E->n_outputs > 0) LT_TRY(lt__call(lp, LT_HOOK_TRAINING_EPOCH_END, &a));
   lt_progress_processed(&F->epoch_progress);
   LT_TRY(lt__call_if(lp, LT_HOOK_ON_TRAIN_EPOCH_END, &a));
   LT_TRY(lt__event(lp, LT_EV_TRAIN_EPOCH_END, &a));
@@ -579,22 +581,22 @@ int lt_loops_sanity_check(lt_loops *lp) {
 
 int lt_loops_run_slot(lt_loops *lp, lt_slot slot) {
   switch (slot) {
-  case LT_SLOT_FIT_EPOCH: {
-    uint8_t was = lp->custom[slot];
-    lp->custom[slot] = 0;
-    int rc = train_epoch_run(lp);
-    lp->custom[slot] = was;
-    return rc;
-  }
-  case LT_SLOT_BATCH: return batch_loop_run(lp);
-  case LT_SLOT_OPTIMIZER: return optimizer_loop_run(lp);
-  case LT_SLOT_MANUAL: return manual_loop_run(lp);
-  case LT_SLOT_VAL: {
-    lt_eval_loop *V = &lp->fit_loop.epoch_loop.val_loop;
-    V->n_loaders = lp->cfg.n_val_loaders;
-    for (int i = 0; i < V->n_loaders && i < LT_MAX_LOADERS; i++) V->max_batches[i] = lp->cfg.num_val_batches[i];
-    return lt__eval_loop_run(lp, V);
-  }
-  default: return lt_fail(lp->c, "loops: slot %d cannot be run from a custom loop", (int)slot);
+    case LT_SLOT_FIT_EPOCH: {
+      uint8_t was = lp->custom[slot];
+      lp->custom[slot] = 0;
+      int rc = train_epoch_run(lp);
+      lp->custom[slot] = was;
+      return rc;
+    }
+    case LT_SLOT_BATCH: return batch_loop_run(lp);
+    case LT_SLOT_OPTIMIZER: return optimizer_loop_run(lp);
+    case LT_SLOT_MANUAL: return manual_loop_run(lp);
+    case LT_SLOT_VAL: {
+      lt_eval_loop *V = &lp->fit_loop.epoch_loop.val_loop;
+      V->n_loaders = lp->cfg.n_val_loaders;
+      for (int i = 0; i < V->n_loaders && i < LT_MAX_LOADERS; i++) V->max_batches[i] = lp->cfg.num_val_batches[i];
+      return lt__eval_loop_run(lp, V);
+    }
+    default: return lt_fail(lp->c, "loops: slot %d cannot be run from a custom loop", (int)slot);
   }
 }

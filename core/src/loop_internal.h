@@ -6,9 +6,9 @@
 
 #include "lt_loop.h"
 
-#define LT_TRY(x)            \
-  do {                       \
-    int rc_ = (x);           \
+#define LT_TRY(x)                 \
+  do {                            \
+    int rc_ = (x);                \
     if (rc_ != LT_OK) return rc_; \
   } while (0)
 

@@ -14,8 +14,8 @@
 
 #define LT_ALIGN 64
 
-void *lt_alloc(size_t nbytes);           /* NULL on failure; size 0 gives a valid minimal buffer */
-void lt_free(void *p, size_t nbytes);    /* nbytes: what was asked of lt_alloc */
+void *lt_alloc(size_t nbytes);        /* NULL on failure; size 0 gives a valid minimal buffer */
+void lt_free(void *p, size_t nbytes); /* nbytes: what was asked of lt_alloc */
 
 typedef struct lt_alloc_stats {
   uint64_t live_bytes;      /* handed out and not yet freed (class sizes) */
@@ -27,9 +27,9 @@ typedef struct lt_alloc_stats {
 
 void lt_alloc_get_stats(lt_alloc_stats *s);
 uint64_t lt_alloc_total_allocated(void);     /* lock-free read of total_allocated */
-void lt_alloc_set_cache_limit(size_t bytes);  /* default 512 MiB (tests/c/test_oom: 0, every allocation reaches
+void lt_alloc_set_cache_limit(size_t bytes); /* default 512 MiB (tests/c/test_oom: 0, every allocation reaches
                                                  the allocator) */
-void lt_alloc_trim(void);                     /* returns every cached buffer to the system */
+void lt_alloc_trim(void);                    /* returns every cached buffer to the system */
 
 typedef struct lt_allocator {
   void *(*alloc)(void *ud, size_t size, size_t align);

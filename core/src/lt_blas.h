@@ -13,16 +13,16 @@
 #include <stdint.h>
 
 typedef struct lt_blas_info {
-  const char *library;      /* path that was loaded, or "builtin" */
-  char coretype[32];        /* the kernel family OpenBLAS was told, or "" */
-  char corename[64];        /* what OpenBLAS reports it uses */
-  char config[256];         /* openblas_get_config() */
-  const char *reason;       /* why this family: "user" (OPENBLAS_CORETYPE was set), "cpu features", ... */
-  char cpu_features[128];   /* "avx512f avx512bw ... avx2 fma" */
+  const char *library;    /* path that was loaded, or "builtin" */
+  char coretype[32];      /* the kernel family OpenBLAS was told, or "" */
+  char corename[64];      /* what OpenBLAS reports it uses */
+  char config[256];       /* openblas_get_config() */
+  const char *reason;     /* why this family: "user" (OPENBLAS_CORETYPE was set), "cpu features", ... */
+  char cpu_features[128]; /* "avx512f avx512bw ... avx2 fma" */
   int threads;
 } lt_blas_info;
 
-void lt_blas_init(void);                 /* idempotent, thread-safe */
+void lt_blas_init(void); /* idempotent, thread-safe */
 const lt_blas_info *lt_blas_get_info(void);
 void lt_blas_set_threads(int n);
 int lt_blas_cpu_count(void);
@@ -35,7 +35,7 @@ int lt_set_flush_denormal(int on);
 unsigned lt_fp_enter(int flush_denormal);
 void lt_fp_leave(unsigned saved);
 /* Row-major sgemm, C = alpha * op(A) op(B) + beta * C. */
-void lt_blas_sgemm(int transa, int transb, int m, int n, int k, float alpha, const float *a, int lda,
-                   const float *b, int ldb, float beta, float *c, int ldc);
+void lt_blas_sgemm(int transa, int transb, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
+                   int ldb, float beta, float *c, int ldc);
 
 #endif

@@ -11,7 +11,9 @@
 
 enum { LT_OK = 0, LT_ERR = -1 };
 
-typedef struct lt_rng { uint64_t s[4]; } lt_rng;
+typedef struct lt_rng {
+  uint64_t s[4];
+} lt_rng;
 
 struct lt_tensor;
 struct lt_ctx;
@@ -25,13 +27,13 @@ typedef struct lt_grad_hook {
 } lt_grad_hook;
 
 typedef struct lt_ctx {
-  char err[1024];          /* message of the last failed call */
-  int grad_enabled;        /* 0 inside no_grad */
-  lt_rng rng;              /* every random op draws from here (lt.manual_seed) */
-  int num_threads;         /* the one thread policy (lt.set_num_threads) */
-  int flush_denormal;      /* FTZ/DAZ on lutra's compute threads */
+  char err[1024];                /* message of the last failed call */
+  int grad_enabled;              /* 0 inside no_grad */
+  lt_rng rng;                    /* every random op draws from here (lt.manual_seed) */
+  int num_threads;               /* the one thread policy (lt.set_num_threads) */
+  int flush_denormal;            /* FTZ/DAZ on lutra's compute threads */
   const lt_grad_hook *grad_hook; /* data-parallel gradient reduction during backward (NULL: none) */
-  int grad_sync_off;       /* backward skips grad_hook: the loops set it for the micro-batches of an
+  int grad_sync_off;             /* backward skips grad_hook: the loops set it for the micro-batches of an
                               accumulation window that do not step (PyTorch DDP's no_sync): gradients
                               accumulate locally and the stepping backward reduces their sum once */
 } lt_ctx;
@@ -47,8 +49,8 @@ int lt_fail_prefix(lt_ctx *c, const char *prefix);
 /* RNG: xoshiro256** seeded through splitmix64; same seed, same stream on every machine. */
 void lt_rng_seed(lt_rng *r, uint64_t seed);
 uint64_t lt_rng_next(lt_rng *r);
-double lt_rng_uniform(lt_rng *r);           /* [0, 1) with 53 bits */
-double lt_rng_normal(lt_rng *r);            /* standard normal (Box-Muller, no cached spare: state is the 4 words) */
+double lt_rng_uniform(lt_rng *r);             /* [0, 1) with 53 bits */
+double lt_rng_normal(lt_rng *r);              /* standard normal (Box-Muller, no cached spare: state is the 4 words) */
 uint64_t lt_rng_below(lt_rng *r, uint64_t n); /* uniform integer in [0, n), unbiased */
 
 #endif

@@ -31,7 +31,7 @@
 
 #include "lt_tensor.h"
 
-#define LT_E_NO_MPI                                                                                         \
+#define LT_E_NO_MPI                                                                                        \
   "%s: MPI is not available (%s); install it with `apt-get install openmpi-bin libopenmpi-dev` (as root; " \
   "./lutra does it when run as root) and rebuild (./lutra --build-only)"
 #define LT_E_DIST_NOT_INIT "%s: the distributed world is not initialised (call lt.distributed.init() first)"
@@ -50,8 +50,8 @@ int lt_dist_launched(int *rank, int *world_size);
 /* MPI_Init_thread (MPI_THREAD_FUNNELED); idempotent. Fails without MPI, or after lt_dist_finalize. */
 int lt_dist_init(lt_ctx *c);
 int lt_dist_is_initialized(void);
-int lt_dist_rank(void);        /* 0 when not initialised */
-int lt_dist_world_size(void);  /* 1 when not initialised */
+int lt_dist_rank(void);       /* 0 when not initialised */
+int lt_dist_world_size(void); /* 1 when not initialised */
 /* MPI_Finalize (collective): every rank must call it. Idempotent. */
 int lt_dist_finalize(lt_ctx *c);
 /* MPI_Abort(MPI_COMM_WORLD, code): terminates every rank of the job. Returns only when MPI is not
@@ -78,17 +78,17 @@ int lt_dist_allreduce(lt_ctx *c, int n, lt_tensor *const *ts, lt_dist_op op, siz
 typedef struct lt_dist_reducer lt_dist_reducer;
 
 typedef struct lt_dist_stats {
-  int64_t steps;           /* finish() calls */
-  int64_t buckets;         /* buckets sent in total */
-  int64_t bytes;           /* bytes all-reduced in total (per rank, payload) */
-  int64_t bytes_copied;    /* gradient bytes copied into buckets (0 once gradients are views of them) */
-  double wait_seconds;     /* time spent waiting for reductions to complete (not overlapped) */
-  double pack_seconds;     /* time packing and unpacking buckets */
-  double total_seconds;    /* from the first bucket_ready of a step to the end of finish(), summed */
+  int64_t steps;        /* finish() calls */
+  int64_t buckets;      /* buckets sent in total */
+  int64_t bytes;        /* bytes all-reduced in total (per rank, payload) */
+  int64_t bytes_copied; /* gradient bytes copied into buckets (0 once gradients are views of them) */
+  double wait_seconds;  /* time spent waiting for reductions to complete (not overlapped) */
+  double pack_seconds;  /* time packing and unpacking buckets */
+  double total_seconds; /* from the first bucket_ready of a step to the end of finish(), summed */
 } lt_dist_stats;
 
-lt_dist_reducer *lt_dist_reducer_new(lt_ctx *c, int n, lt_tensor *const *params, size_t bucket_bytes,
-                                     lt_dist_op op, int grads);
+lt_dist_reducer *lt_dist_reducer_new(lt_ctx *c, int n, lt_tensor *const *params, size_t bucket_bytes, lt_dist_op op,
+                                     int grads);
 /* Parameter i (0-based) has its final gradient (values) for this step: its bucket may be sent. */
 int lt_dist_bucket_ready(lt_ctx *c, lt_dist_reducer *r, int i);
 /* Marks every parameter not yet ready, waits for every bucket, writes the reduced values back, and

@@ -5,22 +5,26 @@
 #ifndef LT_ERRORS_H
 #define LT_ERRORS_H
 
-#define LT_E_OOM            "out of memory: could not allocate %zu bytes"
+#define LT_E_OOM "out of memory: could not allocate %zu bytes"
 /* op, a shape, b shape, hint */
-#define LT_E_BROADCAST      "%s: shapes %s and %s cannot be broadcast (sizes must match or be 1 in each dim, from the last)"
+#define LT_E_BROADCAST "%s: shapes %s and %s cannot be broadcast (sizes must match or be 1 in each dim, from the last)"
 /* op, which, expected dtype, got dtype */
-#define LT_E_DTYPE          "%s: %s must be %s, got %s"
-#define LT_E_DTYPE_MATCH    "%s: dtypes differ: a is %s, b is %s (convert one with :float() or :long())"
+#define LT_E_DTYPE "%s: %s must be %s, got %s"
+#define LT_E_DTYPE_MATCH "%s: dtypes differ: a is %s, b is %s (convert one with :float() or :long())"
 /* op, dim (1-based), ndim */
-#define LT_E_DIM_RANGE      "%s: dim %d out of range for a %d-dimensional tensor (expected 1..%d, or -%d..-1)"
+#define LT_E_DIM_RANGE "%s: dim %d out of range for a %d-dimensional tensor (expected 1..%d, or -%d..-1)"
 /* op, index (1-based), size, dim (1-based) */
-#define LT_E_INDEX_RANGE    "%s: index %lld out of range 1..%lld of dim %d"
-#define LT_E_MATMUL_SHAPE   "matmul: shape mismatch: a is %s, b is %s (a:size(%d) must equal b:size(%d))"
-#define LT_E_INPLACE_GRAD   "%s: in-place operation on a tensor that requires grad (use it inside lt.no_grad, or on x:detach())"
-#define LT_E_VIEW_NUMEL     "%s: shape %s is invalid for a tensor of %lld elements (shape %s)"
-#define LT_E_VIEW_STRIDE    "view: the tensor's layout is not compatible with shape %s (call :contiguous() first, or use :reshape())"
-#define LT_E_NO_GRAD_FN     "backward: the tensor does not require grad and has no grad_fn (did you call x:requires_grad(true)?)"
-#define LT_E_BACKWARD_SCALAR "backward: grad can be implicitly created only for a tensor with one element, got shape %s (pass a gradient)"
-#define LT_E_GRAPH_FREED    "backward: the graph of this result was already freed by an earlier backward() (%s)"
+#define LT_E_INDEX_RANGE "%s: index %lld out of range 1..%lld of dim %d"
+#define LT_E_MATMUL_SHAPE "matmul: shape mismatch: a is %s, b is %s (a:size(%d) must equal b:size(%d))"
+#define LT_E_INPLACE_GRAD \
+  "%s: in-place operation on a tensor that requires grad (use it inside lt.no_grad, or on x:detach())"
+#define LT_E_VIEW_NUMEL "%s: shape %s is invalid for a tensor of %lld elements (shape %s)"
+#define LT_E_VIEW_STRIDE \
+  "view: the tensor's layout is not compatible with shape %s (call :contiguous() first, or use :reshape())"
+#define LT_E_NO_GRAD_FN \
+  "backward: the tensor does not require grad and has no grad_fn (did you call x:requires_grad(true)?)"
+#define LT_E_BACKWARD_SCALAR \
+  "backward: grad can be implicitly created only for a tensor with one element, got shape %s (pass a gradient)"
+#define LT_E_GRAPH_FREED "backward: the graph of this result was already freed by an earlier backward() (%s)"
 
 #endif

@@ -33,8 +33,8 @@ typedef struct lt_chunk {
   size_t len;
 } lt_chunk;
 
-int lt_file_write_atomic(const char *op, const char *path, const lt_chunk *chunks, size_t nchunks,
-                         char *err, size_t errlen);
+int lt_file_write_atomic(const char *op, const char *path, const lt_chunk *chunks, size_t nchunks, char *err,
+                         size_t errlen);
 
 /* Reads a regular file whole into a malloc'ed buffer of len + 1 bytes (buf[len] = 0). Free with
  * lt_file_free. On failure *buf is NULL and *len is 0. */

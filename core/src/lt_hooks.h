@@ -24,6 +24,8 @@
  * configure_optimizers, on_fit_start, on_fit_end) are called by the trainer through the same per-hook target lists (core/bind/l_loop.c,
  * lp:call_hook); on_exception by the trainer over its callbacks (their errors ignored: the first error wins);
  * on_save_checkpoint / on_load_checkpoint by lua/lutra/checkpoint.lua. */
+/* kept as written: the list is laid out by hand, two hooks a line */
+// clang-format off
 #define LT_HOOK_LIST(X)                                                                                      \
   X(PREPARE_DATA, "prepare_data") X(CONFIGURE_CALLBACKS, "configure_callbacks") X(SETUP, "setup")             \
   X(TEARDOWN, "teardown") X(CONFIGURE_OPTIMIZERS, "configure_optimizers")                                     \
@@ -58,6 +60,7 @@
   X(TOGGLE_OPTIMIZER, "toggle_optimizer") X(UNTOGGLE_OPTIMIZER, "untoggle_optimizer")                         \
   X(ON_SAVE_CHECKPOINT, "on_save_checkpoint") X(ON_LOAD_CHECKPOINT, "on_load_checkpoint")                     \
   X(ON_EXCEPTION, "on_exception")
+// clang-format on
 
 #define LT_HOOK_ENUM_(id, name) LT_HOOK_##id,
 typedef enum lt_hook { LT_HOOK_LIST(LT_HOOK_ENUM_) LT_NHOOKS } lt_hook;
@@ -80,16 +83,16 @@ const lt_eval_hooks *lt_eval_hooks_of(lt_kind kind);
 /* Arguments of a hook call; which fields a hook reads is its signature (docs/reference/hooks.md). Counters are 0-based. */
 typedef struct lt_hook_args {
   int64_t batch_idx;
-  int64_t dataloader_idx;  /* -1: not passed (a single loader, for *_step) */
+  int64_t dataloader_idx; /* -1: not passed (a single loader, for *_step) */
   int64_t epoch;
-  int optimizer_idx;       /* -1: not passed (one optimizer) */
-  int split_idx;           /* TBPTT split of the batch */
-  int scheduler_idx;       /* lr_scheduler_step: which scheduler config (0-based) */
-  int stage;               /* setup/teardown: lt_stage */
+  int optimizer_idx; /* -1: not passed (one optimizer) */
+  int split_idx;     /* TBPTT split of the batch */
+  int scheduler_idx; /* lr_scheduler_step: which scheduler config (0-based) */
+  int stage;         /* setup/teardown: lt_stage */
   lt_kind kind;
-  int n_dataloaders;       /* evaluation: how many loaders the run has */
-  lt_tensor *loss;         /* on_before_backward / backward: the (normalized) loss */
-  int ret;                 /* out: on_train_batch_start's -1, a kept output, ... */
+  int n_dataloaders; /* evaluation: how many loaders the run has */
+  lt_tensor *loss;   /* on_before_backward / backward: the (normalized) loss */
+  int ret;           /* out: on_train_batch_start's -1, a kept output, ... */
 } lt_hook_args;
 
 typedef enum lt_stage { LT_STAGE_FIT = 0, LT_STAGE_VALIDATE, LT_STAGE_TEST, LT_STAGE_PREDICT } lt_stage;
@@ -97,18 +100,18 @@ extern const char *const lt_stage_names[4];
 
 /* Events: points where the host does its own bookkeeping (no user hook). */
 typedef enum lt_event {
-  LT_EV_TRAIN_EPOCH_START = 0, /* a training epoch starts (logger connector: new epoch results) */
-  LT_EV_TRAIN_BATCH_END,       /* after on_train_batch_end: keep the output (set a->ret = 1 when kept) and
+  LT_EV_TRAIN_EPOCH_START = 0,   /* a training epoch starts (logger connector: new epoch results) */
+  LT_EV_TRAIN_BATCH_END,         /* after on_train_batch_end: keep the output (set a->ret = 1 when kept) and
                                   log step metrics at the logging interval */
-  LT_EV_TRAIN_BATCH_DONE,      /* end of the batch (after in-epoch validation): save loggers */
+  LT_EV_TRAIN_BATCH_DONE,        /* end of the batch (after in-epoch validation): save loggers */
   LT_EV_TRAIN_EPOCH_END_REACHED, /* the last batch ran: epoch-level values become visible */
-  LT_EV_TRAIN_EPOCH_END,       /* after on_train_epoch_end: metrics updated; the kept outputs can go */
-  LT_EV_TRAIN_EPOCH_LOG,       /* log the epoch metrics to the logger */
-  LT_EV_EVAL_START,            /* an evaluation run starts (a->kind) */
-  LT_EV_EVAL_BATCH_END,        /* after on_X_batch_end: log step metrics */
-  LT_EV_EVAL_DATALOADER_END,   /* one dataloader done (a->dataloader_idx): its epoch metrics */
-  LT_EV_EVAL_EPOCH_END,        /* after on_X_epoch_end: the run's epoch metrics, logged */
-  LT_EV_EVAL_END,              /* the run is over (its outputs can go) */
+  LT_EV_TRAIN_EPOCH_END,         /* after on_train_epoch_end: metrics updated; the kept outputs can go */
+  LT_EV_TRAIN_EPOCH_LOG,         /* log the epoch metrics to the logger */
+  LT_EV_EVAL_START,              /* an evaluation run starts (a->kind) */
+  LT_EV_EVAL_BATCH_END,          /* after on_X_batch_end: log step metrics */
+  LT_EV_EVAL_DATALOADER_END,     /* one dataloader done (a->dataloader_idx): its epoch metrics */
+  LT_EV_EVAL_EPOCH_END,          /* after on_X_epoch_end: the run's epoch metrics, logged */
+  LT_EV_EVAL_END,                /* the run is over (its outputs can go) */
   LT_NEVENTS
 } lt_event;
 

@@ -43,12 +43,12 @@ typedef enum lt_idx_type {
 
 typedef struct lt_idx_data {
   lt_idx_type type;
-  int ndims;                      /* 1..LT_IDX_MAX_DIMS */
-  int64_t dims[LT_IDX_MAX_DIMS];  /* dims[0] is the outermost (e.g. the number of images) */
-  size_t elsize;                  /* bytes per element: 1, 2, 4 or 8 */
-  size_t numel;                   /* product of dims */
-  size_t nbytes;                  /* numel * elsize */
-  void *data;                     /* host byte order; malloc'ed; NULL after lt_idx_free */
+  int ndims;                     /* 1..LT_IDX_MAX_DIMS */
+  int64_t dims[LT_IDX_MAX_DIMS]; /* dims[0] is the outermost (e.g. the number of images) */
+  size_t elsize;                 /* bytes per element: 1, 2, 4 or 8 */
+  size_t numel;                  /* product of dims */
+  size_t nbytes;                 /* numel * elsize */
+  void *data;                    /* host byte order; malloc'ed; NULL after lt_idx_free */
 } lt_idx_data;
 
 /* Returns 0 and fills *out, or -1 with a message in err and *out zeroed (nothing to free). */

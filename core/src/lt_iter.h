@@ -18,16 +18,15 @@
 
 typedef struct lt_iter {
   int nops;
-  int ndim;                              /* after merging, >= 1 */
+  int ndim; /* after merging, >= 1 */
   int64_t shape[LT_MAX_DIM];
   int64_t stride[3][LT_MAX_DIM];
-  int64_t n;                             /* length of the innermost row */
-  int64_t s[3];                          /* innermost strides */
-  int64_t rows;                          /* number of rows */
+  int64_t n;    /* length of the innermost row */
+  int64_t s[3]; /* innermost strides */
+  int64_t rows; /* number of rows */
 } lt_iter;
 
-static inline void lt_iter_init(lt_iter *it, int ndim, const int64_t *shape, int nops,
-                                const int64_t *const *strides) {
+static inline void lt_iter_init(lt_iter *it, int ndim, const int64_t *shape, int nops, const int64_t *const *strides) {
   it->nops = nops;
   int k = 0;
   for (int d = 0; d < ndim; d++) {
@@ -61,23 +60,28 @@ static inline void lt_iter_init(lt_iter *it, int ndim, const int64_t *shape, int
   if (it->n == 0) it->rows = 0;
 }
 
-#define LT_ITER_ROWS(it, o0, o1, o2)                                                   \
-  {                                                                                    \
-    int64_t _ix[LT_MAX_DIM] = { 0 };                                                   \
-    int64_t o0 = 0, o1 = 0, o2 = 0;                                                    \
+#define LT_ITER_ROWS(it, o0, o1, o2) \
+  {                                  \
+    int64_t _ix[LT_MAX_DIM] = { 0 }; \
+    int64_t o0 = 0, o1 = 0, o2 = 0;  \
     for (int64_t _r = 0; _r < (it)->rows; _r++) {
 
-#define LT_ITER_ROWS_END(it, o0, o1, o2)                                               \
-      for (int _d = (it)->ndim - 2; _d >= 0; _d--) {                                   \
-        _ix[_d]++;                                                                     \
-        o0 += (it)->stride[0][_d]; o1 += (it)->stride[1][_d]; o2 += (it)->stride[2][_d]; \
-        if (_ix[_d] < (it)->shape[_d]) break;                                          \
-        o0 -= (it)->stride[0][_d] * _ix[_d]; o1 -= (it)->stride[1][_d] * _ix[_d];      \
-        o2 -= (it)->stride[2][_d] * _ix[_d];                                           \
-        _ix[_d] = 0;                                                                   \
-      }                                                                                \
-    }                                                                                  \
-    (void)o0; (void)o1; (void)o2;                                                      \
+#define LT_ITER_ROWS_END(it, o0, o1, o2)         \
+  for (int _d = (it)->ndim - 2; _d >= 0; _d--) { \
+    _ix[_d]++;                                   \
+    o0 += (it)->stride[0][_d];                   \
+    o1 += (it)->stride[1][_d];                   \
+    o2 += (it)->stride[2][_d];                   \
+    if (_ix[_d] < (it)->shape[_d]) break;        \
+    o0 -= (it)->stride[0][_d] * _ix[_d];         \
+    o1 -= (it)->stride[1][_d] * _ix[_d];         \
+    o2 -= (it)->stride[2][_d] * _ix[_d];         \
+    _ix[_d] = 0;                                 \
+  }                                              \
+  }                                              \
+  (void)o0;                                      \
+  (void)o1;                                      \
+  (void)o2;                                      \
   }
 
 /* Strides of t as seen through a broadcast to (ndim, shape): missing or size-1 dims get stride 0. */

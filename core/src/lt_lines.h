@@ -7,12 +7,17 @@
 
 #include "lt_tensor.h"
 
-typedef struct lt_lines { int64_t outer, n, inner; } lt_lines;
+typedef struct lt_lines {
+  int64_t outer, n, inner;
+} lt_lines;
 
 /* dim < 0 (or a 0-dim tensor): one line of every element */
 static inline lt_lines lt_lines_of(const lt_tensor *t, int dim) {
   lt_lines l = { 1, 1, 1 };
-  if (dim < 0 || t->ndim == 0) { l.n = lt_numel(t); return l; }
+  if (dim < 0 || t->ndim == 0) {
+    l.n = lt_numel(t);
+    return l;
+  }
   for (int d = 0; d < dim; d++) l.outer *= t->shape[d];
   l.n = t->shape[dim];
   for (int d = dim + 1; d < t->ndim; d++) l.inner *= t->shape[d];
@@ -27,8 +32,9 @@ static inline int64_t lt_line_base(const lt_lines *l, int64_t k) {
 static inline int lt_reduced_dims(const lt_tensor *a, int dim, int keepdim, int64_t *shape) {
   int k = 0;
   for (int d = 0; d < a->ndim; d++) {
-    if (dim < 0 || d == dim) { if (keepdim) shape[k++] = 1; }
-    else shape[k++] = a->shape[d];
+    if (dim < 0 || d == dim) {
+      if (keepdim) shape[k++] = 1;
+    } else shape[k++] = a->shape[d];
   }
   return k;
 }

@@ -43,13 +43,29 @@ enum { LT_PAUSE = 1, LT_INTERRUPTED = 2 };
 
 #define LT_PACE_WINDOW 9 /* batches whose median is the expected batch time */
 
-typedef struct lt_counts { int64_t ready, started, processed, completed; } lt_counts;
-typedef struct lt_progress { lt_counts total, current; } lt_progress;
+typedef struct lt_counts {
+  int64_t ready, started, processed, completed;
+} lt_counts;
+typedef struct lt_progress {
+  lt_counts total, current;
+} lt_progress;
 
-static inline void lt_progress_ready(lt_progress *p) { p->total.ready++; p->current.ready++; }
-static inline void lt_progress_started(lt_progress *p) { p->total.started++; p->current.started++; }
-static inline void lt_progress_processed(lt_progress *p) { p->total.processed++; p->current.processed++; }
-static inline void lt_progress_completed(lt_progress *p) { p->total.completed++; p->current.completed++; }
+static inline void lt_progress_ready(lt_progress *p) {
+  p->total.ready++;
+  p->current.ready++;
+}
+static inline void lt_progress_started(lt_progress *p) {
+  p->total.started++;
+  p->current.started++;
+}
+static inline void lt_progress_processed(lt_progress *p) {
+  p->total.processed++;
+  p->current.processed++;
+}
+static inline void lt_progress_completed(lt_progress *p) {
+  p->total.completed++;
+  p->current.completed++;
+}
 /* A new run: current counts from zero. */
 static inline void lt_progress_reset_current(lt_progress *p) { p->current = (lt_counts){ 0, 0, 0, 0 }; }
 /* Restart from a checkpoint: the unit that was not completed is done again. */
@@ -60,9 +76,9 @@ static inline void lt_progress_reset_on_restart(lt_progress *p) {
 
 /* Where a loop is in its template. */
 typedef enum lt_phase {
-  LT_PHASE_IDLE = 0,   /* not running: the next run starts with reset and on_run_start */
-  LT_PHASE_RUNNING,    /* between advances */
-  LT_PHASE_ADVANCE,    /* stopped inside an advance (a child loop paused): resume the advance */
+  LT_PHASE_IDLE = 0, /* not running: the next run starts with reset and on_run_start */
+  LT_PHASE_RUNNING,  /* between advances */
+  LT_PHASE_ADVANCE,  /* stopped inside an advance (a child loop paused): resume the advance */
 } lt_phase;
 
 /* The loop tree, in one table: X(ID, PARENT, SLOT, path, progress).
@@ -74,19 +90,19 @@ typedef enum lt_phase {
  *   path      where it lives in lt_loops; also its name ("fit_loop.epoch_loop"; the part after the last dot
  *             is its field in the parent)
  *   progress  its main progress counters (epochs, batches, splits, dataloaders, optimizer steps) */
-#define LT_LOOP_LIST(X)                                                                                      \
-  X(FIT, NONE, FIXED, fit_loop, epoch_progress)                                                               \
-  X(FIT_EPOCH, FIT, RUN,  fit_loop.epoch_loop, batch_progress)                                                \
-  X(BATCH, FIT_EPOCH, RUN,  fit_loop.epoch_loop.batch_loop, split_progress)                                   \
-  X(OPTIMIZER, BATCH, RUN,  fit_loop.epoch_loop.batch_loop.optimizer_loop, step)                              \
-  X(MANUAL, BATCH, RUN,  fit_loop.epoch_loop.batch_loop.manual_loop, step)                                    \
-  X(VAL, FIT_EPOCH, RUN,  fit_loop.epoch_loop.val_loop, dataloader_progress)                                  \
-  X(VAL_EPOCH, VAL, SLOT, fit_loop.epoch_loop.val_loop.epoch_loop, batch_progress)                            \
-  X(VALIDATE, NONE, FIXED, validate_loop, dataloader_progress)                                                \
-  X(VALIDATE_EPOCH, VALIDATE, SLOT, validate_loop.epoch_loop, batch_progress)                                 \
-  X(TEST, NONE, FIXED, test_loop, dataloader_progress)                                                        \
-  X(TEST_EPOCH, TEST, SLOT, test_loop.epoch_loop, batch_progress)                                             \
-  X(PREDICT, NONE, FIXED, predict_loop, dataloader_progress)                                                  \
+#define LT_LOOP_LIST(X)                                                            \
+  X(FIT, NONE, FIXED, fit_loop, epoch_progress)                                    \
+  X(FIT_EPOCH, FIT, RUN, fit_loop.epoch_loop, batch_progress)                      \
+  X(BATCH, FIT_EPOCH, RUN, fit_loop.epoch_loop.batch_loop, split_progress)         \
+  X(OPTIMIZER, BATCH, RUN, fit_loop.epoch_loop.batch_loop.optimizer_loop, step)    \
+  X(MANUAL, BATCH, RUN, fit_loop.epoch_loop.batch_loop.manual_loop, step)          \
+  X(VAL, FIT_EPOCH, RUN, fit_loop.epoch_loop.val_loop, dataloader_progress)        \
+  X(VAL_EPOCH, VAL, SLOT, fit_loop.epoch_loop.val_loop.epoch_loop, batch_progress) \
+  X(VALIDATE, NONE, FIXED, validate_loop, dataloader_progress)                     \
+  X(VALIDATE_EPOCH, VALIDATE, SLOT, validate_loop.epoch_loop, batch_progress)      \
+  X(TEST, NONE, FIXED, test_loop, dataloader_progress)                             \
+  X(TEST_EPOCH, TEST, SLOT, test_loop.epoch_loop, batch_progress)                  \
+  X(PREDICT, NONE, FIXED, predict_loop, dataloader_progress)                       \
   X(PREDICT_EPOCH, PREDICT, SLOT, predict_loop.epoch_loop, batch_progress)
 
 #define LT_LOOP_ENUM_(id, parent, slot, path, progress) LT_LOOP_##id,
@@ -106,31 +122,31 @@ typedef enum lt_slot { LT_SLOT_NONE = -1, LT_LOOP_LIST(LT_SLOT_ENUM_) LT_NSLOTS 
 
 /* One row of LT_LOOP_LIST as data (lt_loop_table[id]). */
 typedef struct lt_loop_info {
-  const char *key;    /* "FIT_EPOCH" (hosts use it in lower case) */
-  const char *name;   /* "fit_loop.epoch_loop" */
-  lt_loop_id parent;  /* LT_LOOP_NONE for the trainer's own loops */
-  lt_slot slot;       /* LT_SLOT_NONE when a host loop cannot take its place */
-  int runnable;       /* a host loop can run it (lt_loops_run_slot(slot)) */
+  const char *key;   /* "FIT_EPOCH" (hosts use it in lower case) */
+  const char *name;  /* "fit_loop.epoch_loop" */
+  lt_loop_id parent; /* LT_LOOP_NONE for the trainer's own loops */
+  lt_slot slot;      /* LT_SLOT_NONE when a host loop cannot take its place */
+  int runnable;      /* a host loop can run it (lt_loops_run_slot(slot)) */
 } lt_loop_info;
 extern const lt_loop_info lt_loop_table[LT_NLOOPS];
 
 typedef struct lt_optimizer_loop {
   int phase, restarting;
-  lt_progress step;        /* optimizer steps (ready, completed): global_step sums their total.completed */
-  lt_progress zero_grad;   /* optimizer_zero_grad calls */
-  int position;            /* the optimizer being run (optimizer_position) */
-  int loss_none;           /* the current closure's training_step returned no loss */
+  lt_progress step;      /* optimizer steps (ready, completed): global_step sums their total.completed */
+  lt_progress zero_grad; /* optimizer_zero_grad calls */
+  int position;          /* the optimizer being run (optimizer_position) */
+  int loss_none;         /* the current closure's training_step returned no loss */
 } lt_optimizer_loop;
 
 typedef struct lt_manual_loop {
   int phase, restarting;
-  lt_progress step;        /* optimizer steps the user took (opt:step() through self:optimizers()) */
+  lt_progress step; /* optimizer steps the user took (opt:step() through self:optimizers()) */
 } lt_manual_loop;
 
 typedef struct lt_batch_loop {
   int phase, restarting;
-  int split_idx, num_splits;   /* TBPTT: the split being run and how many */
-  lt_progress split_progress;  /* splits (one per batch without TBPTT) */
+  int split_idx, num_splits;  /* TBPTT: the split being run and how many */
+  lt_progress split_progress; /* splits (one per batch without TBPTT) */
   lt_optimizer_loop optimizer_loop;
   lt_manual_loop manual_loop;
 } lt_batch_loop;
@@ -157,11 +173,11 @@ typedef struct lt_train_epoch_loop {
   lt_progress batch_progress;
   int is_last_batch;
   lt_progress scheduler_progress;
-  int64_t batches_that_stepped;   /* the logger's step: once per batch that stepped */
-  int64_t n_outputs;              /* training outputs kept this epoch */
-  int64_t batch_idx;              /* of the batch being run */
-  int stop_iteration;             /* on_train_batch_start returned -1 or the data ended */
-  int resume_advance_end;         /* set by a checkpoint restore (lua/lutra/checkpoint.lua): when the epoch
+  int64_t batches_that_stepped; /* the logger's step: once per batch that stepped */
+  int64_t n_outputs;            /* training outputs kept this epoch */
+  int64_t batch_idx;            /* of the batch being run */
+  int stop_iteration;           /* on_train_batch_start returned -1 or the data ended */
+  int resume_advance_end;       /* set by a checkpoint restore (lua/lutra/checkpoint.lua): when the epoch
                                      loop restarts, first finish the last completed batch (on_advance_end):
                                      1 = with its validation when one is due, 2 = without (it had run) */
   lt_batch_loop batch_loop;
@@ -175,24 +191,26 @@ typedef struct lt_fit_loop {
 } lt_fit_loop;
 
 typedef enum lt_interval { LT_INTERVAL_STEP = 0, LT_INTERVAL_EPOCH } lt_interval;
-typedef struct lt_sched_cfg { int interval, frequency, opt_idx, plateau; } lt_sched_cfg;
+typedef struct lt_sched_cfg {
+  int interval, frequency, opt_idx, plateau;
+} lt_sched_cfg;
 
 typedef enum lt_clip_algo { LT_CLIP_NORM = 0, LT_CLIP_VALUE } lt_clip_algo;
 
 /* What the trainer computed from its options and the data (Lightning's connectors do this). */
 typedef struct lt_loop_cfg {
-  int64_t max_epochs;             /* -1: no limit */
-  int64_t min_epochs;             /* 0: none */
-  int64_t max_steps;              /* -1: no limit */
-  int64_t min_steps;              /* 0: none */
-  int64_t num_training_batches;   /* per epoch, after limit_train_batches / overfit_batches / fast_dev_run */
-  int64_t val_check_batch;        /* validation every n training batches (LT_INF_BATCHES: epoch end only) */
+  int64_t max_epochs;           /* -1: no limit */
+  int64_t min_epochs;           /* 0: none */
+  int64_t max_steps;            /* -1: no limit */
+  int64_t min_steps;            /* 0: none */
+  int64_t num_training_batches; /* per epoch, after limit_train_batches / overfit_batches / fast_dev_run */
+  int64_t val_check_batch;      /* validation every n training batches (LT_INF_BATCHES: epoch end only) */
   int64_t check_val_every_n_epoch;
-  int enable_validation;          /* a val loader, validation_step and limit_val_batches > 0 */
+  int enable_validation; /* a val loader, validation_step and limit_val_batches > 0 */
   int n_val_loaders;
   int64_t num_val_batches[LT_MAX_LOADERS];
   int64_t num_sanity_val_batches[LT_MAX_LOADERS];
-  int n_eval_loaders;             /* validate/test/predict run: loaders and their batches */
+  int n_eval_loaders; /* validate/test/predict run: loaders and their batches */
   int64_t num_eval_batches[LT_MAX_LOADERS];
   int64_t accumulate_grad_batches;
   int n_optimizers;
@@ -201,9 +219,9 @@ typedef struct lt_loop_cfg {
   int n_frequencies;
   int frequencies[LT_MAX_OPTIMIZERS];
   int automatic_optimization;
-  int tbptt_steps;                /* 0: off */
-  double gradient_clip_val;       /* 0: off */
-  int gradient_clip_algorithm;    /* lt_clip_algo */
+  int tbptt_steps;             /* 0: off */
+  double gradient_clip_val;    /* 0: off */
+  int gradient_clip_algorithm; /* lt_clip_algo */
   int n_schedulers;
   lt_sched_cfg sched[LT_MAX_SCHEDULERS];
 } lt_loop_cfg;
@@ -212,31 +230,31 @@ typedef struct lt_loops {
   lt_ctx *c;
   const lt_host *host;
   lt_loop_cfg cfg;
-  uint8_t defined[LT_NHOOKS];     /* some target defines the hook (host->refresh) */
-  int keep_train_outputs;         /* the epoch-output rule's decision (host->refresh) */
+  uint8_t defined[LT_NHOOKS]; /* some target defines the hook (host->refresh) */
+  int keep_train_outputs;     /* the epoch-output rule's decision (host->refresh) */
 
   lt_fit_loop fit_loop;
   lt_eval_loop validate_loop, test_loop, predict_loop;
-  uint8_t custom[LT_NSLOTS];      /* the slot is a host loop */
+  uint8_t custom[LT_NSLOTS]; /* the slot is a host loop */
 
   /* trainer state */
   int should_stop;
   int sanity_checking;
-  int fit_stage;                  /* 0: no fit run, 1: running (fit_loop may be paused) */
-  lt_kind eval_kind;              /* the evaluation running (LT_KIND_TRAIN: none) */
+  int fit_stage;     /* 0: no fit run, 1: running (fit_loop may be paused) */
+  lt_kind eval_kind; /* the evaluation running (LT_KIND_TRAIN: none) */
 
   /* budget of the current fit advance */
-  int64_t budget_batches;         /* batches left (<= 0: no limit) */
-  double deadline;                /* lt_loops_now() value to stop at (0: none) */
-  int64_t batches_run;            /* training batches completed in this advance */
-  int no_overrun;                 /* a deadline stops before a batch expected to end after it */
-  double batch_seconds;           /* a training batch's wall time, as expected from the last ones (0: unknown) */
+  int64_t budget_batches; /* batches left (<= 0: no limit) */
+  double deadline;        /* lt_loops_now() value to stop at (0: none) */
+  int64_t batches_run;    /* training batches completed in this advance */
+  int no_overrun;         /* a deadline stops before a batch expected to end after it */
+  double batch_seconds;   /* a training batch's wall time, as expected from the last ones (0: unknown) */
   double recent_batch_seconds[LT_PACE_WINDOW]; /* the last batches' wall times, a ring (note_batch_time) */
-  int recent_batches;             /* how many of them are filled */
-  int recent_next;                /* the slot the next batch's time goes to */
-  int check_interrupt;            /* stop at a batch boundary on lt_interrupt_pending() */
+  int recent_batches;                          /* how many of them are filled */
+  int recent_next;                             /* the slot the next batch's time goes to */
+  int check_interrupt;                         /* stop at a batch boundary on lt_interrupt_pending() */
 
-  lt_tensor *closure_loss;        /* the normalized loss of the running closure (owned) */
+  lt_tensor *closure_loss; /* the normalized loss of the running closure (owned) */
 } lt_loops;
 
 void lt_loops_init(lt_loops *lp, lt_ctx *c, const lt_host *host);

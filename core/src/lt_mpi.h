@@ -14,10 +14,10 @@
 typedef enum { LT_MPI_SUM, LT_MPI_MAX, LT_MPI_MIN } lt_mpi_op;
 
 typedef struct lt_mpi_api {
-  int version;                                           /* LT_MPI_API_VERSION */
-  int (*initialized)(void);                              /* MPI_Initialized */
-  int (*finalized)(void);                                /* MPI_Finalized */
-  int (*init_thread_funneled)(void);                     /* MPI_Init_thread(FUNNELED): 0 on success */
+  int version;                       /* LT_MPI_API_VERSION */
+  int (*initialized)(void);          /* MPI_Initialized */
+  int (*finalized)(void);            /* MPI_Finalized */
+  int (*init_thread_funneled)(void); /* MPI_Init_thread(FUNNELED): 0 on success */
   void (*finalize)(void);
   void (*comm_world)(int *rank, int *size);
   void (*abort)(int code);
@@ -27,8 +27,8 @@ typedef struct lt_mpi_api {
   void (*allreduce_f64)(double *v, int n, lt_mpi_op op);           /* in place */
   void (*allreduce_i64)(int64_t *v, int n, lt_mpi_op op);          /* in place */
   void *(*iallreduce_f32)(float *v, int n, lt_mpi_op op);          /* in place; a request for test/wait */
-  int (*test)(void *req);                                /* 1 when complete (the request is freed then) */
-  void (*wait)(void *req);                               /* waits and frees the request */
+  int (*test)(void *req);                                          /* 1 when complete (the request is freed then) */
+  void (*wait)(void *req);                                         /* waits and frees the request */
 } lt_mpi_api;
 
 #endif

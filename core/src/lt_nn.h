@@ -34,8 +34,8 @@ lt_tensor *lt_nn_avg_pool2d(lt_ctx *c, lt_tensor *x, int kh, int kw, int sh, int
 lt_tensor *lt_nn_dropout(lt_ctx *c, lt_tensor *x, double p, int training);
 /* x [N, C, ...]; running_mean/var [C] (may be NULL when training: no tracking); weight/bias [C] or NULL.
  * Training: batch statistics, running stats updated in place with momentum and the unbiased variance. */
-lt_tensor *lt_nn_batch_norm(lt_ctx *c, lt_tensor *x, lt_tensor *running_mean, lt_tensor *running_var,
-                            lt_tensor *weight, lt_tensor *bias, int training, double momentum, double eps);
+lt_tensor *lt_nn_batch_norm(lt_ctx *c, lt_tensor *x, lt_tensor *running_mean, lt_tensor *running_var, lt_tensor *weight,
+                            lt_tensor *bias, int training, double momentum, double eps);
 /* Normalises over the last k dims; weight/bias have those dims' shape (or are NULL). */
 lt_tensor *lt_nn_layer_norm(lt_ctx *c, lt_tensor *x, int k, lt_tensor *weight, lt_tensor *bias, double eps);
 /* idx int64 (0-based) of any shape, w [n, d] -> [idx shape..., d]; backward scatter-adds into w. */
@@ -50,8 +50,8 @@ lt_tensor *lt_nn_lstm_cell(lt_ctx *c, lt_tensor *gates, lt_tensor *cprev);
 /* --- losses (nn_loss.c) ------------------------------------------------------------------------ */
 /* logits [N, C] or [N, C, d...], target int64 0-based [N] / [N, d...]; weight [C] or NULL;
  * ignore_index 0-based or LT_NO_IGNORE. log-softmax + NLL in one pass. */
-lt_tensor *lt_nn_cross_entropy(lt_ctx *c, lt_tensor *logits, lt_tensor *target, lt_tensor *weight,
-                               int64_t ignore_index, double label_smoothing, lt_reduction red);
+lt_tensor *lt_nn_cross_entropy(lt_ctx *c, lt_tensor *logits, lt_tensor *target, lt_tensor *weight, int64_t ignore_index,
+                               double label_smoothing, lt_reduction red);
 lt_tensor *lt_nn_nll_loss(lt_ctx *c, lt_tensor *logp, lt_tensor *target, lt_tensor *weight, int64_t ignore_index,
                           lt_reduction red);
 lt_tensor *lt_nn_mse_loss(lt_ctx *c, lt_tensor *x, lt_tensor *y, lt_reduction red);

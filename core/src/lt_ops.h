@@ -25,15 +25,15 @@ int lt_op_normal_(lt_ctx *c, lt_tensor *t, double mean, double std);
 void lt_normal_fill_f32(lt_ctx *c, float *p, int64_t n, double mean, double std);
 /* int64 values uniform in [low, high) */
 lt_tensor *lt_op_randint(lt_ctx *c, int64_t low, int64_t high, int ndim, const int64_t *shape);
-lt_tensor *lt_op_bernoulli(lt_ctx *c, lt_tensor *p);                      /* 0/1 float32, p in [0, 1] */
+lt_tensor *lt_op_bernoulli(lt_ctx *c, lt_tensor *p); /* 0/1 float32, p in [0, 1] */
 /* n 0-based category indices per row of p (1-D or 2-D weights) */
 lt_tensor *lt_op_multinomial(lt_ctx *c, lt_tensor *p, int64_t n, int replacement);
 lt_tensor *lt_op_linspace(lt_ctx *c, double a, double b, int64_t n);
-int lt_op_copy_(lt_ctx *c, lt_tensor *dst, lt_tensor *src);        /* broadcasts src, converts dtype */
-lt_tensor *lt_op_clone(lt_ctx *c, lt_tensor *t);                    /* differentiable, contiguous */
-lt_tensor *lt_op_contiguous(lt_ctx *c, lt_tensor *t);               /* retains t when already contiguous */
-lt_tensor *lt_op_to_dtype(lt_ctx *c, lt_tensor *t, lt_dtype dt);    /* copy; retains when same dtype */
-lt_tensor *lt_op_detach(lt_ctx *c, lt_tensor *t);                   /* shares storage, no grad */
+int lt_op_copy_(lt_ctx *c, lt_tensor *dst, lt_tensor *src);      /* broadcasts src, converts dtype */
+lt_tensor *lt_op_clone(lt_ctx *c, lt_tensor *t);                 /* differentiable, contiguous */
+lt_tensor *lt_op_contiguous(lt_ctx *c, lt_tensor *t);            /* retains t when already contiguous */
+lt_tensor *lt_op_to_dtype(lt_ctx *c, lt_tensor *t, lt_dtype dt); /* copy; retains when same dtype */
+lt_tensor *lt_op_detach(lt_ctx *c, lt_tensor *t);                /* shares storage, no grad */
 
 /* --- views and shape (ops_shape.c) -------------------------------------------------------------- */
 lt_tensor *lt_op_view(lt_ctx *c, lt_tensor *t, int ndim, const int64_t *shape);    /* one size may be -1 */
@@ -43,29 +43,57 @@ lt_tensor *lt_op_permute(lt_ctx *c, lt_tensor *t, const int *perm);
 lt_tensor *lt_op_narrow(lt_ctx *c, lt_tensor *t, int dim, int64_t start, int64_t len); /* start 0-based */
 lt_tensor *lt_op_select(lt_ctx *c, lt_tensor *t, int dim, int64_t index);              /* 0-based */
 lt_tensor *lt_op_unsqueeze(lt_ctx *c, lt_tensor *t, int dim);
-lt_tensor *lt_op_squeeze(lt_ctx *c, lt_tensor *t, int dim);   /* dim -1: every size-1 dim */
+lt_tensor *lt_op_squeeze(lt_ctx *c, lt_tensor *t, int dim); /* dim -1: every size-1 dim */
 lt_tensor *lt_op_expand(lt_ctx *c, lt_tensor *t, int ndim, const int64_t *shape);
 lt_tensor *lt_op_cat(lt_ctx *c, int n, lt_tensor *const *ts, int dim);
 lt_tensor *lt_op_stack(lt_ctx *c, int n, lt_tensor *const *ts, int dim);
 
 /* --- elementwise (ops_elementwise.c) ------------------------------------------------------------ */
-typedef enum lt_binop { LT_ADD, LT_SUB, LT_MUL, LT_DIV, LT_POW, LT_MAXIMUM, LT_MINIMUM,
-                        LT_EQ, LT_NE, LT_LT, LT_LE, LT_GT, LT_GE } lt_binop;
-lt_tensor *lt_op_binary(lt_ctx *c, lt_binop op, lt_tensor *a, lt_tensor *b);        /* broadcasting */
+typedef enum lt_binop {
+  LT_ADD,
+  LT_SUB,
+  LT_MUL,
+  LT_DIV,
+  LT_POW,
+  LT_MAXIMUM,
+  LT_MINIMUM,
+  LT_EQ,
+  LT_NE,
+  LT_LT,
+  LT_LE,
+  LT_GT,
+  LT_GE
+} lt_binop;
+lt_tensor *lt_op_binary(lt_ctx *c, lt_binop op, lt_tensor *a, lt_tensor *b); /* broadcasting */
 lt_tensor *lt_op_binary_scalar(lt_ctx *c, lt_binop op, lt_tensor *a, double s, int scalar_first);
-int lt_op_binary_(lt_ctx *c, lt_binop op, lt_tensor *a, lt_tensor *b);               /* a op= b */
+int lt_op_binary_(lt_ctx *c, lt_binop op, lt_tensor *a, lt_tensor *b); /* a op= b */
 int lt_op_binary_scalar_(lt_ctx *c, lt_binop op, lt_tensor *a, double s);
 /* a += alpha * b (b broadcast to a); the workhorse of gradient accumulation and optimizers */
 int lt_op_axpy_(lt_ctx *c, lt_tensor *a, double alpha, lt_tensor *b);
 
-typedef enum lt_unop { LT_NEG, LT_EXP, LT_LOG, LT_SQRT, LT_ABS, LT_TANH, LT_SIGMOID, LT_RELU,
-                       LT_SIN, LT_COS, LT_GELU, LT_RSQRT, LT_SIGN, LT_LOG1P, LT_SQUARE } lt_unop;
+typedef enum lt_unop {
+  LT_NEG,
+  LT_EXP,
+  LT_LOG,
+  LT_SQRT,
+  LT_ABS,
+  LT_TANH,
+  LT_SIGMOID,
+  LT_RELU,
+  LT_SIN,
+  LT_COS,
+  LT_GELU,
+  LT_RSQRT,
+  LT_SIGN,
+  LT_LOG1P,
+  LT_SQUARE
+} lt_unop;
 lt_tensor *lt_op_unary(lt_ctx *c, lt_unop op, lt_tensor *a);
 int lt_op_unary_(lt_ctx *c, lt_unop op, lt_tensor *a);
 /* GELU with the tanh approximation (ops_gelu.c); the exact one is lt_op_unary(LT_GELU) */
 lt_tensor *lt_op_gelu_tanh(lt_ctx *c, lt_tensor *a);
 lt_tensor *lt_op_leaky_relu(lt_ctx *c, lt_tensor *a, double slope);
-lt_tensor *lt_op_clamp(lt_ctx *c, lt_tensor *a, double lo, double hi);   /* +-INFINITY for none */
+lt_tensor *lt_op_clamp(lt_ctx *c, lt_tensor *a, double lo, double hi); /* +-INFINITY for none */
 int lt_op_clamp_(lt_ctx *c, lt_tensor *a, double lo, double hi);
 lt_tensor *lt_op_where(lt_ctx *c, lt_tensor *cond, lt_tensor *a, lt_tensor *b);
 /* x with value where mask (0/1) is set, both broadcast; differentiable in x */
@@ -77,9 +105,9 @@ typedef enum lt_redop { LT_RSUM, LT_RMEAN, LT_RMAX, LT_RMIN } lt_redop;
 /* dim < 0: over all elements (result 0-dim, or all-ones shape with keepdim) */
 lt_tensor *lt_op_reduce(lt_ctx *c, lt_redop op, lt_tensor *a, int dim, int keepdim);
 /* max/min along dim with their indices (0-based int64 here; the binding shows them 1-based) */
-int lt_op_reduce_idx(lt_ctx *c, lt_redop op, lt_tensor *a, int dim, int keepdim,
-                     lt_tensor **values, lt_tensor **indices);
-lt_tensor *lt_op_argmax(lt_ctx *c, lt_tensor *a, int dim, int keepdim);      /* dim < 0: flat index */
+int lt_op_reduce_idx(lt_ctx *c, lt_redop op, lt_tensor *a, int dim, int keepdim, lt_tensor **values,
+                     lt_tensor **indices);
+lt_tensor *lt_op_argmax(lt_ctx *c, lt_tensor *a, int dim, int keepdim); /* dim < 0: flat index */
 /* Sums g down to `shape` (the reverse of broadcasting). */
 lt_tensor *lt_op_sum_to(lt_ctx *c, lt_tensor *g, int ndim, const int64_t *shape);
 
@@ -97,14 +125,14 @@ void lt_relu_inplace_f32(float *y, int64_t n);
 lt_tensor *lt_relu_grad(lt_ctx *c, lt_tensor *g, const lt_tensor *y);
 lt_tensor *lt_op_linear_act(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, lt_act act);
 /* raw sgemm on contiguous (or transposed-contiguous) 2-D operands: C = alpha*op(A)op(B) + beta*C */
-int lt_gemm(lt_ctx *c, int transa, int transb, int64_t m, int64_t n, int64_t k, float alpha,
-            const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *cc, int64_t ldc);
+int lt_gemm(lt_ctx *c, int transa, int transb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+            int64_t lda, const float *b, int64_t ldb, float beta, float *cc, int64_t ldc);
 
 /* --- softmax family and indexing (ops_softmax.c, ops_index.c) ------------------------------------ */
 lt_tensor *lt_op_softmax(lt_ctx *c, lt_tensor *a, int dim);
 lt_tensor *lt_op_log_softmax(lt_ctx *c, lt_tensor *a, int dim);
-lt_tensor *lt_op_gather(lt_ctx *c, lt_tensor *a, int dim, lt_tensor *index);        /* index 0-based int64 */
-lt_tensor *lt_op_index_select(lt_ctx *c, lt_tensor *a, int dim, lt_tensor *index);  /* index 0-based int64 */
+lt_tensor *lt_op_gather(lt_ctx *c, lt_tensor *a, int dim, lt_tensor *index);       /* index 0-based int64 */
+lt_tensor *lt_op_index_select(lt_ctx *c, lt_tensor *a, int dim, lt_tensor *index); /* index 0-based int64 */
 
 /* --- sorting, scans, products, norms, triangles and more elementwise maths (ops_sort.c, ops_scan.c,
  * ops_math.c). dim < 0 where allowed: over all elements (the tensor seen flat). ----------------------- */
@@ -119,24 +147,32 @@ lt_tensor *lt_op_prod(lt_ctx *c, lt_tensor *a, int dim, int keepdim);
 lt_tensor *lt_op_pnorm(lt_ctx *c, lt_tensor *a, double p, int dim, int keepdim);
 /* tril (upper 0) / triu (upper 1) of the last two dims, diagonal offset as torch */
 lt_tensor *lt_op_tri(lt_ctx *c, lt_tensor *a, int64_t diagonal, int upper);
-typedef enum lt_mathop { LT_FLOOR, LT_CEIL, LT_ROUND, LT_TRUNC, LT_FRAC, LT_ERF, LT_ERFINV, LT_RECIPROCAL,
-                         LT_EXPM1 } lt_mathop;
+typedef enum lt_mathop {
+  LT_FLOOR,
+  LT_CEIL,
+  LT_ROUND,
+  LT_TRUNC,
+  LT_FRAC,
+  LT_ERF,
+  LT_ERFINV,
+  LT_RECIPROCAL,
+  LT_EXPM1
+} lt_mathop;
 lt_tensor *lt_op_math(lt_ctx *c, lt_mathop op, lt_tensor *a);
 typedef enum lt_classop { LT_ISNAN, LT_ISINF, LT_ISFINITE } lt_classop;
-lt_tensor *lt_op_classify(lt_ctx *c, lt_classop op, lt_tensor *a);   /* float32 0/1, like comparisons */
+lt_tensor *lt_op_classify(lt_ctx *c, lt_classop op, lt_tensor *a); /* float32 0/1, like comparisons */
 
 /* --- indexed writes and mask selections (ops_scatter.c); indices 0-based int64, data float32 --------- */
 /* x with src's elements (or value when src is NULL) written (add: added) at index along dim */
 lt_tensor *lt_op_scatter(lt_ctx *c, lt_tensor *x, int dim, lt_tensor *index, lt_tensor *src, double value, int add);
 lt_tensor *lt_op_index_add(lt_ctx *c, lt_tensor *x, int dim, lt_tensor *index, lt_tensor *src, double alpha);
 lt_tensor *lt_op_index_fill(lt_ctx *c, lt_tensor *x, int dim, lt_tensor *index, double value);
-lt_tensor *lt_op_masked_select(lt_ctx *c, lt_tensor *x, lt_tensor *mask);   /* 1-D, differentiable in x */
-lt_tensor *lt_op_nonzero(lt_ctx *c, lt_tensor *x);                          /* [n x ndim] int64, 0-based */
+lt_tensor *lt_op_masked_select(lt_ctx *c, lt_tensor *x, lt_tensor *mask); /* 1-D, differentiable in x */
+lt_tensor *lt_op_nonzero(lt_ctx *c, lt_tensor *x);                        /* [n x ndim] int64, 0-based */
 
 /* Helpers shared by op files. */
 int lt_check_dtype(lt_ctx *c, const char *op, const char *what, const lt_tensor *t, lt_dtype want);
 int lt_check_inplace(lt_ctx *c, const char *op, const lt_tensor *t);
-int lt_broadcast_shape(lt_ctx *c, const char *op, const lt_tensor *a, const lt_tensor *b,
-                       int *ndim, int64_t *shape);
+int lt_broadcast_shape(lt_ctx *c, const char *op, const lt_tensor *a, const lt_tensor *b, int *ndim, int64_t *shape);
 
 #endif

@@ -24,35 +24,51 @@
 #include "lt_tensor.h"
 
 typedef enum lt_optim_kind {
-  LT_OPTIM_SGD = 0, LT_OPTIM_ADAM, LT_OPTIM_ADAMW, LT_OPTIM_RMSPROP,
-  LT_OPTIM_ADAGRAD, LT_OPTIM_ADADELTA, LT_OPTIM_ADAMAX, LT_OPTIM_NADAM, LT_OPTIM_RADAM, LT_OPTIM_ASGD,
+  LT_OPTIM_SGD = 0,
+  LT_OPTIM_ADAM,
+  LT_OPTIM_ADAMW,
+  LT_OPTIM_RMSPROP,
+  LT_OPTIM_ADAGRAD,
+  LT_OPTIM_ADADELTA,
+  LT_OPTIM_ADAMAX,
+  LT_OPTIM_NADAM,
+  LT_OPTIM_RADAM,
+  LT_OPTIM_ASGD,
   LT_OPTIM_NKINDS
 } lt_optim_kind;
 
 /* Hyper-parameters of one param group (each kind reads the ones it knows). */
 typedef struct lt_optim_hparams {
   double lr;
-  double momentum;      /* SGD, RMSprop */
-  double dampening;     /* SGD */
-  double weight_decay;  /* all (AdamW: decoupled) */
-  double beta1, beta2;  /* Adam, AdamW, Adamax, NAdam, RAdam */
-  double eps;           /* all but SGD and ASGD */
-  double alpha;         /* RMSprop; ASGD (the eta decay power) */
-  double lr_decay;      /* Adagrad */
+  double momentum;                  /* SGD, RMSprop */
+  double dampening;                 /* SGD */
+  double weight_decay;              /* all (AdamW: decoupled) */
+  double beta1, beta2;              /* Adam, AdamW, Adamax, NAdam, RAdam */
+  double eps;                       /* all but SGD and ASGD */
+  double alpha;                     /* RMSprop; ASGD (the eta decay power) */
+  double lr_decay;                  /* Adagrad */
   double initial_accumulator_value; /* Adagrad */
-  double rho;           /* Adadelta */
-  double momentum_decay; /* NAdam */
-  double lambd, t0;     /* ASGD */
-  int nesterov;         /* SGD */
-  int amsgrad;          /* Adam, AdamW */
-  int centered;         /* RMSprop */
-  int maximize;         /* all */
+  double rho;                       /* Adadelta */
+  double momentum_decay;            /* NAdam */
+  double lambd, t0;                 /* ASGD */
+  int nesterov;                     /* SGD */
+  int amsgrad;                      /* Adam, AdamW */
+  int centered;                     /* RMSprop */
+  int maximize;                     /* all */
 } lt_optim_hparams;
 
 /* Per-parameter state buffers, in the order state_dict lists them. */
 typedef enum lt_optim_buf {
-  LT_OPTIM_MOMENTUM_BUFFER = 0, LT_OPTIM_EXP_AVG, LT_OPTIM_EXP_AVG_SQ, LT_OPTIM_MAX_EXP_AVG_SQ,
-  LT_OPTIM_SQUARE_AVG, LT_OPTIM_GRAD_AVG, LT_OPTIM_SUM, LT_OPTIM_ACC_DELTA, LT_OPTIM_EXP_INF, LT_OPTIM_AX,
+  LT_OPTIM_MOMENTUM_BUFFER = 0,
+  LT_OPTIM_EXP_AVG,
+  LT_OPTIM_EXP_AVG_SQ,
+  LT_OPTIM_MAX_EXP_AVG_SQ,
+  LT_OPTIM_SQUARE_AVG,
+  LT_OPTIM_GRAD_AVG,
+  LT_OPTIM_SUM,
+  LT_OPTIM_ACC_DELTA,
+  LT_OPTIM_EXP_INF,
+  LT_OPTIM_AX,
   LT_OPTIM_NBUFS
 } lt_optim_buf;
 
@@ -60,18 +76,18 @@ typedef enum lt_optim_buf {
 typedef enum lt_optim_scalar { LT_OPTIM_MU_PRODUCT = 0, LT_OPTIM_ETA, LT_OPTIM_MU, LT_OPTIM_NSCALARS } lt_optim_scalar;
 
 typedef struct lt_optim_state {
-  int initialized;      /* the parameter has been stepped at least once (it has state) */
-  double step;          /* steps taken (every kind but SGD) */
-  lt_tensor *buf[LT_OPTIM_NBUFS];  /* NULL when absent; contiguous, the parameter's shape */
+  int initialized;                  /* the parameter has been stepped at least once (it has state) */
+  double step;                      /* steps taken (every kind but SGD) */
+  lt_tensor *buf[LT_OPTIM_NBUFS];   /* NULL when absent; contiguous, the parameter's shape */
   double scalar[LT_OPTIM_NSCALARS]; /* NAdam: mu_product; ASGD: eta, mu (float32 values, as PyTorch's) */
 } lt_optim_state;
 
 typedef struct lt_optimizer lt_optimizer;
 
-const char *lt_optim_kind_name(lt_optim_kind k);      /* "SGD", "Adam", "AdamW", "RMSprop" */
-int lt_optim_kind_from_name(const char *name);         /* -1 if unknown */
-const char *lt_optim_buf_name(lt_optim_buf b);         /* "momentum_buffer", "exp_avg", ... */
-const char *lt_optim_scalar_name(lt_optim_scalar s);   /* "mu_product", "eta", "mu" */
+const char *lt_optim_kind_name(lt_optim_kind k);     /* "SGD", "Adam", "AdamW", "RMSprop" */
+int lt_optim_kind_from_name(const char *name);       /* -1 if unknown */
+const char *lt_optim_buf_name(lt_optim_buf b);       /* "momentum_buffer", "exp_avg", ... */
+const char *lt_optim_scalar_name(lt_optim_scalar s); /* "mu_product", "eta", "mu" */
 /* 1 when kind k keeps state buffer b / scalar s (what its state_dict lists). */
 int lt_optim_kind_has_buf(lt_optim_kind k, lt_optim_buf b);
 int lt_optim_kind_has_scalar(lt_optim_kind k, lt_optim_scalar s);
@@ -101,11 +117,11 @@ int lt_optim_zero_grad(lt_ctx *c, lt_optimizer *o, int set_to_none);
 
 /* --- accessors (param_groups, state_dict) -------------------------------------------------------- */
 int lt_optim_num_groups(const lt_optimizer *o);
-lt_optim_hparams *lt_optim_group_hparams(lt_optimizer *o, int g);     /* writable; NULL if out of range */
+lt_optim_hparams *lt_optim_group_hparams(lt_optimizer *o, int g); /* writable; NULL if out of range */
 int lt_optim_group_size(const lt_optimizer *o, int g);
-lt_tensor *lt_optim_group_param(const lt_optimizer *o, int g, int i);  /* borrowed */
-lt_optim_state *lt_optim_param_state(lt_optimizer *o, int g, int i);   /* borrowed */
-int lt_optim_num_params(const lt_optimizer *o);                        /* over all groups */
+lt_tensor *lt_optim_group_param(const lt_optimizer *o, int g, int i); /* borrowed */
+lt_optim_state *lt_optim_param_state(lt_optimizer *o, int g, int i);  /* borrowed */
+int lt_optim_num_params(const lt_optimizer *o);                       /* over all groups */
 /* Replaces state buffer b of parameter (g, i) by a contiguous copy of t (shape must match the
  * parameter's); t NULL removes it. Marks the state initialized. */
 int lt_optim_set_state_buf(lt_ctx *c, lt_optimizer *o, int g, int i, lt_optim_buf b, const lt_tensor *t);

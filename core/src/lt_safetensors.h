@@ -57,10 +57,10 @@
 
 typedef struct lt_st_tensor {
   const char *name;
-  const char *dtype;     /* "F32", "I64", ... */
-  int ndim;              /* 0 for a scalar */
-  const int64_t *shape;  /* ndim sizes (may be NULL when ndim == 0) */
-  const void *data;      /* nbytes bytes, little-endian, row-major */
+  const char *dtype;    /* "F32", "I64", ... */
+  int ndim;             /* 0 for a scalar */
+  const int64_t *shape; /* ndim sizes (may be NULL when ndim == 0) */
+  const void *data;     /* nbytes bytes, little-endian, row-major */
   size_t nbytes;
 } lt_st_tensor;
 
@@ -71,24 +71,24 @@ typedef struct lt_st_meta {
 
 /* A loaded file. Everything points into memory owned by the struct: free it with lt_st_free. */
 typedef struct lt_st_file {
-  lt_st_tensor *tensors;  /* in data-offset order (the writer's order) */
+  lt_st_tensor *tensors; /* in data-offset order (the writer's order) */
   size_t ntensors;
-  lt_st_meta *meta;       /* __metadata__ pairs in file order, format and lutra_checksum included */
+  lt_st_meta *meta; /* __metadata__ pairs in file order, format and lutra_checksum included */
   size_t nmeta;
-  int checksum_verified;  /* 1 when the file had a lutra_checksum (and it matched), 0 when it had none */
-  void *buf;              /* the file's bytes (NULL for lt_st_load_mem: the caller's buffer) */
+  int checksum_verified; /* 1 when the file had a lutra_checksum (and it matched), 0 when it had none */
+  void *buf;             /* the file's bytes (NULL for lt_st_load_mem: the caller's buffer) */
   size_t buflen;
-  void *priv;             /* internal allocations */
+  void *priv; /* internal allocations */
 } lt_st_file;
 
 /* Writes path atomically. Returns 0, or -1 with "save: <path>: <what is wrong>" in err. */
-int lt_st_save(const char *path, const lt_st_tensor *tensors, size_t ntensors, const lt_st_meta *meta,
-               size_t nmeta, char *err, size_t errlen);
+int lt_st_save(const char *path, const lt_st_tensor *tensors, size_t ntensors, const lt_st_meta *meta, size_t nmeta,
+               char *err, size_t errlen);
 
 /* The same file as lt_st_save writes, as bytes in memory: *out (malloc'ed, free it with free) holds *outlen
  * bytes. name is used in messages ("save: <name>: ..."). */
-int lt_st_save_mem(const char *name, const lt_st_tensor *tensors, size_t ntensors, const lt_st_meta *meta,
-                   size_t nmeta, void **out, size_t *outlen, char *err, size_t errlen);
+int lt_st_save_mem(const char *name, const lt_st_tensor *tensors, size_t ntensors, const lt_st_meta *meta, size_t nmeta,
+                   void **out, size_t *outlen, char *err, size_t errlen);
 
 /* Reads and validates path. Returns 0, or -1 with "load: <path>: <what is wrong>" in err and *out zeroed
  * (nothing to free). */
@@ -96,8 +96,7 @@ int lt_st_load(const char *path, lt_st_file *out, char *err, size_t errlen);
 
 /* Same checks on bytes already in memory; name is used in messages ("load: <name>: ..."). The tensors'
  * data point into buf, which must outlive *out; out->buf stays NULL (lt_st_free does not free buf). */
-int lt_st_load_mem(const char *name, const void *buf, size_t len, lt_st_file *out, char *err,
-                   size_t errlen);
+int lt_st_load_mem(const char *name, const void *buf, size_t len, lt_st_file *out, char *err, size_t errlen);
 
 /* Idempotent; safe on a zeroed struct. */
 void lt_st_free(lt_st_file *f);

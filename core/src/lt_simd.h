@@ -35,7 +35,10 @@ __attribute__((always_inline)) static inline float lt_expf(float x0) {
   p = __builtin_fmaf(p, r, 1.6666665459e-1f);
   p = __builtin_fmaf(p, r, 5.0000001201e-1f);
   p = __builtin_fmaf(p, r2, r + 1.0f);
-  union { int32_t i; float f; } scale = { .i = ((int32_t)n + 127) << 23 };
+  union {
+    int32_t i;
+    float f;
+  } scale = { .i = ((int32_t)n + 127) << 23 };
   float y = p * scale.f;
   /* Out of range: exp(-inf) = 0 (a softmax over a -inf mask gives exact zeros, as PyTorch's), results below
    * FLT_MIN are flushed as lutra's compute threads flush denormals, and overflow is inf. NaN stays NaN. */
@@ -50,8 +53,9 @@ __attribute__((always_inline)) static inline float lt_expf(float x0) {
 __attribute__((always_inline)) static inline float lt_erff(float x) {
   float ax = __builtin_fabsf(x);
   float t = 1.0f / __builtin_fmaf(0.3275911f, ax, 1.0f);
-  float r = __builtin_fmaf(__builtin_fmaf(__builtin_fmaf(__builtin_fmaf(1.061405429f, t, -1.453152027f), t,
-                                                         1.421413741f), t, -0.284496736f), t, 0.254829592f);
+  float r = __builtin_fmaf(
+      __builtin_fmaf(__builtin_fmaf(__builtin_fmaf(1.061405429f, t, -1.453152027f), t, 1.421413741f), t, -0.284496736f),
+      t, 0.254829592f);
   float y = __builtin_fmaf(-r * t, lt_expf(-ax * ax), 1.0f);
   return __builtin_copysignf(y, x);
 }

@@ -29,27 +29,27 @@ struct lt_node;
 typedef struct lt_tensor {
   int64_t refcount;
   lt_storage *storage;
-  int64_t offset;                /* in elements */
+  int64_t offset; /* in elements */
   int ndim;
   int64_t shape[LT_MAX_DIM];
-  int64_t stride[LT_MAX_DIM];    /* in elements; 0 for broadcast (expanded) dims */
+  int64_t stride[LT_MAX_DIM]; /* in elements; 0 for broadcast (expanded) dims */
   lt_dtype dtype;
   int requires_grad;
-  struct lt_tensor *grad;        /* leaves only; accumulates */
-  struct lt_node *grad_fn;       /* the op that produced this tensor, NULL for leaves */
+  struct lt_tensor *grad;  /* leaves only; accumulates */
+  struct lt_node *grad_fn; /* the op that produced this tensor, NULL for leaves */
 } lt_tensor;
 
 size_t lt_dtype_size(lt_dtype d);
 const char *lt_dtype_name(lt_dtype d);
 
 /* --- lifecycle ------------------------------------------------------------------------------- */
-lt_tensor *lt_tensor_new(lt_ctx *c, lt_dtype dt, int ndim, const int64_t *shape);   /* uninitialised */
-lt_tensor *lt_tensor_new_like(lt_ctx *c, const lt_tensor *t);                        /* same shape+dtype */
+lt_tensor *lt_tensor_new(lt_ctx *c, lt_dtype dt, int ndim, const int64_t *shape); /* uninitialised */
+lt_tensor *lt_tensor_new_like(lt_ctx *c, const lt_tensor *t);                     /* same shape+dtype */
 lt_tensor *lt_tensor_zeros(lt_ctx *c, lt_dtype dt, int ndim, const int64_t *shape);
-lt_tensor *lt_tensor_scalar(lt_ctx *c, double v);                                     /* 0-dim float32 */
+lt_tensor *lt_tensor_scalar(lt_ctx *c, double v); /* 0-dim float32 */
 /* A header over the same storage (no autograd): the building block of views. */
-lt_tensor *lt_tensor_alias(lt_ctx *c, const lt_tensor *base, int ndim, const int64_t *shape,
-                           const int64_t *stride, int64_t offset);
+lt_tensor *lt_tensor_alias(lt_ctx *c, const lt_tensor *base, int ndim, const int64_t *shape, const int64_t *stride,
+                           int64_t offset);
 /* t seen with the broadcast shape (stride 0 on expanded dims), sharing storage, no autograd. */
 lt_tensor *lt_broadcast_alias(lt_ctx *c, const lt_tensor *t, int ndim, const int64_t *shape);
 lt_tensor *lt_tensor_retain(lt_tensor *t);
@@ -82,10 +82,10 @@ typedef int (*lt_backward_fn)(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor 
 #define LT_NODE_INLINE 3
 struct lt_node {
   int64_t refcount;
-  const char *op;                /* for messages: "matmul", "add", ... */
+  const char *op; /* for messages: "matmul", "add", ... */
   lt_backward_fn backward;
   int ninputs;
-  lt_tensor **inputs;            /* retained; points at inline_inputs when ninputs <= LT_NODE_INLINE */
+  lt_tensor **inputs; /* retained; points at inline_inputs when ninputs <= LT_NODE_INLINE */
   lt_tensor *inline_inputs[LT_NODE_INLINE];
   lt_tensor *saved[3];           /* retained tensors the backward needs (outputs, masks, indices) */
   double f[4];                   /* scalar arguments */
@@ -95,15 +95,15 @@ struct lt_node {
   /* backward bookkeeping */
   lt_tensor *grad_acc;
   int64_t deps;
-  int mark;                      /* visited in the current backward */
-  int released;                  /* the graph behind this node was freed by a backward */
+  int mark;     /* visited in the current backward */
+  int released; /* the graph behind this node was freed by a backward */
 };
 
 /* 1 when grad mode is on and any input requires grad. */
 int lt_needs_grad(const lt_ctx *c, int n, lt_tensor *const *inputs);
 /* Attaches a node to `out` when lt_needs_grad; *node gets it (NULL when not recorded). */
-int lt_record(lt_ctx *c, lt_tensor *out, const char *op, lt_backward_fn bw, int n,
-              lt_tensor *const *inputs, lt_node **node);
+int lt_record(lt_ctx *c, lt_tensor *out, const char *op, lt_backward_fn bw, int n, lt_tensor *const *inputs,
+              lt_node **node);
 void lt_node_save(lt_node *n, int slot, lt_tensor *t);
 /* Saves the op's own output: as a detached alias, since the output holds the node (no cycle). */
 int lt_node_save_output(lt_ctx *c, lt_node *n, int slot, lt_tensor *out);

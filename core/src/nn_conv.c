@@ -269,9 +269,8 @@ static void dc_gw_plain(const conv_geom *g, const float *xp, const float *gi, do
 
 #ifdef CONV_AVX512
 /* forward of OB output channels of one image, accumulators in registers (OB constant after inlining) */
-__attribute__((always_inline, target("avx512f"))) static inline void dc_fwd_block(const conv_geom *g, const float *xp,
-                                                                                  const float *w, const float *b,
-                                                                                  float *out, const int OB) {
+__attribute__((always_inline, target("avx512f"))) static inline void
+dc_fwd_block(const conv_geom *g, const float *xp, const float *w, const float *b, float *out, const int OB) {
   const int64_t ldp = dc_ldp(g), KK = g->KH * g->KW, WO = g->WO, P = g->HO * WO, nc = (WO + 15) / 16;
   for (int64_t y = 0; y < g->HO; y++)
     for (int64_t q = 0; q < nc; q++) {
@@ -291,20 +290,20 @@ __attribute__((always_inline, target("avx512f"))) static inline void dc_fwd_bloc
 }
 
 __attribute__((target("avx512f"))) static void dc_fwd_avx512(const conv_geom *g, const float *xp, const float *w,
-                                                            const float *b, float *out) {
+                                                             const float *b, float *out) {
   const int64_t KK = g->KH * g->KW, P = g->HO * g->WO;
   for (int64_t o0 = 0; o0 < g->O; o0 += 8) {
     const float *wo = w + o0 * KK, *bo = b ? b + o0 : NULL;
     float *oo = out + o0 * P;
     switch (g->O - o0 < 8 ? g->O - o0 : 8) {
-    case 1: dc_fwd_block(g, xp, wo, bo, oo, 1); break;
-    case 2: dc_fwd_block(g, xp, wo, bo, oo, 2); break;
-    case 3: dc_fwd_block(g, xp, wo, bo, oo, 3); break;
-    case 4: dc_fwd_block(g, xp, wo, bo, oo, 4); break;
-    case 5: dc_fwd_block(g, xp, wo, bo, oo, 5); break;
-    case 6: dc_fwd_block(g, xp, wo, bo, oo, 6); break;
-    case 7: dc_fwd_block(g, xp, wo, bo, oo, 7); break;
-    default: dc_fwd_block(g, xp, wo, bo, oo, 8); break;
+      case 1: dc_fwd_block(g, xp, wo, bo, oo, 1); break;
+      case 2: dc_fwd_block(g, xp, wo, bo, oo, 2); break;
+      case 3: dc_fwd_block(g, xp, wo, bo, oo, 3); break;
+      case 4: dc_fwd_block(g, xp, wo, bo, oo, 4); break;
+      case 5: dc_fwd_block(g, xp, wo, bo, oo, 5); break;
+      case 6: dc_fwd_block(g, xp, wo, bo, oo, 6); break;
+      case 7: dc_fwd_block(g, xp, wo, bo, oo, 7); break;
+      default: dc_fwd_block(g, xp, wo, bo, oo, 8); break;
     }
   }
 }
@@ -322,7 +321,8 @@ __attribute__((always_inline, target("avx512f"))) static inline void dc_gw_acc(d
 
 __attribute__((always_inline, target("avx512f"))) static inline void dc_gw_block(const conv_geom *g, const float *xp,
                                                                                  const float *gi, double *lanes,
-                                                                                 int64_t ky, const int KW, const int TWO) {
+                                                                                 int64_t ky, const int KW,
+                                                                                 const int TWO) {
   const int64_t ldp = dc_ldp(g), WO = g->WO, P = g->HO * WO, nc = (WO + 15) / 16, KK = g->KH * KW;
   __m512 a0[7], a1[7];
   for (int kx = 0; kx < KW; kx++) a0[kx] = a1[kx] = _mm512_setzero_ps();
@@ -346,17 +346,15 @@ __attribute__((always_inline, target("avx512f"))) static inline void dc_gw_block
   }
 }
 
-#define DC_GW_KW(KW_)                                                                                           \
+#define DC_GW_KW(KW_)                                                                                                \
   __attribute__((target("avx512f"))) static void dc_gw_kw##KW_(const conv_geom *g, const float *xp, const float *gi, \
-                                                               double *lanes) {                                 \
-    const int64_t P = g->HO * g->WO, KK = g->KH * KW_;                                                         \
-    for (int64_t o = 0; o < g->O; o += 2)                                                                      \
-      for (int64_t ky = 0; ky < g->KH; ky++) {                                                                 \
-        if (o + 1 < g->O)                                                                                      \
-          dc_gw_block(g, xp, gi + o * P, lanes + o * KK * 16, ky, KW_, 1);                                     \
-        else                                                                                                   \
-          dc_gw_block(g, xp, gi + o * P, lanes + o * KK * 16, ky, KW_, 0);                                     \
-      }                                                                                                        \
+                                                               double *lanes) {                                      \
+    const int64_t P = g->HO * g->WO, KK = g->KH * KW_;                                                               \
+    for (int64_t o = 0; o < g->O; o += 2)                                                                            \
+      for (int64_t ky = 0; ky < g->KH; ky++) {                                                                       \
+        if (o + 1 < g->O) dc_gw_block(g, xp, gi + o * P, lanes + o * KK * 16, ky, KW_, 1);                           \
+        else dc_gw_block(g, xp, gi + o * P, lanes + o * KK * 16, ky, KW_, 0);                                        \
+      }                                                                                                              \
   }
 DC_GW_KW(1)
 DC_GW_KW(2)
@@ -368,13 +366,13 @@ DC_GW_KW(7)
 
 static void dc_gw_avx512(const conv_geom *g, const float *xp, const float *gi, double *lanes) {
   switch (g->KW) {
-  case 1: dc_gw_kw1(g, xp, gi, lanes); break;
-  case 2: dc_gw_kw2(g, xp, gi, lanes); break;
-  case 3: dc_gw_kw3(g, xp, gi, lanes); break;
-  case 4: dc_gw_kw4(g, xp, gi, lanes); break;
-  case 5: dc_gw_kw5(g, xp, gi, lanes); break;
-  case 6: dc_gw_kw6(g, xp, gi, lanes); break;
-  default: dc_gw_kw7(g, xp, gi, lanes); break;
+    case 1: dc_gw_kw1(g, xp, gi, lanes); break;
+    case 2: dc_gw_kw2(g, xp, gi, lanes); break;
+    case 3: dc_gw_kw3(g, xp, gi, lanes); break;
+    case 4: dc_gw_kw4(g, xp, gi, lanes); break;
+    case 5: dc_gw_kw5(g, xp, gi, lanes); break;
+    case 6: dc_gw_kw6(g, xp, gi, lanes); break;
+    default: dc_gw_kw7(g, xp, gi, lanes); break;
   }
 }
 #endif
@@ -408,13 +406,19 @@ static void dc_part(void *arg, int part, int nparts) {
     dc_pad(g, j->x + i * CHW, xp);
     if (!j->gout) {
 #ifdef CONV_AVX512
-      if (j->avx512) { dc_fwd_avx512(g, xp, j->w, j->b, j->out + i * OP); continue; }
+      if (j->avx512) {
+        dc_fwd_avx512(g, xp, j->w, j->b, j->out + i * OP);
+        continue;
+      }
 #endif
       dc_fwd_plain(g, xp, j->w, j->b, j->out + i * OP);
     } else {
       double *lanes = j->lanes + part * lsz;
 #ifdef CONV_AVX512
-      if (j->avx512) { dc_gw_avx512(g, xp, j->gout + i * OP, lanes); continue; }
+      if (j->avx512) {
+        dc_gw_avx512(g, xp, j->gout + i * OP, lanes);
+        continue;
+      }
 #endif
       dc_gw_plain(g, xp, j->gout + i * OP, lanes);
     }
@@ -435,8 +439,7 @@ static int dc_run(lt_ctx *c, dc_job *j) {
   if (nl) memset(j->lanes, 0, sizeof(double) * (size_t)nl);
   j->avx512 = dc_use_avx512(g);
   const int64_t work = g->N * g->O * g->HO * g->WO * g->KH * g->KW;
-  if (nblk > 1 && lt_pool_parts(c->num_threads, work, DC_PAR_MIN) > 1)
-    lt_pool_run(dc_part, j, (int)nblk);
+  if (nblk > 1 && lt_pool_parts(c->num_threads, work, DC_PAR_MIN) > 1) lt_pool_run(dc_part, j, (int)nblk);
   else
     for (int64_t p = 0; p < nblk; p++) dc_part(j, (int)p, (int)nblk);
   lt_free(j->pad, sizeof(float) * (size_t)npad);
@@ -507,15 +510,21 @@ static int conv2d_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **g
   if (wacc) lt_tensor_release(gw); /* already added into w.grad */
   else gin[1] = gw;
   if (n->ninputs > 2) gin[2] = gb;
-  lt_tensor_release(gc); lt_tensor_release(xc); lt_tensor_release(wc);
+  lt_tensor_release(gc);
+  lt_tensor_release(xc);
+  lt_tensor_release(wc);
   if (col) lt_free(col, sizeof(float) * (size_t)(K * nb * P));
   if (gperm) lt_free(gperm, sizeof(float) * (size_t)(g.O * nb * P));
   return LT_OK;
 fail:
-  lt_tensor_release(gc); lt_tensor_release(xc); lt_tensor_release(wc);
+  lt_tensor_release(gc);
+  lt_tensor_release(xc);
+  lt_tensor_release(wc);
   if (col) lt_free(col, sizeof(float) * (size_t)(K * nb * P));
   if (gperm) lt_free(gperm, sizeof(float) * (size_t)(g.O * nb * P));
-  lt_tensor_release(gx); lt_tensor_release(gw); lt_tensor_release(gb);
+  lt_tensor_release(gx);
+  lt_tensor_release(gw);
+  lt_tensor_release(gb);
   return LT_ERR;
 }
 
@@ -536,11 +545,11 @@ lt_tensor *lt_nn_conv2d(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, int
 lt_tensor *lt_nn_conv2d_act(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, int sh, int sw, int ph, int pw,
                             lt_act act) {
   char b1[128], b2[128];
-  if (lt_check_dtype(c, "conv2d", "input", x, LT_F32) || lt_check_dtype(c, "conv2d", "weight", w, LT_F32))
-    return NULL;
+  if (lt_check_dtype(c, "conv2d", "input", x, LT_F32) || lt_check_dtype(c, "conv2d", "weight", w, LT_F32)) return NULL;
   if (b && lt_check_dtype(c, "conv2d", "bias", b, LT_F32)) return NULL;
   if (w->ndim != 4) {
-    lt_fail(c, "conv2d: weight must be 4-D [out_channels x in_channels x kh x kw], got %s", lt_shape_str(w, b1, sizeof b1));
+    lt_fail(c, "conv2d: weight must be 4-D [out_channels x in_channels x kh x kw], got %s",
+            lt_shape_str(w, b1, sizeof b1));
     return NULL;
   }
   if (x->ndim != 4) {
@@ -564,8 +573,9 @@ lt_tensor *lt_nn_conv2d_act(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b,
     lt_fail(c, "conv2d: bias must be [%lld], got %s", (long long)w->shape[0], lt_shape_str(b, b1, sizeof b1));
     return NULL;
   }
-  conv_geom g = { x->shape[0], x->shape[1], x->shape[2], x->shape[3], w->shape[0], w->shape[2], w->shape[3],
-                  sh, sw, ph, pw, 0, 0 };
+  conv_geom g = {
+    x->shape[0], x->shape[1], x->shape[2], x->shape[3], w->shape[0], w->shape[2], w->shape[3], sh, sw, ph, pw, 0, 0
+  };
   if (g.H + 2 * g.PH < g.KH || g.W + 2 * g.PW < g.KW) {
     lt_fail(c, "conv2d: kernel %lldx%lld is larger than the padded input %lldx%lld (input %s)", (long long)g.KH,
             (long long)g.KW, (long long)(g.H + 2 * g.PH), (long long)(g.W + 2 * g.PW), lt_shape_str(x, b1, sizeof b1));
@@ -585,8 +595,7 @@ lt_tensor *lt_nn_conv2d_act(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b,
   if (direct) {
     dc_job j = { .g = &g, .x = lt_f32(xc), .w = lt_f32(wc), .b = b ? lt_f32(bc) : NULL, .out = lt_f32(out) };
     if (dc_run(c, &j)) goto fail;
-  } else if (!(col = scratch(c, K * nb * P)) || !(tmp = scratch(c, g.O * nb * P)))
-    goto fail;
+  } else if (!(col = scratch(c, K * nb * P)) || !(tmp = scratch(c, g.O * nb * P))) goto fail;
   for (int64_t i0 = 0; i0 < g.N && !direct; i0 += nb) {
     const int64_t m = g.N - i0 < nb ? g.N - i0 : nb, ld = m * P;
     for (int64_t j = 0; j < m; j++) unfold(&g, lt_f32(xc) + (i0 + j) * CHW, col + j * P, ld);
@@ -595,7 +604,9 @@ lt_tensor *lt_nn_conv2d_act(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b,
       for (int64_t o = 0; o < g.O; o++)
         add_bias_row(lt_f32(out) + ((i0 + j) * g.O + o) * P, tmp + o * ld + j * P, b ? lt_f32(bc)[o] : 0.0f, P);
   }
-  lt_tensor_release(xc); lt_tensor_release(wc); lt_tensor_release(bc);
+  lt_tensor_release(xc);
+  lt_tensor_release(wc);
+  lt_tensor_release(bc);
   if (col) lt_free(col, sizeof(float) * (size_t)(K * nb * P));
   if (tmp) lt_free(tmp, sizeof(float) * (size_t)(g.O * nb * P));
   if (act == LT_ACT_RELU) lt_relu_inplace_f32(lt_f32(out), lt_numel(out));
@@ -607,10 +618,16 @@ lt_tensor *lt_nn_conv2d_act(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b,
     return NULL;
   }
   if (nd) memcpy(nd->i, &g, sizeof g);
-  if (nd && act == LT_ACT_RELU && lt_node_save_output(c, nd, 0, out)) { lt_tensor_release(out); return NULL; }
+  if (nd && act == LT_ACT_RELU && lt_node_save_output(c, nd, 0, out)) {
+    lt_tensor_release(out);
+    return NULL;
+  }
   return out;
 fail:
-  lt_tensor_release(out); lt_tensor_release(xc); lt_tensor_release(wc); lt_tensor_release(bc);
+  lt_tensor_release(out);
+  lt_tensor_release(xc);
+  lt_tensor_release(wc);
+  lt_tensor_release(bc);
   if (col) lt_free(col, sizeof(float) * (size_t)(K * nb * P));
   if (tmp) lt_free(tmp, sizeof(float) * (size_t)(g.O * nb * P));
   return NULL;

@@ -32,7 +32,11 @@ lt_tensor *lt_nn_dropout(lt_ctx *c, lt_tensor *x, double p, int training) {
   if (i < n) pm[i] = (lt_rng_next(&c->rng) >> 40) < thresh ? 0.0f : keep;
   lt_tensor *xc = lt_op_contiguous(c, x);
   lt_tensor *out = xc ? lt_tensor_new(c, LT_F32, x->ndim, x->shape) : NULL;
-  if (!out) { lt_tensor_release(xc); lt_tensor_release(mask); return NULL; }
+  if (!out) {
+    lt_tensor_release(xc);
+    lt_tensor_release(mask);
+    return NULL;
+  }
   const float *px = lt_f32(xc);
   float *po = lt_f32(out);
   for (int64_t j = 0; j < n; j++) po[j] = px[j] * pm[j];

@@ -14,7 +14,10 @@ static int embedding_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor 
   int64_t pad = n->i[0], d = w->shape[1];
   lt_tensor *gc = lt_op_contiguous(c, gout);
   lt_tensor *gw = gc ? lt_tensor_zeros(c, LT_F32, 2, w->shape) : NULL;
-  if (!gw) { lt_tensor_release(gc); return LT_ERR; }
+  if (!gw) {
+    lt_tensor_release(gc);
+    return LT_ERR;
+  }
   const int64_t *pi = lt_i64(idx);
   const float *pg = lt_f32(gc);
   float *pw = lt_f32(gw);
@@ -34,7 +37,8 @@ lt_tensor *lt_nn_embedding_pad(lt_ctx *c, lt_tensor *idx, lt_tensor *w, int64_t 
   if (lt_check_dtype(c, "embedding", "indices", idx, LT_I64) || lt_check_dtype(c, "embedding", "weight", w, LT_F32))
     return NULL;
   if (w->ndim != 2) {
-    lt_fail(c, "embedding: weight must be 2-D [num_embeddings x embedding_dim], got %s", lt_shape_str(w, b1, sizeof b1));
+    lt_fail(c, "embedding: weight must be 2-D [num_embeddings x embedding_dim], got %s",
+            lt_shape_str(w, b1, sizeof b1));
     return NULL;
   }
   if (idx->ndim >= LT_MAX_DIM) {
@@ -58,7 +62,11 @@ lt_tensor *lt_nn_embedding_pad(lt_ctx *c, lt_tensor *idx, lt_tensor *w, int64_t 
   oshape[idx->ndim] = d;
   lt_tensor *wc = lt_op_contiguous(c, w);
   lt_tensor *out = wc ? lt_tensor_new(c, LT_F32, idx->ndim + 1, oshape) : NULL;
-  if (!out) { lt_tensor_release(ic); lt_tensor_release(wc); return NULL; }
+  if (!out) {
+    lt_tensor_release(ic);
+    lt_tensor_release(wc);
+    return NULL;
+  }
   const float *pw = lt_f32(wc);
   float *po = lt_f32(out);
   for (int64_t s = 0; s < m; s++) memcpy(po + s * d, pw + pi[s] * d, sizeof(float) * (size_t)d);

@@ -15,8 +15,8 @@
 /* ---- shared pieces ---------------------------------------------------------------------------- */
 
 /* checks logits/target shapes of the class losses; N * inner samples, C classes */
-static int class_dims(lt_ctx *c, const char *op, const char *what, lt_tensor *x, lt_tensor *t, lt_tensor *w,
-                      int64_t *N, int64_t *C, int64_t *inner) {
+static int class_dims(lt_ctx *c, const char *op, const char *what, lt_tensor *x, lt_tensor *t, lt_tensor *w, int64_t *N,
+                      int64_t *C, int64_t *inner) {
   char b1[128], b2[128];
   if (lt_check_dtype(c, op, what, x, LT_F32) || lt_check_dtype(c, op, "target", t, LT_I64)) return LT_ERR;
   if (x->ndim < 2)
@@ -54,7 +54,9 @@ static lt_tensor *loss_out(lt_ctx *c, lt_reduction red, int ndim, const int64_t 
 }
 
 /* upstream gradient of sample s: gout[s] for none, the scalar otherwise */
-static inline float go_at(const float *pg, lt_reduction red, int64_t s) { return red == LT_REDUCE_NONE ? pg[s] : pg[0]; }
+static inline float go_at(const float *pg, lt_reduction red, int64_t s) {
+  return red == LT_REDUCE_NONE ? pg[s] : pg[0];
+}
 
 /* ---- cross_entropy ------------------------------------------------------------------------------ */
 
@@ -68,12 +70,17 @@ static int cross_entropy_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_ten
   lt_tensor *gc = lt_op_contiguous(c, gout);
   lt_tensor *xc = gc ? lt_op_contiguous(c, x) : NULL;
   lt_tensor *gx = xc ? lt_tensor_new(c, LT_F32, x->ndim, x->shape) : NULL;
-  if (!gx) { lt_tensor_release(gc); lt_tensor_release(xc); return LT_ERR; }
+  if (!gx) {
+    lt_tensor_release(gc);
+    lt_tensor_release(xc);
+    return LT_ERR;
+  }
   const float *px = lt_f32(xc), *pg = lt_f32(gc), *lse = lt_f32(n->saved[0]);
   const int64_t *pt = lt_i64(n->saved[1]);
   const float *pw = n->saved[2] ? lt_f32(n->saved[2]) : NULL;
   double W = 0;
-  if (pw) for (int64_t k = 0; k < C; k++) W += pw[k];
+  if (pw)
+    for (int64_t k = 0; k < C; k++) W += pw[k];
   else W = (double)C;
   float *po = lt_f32(gx);
   for (int64_t i = 0; i < N; i++)
@@ -155,16 +162,28 @@ lt_tensor *lt_nn_cross_entropy(lt_ctx *c, lt_tensor *x, lt_tensor *target, lt_te
   lt_node *nd;
   if (lt_record(c, out, op, cross_entropy_backward, 1, &x, &nd)) goto fail;
   if (nd) {
-    nd->i[0] = red; nd->i[1] = ignore; nd->i[2] = N; nd->i[3] = C; nd->i[4] = inner;
-    nd->f[0] = eps; nd->f[1] = sn; nd->f[2] = ss;
+    nd->i[0] = red;
+    nd->i[1] = ignore;
+    nd->i[2] = N;
+    nd->i[3] = C;
+    nd->i[4] = inner;
+    nd->f[0] = eps;
+    nd->f[1] = sn;
+    nd->f[2] = ss;
     lt_node_save(nd, 0, lse);
     lt_node_save(nd, 1, tc);
     if (wc) lt_node_save(nd, 2, wc);
   }
-  lt_tensor_release(xc); lt_tensor_release(tc); lt_tensor_release(wc); lt_tensor_release(lse);
+  lt_tensor_release(xc);
+  lt_tensor_release(tc);
+  lt_tensor_release(wc);
+  lt_tensor_release(lse);
   return out;
 fail:
-  lt_tensor_release(xc); lt_tensor_release(tc); lt_tensor_release(wc); lt_tensor_release(lse);
+  lt_tensor_release(xc);
+  lt_tensor_release(tc);
+  lt_tensor_release(wc);
+  lt_tensor_release(lse);
   lt_tensor_release(out);
   return NULL;
 }
@@ -178,7 +197,10 @@ static int nll_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin)
   int64_t ignore = n->i[1], N = n->i[2], C = n->i[3], inner = n->i[4];
   lt_tensor *gc = lt_op_contiguous(c, gout);
   lt_tensor *gx = gc ? lt_tensor_zeros(c, LT_F32, x->ndim, x->shape) : NULL;
-  if (!gx) { lt_tensor_release(gc); return LT_ERR; }
+  if (!gx) {
+    lt_tensor_release(gc);
+    return LT_ERR;
+  }
   const float *pg = lt_f32(gc), *pw = n->saved[1] ? lt_f32(n->saved[1]) : NULL;
   const int64_t *pt = lt_i64(n->saved[0]);
   float *po = lt_f32(gx);
@@ -226,15 +248,24 @@ lt_tensor *lt_nn_nll_loss(lt_ctx *c, lt_tensor *x, lt_tensor *target, lt_tensor 
   lt_node *nd;
   if (lt_record(c, out, op, nll_backward, 1, &x, &nd)) goto fail;
   if (nd) {
-    nd->i[0] = red; nd->i[1] = ignore; nd->i[2] = N; nd->i[3] = C; nd->i[4] = inner;
+    nd->i[0] = red;
+    nd->i[1] = ignore;
+    nd->i[2] = N;
+    nd->i[3] = C;
+    nd->i[4] = inner;
     nd->f[0] = scale;
     lt_node_save(nd, 0, tc);
     if (wc) lt_node_save(nd, 1, wc);
   }
-  lt_tensor_release(xc); lt_tensor_release(tc); lt_tensor_release(wc);
+  lt_tensor_release(xc);
+  lt_tensor_release(tc);
+  lt_tensor_release(wc);
   return out;
 fail:
-  lt_tensor_release(xc); lt_tensor_release(tc); lt_tensor_release(wc); lt_tensor_release(out);
+  lt_tensor_release(xc);
+  lt_tensor_release(tc);
+  lt_tensor_release(wc);
+  lt_tensor_release(out);
   return NULL;
 }
 
@@ -243,12 +274,16 @@ fail:
 typedef enum { PW_MSE, PW_L1, PW_BCE, PW_BCE_PROB, PW_SMOOTH_L1, PW_HUBER } pw_kind;
 
 static const char *pw_name(pw_kind k) {
-  static const char *const names[] = { "mse_loss", "l1_loss", "binary_cross_entropy_with_logits",
-                                       "binary_cross_entropy", "smooth_l1_loss", "huber_loss" };
+  static const char *const names[] = {
+    "mse_loss", "l1_loss", "binary_cross_entropy_with_logits", "binary_cross_entropy", "smooth_l1_loss", "huber_loss"
+  };
   return names[k];
 }
 
-static inline double log_clamped(double v) { double l = log(v); return l < -100 ? -100 : l; } /* PyTorch's BCE */
+static inline double log_clamped(double v) {
+  double l = log(v);
+  return l < -100 ? -100 : l;
+} /* PyTorch's BCE */
 
 static inline double softplus_neg(double x) { return log1p(exp(-fabs(x))) + (x < 0 ? -x : 0); } /* log(1+e^-x) */
 
@@ -256,12 +291,12 @@ static inline double softplus_neg(double x) { return log1p(exp(-fabs(x))) + (x <
 static inline double pw_loss(pw_kind k, double x, double y, double pw, double a) {
   double z = fabs(x - y);
   switch (k) {
-  case PW_MSE: return (x - y) * (x - y);
-  case PW_L1: return z;
-  case PW_BCE_PROB: return -(y * log_clamped(x) + (1 - y) * log_clamped(1 - x));
-  case PW_SMOOTH_L1: return z < a ? 0.5 * z * z / a : z - 0.5 * a;
-  case PW_HUBER: return z < a ? 0.5 * z * z : a * (z - 0.5 * a);
-  default: return (1 - y) * x + (1 + (pw - 1) * y) * softplus_neg(x);
+    case PW_MSE: return (x - y) * (x - y);
+    case PW_L1: return z;
+    case PW_BCE_PROB: return -(y * log_clamped(x) + (1 - y) * log_clamped(1 - x));
+    case PW_SMOOTH_L1: return z < a ? 0.5 * z * z / a : z - 0.5 * a;
+    case PW_HUBER: return z < a ? 0.5 * z * z : a * (z - 0.5 * a);
+    default: return (1 - y) * x + (1 + (pw - 1) * y) * softplus_neg(x);
   }
 }
 
@@ -269,21 +304,33 @@ static inline double pw_loss(pw_kind k, double x, double y, double pw, double a)
 static inline void pw_grad(pw_kind k, double x, double y, double pw, double a, double *gx, double *gy) {
   double d = x - y, z = fabs(d), sg = d > 0 ? 1 : d < 0 ? -1 : 0;
   switch (k) {
-  case PW_MSE: *gx = 2 * (x - y); *gy = -*gx; break;
-  case PW_L1: *gx = x > y ? 1 : x < y ? -1 : 0; *gy = -*gx; break;
-  case PW_BCE_PROB: { /* PyTorch: (x - y) / max(x(1-x), 1e-12) */
-    double den = (1 - x) * x;
-    *gx = (x - y) / (den > 1e-12 ? den : 1e-12);
-    *gy = log_clamped(1 - x) - log_clamped(x);
-    break;
-  }
-  case PW_SMOOTH_L1: *gx = z < a ? d / a : sg; *gy = -*gx; break;
-  case PW_HUBER: *gx = z < a ? d : a * sg; *gy = -*gx; break;
-  default: {
-    double lw = 1 + (pw - 1) * y, sneg = 1 / (1 + exp(x)); /* sigmoid(-x) */
-    *gx = (1 - y) - lw * sneg;
-    *gy = -x + (pw - 1) * softplus_neg(x);
-  }
+    case PW_MSE:
+      *gx = 2 * (x - y);
+      *gy = -*gx;
+      break;
+    case PW_L1:
+      *gx = x > y ? 1 : x < y ? -1 : 0;
+      *gy = -*gx;
+      break;
+    case PW_BCE_PROB: { /* PyTorch: (x - y) / max(x(1-x), 1e-12) */
+      double den = (1 - x) * x;
+      *gx = (x - y) / (den > 1e-12 ? den : 1e-12);
+      *gy = log_clamped(1 - x) - log_clamped(x);
+      break;
+    }
+    case PW_SMOOTH_L1:
+      *gx = z < a ? d / a : sg;
+      *gy = -*gx;
+      break;
+    case PW_HUBER:
+      *gx = z < a ? d : a * sg;
+      *gy = -*gx;
+      break;
+    default: {
+      double lw = 1 + (pw - 1) * y, sneg = 1 / (1 + exp(x)); /* sigmoid(-x) */
+      *gx = (1 - y) - lw * sneg;
+      *gy = -x + (pw - 1) * softplus_neg(x);
+    }
   }
 }
 
@@ -299,8 +346,11 @@ static int pointwise_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor 
   lt_tensor *gx = yc && x->requires_grad ? lt_tensor_new(c, LT_F32, x->ndim, x->shape) : NULL;
   lt_tensor *gy = yc && y->requires_grad ? lt_tensor_new(c, LT_F32, y->ndim, y->shape) : NULL;
   if (!yc || (x->requires_grad && !gx) || (y->requires_grad && !gy)) {
-    lt_tensor_release(gc); lt_tensor_release(xc); lt_tensor_release(yc);
-    lt_tensor_release(gx); lt_tensor_release(gy);
+    lt_tensor_release(gc);
+    lt_tensor_release(xc);
+    lt_tensor_release(yc);
+    lt_tensor_release(gx);
+    lt_tensor_release(gy);
     return LT_ERR;
   }
   const float *px = lt_f32(xc), *py = lt_f32(yc), *pg = lt_f32(gc);
@@ -313,14 +363,16 @@ static int pointwise_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor 
     if (ogx) ogx[i] = (float)(a * go);
     if (ogy) ogy[i] = (float)(b * go);
   }
-  lt_tensor_release(gc); lt_tensor_release(xc); lt_tensor_release(yc);
+  lt_tensor_release(gc);
+  lt_tensor_release(xc);
+  lt_tensor_release(yc);
   gin[0] = gx;
   gin[1] = gy;
   return LT_OK;
 }
 
-static lt_tensor *pointwise_loss(lt_ctx *c, pw_kind kind, lt_tensor *x, lt_tensor *y, lt_tensor *pos_weight,
-                                 double a, lt_reduction red) {
+static lt_tensor *pointwise_loss(lt_ctx *c, pw_kind kind, lt_tensor *x, lt_tensor *y, lt_tensor *pos_weight, double a,
+                                 lt_reduction red) {
   char b1[128], b2[128];
   const char *op = pw_name(kind);
   if (lt_check_dtype(c, op, "input", x, LT_F32) || lt_check_dtype(c, op, "target", y, LT_F32)) return NULL;
@@ -345,7 +397,9 @@ static lt_tensor *pointwise_loss(lt_ctx *c, pw_kind kind, lt_tensor *x, lt_tenso
   lt_tensor *pc = yc && pos_weight ? lt_op_contiguous(c, pos_weight) : NULL;
   lt_tensor *out = yc && (pc || !pos_weight) ? loss_out(c, red, x->ndim, x->shape) : NULL;
   if (!out) {
-    lt_tensor_release(xc); lt_tensor_release(yc); lt_tensor_release(pc);
+    lt_tensor_release(xc);
+    lt_tensor_release(yc);
+    lt_tensor_release(pc);
     return NULL;
   }
   const float *px = lt_f32(xc), *py = lt_f32(yc), *ppw = pc ? lt_f32(pc) : NULL;
@@ -356,7 +410,10 @@ static lt_tensor *pointwise_loss(lt_ctx *c, pw_kind kind, lt_tensor *x, lt_tenso
     if (!(px[i] >= 0 && px[i] <= 1)) {
       lt_fail(c, "%s: all elements of input should be between 0 and 1 (element %lld is %g)", op, (long long)i + 1,
               (double)px[i]);
-      lt_tensor_release(xc); lt_tensor_release(yc); lt_tensor_release(pc); lt_tensor_release(out);
+      lt_tensor_release(xc);
+      lt_tensor_release(yc);
+      lt_tensor_release(pc);
+      lt_tensor_release(out);
       return NULL;
     }
   for (int64_t i = 0; i < m; i++) {
@@ -376,7 +433,9 @@ static lt_tensor *pointwise_loss(lt_ctx *c, pw_kind kind, lt_tensor *x, lt_tenso
     return NULL;
   }
   if (nd) {
-    nd->i[0] = kind; nd->i[1] = red; nd->i[2] = npw;
+    nd->i[0] = kind;
+    nd->i[1] = red;
+    nd->i[2] = npw;
     nd->f[0] = scale;
     nd->f[1] = a;
     if (pc) lt_node_save(nd, 0, pc);
@@ -398,10 +457,16 @@ lt_tensor *lt_nn_binary_cross_entropy(lt_ctx *c, lt_tensor *x, lt_tensor *y, lt_
   return pointwise_loss(c, PW_BCE_PROB, x, y, NULL, 0, red);
 }
 lt_tensor *lt_nn_smooth_l1_loss(lt_ctx *c, lt_tensor *x, lt_tensor *y, double beta, lt_reduction red) {
-  if (!(beta >= 0)) { lt_fail(c, "smooth_l1_loss: beta must be >= 0, got %g", beta); return NULL; }
+  if (!(beta >= 0)) {
+    lt_fail(c, "smooth_l1_loss: beta must be >= 0, got %g", beta);
+    return NULL;
+  }
   return pointwise_loss(c, PW_SMOOTH_L1, x, y, NULL, beta, red);
 }
 lt_tensor *lt_nn_huber_loss(lt_ctx *c, lt_tensor *x, lt_tensor *y, double delta, lt_reduction red) {
-  if (!(delta > 0)) { lt_fail(c, "huber_loss: delta must be > 0, got %g", delta); return NULL; }
+  if (!(delta > 0)) {
+    lt_fail(c, "huber_loss: delta must be > 0, got %g", delta);
+    return NULL;
+  }
   return pointwise_loss(c, PW_HUBER, x, y, NULL, delta, red);
 }

@@ -22,7 +22,10 @@ static int lstm_cell_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor 
   lt_tensor *gg = cp && gates->requires_grad ? lt_tensor_new(c, LT_F32, 2, gates->shape) : NULL;
   lt_tensor *gcp = cp && cprev->requires_grad ? lt_tensor_new(c, LT_F32, 2, cprev->shape) : NULL;
   if (!cp || (gates->requires_grad && !gg) || (cprev->requires_grad && !gcp)) {
-    lt_tensor_release(gc); lt_tensor_release(cp); lt_tensor_release(gg); lt_tensor_release(gcp);
+    lt_tensor_release(gc);
+    lt_tensor_release(cp);
+    lt_tensor_release(gg);
+    lt_tensor_release(gcp);
     return LT_ERR;
   }
   const float *act = lt_f32(n->saved[0]), *out = lt_f32(n->saved[1]), *pg = lt_f32(gc), *pc = lt_f32(cp);
@@ -74,7 +77,10 @@ lt_tensor *lt_nn_lstm_cell(lt_ctx *c, lt_tensor *gates, lt_tensor *cprev) {
     for (int64_t j = 0; j < H; j++) {
       float i = sigm(g4[j]), f = sigm(g4[H + j]), g = tanhf(g4[2 * H + j]), o = sigm(g4[3 * H + j]);
       float cn = f * pc[b * H + j] + i * g;
-      a[j] = i; a[H + j] = f; a[2 * H + j] = g; a[3 * H + j] = o;
+      a[j] = i;
+      a[H + j] = f;
+      a[2 * H + j] = g;
+      a[3 * H + j] = o;
       o2[j] = o * tanhf(cn);
       o2[H + j] = cn;
     }
@@ -89,13 +95,21 @@ lt_tensor *lt_nn_lstm_cell(lt_ctx *c, lt_tensor *gates, lt_tensor *cprev) {
     return NULL;
   }
   if (nd) {
-    nd->i[0] = B; nd->i[1] = H;
+    nd->i[0] = B;
+    nd->i[1] = H;
     lt_node_save(nd, 0, act);
-    if (lt_node_save_output(c, nd, 1, out)) { lt_tensor_release(act); lt_tensor_release(out); return NULL; }
+    if (lt_node_save_output(c, nd, 1, out)) {
+      lt_tensor_release(act);
+      lt_tensor_release(out);
+      return NULL;
+    }
   }
   lt_tensor_release(act);
   return out;
 fail:
-  lt_tensor_release(gc); lt_tensor_release(cp); lt_tensor_release(act); lt_tensor_release(out);
+  lt_tensor_release(gc);
+  lt_tensor_release(cp);
+  lt_tensor_release(act);
+  lt_tensor_release(out);
   return NULL;
 }

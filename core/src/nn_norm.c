@@ -38,8 +38,11 @@ static int batch_norm_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor
   lt_tensor *gw = xc && w && w->requires_grad ? lt_tensor_new(c, LT_F32, 1, &C) : NULL;
   lt_tensor *gb = xc && b && b->requires_grad ? lt_tensor_new(c, LT_F32, 1, &C) : NULL;
   if (!xc || (x->requires_grad && !gx) || (w && w->requires_grad && !gw) || (b && b->requires_grad && !gb)) {
-    lt_tensor_release(gc); lt_tensor_release(xc);
-    lt_tensor_release(gx); lt_tensor_release(gw); lt_tensor_release(gb);
+    lt_tensor_release(gc);
+    lt_tensor_release(xc);
+    lt_tensor_release(gx);
+    lt_tensor_release(gw);
+    lt_tensor_release(gb);
     return LT_ERR;
   }
   const float *px = lt_f32(xc), *pg = lt_f32(gc);
@@ -112,7 +115,11 @@ lt_tensor *lt_nn_batch_norm(lt_ctx *c, lt_tensor *x, lt_tensor *rm, lt_tensor *r
   lt_tensor *xc = lt_op_contiguous(c, x);
   lt_tensor *stats = xc ? lt_tensor_new(c, LT_F32, 2, sshape) : NULL;
   lt_tensor *out = stats ? lt_tensor_new(c, LT_F32, x->ndim, x->shape) : NULL;
-  if (!out) { lt_tensor_release(xc); lt_tensor_release(stats); return NULL; }
+  if (!out) {
+    lt_tensor_release(xc);
+    lt_tensor_release(stats);
+    return NULL;
+  }
   const float *px = lt_f32(xc);
   float *po = lt_f32(out), *mean = lt_f32(stats), *invstd = mean + C;
   for (int64_t ch = 0; ch < C; ch++) {
@@ -153,7 +160,10 @@ lt_tensor *lt_nn_batch_norm(lt_ctx *c, lt_tensor *x, lt_tensor *rm, lt_tensor *r
   lt_node *nd;
   if (lt_record(c, out, op, batch_norm_backward, 3, ins, &nd)) goto fail;
   if (nd) {
-    nd->i[0] = training; nd->i[1] = N; nd->i[2] = C; nd->i[3] = inner;
+    nd->i[0] = training;
+    nd->i[1] = N;
+    nd->i[2] = C;
+    nd->i[3] = inner;
     lt_node_save(nd, 0, stats);
   }
   lt_tensor_release(stats);
@@ -178,8 +188,11 @@ static int layer_norm_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor
   lt_tensor *gw = xc && w && w->requires_grad ? lt_tensor_zeros(c, LT_F32, w->ndim, w->shape) : NULL;
   lt_tensor *gb = xc && b && b->requires_grad ? lt_tensor_zeros(c, LT_F32, b->ndim, b->shape) : NULL;
   if (!xc || (x->requires_grad && !gx) || (w && w->requires_grad && !gw) || (b && b->requires_grad && !gb)) {
-    lt_tensor_release(gc); lt_tensor_release(xc);
-    lt_tensor_release(gx); lt_tensor_release(gw); lt_tensor_release(gb);
+    lt_tensor_release(gc);
+    lt_tensor_release(xc);
+    lt_tensor_release(gx);
+    lt_tensor_release(gw);
+    lt_tensor_release(gb);
     return LT_ERR;
   }
   const float *px = lt_f32(xc), *pg = lt_f32(gc);
@@ -251,21 +264,27 @@ lt_tensor *lt_nn_layer_norm(lt_ctx *c, lt_tensor *x, int k, lt_tensor *w, lt_ten
     double is = 1.0 / sqrt(ss / (double)M + eps);
     mean[r] = (float)m;
     invstd[r] = (float)is;
-    for (int64_t j = 0; j < M; j++)
-      po[r * M + j] = (float)((xr[j] - m) * is * (pw ? pw[j] : 1.0) + (pb ? pb[j] : 0.0));
+    for (int64_t j = 0; j < M; j++) po[r * M + j] = (float)((xr[j] - m) * is * (pw ? pw[j] : 1.0) + (pb ? pb[j] : 0.0));
   }
   lt_tensor *ins[3] = { x, w, b };
   lt_node *nd;
   if (lt_record(c, out, op, layer_norm_backward, 3, ins, &nd)) goto fail;
   if (nd) {
-    nd->i[0] = R; nd->i[1] = M;
+    nd->i[0] = R;
+    nd->i[1] = M;
     lt_node_save(nd, 0, stats);
     if (wc) lt_node_save(nd, 1, wc);
   }
-  lt_tensor_release(xc); lt_tensor_release(wc); lt_tensor_release(bc); lt_tensor_release(stats);
+  lt_tensor_release(xc);
+  lt_tensor_release(wc);
+  lt_tensor_release(bc);
+  lt_tensor_release(stats);
   return out;
 fail:
-  lt_tensor_release(xc); lt_tensor_release(wc); lt_tensor_release(bc); lt_tensor_release(stats);
+  lt_tensor_release(xc);
+  lt_tensor_release(wc);
+  lt_tensor_release(bc);
+  lt_tensor_release(stats);
   lt_tensor_release(out);
   return NULL;
 }

@@ -11,7 +11,9 @@
 #include "lt_nn.h"
 #include "lt_simd.h"
 
-typedef struct pool_geom { int64_t N, C, H, W, KH, KW, SH, SW, PH, PW, HO, WO, count_pad; } pool_geom;
+typedef struct pool_geom {
+  int64_t N, C, H, W, KH, KW, SH, SW, PH, PW, HO, WO, count_pad;
+} pool_geom;
 _Static_assert(sizeof(pool_geom) <= sizeof(((lt_node *)0)->i), "pool_geom must fit in a node's integer slots");
 
 static int pool_check(lt_ctx *c, const char *op, lt_tensor *x, int kh, int kw, int sh, int sw, int ph, int pw,
@@ -22,7 +24,8 @@ static int pool_check(lt_ctx *c, const char *op, lt_tensor *x, int kh, int kw, i
     return lt_fail(c, "%s: input must be 4-D [batch x channels x height x width], got %s", op,
                    lt_shape_str(x, b1, sizeof b1));
   if (kh < 1 || kw < 1 || sh < 1 || sw < 1 || ph < 0 || pw < 0)
-    return lt_fail(c, "%s: kernel and stride must be >= 1 and padding >= 0, got kernel %dx%d, stride %dx%d, padding %dx%d",
+    return lt_fail(c,
+                   "%s: kernel and stride must be >= 1 and padding >= 0, got kernel %dx%d, stride %dx%d, padding %dx%d",
                    op, kh, kw, sh, sw, ph, pw);
   if (2 * ph > kh || 2 * pw > kw)
     return lt_fail(c, "%s: padding %dx%d must be at most half the kernel %dx%d", op, ph, pw, kh, kw);
@@ -43,7 +46,10 @@ static int max_pool_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor *
   memcpy(&g, n->i, sizeof g);
   lt_tensor *gc = lt_op_contiguous(c, gout);
   lt_tensor *gx = gc ? lt_tensor_zeros(c, LT_F32, 4, n->inputs[0]->shape) : NULL;
-  if (!gx) { lt_tensor_release(gc); return LT_ERR; }
+  if (!gx) {
+    lt_tensor_release(gc);
+    return LT_ERR;
+  }
   const int64_t *idx = lt_i64(n->saved[0]);
   const float *pg = lt_f32(gc);
   float *px = lt_f32(gx);
@@ -103,8 +109,8 @@ __attribute__((target("avx512f"))) static void max_pool_2x2_row_avx512(const flo
     __m512i one = _mm512_set1_epi32(1);
     __m512i off0 = _mm512_maskz_mov_epi32(tb, one);
     __m512i off1 = _mm512_add_epi32(_mm512_set1_epi32(w), _mm512_maskz_mov_epi32(td, one));
-    __m512i off = _mm512_add_epi32(_mm512_mask_blend_epi32(tr, off0, off1),
-                                   _mm512_add_epi32(lane2, _mm512_set1_epi32(2 * i)));
+    __m512i off =
+        _mm512_add_epi32(_mm512_mask_blend_epi32(tr, off0, off1), _mm512_add_epi32(lane2, _mm512_set1_epi32(2 * i)));
     __m512i bs = _mm512_set1_epi64(base);
     _mm512_mask_storeu_epi64(oi + i, (__mmask8)k,
                              _mm512_add_epi64(bs, _mm512_cvtepi32_epi64(_mm512_castsi512_si256(off))));
@@ -169,7 +175,11 @@ lt_tensor *lt_nn_max_pool2d(lt_ctx *c, lt_tensor *x, int kh, int kw, int sh, int
   lt_tensor *xc = lt_op_contiguous(c, x);
   lt_tensor *out = xc ? lt_tensor_new(c, LT_F32, 4, oshape) : NULL;
   lt_tensor *ind = out ? lt_tensor_new(c, LT_I64, 4, oshape) : NULL;
-  if (!ind) { lt_tensor_release(xc); lt_tensor_release(out); return NULL; }
+  if (!ind) {
+    lt_tensor_release(xc);
+    lt_tensor_release(out);
+    return NULL;
+  }
   max_pool_forward(&g, lt_f32(xc), lt_f32(out), lt_i64(ind));
   lt_tensor_release(xc);
   lt_node *nd;
@@ -200,7 +210,10 @@ static double avg_window(const pool_geom *g, int64_t oh, int64_t ow, int64_t *h0
   if (ws < 0) ws = 0;
   if (he > g->H) he = g->H;
   if (we > g->W) we = g->W;
-  *h0 = hs; *h1 = he; *w0 = ws; *w1 = we;
+  *h0 = hs;
+  *h1 = he;
+  *w0 = ws;
+  *w1 = we;
   return (double)(g->count_pad ? padded : (he - hs) * (we - ws));
 }
 
@@ -209,7 +222,10 @@ static int avg_pool_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor *
   memcpy(&g, n->i, sizeof g);
   lt_tensor *gc = lt_op_contiguous(c, gout);
   lt_tensor *gx = gc ? lt_tensor_zeros(c, LT_F32, 4, n->inputs[0]->shape) : NULL;
-  if (!gx) { lt_tensor_release(gc); return LT_ERR; }
+  if (!gx) {
+    lt_tensor_release(gc);
+    return LT_ERR;
+  }
   const float *pg = lt_f32(gc);
   float *px = lt_f32(gx);
   for (int64_t pl = 0; pl < g.N * g.C; pl++) {
@@ -236,7 +252,10 @@ lt_tensor *lt_nn_avg_pool2d(lt_ctx *c, lt_tensor *x, int kh, int kw, int sh, int
   int64_t oshape[4] = { g.N, g.C, g.HO, g.WO };
   lt_tensor *xc = lt_op_contiguous(c, x);
   lt_tensor *out = xc ? lt_tensor_new(c, LT_F32, 4, oshape) : NULL;
-  if (!out) { lt_tensor_release(xc); return NULL; }
+  if (!out) {
+    lt_tensor_release(xc);
+    return NULL;
+  }
   const float *px = lt_f32(xc);
   float *po = lt_f32(out);
   for (int64_t pl = 0; pl < g.N * g.C; pl++) {
@@ -252,7 +271,10 @@ lt_tensor *lt_nn_avg_pool2d(lt_ctx *c, lt_tensor *x, int kh, int kw, int sh, int
   }
   lt_tensor_release(xc);
   lt_node *nd;
-  if (lt_record(c, out, "avg_pool2d", avg_pool_backward, 1, &x, &nd)) { lt_tensor_release(out); return NULL; }
+  if (lt_record(c, out, "avg_pool2d", avg_pool_backward, 1, &x, &nd)) {
+    lt_tensor_release(out);
+    return NULL;
+  }
   if (nd) memcpy(nd->i, &g, sizeof g);
   return out;
 }

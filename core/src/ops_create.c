@@ -9,7 +9,10 @@
 
 lt_tensor *lt_op_full(lt_ctx *c, lt_dtype dt, int ndim, const int64_t *shape, double v) {
   lt_tensor *t = lt_tensor_new(c, dt, ndim, shape);
-  if (t && lt_op_fill_(c, t, v)) { lt_tensor_release(t); return NULL; }
+  if (t && lt_op_fill_(c, t, v)) {
+    lt_tensor_release(t);
+    return NULL;
+  }
   return t;
 }
 
@@ -18,7 +21,10 @@ lt_tensor *lt_op_arange(lt_ctx *c, double a, double b, double step, lt_dtype dt)
     lt_fail(c, "arange: start, end and step must be finite, got %g, %g, %g", a, b, step);
     return NULL;
   }
-  if (step == 0) { lt_fail(c, "arange: step must be nonzero"); return NULL; }
+  if (step == 0) {
+    lt_fail(c, "arange: step must be nonzero");
+    return NULL;
+  }
   double count = ceil((b - a) / step);
   if (count > (double)((int64_t)1 << 40)) { /* before the cast below, which would be undefined past 2^63 */
     lt_fail(c, "arange: [%g, %g) with step %g has %g elements: too many to allocate", a, b, step, count);
@@ -70,14 +76,18 @@ lt_tensor *lt_op_randn(lt_ctx *c, int ndim, const int64_t *shape) {
 }
 
 /* Visits every element of t (any layout) in row-major logical order. */
-#define FOR_EACH_ELEMENT(t, off, body)                                            \
-  do {                                                                            \
-    const int64_t *_st[1] = { (t)->stride };                                      \
-    lt_iter _it;                                                                  \
-    lt_iter_init(&_it, (t)->ndim, (t)->shape, 1, _st);                            \
-    LT_ITER_ROWS(&_it, _o0, _o1, _o2) {                                           \
-      for (int64_t _i = 0; _i < _it.n; _i++) { int64_t off = _o0 + _i * _it.s[0]; body; } \
-    } LT_ITER_ROWS_END(&_it, _o0, _o1, _o2);                                      \
+#define FOR_EACH_ELEMENT(t, off, body)                 \
+  do {                                                 \
+    const int64_t *_st[1] = { (t)->stride };           \
+    lt_iter _it;                                       \
+    lt_iter_init(&_it, (t)->ndim, (t)->shape, 1, _st); \
+    LT_ITER_ROWS(&_it, _o0, _o1, _o2) {                \
+      for (int64_t _i = 0; _i < _it.n; _i++) {         \
+        int64_t off = _o0 + _i * _it.s[0];             \
+        body;                                          \
+      }                                                \
+    }                                                  \
+    LT_ITER_ROWS_END(&_it, _o0, _o1, _o2);             \
   } while (0)
 
 int lt_op_fill_(lt_ctx *c, lt_tensor *t, double v) {
@@ -123,7 +133,10 @@ int lt_op_normal_(lt_ctx *c, lt_tensor *t, double mean, double std) {
   if (lt_check_inplace(c, "normal_", t)) return LT_ERR;
   if (lt_check_dtype(c, "normal_", "the tensor", t, LT_F32)) return LT_ERR;
   if (!(std >= 0)) return lt_fail(c, "normal_: std must be >= 0, got %g", std);
-  if (lt_is_contiguous(t)) { lt_normal_fill_f32(c, lt_f32(t), lt_numel(t), mean, std); return LT_OK; }
+  if (lt_is_contiguous(t)) {
+    lt_normal_fill_f32(c, lt_f32(t), lt_numel(t), mean, std);
+    return LT_OK;
+  }
   /* a strided view: the same values as a contiguous tensor of its shape, copied in */
   lt_tensor *tmp = lt_tensor_new(c, LT_F32, t->ndim, t->shape);
   if (!tmp) return LT_ERR;
@@ -146,26 +159,31 @@ LT_VECTOR_FN static void copy_raw(lt_tensor *dst, const lt_tensor *src) {
     const float *ps = lt_f32(src);
     LT_ITER_ROWS(&it, o0, o1, o2) {
       if (it.s[0] == 1 && it.s[1] == 1) memcpy(pd + o0, ps + o1, (size_t)it.n * sizeof(float));
-      else for (int64_t i = 0; i < it.n; i++) pd[o0 + i * it.s[0]] = ps[o1 + i * it.s[1]];
-    } LT_ITER_ROWS_END(&it, o0, o1, o2);
+      else
+        for (int64_t i = 0; i < it.n; i++) pd[o0 + i * it.s[0]] = ps[o1 + i * it.s[1]];
+    }
+    LT_ITER_ROWS_END(&it, o0, o1, o2);
   } else if (dst->dtype == LT_I64 && src->dtype == LT_I64) {
     int64_t *pd = lt_i64(dst);
     const int64_t *ps = lt_i64(src);
     LT_ITER_ROWS(&it, o0, o1, o2) {
       for (int64_t i = 0; i < it.n; i++) pd[o0 + i * it.s[0]] = ps[o1 + i * it.s[1]];
-    } LT_ITER_ROWS_END(&it, o0, o1, o2);
+    }
+    LT_ITER_ROWS_END(&it, o0, o1, o2);
   } else if (dst->dtype == LT_F32) {
     float *pd = lt_f32(dst);
     const int64_t *ps = lt_i64(src);
     LT_ITER_ROWS(&it, o0, o1, o2) {
       for (int64_t i = 0; i < it.n; i++) pd[o0 + i * it.s[0]] = (float)ps[o1 + i * it.s[1]];
-    } LT_ITER_ROWS_END(&it, o0, o1, o2);
+    }
+    LT_ITER_ROWS_END(&it, o0, o1, o2);
   } else {
     int64_t *pd = lt_i64(dst);
     const float *ps = lt_f32(src);
     LT_ITER_ROWS(&it, o0, o1, o2) {
       for (int64_t i = 0; i < it.n; i++) pd[o0 + i * it.s[0]] = (int64_t)ps[o1 + i * it.s[1]];
-    } LT_ITER_ROWS_END(&it, o0, o1, o2);
+    }
+    LT_ITER_ROWS_END(&it, o0, o1, o2);
   }
 }
 
@@ -175,7 +193,10 @@ static int64_t first_unrepresentable(const lt_tensor *src, float *bad) {
   if (src->dtype != LT_F32) return -1;
   for (int64_t i = 0, n = lt_numel(src); i < n; i++) {
     float v = (float)lt_get_flat(src, i);
-    if (!(v >= -0x1p63f && v < 0x1p63f)) { *bad = v; return i; }
+    if (!(v >= -0x1p63f && v < 0x1p63f)) {
+      *bad = v;
+      return i;
+    }
   }
   return -1;
 }
@@ -213,7 +234,8 @@ int lt_op_copy_(lt_ctx *c, lt_tensor *dst, lt_tensor *src) {
 }
 
 static int identity_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
-  (void)c; (void)n;
+  (void)c;
+  (void)n;
   gin[0] = lt_tensor_retain(g);
   return LT_OK;
 }
@@ -239,7 +261,10 @@ lt_tensor *lt_op_to_dtype(lt_ctx *c, lt_tensor *t, lt_dtype dt) {
   if (t->dtype == dt) return lt_tensor_retain(t);
   float bad;
   int64_t at = dt == LT_I64 ? first_unrepresentable(t, &bad) : -1;
-  if (at >= 0) { fail_unrepresentable(c, "to int64", at, bad); return NULL; }
+  if (at >= 0) {
+    fail_unrepresentable(c, "to int64", at, bad);
+    return NULL;
+  }
   lt_tensor *out = lt_tensor_new(c, dt, t->ndim, t->shape);
   if (out) copy_raw(out, t);
   return out; /* conversions to or from int64 carry no gradient */

@@ -15,8 +15,8 @@
 #include "lt_simd.h"
 
 static const char *const binop_names[] = { "add", "sub", "mul", "div", "pow", "maximum", "minimum",
-                                           "eq", "ne", "lt", "le", "gt", "ge" };
-static const char *const unop_names[] = { "neg", "exp", "log", "sqrt", "abs", "tanh", "sigmoid", "relu",
+                                           "eq",  "ne",  "lt",  "le",  "gt",  "ge" };
+static const char *const unop_names[] = { "neg", "exp", "log",  "sqrt",  "abs",  "tanh",  "sigmoid", "relu",
                                           "sin", "cos", "gelu", "rsqrt", "sign", "log1p", "square" };
 const char *lt_binop_name(lt_binop op) { return binop_names[op]; }
 
@@ -32,8 +32,7 @@ int lt_check_inplace(lt_ctx *c, const char *op, const lt_tensor *t) {
   return LT_OK;
 }
 
-int lt_broadcast_shape(lt_ctx *c, const char *op, const lt_tensor *a, const lt_tensor *b, int *ndim,
-                       int64_t *shape) {
+int lt_broadcast_shape(lt_ctx *c, const char *op, const lt_tensor *a, const lt_tensor *b, int *ndim, int64_t *shape) {
   int n = a->ndim > b->ndim ? a->ndim : b->ndim;
   for (int d = 0; d < n; d++) {
     int da = d - (n - a->ndim), db = d - (n - b->ndim);
@@ -62,6 +61,8 @@ static int ew_parts(lt_ctx *c, int64_t n, int cost) { return lt_pool_parts(c->nu
 /* Walks flat elements [lo, hi) of an iteration (row-major over its merged dims; lo < hi, it->n > 0) as row
  * segments: o0..o2 are a segment's start offsets in the operands, len its length. The body sees a segment
  * exactly as LT_ITER_ROWS would show (part of) a row, so a kernel can be split at any element. */
+/* kept as written: clang-format 14 does not reach a fixed point on these macros */
+// clang-format off
 #define EW_SEGMENTS(it, lo, hi, o0, o1, o2, len)                                                    \
   {                                                                                                 \
     const lt_iter *_it = (it);                                                                      \
@@ -89,6 +90,7 @@ static int ew_parts(lt_ctx *c, int64_t n, int cost) { return lt_pool_parts(c->nu
       }                                                                                             \
     }                                                                                               \
   }
+// clang-format on
 
 /* An in-place update whose other operand shares storage with it but is not the same view (x:add_(x:t())), or
  * whose target repeats elements (a stride-0 dim: the binding refuses those, a C host might not), reads or
@@ -148,8 +150,8 @@ static inline int64_t bin_i(lt_binop op, int64_t x, int64_t y) {
 }
 
 /* Row loop for float32: specialised on unit/zero strides so each case vectorises. */
-__attribute__((always_inline)) static inline void bin_row_f(lt_binop op, float *o, int64_t so, const float *x, int64_t sx, const float *y,
-                             int64_t sy, int64_t n) {
+__attribute__((always_inline)) static inline void bin_row_f(lt_binop op, float *o, int64_t so, const float *x,
+                                                            int64_t sx, const float *y, int64_t sy, int64_t n) {
   if (so == 1 && sx == 1 && sy == 1) {
     for (int64_t i = 0; i < n; i++) o[i] = bin_f(op, x[i], y[i]);
   } else if (so == 1 && sx == 1 && sy == 0) {
@@ -163,19 +165,22 @@ __attribute__((always_inline)) static inline void bin_row_f(lt_binop op, float *
   }
 }
 
-#define BIN_CASE(OP)                                                                                \
-  case OP:                                                                                          \
-    EW_SEGMENTS(it, lo, hi, o0, o1, o2, len) {                                                      \
-      bin_row_f(OP, po + o0, it->s[0], px + o1, it->s[1], py + o2, it->s[2], len);                  \
-    } EW_SEGMENTS_END;                                                                              \
+#define BIN_CASE(OP)                                                               \
+  case OP:                                                                         \
+    EW_SEGMENTS(it, lo, hi, o0, o1, o2, len) {                                     \
+      bin_row_f(OP, po + o0, it->s[0], px + o1, it->s[1], py + o2, it->s[2], len); \
+    }                                                                              \
+    EW_SEGMENTS_END;                                                               \
     break;
 
 LT_VECTOR_FN static void binary_range(lt_binop op, const lt_iter *it, float *po, const float *px, const float *py,
                                       int64_t lo, int64_t hi) {
   switch (op) {
-    BIN_CASE(LT_ADD) BIN_CASE(LT_SUB) BIN_CASE(LT_MUL) BIN_CASE(LT_DIV) BIN_CASE(LT_POW)
-    BIN_CASE(LT_MAXIMUM) BIN_CASE(LT_MINIMUM) BIN_CASE(LT_EQ) BIN_CASE(LT_NE) BIN_CASE(LT_LT)
-    BIN_CASE(LT_LE) BIN_CASE(LT_GT) BIN_CASE(LT_GE)
+    // clang-format off
+    BIN_CASE(LT_ADD) BIN_CASE(LT_SUB) BIN_CASE(LT_MUL) BIN_CASE(LT_DIV) BIN_CASE(LT_POW) BIN_CASE(LT_MAXIMUM)
+    BIN_CASE(LT_MINIMUM) BIN_CASE(LT_EQ) BIN_CASE(LT_NE) BIN_CASE(LT_LT) BIN_CASE(LT_LE) BIN_CASE(LT_GT)
+    BIN_CASE(LT_GE)
+    // clang-format on
   }
 }
 
@@ -267,7 +272,10 @@ static int binary_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin)
         lt_tensor *t = lt_op_binary(c, LT_MUL, g, out);
         lt_tensor *u = t ? lt_op_binary(c, LT_DIV, t, b) : NULL;
         lt_tensor_release(t);
-        if (u && lt_op_unary_(c, LT_NEG, u)) { lt_tensor_release(u); u = NULL; }
+        if (u && lt_op_unary_(c, LT_NEG, u)) {
+          lt_tensor_release(u);
+          u = NULL;
+        }
         gin[1] = to_shape(c, u, b);
       }
       break;
@@ -277,14 +285,17 @@ static int binary_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin)
         lt_tensor *p = bm1 ? lt_op_binary(c, LT_POW, a, bm1) : NULL;
         lt_tensor *q = p ? lt_op_binary(c, LT_MUL, p, b) : NULL;
         lt_tensor *r = q ? lt_op_binary(c, LT_MUL, q, g) : NULL;
-        lt_tensor_release(bm1); lt_tensor_release(p); lt_tensor_release(q);
+        lt_tensor_release(bm1);
+        lt_tensor_release(p);
+        lt_tensor_release(q);
         gin[0] = to_shape(c, r, a);
       }
       if (need_b) { /* g * out * log(a) */
         lt_tensor *la = lt_op_unary(c, LT_LOG, a);
         lt_tensor *p = la ? lt_op_binary(c, LT_MUL, la, out) : NULL;
         lt_tensor *r = p ? lt_op_binary(c, LT_MUL, p, g) : NULL;
-        lt_tensor_release(la); lt_tensor_release(p);
+        lt_tensor_release(la);
+        lt_tensor_release(p);
         gin[1] = to_shape(c, r, b);
       }
       break;
@@ -293,7 +304,8 @@ static int binary_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin)
       lt_tensor *win = lt_op_binary(c, op == LT_MAXIMUM ? LT_GT : LT_LT, a, b);
       lt_tensor *tie = win ? lt_op_binary(c, LT_EQ, a, b) : NULL;
       lt_tensor *mask = tie && !lt_op_binary_scalar_(c, LT_MUL, tie, 0.5) ? lt_op_binary(c, LT_ADD, win, tie) : NULL;
-      lt_tensor_release(win); lt_tensor_release(tie);
+      lt_tensor_release(win);
+      lt_tensor_release(tie);
       if (!mask) return LT_ERR;
       if (need_a) gin[0] = to_shape(c, lt_op_binary(c, LT_MUL, g, mask), a);
       if (need_b) {
@@ -336,7 +348,10 @@ lt_tensor *lt_op_binary(lt_ctx *c, lt_binop op, lt_tensor *a, lt_tensor *b) {
         out = NULL;
       } else if (nd) {
         nd->i[0] = op;
-        if ((op == LT_DIV || op == LT_POW) && lt_node_save_output(c, nd, 0, out)) { lt_tensor_release(out); out = NULL; }
+        if ((op == LT_DIV || op == LT_POW) && lt_node_save_output(c, nd, 0, out)) {
+          lt_tensor_release(out);
+          out = NULL;
+        }
       }
     }
   }
@@ -387,22 +402,30 @@ static int scalar_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin)
     case LT_MUL: r = lt_op_binary_scalar(c, LT_MUL, g, s, 0); break;
     case LT_DIV:
       if (!first) r = lt_op_binary_scalar(c, LT_DIV, g, s, 0);
-      else { /* d(s/a) = -s/a^2 = -out/a */
-        lt_tensor *t = lt_op_binary(c, LT_DIV, out, a);
+      else { /* d(s/a) = -s/a^2 = -out/a */ lt_tensor *t = lt_op_binary(c, LT_DIV, out, a);
         r = t ? lt_op_binary(c, LT_MUL, t, g) : NULL;
         lt_tensor_release(t);
-        if (r && lt_op_unary_(c, LT_NEG, r)) { lt_tensor_release(r); r = NULL; }
+        if (r && lt_op_unary_(c, LT_NEG, r)) {
+          lt_tensor_release(r);
+          r = NULL;
+        }
       }
       break;
     case LT_POW:
       if (!first) { /* g * s * a^(s-1) */
         lt_tensor *p = lt_op_binary_scalar(c, LT_POW, a, s - 1.0, 0);
-        if (p && lt_op_binary_scalar_(c, LT_MUL, p, s)) { lt_tensor_release(p); p = NULL; }
+        if (p && lt_op_binary_scalar_(c, LT_MUL, p, s)) {
+          lt_tensor_release(p);
+          p = NULL;
+        }
         r = p ? lt_op_binary(c, LT_MUL, p, g) : NULL;
         lt_tensor_release(p);
       } else { /* g * out * ln(s) */
         lt_tensor *p = lt_op_binary(c, LT_MUL, g, out);
-        if (p && lt_op_binary_scalar_(c, LT_MUL, p, log(s))) { lt_tensor_release(p); p = NULL; }
+        if (p && lt_op_binary_scalar_(c, LT_MUL, p, log(s))) {
+          lt_tensor_release(p);
+          p = NULL;
+        }
         r = p;
       }
       break;
@@ -425,7 +448,10 @@ lt_tensor *lt_op_binary_scalar(lt_ctx *c, lt_binop op, lt_tensor *a, double s, i
     lt_tensor *out = lt_tensor_new(c, is_compare(op) ? LT_F32 : LT_I64, a->ndim, a->shape);
     if (!out) return NULL;
     lt_tensor *sv = lt_op_full(c, LT_I64, 0, NULL, s);
-    if (!sv) { lt_tensor_release(out); return NULL; }
+    if (!sv) {
+      lt_tensor_release(out);
+      return NULL;
+    }
     if (scalar_first) binary_i64(op, a->ndim, a->shape, out, sv, a);
     else binary_i64(op, a->ndim, a->shape, out, a, sv);
     lt_tensor_release(sv);
@@ -453,7 +479,10 @@ lt_tensor *lt_op_binary_scalar(lt_ctx *c, lt_binop op, lt_tensor *a, double s, i
         nd->i[0] = op;
         nd->i[1] = scalar_first;
         nd->f[0] = s;
-        if ((op == LT_DIV || op == LT_POW) && lt_node_save_output(c, nd, 0, out)) { lt_tensor_release(out); out = NULL; }
+        if ((op == LT_DIV || op == LT_POW) && lt_node_save_output(c, nd, 0, out)) {
+          lt_tensor_release(out);
+          out = NULL;
+        }
       }
     }
   }
@@ -489,12 +518,15 @@ LT_VECTOR_FN static void axpy_range(const lt_iter *it, float *pa, const float *p
     float *x = pa + o0;
     const float *y = pb + o1;
     if (it->s[0] == 1 && it->s[1] == 1) {
-      if (al == 1.0f) for (int64_t i = 0; i < len; i++) x[i] += y[i];
-      else for (int64_t i = 0; i < len; i++) x[i] += al * y[i];
+      if (al == 1.0f)
+        for (int64_t i = 0; i < len; i++) x[i] += y[i];
+      else
+        for (int64_t i = 0; i < len; i++) x[i] += al * y[i];
     } else {
       for (int64_t i = 0; i < len; i++) x[i * it->s[0]] += al * y[i * it->s[1]];
     }
-  } EW_SEGMENTS_END;
+  }
+  EW_SEGMENTS_END;
 }
 
 static void axpy_part(void *arg, int i, int nparts) {
@@ -565,20 +597,27 @@ __attribute__((always_inline)) static inline float un_f(lt_unop op, float x) {
   return 0;
 }
 
-#define UN_CASE(OP)                                                                          \
-  case OP:                                                                                   \
-    EW_SEGMENTS(it, lo, hi, o0, o1, o2, len) {                                               \
-      float *y = po + o0; const float *x = px + o1;                                          \
-      if (it->s[0] == 1 && it->s[1] == 1) for (int64_t i = 0; i < len; i++) y[i] = un_f(OP, x[i]); \
-      else for (int64_t i = 0; i < len; i++) y[i * it->s[0]] = un_f(OP, x[i * it->s[1]]);    \
-    } EW_SEGMENTS_END;                                                                       \
+#define UN_CASE(OP)                                                                    \
+  case OP:                                                                             \
+    EW_SEGMENTS(it, lo, hi, o0, o1, o2, len) {                                         \
+      float *y = po + o0;                                                              \
+      const float *x = px + o1;                                                        \
+      if (it->s[0] == 1 && it->s[1] == 1)                                              \
+        for (int64_t i = 0; i < len; i++) y[i] = un_f(OP, x[i]);                       \
+      else                                                                             \
+        for (int64_t i = 0; i < len; i++) y[i * it->s[0]] = un_f(OP, x[i * it->s[1]]); \
+    }                                                                                  \
+    EW_SEGMENTS_END;                                                                   \
     break;
 
-LT_VECTOR_FN static void unary_range(lt_unop op, const lt_iter *it, float *po, const float *px, int64_t lo, int64_t hi) {
+LT_VECTOR_FN static void unary_range(lt_unop op, const lt_iter *it, float *po, const float *px, int64_t lo,
+                                     int64_t hi) {
   switch (op) {
+    // clang-format off
     UN_CASE(LT_NEG) UN_CASE(LT_EXP) UN_CASE(LT_LOG) UN_CASE(LT_SQRT) UN_CASE(LT_ABS) UN_CASE(LT_TANH)
-    UN_CASE(LT_SIGMOID) UN_CASE(LT_RELU) UN_CASE(LT_SIN) UN_CASE(LT_COS) UN_CASE(LT_GELU)
-    UN_CASE(LT_RSQRT) UN_CASE(LT_SIGN) UN_CASE(LT_LOG1P) UN_CASE(LT_SQUARE)
+    UN_CASE(LT_SIGMOID) UN_CASE(LT_RELU) UN_CASE(LT_SIN) UN_CASE(LT_COS) UN_CASE(LT_GELU) UN_CASE(LT_RSQRT)
+    UN_CASE(LT_SIGN) UN_CASE(LT_LOG1P) UN_CASE(LT_SQUARE)
+    // clang-format on
   }
 }
 
@@ -586,9 +625,16 @@ LT_VECTOR_FN static void unary_range(lt_unop op, const lt_iter *it, float *po, c
  * twice a one-flop op), libm calls do not (log: ~5 ns). */
 static int unary_cost(lt_unop op) {
   switch (op) {
-    case LT_EXP: case LT_TANH: case LT_SIGMOID: case LT_SQRT: case LT_RSQRT: return 2;
+    case LT_EXP:
+    case LT_TANH:
+    case LT_SIGMOID:
+    case LT_SQRT:
+    case LT_RSQRT: return 2;
     case LT_GELU: return 3; /* lt_erff + lt_expf, vectorised */
-    case LT_LOG: case LT_SIN: case LT_COS: case LT_LOG1P: return 4;
+    case LT_LOG:
+    case LT_SIN:
+    case LT_COS:
+    case LT_LOG1P: return 4;
     default: return 1;
   }
 }
@@ -636,7 +682,10 @@ static int unary_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) 
   lt_tensor *gc = lt_op_contiguous(c, g);
   lt_tensor *r = (x && gc) ? lt_tensor_new_like(c, x) : NULL;
   if (!r || (n->saved[0] && !y)) {
-    lt_tensor_release(x); lt_tensor_release(y); lt_tensor_release(gc); lt_tensor_release(r);
+    lt_tensor_release(x);
+    lt_tensor_release(y);
+    lt_tensor_release(gc);
+    lt_tensor_release(r);
     return LT_ERR;
   }
   grad_job j = { op, lt_f32(x), y ? lt_f32(y) : NULL, lt_f32(gc), lt_f32(r), lt_numel(x) };
@@ -653,16 +702,36 @@ static int unary_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) 
 LT_VECTOR_FN static void unary_grad_kernel(lt_unop op, const float *px, const float *py, const float *pg, float *pr,
                                            int64_t N) {
   switch (op) {
-    case LT_NEG: for (int64_t i = 0; i < N; i++) pr[i] = -pg[i]; break;
-    case LT_EXP: for (int64_t i = 0; i < N; i++) pr[i] = pg[i] * py[i]; break;
-    case LT_LOG: for (int64_t i = 0; i < N; i++) pr[i] = pg[i] / px[i]; break;
-    case LT_SQRT: for (int64_t i = 0; i < N; i++) pr[i] = pg[i] * 0.5f / py[i]; break;
-    case LT_ABS: for (int64_t i = 0; i < N; i++) pr[i] = pg[i] * (float)((px[i] > 0) - (px[i] < 0)); break;
-    case LT_TANH: for (int64_t i = 0; i < N; i++) pr[i] = pg[i] * (1.0f - py[i] * py[i]); break;
-    case LT_SIGMOID: for (int64_t i = 0; i < N; i++) pr[i] = pg[i] * py[i] * (1.0f - py[i]); break;
-    case LT_RELU: for (int64_t i = 0; i < N; i++) pr[i] = px[i] > 0 ? pg[i] : 0.0f; break;
-    case LT_SIN: for (int64_t i = 0; i < N; i++) pr[i] = pg[i] * cosf(px[i]); break;
-    case LT_COS: for (int64_t i = 0; i < N; i++) pr[i] = -pg[i] * sinf(px[i]); break;
+    case LT_NEG:
+      for (int64_t i = 0; i < N; i++) pr[i] = -pg[i];
+      break;
+    case LT_EXP:
+      for (int64_t i = 0; i < N; i++) pr[i] = pg[i] * py[i];
+      break;
+    case LT_LOG:
+      for (int64_t i = 0; i < N; i++) pr[i] = pg[i] / px[i];
+      break;
+    case LT_SQRT:
+      for (int64_t i = 0; i < N; i++) pr[i] = pg[i] * 0.5f / py[i];
+      break;
+    case LT_ABS:
+      for (int64_t i = 0; i < N; i++) pr[i] = pg[i] * (float)((px[i] > 0) - (px[i] < 0));
+      break;
+    case LT_TANH:
+      for (int64_t i = 0; i < N; i++) pr[i] = pg[i] * (1.0f - py[i] * py[i]);
+      break;
+    case LT_SIGMOID:
+      for (int64_t i = 0; i < N; i++) pr[i] = pg[i] * py[i] * (1.0f - py[i]);
+      break;
+    case LT_RELU:
+      for (int64_t i = 0; i < N; i++) pr[i] = px[i] > 0 ? pg[i] : 0.0f;
+      break;
+    case LT_SIN:
+      for (int64_t i = 0; i < N; i++) pr[i] = pg[i] * cosf(px[i]);
+      break;
+    case LT_COS:
+      for (int64_t i = 0; i < N; i++) pr[i] = -pg[i] * sinf(px[i]);
+      break;
     case LT_GELU:
       for (int64_t i = 0; i < N; i++) {
         float v = px[i];
@@ -671,10 +740,18 @@ LT_VECTOR_FN static void unary_grad_kernel(lt_unop op, const float *px, const fl
         pr[i] = pg[i] * (cdf + v * pdf);
       }
       break;
-    case LT_RSQRT: for (int64_t i = 0; i < N; i++) pr[i] = -0.5f * pg[i] * py[i] * py[i] * py[i]; break;
-    case LT_SIGN: for (int64_t i = 0; i < N; i++) pr[i] = 0.0f; break;
-    case LT_LOG1P: for (int64_t i = 0; i < N; i++) pr[i] = pg[i] / (1.0f + px[i]); break;
-    case LT_SQUARE: for (int64_t i = 0; i < N; i++) pr[i] = 2.0f * px[i] * pg[i]; break;
+    case LT_RSQRT:
+      for (int64_t i = 0; i < N; i++) pr[i] = -0.5f * pg[i] * py[i] * py[i] * py[i];
+      break;
+    case LT_SIGN:
+      for (int64_t i = 0; i < N; i++) pr[i] = 0.0f;
+      break;
+    case LT_LOG1P:
+      for (int64_t i = 0; i < N; i++) pr[i] = pg[i] / (1.0f + px[i]);
+      break;
+    case LT_SQUARE:
+      for (int64_t i = 0; i < N; i++) pr[i] = 2.0f * px[i] * pg[i];
+      break;
   }
 }
 
@@ -690,7 +767,10 @@ lt_tensor *lt_op_unary(lt_ctx *c, lt_unop op, lt_tensor *a) {
     int64_t *po = lt_i64(out);
     for (int64_t i = 0, n = lt_numel(a); i < n; i++) {
       int64_t v = lt_get_flat_i64(a, i), neg = wrap_sub(0, v); /* -INT64_MIN wraps to itself, as in PyTorch */
-      po[i] = op == LT_NEG ? neg : op == LT_ABS ? (v < 0 ? neg : v) : op == LT_SIGN ? (v > 0) - (v < 0) : wrap_mul(v, v);
+      po[i] = op == LT_NEG    ? neg
+              : op == LT_ABS  ? (v < 0 ? neg : v)
+              : op == LT_SIGN ? (v > 0) - (v < 0)
+                              : wrap_mul(v, v);
     }
     return out;
   }
@@ -705,7 +785,10 @@ lt_tensor *lt_op_unary(lt_ctx *c, lt_unop op, lt_tensor *a) {
       out = NULL;
     } else if (nd) {
       nd->i[0] = op;
-      if (unary_saves_output(op) && lt_node_save_output(c, nd, 0, out)) { lt_tensor_release(out); out = NULL; }
+      if (unary_saves_output(op) && lt_node_save_output(c, nd, 0, out)) {
+        lt_tensor_release(out);
+        out = NULL;
+      }
     }
   }
   lt_tensor_release(fa);
@@ -727,7 +810,7 @@ typedef struct map_job {
   map_kind kind;
   const float *px, *pg; /* input, incoming gradient (backward) */
   float *po;
-  float a, b;           /* slope, or min and max */
+  float a, b; /* slope, or min and max */
   int64_t n;
 } map_job;
 
@@ -735,10 +818,18 @@ LT_VECTOR_FN static void map_range(const map_job *j, int64_t lo, int64_t hi) {
   const float *px = j->px, *pg = j->pg;
   float *po = j->po, a = j->a, b = j->b;
   switch (j->kind) {
-    case MAP_LEAKY: for (int64_t i = lo; i < hi; i++) po[i] = px[i] > 0 ? px[i] : a * px[i]; break;
-    case MAP_LEAKY_GRAD: for (int64_t i = lo; i < hi; i++) po[i] = px[i] > 0 ? pg[i] : a * pg[i]; break;
-    case MAP_CLAMP: for (int64_t i = lo; i < hi; i++) po[i] = px[i] < a ? a : (px[i] > b ? b : px[i]); break;
-    case MAP_CLAMP_GRAD: for (int64_t i = lo; i < hi; i++) po[i] = (px[i] >= a && px[i] <= b) ? pg[i] : 0.0f; break;
+    case MAP_LEAKY:
+      for (int64_t i = lo; i < hi; i++) po[i] = px[i] > 0 ? px[i] : a * px[i];
+      break;
+    case MAP_LEAKY_GRAD:
+      for (int64_t i = lo; i < hi; i++) po[i] = px[i] > 0 ? pg[i] : a * pg[i];
+      break;
+    case MAP_CLAMP:
+      for (int64_t i = lo; i < hi; i++) po[i] = px[i] < a ? a : (px[i] > b ? b : px[i]);
+      break;
+    case MAP_CLAMP_GRAD:
+      for (int64_t i = lo; i < hi; i++) po[i] = (px[i] >= a && px[i] <= b) ? pg[i] : 0.0f;
+      break;
   }
 }
 
@@ -777,8 +868,10 @@ lt_tensor *lt_op_leaky_relu(lt_ctx *c, lt_tensor *a, double slope) {
     map_job j = { MAP_LEAKY, lt_f32(x), NULL, lt_f32(out), (float)slope, 0, lt_numel(x) };
     map_run(c, &j);
     lt_node *nd;
-    if (lt_record(c, out, "leaky_relu", leaky_backward, 1, &a, &nd)) { lt_tensor_release(out); out = NULL; }
-    else if (nd) nd->f[0] = slope;
+    if (lt_record(c, out, "leaky_relu", leaky_backward, 1, &a, &nd)) {
+      lt_tensor_release(out);
+      out = NULL;
+    } else if (nd) nd->f[0] = slope;
   }
   lt_tensor_release(x);
   return out;
@@ -800,15 +893,23 @@ static int clamp_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) 
 
 lt_tensor *lt_op_clamp(lt_ctx *c, lt_tensor *a, double lo, double hi) {
   if (lt_check_dtype(c, "clamp", "input", a, LT_F32)) return NULL;
-  if (lo > hi) { lt_fail(c, "clamp: min %g is greater than max %g", lo, hi); return NULL; }
+  if (lo > hi) {
+    lt_fail(c, "clamp: min %g is greater than max %g", lo, hi);
+    return NULL;
+  }
   lt_tensor *x = lt_op_contiguous(c, a);
   lt_tensor *out = x ? lt_tensor_new_like(c, x) : NULL;
   if (out) {
     map_job j = { MAP_CLAMP, lt_f32(x), NULL, lt_f32(out), (float)lo, (float)hi, lt_numel(x) };
     map_run(c, &j);
     lt_node *nd;
-    if (lt_record(c, out, "clamp", clamp_backward, 1, &a, &nd)) { lt_tensor_release(out); out = NULL; }
-    else if (nd) { nd->f[0] = lo; nd->f[1] = hi; }
+    if (lt_record(c, out, "clamp", clamp_backward, 1, &a, &nd)) {
+      lt_tensor_release(out);
+      out = NULL;
+    } else if (nd) {
+      nd->f[0] = lo;
+      nd->f[1] = hi;
+    }
   }
   lt_tensor_release(x);
   return out;
@@ -857,15 +958,23 @@ LT_VECTOR_FN static void select_range(const select_job *j, int64_t lo, int64_t h
     const float *m = pc + o1, *x = ps + o2;
     int64_t s0 = j->it.s[0], s1 = j->it.s[1], s2 = j->it.s[2];
     if (j->fill) {
-      if (s0 == 1 && s1 == 1 && s2 == 1) for (int64_t i = 0; i < len; i++) y[i] = m[i] != 0.0f ? v : x[i];
-      else if (s0 == 1 && s1 == 0 && s2 == 1) { if (m[0] != 0.0f) for (int64_t i = 0; i < len; i++) y[i] = v;
-                                                else for (int64_t i = 0; i < len; i++) y[i] = x[i]; }
-      else for (int64_t i = 0; i < len; i++) y[i * s0] = m[i * s1] != 0.0f ? v : x[i * s2];
+      if (s0 == 1 && s1 == 1 && s2 == 1)
+        for (int64_t i = 0; i < len; i++) y[i] = m[i] != 0.0f ? v : x[i];
+      else if (s0 == 1 && s1 == 0 && s2 == 1) {
+        if (m[0] != 0.0f)
+          for (int64_t i = 0; i < len; i++) y[i] = v;
+        else
+          for (int64_t i = 0; i < len; i++) y[i] = x[i];
+      } else
+        for (int64_t i = 0; i < len; i++) y[i * s0] = m[i * s1] != 0.0f ? v : x[i * s2];
     } else {
-      if (s0 == 1 && s1 == 1 && s2 == 1) for (int64_t i = 0; i < len; i++) y[i] = m[i] != 0.0f ? x[i] : y[i];
-      else for (int64_t i = 0; i < len; i++) y[i * s0] = m[i * s1] != 0.0f ? x[i * s2] : y[i * s0];
+      if (s0 == 1 && s1 == 1 && s2 == 1)
+        for (int64_t i = 0; i < len; i++) y[i] = m[i] != 0.0f ? x[i] : y[i];
+      else
+        for (int64_t i = 0; i < len; i++) y[i * s0] = m[i * s1] != 0.0f ? x[i * s2] : y[i * s0];
     }
-  } EW_SEGMENTS_END;
+  }
+  EW_SEGMENTS_END;
 }
 
 static void select_part(void *arg, int i, int nparts) {
@@ -879,7 +988,10 @@ static void select_part(void *arg, int i, int nparts) {
 static int select_run(lt_ctx *c, lt_tensor *out, const lt_tensor *cond, const lt_tensor *src, float v, int fill) {
   lt_tensor *cc = lt_broadcast_alias(c, cond, out->ndim, out->shape);
   lt_tensor *cs = cc ? lt_broadcast_alias(c, src, out->ndim, out->shape) : NULL;
-  if (!cs) { lt_tensor_release(cc); return LT_ERR; }
+  if (!cs) {
+    lt_tensor_release(cc);
+    return LT_ERR;
+  }
   const int64_t *st[3] = { out->stride, cc->stride, cs->stride };
   select_job j = { .po = lt_f32(out), .pc = lt_f32(cc), .ps = lt_f32(cs), .v = v, .fill = fill };
   lt_iter_init(&j.it, out->ndim, out->shape, 3, st);
@@ -917,12 +1029,17 @@ lt_tensor *lt_op_where(lt_ctx *c, lt_tensor *cond, lt_tensor *a, lt_tensor *b) {
   lt_tensor *fc = fb ? lt_op_to_dtype(c, cond, LT_F32) : NULL;
   lt_tensor *out = fc ? lt_tensor_new(c, LT_F32, nd2, s2) : NULL;
   /* out = b, then the elements where cond is set come from a */
-  if (out && (lt_op_copy_(c, out, fb) || select_run(c, out, fc, fa, 0.0f, 0))) { lt_tensor_release(out); out = NULL; }
+  if (out && (lt_op_copy_(c, out, fb) || select_run(c, out, fc, fa, 0.0f, 0))) {
+    lt_tensor_release(out);
+    out = NULL;
+  }
   if (out) {
     lt_tensor *ins[2] = { fa, fb };
     lt_node *nd;
-    if (lt_record(c, out, "where", where_backward, 2, ins, &nd)) { lt_tensor_release(out); out = NULL; }
-    else if (nd) lt_node_save(nd, 0, cond);
+    if (lt_record(c, out, "where", where_backward, 2, ins, &nd)) {
+      lt_tensor_release(out);
+      out = NULL;
+    } else if (nd) lt_node_save(nd, 0, cond);
   }
   lt_tensor_release(fa);
   lt_tensor_release(fb);
@@ -932,7 +1049,7 @@ lt_tensor *lt_op_where(lt_ctx *c, lt_tensor *cond, lt_tensor *a, lt_tensor *b) {
 
 static int masked_fill_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
   lt_tensor *x = n->inputs[0];
-  lt_tensor *r = lt_op_masked_fill(c, g, n->saved[0], 0.0); /* no gradient where the value was written */
+  lt_tensor *r = lt_op_masked_fill(c, g, n->saved[0], 0.0);  /* no gradient where the value was written */
   gin[0] = r ? lt_op_sum_to(c, r, x->ndim, x->shape) : NULL; /* x may have been broadcast to the mask */
   lt_tensor_release(r);
   return gin[0] ? LT_OK : LT_ERR;
@@ -945,11 +1062,16 @@ lt_tensor *lt_op_masked_fill(lt_ctx *c, lt_tensor *x, lt_tensor *mask, double va
   if (lt_broadcast_shape(c, "masked_fill", x, mask, &nd, shape)) return NULL; /* both broadcast, as torch's */
   lt_tensor *fm = lt_op_to_dtype(c, mask, LT_F32);
   lt_tensor *out = fm ? lt_tensor_new(c, LT_F32, nd, shape) : NULL;
-  if (out && select_run(c, out, fm, x, (float)value, 1)) { lt_tensor_release(out); out = NULL; }
+  if (out && select_run(c, out, fm, x, (float)value, 1)) {
+    lt_tensor_release(out);
+    out = NULL;
+  }
   if (out) {
     lt_node *node;
-    if (lt_record(c, out, "masked_fill", masked_fill_backward, 1, &x, &node)) { lt_tensor_release(out); out = NULL; }
-    else if (node) lt_node_save(node, 0, fm);
+    if (lt_record(c, out, "masked_fill", masked_fill_backward, 1, &x, &node)) {
+      lt_tensor_release(out);
+      out = NULL;
+    } else if (node) lt_node_save(node, 0, fm);
   }
   lt_tensor_release(fm);
   return out;
@@ -970,7 +1092,10 @@ lt_tensor *lt_relu_grad(lt_ctx *c, lt_tensor *g, const lt_tensor *y) {
   if (lt_is_contiguous(g) && g->refcount == 1 && g->storage->refcount == 1) r = lt_tensor_retain(g);
   else r = lt_tensor_new(c, LT_F32, g->ndim, g->shape);
   lt_tensor *gc = r ? lt_op_contiguous(c, g) : NULL;
-  if (!gc) { lt_tensor_release(r); return NULL; }
+  if (!gc) {
+    lt_tensor_release(r);
+    return NULL;
+  }
   relu_mask(lt_numel(y), lt_f32(y), lt_f32(gc), lt_f32(r));
   lt_tensor_release(gc);
   return r;

@@ -13,7 +13,11 @@
 #define GELU_K 0.7978845608028654f
 #define GELU_C 0.044715f
 
-typedef struct gelu_job { const float *x, *g; float *out; int64_t n; } gelu_job;
+typedef struct gelu_job {
+  const float *x, *g;
+  float *out;
+  int64_t n;
+} gelu_job;
 
 LT_VECTOR_FN static void gelu_tanh_range(const gelu_job *j, int64_t lo, int64_t hi) {
   const float *x = j->x;
@@ -76,7 +80,10 @@ lt_tensor *lt_op_gelu_tanh(lt_ctx *c, lt_tensor *a) {
     gelu_job j = { lt_f32(x), NULL, lt_f32(out), lt_numel(x) };
     run(c, fwd_part, &j);
     lt_node *nd;
-    if (lt_record(c, out, "gelu_tanh", gelu_tanh_backward, 1, &a, &nd)) { lt_tensor_release(out); out = NULL; }
+    if (lt_record(c, out, "gelu_tanh", gelu_tanh_backward, 1, &a, &nd)) {
+      lt_tensor_release(out);
+      out = NULL;
+    }
   }
   lt_tensor_release(x);
   return out;

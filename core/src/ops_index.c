@@ -15,7 +15,10 @@ static int gather_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin)
   int dim = (int)n->i[0];
   lt_tensor *r = lt_tensor_zeros(c, LT_F32, a->ndim, a->shape);
   lt_tensor *gc = r ? lt_op_contiguous(c, g) : NULL;
-  if (!gc) { lt_tensor_release(r); return LT_ERR; }
+  if (!gc) {
+    lt_tensor_release(r);
+    return LT_ERR;
+  }
   int64_t rst[LT_MAX_DIM];
   lt_contiguous_strides(a->ndim, a->shape, rst);
   float *pr = lt_f32(r);
@@ -75,8 +78,14 @@ lt_tensor *lt_op_gather(lt_ctx *c, lt_tensor *a, int dim, lt_tensor *idx) {
   }
   if (a->dtype == LT_F32) {
     lt_node *nd;
-    if (lt_record(c, out, "gather", gather_backward, 1, &a, &nd)) { lt_tensor_release(out); return NULL; }
-    if (nd) { nd->i[0] = dim; lt_node_save(nd, 0, idx); }
+    if (lt_record(c, out, "gather", gather_backward, 1, &a, &nd)) {
+      lt_tensor_release(out);
+      return NULL;
+    }
+    if (nd) {
+      nd->i[0] = dim;
+      lt_node_save(nd, 0, idx);
+    }
   }
   return out;
 }
@@ -86,7 +95,10 @@ static int index_select_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor 
   int dim = (int)n->i[0];
   lt_tensor *r = lt_tensor_zeros(c, LT_F32, a->ndim, a->shape);
   lt_tensor *gc = r ? lt_op_contiguous(c, g) : NULL;
-  if (!gc) { lt_tensor_release(r); return LT_ERR; }
+  if (!gc) {
+    lt_tensor_release(r);
+    return LT_ERR;
+  }
   int64_t outer = 1, inner = 1, len = a->shape[dim], k = lt_numel(idx);
   for (int d = 0; d < dim; d++) outer *= a->shape[d];
   for (int d = dim + 1; d < a->ndim; d++) inner *= a->shape[d];
@@ -121,7 +133,10 @@ lt_tensor *lt_op_index_select(lt_ctx *c, lt_tensor *a, int dim, lt_tensor *idx) 
   shape[dim] = k;
   lt_tensor *ac = lt_op_contiguous(c, a);
   lt_tensor *out = ac ? lt_tensor_new(c, a->dtype, a->ndim, shape) : NULL;
-  if (!out) { lt_tensor_release(ac); return NULL; }
+  if (!out) {
+    lt_tensor_release(ac);
+    return NULL;
+  }
   int64_t outer = 1, inner = 1, len = a->shape[dim];
   for (int d = 0; d < dim; d++) outer *= a->shape[d];
   for (int d = dim + 1; d < a->ndim; d++) inner *= a->shape[d];
@@ -137,13 +152,20 @@ lt_tensor *lt_op_index_select(lt_ctx *c, lt_tensor *a, int dim, lt_tensor *idx) 
       return NULL;
     }
     for (int64_t o = 0; o < outer; o++)
-      memcpy(dst + ((o * k + j) * inner) * (int64_t)es, src + ((o * len + ix) * inner) * (int64_t)es, (size_t)inner * es);
+      memcpy(dst + ((o * k + j) * inner) * (int64_t)es, src + ((o * len + ix) * inner) * (int64_t)es,
+             (size_t)inner * es);
   }
   lt_tensor_release(ac);
   if (a->dtype == LT_F32) {
     lt_node *nd;
-    if (lt_record(c, out, "index_select", index_select_backward, 1, &a, &nd)) { lt_tensor_release(out); return NULL; }
-    if (nd) { nd->i[0] = dim; lt_node_save(nd, 0, idx); }
+    if (lt_record(c, out, "index_select", index_select_backward, 1, &a, &nd)) {
+      lt_tensor_release(out);
+      return NULL;
+    }
+    if (nd) {
+      nd->i[0] = dim;
+      lt_node_save(nd, 0, idx);
+    }
   }
   return out;
 }

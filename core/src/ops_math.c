@@ -8,8 +8,8 @@
 
 /* --- rounding and special functions ------------------------------------------------------------------ */
 
-static const char *const math_names[] = { "floor", "ceil", "round", "trunc", "frac", "erf", "erfinv",
-                                          "reciprocal", "expm1" };
+static const char *const math_names[] = { "floor", "ceil",   "round",      "trunc", "frac",
+                                          "erf",   "erfinv", "reciprocal", "expm1" };
 
 /* Inverse error function: Giles' single-precision approximation ("Approximating the erfinv function",
  * 2010), then one Newton step in double, which makes it exact to float32 rounding. */
@@ -19,15 +19,25 @@ static double erfinv_d(double x) {
   if (w < 5.0) {
     w -= 2.5;
     p = 2.81022636e-08;
-    p = 3.43273939e-07 + p * w; p = -3.5233877e-06 + p * w; p = -4.39150654e-06 + p * w;
-    p = 0.00021858087 + p * w; p = -0.00125372503 + p * w; p = -0.00417768164 + p * w;
-    p = 0.246640727 + p * w; p = 1.50140941 + p * w;
+    p = 3.43273939e-07 + p * w;
+    p = -3.5233877e-06 + p * w;
+    p = -4.39150654e-06 + p * w;
+    p = 0.00021858087 + p * w;
+    p = -0.00125372503 + p * w;
+    p = -0.00417768164 + p * w;
+    p = 0.246640727 + p * w;
+    p = 1.50140941 + p * w;
   } else {
     w = sqrt(w) - 3.0;
     p = -0.000200214257;
-    p = 0.000100950558 + p * w; p = 0.00134934322 + p * w; p = -0.00367342844 + p * w;
-    p = 0.00573950773 + p * w; p = -0.0076224613 + p * w; p = 0.00943887047 + p * w;
-    p = 1.00167406 + p * w; p = 2.83297682 + p * w;
+    p = 0.000100950558 + p * w;
+    p = 0.00134934322 + p * w;
+    p = -0.00367342844 + p * w;
+    p = 0.00573950773 + p * w;
+    p = -0.0076224613 + p * w;
+    p = 0.00943887047 + p * w;
+    p = 1.00167406 + p * w;
+    p = 2.83297682 + p * w;
   }
   double y = p * x;
   for (int i = 0; i < 2; i++) y -= (erf(y) - x) / (1.1283791670955126 * exp(-y * y));
@@ -52,7 +62,10 @@ static float math_f(lt_mathop op, float x) {
 /* y is the op's output; the rounding ops have a zero gradient, frac's is 1, as torch's */
 static float math_grad(lt_mathop op, float x, float y, float g) {
   switch (op) {
-    case LT_FLOOR: case LT_CEIL: case LT_ROUND: case LT_TRUNC: return 0.0f;
+    case LT_FLOOR:
+    case LT_CEIL:
+    case LT_ROUND:
+    case LT_TRUNC: return 0.0f;
     case LT_FRAC: return g;
     case LT_ERF: return (float)(g * 1.1283791670955126 * exp(-(double)x * x));
     case LT_ERFINV: return (float)(g * 0.88622692545275801 * exp((double)y * y));
@@ -95,7 +108,10 @@ lt_tensor *lt_op_math(lt_ctx *c, lt_mathop op, lt_tensor *a) {
       out = NULL;
     } else if (nd) {
       nd->i[0] = op;
-      if (lt_node_save_output(c, nd, 0, out)) { lt_tensor_release(out); out = NULL; }
+      if (lt_node_save_output(c, nd, 0, out)) {
+        lt_tensor_release(out);
+        out = NULL;
+      }
     }
   }
   lt_tensor_release(fc);
@@ -130,7 +146,10 @@ lt_tensor *lt_op_tri(lt_ctx *c, lt_tensor *a, int64_t diagonal, int upper) {
     return NULL;
   }
   lt_tensor *r = lt_tensor_new(c, a->dtype, a->ndim, a->shape); /* contiguous, then zeroed outside the triangle */
-  if (r && lt_op_copy_(c, r, a)) { lt_tensor_release(r); r = NULL; }
+  if (r && lt_op_copy_(c, r, a)) {
+    lt_tensor_release(r);
+    r = NULL;
+  }
   if (!r) return NULL;
   int64_t rows = a->shape[a->ndim - 2], cols = a->shape[a->ndim - 1], n = lt_numel(a);
   int64_t mats = rows > 0 && cols > 0 ? n / (rows * cols) : 0;
@@ -141,8 +160,14 @@ lt_tensor *lt_op_tri(lt_ctx *c, lt_tensor *a, int64_t diagonal, int upper) {
       for (int64_t j = 0; j < cols; j++)
         if (upper ? j - i < diagonal : j - i > diagonal) memset(p + ((m * rows + i) * cols + j) * (int64_t)es, 0, es);
   lt_node *nd;
-  if (lt_record(c, r, op, tri_backward, 1, &a, &nd)) { lt_tensor_release(r); return NULL; }
-  if (nd) { nd->i[0] = diagonal; nd->i[1] = upper; }
+  if (lt_record(c, r, op, tri_backward, 1, &a, &nd)) {
+    lt_tensor_release(r);
+    return NULL;
+  }
+  if (nd) {
+    nd->i[0] = diagonal;
+    nd->i[1] = upper;
+  }
   return r;
 }
 
@@ -216,17 +241,26 @@ lt_tensor *lt_op_pnorm(lt_ctx *c, lt_tensor *a, double p, int dim, int keepdim) 
   int k = lt_reduced_dims(a, dim, keepdim, shape);
   lt_tensor *ac = lt_op_contiguous(c, a);
   lt_tensor *out = ac ? lt_tensor_new(c, LT_F32, k, shape) : NULL;
-  if (!out) { lt_tensor_release(ac); return NULL; }
+  if (!out) {
+    lt_tensor_release(ac);
+    return NULL;
+  }
   lt_lines l = lt_lines_of(ac, dim);
   for (int64_t q = 0, nl = lt_lines_count(&l); q < nl; q++)
     lt_f32(out)[q] = (float)line_norm(lt_f32(ac), lt_line_base(&l, q), l.inner, l.n, p);
   lt_tensor_release(ac);
   lt_node *nd;
-  if (lt_record(c, out, "norm", pnorm_backward, 1, &a, &nd)) { lt_tensor_release(out); return NULL; }
+  if (lt_record(c, out, "norm", pnorm_backward, 1, &a, &nd)) {
+    lt_tensor_release(out);
+    return NULL;
+  }
   if (nd) {
     nd->i[0] = dim;
     nd->f[0] = p;
-    if (lt_node_save_output(c, nd, 0, out)) { lt_tensor_release(out); return NULL; }
+    if (lt_node_save_output(c, nd, 0, out)) {
+      lt_tensor_release(out);
+      return NULL;
+    }
   }
   return out;
 }

@@ -17,23 +17,30 @@ int lt_gemm(lt_ctx *c, int transa, int transb, int64_t m, int64_t n, int64_t k, 
       for (int64_t j = 0; j < n; j++) cc[i * ldc + j] = beta == 0 ? 0 : beta * cc[i * ldc + j];
     return LT_OK;
   }
-  lt_blas_sgemm(transa, transb, (int)m, (int)n, (int)k, alpha, a, (int)(lda ? lda : 1), b, (int)(ldb ? ldb : 1),
-                beta, cc, (int)(ldc ? ldc : 1));
+  lt_blas_sgemm(transa, transb, (int)m, (int)n, (int)k, alpha, a, (int)(lda ? lda : 1), b, (int)(ldb ? ldb : 1), beta,
+                cc, (int)(ldc ? ldc : 1));
   return LT_OK;
 }
 
 /* How a 2-D slice (rows, cols, row stride, col stride) can be handed to the BLAS. */
 static int blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, int *trans, int64_t *ld) {
-  if (cs == 1 && (rs >= cols || rows == 1)) { *trans = 0; *ld = rows == 1 ? (cols > 0 ? cols : 1) : rs; return 1; }
-  if (rs == 1 && (cs >= rows || cols == 1)) { *trans = 1; *ld = cols == 1 ? (rows > 0 ? rows : 1) : cs; return 1; }
+  if (cs == 1 && (rs >= cols || rows == 1)) {
+    *trans = 0;
+    *ld = rows == 1 ? (cols > 0 ? cols : 1) : rs;
+    return 1;
+  }
+  if (rs == 1 && (cs >= rows || cols == 1)) {
+    *trans = 1;
+    *ld = cols == 1 ? (rows > 0 ? rows : 1) : cs;
+    return 1;
+  }
   return 0;
 }
 
 /* 2-D only: adds op(x) @ op(y) (x [r x k], y [k x s] after transposing by tx/ty) into the leaf gradient `acc`
  * [r x s] in one GEMM with beta = 1, when both operands have BLAS layouts; 0 when it cannot (the caller then
  * produces the gradient as usual). */
-static int gemm_accumulate(lt_ctx *c, lt_tensor *acc, const lt_tensor *x, int tx, const lt_tensor *y, int ty,
-                           int *rc) {
+static int gemm_accumulate(lt_ctx *c, lt_tensor *acc, const lt_tensor *x, int tx, const lt_tensor *y, int ty, int *rc) {
   int64_t r = acc->shape[0], s = acc->shape[1], k = tx ? x->shape[0] : x->shape[1];
   int ta, tb;
   int64_t lda, ldb;
@@ -130,15 +137,18 @@ static lt_tensor *matmul_nd(lt_ctx *c, lt_tensor *a, lt_tensor *b) {
       if (da >= 0 && A->shape[da] != 1) offa += idx * A->stride[da];
       if (db >= 0 && Bm->shape[db] != 1) offb += idx * Bm->stride[db];
     }
-    if (lt_gemm(c, ta, tb, n, m, k, 1.0f, lt_f32(A) + offa, lda, lt_f32(Bm) + offb, ldb, 0.0f,
-                lt_f32(out) + bi * n * m, m))
+    if (lt_gemm(c, ta, tb, n, m, k, 1.0f, lt_f32(A) + offa, lda, lt_f32(Bm) + offb, ldb, 0.0f, lt_f32(out) + bi * n * m,
+                m))
       goto fail;
   }
   lt_tensor_release(ac);
   lt_tensor_release(bc);
   lt_tensor *ins[2] = { a, b };
   lt_node *nd;
-  if (lt_record(c, out, "matmul", matmul_backward, 2, ins, &nd)) { lt_tensor_release(out); return NULL; }
+  if (lt_record(c, out, "matmul", matmul_backward, 2, ins, &nd)) {
+    lt_tensor_release(out);
+    return NULL;
+  }
   return out;
 fail:
   lt_tensor_release(ac);
@@ -175,8 +185,16 @@ lt_tensor *lt_op_matmul(lt_ctx *c, lt_tensor *a, lt_tensor *b) {
   lt_tensor_release(Bm);
   if (r && (a->ndim == 1 || b->ndim == 1)) {
     lt_tensor *s = r;
-    if (b->ndim == 1) { s = lt_op_squeeze(c, r, r->ndim - 1); lt_tensor_release(r); r = s; }
-    if (r && a->ndim == 1) { s = lt_op_squeeze(c, r, r->ndim - (b->ndim == 1 ? 1 : 2)); lt_tensor_release(r); r = s; }
+    if (b->ndim == 1) {
+      s = lt_op_squeeze(c, r, r->ndim - 1);
+      lt_tensor_release(r);
+      r = s;
+    }
+    if (r && a->ndim == 1) {
+      s = lt_op_squeeze(c, r, r->ndim - (b->ndim == 1 ? 1 : 2));
+      lt_tensor_release(r);
+      r = s;
+    }
   }
   return r;
 }
@@ -221,10 +239,14 @@ static int linear_grads(lt_ctx *c, lt_node *n, lt_tensor *gc, lt_tensor **gin) {
       for (int64_t j = 0; j < out_f; j++) pb[j] += pg[r * out_f + j];
     gin[2] = gb;
   }
-  lt_tensor_release(gc); lt_tensor_release(xc); lt_tensor_release(wc);
+  lt_tensor_release(gc);
+  lt_tensor_release(xc);
+  lt_tensor_release(wc);
   return LT_OK;
 fail:
-  lt_tensor_release(gc); lt_tensor_release(xc); lt_tensor_release(wc);
+  lt_tensor_release(gc);
+  lt_tensor_release(xc);
+  lt_tensor_release(wc);
   return LT_ERR;
 }
 
@@ -239,8 +261,7 @@ static int linear_relu_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor *
 
 lt_tensor *lt_op_linear_act(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, lt_act act) {
   char b1[128], b2[128];
-  if (lt_check_dtype(c, "linear", "input", x, LT_F32) || lt_check_dtype(c, "linear", "weight", w, LT_F32))
-    return NULL;
+  if (lt_check_dtype(c, "linear", "input", x, LT_F32) || lt_check_dtype(c, "linear", "weight", w, LT_F32)) return NULL;
   if (w->ndim != 2) {
     lt_fail(c, "linear: weight must be 2-D [out x in], got %s", lt_shape_str(w, b1, sizeof b1));
     return NULL;
@@ -262,12 +283,21 @@ lt_tensor *lt_op_linear_act(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b,
   lt_tensor *out = lt_tensor_new(c, LT_F32, x->ndim, oshape);
   lt_tensor *xc = out ? lt_op_contiguous(c, x) : NULL;
   lt_tensor *wc = xc ? lt_op_contiguous(c, w) : NULL;
-  if (!wc) { lt_tensor_release(out); lt_tensor_release(xc); return NULL; }
+  if (!wc) {
+    lt_tensor_release(out);
+    lt_tensor_release(xc);
+    return NULL;
+  }
   int64_t rows = lt_numel(x) / (in_f ? in_f : 1);
   float *po = lt_f32(out);
   if (b) {
     lt_tensor *bc = lt_op_contiguous(c, b);
-    if (!bc) { lt_tensor_release(out); lt_tensor_release(xc); lt_tensor_release(wc); return NULL; }
+    if (!bc) {
+      lt_tensor_release(out);
+      lt_tensor_release(xc);
+      lt_tensor_release(wc);
+      return NULL;
+    }
     const float *pb = lt_f32(bc);
     for (int64_t r = 0; r < rows; r++) memcpy(po + r * out_f, pb, sizeof(float) * (size_t)out_f);
     lt_tensor_release(bc);
@@ -275,7 +305,10 @@ lt_tensor *lt_op_linear_act(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b,
   int rc = lt_gemm(c, 0, 1, rows, out_f, in_f, 1.0f, lt_f32(xc), in_f, lt_f32(wc), in_f, b ? 1.0f : 0.0f, po, out_f);
   lt_tensor_release(xc);
   lt_tensor_release(wc);
-  if (rc) { lt_tensor_release(out); return NULL; }
+  if (rc) {
+    lt_tensor_release(out);
+    return NULL;
+  }
   if (act == LT_ACT_RELU) lt_relu_inplace_f32(po, lt_numel(out)); /* while the GEMM's output is in cache */
   lt_tensor *ins[3] = { x, w, b };
   lt_node *nd;
@@ -284,7 +317,10 @@ lt_tensor *lt_op_linear_act(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b,
     lt_tensor_release(out);
     return NULL;
   }
-  if (nd && act == LT_ACT_RELU && lt_node_save_output(c, nd, 0, out)) { lt_tensor_release(out); return NULL; }
+  if (nd && act == LT_ACT_RELU && lt_node_save_output(c, nd, 0, out)) {
+    lt_tensor_release(out);
+    return NULL;
+  }
   return out;
 }
 

@@ -19,7 +19,10 @@
 #define NORMAL_BLOCK 4096 /* values per stream: even, so each block is whole pairs */
 
 __attribute__((always_inline)) static inline float bm_logf(float x) { /* x in (0, 1], normal numbers */
-  union { float f; int32_t i; } u = { .f = x };
+  union {
+    float f;
+    int32_t i;
+  } u = { .f = x };
   float e = (float)(((u.i >> 23) & 0xff) - 126);
   u.i = (u.i & 0x807fffff) | 0x3f000000; /* mantissa in [0.5, 1) */
   float m = u.f;
@@ -49,7 +52,8 @@ __attribute__((always_inline)) static inline void bm_sincos(float t, float *s, f
   int q = (int)qf & 3;
   float z = x * x;
   float ps = ((-1.9515295891e-4f * z + 8.3321608736e-3f) * z - 1.6666654611e-1f) * z * x + x;
-  float pc = ((2.443315711809948e-5f * z - 1.388731625493765e-3f) * z + 4.166664568298827e-2f) * z * z - 0.5f * z + 1.0f;
+  float pc =
+      ((2.443315711809948e-5f * z - 1.388731625493765e-3f) * z + 4.166664568298827e-2f) * z * z - 0.5f * z + 1.0f;
   float sv = (q & 1) ? pc : ps, cv = (q & 1) ? ps : pc;
   *s = (q & 2) ? -sv : sv;
   *c = ((q + 1) & 2) ? -cv : cv;
@@ -69,7 +73,12 @@ LT_VECTOR_FN static void box_muller(float *out, const uint64_t *bits, int64_t pa
   }
 }
 
-typedef struct normal_job { float *p; int64_t n; uint64_t base; float mean, std; } normal_job;
+typedef struct normal_job {
+  float *p;
+  int64_t n;
+  uint64_t base;
+  float mean, std;
+} normal_job;
 
 static void normal_block(const normal_job *j, int64_t b) {
   lt_rng r;
@@ -78,7 +87,10 @@ static void normal_block(const normal_job *j, int64_t b) {
   uint64_t bits[NORMAL_BLOCK / 2];
   int64_t pairs = (len + 1) / 2;
   for (int64_t i = 0; i < pairs; i++) bits[i] = lt_rng_next(&r);
-  if (len % 2 == 0) { box_muller(j->p + lo, bits, pairs, j->mean, j->std); return; }
+  if (len % 2 == 0) {
+    box_muller(j->p + lo, bits, pairs, j->mean, j->std);
+    return;
+  }
   float tmp[NORMAL_BLOCK];
   box_muller(tmp, bits, pairs, j->mean, j->std);
   for (int64_t i = 0; i < len; i++) j->p[lo + i] = tmp[i];
@@ -142,7 +154,10 @@ lt_tensor *lt_op_bernoulli(lt_ctx *c, lt_tensor *prob) {
 static void multinomial_row(lt_rng *r, const float *w, int64_t k, int64_t n, int replacement, double *scratch,
                             int64_t *out) {
   double total = 0;
-  for (int64_t j = 0; j < k; j++) { scratch[j] = w[j]; total += w[j]; }
+  for (int64_t j = 0; j < k; j++) {
+    scratch[j] = w[j];
+    total += w[j];
+  }
   for (int64_t s = 0; s < n; s++) {
     double u = lt_rng_uniform(r) * total, acc = 0;
     int64_t pick = -1;
@@ -153,7 +168,10 @@ static void multinomial_row(lt_rng *r, const float *w, int64_t k, int64_t n, int
       if (u < acc) break;
     }
     out[s] = pick;
-    if (!replacement) { total -= scratch[pick]; scratch[pick] = 0; }
+    if (!replacement) {
+      total -= scratch[pick];
+      scratch[pick] = 0;
+    }
   }
 }
 
@@ -165,7 +183,10 @@ lt_tensor *lt_op_multinomial(lt_ctx *c, lt_tensor *prob, int64_t n, int replacem
     return NULL;
   }
   int64_t rows = prob->ndim == 2 ? prob->shape[0] : 1, k = prob->shape[prob->ndim - 1];
-  if (n < 1) { lt_fail(c, "multinomial: the number of samples must be >= 1, got %lld", (long long)n); return NULL; }
+  if (n < 1) {
+    lt_fail(c, "multinomial: the number of samples must be >= 1, got %lld", (long long)n);
+    return NULL;
+  }
   lt_tensor *p = lt_op_contiguous(c, prob);
   if (!p) return NULL;
   const float *pp = lt_f32(p);
@@ -175,16 +196,18 @@ lt_tensor *lt_op_multinomial(lt_ctx *c, lt_tensor *prob, int64_t n, int replacem
       float v = pp[r * k + j];
       if (!(v >= 0.0f) || isinf(v)) {
         lt_tensor_release(p);
-        lt_fail(c, "multinomial: probabilities must be finite and >= 0, got %g in row %lld", (double)v, (long long)(r + 1));
+        lt_fail(c, "multinomial: probabilities must be finite and >= 0, got %g in row %lld", (double)v,
+                (long long)(r + 1));
         return NULL;
       }
       positive += v > 0;
     }
     if (positive == 0 || (!replacement && n > positive)) {
       lt_tensor_release(p);
-      lt_fail(c, positive == 0 ? "multinomial: row %lld has no positive probability"
-                               : "multinomial: cannot draw %lld samples without replacement from %lld categories with "
-                                 "positive probability (row %lld)",
+      lt_fail(c,
+              positive == 0 ? "multinomial: row %lld has no positive probability"
+                            : "multinomial: cannot draw %lld samples without replacement from %lld categories with "
+                              "positive probability (row %lld)",
               positive == 0 ? (long long)(r + 1) : (long long)n, (long long)positive, (long long)(r + 1));
       return NULL;
     }
@@ -192,9 +215,14 @@ lt_tensor *lt_op_multinomial(lt_ctx *c, lt_tensor *prob, int64_t n, int replacem
   int64_t shape[2] = { rows, n };
   lt_tensor *t = prob->ndim == 2 ? lt_tensor_new(c, LT_I64, 2, shape) : lt_tensor_new(c, LT_I64, 1, &n);
   double *scratch = t ? lt_alloc((size_t)k * sizeof *scratch) : NULL;
-  if (t && !scratch) { lt_tensor_release(t); t = NULL; lt_fail(c, "multinomial: out of memory"); }
+  if (t && !scratch) {
+    lt_tensor_release(t);
+    t = NULL;
+    lt_fail(c, "multinomial: out of memory");
+  }
   if (t) {
-    for (int64_t r = 0; r < rows; r++) multinomial_row(&c->rng, pp + r * k, k, n, replacement, scratch, lt_i64(t) + r * n);
+    for (int64_t r = 0; r < rows; r++)
+      multinomial_row(&c->rng, pp + r * k, k, n, replacement, scratch, lt_i64(t) + r * n);
     lt_free(scratch, (size_t)k * sizeof *scratch);
   }
   lt_tensor_release(p);
@@ -203,8 +231,14 @@ lt_tensor *lt_op_multinomial(lt_ctx *c, lt_tensor *prob, int64_t n, int replacem
 
 /* PyTorch's CPU formula: the first half steps up from a, the second down from b, so both ends are exact. */
 lt_tensor *lt_op_linspace(lt_ctx *c, double a, double b, int64_t n) {
-  if (!isfinite(a) || !isfinite(b)) { lt_fail(c, "linspace: start and end must be finite, got %g, %g", a, b); return NULL; }
-  if (n < 0) { lt_fail(c, "linspace: the number of steps must be >= 0, got %lld", (long long)n); return NULL; }
+  if (!isfinite(a) || !isfinite(b)) {
+    lt_fail(c, "linspace: start and end must be finite, got %g, %g", a, b);
+    return NULL;
+  }
+  if (n < 0) {
+    lt_fail(c, "linspace: the number of steps must be >= 0, got %lld", (long long)n);
+    return NULL;
+  }
   lt_tensor *t = lt_tensor_new(c, LT_F32, 1, &n);
   if (!t) return NULL;
   float *p = lt_f32(t), fa = (float)a, fb = (float)b;

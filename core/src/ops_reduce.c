@@ -29,8 +29,14 @@ static int reduced_shape(const lt_tensor *a, int dim, int keepdim, int64_t *shap
 }
 
 static void split_dims(const lt_tensor *a, int dim, int64_t *outer, int64_t *n, int64_t *inner) {
-  if (dim < 0) { *outer = 1; *n = lt_numel(a); *inner = 1; return; }
-  *outer = 1; *inner = 1;
+  if (dim < 0) {
+    *outer = 1;
+    *n = lt_numel(a);
+    *inner = 1;
+    return;
+  }
+  *outer = 1;
+  *inner = 1;
   for (int d = 0; d < dim; d++) *outer *= a->shape[d];
   *n = a->shape[dim];
   for (int d = dim + 1; d < a->ndim; d++) *inner *= a->shape[d];
@@ -51,7 +57,10 @@ static int sum_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
   if (!gk) return LT_ERR;
   lt_tensor *r = lt_tensor_new_like(c, in);
   if (r) r->dtype = LT_F32;
-  if (r && lt_op_copy_(c, r, gk)) { lt_tensor_release(r); r = NULL; }
+  if (r && lt_op_copy_(c, r, gk)) {
+    lt_tensor_release(r);
+    r = NULL;
+  }
   lt_tensor_release(gk);
   if (r && n->f[0] != 1.0) lt_op_binary_scalar_(c, LT_MUL, r, n->f[0]);
   gin[0] = r;
@@ -75,7 +84,10 @@ static int select_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin)
   split_dims(in, dim, &outer, &len, &inner);
   lt_tensor *gc = lt_op_contiguous(c, g);
   lt_tensor *r = gc ? lt_tensor_zeros(c, LT_F32, in->ndim, in->shape) : NULL;
-  if (!r) { lt_tensor_release(gc); return LT_ERR; }
+  if (!r) {
+    lt_tensor_release(gc);
+    return LT_ERR;
+  }
   const float *pg = lt_f32(gc);
   const int64_t *pi = lt_i64(idx);
   float *pr = lt_f32(r);
@@ -118,7 +130,12 @@ LT_VECTOR_FN static void sum_range(const float *x, int64_t n, int64_t inner, int
   }
 }
 
-typedef struct sum_job { const float *x; float *out; int64_t units, n, inner; int mean; } sum_job;
+typedef struct sum_job {
+  const float *x;
+  float *out;
+  int64_t units, n, inner;
+  int mean;
+} sum_job;
 
 static void sum_part(void *arg, int i, int nparts) {
   const sum_job *j = arg;
@@ -149,7 +166,10 @@ LT_VECTOR_FN static void reduce_f32(lt_ctx *c, lt_redop op, const float *x, int6
       for (int64_t j = 1; j < n; j++) {
         float v = p[j * inner];
         if (isnan(best)) break;
-        if (isnan(v) || (is_max ? v > best : v < best)) { best = v; bi = j; }
+        if (isnan(v) || (is_max ? v > best : v < best)) {
+          best = v;
+          bi = j;
+        }
       }
       out[o * inner + k] = best;
       if (idx) idx[o * inner + k] = bi;
@@ -165,7 +185,10 @@ static void reduce_i64(lt_redop op, const int64_t *x, int64_t outer, int64_t n, 
       for (int64_t j = 1; j < n; j++) {
         int64_t v = p[j * inner];
         if (op == LT_RSUM) acc = (int64_t)((uint64_t)acc + (uint64_t)v); /* wraps on overflow, as PyTorch's */
-        else if (op == LT_RMAX ? v > acc : v < acc) { acc = v; bi = j; }
+        else if (op == LT_RMAX ? v > acc : v < acc) {
+          acc = v;
+          bi = j;
+        }
       }
       out[o * inner + k] = acc;
       if (idx) idx[o * inner + k] = bi;
@@ -193,7 +216,9 @@ static int reduce_impl(lt_ctx *c, lt_redop op, lt_tensor *a, int dim, int keepdi
   lt_tensor *out = lt_tensor_new(c, as_float ? LT_F32 : LT_I64, k, shape);
   lt_tensor *idx = (out && (op == LT_RMAX || op == LT_RMIN)) ? lt_tensor_new(c, LT_I64, k, shape) : NULL;
   if (!out || ((op == LT_RMAX || op == LT_RMIN) && !idx)) {
-    lt_tensor_release(x); lt_tensor_release(out); lt_tensor_release(idx);
+    lt_tensor_release(x);
+    lt_tensor_release(out);
+    lt_tensor_release(idx);
     return LT_ERR;
   }
   if (as_float) {
@@ -208,7 +233,9 @@ static int reduce_impl(lt_ctx *c, lt_redop op, lt_tensor *a, int dim, int keepdi
     lt_node *nd;
     int is_sel = op == LT_RMAX || op == LT_RMIN;
     if (lt_record(c, out, name, is_sel ? select_backward : sum_backward, 1, &x, &nd)) {
-      lt_tensor_release(x); lt_tensor_release(out); lt_tensor_release(idx);
+      lt_tensor_release(x);
+      lt_tensor_release(out);
+      lt_tensor_release(idx);
       return LT_ERR;
     }
     if (nd) {
@@ -269,7 +296,8 @@ LT_VECTOR_FN lt_tensor *lt_op_sum_to(lt_ctx *c, lt_tensor *g, int ndim, const in
     if (it.s[0] == 0) {
       double s = 0;
       if (it.s[1] == 1) s = lt_sum_f32(x, it.n);
-      else for (int64_t i = 0; i < it.n; i++) s += x[i * it.s[1]];
+      else
+        for (int64_t i = 0; i < it.n; i++) s += x[i * it.s[1]];
       y[0] += (float)s;
     } else if (it.s[0] == 1 && it.s[1] == 1) {
       for (int64_t i = 0; i < it.n; i++) y[i] += x[i];

@@ -38,7 +38,10 @@ static void scan_i64(const int64_t *x, int64_t *y, const lt_lines *l, int prod) 
 static int cumsum_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
   lt_tensor *gc = lt_op_contiguous(c, g);
   lt_tensor *r = gc ? lt_tensor_new_like(c, gc) : NULL;
-  if (!r) { lt_tensor_release(gc); return LT_ERR; }
+  if (!r) {
+    lt_tensor_release(gc);
+    return LT_ERR;
+  }
   lt_lines l = lt_lines_of(gc, (int)n->i[0]);
   const float *pg = lt_f32(gc);
   float *pr = lt_f32(r);
@@ -61,7 +64,10 @@ static lt_tensor *product_grad_operands(lt_ctx *c, lt_node *n, lt_tensor *g, lt_
   *gc = lt_op_contiguous(c, g);
   *xc = lt_op_contiguous(c, n->inputs[0]);
   lt_tensor *r = *gc && *xc ? lt_tensor_new_like(c, *xc) : NULL;
-  if (!r) { lt_tensor_release(*gc); lt_tensor_release(*xc); }
+  if (!r) {
+    lt_tensor_release(*gc);
+    lt_tensor_release(*xc);
+  }
   return r;
 }
 
@@ -79,7 +85,10 @@ static int cumprod_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin
     double y = 1.0, before_z = 1.0; /* y_j; y_{z-1} */
     for (int64_t j = 0; j < l.n; j++) {
       double x = px[b + j * s];
-      if (x == 0 && z == l.n) { z = j; before_z = y; }
+      if (x == 0 && z == l.n) {
+        z = j;
+        before_z = y;
+      }
       y *= x;
       pr[b + j * s] = (float)y; /* y_j for now */
     }
@@ -106,7 +115,10 @@ static int cumprod_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin
 static lt_tensor *scan(lt_ctx *c, lt_tensor *a, int dim, int prod) {
   lt_tensor *ac = lt_op_contiguous(c, a);
   lt_tensor *out = ac ? lt_tensor_new_like(c, ac) : NULL;
-  if (!out) { lt_tensor_release(ac); return NULL; }
+  if (!out) {
+    lt_tensor_release(ac);
+    return NULL;
+  }
   lt_lines l = lt_lines_of(ac, dim);
   if (ac->dtype == LT_I64) scan_i64(lt_i64(ac), lt_i64(out), &l, prod);
   else scan_f32(lt_f32(ac), lt_f32(out), &l, prod);
@@ -156,7 +168,10 @@ lt_tensor *lt_op_prod(lt_ctx *c, lt_tensor *a, int dim, int keepdim) {
   int k = lt_reduced_dims(a, dim, keepdim, shape);
   lt_tensor *ac = lt_op_contiguous(c, a);
   lt_tensor *out = ac ? lt_tensor_new(c, ac->dtype, k, shape) : NULL;
-  if (!out) { lt_tensor_release(ac); return NULL; }
+  if (!out) {
+    lt_tensor_release(ac);
+    return NULL;
+  }
   lt_lines l = lt_lines_of(ac, dim);
   for (int64_t q = 0, nl = lt_lines_count(&l); q < nl; q++) {
     int64_t b = lt_line_base(&l, q);
@@ -172,7 +187,10 @@ lt_tensor *lt_op_prod(lt_ctx *c, lt_tensor *a, int dim, int keepdim) {
   }
   lt_tensor_release(ac);
   lt_node *nd;
-  if (lt_record(c, out, "prod", prod_backward, 1, &a, &nd)) { lt_tensor_release(out); return NULL; }
+  if (lt_record(c, out, "prod", prod_backward, 1, &a, &nd)) {
+    lt_tensor_release(out);
+    return NULL;
+  }
   if (nd) nd->i[0] = dim;
   return out;
 }

@@ -35,7 +35,10 @@ static lt_tensor *src_grad(lt_ctx *c, lt_tensor *gs, const lt_tensor *src) {
     lt_tensor_release(corner);
     corner = v;
   }
-  if (!corner || lt_op_copy_(c, corner, gs)) { lt_tensor_release(r); r = NULL; }
+  if (!corner || lt_op_copy_(c, corner, gs)) {
+    lt_tensor_release(r);
+    r = NULL;
+  }
   lt_tensor_release(corner);
   lt_tensor_release(gs);
   return r;
@@ -45,11 +48,10 @@ static lt_tensor *src_grad(lt_ctx *c, lt_tensor *gs, const lt_tensor *src) {
 static int scatter_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
   int dim = (int)n->i[0], has_src = (int)n->i[1], add = (int)n->i[2];
   lt_tensor *idx = n->saved[0];
-  if (n->inputs[0]->requires_grad)
-    gin[0] = add ? lt_tensor_retain(g) : lt_op_scatter(c, g, dim, idx, NULL, 0.0, 0);
+  if (n->inputs[0]->requires_grad) gin[0] = add ? lt_tensor_retain(g) : lt_op_scatter(c, g, dim, idx, NULL, 0.0, 0);
   if (has_src && n->inputs[1]->requires_grad) gin[1] = src_grad(c, lt_op_gather(c, g, dim, idx), n->inputs[1]);
   return ((n->inputs[0]->requires_grad && !gin[0]) || (has_src && n->inputs[1]->requires_grad && !gin[1])) ? LT_ERR
-                                                                                                          : LT_OK;
+                                                                                                           : LT_OK;
 }
 
 lt_tensor *lt_op_scatter(lt_ctx *c, lt_tensor *x, int dim, lt_tensor *idx, lt_tensor *src, double value, int add) {
@@ -73,7 +75,10 @@ lt_tensor *lt_op_scatter(lt_ctx *c, lt_tensor *x, int dim, lt_tensor *idx, lt_te
     if (index_value_check(c, op, lt_get_flat_i64(idx, i), x->shape[dim], dim)) return NULL;
   lt_tensor *out = lt_tensor_new(c, LT_F32, x->ndim, x->shape);
   if (!out) return NULL;
-  if (lt_op_copy_(c, out, x)) { lt_tensor_release(out); return NULL; }
+  if (lt_op_copy_(c, out, x)) {
+    lt_tensor_release(out);
+    return NULL;
+  }
   int64_t ost[LT_MAX_DIM];
   lt_contiguous_strides(x->ndim, x->shape, ost);
   float *po = lt_f32(out), v = (float)value;
@@ -92,9 +97,14 @@ lt_tensor *lt_op_scatter(lt_ctx *c, lt_tensor *x, int dim, lt_tensor *idx, lt_te
   }
   lt_tensor *ins[2] = { x, src };
   lt_node *nd;
-  if (lt_record(c, out, op, scatter_backward, src ? 2 : 1, ins, &nd)) { lt_tensor_release(out); return NULL; }
+  if (lt_record(c, out, op, scatter_backward, src ? 2 : 1, ins, &nd)) {
+    lt_tensor_release(out);
+    return NULL;
+  }
   if (nd) {
-    nd->i[0] = dim; nd->i[1] = src != NULL; nd->i[2] = add;
+    nd->i[0] = dim;
+    nd->i[1] = src != NULL;
+    nd->i[2] = add;
     lt_node_save(nd, 0, idx);
   }
   return out;
@@ -124,7 +134,11 @@ static int for_each_slice(lt_ctx *c, lt_tensor *out, int dim, const lt_tensor *i
   return LT_OK;
 }
 
-typedef struct add_arg { lt_tensor *src; int dim; double alpha; } add_arg;
+typedef struct add_arg {
+  lt_tensor *src;
+  int dim;
+  double alpha;
+} add_arg;
 static int add_slice(lt_ctx *c, lt_tensor *s, int64_t j, void *arg) {
   add_arg *a = arg;
   lt_tensor *row = lt_op_select(c, a->src, a->dim, j);
@@ -140,7 +154,10 @@ static int fill_slice(lt_ctx *c, lt_tensor *s, int64_t j, void *arg) {
 
 static lt_tensor *copy_of(lt_ctx *c, lt_tensor *x) {
   lt_tensor *out = lt_tensor_new(c, LT_F32, x->ndim, x->shape);
-  if (out && lt_op_copy_(c, out, x)) { lt_tensor_release(out); return NULL; }
+  if (out && lt_op_copy_(c, out, x)) {
+    lt_tensor_release(out);
+    return NULL;
+  }
   return out;
 }
 
@@ -173,11 +190,21 @@ lt_tensor *lt_op_index_add(lt_ctx *c, lt_tensor *x, int dim, lt_tensor *idx, lt_
   c->grad_enabled = 0; /* the slices are views of a fresh tensor: no graph for the writes themselves */
   int rc = out ? for_each_slice(c, out, dim, idx, add_slice, &a) : LT_ERR;
   c->grad_enabled = mode;
-  if (rc) { lt_tensor_release(out); return NULL; }
+  if (rc) {
+    lt_tensor_release(out);
+    return NULL;
+  }
   lt_tensor *ins[2] = { x, src };
   lt_node *nd;
-  if (lt_record(c, out, "index_add", index_add_backward, 2, ins, &nd)) { lt_tensor_release(out); return NULL; }
-  if (nd) { nd->i[0] = dim; nd->f[0] = alpha; lt_node_save(nd, 0, idx); }
+  if (lt_record(c, out, "index_add", index_add_backward, 2, ins, &nd)) {
+    lt_tensor_release(out);
+    return NULL;
+  }
+  if (nd) {
+    nd->i[0] = dim;
+    nd->f[0] = alpha;
+    lt_node_save(nd, 0, idx);
+  }
   return out;
 }
 
@@ -193,10 +220,19 @@ lt_tensor *lt_op_index_fill(lt_ctx *c, lt_tensor *x, int dim, lt_tensor *idx, do
   c->grad_enabled = 0;
   int rc = out ? for_each_slice(c, out, dim, idx, fill_slice, &value) : LT_ERR;
   c->grad_enabled = mode;
-  if (rc) { lt_tensor_release(out); return NULL; }
+  if (rc) {
+    lt_tensor_release(out);
+    return NULL;
+  }
   lt_node *nd;
-  if (lt_record(c, out, "index_fill", index_fill_backward, 1, &x, &nd)) { lt_tensor_release(out); return NULL; }
-  if (nd) { nd->i[0] = dim; lt_node_save(nd, 0, idx); }
+  if (lt_record(c, out, "index_fill", index_fill_backward, 1, &x, &nd)) {
+    lt_tensor_release(out);
+    return NULL;
+  }
+  if (nd) {
+    nd->i[0] = dim;
+    lt_node_save(nd, 0, idx);
+  }
   return out;
 }
 
@@ -208,7 +244,10 @@ static int masked_select_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor
   lt_tensor *m = n->saved[0], *x = n->inputs[0];
   lt_tensor *full = lt_tensor_zeros(c, LT_F32, m->ndim, m->shape);
   lt_tensor *gc = full ? lt_op_contiguous(c, g) : NULL;
-  if (!gc) { lt_tensor_release(full); return LT_ERR; }
+  if (!gc) {
+    lt_tensor_release(full);
+    return LT_ERR;
+  }
   float *pf = lt_f32(full);
   const float *pm = lt_f32(m), *pg = lt_f32(gc);
   for (int64_t i = 0, k = 0, N = lt_numel(m); i < N; i++)
@@ -225,7 +264,11 @@ lt_tensor *lt_op_masked_select(lt_ctx *c, lt_tensor *x, lt_tensor *mask) {
   if (lt_check_dtype(c, "masked_select", "input", x, LT_F32)) return NULL;
   if (lt_broadcast_shape(c, "masked_select", x, mask, &nd, shape)) return NULL;
   lt_tensor *m = lt_tensor_new(c, LT_F32, nd, shape), *xs = m ? lt_tensor_new(c, LT_F32, nd, shape) : NULL;
-  if (!xs || lt_op_copy_(c, m, mask) || lt_op_copy_(c, xs, x)) { lt_tensor_release(m); lt_tensor_release(xs); return NULL; }
+  if (!xs || lt_op_copy_(c, m, mask) || lt_op_copy_(c, xs, x)) {
+    lt_tensor_release(m);
+    lt_tensor_release(xs);
+    return NULL;
+  }
   const float *pm = lt_f32(m), *px = lt_f32(xs);
   int64_t N = lt_numel(m), cnt = 0;
   for (int64_t i = 0; i < N; i++) cnt += pm[i] != 0.0f;
@@ -235,8 +278,10 @@ lt_tensor *lt_op_masked_select(lt_ctx *c, lt_tensor *x, lt_tensor *mask) {
     for (int64_t i = 0, k = 0; i < N; i++)
       if (pm[i] != 0.0f) po[k++] = px[i];
     lt_node *node;
-    if (lt_record(c, out, "masked_select", masked_select_backward, 1, &x, &node)) { lt_tensor_release(out); out = NULL; }
-    else if (node) lt_node_save(node, 0, m);
+    if (lt_record(c, out, "masked_select", masked_select_backward, 1, &x, &node)) {
+      lt_tensor_release(out);
+      out = NULL;
+    } else if (node) lt_node_save(node, 0, m);
   }
   lt_tensor_release(m);
   lt_tensor_release(xs);

@@ -14,18 +14,20 @@ static int view_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
   return gin[0] ? LT_OK : LT_ERR;
 }
 
-static int infer_shape(lt_ctx *c, const char *op, const lt_tensor *t, int ndim, const int64_t *shape,
-                       int64_t *out) {
+static int infer_shape(lt_ctx *c, const char *op, const lt_tensor *t, int ndim, const int64_t *shape, int64_t *out) {
   int64_t known = 1;
   int infer = -1, zero = 0, big = 0;
   char b1[128], b2[128];
-  if (ndim > LT_MAX_DIM) return lt_fail(c, "%s: %d dimensions requested, at most %d are supported", op, ndim, LT_MAX_DIM);
+  if (ndim > LT_MAX_DIM)
+    return lt_fail(c, "%s: %d dimensions requested, at most %d are supported", op, ndim, LT_MAX_DIM);
   for (int d = 0; d < ndim; d++) {
     if (shape[d] == -1) {
-      if (infer >= 0) return lt_fail(c, "%s: only one size may be -1, got %s", op, lt_dims_str(ndim, shape, b1, sizeof b1));
+      if (infer >= 0)
+        return lt_fail(c, "%s: only one size may be -1, got %s", op, lt_dims_str(ndim, shape, b1, sizeof b1));
       infer = d;
     } else if (shape[d] < 0) {
-      return lt_fail(c, "%s: invalid size %lld in %s", op, (long long)shape[d], lt_dims_str(ndim, shape, b1, sizeof b1));
+      return lt_fail(c, "%s: invalid size %lld in %s", op, (long long)shape[d],
+                     lt_dims_str(ndim, shape, b1, sizeof b1));
     } else if (shape[d] == 0) {
       zero = 1;
     } else if (known > INT64_MAX / shape[d]) {
@@ -54,7 +56,10 @@ static lt_tensor *make_view(lt_ctx *c, lt_tensor *t, int ndim, const int64_t *sh
                             int64_t offset, const char *op, lt_backward_fn bw, lt_node **node) {
   lt_tensor *v = lt_tensor_alias(c, t, ndim, shape, stride, offset);
   if (!v) return NULL;
-  if (lt_record(c, v, op, bw, 1, &t, node)) { lt_tensor_release(v); return NULL; }
+  if (lt_record(c, v, op, bw, 1, &t, node)) {
+    lt_tensor_release(v);
+    return NULL;
+  }
   return v;
 }
 
@@ -62,7 +67,10 @@ static lt_tensor *make_view(lt_ctx *c, lt_tensor *t, int ndim, const int64_t *sh
  * or merge only runs of dims that are laid out back to back in t (a [B, T, 3C] narrow seen as [B, T, 3, C]).
  * Returns 0 when no such strides exist. */
 static int view_strides(const lt_tensor *t, int ndim, const int64_t *sh, int64_t *st) {
-  if (t->ndim == 0 || lt_numel(t) == 0) { lt_contiguous_strides(ndim, sh, st); return 1; }
+  if (t->ndim == 0 || lt_numel(t) == 0) {
+    lt_contiguous_strides(ndim, sh, st);
+    return 1;
+  }
   int vd = ndim - 1;
   int64_t base = t->stride[t->ndim - 1], tn = 1, vn = 1;
   for (int td = t->ndim - 1; td >= 0; td--) {
@@ -75,7 +83,11 @@ static int view_strides(const lt_tensor *t, int ndim, const int64_t *sh, int64_t
         vd--;
       }
       if (vn != tn) return 0;
-      if (td > 0) { base = t->stride[td - 1]; tn = 1; vn = 1; }
+      if (td > 0) {
+        base = t->stride[td - 1];
+        tn = 1;
+        vn = 1;
+      }
     }
   }
   return vd == -1;
@@ -167,8 +179,14 @@ static int slice_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) 
   if (region && is_select) {
     int64_t gsh[LT_MAX_DIM], gst[LT_MAX_DIM];
     for (int d = 0, k = 0; d < z->ndim; d++) {
-      if (d == dim) { gsh[d] = 1; gst[d] = 0; }
-      else { gsh[d] = g->shape[k]; gst[d] = g->stride[k]; k++; }
+      if (d == dim) {
+        gsh[d] = 1;
+        gst[d] = 0;
+      } else {
+        gsh[d] = g->shape[k];
+        gst[d] = g->stride[k];
+        k++;
+      }
     }
     gv = lt_tensor_alias(c, g, z->ndim, gsh, gst, g->offset);
   } else if (region) {
@@ -177,7 +195,10 @@ static int slice_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) 
   int rc = (region && gv) ? lt_op_copy_(c, region, gv) : LT_ERR;
   lt_tensor_release(region);
   lt_tensor_release(gv);
-  if (rc) { lt_tensor_release(z); return LT_ERR; }
+  if (rc) {
+    lt_tensor_release(z);
+    return LT_ERR;
+  }
   gin[0] = z;
   return LT_OK;
 }
@@ -189,17 +210,22 @@ lt_tensor *lt_op_narrow(lt_ctx *c, lt_tensor *t, int dim, int64_t start, int64_t
     return NULL;
   }
   if (start < 0 || len < 0 || start + len > t->shape[dim]) {
-    lt_fail(c, "narrow: start %lld and length %lld do not fit dim %d of size %lld (shape %s)",
-            (long long)start + 1, (long long)len, dim + 1, (long long)t->shape[dim], lt_shape_str(t, b1, sizeof b1));
+    lt_fail(c, "narrow: start %lld and length %lld do not fit dim %d of size %lld (shape %s)", (long long)start + 1,
+            (long long)len, dim + 1, (long long)t->shape[dim], lt_shape_str(t, b1, sizeof b1));
     return NULL;
   }
   int64_t sh[LT_MAX_DIM];
   memcpy(sh, t->shape, sizeof sh);
   sh[dim] = len;
   lt_node *nd;
-  lt_tensor *v = make_view(c, t, t->ndim, sh, t->stride, t->offset + start * t->stride[dim], "narrow",
-                           slice_backward, &nd);
-  if (v && nd) { nd->i[0] = dim; nd->i[1] = start; nd->i[2] = len; nd->i[3] = 0; }
+  lt_tensor *v =
+      make_view(c, t, t->ndim, sh, t->stride, t->offset + start * t->stride[dim], "narrow", slice_backward, &nd);
+  if (v && nd) {
+    nd->i[0] = dim;
+    nd->i[1] = start;
+    nd->i[2] = len;
+    nd->i[3] = 0;
+  }
   return v;
 }
 
@@ -220,9 +246,14 @@ lt_tensor *lt_op_select(lt_ctx *c, lt_tensor *t, int dim, int64_t index) {
     k++;
   }
   lt_node *nd;
-  lt_tensor *v = make_view(c, t, t->ndim - 1, sh, st, t->offset + index * t->stride[dim], "select",
-                           slice_backward, &nd);
-  if (v && nd) { nd->i[0] = dim; nd->i[1] = index; nd->i[2] = 1; nd->i[3] = 1; }
+  lt_tensor *v =
+      make_view(c, t, t->ndim - 1, sh, st, t->offset + index * t->stride[dim], "select", slice_backward, &nd);
+  if (v && nd) {
+    nd->i[0] = dim;
+    nd->i[1] = index;
+    nd->i[2] = 1;
+    nd->i[3] = 1;
+  }
   return v;
 }
 
@@ -233,7 +264,10 @@ lt_tensor *lt_op_unsqueeze(lt_ctx *c, lt_tensor *t, int dim) {
     lt_fail(c, LT_E_DIM_RANGE, "unsqueeze", dim + 1, t->ndim + 1, t->ndim + 1, t->ndim + 1);
     return NULL;
   }
-  if (t->ndim >= LT_MAX_DIM) { lt_fail(c, "unsqueeze: at most %d dimensions are supported", LT_MAX_DIM); return NULL; }
+  if (t->ndim >= LT_MAX_DIM) {
+    lt_fail(c, "unsqueeze: at most %d dimensions are supported", LT_MAX_DIM);
+    return NULL;
+  }
   int64_t sh[LT_MAX_DIM], st[LT_MAX_DIM];
   for (int d = 0, k = 0; d <= t->ndim; d++) {
     if (d == dim) {
@@ -276,7 +310,8 @@ static int expand_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin)
 lt_tensor *lt_op_expand(lt_ctx *c, lt_tensor *t, int ndim, const int64_t *shape) {
   char b1[128], b2[128];
   if (ndim < t->ndim || ndim > LT_MAX_DIM) {
-    lt_fail(c, "expand: cannot expand %s to %s", lt_shape_str(t, b1, sizeof b1), lt_dims_str(ndim, shape, b2, sizeof b2));
+    lt_fail(c, "expand: cannot expand %s to %s", lt_shape_str(t, b1, sizeof b1),
+            lt_dims_str(ndim, shape, b2, sizeof b2));
     return NULL;
   }
   int64_t sh[LT_MAX_DIM];
@@ -293,7 +328,10 @@ lt_tensor *lt_op_expand(lt_ctx *c, lt_tensor *t, int ndim, const int64_t *shape)
   lt_tensor *v = lt_broadcast_alias(c, t, ndim, sh);
   if (!v) return NULL;
   lt_node *nd;
-  if (lt_record(c, v, "expand", expand_backward, 1, &t, &nd)) { lt_tensor_release(v); return NULL; }
+  if (lt_record(c, v, "expand", expand_backward, 1, &t, &nd)) {
+    lt_tensor_release(v);
+    return NULL;
+  }
   return v;
 }
 
@@ -319,7 +357,10 @@ static int cat_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
 
 lt_tensor *lt_op_cat(lt_ctx *c, int n, lt_tensor *const *ts, int dim) {
   char b1[128], b2[128];
-  if (n <= 0) { lt_fail(c, "cat: expected a non-empty list of tensors"); return NULL; }
+  if (n <= 0) {
+    lt_fail(c, "cat: expected a non-empty list of tensors");
+    return NULL;
+  }
   const lt_tensor *t0 = ts[0];
   if (dim < 0 || dim >= t0->ndim) {
     lt_fail(c, LT_E_DIM_RANGE, "cat", dim + 1, t0->ndim, t0->ndim, t0->ndim);
@@ -352,18 +393,28 @@ lt_tensor *lt_op_cat(lt_ctx *c, int n, lt_tensor *const *ts, int dim) {
     lt_tensor *region = lt_tensor_alias(c, out, out->ndim, rs, out->stride, start * out->stride[dim]);
     int rc = region ? lt_op_copy_(c, region, ts[i]) : LT_ERR;
     lt_tensor_release(region);
-    if (rc) { c->grad_enabled = saved; lt_tensor_release(out); return NULL; }
+    if (rc) {
+      c->grad_enabled = saved;
+      lt_tensor_release(out);
+      return NULL;
+    }
     start += ts[i]->shape[dim];
   }
   c->grad_enabled = saved;
   lt_node *nd;
-  if (t0->dtype == LT_F32 && lt_record(c, out, "cat", cat_backward, n, ts, &nd)) { lt_tensor_release(out); return NULL; }
+  if (t0->dtype == LT_F32 && lt_record(c, out, "cat", cat_backward, n, ts, &nd)) {
+    lt_tensor_release(out);
+    return NULL;
+  }
   if (out->grad_fn) out->grad_fn->i[0] = dim;
   return out;
 }
 
 lt_tensor *lt_op_stack(lt_ctx *c, int n, lt_tensor *const *ts, int dim) {
-  if (n <= 0) { lt_fail(c, "stack: expected a non-empty list of tensors"); return NULL; }
+  if (n <= 0) {
+    lt_fail(c, "stack: expected a non-empty list of tensors");
+    return NULL;
+  }
   for (int i = 1; i < n; i++)
     if (!lt_same_shape(ts[i], ts[0])) {
       char b1[128], b2[128];
@@ -376,7 +427,10 @@ lt_tensor *lt_op_stack(lt_ctx *c, int n, lt_tensor *const *ts, int dim) {
     return NULL;
   }
   lt_tensor **us = calloc((size_t)n, sizeof *us);
-  if (!us) { lt_fail(c, LT_E_OOM, sizeof *us * (size_t)n); return NULL; }
+  if (!us) {
+    lt_fail(c, LT_E_OOM, sizeof *us * (size_t)n);
+    return NULL;
+  }
   lt_tensor *out = NULL;
   int i;
   for (i = 0; i < n; i++)

@@ -21,7 +21,8 @@
 #define SM_PAR_MIN (INT64_C(1) << 15)
 
 static void dims3(const lt_tensor *a, int dim, int64_t *outer, int64_t *n, int64_t *inner) {
-  *outer = 1; *inner = 1;
+  *outer = 1;
+  *inner = 1;
   for (int d = 0; d < dim; d++) *outer *= a->shape[d];
   *n = a->ndim ? a->shape[dim] : 1;
   for (int d = dim + 1; d < a->ndim; d++) *inner *= a->shape[d];
@@ -65,7 +66,11 @@ LT_VECTOR_FN static void softmax_fwd(const float *x, float *y, int64_t n, int64_
     if (m > SM_BLOCK) m = SM_BLOCK;
     const float *px = x + o * n * inner + k0;
     float *py = y + o * n * inner + k0;
-    for (int64_t k = 0; k < m; k++) { mx[k] = -INFINITY; s[k] = 0; bad[k] = 0; }
+    for (int64_t k = 0; k < m; k++) {
+      mx[k] = -INFINITY;
+      s[k] = 0;
+      bad[k] = 0;
+    }
     for (int64_t j = 0; j < n; j++)
       for (int64_t k = 0; k < m; k++) {
         float v = px[j * inner + k];
@@ -164,7 +169,10 @@ static int softmax_backward(lt_ctx *c, lt_node *nd, lt_tensor *g, lt_tensor **gi
   lt_tensor *y = nd->saved[0];
   lt_tensor *gc = lt_op_contiguous(c, g);
   lt_tensor *r = gc ? lt_tensor_new_like(c, y) : NULL;
-  if (!r) { lt_tensor_release(gc); return LT_ERR; }
+  if (!r) {
+    lt_tensor_release(gc);
+    return LT_ERR;
+  }
   int64_t outer, n, inner;
   dims3(y, dim, &outer, &n, &inner);
   sm_job j = { lt_f32(y), lt_f32(gc), lt_f32(r), outer * inner, n, inner, log_form };
@@ -183,18 +191,27 @@ static lt_tensor *softmax_impl(lt_ctx *c, lt_tensor *a, int dim, int log_form) {
   }
   lt_tensor *x = lt_op_contiguous(c, a);
   lt_tensor *y = x ? lt_tensor_new_like(c, x) : NULL;
-  if (!y) { lt_tensor_release(x); return NULL; }
+  if (!y) {
+    lt_tensor_release(x);
+    return NULL;
+  }
   int64_t outer, n, inner;
   dims3(x, dim, &outer, &n, &inner);
   sm_job j = { lt_f32(x), NULL, lt_f32(y), outer * inner, n, inner, log_form };
   sm_run(c, &j);
   lt_tensor_release(x);
   lt_node *nd;
-  if (lt_record(c, y, name, softmax_backward, 1, &a, &nd)) { lt_tensor_release(y); return NULL; }
+  if (lt_record(c, y, name, softmax_backward, 1, &a, &nd)) {
+    lt_tensor_release(y);
+    return NULL;
+  }
   if (nd) {
     nd->i[0] = dim;
     nd->i[1] = log_form;
-    if (lt_node_save_output(c, nd, 0, y)) { lt_tensor_release(y); return NULL; }
+    if (lt_node_save_output(c, nd, 0, y)) {
+      lt_tensor_release(y);
+      return NULL;
+    }
   }
   return y;
 }

@@ -48,7 +48,9 @@ static int64_t *merge_sort(const sort_keys *k, int64_t *idx, int64_t *tmp, int64
       while (i < mid) tmp[o++] = idx[i++];
       while (j < hi) tmp[o++] = idx[j++];
     }
-    int64_t *s = idx; idx = tmp; tmp = s;
+    int64_t *s = idx;
+    idx = tmp;
+    tmp = s;
   }
   return idx;
 }
@@ -62,7 +64,11 @@ static void select_first(const sort_keys *ks, int64_t *idx, int64_t n, int64_t m
     while (i <= j) {
       while (ranks_before(ks, idx[i], pv)) i++;
       while (ranks_before(ks, pv, idx[j])) j--;
-      if (i <= j) { int64_t t = idx[i]; idx[i++] = idx[j]; idx[j--] = t; }
+      if (i <= j) {
+        int64_t t = idx[i];
+        idx[i++] = idx[j];
+        idx[j--] = t;
+      }
     }
     if (m - 1 <= j) hi = j;
     else if (m - 1 >= i) lo = i;
@@ -87,8 +93,9 @@ static lt_tensor *sorted_indices(lt_ctx *c, lt_tensor *a, int dim, int descendin
     lt_tensor_release(out);
     return NULL;
   }
-  sort_keys k = { ac->dtype == LT_F32 ? lt_f32(ac) : NULL, ac->dtype == LT_I64 ? lt_i64(ac) : NULL, 0, l.inner,
-                  descending, 0 };
+  sort_keys k = {
+    ac->dtype == LT_F32 ? lt_f32(ac) : NULL, ac->dtype == LT_I64 ? lt_i64(ac) : NULL, 0, l.inner, descending, 0
+  };
   lt_lines lo = l; /* the output's lines */
   lo.n = keep;
   int64_t *po = lt_i64(out);

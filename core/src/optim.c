@@ -27,8 +27,8 @@
 typedef struct lt_param_group {
   lt_optim_hparams h;
   int n;
-  lt_tensor **params;     /* retained */
-  lt_optim_state *state;  /* n entries */
+  lt_tensor **params;    /* retained */
+  lt_optim_state *state; /* n entries */
 } lt_param_group;
 
 struct lt_optimizer {
@@ -38,11 +38,11 @@ struct lt_optimizer {
   lt_param_group *groups;
 };
 
-static const char *const kind_names[LT_OPTIM_NKINDS] = { "SGD", "Adam", "AdamW", "RMSprop", "Adagrad",
-                                                         "Adadelta", "Adamax", "NAdam", "RAdam", "ASGD" };
-static const char *const buf_names[LT_OPTIM_NBUFS] = { "momentum_buffer", "exp_avg", "exp_avg_sq",
-                                                       "max_exp_avg_sq", "square_avg", "grad_avg",
-                                                       "sum", "acc_delta", "exp_inf", "ax" };
+static const char *const kind_names[LT_OPTIM_NKINDS] = { "SGD",      "Adam",   "AdamW", "RMSprop", "Adagrad",
+                                                         "Adadelta", "Adamax", "NAdam", "RAdam",   "ASGD" };
+static const char *const buf_names[LT_OPTIM_NBUFS] = { "momentum_buffer", "exp_avg",  "exp_avg_sq", "max_exp_avg_sq",
+                                                       "square_avg",      "grad_avg", "sum",        "acc_delta",
+                                                       "exp_inf",         "ax" };
 static const char *const scalar_names[LT_OPTIM_NSCALARS] = { "mu_product", "eta", "mu" };
 
 const char *lt_optim_kind_name(lt_optim_kind k) { return k < LT_OPTIM_NKINDS ? kind_names[k] : "optimizer"; }
@@ -99,7 +99,10 @@ void lt_optim_defaults(lt_optim_kind k, lt_optim_hparams *h) {
   switch (k) {
     case LT_OPTIM_SGD: h->lr = 1e-3; break;
     case LT_OPTIM_ADAM: h->lr = 1e-3; break;
-    case LT_OPTIM_ADAMW: h->lr = 1e-3; h->weight_decay = 1e-2; break;
+    case LT_OPTIM_ADAMW:
+      h->lr = 1e-3;
+      h->weight_decay = 1e-2;
+      break;
     case LT_OPTIM_RMSPROP: h->lr = 1e-2; break;
     default: lt_optim_more_defaults(k, h); break;
   }
@@ -132,13 +135,19 @@ int lt_optim_check_hparams(lt_ctx *c, lt_optim_kind k, const lt_optim_hparams *h
 /* ---- lifecycle ------------------------------------------------------------------------------------ */
 
 lt_optimizer *lt_optim_new(lt_ctx *c, lt_optim_kind k, const lt_optim_hparams *defaults) {
-  if ((int)k < 0 || k >= LT_OPTIM_NKINDS) { lt_fail(c, "optimizer: unknown kind %d", (int)k); return NULL; }
+  if ((int)k < 0 || k >= LT_OPTIM_NKINDS) {
+    lt_fail(c, "optimizer: unknown kind %d", (int)k);
+    return NULL;
+  }
   lt_optim_hparams h;
   if (!defaults) lt_optim_defaults(k, &h);
   else h = *defaults;
   if (lt_optim_check_hparams(c, k, &h)) return NULL;
   lt_optimizer *o = lt_alloc(sizeof *o);
-  if (!o) { lt_fail(c, LT_E_OOM, sizeof *o); return NULL; }
+  if (!o) {
+    lt_fail(c, LT_E_OOM, sizeof *o);
+    return NULL;
+  }
   memset(o, 0, sizeof *o);
   o->kind = k;
   o->defaults = h;
@@ -191,15 +200,19 @@ int lt_optim_add_param_group(lt_ctx *c, lt_optimizer *o, const lt_optim_hparams 
       return lt_fail(c, "%s: parameter %d is %s, the optimizer can only optimize float32 tensors", name, i + 1,
                      lt_dtype_name(p->dtype));
     if (p->grad_fn)
-      return lt_fail(c, "%s: can't optimize a non-leaf tensor (parameter %d is the result of an op; use a leaf, "
-                     "e.g. x:detach():requires_grad(true))", name, i + 1);
+      return lt_fail(c,
+                     "%s: can't optimize a non-leaf tensor (parameter %d is the result of an op; use a leaf, "
+                     "e.g. x:detach():requires_grad(true))",
+                     name, i + 1);
     for (int j = 0; j < i; j++)
       if (params[j] == p) return lt_fail(c, "%s: parameter %d appears twice in the parameter group", name, i + 1);
     for (int g = 0; g < o->ngroups; g++)
       for (int j = 0; j < o->groups[g].n; j++)
         if (o->groups[g].params[j] == p)
-          return lt_fail(c, "%s: some parameters appear in more than one parameter group (parameter %d of the new "
-                         "group is already in group %d)", name, i + 1, g + 1);
+          return lt_fail(c,
+                         "%s: some parameters appear in more than one parameter group (parameter %d of the new "
+                         "group is already in group %d)",
+                         name, i + 1, g + 1);
   }
   if (o->ngroups == o->cap) {
     int cap = o->cap ? 2 * o->cap : 4;
@@ -415,7 +428,7 @@ static void rmsprop_kernel(int64_t n, float *restrict p, const float *restrict g
 /* One parameter's update, split into element ranges: large parameters run on c->num_threads threads (the
  * caller's thread does the first range). Elementwise rules make the result independent of the split. */
 typedef struct optim_task {
-  lt_optim_kind kind;         /* LT_OPTIM_NKINDS: zero p (zero_grad) */
+  lt_optim_kind kind; /* LT_OPTIM_NKINDS: zero p (zero_grad) */
   const lt_optim_hparams *h;
   float *p, *m, *v, *vmax, *buf;
   const float *g;
@@ -447,11 +460,13 @@ static void task_range(const optim_task *t, int64_t lo, int64_t hi) {
 
 static void task_range_fn(void *arg, int64_t lo, int64_t hi) { task_range(arg, lo, hi); }
 
-static void task_run(lt_ctx *c, const optim_task *t, int64_t n) {
-  lt_optim_parallel(c, task_range_fn, (void *)t, n);
-}
+static void task_run(lt_ctx *c, const optim_task *t, int64_t n) { lt_optim_parallel(c, task_range_fn, (void *)t, n); }
 
-typedef struct fn_split { lt_optim_range_fn fn; void *arg; int64_t n; } fn_split;
+typedef struct fn_split {
+  lt_optim_range_fn fn;
+  void *arg;
+  int64_t n;
+} fn_split;
 
 static void fn_split_part(void *arg, int i, int nparts) {
   const fn_split *s = arg;
@@ -462,7 +477,10 @@ static void fn_split_part(void *arg, int i, int nparts) {
 
 void lt_optim_parallel(lt_ctx *c, lt_optim_range_fn fn, void *arg, int64_t n) {
   int nt = c->num_threads < lt_pool_threads() ? c->num_threads : lt_pool_threads();
-  if (nt <= 1 || n < OPTIM_PAR_MIN) { fn(arg, 0, n); return; }
+  if (nt <= 1 || n < OPTIM_PAR_MIN) {
+    fn(arg, 0, n);
+    return;
+  }
   fn_split s = { fn, arg, n };
   lt_pool_run(fn_split_part, &s, nt);
 }
@@ -492,7 +510,10 @@ static int step_param(lt_ctx *c, lt_optimizer *o, lt_param_group *pg, int g, int
   lt_tensor *gc = lt_op_contiguous(c, grad);
   if (!gc) return LT_ERR;
   lt_tensor *pc = lt_is_contiguous(p) ? lt_tensor_retain(p) : lt_op_contiguous(c, p);
-  if (!pc) { lt_tensor_release(gc); return LT_ERR; }
+  if (!pc) {
+    lt_tensor_release(gc);
+    return LT_ERR;
+  }
   int64_t n = lt_numel(p);
   int rc = LT_OK;
   int first = !s->initialized;
@@ -503,33 +524,55 @@ static int step_param(lt_ctx *c, lt_optimizer *o, lt_param_group *pg, int g, int
         if (!s->buf[LT_OPTIM_MOMENTUM_BUFFER]) {
           first = 1;
           s->buf[LT_OPTIM_MOMENTUM_BUFFER] = lt_tensor_new(c, LT_F32, p->ndim, p->shape);
-          if (!s->buf[LT_OPTIM_MOMENTUM_BUFFER]) { rc = LT_ERR; break; }
+          if (!s->buf[LT_OPTIM_MOMENTUM_BUFFER]) {
+            rc = LT_ERR;
+            break;
+          }
         } else {
           first = 0;
         }
         buf = lt_f32(s->buf[LT_OPTIM_MOMENTUM_BUFFER]);
       }
-      task_run(c, &(optim_task){ .kind = o->kind, .h = h, .p = lt_f32(pc), .g = lt_f32(gc), .buf = buf, .first = first }, n);
+      task_run(
+          c, &(optim_task){ .kind = o->kind, .h = h, .p = lt_f32(pc), .g = lt_f32(gc), .buf = buf, .first = first }, n);
       break;
     }
     case LT_OPTIM_ADAM:
     case LT_OPTIM_ADAMW:
       if (ensure_buf(c, s, LT_OPTIM_EXP_AVG, p) || ensure_buf(c, s, LT_OPTIM_EXP_AVG_SQ, p) ||
-          (h->amsgrad && ensure_buf(c, s, LT_OPTIM_MAX_EXP_AVG_SQ, p))) { rc = LT_ERR; break; }
+          (h->amsgrad && ensure_buf(c, s, LT_OPTIM_MAX_EXP_AVG_SQ, p))) {
+        rc = LT_ERR;
+        break;
+      }
       s->step += 1;
-      task_run(c, &(optim_task){ .kind = o->kind, .h = h, .p = lt_f32(pc), .g = lt_f32(gc),
-                                 .m = lt_f32(s->buf[LT_OPTIM_EXP_AVG]), .v = lt_f32(s->buf[LT_OPTIM_EXP_AVG_SQ]),
-                                 .vmax = h->amsgrad ? lt_f32(s->buf[LT_OPTIM_MAX_EXP_AVG_SQ]) : NULL,
-                                 .step = s->step }, n);
+      task_run(c,
+               &(optim_task){ .kind = o->kind,
+                              .h = h,
+                              .p = lt_f32(pc),
+                              .g = lt_f32(gc),
+                              .m = lt_f32(s->buf[LT_OPTIM_EXP_AVG]),
+                              .v = lt_f32(s->buf[LT_OPTIM_EXP_AVG_SQ]),
+                              .vmax = h->amsgrad ? lt_f32(s->buf[LT_OPTIM_MAX_EXP_AVG_SQ]) : NULL,
+                              .step = s->step },
+               n);
       break;
     case LT_OPTIM_RMSPROP:
-      if (ensure_buf(c, s, LT_OPTIM_SQUARE_AVG, p) || (h->momentum > 0 && ensure_buf(c, s, LT_OPTIM_MOMENTUM_BUFFER, p)) ||
-          (h->centered && ensure_buf(c, s, LT_OPTIM_GRAD_AVG, p))) { rc = LT_ERR; break; }
+      if (ensure_buf(c, s, LT_OPTIM_SQUARE_AVG, p) ||
+          (h->momentum > 0 && ensure_buf(c, s, LT_OPTIM_MOMENTUM_BUFFER, p)) ||
+          (h->centered && ensure_buf(c, s, LT_OPTIM_GRAD_AVG, p))) {
+        rc = LT_ERR;
+        break;
+      }
       s->step += 1;
-      task_run(c, &(optim_task){ .kind = o->kind, .h = h, .p = lt_f32(pc), .g = lt_f32(gc),
-                                 .v = lt_f32(s->buf[LT_OPTIM_SQUARE_AVG]),
-                                 .m = h->centered ? lt_f32(s->buf[LT_OPTIM_GRAD_AVG]) : NULL,
-                                 .buf = h->momentum > 0 ? lt_f32(s->buf[LT_OPTIM_MOMENTUM_BUFFER]) : NULL }, n);
+      task_run(c,
+               &(optim_task){ .kind = o->kind,
+                              .h = h,
+                              .p = lt_f32(pc),
+                              .g = lt_f32(gc),
+                              .v = lt_f32(s->buf[LT_OPTIM_SQUARE_AVG]),
+                              .m = h->centered ? lt_f32(s->buf[LT_OPTIM_GRAD_AVG]) : NULL,
+                              .buf = h->momentum > 0 ? lt_f32(s->buf[LT_OPTIM_MOMENTUM_BUFFER]) : NULL },
+               n);
       break;
     default: rc = lt_optim_more_step(c, o->kind, h, s, p, lt_f32(pc), lt_f32(gc), n); break;
   }
@@ -568,12 +611,14 @@ int lt_optim_zero_grad(lt_ctx *c, lt_optimizer *o, int set_to_none) {
         lt_tensor_release(gr);
         continue;
       }
-      if (gr->grad_fn) { lt_node_release(gr->grad_fn); gr->grad_fn = NULL; } /* PyTorch: p.grad.detach_() */
+      if (gr->grad_fn) {
+        lt_node_release(gr->grad_fn);
+        gr->grad_fn = NULL;
+      } /* PyTorch: p.grad.detach_() */
       gr->requires_grad = 0;
       if (gr->dtype == LT_F32 && lt_is_contiguous(gr) && lt_numel(gr) >= OPTIM_PAR_MIN)
         task_run(c, &(optim_task){ .kind = LT_OPTIM_NKINDS, .p = lt_f32(gr) }, lt_numel(gr));
-      else if (lt_op_zero_(c, gr))
-        return LT_ERR;
+      else if (lt_op_zero_(c, gr)) return LT_ERR;
     }
   }
   return LT_OK;

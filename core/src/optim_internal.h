@@ -26,8 +26,8 @@ void lt_optim_parallel(lt_ctx *c, lt_optim_range_fn fn, void *arg, int64_t n);
 
 /* One update of a parameter of kind Adagrad..ASGD: p and g are contiguous float arrays of n elements (the
  * parameter's), `like` gives the shape of new state buffers; s is created on first use. */
-int lt_optim_more_step(lt_ctx *c, lt_optim_kind k, const lt_optim_hparams *h, lt_optim_state *s,
-                       const lt_tensor *like, float *p, const float *g, int64_t n);
+int lt_optim_more_step(lt_ctx *c, lt_optim_kind k, const lt_optim_hparams *h, lt_optim_state *s, const lt_tensor *like,
+                       float *p, const float *g, int64_t n);
 
 /* Adds defaults, hyper-parameter names and checks for the kinds of optim_more.c. */
 void lt_optim_more_defaults(lt_optim_kind k, lt_optim_hparams *h);

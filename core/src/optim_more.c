@@ -27,18 +27,33 @@
 
 void lt_optim_more_defaults(lt_optim_kind k, lt_optim_hparams *h) {
   switch (k) {
-    case LT_OPTIM_ADAGRAD: h->lr = 1e-2; h->eps = 1e-10; break;
-    case LT_OPTIM_ADADELTA: h->lr = 1.0; h->rho = 0.9; h->eps = 1e-6; break;
+    case LT_OPTIM_ADAGRAD:
+      h->lr = 1e-2;
+      h->eps = 1e-10;
+      break;
+    case LT_OPTIM_ADADELTA:
+      h->lr = 1.0;
+      h->rho = 0.9;
+      h->eps = 1e-6;
+      break;
     case LT_OPTIM_ADAMAX: h->lr = 2e-3; break;
-    case LT_OPTIM_NADAM: h->lr = 2e-3; h->momentum_decay = 4e-3; break;
+    case LT_OPTIM_NADAM:
+      h->lr = 2e-3;
+      h->momentum_decay = 4e-3;
+      break;
     case LT_OPTIM_RADAM: h->lr = 1e-3; break;
-    case LT_OPTIM_ASGD: h->lr = 1e-2; h->lambd = 1e-4; h->alpha = 0.75; h->t0 = 1e6; break;
+    case LT_OPTIM_ASGD:
+      h->lr = 1e-2;
+      h->lambd = 1e-4;
+      h->alpha = 0.75;
+      h->t0 = 1e6;
+      break;
     default: break;
   }
 }
 
 const char *const *lt_optim_more_hparam_names(lt_optim_kind k) {
-  static const char *const adagrad[] = { "lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps",
+  static const char *const adagrad[] = { "lr",       "lr_decay", "weight_decay", "initial_accumulator_value", "eps",
                                          "maximize", NULL };
   static const char *const adadelta[] = { "lr", "rho", "eps", "weight_decay", "maximize", NULL };
   static const char *const adamax[] = { "lr", "betas", "eps", "weight_decay", "maximize", NULL };
@@ -74,9 +89,9 @@ int lt_optim_more_check_hparams(lt_ctx *c, lt_optim_kind k, const lt_optim_hpara
 
 typedef struct more_args {
   const lt_optim_hparams *h;
-  float *p, *a, *b;       /* a, b: the kind's two state buffers (b may be NULL) */
+  float *p, *a, *b; /* a, b: the kind's two state buffers (b may be NULL) */
   const float *g;
-  float c1, c2, c3;       /* per-step scalars (see each kernel) */
+  float c1, c2, c3; /* per-step scalars (see each kernel) */
 } more_args;
 
 #define SIGN(h) ((h)->maximize ? -1.0f : 1.0f)
@@ -135,15 +150,17 @@ static void adamax_range(void *arg, int64_t lo, int64_t hi) {
 
 /* Adam's moment updates, shared by NAdam and RAdam (neither has maximize in PyTorch 1.13):
  * d = g + wd*p; m = b1*m + (1-b1)*d; v = b2*v + (1-b2)*d^2 */
-typedef struct moments { float wd, eps, b1, k1, b2, k2; } moments;
+typedef struct moments {
+  float wd, eps, b1, k1, b2, k2;
+} moments;
 
 static inline moments moments_of(const lt_optim_hparams *h) {
-  return (moments){ (float)h->weight_decay, (float)h->eps, (float)h->beta1, (float)(1.0 - h->beta1),
-                    (float)h->beta2, (float)(1.0 - h->beta2) };
+  return (moments){ (float)h->weight_decay,  (float)h->eps,   (float)h->beta1,
+                    (float)(1.0 - h->beta1), (float)h->beta2, (float)(1.0 - h->beta2) };
 }
 
 static inline __attribute__((always_inline)) float moments_step(const moments *k, float g, float p, float *m,
-                                                                 float *v) {
+                                                                float *v) {
   float d = g + k->wd * p;
   *m = *m * k->b1 + k->k1 * d;
   *v = *v * k->b2 + k->k2 * d * d;
@@ -215,19 +232,29 @@ static int ensure(lt_ctx *c, lt_optim_state *s, lt_optim_buf b, const lt_tensor 
   return s->buf[b] ? LT_OK : LT_ERR;
 }
 
-int lt_optim_more_step(lt_ctx *c, lt_optim_kind k, const lt_optim_hparams *h, lt_optim_state *s,
-                       const lt_tensor *like, float *p, const float *g, int64_t n) {
+int lt_optim_more_step(lt_ctx *c, lt_optim_kind k, const lt_optim_hparams *h, lt_optim_state *s, const lt_tensor *like,
+                       float *p, const float *g, int64_t n) {
   more_args x = { .h = h, .p = p, .g = g };
   lt_optim_range_fn fn = NULL;
   lt_optim_buf ba = LT_OPTIM_EXP_AVG, bb = LT_OPTIM_EXP_AVG_SQ;
   double fill = 0;
   switch (k) {
-    case LT_OPTIM_ADAGRAD: ba = LT_OPTIM_SUM; bb = LT_OPTIM_NBUFS; fill = h->initial_accumulator_value; break;
-    case LT_OPTIM_ADADELTA: ba = LT_OPTIM_SQUARE_AVG; bb = LT_OPTIM_ACC_DELTA; break;
+    case LT_OPTIM_ADAGRAD:
+      ba = LT_OPTIM_SUM;
+      bb = LT_OPTIM_NBUFS;
+      fill = h->initial_accumulator_value;
+      break;
+    case LT_OPTIM_ADADELTA:
+      ba = LT_OPTIM_SQUARE_AVG;
+      bb = LT_OPTIM_ACC_DELTA;
+      break;
     case LT_OPTIM_ADAMAX: bb = LT_OPTIM_EXP_INF; break;
     case LT_OPTIM_NADAM:
     case LT_OPTIM_RADAM: break;
-    case LT_OPTIM_ASGD: ba = LT_OPTIM_AX; bb = LT_OPTIM_NBUFS; break;
+    case LT_OPTIM_ASGD:
+      ba = LT_OPTIM_AX;
+      bb = LT_OPTIM_NBUFS;
+      break;
     default: return lt_fail(c, "optimizer: unknown kind %d", (int)k);
   }
   if (ensure(c, s, ba, like, fill) || (bb < LT_OPTIM_NBUFS && ensure(c, s, bb, like, 0))) return LT_ERR;
@@ -253,7 +280,7 @@ int lt_optim_more_step(lt_ctx *c, lt_optim_kind k, const lt_optim_hparams *h, lt
     case LT_OPTIM_NADAM: {
       double mu = b1 * (1. - 0.5 * pow(0.96, step * h->momentum_decay));
       double mu_next = b1 * (1. - 0.5 * pow(0.96, (step + 1) * h->momentum_decay));
-      float mp = (float)s->scalar[LT_OPTIM_MU_PRODUCT] * (float)mu;  /* float32, as PyTorch's 0-dim tensor */
+      float mp = (float)s->scalar[LT_OPTIM_MU_PRODUCT] * (float)mu; /* float32, as PyTorch's 0-dim tensor */
       float mp_next = mp * (float)mu * (float)mu_next;
       s->scalar[LT_OPTIM_MU_PRODUCT] = mp;
       x.c1 = (float)(1 - pow(b2, step));
@@ -268,7 +295,8 @@ int lt_optim_more_step(lt_ctx *c, lt_optim_kind k, const lt_optim_hparams *h, lt
       double rho_t = rho_inf - 2 * step * pow(b2, step) / bc2;
       x.c1 = (float)bc1;
       x.c2 = (float)sqrt(bc2);
-      x.c3 = rho_t > 5. ? (float)sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)) : 0;
+      x.c3 =
+          rho_t > 5. ? (float)sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)) : 0;
       fn = radam_range;
       break;
     }

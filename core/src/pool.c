@@ -29,7 +29,7 @@
 
 typedef struct worker {
   pthread_t th;
-  int index;          /* 1 .. workers */
+  int index; /* 1 .. workers */
   int running;
   unsigned start_gen; /* the job generation when it was started */
 } worker;
@@ -39,22 +39,26 @@ static struct {
   pthread_mutex_t run_lock;   /* one job at a time; a second caller runs its job alone */
   pthread_mutex_t sleep_lock; /* sleeping workers wait on `wake` under this lock */
   pthread_cond_t wake;
-  atomic_uint gen;            /* job generation: a worker looks for parts when it sees gen change */
+  atomic_uint gen; /* job generation: a worker looks for parts when it sees gen change */
   atomic_int sleepers;
-  _Atomic uint64_t claim;     /* job number << 32 | nparts << 16 | next part to claim */
-  atomic_int done;            /* parts of the current job finished */
-  uint32_t job;               /* the current job's number */
-  int want;                   /* threads asked for (lt_pool_set_threads), including the caller */
-  int nworkers;               /* workers running */
-  int quit_from;              /* workers with index >= quit_from leave at the next job */
+  _Atomic uint64_t claim; /* job number << 32 | nparts << 16 | next part to claim */
+  atomic_int done;        /* parts of the current job finished */
+  uint32_t job;           /* the current job's number */
+  int want;               /* threads asked for (lt_pool_set_threads), including the caller */
+  int nworkers;           /* workers running */
+  int quit_from;          /* workers with index >= quit_from leave at the next job */
   lt_pool_fn fn;
   void *arg;
   int nparts;
-  unsigned csr;               /* the job's MXCSR: the caller's, with FTZ/DAZ when flush_denormal */
-  int flush_denormal;         /* lt_pool_set_flush_denormal */
+  unsigned csr;       /* the job's MXCSR: the caller's, with FTZ/DAZ when flush_denormal */
+  int flush_denormal; /* lt_pool_set_flush_denormal */
   worker w[MAX_WORKERS];
-} P = { .run_lock = PTHREAD_MUTEX_INITIALIZER, .sleep_lock = PTHREAD_MUTEX_INITIALIZER,
-        .wake = PTHREAD_COND_INITIALIZER, .want = 1, .flush_denormal = 1, .quit_from = MAX_WORKERS + 1 };
+} P = { .run_lock = PTHREAD_MUTEX_INITIALIZER,
+        .sleep_lock = PTHREAD_MUTEX_INITIALIZER,
+        .wake = PTHREAD_COND_INITIALIZER,
+        .want = 1,
+        .flush_denormal = 1,
+        .quit_from = MAX_WORKERS + 1 };
 
 static long now_ns(void) {
   struct timespec ts;
@@ -72,7 +76,7 @@ static void run_parts(int is_worker) {
     if (i >= n) return;
     if (!atomic_compare_exchange_weak_explicit(&P.claim, &w, w + 1, memory_order_acq_rel, memory_order_acquire))
       continue; /* w now holds the current word */
-    /* the job cannot finish before this part does, so its fields stay as the claim word published them */
+                /* the job cannot finish before this part does, so its fields stay as the claim word published them */
 #ifdef POOL_X86
     if (is_worker && _mm_getcsr() != P.csr) _mm_setcsr(P.csr);
 #else
@@ -125,7 +129,10 @@ static void run_job(void) {
   run_parts(0);
   for (int spins = 0; atomic_load_explicit(&P.done, memory_order_acquire) < P.nparts; spins++) {
 #ifdef POOL_X86
-    if (spins < 256) { _mm_pause(); continue; }
+    if (spins < 256) {
+      _mm_pause();
+      continue;
+    }
 #endif
     sched_yield();
   }

@@ -24,8 +24,9 @@ static const struct {
   const char *name;
   size_t size;
 } dtypes[] = {
-  {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"I16", 2}, {"U16", 2}, {"F16", 2},     {"BF16", 2},    {"I32", 4},
-  {"U32", 4},  {"F32", 4}, {"F64", 8}, {"I64", 8}, {"U64", 8}, {"F8_E4M3", 1}, {"F8_E5M2", 1},
+  { "BOOL", 1 }, { "U8", 1 },   { "I8", 1 },  { "I16", 2 },     { "U16", 2 },
+  { "F16", 2 },  { "BF16", 2 }, { "I32", 4 }, { "U32", 4 },     { "F32", 4 },
+  { "F64", 8 },  { "I64", 8 },  { "U64", 8 }, { "F8_E4M3", 1 }, { "F8_E5M2", 1 },
 };
 
 /* The table's own copy of a dtype name (so loaded entries never point into freed JSON), or NULL. */
@@ -73,9 +74,7 @@ static int utf8_valid(const char *str) {
       if ((s[i] & 0xC0) != 0x80) return 0;
       cp = (cp << 6) | (s[i] & 0x3F);
     }
-    if ((n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) || cp > 0x10FFFF ||
-        (cp >= 0xD800 && cp <= 0xDFFF))
-      return 0;
+    if ((n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
     s += n + 1;
   }
   return 1;
@@ -213,21 +212,20 @@ static int st_build(const char *op, const char *path, const lt_st_tensor *tensor
       return -1;
     }
     if (!dtype_lookup(t->dtype, &elsize)) {
-      fmt_err(err, errlen, op, path, "tensor '%s': unknown dtype '%s'", t->name,
-              t->dtype ? t->dtype : "(null)");
+      fmt_err(err, errlen, op, path, "tensor '%s': unknown dtype '%s'", t->name, t->dtype ? t->dtype : "(null)");
       return -1;
     }
     if (t->ndim < 0 || t->ndim > LT_ST_MAX_NDIM || (t->ndim > 0 && !t->shape)) {
-      fmt_err(err, errlen, op, path, "tensor '%s': bad number of dimensions %d (expected 0..%d with a shape)",
-              t->name, t->ndim, LT_ST_MAX_NDIM);
+      fmt_err(err, errlen, op, path, "tensor '%s': bad number of dimensions %d (expected 0..%d with a shape)", t->name,
+              t->ndim, LT_ST_MAX_NDIM);
       return -1;
     }
     uint64_t numel = 1;
     int overflow = 0;
     for (int d = 0; d < t->ndim; d++) {
       if (t->shape[d] < 0) {
-        fmt_err(err, errlen, op, path, "tensor '%s': dimension %d has negative size %" PRId64, t->name,
-                d + 1, t->shape[d]);
+        fmt_err(err, errlen, op, path, "tensor '%s': dimension %d has negative size %" PRId64, t->name, d + 1,
+                t->shape[d]);
         return -1;
       }
       if (t->shape[d] != 0 && numel > UINT64_MAX / (uint64_t)t->shape[d]) overflow = 1;
@@ -254,8 +252,7 @@ static int st_build(const char *op, const char *path, const lt_st_tensor *tensor
       return -1;
     }
     if (!utf8_valid(meta[i].key) || !utf8_valid(meta[i].value)) {
-      fmt_err(err, errlen, op, path, "metadata #%zu ('%s'): key or value is not valid UTF-8", i + 1,
-              meta[i].key);
+      fmt_err(err, errlen, op, path, "metadata #%zu ('%s'): key or value is not valid UTF-8", i + 1, meta[i].key);
       return -1;
     }
   }
@@ -278,7 +275,7 @@ static int st_build(const char *op, const char *path, const lt_st_tensor *tensor
   }
 
   /* The header, with the checksum's digits as zeros for now. */
-  sbuf h = {0};
+  sbuf h = { 0 };
   sb_str(&h, "{\"__metadata__\":{\"" FORMAT_KEY "\":\"" FORMAT_VALUE "\",");
   for (size_t i = 0; i < nmeta; i++) {
     sb_json_string(&h, meta[i].key);
@@ -334,17 +331,17 @@ static int st_build(const char *op, const char *path, const lt_st_tensor *tensor
   }
   size_t nc = 0;
   o->h = h;
-  chunks[nc++] = (lt_chunk){prefix, 8};
-  chunks[nc++] = (lt_chunk){o->h.p, o->h.len};
+  chunks[nc++] = (lt_chunk){ prefix, 8 };
+  chunks[nc++] = (lt_chunk){ o->h.p, o->h.len };
   for (size_t i = 0; i < ntensors; i++)
-    if (tensors[i].nbytes) chunks[nc++] = (lt_chunk){tensors[i].data, tensors[i].nbytes};
+    if (tensors[i].nbytes) chunks[nc++] = (lt_chunk){ tensors[i].data, tensors[i].nbytes };
   o->chunks = chunks;
   o->nc = nc;
   return 0;
 }
 
-int lt_st_save(const char *path, const lt_st_tensor *tensors, size_t ntensors, const lt_st_meta *meta,
-               size_t nmeta, char *err, size_t errlen) {
+int lt_st_save(const char *path, const lt_st_tensor *tensors, size_t ntensors, const lt_st_meta *meta, size_t nmeta,
+               char *err, size_t errlen) {
   const char *op = "save";
   if (!path || !*path) {
     fmt_err(err, errlen, op, "(empty path)", "no file name given");
@@ -357,8 +354,8 @@ int lt_st_save(const char *path, const lt_st_tensor *tensors, size_t ntensors, c
   return rc;
 }
 
-int lt_st_save_mem(const char *name, const lt_st_tensor *tensors, size_t ntensors, const lt_st_meta *meta,
-                   size_t nmeta, void **out, size_t *outlen, char *err, size_t errlen) {
+int lt_st_save_mem(const char *name, const lt_st_tensor *tensors, size_t ntensors, const lt_st_meta *meta, size_t nmeta,
+                   void **out, size_t *outlen, char *err, size_t errlen) {
   const char *op = "save";
   *out = NULL;
   *outlen = 0;
@@ -427,27 +424,26 @@ void lt_st_free(lt_st_file *f) {
   memset(f, 0, sizeof *f);
 }
 
-int lt_st_load_mem(const char *name, const void *vbuf, size_t len, lt_st_file *out, char *err,
-                   size_t errlen) {
+int lt_st_load_mem(const char *name, const void *vbuf, size_t len, lt_st_file *out, char *err, size_t errlen) {
   const char *op = "load";
   const unsigned char *buf = vbuf;
   memset(out, 0, sizeof *out);
   if (!name) name = "(memory)";
   if (len < 8) {
-    fmt_err(err, errlen, op, name,
-            "file too short (%zu bytes): a safetensors file starts with an 8-byte header length", len);
+    fmt_err(err, errlen, op, name, "file too short (%zu bytes): a safetensors file starts with an 8-byte header length",
+            len);
     return -1;
   }
   uint64_t hlen = get_le64(buf);
   if (hlen > LT_ST_MAX_HEADER) {
     fmt_err(err, errlen, op, name,
-            "header length %" PRIu64 " is absurd (limit %" PRIu64 "): not a safetensors file, or corrupt",
-            hlen, LT_ST_MAX_HEADER);
+            "header length %" PRIu64 " is absurd (limit %" PRIu64 "): not a safetensors file, or corrupt", hlen,
+            LT_ST_MAX_HEADER);
     return -1;
   }
   if (hlen > len - 8) {
-    fmt_err(err, errlen, op, name,
-            "truncated: header length %" PRIu64 " runs past the end of the file (%zu bytes)", hlen, len);
+    fmt_err(err, errlen, op, name, "truncated: header length %" PRIu64 " runs past the end of the file (%zu bytes)",
+            hlen, len);
     return -1;
   }
   const char *hdr = (const char *)buf + 8;
@@ -462,8 +458,7 @@ int lt_st_load_mem(const char *name, const void *vbuf, size_t len, lt_st_file *o
     return -1;
   }
   if (!root) {
-    fmt_err(err, errlen, op, name, "header is not valid JSON: %s (at byte %d of the header)", jerr.text,
-            jerr.position);
+    fmt_err(err, errlen, op, name, "header is not valid JSON: %s (at byte %d of the header)", jerr.text, jerr.position);
     return -1;
   }
   st_priv *priv = calloc(1, sizeof *priv);
@@ -535,8 +530,7 @@ int lt_st_load_mem(const char *name, const void *vbuf, size_t len, lt_st_file *o
       goto fail;
     }
     if (!json_is_array(js) || json_array_size(js) > LT_ST_MAX_NDIM) {
-      fmt_err(err, errlen, op, name, "tensor '%s': shape is not an array of at most %d sizes", key,
-              LT_ST_MAX_NDIM);
+      fmt_err(err, errlen, op, name, "tensor '%s': shape is not an array of at most %d sizes", key, LT_ST_MAX_NDIM);
       goto fail;
     }
     uint64_t numel = 1;
@@ -553,13 +547,12 @@ int lt_st_load_mem(const char *name, const void *vbuf, size_t len, lt_st_file *o
     int64_t b, e;
     if (!json_is_array(jo) || json_array_size(jo) != 2 || (b = json_nonneg(json_array_get(jo, 0))) < 0 ||
         (e = json_nonneg(json_array_get(jo, 1))) < 0) {
-      fmt_err(err, errlen, op, name, "tensor '%s': data_offsets is not [begin, end] (non-negative integers)",
-              key);
+      fmt_err(err, errlen, op, name, "tensor '%s': data_offsets is not [begin, end] (non-negative integers)", key);
       goto fail;
     }
     if (b > e) {
-      fmt_err(err, errlen, op, name, "tensor '%s': data_offsets [%" PRId64 ", %" PRId64 "] end before they begin",
-              key, b, e);
+      fmt_err(err, errlen, op, name, "tensor '%s': data_offsets [%" PRId64 ", %" PRId64 "] end before they begin", key,
+              b, e);
       goto fail;
     }
     if (overflow || numel > UINT64_MAX / elsize || numel * elsize != (uint64_t)(e - b)) {
@@ -570,7 +563,7 @@ int lt_st_load_mem(const char *name, const void *vbuf, size_t len, lt_st_file *o
               overflow || numel > UINT64_MAX / elsize ? UINT64_MAX : numel * elsize, b, e, e - b);
       goto fail;
     }
-    pend[npend++] = (pending){key, dt, (uint64_t)b, (uint64_t)e, (int)json_array_size(js), nshape};
+    pend[npend++] = (pending){ key, dt, (uint64_t)b, (uint64_t)e, (int)json_array_size(js), nshape };
     nshape += json_array_size(js);
   }
 
@@ -588,8 +581,8 @@ int lt_st_load_mem(const char *name, const void *vbuf, size_t len, lt_st_file *o
   for (size_t i = 0; i < npend; i++) {
     if (pend[i].begin < pos) {
       fmt_err(err, errlen, op, name,
-              "tensors '%s' [%" PRIu64 ", %" PRIu64 ") and '%s' [%" PRIu64 ", %" PRIu64 ") overlap",
-              pend[i - 1].name, pend[i - 1].begin, pend[i - 1].end, pend[i].name, pend[i].begin, pend[i].end);
+              "tensors '%s' [%" PRIu64 ", %" PRIu64 ") and '%s' [%" PRIu64 ", %" PRIu64 ") overlap", pend[i - 1].name,
+              pend[i - 1].begin, pend[i - 1].end, pend[i].name, pend[i].begin, pend[i].end);
       goto fail;
     }
     if (pend[i].begin > pos) {
@@ -600,8 +593,8 @@ int lt_st_load_mem(const char *name, const void *vbuf, size_t len, lt_st_file *o
     pos = pend[i].end;
   }
   if (pos != dlen) {
-    fmt_err(err, errlen, op, name,
-            "data bytes [%" PRIu64 ", %" PRIu64 ") at the end of the file belong to no tensor", pos, dlen);
+    fmt_err(err, errlen, op, name, "data bytes [%" PRIu64 ", %" PRIu64 ") at the end of the file belong to no tensor",
+            pos, dlen);
     goto fail;
   }
 
@@ -613,8 +606,7 @@ int lt_st_load_mem(const char *name, const void *vbuf, size_t len, lt_st_file *o
     for (size_t i = plen; ok && i < plen + 8; i++)
       ok = (ck[i] >= '0' && ck[i] <= '9') || (ck[i] >= 'a' && ck[i] <= 'f');
     if (!ok) {
-      fmt_err(err, errlen, op, name, "malformed " LT_ST_CHECKSUM_KEY " '%s' (expected crc32:<8 hex digits>)",
-              ck);
+      fmt_err(err, errlen, op, name, "malformed " LT_ST_CHECKSUM_KEY " '%s' (expected crc32:<8 hex digits>)", ck);
       goto fail;
     }
     /* Find the digits in the raw header: exactly one occurrence of the pattern. */
@@ -637,8 +629,10 @@ int lt_st_load_mem(const char *name, const void *vbuf, size_t len, lt_st_file *o
     char hex[9];
     snprintf(hex, sizeof hex, "%08lx", (unsigned long)(crc & 0xFFFFFFFFul));
     if (memcmp(hex, ck + plen, 8) != 0) {
-      fmt_err(err, errlen, op, name, "checksum mismatch: the file says %s, its contents give " CKSUM_PREFIX "%s: "
-              "the file is corrupt", ck, hex);
+      fmt_err(err, errlen, op, name,
+              "checksum mismatch: the file says %s, its contents give " CKSUM_PREFIX "%s: "
+              "the file is corrupt",
+              ck, hex);
       goto fail;
     }
     out->checksum_verified = 1;
@@ -646,8 +640,8 @@ int lt_st_load_mem(const char *name, const void *vbuf, size_t len, lt_st_file *o
     /* lutra always writes both keys: one damaged byte must not pass a lutra file off as a foreign one. */
     const char *fmt = lt_st_meta_get(out, FORMAT_KEY);
     if (fmt && strcmp(fmt, FORMAT_VALUE) == 0) {
-      fmt_err(err, errlen, op, name, "a lutra file (format \"" FORMAT_VALUE "\") without " LT_ST_CHECKSUM_KEY
-              ": the header is damaged");
+      fmt_err(err, errlen, op, name,
+              "a lutra file (format \"" FORMAT_VALUE "\") without " LT_ST_CHECKSUM_KEY ": the header is damaged");
       goto fail;
     }
   }
@@ -660,8 +654,8 @@ int lt_st_load_mem(const char *name, const void *vbuf, size_t len, lt_st_file *o
     json_t *js = json_object_get(json_object_get(root, pend[i].name), "shape");
     int64_t *sh = priv->shapes + pend[i].shape_at;
     for (int d = 0; d < pend[i].ndim; d++) sh[d] = json_nonneg(json_array_get(js, (size_t)d));
-    out->tensors[i] = (lt_st_tensor){pend[i].name, pend[i].dtype, pend[i].ndim, sh, data + pend[i].begin,
-                                     (size_t)(pend[i].end - pend[i].begin)};
+    out->tensors[i] = (lt_st_tensor){ pend[i].name, pend[i].dtype,        pend[i].ndim,
+                                      sh,           data + pend[i].begin, (size_t)(pend[i].end - pend[i].begin) };
   }
   out->ntensors = npend;
   free(pend);

@@ -16,7 +16,10 @@ int64_t lt_tensor_live_count(void) { return __atomic_load_n(&live_tensors, __ATO
 
 static lt_storage *storage_new(lt_ctx *c, size_t nbytes) {
   lt_storage *s = lt_alloc(sizeof *s);
-  if (!s) { lt_fail(c, LT_E_OOM, sizeof *s); return NULL; }
+  if (!s) {
+    lt_fail(c, LT_E_OOM, sizeof *s);
+    return NULL;
+  }
   s->data = lt_alloc(nbytes);
   if (!s->data) {
     lt_free(s, sizeof *s);
@@ -45,7 +48,10 @@ void lt_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride) {
 
 static lt_tensor *header_new(lt_ctx *c) {
   lt_tensor *t = lt_alloc(sizeof *t);
-  if (!t) { lt_fail(c, LT_E_OOM, sizeof *t); return NULL; }
+  if (!t) {
+    lt_fail(c, LT_E_OOM, sizeof *t);
+    return NULL;
+  }
   memset(t, 0, sizeof *t);
   t->refcount = 1;
   __atomic_add_fetch(&live_tensors, 1, __ATOMIC_RELAXED);
@@ -74,7 +80,10 @@ lt_tensor *lt_tensor_new(lt_ctx *c, lt_dtype dt, int ndim, const int64_t *shape)
   lt_tensor *t = header_new(c);
   if (!t) return NULL;
   t->storage = storage_new(c, (size_t)n * lt_dtype_size(dt));
-  if (!t->storage) { lt_tensor_release(t); return NULL; }
+  if (!t->storage) {
+    lt_tensor_release(t);
+    return NULL;
+  }
   t->ndim = ndim;
   t->dtype = dt;
   if (ndim) memcpy(t->shape, shape, sizeof(int64_t) * (size_t)ndim); /* shape may be NULL for 0-dim */
@@ -82,9 +91,7 @@ lt_tensor *lt_tensor_new(lt_ctx *c, lt_dtype dt, int ndim, const int64_t *shape)
   return t;
 }
 
-lt_tensor *lt_tensor_new_like(lt_ctx *c, const lt_tensor *t) {
-  return lt_tensor_new(c, t->dtype, t->ndim, t->shape);
-}
+lt_tensor *lt_tensor_new_like(lt_ctx *c, const lt_tensor *t) { return lt_tensor_new(c, t->dtype, t->ndim, t->shape); }
 
 lt_tensor *lt_tensor_zeros(lt_ctx *c, lt_dtype dt, int ndim, const int64_t *shape) {
   lt_tensor *t = lt_tensor_new(c, dt, ndim, shape);
@@ -98,8 +105,8 @@ lt_tensor *lt_tensor_scalar(lt_ctx *c, double v) {
   return t;
 }
 
-lt_tensor *lt_tensor_alias(lt_ctx *c, const lt_tensor *base, int ndim, const int64_t *shape,
-                           const int64_t *stride, int64_t offset) {
+lt_tensor *lt_tensor_alias(lt_ctx *c, const lt_tensor *base, int ndim, const int64_t *shape, const int64_t *stride,
+                           int64_t offset) {
   lt_tensor *t = header_new(c);
   if (!t) return NULL;
   t->storage = base->storage;
