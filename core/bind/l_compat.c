@@ -1,4 +1,4 @@
-/* l_compat.c — the parts of the Lua C API that PUC Lua 5.1 lacks (see l_compat.h). */
+/* l_compat.c — the parts of the Lua C API that PUC Lua 5.1 lacks, and where errors point under PUC Lua (see l_compat.h). */
 #include "l_compat.h"
 
 #if defined(LUTRA_LUA_PUC) && LUA_VERSION_NUM == 501
@@ -39,3 +39,24 @@ int l_compat_newproxy(lua_State *L) {
   lua_setmetatable(L, -2);
   return 1;
 }
+
+#if defined(LUTRA_LUA_PUC)
+#include <stdarg.h>
+#include <string.h>
+
+#undef luaL_error
+int l_compat_error(lua_State *L, const char *fmt, ...) {
+  lua_Debug ar;
+  int internal = 0;
+  if (lua_getstack(L, 1, &ar) && lua_getinfo(L, "S", &ar) && ar.source[0] == '@') {
+    internal = strstr(ar.source, "/lutra/") != NULL;
+  }
+  va_list ap;
+  va_start(ap, fmt);
+  if (!internal) luaL_where(L, 1);
+  lua_pushvfstring(L, fmt, ap);
+  va_end(ap);
+  if (!internal) lua_concat(L, 2);
+  return lua_error(L);
+}
+#endif

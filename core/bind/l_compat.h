@@ -29,6 +29,14 @@
 void l_compat_traceback(lua_State *L, lua_State *L1, const char *msg, int level);
 #endif
 
+#if defined(LUTRA_LUA_PUC)
+/* Where an error of the binding points. LuaJIT drops the frame of a Lua function that tail-calls a C function
+ * (lutra's wrappers end in `return C.op(...)`), so luaL_error's position is the user's line or none; PUC Lua
+ * keeps it, and the same error would point into lutra's own Lua files. l_compat_error gives no position when
+ * the caller is one of them (a source under .../lutra/), as LuaJIT shows it (core/bind/l_compat.c). */
+#define luaL_error l_compat_error
+int l_compat_error(lua_State *L, const char *fmt, ...);
+#endif
 /* core._newproxy() -> a new empty userdata with its own empty metatable: LuaJIT's and 5.1's newproxy(true),
  * which 5.2+ dropped (lua/lutra/data/init.lua makes its objects from it so that # and tostring work). */
 int l_compat_newproxy(lua_State *L);
