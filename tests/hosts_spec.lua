@@ -265,7 +265,9 @@ describe("hosts: ./lutra install and lutra.pc", function()
   local function build_and_run(prefix, static, exe) -- returns what ldd says of it
     local pc = "PKG_CONFIG_PATH=" .. q(prefix .. "/lib/pkgconfig") .. " pkg-config --cflags --libs " ..
       (static and "--static " or "") .. "lutra"
-    local _, e, status = sh("cc -o " .. q(exe) .. " examples/embed/host.c $(" .. pc .. ") -lm")
+    -- under the sanitizer build the installed archive is instrumented: its host links the sanitizers' runtimes
+    local san = os.getenv("LUTRA_SANITIZER") and " -fsanitize=address,undefined,float-cast-overflow" or ""
+    local _, e, status = sh("cc -o " .. q(exe) .. " examples/embed/host.c $(" .. pc .. ") -lm" .. san)
     assert.are.equal(0, status, "cc: " .. e)
     local o
     -- a prefix outside the loader's paths: LD_LIBRARY_PATH, as its user would set it
