@@ -104,6 +104,13 @@ describe("validate/test/predict {ckpt_path = ...}", function()
     ok, err = pcall(t2.test, t2, m, data(8), { ckpt_path = dir .. "/none.ckpt" })
     assert.is_false(ok)
     assert.matches("none.ckpt", err, 1, true)
+    -- a call refused for another reason loads nothing: the weights stay as they are
+    m.net.weight:detach():fill_(100)
+    local no_step = { net = m.net }
+    ok, err = pcall(t.test, t, no_step, data(8), { ckpt_path = "best" })
+    assert.is_false(ok)
+    assert.matches("test: the model has no test_step", err, 1, true)
+    assert.are.equal(100, m.net.weight:max():item())
   end)
 end)
 

@@ -866,16 +866,17 @@ function Trainer:_eval(kind, model, loaders, opts)
   if type(model) ~= "table" then error(what .. ": the model must be a table, got " .. type(model), 3) end
   check_model_free(self, model, what, 3)
   opts = check_eval_opts(what, opts)
-  if opts.ckpt_path ~= nil then
-    -- the weights of that checkpoint, before any hook runs (Lightning restores them at the run's start)
-    local path = eval_ckpt_path(self, what, opts.ckpt_path)
-    require("lutra.checkpoint").load(path, model)
-  end
   if self._run and self._run.stage == "fit" then
     error(what .. ": a fit run is in progress (interrupted or stepwise); finish it first", 3)
   end
   if kind ~= "predict" and type(model[STEP_OF[kind]]) ~= "function" then
     error(fmt("%s: the model has no %s", what, STEP_OF[kind]), 3)
+  end
+  if opts.ckpt_path ~= nil then
+    -- the weights of that checkpoint, once the call is known to be valid (a refused call leaves the model as
+    -- it was) and before any hook runs (Lightning restores them at the run's start)
+    local path = eval_ckpt_path(self, what, opts.ckpt_path)
+    require("lutra.checkpoint").load(path, model)
   end
   self._busy = what
   self:_begin_run(model, what)
