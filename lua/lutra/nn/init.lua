@@ -30,7 +30,9 @@ nn.is_module = MM.is_module_instance
 -- more layers, utils and init load when first used
 local lazy = {
   BatchNorm1d = { "lutra.nn.norm", "BatchNorm1d" }, BatchNorm2d = { "lutra.nn.norm", "BatchNorm2d" },
-  LayerNorm = { "lutra.nn.norm", "LayerNorm" }, Embedding = { "lutra.nn.embedding" }, LSTM = { "lutra.nn.lstm" },
+  LayerNorm = { "lutra.nn.norm", "LayerNorm" }, Embedding = { "lutra.nn.embedding" },
   utils = { "lutra.nn.utils" }, init = { "lutra.nn.initializers" },
 }
+-- recurrent layers and cells (lutra/nn/rnn.lua)
+for _, k in ipairs { "RNN", "GRU", "LSTM", "RNNCell", "GRUCell", "LSTMCell" } do lazy[k] = { "lutra.nn.rnn", k } end
 return require("lutra.names").strict(nn, "lt.nn", lazy)
