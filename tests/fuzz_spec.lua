@@ -319,7 +319,7 @@ describe("fuzz: nn functions (lt.F)", function()
     { "mse_loss int64 target", function() return F.mse_loss(z(2, 3), z(2, 3, "int64")) end, "^mse_loss: target must be float32, got int64" },
     { "l1_loss shape mismatch", function() return F.l1_loss(z(2, 3), z(3)) end, "^l1_loss: input %[2 x 3%] and target %[3%] must have the same shape" },
     { "bce_with_logits pos_weight size", function() return F.binary_cross_entropy_with_logits(z(2, 3), z(2, 3), { pos_weight = z(4) }) end, "^binary_cross_entropy_with_logits: pos_weight must be %[3%]" },
-    { "lstm_cell shapes", function() return lt._nn.lstm_cell(z(2, 7), z(2, 2)) end, "^lstm_cell: gates must be %[batch x 4%*hidden%] and c %[batch x hidden%]" },
+    { "rnn_layer shapes", function() return lt._nn.rnn_layer("lstm", z(2, 1, 7), z(8, 2), nil, z(1, 2), z(1, 2)) end, "^rnn_layer: xg must be %[seq x batch x 4%*hidden%] with seq >= 1, got %[2 x 1 x 7%]" },
   }
   it("accepts the legal edge cases with the right result", function()
     assert.same({ 0, 2, 3, 3 }, F.conv2d(z(0, 1, 5, 5), w):shape())

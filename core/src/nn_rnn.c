@@ -207,16 +207,10 @@ static int rnn_layer_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor 
       dcell = dr;
     }
     switch (mode) {
-    case LT_RNN_TANH:
-    case LT_RNN_RELU:
-      rnn_step_back(mode == LT_RNN_RELU, B * H, dcell, w.act + oG, pdx + oG);
-      break;
-    case LT_RNN_LSTM:
-      lstm_step_back(B, H, dcell, w.act + oG, w.cp + oH, w.tc + oH, pdc, pdx + oG);
-      break;
-    case LT_RNN_GRU:
-      gru_step_back(B, H, dcell, w.act + oG, w.hn + oH, w.hp + oP, pdx + oG, dgh + oG, tmp);
-      break;
+      case LT_RNN_TANH:
+      case LT_RNN_RELU: rnn_step_back(mode == LT_RNN_RELU, B * H, dcell, w.act + oG, pdx + oG); break;
+      case LT_RNN_LSTM: lstm_step_back(B, H, dcell, w.act + oG, w.cp + oH, w.tc + oH, pdc, pdx + oG); break;
+      case LT_RNN_GRU: gru_step_back(B, H, dcell, w.act + oG, w.hn + oH, w.hp + oP, pdx + oG, dgh + oG, tmp); break;
     }
     /* dh_{t-1} = dgh_t W_hh (+ dh_t z for GRU) */
     if (mode == LT_RNN_GRU) memcpy(pdh, tmp, sizeof(float) * (size_t)(B * P));
@@ -273,8 +267,8 @@ static int check_shape(lt_ctx *c, const char *what, const lt_tensor *t, int nd, 
                  lt_shape_str(t, got, sizeof got));
 }
 
-lt_tensor *lt_nn_rnn_layer(lt_ctx *c, lt_rnn_mode mode, lt_tensor *xg, lt_tensor *w_hh, lt_tensor *b_hh,
-                           lt_tensor *h0, lt_tensor *c0, lt_tensor *w_hr, int reverse) {
+lt_tensor *lt_nn_rnn_layer(lt_ctx *c, lt_rnn_mode mode, lt_tensor *xg, lt_tensor *w_hh, lt_tensor *b_hh, lt_tensor *h0,
+                           lt_tensor *c0, lt_tensor *w_hr, int reverse) {
   char b1[128];
   if (mode < LT_RNN_TANH || mode > LT_RNN_LSTM) {
     lt_fail(c, "rnn_layer: unknown mode %d", (int)mode);
@@ -333,18 +327,14 @@ lt_tensor *lt_nn_rnn_layer(lt_ctx *c, lt_rnn_mode mode, lt_tensor *xg, lt_tensor
     lt_blas_sgemm(0, 1, (int)B, (int)GH, (int)P, 1, hprev, (int)P, pw, (int)P, 1, gates, (int)GH);
     float *h = po + oP;
     switch (mode) {
-    case LT_RNN_TANH:
-    case LT_RNN_RELU:
-      rnn_step(mode == LT_RNN_RELU, B, H, gates, h, w.act + oG);
-      break;
-    case LT_RNN_GRU:
-      gru_step(B, H, px + oG, gates, hprev, h, w.act + oG, w.hn + oH);
-      break;
-    case LT_RNN_LSTM:
-      memcpy(w.cp + oH, cc, sizeof(float) * (size_t)(B * H));
-      lstm_step(B, H, gates, cc, w.act + oG, w.tc + oH, proj ? w.r + oH : h);
-      if (proj) lt_blas_sgemm(0, 1, (int)B, (int)P, (int)H, 1, w.r + oH, (int)H, pwr, (int)H, 0, h, (int)P);
-      break;
+      case LT_RNN_TANH:
+      case LT_RNN_RELU: rnn_step(mode == LT_RNN_RELU, B, H, gates, h, w.act + oG); break;
+      case LT_RNN_GRU: gru_step(B, H, px + oG, gates, hprev, h, w.act + oG, w.hn + oH); break;
+      case LT_RNN_LSTM:
+        memcpy(w.cp + oH, cc, sizeof(float) * (size_t)(B * H));
+        lstm_step(B, H, gates, cc, w.act + oG, w.tc + oH, proj ? w.r + oH : h);
+        if (proj) lt_blas_sgemm(0, 1, (int)B, (int)P, (int)H, 1, w.r + oH, (int)H, pwr, (int)H, 0, h, (int)P);
+        break;
     }
     hprev = h;
   }
