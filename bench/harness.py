@@ -2,7 +2,7 @@
 # processes, alternating sides within each round, several rounds; prints medians and ratios in tables.
 #   /usr/bin/python3 bench/harness.py [--quick] [--rounds N] [--only NAME[,NAME...]] [--json FILE]
 # Environment: LUTRA_BIN (the lutra binary), LUTRA_BUILD (build dir holding bench_gemm_floor).
-# Sections (--only): train, batch1, memory, ftz, floor, perf, trainer, core_ops, optim.
+# Sections (--only): train, batch1, memory, ftz, floor, perf, trainer, core_ops, optim, lstm.
 import json
 import os
 import re
@@ -522,6 +522,10 @@ def main():
         REPORT["sections"]["core_ops"] = paired("bench/core_ops.lua", "bench/core_ops_torch.py", "Core ops")
     if wanted("optim") and os.path.exists(os.path.join(ROOT, "bench/optim_bench_torch.py")):
         REPORT["sections"]["optim"] = paired("bench/optim_bench.lua", "bench/optim_bench_torch.py", "Optimizer steps")
+    # recurrent: the 2-layer LSTM word model's training step (bench/lstm_bench*.{lua,py})
+    if wanted("lstm"):
+        REPORT["sections"]["lstm"] = paired("bench/lstm_bench.lua", "bench/lstm_bench_torch.py",
+                                            "LSTM word model (2 layers)")
     bars(train or {})
     if JSON_OUT:
         with open(JSON_OUT, "w") as f:
@@ -551,6 +555,11 @@ def bars(train):
         rows.append(["MLP b1 step >= 5x faster than PyTorch best (its default: FTZ off)", "%.2fx" % best_off,
                      best_off >= 5])
         rows.append(["  ... against PyTorch best with FTZ on", "%.2fx" % best_on, best_on >= 5])
+    lstm = REPORT["sections"].get("lstm")  # recurrent: issue 17's bar for the LSTM word model
+    for k, v in sorted((lstm or {}).get("lutra", {}).items()):
+        if k.startswith("lm_step_") and k in lstm["torch"] and v > 0:
+            r = lstm["torch"][k] / v
+            rows.append(["LSTM word model step (%s) >= 1.3x PyTorch best" % k.split("_")[2], "%.2fx" % r, r >= 1.3])
     mem = REPORT["sections"].get("memory")
     if mem:
         r = mem["results"]
