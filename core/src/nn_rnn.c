@@ -65,42 +65,48 @@ LT_VECTOR_FN static void rnn_step(int relu, int64_t B, int64_t H, const float *g
   }
 }
 
+/* one batch row of lstm_step; restrict: the rows never overlap, so GCC vectorises without runtime alias checks */
+__attribute__((always_inline)) static inline void lstm_row(int64_t H, const float *restrict g, float *restrict c,
+                                                           float *restrict a, float *restrict tc, float *restrict r) {
+  for (int64_t j = 0; j < H; j++) {
+    float i = lt_sigmoidf(g[j]), f = lt_sigmoidf(g[H + j]), gg = lt_tanhf(g[2 * H + j]);
+    float o = lt_sigmoidf(g[3 * H + j]);
+    float cn = f * c[j] + i * gg, t = lt_tanhf(cn);
+    a[j] = i;
+    a[H + j] = f;
+    a[2 * H + j] = gg;
+    a[3 * H + j] = o;
+    c[j] = cn;
+    tc[j] = t;
+    r[j] = o * t;
+  }
+}
+
 /* g [B, 4H] pre-activation, c [B, H] in: c_{t-1}, out: c_t; a [B, 4H] activated; tc = tanh(c_t); r = o tanh(c_t) */
 LT_VECTOR_FN static void lstm_step(int64_t B, int64_t H, const float *g, float *c, float *a, float *tc, float *r) {
-  for (int64_t b = 0; b < B; b++) {
-    const float *gb = g + b * 4 * H;
-    float *ab = a + b * 4 * H, *cb = c + b * H, *tb = tc + b * H, *rb = r + b * H;
-    for (int64_t j = 0; j < H; j++) {
-      float i = lt_sigmoidf(gb[j]), f = lt_sigmoidf(gb[H + j]), gg = lt_tanhf(gb[2 * H + j]);
-      float o = lt_sigmoidf(gb[3 * H + j]);
-      float cn = f * cb[j] + i * gg, t = lt_tanhf(cn);
-      ab[j] = i;
-      ab[H + j] = f;
-      ab[2 * H + j] = gg;
-      ab[3 * H + j] = o;
-      cb[j] = cn;
-      tb[j] = t;
-      rb[j] = o * t;
-    }
+  for (int64_t b = 0; b < B; b++) lstm_row(H, g + b * 4 * H, c + b * H, a + b * 4 * H, tc + b * H, r + b * H);
+}
+
+/* one batch row of gru_step (restrict, as lstm_row) */
+__attribute__((always_inline)) static inline void gru_row(int64_t H, const float *restrict x, const float *restrict gh,
+                                                          const float *restrict hp, float *restrict h,
+                                                          float *restrict a, float *restrict hn) {
+  for (int64_t j = 0; j < H; j++) {
+    float r = lt_sigmoidf(x[j] + gh[j]), z = lt_sigmoidf(x[H + j] + gh[H + j]);
+    float n = lt_tanhf(x[2 * H + j] + r * gh[2 * H + j]);
+    a[j] = r;
+    a[H + j] = z;
+    a[2 * H + j] = n;
+    hn[j] = gh[2 * H + j];
+    h[j] = (1 - z) * n + z * hp[j];
   }
 }
 
 /* x [B, 3H] input part, gh [B, 3H] recurrent part (with b_hh), hp = h_{t-1} -> h; a = r, z, n; hn = gh's n */
 LT_VECTOR_FN static void gru_step(int64_t B, int64_t H, const float *x, const float *gh, const float *hp, float *h,
                                   float *a, float *hn) {
-  for (int64_t b = 0; b < B; b++) {
-    const float *xb = x + b * 3 * H, *gb = gh + b * 3 * H, *pb = hp + b * H;
-    float *ab = a + b * 3 * H, *hb = h + b * H, *nb = hn + b * H;
-    for (int64_t j = 0; j < H; j++) {
-      float r = lt_sigmoidf(xb[j] + gb[j]), z = lt_sigmoidf(xb[H + j] + gb[H + j]);
-      float n = lt_tanhf(xb[2 * H + j] + r * gb[2 * H + j]);
-      ab[j] = r;
-      ab[H + j] = z;
-      ab[2 * H + j] = n;
-      nb[j] = gb[2 * H + j];
-      hb[j] = (1 - z) * n + z * pb[j];
-    }
-  }
+  for (int64_t b = 0; b < B; b++)
+    gru_row(H, x + b * 3 * H, gh + b * 3 * H, hp + b * H, h + b * H, a + b * 3 * H, hn + b * H);
 }
 
 /* ---- backward cells: dh = gradient of h_t (or of r_t = o tanh(c_t) when projected) ------------------------ */
@@ -109,40 +115,50 @@ LT_VECTOR_FN static void rnn_step_back(int relu, int64_t n, const float *dh, con
   for (int64_t k = 0; k < n; k++) dg[k] = dh[k] * (relu ? (act[k] > 0 ? 1.0f : 0.0f) : 1 - act[k] * act[k]);
 }
 
+__attribute__((always_inline)) static inline void lstm_row_back(int64_t H, const float *restrict dh,
+                                                                const float *restrict a, const float *restrict cp,
+                                                                const float *restrict tc, float *restrict dc,
+                                                                float *restrict dg) {
+  for (int64_t j = 0; j < H; j++) {
+    float i = a[j], f = a[H + j], g = a[2 * H + j], o = a[3 * H + j], t = tc[j];
+    float d = dc[j] + dh[j] * o * (1 - t * t);
+    dg[j] = d * g * i * (1 - i);
+    dg[H + j] = d * cp[j] * f * (1 - f);
+    dg[2 * H + j] = d * i * (1 - g * g);
+    dg[3 * H + j] = dh[j] * t * o * (1 - o);
+    dc[j] = d * f;
+  }
+}
+
 /* dc in: the gradient reaching c_t from step t+1 (or c_n), out: the gradient of c_{t-1} */
 LT_VECTOR_FN static void lstm_step_back(int64_t B, int64_t H, const float *dh, const float *a, const float *cp,
                                         const float *tc, float *dc, float *dg) {
-  for (int64_t b = 0; b < B; b++) {
-    const float *ab = a + b * 4 * H, *hb = dh + b * H, *pb = cp + b * H, *tb = tc + b * H;
-    float *cb = dc + b * H, *gb = dg + b * 4 * H;
-    for (int64_t j = 0; j < H; j++) {
-      float i = ab[j], f = ab[H + j], g = ab[2 * H + j], o = ab[3 * H + j], t = tb[j];
-      float d = cb[j] + hb[j] * o * (1 - t * t);
-      gb[j] = d * g * i * (1 - i);
-      gb[H + j] = d * pb[j] * f * (1 - f);
-      gb[2 * H + j] = d * i * (1 - g * g);
-      gb[3 * H + j] = hb[j] * t * o * (1 - o);
-      cb[j] = d * f;
-    }
+  for (int64_t b = 0; b < B; b++)
+    lstm_row_back(H, dh + b * H, a + b * 4 * H, cp + b * H, tc + b * H, dc + b * H, dg + b * 4 * H);
+}
+
+__attribute__((always_inline)) static inline void gru_row_back(int64_t H, const float *restrict dh,
+                                                               const float *restrict a, const float *restrict hn,
+                                                               const float *restrict hp, float *restrict dx,
+                                                               float *restrict dgh, float *restrict dhp) {
+  for (int64_t j = 0; j < H; j++) {
+    float r = a[j], z = a[H + j], n = a[2 * H + j], d = dh[j];
+    float dn = d * (1 - z) * (1 - n * n), dz = d * (hp[j] - n) * z * (1 - z), dr = dn * hn[j] * r * (1 - r);
+    dx[j] = dr;
+    dgh[j] = dr;
+    dx[H + j] = dz;
+    dgh[H + j] = dz;
+    dx[2 * H + j] = dn;
+    dgh[2 * H + j] = dn * r;
+    dhp[j] = d * z;
   }
 }
 
 /* -> dx [B, 3H] (gradient of xg), dgh [B, 3H] (of gh), dhp = dh * z (the direct part of dh_{t-1}) */
 LT_VECTOR_FN static void gru_step_back(int64_t B, int64_t H, const float *dh, const float *a, const float *hn,
                                        const float *hp, float *dx, float *dgh, float *dhp) {
-  for (int64_t b = 0; b < B; b++) {
-    const float *ab = a + b * 3 * H, *db = dh + b * H, *nb = hn + b * H, *pb = hp + b * H;
-    float *xb = dx + b * 3 * H, *gb = dgh + b * 3 * H, *qb = dhp + b * H;
-    for (int64_t j = 0; j < H; j++) {
-      float r = ab[j], z = ab[H + j], n = ab[2 * H + j], d = db[j];
-      float dn = d * (1 - z) * (1 - n * n), dz = d * (pb[j] - n) * z * (1 - z), dr = dn * nb[j] * r * (1 - r);
-      xb[j] = gb[j] = dr;
-      xb[H + j] = gb[H + j] = dz;
-      xb[2 * H + j] = dn;
-      gb[2 * H + j] = dn * r;
-      qb[j] = d * z;
-    }
-  }
+  for (int64_t b = 0; b < B; b++)
+    gru_row_back(H, dh + b * H, a + b * 3 * H, hn + b * H, hp + b * H, dx + b * 3 * H, dgh + b * 3 * H, dhp + b * H);
 }
 
 static void add_rows(float *dst, const float *src, int64_t n) {
