@@ -11,6 +11,7 @@
 
 #include "lt_errors.h"
 #include "lt_nn.h"
+#include "lt_simd.h"
 
 /* ---- shared pieces ---------------------------------------------------------------------------- */
 
@@ -60,6 +61,25 @@ static inline float go_at(const float *pg, lt_reduction red, int64_t s) {
 
 /* ---- cross_entropy ------------------------------------------------------------------------------ */
 
+/* The common layout (classes contiguous, inner == 1) takes these vectorised row kernels: libm's scalar double exp
+ * was 10% of an LSTM word model's step (bench/RESULTS.md). Exps in float (lt_expf), sums in double (lt_sum_f32). */
+LT_VECTOR_FN static double row_logsumexp(const float *x, int64_t C) {
+  enum { CHUNK = 1024 };
+  float mx = lt_max_f32(x, C), buf[CHUNK];
+  double se = 0;
+  for (int64_t j0 = 0; j0 < C; j0 += CHUNK) {
+    int64_t n = C - j0 < CHUNK ? C - j0 : CHUNK;
+    for (int64_t j = 0; j < n; j++) buf[j] = lt_expf(x[j0 + j] - mx);
+    se += lt_sum_f32(buf, n);
+  }
+  return (double)mx + log(se);
+}
+
+/* o = a * softmax(x) from the row's log-sum-exp l (the caller subtracts a at the target) */
+LT_VECTOR_FN static void row_softmax_scaled(const float *x, float l, float a, int64_t C, float *o) {
+  for (int64_t j = 0; j < C; j++) o[j] = a * lt_expf(x[j] - l);
+}
+
 /* node: i = {red, ignore, N, C, inner}; f = {eps, nll scale, smooth scale};
  * saved = {lse [N*inner], target (0-based, contiguous), weight or NULL} */
 static int cross_entropy_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin) {
@@ -94,6 +114,11 @@ static int cross_entropy_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_ten
       double go = go_at(pg, red, s);
       double a = (1 - eps) * (pw ? pw[t] : 1.0) * sn * go, b = eps / (double)C * ss * go;
       double l = lse[s];
+      if (inner == 1 && !pw && b == 0) {
+        row_softmax_scaled(px + base, (float)l, (float)a, C, po + base);
+        po[base + t] -= (float)a;
+        continue;
+      }
       for (int64_t j = 0; j < C; j++) {
         double p = exp((double)px[base + j * inner] - l);
         double gj = a * (p - (j == t)) + (b != 0 ? b * (W * p - (pw ? pw[j] : 1.0)) : 0);
@@ -130,11 +155,14 @@ lt_tensor *lt_nn_cross_entropy(lt_ctx *c, lt_tensor *x, lt_tensor *target, lt_te
   for (int64_t i = 0; i < N; i++)
     for (int64_t k = 0; k < inner; k++) {
       int64_t s = i * inner + k, base = i * C * inner + k;
-      double mx = -INFINITY;
-      for (int64_t j = 0; j < C; j++) mx = px[base + j * inner] > mx ? px[base + j * inner] : mx;
-      double se = 0;
-      for (int64_t j = 0; j < C; j++) se += exp((double)px[base + j * inner] - mx);
-      double l = mx + log(se);
+      double l;
+      if (inner == 1) l = row_logsumexp(px + base, C);
+      else {
+        double mx = -INFINITY, se = 0;
+        for (int64_t j = 0; j < C; j++) mx = px[base + j * inner] > mx ? px[base + j * inner] : mx;
+        for (int64_t j = 0; j < C; j++) se += exp((double)px[base + j * inner] - mx);
+        l = mx + log(se);
+      }
       pl[s] = (float)l;
       int64_t t = pt[s];
       if (t == ignore) {
