@@ -1,5 +1,5 @@
 -- bench/lstm_bench.lua — a word-level language model's training step, lutra side of bench/lstm_bench_torch.py
--- (same recipe and output format "name microseconds", best of 7 rounds of timed steps after a warm-up):
+-- (same recipe and output format "name microseconds", best of 5 rounds of timed steps after a warm-up):
 -- Embedding(V, E) -> LSTM(E, H, 2 layers) -> Linear(H, V) -> cross entropy over every position, then the
 -- optimizer step (Adam, and SGD); the LSTM state is carried between steps, detached (truncated BPTT).
 -- Also the forward+backward of the LSTM alone, to separate the recurrence from the embedding/softmax.
@@ -18,7 +18,7 @@ lt.set_num_threads(tonumber(os.getenv("BENCH_THREADS") or "2"))
 local small = arg and arg[1] == "--small"
 local V, E, Hd, T, B = 2000, 256, 256, 35, 32
 if small then V, E, Hd, T, B = 500, 64, 64, 20, 8 end
-local ROUNDS, STEPS = 7, small and 3 or 10
+local ROUNDS, STEPS = 5, small and 3 or 5
 
 local function best(t) table.sort(t); return t[1] end
 

@@ -1,4 +1,4 @@
-# lstm_bench_torch.py — PyTorch side of bench/lstm_bench.lua (same recipe, output "name microseconds", best of 7).
+# lstm_bench_torch.py — PyTorch side of bench/lstm_bench.lua (same recipe, output "name microseconds", best of 5).
 # Run with OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 bench/lstm_bench_torch.py [--small] (BENCH_THREADS, default 2).
 import os
 import sys
@@ -11,7 +11,7 @@ import torch.nn.functional as F
 torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "2")))
 small = "--small" in sys.argv
 V, E, H, T, B = (500, 64, 64, 20, 8) if small else (2000, 256, 256, 35, 32)
-ROUNDS, STEPS = 7, (3 if small else 10)
+ROUNDS, STEPS = 5, (3 if small else 5)
 
 
 def timed(name, fn):
