@@ -21,15 +21,35 @@ local M = {}
 
 local GATES = { rnn_tanh = 1, rnn_relu = 1, gru = 3, lstm = 4 }
 
-local function check_nonlinearity(name, v)
-  if v == nil then return "tanh" end
-  if v ~= "tanh" and v ~= "relu" then
-    error(string.format("%s: nonlinearity must be \"tanh\" or \"relu\", got %s", name, tostring(v)), 4)
+-- What the layers and the cells share in their constructors: the sizes, the options, bias, the nonlinearity (RNN)
+-- and the kernel's mode. Errors point at the constructor's caller (level 4: here, init, the class call).
+local function init_common(self, name, kind, input_size, hidden_size, opts, spec)
+  H.check_int(name, "input_size", input_size, 1, 4)
+  H.check_int(name, "hidden_size", hidden_size, 1, 4)
+  opts = H.check_opts(name, opts, spec, 4)
+  self.input_size, self.hidden_size = input_size, hidden_size
+  self.bias = opts.bias ~= false
+  self.mode = kind
+  if kind == "rnn" then
+    local v = opts.nonlinearity or "tanh"
+    if v ~= "tanh" and v ~= "relu" then
+      error(string.format("%s: nonlinearity must be \"tanh\" or \"relu\", got %s", name, tostring(v)), 4)
+    end
+    self.nonlinearity, self.mode = v, "rnn_" .. v
   end
-  return v
+  return opts
 end
 
 local function dims_str(t) return "[" .. table.concat(t, " x ") .. "]" end
+
+-- An LSTM state: a table of two tensors {h, c} (a lone tensor is the usual slip from GRU code)
+local function check_pair(self, state, what)
+  if type(state) ~= "table" or lt.is_tensor(state) or state[1] == nil or state[2] == nil then
+    self:fail(string.format("%s must be a table {%s} of tensors, got %s", what, what == "the state" and "h, c" or
+      "h0, c0", lt.is_tensor(state) and ("a tensor " .. state:shape_str()) or type(state)))
+  end
+  return state[1], state[2]
+end
 
 -- ---- RNN, GRU, LSTM ----------------------------------------------------------------------------------------
 
@@ -41,12 +61,8 @@ local function make_layered(name, kind)
   if kind == "lstm" then spec.proj_size = "number" end
 
   function cls:init(input_size, hidden_size, opts)
-    H.check_int(name, "input_size", input_size, 1, 3)
-    H.check_int(name, "hidden_size", hidden_size, 1, 3)
-    opts = H.check_opts(name, opts, spec, 3)
-    self.input_size, self.hidden_size = input_size, hidden_size
+    opts = init_common(self, name, kind, input_size, hidden_size, opts, spec)
     self.num_layers = H.check_int(name, "num_layers", opts.num_layers or 1, 1, 3)
-    self.bias = opts.bias ~= false
     self.batch_first = opts.batch_first == true
     self.bidirectional = opts.bidirectional == true
     local p = opts.dropout or 0
@@ -58,12 +74,6 @@ local function make_layered(name, kind)
     if self.proj_size >= hidden_size then
       error(string.format("%s: proj_size must be smaller than hidden_size (%d), got %d", name, hidden_size,
         self.proj_size), 3)
-    end
-    if kind == "rnn" then
-      self.nonlinearity = check_nonlinearity(name, opts.nonlinearity)
-      self.mode = "rnn_" .. self.nonlinearity
-    else
-      self.mode = kind
     end
     local G, D = GATES[self.mode], self.bidirectional and 2 or 1
     local real_h = self.proj_size > 0 and self.proj_size or hidden_size
@@ -137,12 +147,9 @@ local function make_layered(name, kind)
     local h0, c0
     if state ~= nil then
       if kind == "lstm" then
-        if type(state) ~= "table" or lt.is_tensor(state) or state[1] == nil or state[2] == nil then
-          self:fail("the initial state must be a table {h0, c0} of tensors, got " .. (lt.is_tensor(state) and
-            ("a tensor " .. state:shape_str()) or type(state)))
-        end
-        h0 = check_state(self, "h0", state[1], unbatched, { L * D, B, P })
-        c0 = check_state(self, "c0", state[2], unbatched, { L * D, B, Hs })
+        local h, c = check_pair(self, state, "the initial state")
+        h0 = check_state(self, "h0", h, unbatched, { L * D, B, P })
+        c0 = check_state(self, "c0", c, unbatched, { L * D, B, Hs })
       else
         h0 = check_state(self, "h0", state, unbatched, { L * D, B, Hs })
       end
@@ -208,17 +215,7 @@ local function make_cell(name, kind)
   if kind == "rnn" then spec.nonlinearity = "string" end
 
   function cls:init(input_size, hidden_size, opts)
-    H.check_int(name, "input_size", input_size, 1, 3)
-    H.check_int(name, "hidden_size", hidden_size, 1, 3)
-    opts = H.check_opts(name, opts, spec, 3)
-    self.input_size, self.hidden_size = input_size, hidden_size
-    self.bias = opts.bias ~= false
-    if kind == "rnn" then
-      self.nonlinearity = check_nonlinearity(name, opts.nonlinearity)
-      self.mode = "rnn_" .. self.nonlinearity
-    else
-      self.mode = kind
-    end
+    init_common(self, name, kind, input_size, hidden_size, opts, spec)
     local G, init = GATES[self.mode], H.fan_in_uniform(hidden_size)
     self.weight_ih = H.param({ G * hidden_size, input_size }, init)
     self.weight_hh = H.param({ G * hidden_size, hidden_size }, init)
@@ -260,11 +257,8 @@ local function make_cell(name, kind)
     local h, c
     if kind == "lstm" then
       if state ~= nil then
-        if type(state) ~= "table" or lt.is_tensor(state) or state[1] == nil or state[2] == nil then
-          self:fail("the state must be a table {h, c} of tensors, got " .. (lt.is_tensor(state) and
-            ("a tensor " .. state:shape_str()) or type(state)))
-        end
-        h, c = check_state(self, "h", state[1], unbatched, B), check_state(self, "c", state[2], unbatched, B)
+        local h1, c1 = check_pair(self, state, "the state")
+        h, c = check_state(self, "h", h1, unbatched, B), check_state(self, "c", c1, unbatched, B)
       else
         h, c = lt.zeros(B, Hs), lt.zeros(B, Hs)
       end
