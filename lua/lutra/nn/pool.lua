@@ -29,7 +29,9 @@ local function make(name, nsp, fn, extra_opts)
     if extra_opts.count_include_pad then self.count_include_pad = opts.count_include_pad ~= false end
   end
   function cls:extra_repr()
-    local function p(t) return #t == 1 and tostring(t[1]) or t[1] == t[2] and tostring(t[1]) or ("(" .. t[1] .. ", " .. t[2] .. ")") end
+    local function p(t)
+      return (#t == 1 or t[1] == t[2]) and tostring(t[1]) or ("(" .. t[1] .. ", " .. t[2] .. ")")
+    end
     local s = "kernel_size=" .. p(self.kernel_size) .. ", stride=" .. p(self.stride)
     if p(self.padding) ~= "0" then s = s .. ", padding=" .. p(self.padding) end
     if self.ceil_mode then s = s .. ", ceil_mode=true" end
