@@ -7,13 +7,6 @@ local X = require "tests.helpers.nn_fixtures"
 local gradcheck = require "tests.helpers.gradcheck"
 local nn, F = lt.nn, lt.F
 
-local function build(case)
-  local args = {}
-  for i, a in ipairs(case.args) do args[i] = a end
-  if next(case.opts) ~= nil then args[#args + 1] = case.opts end
-  return nn[case.module](unpack(args, 1, #case.args + 1))
-end
-
 local function err_of(fn, ...)
   local ok, e = pcall(fn, ...)
   assert(not ok, "expected an error")
@@ -23,7 +16,7 @@ end
 describe("vision modules against PyTorch fixtures (tests/fixtures/vision.json)", function()
   for _, case in ipairs(X.load("vision.json")) do
     it("matches " .. case.name .. ": output, gradients" .. (case.buffers_after and ", running stats" or ""), function()
-      local m = build(case)
+      local m = X.build_module(case)
       if case.mode == "eval" then m:eval() else m:train() end
       for name, p in pairs(case.params) do m[name] = X.tensor(p):requires_grad(true) end
       for name, b in pairs(case.buffers or {}) do m[name] = X.tensor(b) end

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "lt_alloc.h"
+#include "lt_conv.h"
 #include "lt_ctx.h"
 #include "lt_errors.h"
 #include "lt_nn.h"
@@ -21,25 +22,14 @@
 
 typedef struct gconv_geom {
   int64_t N, C, H, W, O, KH, KW, SH, SW, PH, PW, DH, DW, HO, WO, G;
+  int64_t T; /* 1: the node is a transposed convolution, whose adjoint this geometry describes */
 } gconv_geom;
 _Static_assert(sizeof(gconv_geom) <= sizeof(((lt_node *)0)->i), "gconv_geom must fit in a node's integer slots");
 
-static int64_t g_cg(const gconv_geom *g) { return g->C / g->G; }            /* input channels per group */
-static int64_t g_og(const gconv_geom *g) { return g->O / g->G; }            /* output channels per group */
+static int64_t g_cg(const gconv_geom *g) { return g->C / g->G; }             /* input channels per group */
+static int64_t g_og(const gconv_geom *g) { return g->O / g->G; }             /* output channels per group */
 static int64_t g_kg(const gconv_geom *g) { return g_cg(g) * g->KH * g->KW; } /* rows of one group's col */
 static int64_t g_p(const gconv_geom *g) { return g->HO * g->WO; }
-
-/* range [lo, hi) of output positions o whose input position o*S - P + off lies in [0, n) */
-static void out_range(int64_t off, int64_t S, int64_t P, int64_t n, int64_t nout, int64_t *lo, int64_t *hi) {
-  int64_t a = P - off; /* need o*S >= a */
-  int64_t l = a <= 0 ? 0 : (a + S - 1) / S;
-  int64_t b = n - 1 + P - off; /* need o*S <= b */
-  int64_t h = b < 0 ? 0 : b / S + 1;
-  if (h > nout) h = nout;
-  if (l > h) l = h;
-  *lo = l;
-  *hi = h;
-}
 
 /* col [Cg*KH*KW, HO*WO] of the Cg channels starting at x (zeros where the dilated window is in the padding);
  * with add, the adjoint instead: x += fold(col) */
@@ -48,11 +38,11 @@ LT_VECTOR_FN static void unfold_or_fold(const gconv_geom *g, float *x, float *co
   for (int64_t ch = 0; ch < g_cg(g); ch++)
     for (int64_t ki = 0; ki < g->KH; ki++) {
       int64_t oh_lo, oh_hi;
-      out_range(ki * g->DH, g->SH, g->PH, g->H, HO, &oh_lo, &oh_hi);
+      lt_conv_valid_range(ki * g->DH, g->SH, g->PH, g->H, HO, &oh_lo, &oh_hi);
       for (int64_t kj = 0; kj < g->KW; kj++) {
         float *row = col + ((ch * g->KH + ki) * g->KW + kj) * P;
         int64_t lo, hi;
-        out_range(kj * g->DW, g->SW, g->PW, g->W, WO, &lo, &hi);
+        lt_conv_valid_range(kj * g->DW, g->SW, g->PW, g->W, WO, &lo, &hi);
         if (!add) memset(row, 0, sizeof(float) * (size_t)P);
         float *base = x + ch * g->H * g->W - g->PW + kj * g->DW;
         for (int64_t oh = oh_lo; oh < oh_hi; oh++) {
@@ -158,8 +148,10 @@ static int check_common(lt_ctx *c, const char *op, lt_tensor *x, lt_tensor *w, l
   if (w->shape[2] < 1 || w->shape[3] < 1)
     return lt_fail(c, "%s: the kernel must be at least 1x1, got weight %s", op, lt_shape_str(w, b1, sizeof b1));
   if (s[0] < 1 || s[1] < 1 || p[0] < 0 || p[1] < 0 || d[0] < 1 || d[1] < 1)
-    return lt_fail(c, "%s: stride and dilation must be >= 1 and padding >= 0, got stride %dx%d, padding %dx%d, "
-                   "dilation %dx%d", op, s[0], s[1], p[0], p[1], d[0], d[1]);
+    return lt_fail(c,
+                   "%s: stride and dilation must be >= 1 and padding >= 0, got stride %dx%d, padding %dx%d, "
+                   "dilation %dx%d",
+                   op, s[0], s[1], p[0], p[1], d[0], d[1]);
   if (groups < 1) return lt_fail(c, "%s: groups must be >= 1, got %d", op, groups);
   if (x->shape[1] % groups)
     return lt_fail(c, "%s: input channels %lld are not divisible by groups %d (input %s)", op, (long long)x->shape[1],
@@ -184,23 +176,29 @@ static int contiguous3(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, lt_t
 
 /* ---- convolution ------------------------------------------------------------------------------------------ */
 
+/* Both ops' backward: the convolution's gradients, or (transposed) those of its adjoint (see the top of the file) */
 static int gconv_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin) {
   lt_tensor *x = n->inputs[0], *w = n->inputs[1], *b = n->ninputs > 2 ? n->inputs[2] : NULL;
   gconv_geom g;
   memcpy(&g, n->i, sizeof g);
   lt_tensor *gc = lt_op_contiguous(c, gout), *xc = NULL, *wc = NULL, *gx = NULL, *gw = NULL, *gb = NULL;
   if (!gc) return LT_ERR;
+  const float *gy = lt_f32(gc);
   if (x->requires_grad) {
-    if (!(wc = lt_op_contiguous(c, w)) || !(gx = lt_tensor_zeros(c, LT_F32, 4, x->shape)) ||
-        conv_input_grad(c, &g, lt_f32(gc), lt_f32(wc), lt_f32(gx)))
+    if (!(wc = lt_op_contiguous(c, w))) goto fail;
+    if (g.T ? !(gx = lt_tensor_new(c, LT_F32, 4, x->shape)) || conv_forward(c, &g, gy, lt_f32(wc), lt_f32(gx))
+            : !(gx = lt_tensor_zeros(c, LT_F32, 4, x->shape)) || conv_input_grad(c, &g, gy, lt_f32(wc), lt_f32(gx)))
       goto fail;
   }
   if (w->requires_grad) {
-    if (!(xc = lt_op_contiguous(c, x)) || !(gw = lt_tensor_zeros(c, LT_F32, 4, w->shape)) ||
-        conv_weight_grad(c, &g, lt_f32(xc), lt_f32(gc), lt_f32(gw)))
+    if (!(xc = lt_op_contiguous(c, x)) || !(gw = lt_tensor_zeros(c, LT_F32, 4, w->shape))) goto fail;
+    if (g.T ? conv_weight_grad(c, &g, gy, lt_f32(xc), lt_f32(gw)) : conv_weight_grad(c, &g, lt_f32(xc), gy, lt_f32(gw)))
       goto fail;
   }
-  if (b && b->requires_grad && !(gb = bias_grad(c, lt_f32(gc), g.N, g.O, g_p(&g)))) goto fail;
+  /* the bias is on the output: the convolution's [N, O, P], the transpose's [N, C, H*W] */
+  if (b && b->requires_grad &&
+      !(gb = g.T ? bias_grad(c, gy, g.N, g.C, g.H * g.W) : bias_grad(c, gy, g.N, g.O, g_p(&g))))
+    goto fail;
   gin[0] = gx;
   gin[1] = gw;
   if (b) gin[2] = gb;
@@ -235,13 +233,17 @@ lt_tensor *lt_nn_conv2d_ex(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, 
             lt_shape_str(x, b1, sizeof b1), lt_shape_str(w, b2, sizeof b2));
     return NULL;
   }
-  gconv_geom g = { x->shape[0], x->shape[1], x->shape[2], x->shape[3], w->shape[0], w->shape[2], w->shape[3],
-                   stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1], 0, 0, groups };
+  gconv_geom g = {
+    x->shape[0], x->shape[1], x->shape[2], x->shape[3], w->shape[0], w->shape[2], w->shape[3], stride[0], stride[1],
+    padding[0],  padding[1],  dilation[0], dilation[1], 0,           0,           groups,      0
+  };
   const int64_t eh = g.DH * (g.KH - 1) + 1, ew = g.DW * (g.KW - 1) + 1; /* the dilated kernel's extent */
   if (g.H + 2 * g.PH < eh || g.W + 2 * g.PW < ew) {
-    lt_fail(c, "%s: output size would be <= 0: dilated kernel %lldx%lld is larger than the padded input %lldx%lld "
-            "(input %s, weight %s)", op, (long long)eh, (long long)ew, (long long)(g.H + 2 * g.PH),
-            (long long)(g.W + 2 * g.PW), lt_shape_str(x, b1, sizeof b1), lt_shape_str(w, b2, sizeof b2));
+    lt_fail(c,
+            "%s: output size would be <= 0: dilated kernel %lldx%lld is larger than the padded input %lldx%lld "
+            "(input %s, weight %s)",
+            op, (long long)eh, (long long)ew, (long long)(g.H + 2 * g.PH), (long long)(g.W + 2 * g.PW),
+            lt_shape_str(x, b1, sizeof b1), lt_shape_str(w, b2, sizeof b2));
     return NULL;
   }
   g.HO = (g.H + 2 * g.PH - eh) / g.SH + 1;
@@ -266,41 +268,8 @@ lt_tensor *lt_nn_conv2d_ex(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, 
 }
 
 /* ---- transposed convolution ------------------------------------------------------------------------------- */
-/* The node keeps the geometry of the adjoint convolution: from the output space [N, Cout, HO, WO] back to the
- * input space [N, Cin, H, W]. */
-
-static int tconv_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin) {
-  lt_tensor *x = n->inputs[0], *w = n->inputs[1], *b = n->ninputs > 2 ? n->inputs[2] : NULL;
-  gconv_geom g;
-  memcpy(&g, n->i, sizeof g);
-  lt_tensor *gc = lt_op_contiguous(c, gout), *xc = NULL, *wc = NULL, *gx = NULL, *gw = NULL, *gb = NULL;
-  if (!gc) return LT_ERR;
-  if (x->requires_grad) {
-    if (!(wc = lt_op_contiguous(c, w)) || !(gx = lt_tensor_new(c, LT_F32, 4, x->shape)) ||
-        conv_forward(c, &g, lt_f32(gc), lt_f32(wc), lt_f32(gx)))
-      goto fail;
-  }
-  if (w->requires_grad) {
-    if (!(xc = lt_op_contiguous(c, x)) || !(gw = lt_tensor_zeros(c, LT_F32, 4, w->shape)) ||
-        conv_weight_grad(c, &g, lt_f32(gc), lt_f32(xc), lt_f32(gw)))
-      goto fail;
-  }
-  if (b && b->requires_grad && !(gb = bias_grad(c, lt_f32(gc), g.N, g.C, g.H * g.W))) goto fail;
-  gin[0] = gx;
-  gin[1] = gw;
-  if (b) gin[2] = gb;
-  lt_tensor_release(gc);
-  lt_tensor_release(xc);
-  lt_tensor_release(wc);
-  return LT_OK;
-fail:
-  lt_tensor_release(gc);
-  lt_tensor_release(xc);
-  lt_tensor_release(wc);
-  lt_tensor_release(gx);
-  lt_tensor_release(gw);
-  return LT_ERR;
-}
+/* The node keeps the geometry of the adjoint convolution (from the output space [N, Cout, HO, WO] back to the
+ * input space [N, Cin, H, W]) with T = 1. */
 
 lt_tensor *lt_nn_conv_transpose2d(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, const int *stride,
                                   const int *padding, const int *output_padding, const int *dilation, int groups) {
@@ -309,8 +278,10 @@ lt_tensor *lt_nn_conv_transpose2d(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tens
   const int64_t cout = w->ndim == 4 ? w->shape[1] * groups : 0;
   if (check_common(c, op, x, w, b, cout, stride, padding, dilation, groups)) return NULL;
   if (x->shape[1] != w->shape[0]) {
-    lt_fail(c, "%s: input has %lld channels, expected %lld (input %s, weight %s [in_channels x out_channels/groups x "
-            "kh x kw])", op, (long long)x->shape[1], (long long)w->shape[0], lt_shape_str(x, b1, sizeof b1),
+    lt_fail(c,
+            "%s: input has %lld channels, expected %lld (input %s, weight %s [in_channels x out_channels/groups x "
+            "kh x kw])",
+            op, (long long)x->shape[1], (long long)w->shape[0], lt_shape_str(x, b1, sizeof b1),
             lt_shape_str(w, b2, sizeof b2));
     return NULL;
   }
@@ -330,8 +301,8 @@ lt_tensor *lt_nn_conv_transpose2d(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tens
     return NULL;
   }
   /* the adjoint convolution: [N, Cout, HO, WO] -> [N, Cin, H, W], weight [Cin, Cout/G, KH, KW] */
-  gconv_geom g = { x->shape[0], cout, HO, WO, x->shape[1], KH, KW, stride[0], stride[1], padding[0], padding[1],
-                   dilation[0], dilation[1], H, W, groups };
+  gconv_geom g = { x->shape[0], cout,       HO,          WO,          x->shape[1], KH, KW,     stride[0], stride[1],
+                   padding[0],  padding[1], dilation[0], dilation[1], H,           W,  groups, 1 };
   int64_t oshape[4] = { g.N, cout, HO, WO };
   lt_tensor *xc, *wc, *bc;
   if (contiguous3(c, x, w, b, &xc, &wc, &bc)) return NULL;
@@ -343,7 +314,7 @@ lt_tensor *lt_nn_conv_transpose2d(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tens
   lt_tensor_release(bc);
   lt_tensor *ins[3] = { x, w, b };
   lt_node *nd = NULL;
-  if (rc || lt_record(c, out, op, tconv_backward, b ? 3 : 2, ins, &nd)) {
+  if (rc || lt_record(c, out, op, gconv_backward, b ? 3 : 2, ins, &nd)) {
     lt_tensor_release(out);
     return NULL;
   }

@@ -154,7 +154,8 @@ lt_tensor *lt_nn_group_norm(lt_ctx *c, lt_tensor *x, int64_t groups, lt_tensor *
       sm += m;
       sv += ss / (double)(M - 1);
     }
-    float *rm = lt_f32(running_mean) + gr * running_mean->stride[0], *rv = lt_f32(running_var) + gr * running_var->stride[0];
+    float *rm = lt_f32(running_mean) + gr * running_mean->stride[0],
+          *rv = lt_f32(running_var) + gr * running_var->stride[0];
     *rm = (float)((1 - momentum) * *rm + momentum * sm / (double)g.N);
     *rv = (float)((1 - momentum) * *rv + momentum * sv / (double)g.N);
   }

@@ -2,21 +2,10 @@
 -- channel from lt's RNG, so lt.manual_seed reproduces it) and scales the rest by 1/(1-p); in eval, the identity.
 -- A 3-D input is taken as [N, C, L], as PyTorch 1.13 does.
 local lt = require "lutra"
-local Module = require("lutra.nn.module").Module
 local F = require "lutra.F"
 
-local Dropout2d = Module:extend("Dropout2d")
-
-function Dropout2d:init(p)
-  if type(p) == "table" then p = p.p end
-  if p == nil then p = 0.5 end
-  if type(p) ~= "number" or not (p >= 0 and p <= 1) then
-    error("Dropout2d: p must be a probability between 0 and 1, got " .. tostring(p), 3)
-  end
-  self.p = p
-end
-
-function Dropout2d:extra_repr() return "p=" .. self.p end
+-- p, its check and the repr are Dropout's
+local Dropout2d = require("lutra.nn.dropout"):extend("Dropout2d")
 
 function Dropout2d:forward(x)
   if not lt.is_tensor(x) then self:fail("expected a tensor input, got " .. type(x)) end
