@@ -152,6 +152,21 @@ describe("vision modules: behaviour", function()
   end)
 end)
 
+describe("ConvTranspose2d with an output_size", function()
+  it("picks the output_padding PyTorch picks: the same output as the output_padding option", function()
+    lt.manual_seed(11)
+    local m = nn.ConvTranspose2d(2, 3, 3, { stride = { 2, 3 }, padding = 1 })
+    local x = lt.randn(2, 2, 4, 5)
+    local y = m(x, { 8, 15 })
+    assert.are.equal("[2 x 3 x 8 x 15]", y:shape_str())
+    local ref = lt.F.conv_transpose2d(x, m.weight, m.bias, { stride = { 2, 3 }, padding = 1, output_padding = { 1, 2 } })
+    assert.is_true(y:allclose(ref, 0, 0))
+    assert.are.equal("[2 x 3 x 7 x 13]", m(x, { 2, 3, 7, 13 }):shape_str())
+    assert.matches("requested output size 9 is not in 7..8 for dim 3 (input [2 x 2 x 4 x 5])", err_of(m, x, { 9, 13 }),
+      1, true)
+  end)
+end)
+
 describe("vision modules: errors", function()
   it("names channels that groups do not divide", function()
     assert.matches("Conv2d: in_channels 5 must be divisible by groups 2", err_of(nn.Conv2d, 5, 4, 3, { groups = 2 }),

@@ -55,7 +55,28 @@ function ConvTranspose2d:extra_repr()
   return s
 end
 
-function ConvTranspose2d:forward(x)
+--- output_padding for an output_size {h, w} (or {N, C, h, w}): the sizes a stride > 1 leaves open
+function ConvTranspose2d:_output_padding(x, size)
+  if type(size) ~= "table" or (#size ~= 2 and #size ~= 4) then
+    self:fail("output_size must be a list {h, w} (or {N, C, h, w}), got " .. tostring(size))
+  end
+  local op, d = {}, x:dim()
+  for i = 1, 2 do
+    local want = size[#size - 2 + i]
+    local lo = (x:size(d - 2 + i) - 1) * self.stride[i] - 2 * self.padding[i]
+      + self.dilation[i] * (self.kernel_size[i] - 1) + 1
+    local hi = lo + self.stride[i] - 1 -- (PyTorch's range, also when the dilation is larger)
+    if type(want) ~= "number" or want < lo or want > hi or want ~= math.floor(want) then
+      self:fail(string.format("requested output size %s is not in %d..%d for dim %d (input %s)", tostring(want), lo, hi,
+        d - 2 + i, x:shape_str()))
+    end
+    op[i] = want - lo
+  end
+  return op
+end
+
+--- forward(x[, output_size]): output_size {h, w} picks the output_padding (PyTorch's forward(input, output_size))
+function ConvTranspose2d:forward(x, output_size)
   if not lt.is_tensor(x) then self:fail("expected a tensor input, got " .. type(x)) end
   local d = x:dim()
   if d ~= 4 and d ~= 3 then
@@ -65,8 +86,8 @@ function ConvTranspose2d:forward(x)
     self:fail(string.format("input has %d channels, expected %d (input %s)", x:size(d - 2), self.in_channels,
       x:shape_str()))
   end
-  local opts = { stride = self.stride, padding = self.padding, output_padding = self.output_padding,
-    dilation = self.dilation, groups = self.groups }
+  local opts = { stride = self.stride, padding = self.padding, dilation = self.dilation, groups = self.groups,
+    output_padding = output_size ~= nil and self:_output_padding(x, output_size) or self.output_padding }
   if d == 3 then return F.conv_transpose2d(x:unsqueeze(1), self.weight, self.bias, opts):squeeze(1) end
   return F.conv_transpose2d(x, self.weight, self.bias, opts)
 end
