@@ -2,13 +2,13 @@
  * nn_conv_general.c — grouped and dilated 2-D convolution and its transpose, forward and backward side by side.
  *
  * One geometry describes a convolution from x [N, C, H, W] to y [N, O, HO, WO] with weight [O, C/G, KH, KW]
- * in G groups. Three routines on it do all the work, per item and per group, by im2col + GEMM:
- *   conv_forward      y  = W @ im2col(x)                       (the convolution)
- *   conv_input_grad   gx = col2im(W^T @ gy)                    (its adjoint in x)
- *   conv_weight_grad  gW += gy @ im2col(x)^T
- * The transposed convolution is the adjoint of a convolution: its forward is conv_input_grad of the convolution
+ * in G groups. Three passes on it do all the work, per item and per group, by im2col + GEMM (conv_run):
+ *   CONV_FORWARD      y  = W @ im2col(x)                       (the convolution)
+ *   CONV_INPUT_GRAD   gx = col2im(W^T @ gy)                    (its adjoint in x)
+ *   CONV_WEIGHT_GRAD  gW += gy @ im2col(x)^T
+ * The transposed convolution is the adjoint of a convolution: its forward is CONV_INPUT_GRAD of the convolution
  * that maps its output space back to its input space (with the same weight tensor, [Cin, Cout/G, KH, KW]), its
- * input gradient is conv_forward and its weight gradient is conv_weight_grad with the roles of x and gy swapped.
+ * input gradient is CONV_FORWARD and its weight gradient CONV_WEIGHT_GRAD with the roles of x and gy swapped.
  * Dilation 1 with one group goes to nn_conv.c's tuned kernel instead (lt_nn_conv2d_ex dispatches).
  */
 #include <string.h>
@@ -63,55 +63,37 @@ static float *scratch(lt_ctx *c, int64_t n) {
   return p;
 }
 
-/* y [N, O, HO, WO] = conv(x [N, C, H, W], w) (y overwritten) */
-static int conv_forward(lt_ctx *c, const gconv_geom *g, const float *x, const float *w, float *y) {
-  const int64_t Kg = g_kg(g), P = g_p(g), Og = g_og(g), Cg = g_cg(g);
-  float *col = scratch(c, Kg * P);
-  if (!col) return LT_ERR;
-  for (int64_t n = 0; n < g->N; n++)
-    for (int64_t gr = 0; gr < g->G; gr++) {
-      unfold_or_fold(g, (float *)x + ((n * g->C) + gr * Cg) * g->H * g->W, col, 0);
-      if (lt_gemm(c, 0, 0, Og, P, Kg, 1.0f, w + gr * Og * Kg, Kg, col, P, 0.0f, y + (n * g->O + gr * Og) * P, P)) {
-        lt_free(col, sizeof(float) * (size_t)(Kg * P));
-        return LT_ERR;
-      }
-    }
-  lt_free(col, sizeof(float) * (size_t)(Kg * P));
-  return LT_OK;
-}
+/* The three passes, per item and group, over one col buffer [Kg, P]:
+ *   CONV_FORWARD      y [N, O, HO, WO] = conv(x [N, C, H, W], w)          (in = x, other = w, out = y, overwritten)
+ *   CONV_INPUT_GRAD   gx [N, C, H, W] += the adjoint of conv applied to gy (in = gy, other = w, out = gx)
+ *   CONV_WEIGHT_GRAD  gw [O, C/G, KH, KW] += gy @ im2col(x)^T over the batch (in = x, other = gy, out = gw) */
+typedef enum conv_pass { CONV_FORWARD, CONV_INPUT_GRAD, CONV_WEIGHT_GRAD } conv_pass;
 
-/* gx [N, C, H, W] += the adjoint of conv applied to gy [N, O, HO, WO] */
-static int conv_input_grad(lt_ctx *c, const gconv_geom *g, const float *gy, const float *w, float *gx) {
-  const int64_t Kg = g_kg(g), P = g_p(g), Og = g_og(g), Cg = g_cg(g);
+static int conv_run(lt_ctx *c, const gconv_geom *g, conv_pass pass, const float *in, const float *other, float *out) {
+  const int64_t Kg = g_kg(g), P = g_p(g), Og = g_og(g), Cg = g_cg(g), HW = g->H * g->W;
   float *col = scratch(c, Kg * P);
   if (!col) return LT_ERR;
-  for (int64_t n = 0; n < g->N; n++)
-    for (int64_t gr = 0; gr < g->G; gr++) {
-      if (lt_gemm(c, 1, 0, Kg, P, Og, 1.0f, w + gr * Og * Kg, Kg, gy + (n * g->O + gr * Og) * P, P, 0.0f, col, P)) {
-        lt_free(col, sizeof(float) * (size_t)(Kg * P));
-        return LT_ERR;
-      }
-      unfold_or_fold(g, gx + ((n * g->C) + gr * Cg) * g->H * g->W, col, 1);
-    }
-  lt_free(col, sizeof(float) * (size_t)(Kg * P));
-  return LT_OK;
-}
-
-/* gw [O, C/G, KH, KW] += gy @ im2col(x)^T, summed over the batch */
-static int conv_weight_grad(lt_ctx *c, const gconv_geom *g, const float *x, const float *gy, float *gw) {
-  const int64_t Kg = g_kg(g), P = g_p(g), Og = g_og(g), Cg = g_cg(g);
-  float *col = scratch(c, Kg * P);
-  if (!col) return LT_ERR;
-  for (int64_t n = 0; n < g->N; n++)
-    for (int64_t gr = 0; gr < g->G; gr++) {
-      unfold_or_fold(g, (float *)x + ((n * g->C) + gr * Cg) * g->H * g->W, col, 0);
-      if (lt_gemm(c, 0, 1, Og, Kg, P, 1.0f, gy + (n * g->O + gr * Og) * P, P, col, P, 1.0f, gw + gr * Og * Kg, Kg)) {
-        lt_free(col, sizeof(float) * (size_t)(Kg * P));
-        return LT_ERR;
+  int rc = LT_OK;
+  for (int64_t n = 0; n < g->N && !rc; n++)
+    for (int64_t gr = 0; gr < g->G && !rc; gr++) {
+      const int64_t xo = (n * g->C + gr * Cg) * HW, yo = (n * g->O + gr * Og) * P, wo = gr * Og * Kg;
+      switch (pass) {
+        case CONV_FORWARD:
+          unfold_or_fold(g, (float *)in + xo, col, 0);
+          rc = lt_gemm(c, 0, 0, Og, P, Kg, 1.0f, other + wo, Kg, col, P, 0.0f, out + yo, P);
+          break;
+        case CONV_INPUT_GRAD:
+          rc = lt_gemm(c, 1, 0, Kg, P, Og, 1.0f, other + wo, Kg, in + yo, P, 0.0f, col, P);
+          if (!rc) unfold_or_fold(g, out + xo, col, 1);
+          break;
+        case CONV_WEIGHT_GRAD:
+          unfold_or_fold(g, (float *)in + xo, col, 0);
+          rc = lt_gemm(c, 0, 1, Og, Kg, P, 1.0f, other + yo, P, col, P, 1.0f, out + wo, Kg);
+          break;
       }
     }
   lt_free(col, sizeof(float) * (size_t)(Kg * P));
-  return LT_OK;
+  return rc;
 }
 
 /* y [N, Ch, P] += b[ch] */
@@ -186,13 +168,15 @@ static int gconv_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gi
   const float *gy = lt_f32(gc);
   if (x->requires_grad) {
     if (!(wc = lt_op_contiguous(c, w))) goto fail;
-    if (g.T ? !(gx = lt_tensor_new(c, LT_F32, 4, x->shape)) || conv_forward(c, &g, gy, lt_f32(wc), lt_f32(gx))
-            : !(gx = lt_tensor_zeros(c, LT_F32, 4, x->shape)) || conv_input_grad(c, &g, gy, lt_f32(wc), lt_f32(gx)))
+    if (g.T ? !(gx = lt_tensor_new(c, LT_F32, 4, x->shape)) || conv_run(c, &g, CONV_FORWARD, gy, lt_f32(wc), lt_f32(gx))
+            : !(gx = lt_tensor_zeros(c, LT_F32, 4, x->shape)) ||
+                  conv_run(c, &g, CONV_INPUT_GRAD, gy, lt_f32(wc), lt_f32(gx)))
       goto fail;
   }
   if (w->requires_grad) {
     if (!(xc = lt_op_contiguous(c, x)) || !(gw = lt_tensor_zeros(c, LT_F32, 4, w->shape))) goto fail;
-    if (g.T ? conv_weight_grad(c, &g, gy, lt_f32(xc), lt_f32(gw)) : conv_weight_grad(c, &g, lt_f32(xc), gy, lt_f32(gw)))
+    if (g.T ? conv_run(c, &g, CONV_WEIGHT_GRAD, gy, lt_f32(xc), lt_f32(gw))
+            : conv_run(c, &g, CONV_WEIGHT_GRAD, lt_f32(xc), gy, lt_f32(gw)))
       goto fail;
   }
   /* the bias is on the output: the convolution's [N, O, P], the transpose's [N, C, H*W] */
@@ -252,7 +236,7 @@ lt_tensor *lt_nn_conv2d_ex(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, 
   lt_tensor *xc, *wc, *bc;
   if (contiguous3(c, x, w, b, &xc, &wc, &bc)) return NULL;
   lt_tensor *out = lt_tensor_new(c, LT_F32, 4, oshape);
-  int rc = out ? conv_forward(c, &g, lt_f32(xc), lt_f32(wc), lt_f32(out)) : LT_ERR;
+  int rc = out ? conv_run(c, &g, CONV_FORWARD, lt_f32(xc), lt_f32(wc), lt_f32(out)) : LT_ERR;
   if (!rc && b) add_bias(lt_f32(out), lt_f32(bc), g.N, g.O, g_p(&g));
   lt_tensor_release(xc);
   lt_tensor_release(wc);
@@ -307,7 +291,7 @@ lt_tensor *lt_nn_conv_transpose2d(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tens
   lt_tensor *xc, *wc, *bc;
   if (contiguous3(c, x, w, b, &xc, &wc, &bc)) return NULL;
   lt_tensor *out = lt_tensor_zeros(c, LT_F32, 4, oshape);
-  int rc = out ? conv_input_grad(c, &g, lt_f32(xc), lt_f32(wc), lt_f32(out)) : LT_ERR;
+  int rc = out ? conv_run(c, &g, CONV_INPUT_GRAD, lt_f32(xc), lt_f32(wc), lt_f32(out)) : LT_ERR;
   if (!rc && b) add_bias(lt_f32(out), lt_f32(bc), g.N, cout, HO * WO);
   lt_tensor_release(xc);
   lt_tensor_release(wc);

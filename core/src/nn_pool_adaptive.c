@@ -64,39 +64,6 @@ static int aavg_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin
   return LT_OK;
 }
 
-lt_tensor *lt_nn_adaptive_avg_pool2d(lt_ctx *c, lt_tensor *x, int64_t oh, int64_t ow) {
-  apool_geom g;
-  if (apool_check(c, "adaptive_avg_pool2d", x, oh, ow, &g)) return NULL;
-  int64_t oshape[4] = { g.N, g.C, g.OH, g.OW };
-  lt_tensor *xc = lt_op_contiguous(c, x);
-  lt_tensor *out = xc ? lt_tensor_new(c, LT_F32, 4, oshape) : NULL;
-  if (!out) {
-    lt_tensor_release(xc);
-    return NULL;
-  }
-  for (int64_t pl = 0; pl < g.N * g.C; pl++) {
-    const float *plane = lt_f32(xc) + pl * g.H * g.W;
-    for (int64_t i = 0; i < g.OH; i++) {
-      const int64_t h0 = win_start(i, g.H, g.OH), h1 = win_end(i, g.H, g.OH);
-      for (int64_t j = 0; j < g.OW; j++) {
-        const int64_t w0 = win_start(j, g.W, g.OW), w1 = win_end(j, g.W, g.OW);
-        double s = 0;
-        for (int64_t ih = h0; ih < h1; ih++)
-          for (int64_t iw = w0; iw < w1; iw++) s += plane[ih * g.W + iw];
-        lt_f32(out)[(pl * g.OH + i) * g.OW + j] = (float)(s / (double)((h1 - h0) * (w1 - w0)));
-      }
-    }
-  }
-  lt_tensor_release(xc);
-  lt_node *nd;
-  if (lt_record(c, out, "adaptive_avg_pool2d", aavg_backward, 1, &x, &nd)) {
-    lt_tensor_release(out);
-    return NULL;
-  }
-  if (nd) memcpy(nd->i, &g, sizeof g);
-  return out;
-}
-
 /* ---- max -------------------------------------------------------------------------------------------------- */
 
 static int amax_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin) {
@@ -118,15 +85,17 @@ static int amax_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin
   return LT_OK;
 }
 
-lt_tensor *lt_nn_adaptive_max_pool2d(lt_ctx *c, lt_tensor *x, int64_t oh, int64_t ow, lt_tensor **indices) {
+/* one forward for both: the window mean, or the window's first maximum (a NaN wins) and its position */
+static lt_tensor *adaptive_pool(lt_ctx *c, const char *op, lt_tensor *x, int64_t oh, int64_t ow, int is_max,
+                                lt_tensor **indices) {
   apool_geom g;
   if (indices) *indices = NULL;
-  if (apool_check(c, "adaptive_max_pool2d", x, oh, ow, &g)) return NULL;
+  if (apool_check(c, op, x, oh, ow, &g)) return NULL;
   int64_t oshape[4] = { g.N, g.C, g.OH, g.OW };
   lt_tensor *xc = lt_op_contiguous(c, x);
   lt_tensor *out = xc ? lt_tensor_new(c, LT_F32, 4, oshape) : NULL;
-  lt_tensor *ind = out ? lt_tensor_new(c, LT_I64, 4, oshape) : NULL;
-  if (!ind) {
+  lt_tensor *ind = out && is_max ? lt_tensor_new(c, LT_I64, 4, oshape) : NULL;
+  if (!out || (is_max && !ind)) {
     lt_tensor_release(xc);
     lt_tensor_release(out);
     return NULL;
@@ -136,32 +105,46 @@ lt_tensor *lt_nn_adaptive_max_pool2d(lt_ctx *c, lt_tensor *x, int64_t oh, int64_
     for (int64_t i = 0; i < g.OH; i++) {
       const int64_t h0 = win_start(i, g.H, g.OH), h1 = win_end(i, g.H, g.OH);
       for (int64_t j = 0; j < g.OW; j++) {
-        const int64_t w0 = win_start(j, g.W, g.OW), w1 = win_end(j, g.W, g.OW);
+        const int64_t w0 = win_start(j, g.W, g.OW), w1 = win_end(j, g.W, g.OW), o = (pl * g.OH + i) * g.OW + j;
         float best = plane[h0 * g.W + w0];
         int64_t bi = h0 * g.W + w0;
+        double s = 0;
         for (int64_t ih = h0; ih < h1; ih++)
           for (int64_t iw = w0; iw < w1; iw++) {
             const float v = plane[ih * g.W + iw];
+            s += v;
             if (v > best || (v != v && best == best)) {
               best = v;
               bi = ih * g.W + iw;
             }
           }
-        lt_f32(out)[(pl * g.OH + i) * g.OW + j] = best;
-        lt_i64(ind)[(pl * g.OH + i) * g.OW + j] = bi;
+        if (is_max) {
+          lt_f32(out)[o] = best;
+          lt_i64(ind)[o] = bi;
+        } else lt_f32(out)[o] = (float)(s / (double)((h1 - h0) * (w1 - w0)));
       }
     }
   }
   lt_tensor_release(xc);
   lt_node *nd;
-  if (lt_record(c, out, "adaptive_max_pool2d", amax_backward, 1, &x, &nd)) {
+  if (lt_record(c, out, op, is_max ? amax_backward : aavg_backward, 1, &x, &nd)) {
     lt_tensor_release(out);
     lt_tensor_release(ind);
     return NULL;
   }
-  if (nd) lt_node_save(nd, 0, ind);
-  if (nd) memcpy(nd->i, &g, sizeof g);
+  if (nd) {
+    memcpy(nd->i, &g, sizeof g);
+    if (is_max) lt_node_save(nd, 0, ind);
+  }
   if (indices) *indices = ind;
   else lt_tensor_release(ind);
   return out;
+}
+
+lt_tensor *lt_nn_adaptive_avg_pool2d(lt_ctx *c, lt_tensor *x, int64_t oh, int64_t ow) {
+  return adaptive_pool(c, "adaptive_avg_pool2d", x, oh, ow, 0, NULL);
+}
+
+lt_tensor *lt_nn_adaptive_max_pool2d(lt_ctx *c, lt_tensor *x, int64_t oh, int64_t ow, lt_tensor **indices) {
+  return adaptive_pool(c, "adaptive_max_pool2d", x, oh, ow, 1, indices);
 }
