@@ -199,6 +199,29 @@ fail:
   return LT_ERR;
 }
 
+/* Both ops' forward on their geometry: the convolution (CONV_FORWARD into [N, O, HO, WO]) or, when g->T, the
+ * transpose (CONV_INPUT_GRAD of its adjoint into [N, C, H, W]); the bias added; the node recorded */
+static lt_tensor *run_forward(lt_ctx *c, const char *op, const gconv_geom *g, lt_tensor *x, lt_tensor *w,
+                              lt_tensor *b) {
+  const int64_t oshape[4] = { g->N, g->T ? g->C : g->O, g->T ? g->H : g->HO, g->T ? g->W : g->WO };
+  lt_tensor *xc, *wc, *bc;
+  if (contiguous3(c, x, w, b, &xc, &wc, &bc)) return NULL;
+  lt_tensor *out = g->T ? lt_tensor_zeros(c, LT_F32, 4, oshape) : lt_tensor_new(c, LT_F32, 4, oshape);
+  int rc = out ? conv_run(c, g, g->T ? CONV_INPUT_GRAD : CONV_FORWARD, lt_f32(xc), lt_f32(wc), lt_f32(out)) : LT_ERR;
+  if (!rc && b) add_bias(lt_f32(out), lt_f32(bc), g->N, oshape[1], oshape[2] * oshape[3]);
+  lt_tensor_release(xc);
+  lt_tensor_release(wc);
+  lt_tensor_release(bc);
+  lt_tensor *ins[3] = { x, w, b };
+  lt_node *nd = NULL;
+  if (rc || lt_record(c, out, op, gconv_backward, b ? 3 : 2, ins, &nd)) {
+    lt_tensor_release(out);
+    return NULL;
+  }
+  if (nd) memcpy(nd->i, g, sizeof *g);
+  return out;
+}
+
 lt_tensor *lt_nn_conv2d_ex(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, const int *stride, const int *padding,
                            const int *dilation, int groups) {
   const char *op = "conv2d";
@@ -232,23 +255,7 @@ lt_tensor *lt_nn_conv2d_ex(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, 
   }
   g.HO = (g.H + 2 * g.PH - eh) / g.SH + 1;
   g.WO = (g.W + 2 * g.PW - ew) / g.SW + 1;
-  int64_t oshape[4] = { g.N, g.O, g.HO, g.WO };
-  lt_tensor *xc, *wc, *bc;
-  if (contiguous3(c, x, w, b, &xc, &wc, &bc)) return NULL;
-  lt_tensor *out = lt_tensor_new(c, LT_F32, 4, oshape);
-  int rc = out ? conv_run(c, &g, CONV_FORWARD, lt_f32(xc), lt_f32(wc), lt_f32(out)) : LT_ERR;
-  if (!rc && b) add_bias(lt_f32(out), lt_f32(bc), g.N, g.O, g_p(&g));
-  lt_tensor_release(xc);
-  lt_tensor_release(wc);
-  lt_tensor_release(bc);
-  lt_tensor *ins[3] = { x, w, b };
-  lt_node *nd = NULL;
-  if (rc || lt_record(c, out, op, gconv_backward, b ? 3 : 2, ins, &nd)) {
-    lt_tensor_release(out);
-    return NULL;
-  }
-  if (nd) memcpy(nd->i, &g, sizeof g);
-  return out;
+  return run_forward(c, op, &g, x, w, b);
 }
 
 /* ---- transposed convolution ------------------------------------------------------------------------------- */
@@ -287,21 +294,5 @@ lt_tensor *lt_nn_conv_transpose2d(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tens
   /* the adjoint convolution: [N, Cout, HO, WO] -> [N, Cin, H, W], weight [Cin, Cout/G, KH, KW] */
   gconv_geom g = { x->shape[0], cout,       HO,          WO,          x->shape[1], KH, KW,     stride[0], stride[1],
                    padding[0],  padding[1], dilation[0], dilation[1], H,           W,  groups, 1 };
-  int64_t oshape[4] = { g.N, cout, HO, WO };
-  lt_tensor *xc, *wc, *bc;
-  if (contiguous3(c, x, w, b, &xc, &wc, &bc)) return NULL;
-  lt_tensor *out = lt_tensor_zeros(c, LT_F32, 4, oshape);
-  int rc = out ? conv_run(c, &g, CONV_INPUT_GRAD, lt_f32(xc), lt_f32(wc), lt_f32(out)) : LT_ERR;
-  if (!rc && b) add_bias(lt_f32(out), lt_f32(bc), g.N, cout, HO * WO);
-  lt_tensor_release(xc);
-  lt_tensor_release(wc);
-  lt_tensor_release(bc);
-  lt_tensor *ins[3] = { x, w, b };
-  lt_node *nd = NULL;
-  if (rc || lt_record(c, out, op, gconv_backward, b ? 3 : 2, ins, &nd)) {
-    lt_tensor_release(out);
-    return NULL;
-  }
-  if (nd) memcpy(nd->i, &g, sizeof g);
-  return out;
+  return run_forward(c, op, &g, x, w, b);
 }
