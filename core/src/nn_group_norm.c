@@ -17,10 +17,38 @@
 #include "lt_ctx.h"
 #include "lt_errors.h"
 #include "lt_nn.h"
+#include "lt_simd.h"
 
 typedef struct gn_geom {
   int64_t N, C, G, S; /* S: positions per channel */
 } gn_geom;
+
+/* Row loops in float lanes (compiled per CPU); the sums end in double (lt_sum_f32, lt_dot_f32). */
+/* sum of (x - m)^2 over a row: the second pass of a two-pass variance (no cancellation when |mean| >> std) */
+LT_VECTOR_FN static double sq_dev_sum(const float *x, int64_t n, float m) {
+  double total = 0;
+  for (int64_t b = 0; b < n; b += 4096) {
+    const int64_t e = b + 4096 < n ? b + 4096 : n;
+    float acc[16] = { 0 };
+    int64_t i = b;
+    for (; i + 16 <= e; i += 16)
+      for (int l = 0; l < 16; l++) acc[l] += (x[i + l] - m) * (x[i + l] - m);
+    for (; i < e; i++) acc[0] += (x[i] - m) * (x[i] - m);
+    for (int l = 0; l < 16; l++) total += acc[l];
+  }
+  return total;
+}
+
+/* y = x * scale + shift over a row */
+LT_VECTOR_FN static void affine_row(float *restrict y, const float *restrict x, int64_t n, float scale, float shift) {
+  for (int64_t i = 0; i < n; i++) y[i] = x[i] * scale + shift;
+}
+
+/* gx = rstd * (g * w - md - (x - mean) * rstd * mdx) over a row */
+LT_VECTOR_FN static void input_grad_row(float *restrict gx, const float *restrict g, const float *restrict x, int64_t n,
+                                        float w, float mean, float rstd, float md, float mdx) {
+  for (int64_t i = 0; i < n; i++) gx[i] = rstd * (g[i] * w - md - (x[i] - mean) * rstd * mdx);
+}
 
 static int gn_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin) {
   lt_tensor *x = n->inputs[0], *w = n->inputs[1], *b = n->inputs[2];
@@ -42,12 +70,9 @@ static int gn_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin) 
     double sd = 0, sdx = 0; /* sums of dxhat and dxhat * xhat over the row */
     for (int64_t k = 0; k < Cg; k++) {
       const float wk = pw ? pw[c0 + k] : 1.0f;
-      double sg = 0, sgx = 0;
-      for (int64_t s = 0; s < g.S; s++) {
-        const float xh = (xr[k * g.S + s] - mean) * rstd, gv = gr[k * g.S + s];
-        sg += gv;
-        sgx += (double)gv * xh;
-      }
+      /* sum g and sum g * xhat = rstd * (sum g*x - mean * sum g) */
+      const double sg = lt_sum_f32(gr + k * g.S, g.S);
+      const double sgx = rstd * (lt_dot_f32(gr + k * g.S, xr + k * g.S, g.S) - (double)mean * sg);
       sd += wk * sg;
       sdx += wk * sgx;
       if (gw) lt_f32(gw)[c0 + k] += (float)sgx;
@@ -56,14 +81,8 @@ static int gn_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin) 
     if (!gx) continue;
     const float md = (float)(sd / (double)M), mdx = (float)(sdx / (double)M);
     float *out = lt_f32(gx) + row * M;
-    for (int64_t k = 0; k < Cg; k++) {
-      const float wk = pw ? pw[c0 + k] : 1.0f;
-      for (int64_t s = 0; s < g.S; s++) {
-        const int64_t e = k * g.S + s;
-        const float xh = (xr[e] - mean) * rstd;
-        out[e] = rstd * (gr[e] * wk - md - xh * mdx);
-      }
-    }
+    for (int64_t k = 0; k < Cg; k++)
+      input_grad_row(out + k * g.S, gr + k * g.S, xr + k * g.S, g.S, pw ? pw[c0 + k] : 1.0f, mean, rstd, md, mdx);
   }
   gin[0] = gx;
   gin[1] = gw;
@@ -130,29 +149,23 @@ lt_tensor *lt_nn_group_norm(lt_ctx *c, lt_tensor *x, int64_t groups, lt_tensor *
   float *po = lt_f32(out), *st = lt_f32(stats);
   for (int64_t row = 0; row < rows; row++) {
     const float *xr = px + row * M;
-    double s = 0, ss = 0;
-    for (int64_t e = 0; e < M; e++) s += xr[e];
-    const double mean = s / (double)M;
-    for (int64_t e = 0; e < M; e++) ss += (xr[e] - mean) * (xr[e] - mean);
-    const double var = ss / (double)M;
-    const float fm = (float)mean, rstd = (float)(1.0 / sqrt(var + eps));
+    const float fm = (float)(lt_sum_f32(xr, M) / (double)M);
+    const double var = sq_dev_sum(xr, M, fm) / (double)M;
+    const float rstd = (float)(1.0 / sqrt(var + eps));
     st[2 * row] = fm;
     st[2 * row + 1] = rstd;
     const int64_t c0 = (row % groups) * (g.C / groups);
-    for (int64_t k = 0; k < g.C / groups; k++) {
-      const float wk = pw ? pw[c0 + k] : 1.0f, bk = pb ? pb[c0 + k] : 0.0f;
-      for (int64_t p = 0; p < g.S; p++) po[row * M + k * g.S + p] = (xr[k * g.S + p] - fm) * rstd * wk + bk;
+    for (int64_t k = 0; k < g.C / groups; k++) { /* (x - mean) * rstd * w + b as one multiply-add */
+      const float scale = rstd * (pw ? pw[c0 + k] : 1.0f), bk = pb ? pb[c0 + k] : 0.0f;
+      affine_row(po + row * M + k * g.S, xr + k * g.S, g.S, scale, bk - fm * scale);
     }
   }
   for (int64_t gr = 0; running_mean && gr < groups; gr++) { /* batch averages of the row statistics */
     double sm = 0, sv = 0;
     for (int64_t i = 0; i < g.N; i++) {
       const int64_t row = i * groups + gr;
-      const float *xr = px + row * M;
-      double ss = 0, m = st[2 * row];
-      for (int64_t e = 0; e < M; e++) ss += (xr[e] - m) * (xr[e] - m);
-      sm += m;
-      sv += ss / (double)(M - 1);
+      sm += st[2 * row];
+      sv += sq_dev_sum(px + row * M, M, st[2 * row]) / (double)(M - 1);
     }
     float *rm = lt_f32(running_mean) + gr * running_mean->stride[0],
           *rv = lt_f32(running_var) + gr * running_var->stride[0];
