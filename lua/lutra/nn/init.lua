@@ -32,5 +32,12 @@ local lazy = {
   BatchNorm1d = { "lutra.nn.norm", "BatchNorm1d" }, BatchNorm2d = { "lutra.nn.norm", "BatchNorm2d" },
   LayerNorm = { "lutra.nn.norm", "LayerNorm" }, Embedding = { "lutra.nn.embedding" }, LSTM = { "lutra.nn.lstm" },
   utils = { "lutra.nn.utils" }, init = { "lutra.nn.initializers" },
+  -- attention and transformer (nn/attention.lua, nn/transformer.lua)
+  MultiheadAttention = { "lutra.nn.attention" },
+  TransformerEncoderLayer = { "lutra.nn.transformer", "TransformerEncoderLayer" },
+  TransformerEncoder = { "lutra.nn.transformer", "TransformerEncoder" },
+  TransformerDecoderLayer = { "lutra.nn.transformer", "TransformerDecoderLayer" },
+  TransformerDecoder = { "lutra.nn.transformer", "TransformerDecoder" },
+  Transformer = { "lutra.nn.transformer", "Transformer" },
 }
 return require("lutra.names").strict(nn, "lt.nn", lazy)
