@@ -160,4 +160,7 @@ end
 -- one_hot, pad, normalize, cosine_similarity, interpolate (lua/lutra/F_ops.lua)
 for k, v in pairs(require "lutra.F_ops") do F[k] = v end
 
+-- gpt area: scaled_dot_product_attention (lua/lutra/F_attention.lua)
+for k, v in pairs(require "lutra.F_attention") do F[k] = v end
+
 return require("lutra.names").strict(F, "lt.F")
