@@ -13,8 +13,9 @@
 -- values than 0 and 1 is added to the scores (0 / -inf); an int64 mask, or a float mask of only 0s and 1s
 -- (what x:gt(0) gives), means 1 = masked. Both masks are turned into one additive mask before the scores.
 -- The work runs batch first, [B x heads x L x head_dim]: with need_weights the weights are computed as
--- PyTorch 1.13 does (softmax, then dropout, averaged over heads unless average_attn_weights=false); without,
--- lt.F.scaled_dot_product_attention does it.
+-- PyTorch 1.13 does (softmax, then dropout, averaged over heads unless average_attn_weights=false), as tensors
+-- that carry gradients; without, the fused kernel lt.F.scaled_dot_product_attention does it (lua/lutra/F_attention.lua),
+-- which never builds them (its dropout draws differ from the explicit path's).
 local lt = require "lutra"
 local Module = require("lutra.nn.module").Module
 local H = require "lutra.nn.helpers"
@@ -110,11 +111,6 @@ local function attention_with_weights(q, k, v, mask, p)
   local w = scores:softmax(4)
   if p > 0 then w = F.dropout(w, p, true) end
   return w:matmul(v), w
-end
-
--- The same without the weights: the fused kernel.
-local function attention(q, k, v, mask, p)
-  return (attention_with_weights(q, k, v, mask, p))
 end
 
 -- ---- forward ----------------------------------------------------------------------------------------------
@@ -242,7 +238,7 @@ function MHA:forward(query, key, value, opts)
   local need_weights = opts.need_weights ~= false
   local out, w
   if need_weights then out, w = attention_with_weights(q, k, v, mask, p)
-  else out = attention(q, k, v, mask, p) end
+  else out = F.scaled_dot_product_attention(q, k, v, { attn_mask = mask, dropout_p = p }) end
   out = self.out_proj(out:transpose(2, 3):reshape(B, L, E))
   if unbatched then out = out:squeeze(1)
   elseif not self.batch_first then out = out:transpose(1, 2) end
