@@ -38,7 +38,7 @@ function MHA:init(embed_dim, num_heads, opts)
     error("MultiheadAttention: dropout must be a probability between 0 and 1, got " .. tostring(p), 3)
   end
   local E = embed_dim
-  self.embed_dim, self.num_heads, self.head_dim, self.dropout = E, num_heads, E / num_heads, p
+  self.embed_dim, self.num_heads, self.head_dim, self.dropout = E, num_heads, math.floor(E / num_heads), p
   self.kdim = H.check_int("MultiheadAttention", "kdim", opts.kdim or E, 1, 3)
   self.vdim = H.check_int("MultiheadAttention", "vdim", opts.vdim or E, 1, 3)
   self.batch_first = opts.batch_first == true
@@ -164,8 +164,8 @@ function MHA:_project(q, k, v, query, key, value)
       lt.linear(v, self.v_proj_weight, bias(3))
   end
   local w = self.in_proj_weight
-  if key == value then
-    if query == key then
+  if rawequal(key, value) then
+    if rawequal(query, key) then
       local qkv = lt.linear(q, w, b):chunk(3, 3)
       return qkv[1], qkv[2], qkv[3]
     end
