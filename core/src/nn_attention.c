@@ -97,11 +97,9 @@ LT_VECTOR_FN static float softmax_row(float *row, int64_t n, int64_t se) {
     for (int64_t j = 0; j < se; j++) row[j] = NAN;
     return NAN;
   }
-  double s = 0;
-  for (int64_t j = 0; j < n; j++) {
-    row[j] = lt_expf(row[j] - mx);
-    s += row[j];
-  }
+  /* exp in its own loop, which vectorises; the sum in lt_sum_f32's fixed lane order */
+  for (int64_t j = 0; j < n; j++) row[j] = lt_expf(row[j] - mx);
+  double s = lt_sum_f32(row, n);
   float inv = (float)(1.0 / s);
   for (int64_t j = 0; j < n; j++) row[j] *= inv;
   for (int64_t j = n; j < se; j++) row[j] = 0.0f;
