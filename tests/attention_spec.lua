@@ -218,6 +218,12 @@ describe("MultiheadAttention", function()
     assert.has_error(function() m(q, lt.randn(4, 3, 8), lt.randn(4, 3, 8)) end,
       pre .. "query [3 x 2 x 8] and key [4 x 3 x 8] have different batch sizes")
     assert.has_error(function() m(q, k) end, pre .. "value must be a tensor, got nil")
+    assert.has_error(function() m(q, lt.randn(0, 2, 8), lt.randn(0, 2, 8)) end,
+      pre .. "key [0 x 2 x 8] has no positions: attention needs at least one key")
+    assert.has_error(function() m(lt.randn(3, 2, 2, 8), k, k) end,
+      pre .. "query must be [L x N x E], [N x L x E] with batch_first, or unbatched [L x E]; got [3 x 2 x 2 x 8]")
+    assert.has_error(function() m(q, k, k, { attn_mask = lt.zeros(3) }) end,
+      pre .. "attn_mask must be 2-D [L x S] or 3-D [N*num_heads x L x S], got [3]")
   end)
 end)
 
@@ -295,6 +301,8 @@ describe("transformer modules", function()
       "dim_feedforward, dropout, layer_norm_eps, nhead, norm_first)")
     assert.has_error(function() nn.TransformerEncoderLayer(8, 2, 16, { dim_feedforward = 32 }) end,
       "TransformerEncoderLayer: dim_feedforward given both as argument #3 and as an option")
+    assert.has_error(function() nn.TransformerEncoderLayer(8, 2, { dropout = 0 / 0 }) end,
+      "TransformerEncoderLayer: dropout must be a probability between 0 and 1, got " .. tostring(0 / 0))
     assert.has_error(function() nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2), 0) end,
       "TransformerEncoder: num_layers must be an integer >= 1, got 0")
     assert.has_error(function() nn.TransformerEncoder("layer", 2) end,

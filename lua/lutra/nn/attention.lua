@@ -149,6 +149,9 @@ function MHA:_batch_first_inputs(query, key, value)
     self:fail(string.format("key %s and value %s must have the same batch and sequence sizes", key:shape_str(),
       value:shape_str()))
   end
+  if k:size(2) == 0 and not (self.bias_k or self.add_zero_attn) then
+    self:fail(string.format("key %s has no positions: attention needs at least one key", key:shape_str()))
+  end
   if q:size(1) ~= k:size(1) then
     self:fail(string.format("query %s and key %s have different batch sizes", query:shape_str(), key:shape_str()))
   end

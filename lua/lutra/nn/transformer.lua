@@ -69,7 +69,7 @@ local function init_layer(self, where, o, n_norms)
   local d = H.check_int(where, "d_model", o.d_model, 1, 4)
   local ff = H.check_int(where, "dim_feedforward", o.dim_feedforward or 2048, 1, 4)
   local p = o.dropout or 0.1
-  if not (p >= 0 and p <= 1) then
+  if not (p >= 0 and p <= 1) then -- (NaN fails both)
     error(string.format("%s: dropout must be a probability between 0 and 1, got %s", where, tostring(p)), 4)
   end
   local eps = H.check_finite(where, "layer_norm_eps", o.layer_norm_eps or 1e-5, 0, 4)
@@ -121,8 +121,8 @@ local EncoderLayer = Module:extend("TransformerEncoderLayer")
 function EncoderLayer:init(...)
   local o = arguments("TransformerEncoderLayer", LAYER_NAMES, LAYER_SPEC, ...)
   check_d_model("TransformerEncoderLayer", o.nhead, H.check_int("TransformerEncoderLayer", "d_model", o.d_model, 1, 3))
-  self.self_attn = MHA(o.d_model, o.nhead, { dropout = o.dropout or 0.1, batch_first = o.batch_first == true })
-  init_layer(self, "TransformerEncoderLayer", o, 2)
+  init_layer(self, "TransformerEncoderLayer", o, 2) -- (checks the options the attention shares)
+  self.self_attn = MHA(o.d_model, o.nhead, { dropout = self.dropout.p, batch_first = self.batch_first })
 end
 
 EncoderLayer.extra_repr = layer_repr
@@ -156,10 +156,10 @@ local DecoderLayer = Module:extend("TransformerDecoderLayer")
 function DecoderLayer:init(...)
   local o = arguments("TransformerDecoderLayer", LAYER_NAMES, LAYER_SPEC, ...)
   check_d_model("TransformerDecoderLayer", o.nhead, H.check_int("TransformerDecoderLayer", "d_model", o.d_model, 1, 3))
-  local mo = { dropout = o.dropout or 0.1, batch_first = o.batch_first == true }
+  init_layer(self, "TransformerDecoderLayer", o, 3)
+  local mo = { dropout = self.dropout.p, batch_first = self.batch_first }
   self.self_attn = MHA(o.d_model, o.nhead, mo)
   self.multihead_attn = MHA(o.d_model, o.nhead, mo)
-  init_layer(self, "TransformerDecoderLayer", o, 3)
 end
 
 DecoderLayer.extra_repr = layer_repr
