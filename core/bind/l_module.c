@@ -27,6 +27,8 @@ void l_index_ops_register(lua_State *L); /* l_index_ops.c: masked_fill, scatter,
 void l_random_register(lua_State *L);    /* l_random.c: randint, multinomial, bernoulli, *_like, linspace */
 /* vision */
 void l_nn_vision_register(lua_State *L); /* l_nn_vision.c: grouped/transposed conv, adaptive pools, group norm */
+/* gpt area */
+void l_attention_register(lua_State *L); /* l_attention.c: scaled dot-product attention */
 
 /* ---- process-wide run state (what a host or a signal handler may ask) ---------------------------- */
 
@@ -147,6 +149,7 @@ static int open_with_upvalues(lua_State *L) {
   l_index_ops_register(L);
   l_random_register(L);
   l_nn_vision_register(L); /* vision */
+  l_attention_register(L); /* gpt area */
   static const luaL_Reg misc[] = { { "interrupt", l_interrupt },
                                    { "interrupt_pending", l_interrupt_pending },
                                    { "interrupt_clear", l_interrupt_clear },

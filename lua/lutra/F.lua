@@ -129,5 +129,7 @@ for k, v in pairs(require "lutra.F_ops") do F[k] = v end
 for k, v in pairs(require "lutra.F_vision") do
   if k:sub(1, 1) ~= "_" then F[k] = v end
 end
+-- gpt area: scaled_dot_product_attention (lua/lutra/F_attention.lua)
+for k, v in pairs(require "lutra.F_attention") do F[k] = v end
 
 return require("lutra.names").strict(F, "lt.F")

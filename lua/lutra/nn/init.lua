@@ -43,5 +43,12 @@ local lazy = {
   UpsamplingBilinear2d = { "lutra.nn.upsample", "UpsamplingBilinear2d" },
   GroupNorm = { "lutra.nn.group_norm", "GroupNorm" }, InstanceNorm1d = { "lutra.nn.group_norm", "InstanceNorm1d" },
   InstanceNorm2d = { "lutra.nn.group_norm", "InstanceNorm2d" }, Dropout2d = { "lutra.nn.dropout2d" },
+  -- attention and transformer (nn/attention.lua, nn/transformer.lua)
+  MultiheadAttention = { "lutra.nn.attention" },
+  TransformerEncoderLayer = { "lutra.nn.transformer", "TransformerEncoderLayer" },
+  TransformerEncoder = { "lutra.nn.transformer", "TransformerEncoder" },
+  TransformerDecoderLayer = { "lutra.nn.transformer", "TransformerDecoderLayer" },
+  TransformerDecoder = { "lutra.nn.transformer", "TransformerDecoder" },
+  Transformer = { "lutra.nn.transformer", "Transformer" },
 }
 return require("lutra.names").strict(nn, "lt.nn", lazy)
