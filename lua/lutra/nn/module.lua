@@ -7,7 +7,8 @@
 --   local net = Net(784)           -- construct; net(x) == net:forward(x)
 --   net:named_parameters()         -- { ["fc.weight"] = ..., ["fc.bias"] = ... }, { "fc.weight", "fc.bias" }
 --
--- Names are table paths from the root (Sequential children are numbered from 1: "net.1.weight").
+-- Names are table paths from the root (Sequential children are numbered from 1: "net.1.weight"; a container
+-- class with the field _zero_based_names names its children 0, 1, ... as PyTorch does: "layers.0.linear1.weight").
 -- Fields are visited in a fixed order: a module's declared parameters (class field _params, e.g.
 -- {"weight", "bias"}) and buffers (_buffers), then integer keys ascending, then string keys sorted.
 -- Keys starting with "_" and the key "trainer" are skipped; tables are entered when they are modules
@@ -59,6 +60,12 @@ local function sorted_keys(t)
   table.sort(strs)
   for i = 1, #strs do ints[#ints + 1] = strs[i] end
   return ints
+end
+
+-- the name of child k of t in paths
+local function child_name(t, k)
+  if type(k) == "number" and get_field(t, "_zero_based_names") then return tostring(k - 1) end
+  return tostring(k)
 end
 
 --- Walks root; calls on.param(name, t), on.buffer(name, t), on.module(tbl, path, key, parent)
@@ -121,7 +128,7 @@ local function walk(root, on)
           end
         elseif type(v) == "table" and not seen[v] then
           local enter = classify(v)
-          if enter then visit(v, prefix .. tostring(k)) end
+          if enter then visit(v, prefix .. child_name(t, k)) end
         end
       end
     end
@@ -273,10 +280,10 @@ function M.children(t)
         local enter, is_mod = classify(v)
         if is_mod then
           seen[v] = true
-          list[#list + 1] = v; keys[#list] = prefix .. tostring(k)
+          list[#list + 1] = v; keys[#list] = prefix .. child_name(tbl, k)
         elseif enter then
           seen[v] = true
-          scan(v, prefix .. tostring(k) .. ".")
+          scan(v, prefix .. child_name(tbl, k) .. ".")
         end
       end
     end
