@@ -11,8 +11,8 @@
 -- Options: vocab_size (required), block_size=64, n_layer=2, n_head=4, n_embd=128, dropout=0, bias=true
 -- (biases in the Linears and LayerNorms, nanoGPT's config.bias), lr=1e-3, weight_decay=0.1, beta1=0.9,
 -- beta2=0.99, warmup_steps=0, max_steps (the cosine decay's length; nil: constant lr after warmup),
--- min_lr=lr/10. State-dict names follow nanoGPT's with lutra's 1-based block numbers: transformer.wte.weight,
--- transformer.wpe.weight, transformer.h.1.ln_1.weight, transformer.h.1.attn.c_attn.weight, ...,
+-- min_lr=lr/10. State-dict names are nanoGPT's (blocks numbered from 0, as its nn.ModuleList): transformer.wte.weight,
+-- transformer.wpe.weight, transformer.h.0.ln_1.weight, transformer.h.0.attn.c_attn.weight, ...,
 -- transformer.ln_f.weight, lm_head.weight (the same tensor as transformer.wte.weight).
 --
 -- Hooks for the Trainer: training_step / validation_step (train_loss, val_loss), configure_optimizers
@@ -79,6 +79,12 @@ end
 
 -- ---- the model ------------------------------------------------------------------------------------------
 
+-- transformer.h: the blocks at integer keys 1..n (ipairs works), named 0..n-1 in state_dict as nanoGPT's
+-- nn.ModuleList, so PyTorch's state dicts load as they are
+local Blocks = nn.Module:extend("ModuleList")
+Blocks._zero_based_names = true
+function Blocks:extra_repr() return "" end
+
 local GPT = nn.Module:extend("GPT")
 
 local function check_opts(opts)
@@ -112,7 +118,7 @@ end
 function GPT:init(opts)
   local h = check_opts(opts)
   self.hparams = h
-  local blocks = {}
+  local blocks = Blocks()
   for i = 1, h.n_layer do blocks[i] = Block(h) end
   self.transformer = {
     wte = nn.Embedding(h.vocab_size, h.n_embd),
