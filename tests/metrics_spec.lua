@@ -419,3 +419,59 @@ describe("self:log(name, metric)", function()
       tostring(e))
   end)
 end)
+
+describe("memory with metrics logged", function()
+  it("stays flat over a 5000-batch epoch that logs metric objects on_step and on_epoch (no collectgarbage())", function()
+    -- a fresh process (tests/helpers/child.lua), as tests/memory_spec.lua's RSS check
+    local out = require("helpers.child").run([[
+      local lt = require "lutra"
+      local M = lt.metrics
+      local function rss_kb()
+        local f = assert(io.open("/proc/self/statm"))
+        local _, resident = f:read("*n", "*n")
+        f:close()
+        return resident * 4
+      end
+      lt.manual_seed(0)
+      local x, y = lt.randn(16, 8), lt.randint(1, 5, { 16 })
+      local N = 5000
+      local loader = { len = function() return N end, iter = function()
+        local i = 0
+        return function() i = i + 1; if i <= N then return { x, y } end end
+      end }
+      local m = { net = lt.nn.Linear(8, 4), acc = M.Accuracy { task = "multiclass", num_classes = 4 },
+        f1 = M.F1Score { task = "multiclass", num_classes = 4, average = "macro" },
+        cm = M.ConfusionMatrix { task = "multiclass", num_classes = 4 }, loss = M.MeanMetric() }
+      local rss, live = {}, {}
+      function m:training_step(batch)
+        local out = self.net(batch[1])
+        local loss = lt.F.cross_entropy(out, batch[2])
+        self:log("acc", self.acc(out, batch[2]) and self.acc, { on_step = true, on_epoch = true })
+        self.f1:update(out, batch[2])
+        self:log("f1", self.f1, { on_epoch = true })
+        self.cm:update(out, batch[2])
+        self.loss:update(loss)
+        self:log("loss", self.loss, { on_epoch = true, prog_bar = true })
+        return loss
+      end
+      function m:on_train_batch_end(_, _, i)
+        if i == 500 or i == N - 1 then rss[#rss + 1], live[#live + 1] = rss_kb(), lt.memory_stats().live_bytes end
+      end
+      function m:configure_optimizers() return lt.optim.SGD(self.net:parameters(), { lr = 0.01 }) end
+      local t = lt.Trainer { max_epochs = 1, logger = false, enable_checkpointing = false, enable_progress_bar = false,
+        enable_model_summary = false, log_every_n_steps = 1 }
+      t:fit(m, loader)
+      io.write(string.format("RSS %d %d LIVE %d %d ACC %s CM %d\n", rss[1], rss[2], live[1], live[2],
+        tostring(t.callback_metrics.acc_epoch), m.cm:compute():sum():item()))
+    ]])
+    local r1, r2, l1, l2, acc, cm = out:match("RSS (%d+) (%d+) LIVE (%d+) (%d+) ACC (%S+) CM (%d+)")
+    assert(r1, "child process failed: " .. out)
+    r1, r2, l1, l2 = tonumber(r1), tonumber(r2), tonumber(l1), tonumber(l2)
+    assert.is_true(tonumber(acc) > 0)
+    assert.are.equal(5000 * 16, tonumber(cm)) -- every batch counted, in a [4 x 4] state
+    assert.is_true(l2 <= l1 * 1.5 + 4 * 1024 * 1024, string.format("live tensor bytes %d -> %d", l1, l2))
+    if not os.getenv("LUTRA_SANITIZER") then
+      assert.is_true(r2 <= r1 * 1.10, string.format("RSS grew from %d KiB after 500 batches to %d KiB after 5000", r1, r2))
+    end
+  end)
+end)
