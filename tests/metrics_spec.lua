@@ -407,12 +407,12 @@ describe("self:log(name, metric)", function()
       per_class = metrics.Accuracy { task = "multiclass", num_classes = 3, average = "none" } }
     function m:training_step(batch)
       local s, y = scores(self, batch[1])
-      self:log("per_class", self.per_class(s, y))
+      self.per_class(s, y)
+      self:log("per_class", self.per_class)
       return (self.w * 0):sum()
     end
     function m:configure_optimizers() return lt.optim.SGD({ self.w }, { lr = 0 }) end
     local t = lt.Trainer(opts { max_epochs = 1 })
-    assert.has_error(function() t:fit(m, class_loader(2)) end)
     local ok, e = pcall(function() t:fit(m, class_loader(2)) end)
     assert.is_false(ok)
     assert.matches("the value of 'per_class' must be a number or a one%-element tensor, got a tensor of shape %[3%]",
@@ -426,12 +426,7 @@ describe("memory with metrics logged", function()
     local out = require("helpers.child").run([[
       local lt = require "lutra"
       local M = lt.metrics
-      local function rss_kb()
-        local f = assert(io.open("/proc/self/statm"))
-        local _, resident = f:read("*n", "*n")
-        f:close()
-        return resident * 4
-      end
+      local rss_kb = require "tests.helpers.rss"
       lt.manual_seed(0)
       local x, y = lt.randn(16, 8), lt.randint(1, 5, { 16 })
       local N = 5000
