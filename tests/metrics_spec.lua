@@ -191,6 +191,36 @@ describe("lt.metrics state", function()
   end)
 end)
 
+describe("AUROC and AveragePrecision with thresholds (binned)", function()
+  it("keep counts of fixed size instead of the data, and approach the exact value with many thresholds", function()
+    lt.manual_seed(3)
+    local exact, binned = metrics.AUROC { task = "binary" }, metrics.AUROC { task = "binary", thresholds = 1001 }
+    local ap_exact = metrics.AveragePrecision { task = "binary" }
+    local ap_binned = metrics.AveragePrecision { task = "binary", thresholds = 1001 }
+    for _ = 1, 200 do
+      local p = lt.rand(16)
+      local y = p:add(lt.rand(16):mul(0.8)):gt(0.9):long() -- scores that carry information about y
+      exact:update(p, y)
+      binned:update(p, y)
+      ap_exact:update(p, y)
+      ap_binned:update(p, y)
+    end
+    local sd = binned:state_dict()
+    assert.are.equal(1001, #sd.tp) -- the same size after 200 updates as after none
+    assert.are.same({ 3200 }, sd.n)
+    assert.is_nil(sd.preds)
+    assert.are.same({ 3200 }, exact:state_dict().preds:shape()) -- the exact mode keeps every score
+    assert.is_true(math.abs(exact:compute() - binned:compute()) < 2e-3,
+      string.format("exact %.6f, binned %.6f", exact:compute(), binned:compute()))
+    assert.is_true(math.abs(ap_exact:compute() - ap_binned:compute()) < 5e-3,
+      string.format("exact %.6f, binned %.6f", ap_exact:compute(), ap_binned:compute()))
+    assert.has_error(function() metrics.AUROC { task = "binary", thresholds = { 0.5, 0.2 } } end,
+      "AUROC: option 'thresholds' must hold ascending numbers in [0, 1]")
+    assert.has_error(function() metrics.AUROC { task = "binary", thresholds = 1 } end,
+      "AUROC: option 'thresholds' must be an integer >= 2 or a list, got 1")
+  end)
+end)
+
 describe("lt.metrics.MetricCollection", function()
   local p = lt.tensor({ { 0.1, 0.8, 0.1 }, { 0.7, 0.2, 0.1 }, { 0.2, 0.2, 0.6 }, { 0.3, 0.4, 0.3 } })
   local t = lt.tensor({ 2, 1, 2, 3 }, "int64")

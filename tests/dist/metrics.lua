@@ -33,6 +33,7 @@ local function build(sync)
     f1 = M.F1Score(with { task = "binary" }),
     cm = M.ConfusionMatrix(with { task = "multiclass", num_classes = 3 }),
     auroc = M.AUROC(with { task = "binary" }),
+    auroc_binned = M.AUROC(with { task = "binary", thresholds = 11 }),
     ap = M.AveragePrecision(with { task = "multiclass", num_classes = 3 }),
     mse = M.MeanSquaredError(o),
     r2 = M.R2Score(o),
@@ -48,6 +49,7 @@ local function feed(ms, d)
   ms.f1:update(d.p, d.y)
   ms.cm:update(d.scores, d.labels)
   ms.auroc:update(d.p, d.y)
+  ms.auroc_binned:update(d.p, d.y)
   ms.ap:update(d.scores, d.labels)
   ms.mse:update(d.p, d.v)
   ms.r2:update(d.p, d.v)
