@@ -667,27 +667,75 @@ end
 local Run = {}
 Run.__index = Run
 
+local DataModule = require "lutra.datamodule"
+local is_datamodule = DataModule._is_datamodule
+
+local FIT_OPTS = { ckpt_path = true, datamodule = function(v)
+  if not is_datamodule(v) then return "must be a lt.DataModule (or a table with *_dataloader methods), got " .. type(v) end
+end }
+
 local function check_fit_args(model, train, val, opts)
   if type(model) ~= "table" then error("fit: the model must be a table, got " .. type(model), 3) end
-  if train == nil then error("fit: no training dataloader given (fit(model, train_loader[, val_loader]))", 3) end
+  util.check_options("fit", opts, FIT_OPTS, 3)
+  local dm = opts and opts.datamodule
+  if dm ~= nil then
+    if train ~= nil or val ~= nil then
+      error("fit: give the loaders or a datamodule, not both (fit(model, {datamodule = dm}))", 3)
+    end
+    return
+  end
+  if train == nil then
+    if type(model.train_dataloader) == "function" then return end -- the model's own data hooks
+    error("fit: no training dataloader given (fit(model, train_loader[, val_loader]), fit(model, {datamodule = dm}) " ..
+      "or a train_dataloader hook)", 3)
+  end
   -- the loaders are checked here too, so fit_run refuses what fit refuses when it is called, not at the
   -- first run:advance (start_fit checks them again after a ddp strategy has sharded them)
   check_loader(train, "fit")
   for i, l in ipairs(as_list(val)) do check_loader(l, "fit (val loader " .. i .. ")") end
-  util.check_options("fit", opts, { ckpt_path = true }, 3)
 end
 
 local function is_options(t)
-  return type(t) == "table" and t.ckpt_path ~= nil and t.iter == nil
+  return type(t) == "table" and (t.ckpt_path ~= nil or t.datamodule ~= nil) and t.iter == nil
 end
 
---- trainer:fit_run(model, train[, val][, {ckpt_path=}]): a run to advance step by step.
-function Trainer:fit_run(model, train, val, opts)
+-- fit's and fit_run's arguments as Lightning takes them: (model, train[, val][, opts]), (model, opts),
+-- (model, datamodule[, opts]) -> train, val, opts
+local function fit_args(train, val, opts)
   if opts == nil and is_options(val) then val, opts = nil, val end
+  if opts == nil and val == nil and is_options(train) then train, opts = nil, train end
+  if is_datamodule(train) then
+    local o = {}
+    for k, v in pairs(opts or {}) do o[k] = v end
+    if o.datamodule ~= nil then error("fit: two datamodules given (positional and {datamodule = ...})", 3) end
+    o.datamodule, train = train, nil
+    opts = o
+  end
+  return train, val, opts
+end
+
+--- trainer:fit_run(model, train[, val][, {ckpt_path=, datamodule=}]): a run to advance step by step.
+function Trainer:fit_run(model, train, val, opts)
+  train, val, opts = fit_args(train, val, opts)
   check_fit_args(model, train, val, opts)
   local run = setmetatable({ trainer = self, model = model, train = train, val = val, opts = opts or {},
     stage = "new" }, Run)
   return run
+end
+
+-- The run's datamodule (Lightning's trainer.datamodule; the dispatcher calls its hooks: env.datamodule).
+local function attach_datamodule(self, dm)
+  rawset(self, "datamodule", dm)
+  self._env.datamodule = dm
+  if dm ~= nil then rawset(dm, "trainer", self) end
+end
+
+-- The loaders that a data hook returns (the datamodule's, else the model's): nil when no target defines it.
+local function hook_loaders(self, hook)
+  local loaders, n = call_hook(self, hook)
+  if n == 0 then return nil end
+  if loaders == nil then error(hook .. " returned nil (return a DataLoader or a list of them)", 0) end
+  return loaders
 end
 
 function Run:done() return self.stage == "done" end
@@ -695,6 +743,7 @@ function Run:done() return self.stage == "done" end
 -- The stages before the loops: Lightning's _run up to the sanity check.
 local function start_fit(run)
   local self, model = run.trainer, run.model
+  attach_datamodule(self, run.opts.datamodule)
   self:_begin_run(model, "fit")
   self._run = run
   self:_guard(function()
@@ -717,14 +766,24 @@ local function start_fit(run)
     -- configure_callbacks, prepare_data, setup
     model_callbacks(self)
     call_hook(self, "prepare_data")
-    if self._ddp then self._ddp:shard_loaders(self, run.train, run.val) end -- ddp: each rank its share
-    self:_configure_fit(model, run.train, run.val)
+    local from_hooks = run.train == nil -- the data hooks give the loaders, after setup
+    if not from_hooks then
+      if self._ddp then self._ddp:shard_loaders(self, run.train, run.val) end -- ddp: each rank its share
+      self:_configure_fit(model, run.train, run.val)
+    end
     call_hook(self, "setup", "fit")
     -- configure_optimizers
     local ret = call_hook(self, "configure_optimizers")
     local okp, opts, scheds, freqs = pcall(modelmod.parse_optimizers, ret)
     if not okp then error(opts, 0) end
     self.optimizers, self.lr_scheduler_configs, self.optimizer_frequencies = opts, scheds, freqs
+    if from_hooks then -- (Lightning asks for them when its loops start; lutra's loops need their lengths first)
+      run.train = hook_loaders(self, "train_dataloader")
+      if run.train == nil then error("fit: the datamodule has no train_dataloader", 0) end
+      run.val = hook_loaders(self, "val_dataloader")
+      if self._ddp then self._ddp:shard_loaders(self, run.train, run.val) end
+      self:_configure_fit(model, run.train, run.val)
+    end
     self._wrapped = nil
     self._lp:set_optimizers(opts)
     self._lp:set_cfg(cfg_for(self))
@@ -823,7 +882,7 @@ end
 --- trainer:fit(model, train_loader[, val_loader][, {ckpt_path=}])
 function Trainer:fit(model, train, val, opts)
   check_idle(self, "fit", 2)
-  if opts == nil and is_options(val) then val, opts = nil, val end
+  train, val, opts = fit_args(train, val, opts)
   local run = self._run
   if run and run.model == model and run.stage == "fit" then
     -- an interrupted (or stepwise) fit of this model continues where it stopped
@@ -857,7 +916,8 @@ end
 
 local EVAL_OPTS = { ckpt_path = function(v)
   if type(v) ~= "string" then return 'must be a path, "best" or "last", got ' .. type(v) end
-end }
+end, datamodule = FIT_OPTS.datamodule }
+local HOOK_OF = { validation = "val_dataloader", test = "test_dataloader", predict = "predict_dataloader" }
 local function check_eval_opts(what, opts) return util.check_options(what, opts, EVAL_OPTS, 3) end -- (tail call)
 
 function Trainer:_eval(kind, model, loaders, opts)
@@ -865,7 +925,21 @@ function Trainer:_eval(kind, model, loaders, opts)
   check_idle(self, what, 3)
   if type(model) ~= "table" then error(what .. ": the model must be a table, got " .. type(model), 3) end
   check_model_free(self, model, what, 3)
+  if opts == nil and is_options(loaders) then loaders, opts = nil, loaders end
+  if is_datamodule(loaders) then
+    local o = {}
+    for k, v in pairs(opts or {}) do o[k] = v end
+    o.datamodule, loaders = loaders, nil
+    opts = o
+  end
   opts = check_eval_opts(what, opts)
+  if opts.datamodule ~= nil and loaders ~= nil then
+    error(fmt("%s: give the loaders or a datamodule, not both", what), 3)
+  end
+  if loaders == nil and opts.datamodule == nil and type(model[HOOK_OF[kind]]) ~= "function" then
+    error(fmt("%s: no dataloader given (%s(model, loaders), {datamodule = dm} or a %s hook)", what, what,
+      HOOK_OF[kind]), 3)
+  end
   if self._run and self._run.stage == "fit" then
     error(what .. ": a fit run is in progress (interrupted or stepwise); finish it first", 3)
   end
@@ -879,21 +953,32 @@ function Trainer:_eval(kind, model, loaders, opts)
     require("lutra.checkpoint").load(path, model)
   end
   self._busy = what
+  attach_datamodule(self, opts.datamodule)
   self:_begin_run(model, what)
   self._standalone = true
   local results = self:_guard(function()
-    local list, n = eval_config(self, kind, loaders, what)
-    self._eval_loaders = list
-    self._n_eval_loaders = #list
-    -- [checkpoint] Lightning's num_{val,test,predict}_batches (the progress bar's totals)
-    if kind == "test" then self.num_test_batches = n
-    elseif kind == "predict" then self.num_predict_batches = n
-    else self.num_val_batches = n end
+    local list
+    local function configure(given)
+      local n
+      list, n = eval_config(self, kind, given, what)
+      self._eval_loaders = list
+      self._n_eval_loaders = #list
+      -- [checkpoint] Lightning's num_{val,test,predict}_batches (the progress bar's totals)
+      if kind == "test" then self.num_test_batches = n
+      elseif kind == "predict" then self.num_predict_batches = n
+      else self.num_val_batches = n end
+      self._lp:set_cfg(cfg_for(self, { num_eval_batches = n }))
+    end
+    if loaders ~= nil then configure(loaders) end
     self._eval_results, self._predictions = nil, nil
-    self._lp:set_cfg(cfg_for(self, { num_eval_batches = n }))
     model_callbacks(self)
     call_hook(self, "prepare_data")
     call_hook(self, "setup", what)
+    if loaders == nil then -- the data hooks, after setup (as Lightning's evaluation loop asks for them)
+      local given = hook_loaders(self, HOOK_OF[kind])
+      if given == nil then error(fmt("%s: the datamodule has no %s", what, HOOK_OF[kind]), 0) end
+      configure(given)
+    end
     check_status(self, self._lp:refresh(false))
     local st, msg = self._lp:eval_run(kind, true)
     if st == "error" then error({ lutra_hook_error = true, msg = msg }, 0) end
