@@ -63,47 +63,83 @@ local function boolean(v) if type(v) ~= "boolean" then return "must be a boolean
 local function number_ge0(v) if type(v) ~= "number" or not (v >= 0) then return "must be a number >= 0" end end
 local function str(v) if type(v) ~= "string" then return "must be a string" end end
 
-local OPTION_CHECKS = {
-  max_epochs = int_ge(-1), min_epochs = int_ge(0), max_steps = int_ge(-1), min_steps = int_ge(0),
-  limit_train_batches = limit, limit_val_batches = limit, limit_test_batches = limit,
-  limit_predict_batches = limit,
-  val_check_interval = function(v)
+local function strategy(v) return require("lutra.distributed")._check_strategy(v) end -- ddp: lt.distributed
+local function callbacks(v)
+  if type(v) ~= "table" then return "must be a callback or a list of callbacks" end
+  for i, cb in ipairs(v) do
+    if type(cb) ~= "table" then return fmt("must be a list of callback tables (element %d is a %s)", i, type(cb)) end
+  end
+end
+local function logger(v)
+  if type(v) == "boolean" then return nil end
+  if type(v) == "table" then
+    if type(v.log_metrics) == "function" then return nil end
+    for i, l in ipairs(v) do
+      if type(l) ~= "table" or type(l.log_metrics) ~= "function" then
+        return fmt("must be true, false, a logger (a table with log_metrics) or a list of loggers (element %d is not)", i)
+      end
+    end
+    if #v > 0 then return nil end
+  end
+  return "must be true, false, a logger (a table with log_metrics) or a list of loggers"
+end
+
+-- The Trainer's options, the one table that the checks, the defaults of new() and the config CLI's --help
+-- (lua/lutra/cli.lua) read: {name, check, type (what the command line parses), default (nil: computed or
+-- unset; a plain value is filled in by new), shown (the default as --help prints it, when not a plain value),
+-- help}. type "table": not settable from the command line.
+local OPTIONS = {
+  { "max_epochs", int_ge(-1), "integer", nil, "1000 unless max_steps", "stop after this many epochs (-1: no limit)" },
+  { "min_epochs", int_ge(0), "integer", nil, "1 unless min_steps", "train at least this many epochs" },
+  { "max_steps", int_ge(-1), "integer", -1, nil, "stop after this many optimizer steps (-1: no limit)" },
+  { "min_steps", int_ge(0), "integer", nil, "0", "train at least this many steps" },
+  { "limit_train_batches", limit, "number", nil, "1.0", "batches per epoch: a count, or a fraction of the loader" },
+  { "limit_val_batches", limit, "number", nil, "1.0", "validation batches: a count or a fraction" },
+  { "limit_test_batches", limit, "number", nil, "1.0", "test batches: a count or a fraction" },
+  { "limit_predict_batches", limit, "number", nil, "1.0", "predict batches: a count or a fraction" },
+  { "val_check_interval", function(v)
     if type(v) ~= "number" or not (v > 0) or (v > 1 and not is_int(v)) then
       return "must be a fraction in (0, 1] of the epoch or an integer count of batches"
     end
-  end,
-  check_val_every_n_epoch = int_ge(1), num_sanity_val_steps = int_ge(-1), accumulate_grad_batches = int_ge(1),
-  gradient_clip_val = number_ge0,
-  gradient_clip_algorithm = function(v)
+  end, "number", nil, "1.0", "validate every fraction of an epoch, or every n batches" },
+  { "check_val_every_n_epoch", int_ge(1), "integer", 1, nil, "validate every n epochs" },
+  { "num_sanity_val_steps", int_ge(-1), "integer", 2, nil, "validation batches before training (-1: all)" },
+  { "accumulate_grad_batches", int_ge(1), "integer", 1, nil, "accumulate gradients over n batches per step" },
+  { "gradient_clip_val", number_ge0, "number", nil, "nil", "clip gradients at this value (0 or nil: off)" },
+  { "gradient_clip_algorithm", function(v)
     if v ~= "norm" and v ~= "value" then return 'must be "norm" or "value"' end
-  end,
-  fast_dev_run = function(v)
+  end, "string", "norm", nil, '"norm" or "value"' },
+  { "fast_dev_run", function(v)
     if type(v) ~= "boolean" and not (is_int(v) and v >= 0) then return "must be a boolean or an integer >= 0" end
-  end,
-  overfit_batches = limit, log_every_n_steps = int_ge(1),
-  callbacks = function(v)
-    if type(v) ~= "table" then return "must be a callback or a list of callbacks" end
-    for i, cb in ipairs(v) do
-      if type(cb) ~= "table" then return fmt("must be a list of callback tables (element %d is a %s)", i, type(cb)) end
-    end
-  end,
-  logger = function(v)
-    if type(v) == "boolean" then return nil end
-    if type(v) == "table" then
-      if type(v.log_metrics) == "function" then return nil end
-      for i, l in ipairs(v) do
-        if type(l) ~= "table" or type(l.log_metrics) ~= "function" then
-          return fmt("must be true, false, a logger (a table with log_metrics) or a list of loggers (element %d is not)", i)
-        end
-      end
-      if #v > 0 then return nil end
-    end
-    return "must be true, false, a logger (a table with log_metrics) or a list of loggers"
-  end,
-  enable_checkpointing = boolean, enable_progress_bar = boolean, enable_model_summary = boolean,
-  default_root_dir = str, seed = function(v) if not is_int(v) then return "must be an integer" end end,
-  strategy = function(v) return require("lutra.distributed")._check_strategy(v) end, -- ddp: lt.distributed
+  end, "boolean|integer", nil, "false", "run n batches of everything once (true: 1), no logger, no checkpoints" },
+  { "overfit_batches", limit, "number", 0, nil, "train and validate on this many training batches" },
+  { "log_every_n_steps", int_ge(1), "integer", 50, nil, "log step metrics every n steps" },
+  { "reload_dataloaders_every_n_epochs", int_ge(0), "integer", 0, nil,
+    "ask the data hooks for new loaders every n epochs (0: never)" },
+  { "callbacks", callbacks, "table", nil, "{}", "callbacks (a list, or one callback)" },
+  { "logger", logger, "boolean", nil, "true", "true (a CSVLogger), false, a logger or a list of loggers" },
+  { "enable_checkpointing", boolean, "boolean", true, nil, "add a ModelCheckpoint when none is given" },
+  { "enable_progress_bar", boolean, "boolean", nil, "on a terminal", "show the progress bar" },
+  { "enable_model_summary", boolean, "boolean", nil, "true (false when embedded)", "print the model summary" },
+  { "default_root_dir", str, "string", ".", nil, "where logs and checkpoints go" },
+  { "seed", function(v) if not is_int(v) then return "must be an integer" end end, "integer", nil, "nil",
+    "seed lutra's RNG when the trainer is built" },
+  { "strategy", strategy, "string", nil, '"auto"', '"auto", "ddp" or "none" (lt.distributed)' },
 }
+local OPTION_CHECKS = {}
+for _, o in ipairs(OPTIONS) do OPTION_CHECKS[o[1]] = o[2] end
+
+--- The Trainer's options for the config CLI's --help and its parser: a list of {name=, type=, default=, help=}
+--- (default: the text --help prints), in the documented order.
+function Trainer._option_list()
+  local list = {}
+  for i, o in ipairs(OPTIONS) do
+    local shown = o[5]
+    if shown == nil then shown = type(o[4]) == "string" and fmt("%q", o[4]) or tostring(o[4]) end
+    list[i] = { name = o[1], type = o[3], default = shown, help = o[6], check = o[2] }
+  end
+  return list
+end
 
 local function type_name(v)
   if type(v) == "string" then return fmt("%q (string)", v) end
@@ -159,22 +195,16 @@ local function new(_, opts)
   local o = {}
   for k, v in pairs(opts) do o[k] = v end
   -- Lightning 1.6's defaults
-  if o.max_steps == nil then o.max_steps = -1 end
+  for _, spec in ipairs(OPTIONS) do -- the plain defaults of the option table
+    if o[spec[1]] == nil and spec[4] ~= nil then o[spec[1]] = spec[4] end
+  end
   if o.max_epochs == nil then o.max_epochs = (o.max_steps == -1) and 1000 or -1 end
   if o.min_epochs == nil and o.min_steps == nil then o.min_epochs = 1 end
   o.min_epochs = o.min_epochs or 0
   o.min_steps = o.min_steps or 0
-  if o.check_val_every_n_epoch == nil then o.check_val_every_n_epoch = 1 end
-  if o.num_sanity_val_steps == nil then o.num_sanity_val_steps = 2 end
-  if o.accumulate_grad_batches == nil then o.accumulate_grad_batches = 1 end
-  if o.gradient_clip_algorithm == nil then o.gradient_clip_algorithm = "norm" end
-  if o.log_every_n_steps == nil then o.log_every_n_steps = 50 end
-  if o.overfit_batches == nil then o.overfit_batches = 0 end
-  if o.enable_checkpointing == nil then o.enable_checkpointing = true end
   -- a host that embeds lutra (docs/guide-embedding.md) gets no output it did not ask for: no summary, no progress bar
   local embedded = rawget(core, "embedded") and core.embedded() or false
   if o.enable_model_summary == nil then o.enable_model_summary = not embedded end
-  if o.default_root_dir == nil then o.default_root_dir = "." end
   if o.fast_dev_run == true then o.fast_dev_run = 1 end
   if o.fast_dev_run == false then o.fast_dev_run = 0 end
   o.fast_dev_run = o.fast_dev_run or 0
@@ -249,6 +279,7 @@ local function new(_, opts)
   self.limit_predict_batches = o.limit_predict_batches or 1.0
   self.val_check_interval = o.val_check_interval or 1.0
   self.overfit_batches = o.overfit_batches
+  self.reload_dataloaders_every_n_epochs = o.reload_dataloaders_every_n_epochs
   self.interrupted = false
   self.optimizers = {}
   self.lr_scheduler_configs = {}
