@@ -90,4 +90,34 @@ describe("lt.DataModule", function()
     assert.matches("train_dataloader returned nil (return a DataLoader or a list of them)", tostring(err), 1, true)
     assert.has_error(function() lt.DataModule:extend(3) end, "DataModule:extend: expected a class name string, got number")
   end)
+
+  it("reload_dataloaders_every_n_epochs = 2: new loaders at epochs 2 and 4, their lengths used", function()
+    local D = lt.DataModule:extend("Growing")
+    local sizes = { 4, 6, 8 }
+    function D:init() self.calls = 0 end
+    function D:train_dataloader()
+      self.calls = self.calls + 1
+      local n = sizes[self.calls]
+      return lt.data.DataLoader(lt.data.TensorDataset(lt.randn(n, 2), lt.randn(n, 1)), { batch_size = 2 })
+    end
+    function D:val_dataloader() self.val_calls = (self.val_calls or 0) + 1; return self:train_dataloader_val() end
+    function D:train_dataloader_val() return lt.data.DataLoader(dataset(2), { batch_size = 2 }) end
+    local m = model()
+    local per = {}
+    local step = m.training_step
+    function m:training_step(b, i) per[self.current_epoch + 1] = i + 1; return step(self, b, i) end
+    local dm = D()
+    local t = lt.Trainer(quiet { max_epochs = 5, reload_dataloaders_every_n_epochs = 2, enable_checkpointing = false })
+    t:fit(m, dm)
+    assert.are.equal(3, dm.calls)
+    assert.are.equal(3, dm.val_calls)
+    assert.are.same({ 2, 2, 3, 3, 4 }, per)
+    assert.are.equal(2 + 2 + 3 + 3 + 4, t.global_step)
+    -- without the option: one load
+    local dm2 = D()
+    lt.Trainer(quiet { max_epochs = 3, enable_checkpointing = false }):fit(model(), dm2)
+    assert.are.equal(1, dm2.calls)
+    assert.has_error(function() lt.Trainer { reload_dataloaders_every_n_epochs = -1 } end,
+      "Trainer: option 'reload_dataloaders_every_n_epochs' must be an integer >= 0, got -1 (number)")
+  end)
 end)

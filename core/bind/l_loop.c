@@ -1020,6 +1020,29 @@ static void read_int_list(lua_State *L, int t, const char *k, int64_t *dst, int 
 }
 
 /* lp:set_cfg{...}: the numbers the trainer computed (lt_loop_cfg). */
+/* lp:set_epoch_data{num_training_batches=, val_check_batch=, num_val_batches=, enable_validation=}: the
+ * loaders' sizes again, at a training epoch start inside a run (reload_dataloaders_every_n_epochs:
+ * lua/lutra/trainer.lua's reload_dataloaders, from the train_epoch_start event, before the epoch's first
+ * fetch). */
+static int l_set_epoch_data(lua_State *L) {
+  l_loops *H = check_loops(L);
+  l_checktype(L, 2, LUA_TTABLE);
+  lt_loop_cfg *c = &H->lp.cfg;
+  static const char *const keys[] = { "num_training_batches", "val_check_batch" };
+  int64_t *dst[] = { &c->num_training_batches, &c->val_check_batch };
+  for (int i = 0; i < 2; i++) {
+    lua_getfield(L, 2, keys[i]);
+    if (lua_isnumber(L, -1)) {
+      lua_Number v = lua_tonumber(L, -1);
+      *dst[i] = v >= 9.0e18 ? LT_INF_BATCHES : (int64_t)v;
+    }
+    lua_pop(L, 1);
+  }
+  c->enable_validation = (int)opt_int(L, 2, "enable_validation", c->enable_validation);
+  read_int_list(L, 2, "num_val_batches", c->num_val_batches, &c->n_val_loaders);
+  return 0;
+}
+
 static int l_set_cfg(lua_State *L) {
   l_loops *H = check_idle_loops(L, "set_cfg");
   l_checktype(L, 2, LUA_TTABLE);
@@ -1453,6 +1476,7 @@ void l_loop_register(lua_State *L) {
                                       { "fit_begin", l_fit_begin },
                                       { "fit_advance", l_fit_advance },
                                       { "sanity_check", l_sanity_check },
+                                      { "set_epoch_data", l_set_epoch_data }, /* lightning: reload loaders */
                                       { "eval_run", l_eval_run },
                                       { "run_slot", l_run_slot },
                                       { "set_custom", l_set_custom },

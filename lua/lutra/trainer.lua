@@ -771,6 +771,24 @@ end
 
 function Run:done() return self.stage == "done" end
 
+-- The loaders of the data hooks (the datamodule's, else the model's) for fit, and the configuration from them.
+function Trainer:_load_hook_loaders(run)
+  run.train = hook_loaders(self, "train_dataloader")
+  if run.train == nil then error("fit: the datamodule has no train_dataloader", 0) end
+  run.val = hook_loaders(self, "val_dataloader")
+  if self._ddp then self._ddp:shard_loaders(self, run.train, run.val) end
+  self:_configure_fit(self.model, run.train, run.val)
+end
+
+-- reload_dataloaders_every_n_epochs: at a training epoch's start (host.event), new loaders from the data hooks
+-- and the loops' batch counts from them (Lightning reloads the training loader at the fit loop's advance
+-- start and the validation loaders at the validation loop's start: the same epochs).
+function Trainer:_reload_dataloaders(epoch)
+  self:_load_hook_loaders(self._run)
+  self._loaders_epoch = epoch
+  self._lp:set_epoch_data(cfg_for(self))
+end
+
 -- The stages before the loops: Lightning's _run up to the sanity check.
 local function start_fit(run)
   local self, model = run.trainer, run.model
@@ -808,12 +826,10 @@ local function start_fit(run)
     local okp, opts, scheds, freqs = pcall(modelmod.parse_optimizers, ret)
     if not okp then error(opts, 0) end
     self.optimizers, self.lr_scheduler_configs, self.optimizer_frequencies = opts, scheds, freqs
+    self._loaders_from_hooks = from_hooks
     if from_hooks then -- (Lightning asks for them when its loops start; lutra's loops need their lengths first)
-      run.train = hook_loaders(self, "train_dataloader")
-      if run.train == nil then error("fit: the datamodule has no train_dataloader", 0) end
-      run.val = hook_loaders(self, "val_dataloader")
-      if self._ddp then self._ddp:shard_loaders(self, run.train, run.val) end
-      self:_configure_fit(model, run.train, run.val)
+      self:_load_hook_loaders(run)
+      self._loaders_epoch = 0
     end
     self._wrapped = nil
     self._lp:set_optimizers(opts)
