@@ -1020,8 +1020,9 @@ static void read_int_list(lua_State *L, int t, const char *k, int64_t *dst, int 
 }
 
 /* lp:set_cfg{...}: the numbers the trainer computed (lt_loop_cfg). */
-/* lp:set_epoch_data{num_training_batches=, val_check_batch=, num_val_batches=, enable_validation=}: the
- * loaders' sizes again, at a training epoch start inside a run (reload_dataloaders_every_n_epochs:
+/* lp:set_epoch_data{num_training_batches=, val_check_batch=, num_val_batches=, enable_validation=,
+ * accumulate_grad_batches=}: the loaders' sizes again, at a training epoch start inside a run
+ * (reload_dataloaders_every_n_epochs, GradientAccumulationScheduler:
  * lua/lutra/trainer.lua's reload_dataloaders, from the train_epoch_start event, before the epoch's first
  * fetch). */
 static int l_set_epoch_data(lua_State *L) {
@@ -1040,6 +1041,10 @@ static int l_set_epoch_data(lua_State *L) {
   }
   c->enable_validation = (int)opt_int(L, 2, "enable_validation", c->enable_validation);
   read_int_list(L, 2, "num_val_batches", c->num_val_batches, &c->n_val_loaders);
+  /* GradientAccumulationScheduler (lua/lutra/callbacks/grad_accum.lua): the factor of this epoch */
+  int64_t acc = opt_int(L, 2, "accumulate_grad_batches", c->accumulate_grad_batches);
+  if (acc < 1) return luaL_error(L, "set_epoch_data: accumulate_grad_batches must be >= 1, got %d", (int)acc);
+  c->accumulate_grad_batches = acc;
   return 0;
 }
 

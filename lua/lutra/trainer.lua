@@ -789,6 +789,15 @@ function Trainer:_reload_dataloaders(epoch)
   self._lp:set_epoch_data(cfg_for(self))
 end
 
+-- GradientAccumulationScheduler: accumulate_grad_batches from this epoch on (called at a training epoch start).
+function Trainer:_set_accumulate_grad_batches(n)
+  if not self._automatic and n > 1 then
+    error("GradientAccumulationScheduler: accumulate_grad_batches > 1 is not supported with manual optimization", 0)
+  end
+  self.accumulate_grad_batches = n
+  self._lp:set_epoch_data({ accumulate_grad_batches = n })
+end
+
 -- The stages before the loops: Lightning's _run up to the sanity check.
 local function start_fit(run)
   local self, model = run.trainer, run.model
@@ -1058,6 +1067,29 @@ end
 function Trainer:validate(model, loaders, opts) return self:_eval("validation", model, loaders, opts) end
 function Trainer:test(model, loaders, opts) return self:_eval("test", model, loaders, opts) end
 function Trainer:predict(model, loaders, opts) return self:_eval("predict", model, loaders, opts) end
+
+-- ---- lightning: the learning-rate range test (lua/lutra/callbacks/lr_finder.lua) --------------------------
+
+--- trainer:lr_find(model, train_loader[, opts]) or trainer:lr_find(model, {datamodule = dm, ...}): Lightning's
+--- trainer.tuner.lr_find; opts: min_lr, max_lr, num_training, mode, early_stop_threshold, update_attr.
+function Trainer:lr_find(model, data, opts)
+  check_idle(self, "lr_find", 2)
+  if type(model) ~= "table" then error("lr_find: the model must be a table, got " .. type(model), 2) end
+  local finder = require "lutra.callbacks.lr_finder"
+  local o = {}
+  if type(data) == "table" and data.iter == nil and not is_datamodule(data) and opts == nil then
+    -- lr_find(model, {datamodule = dm, min_lr = ...})
+    for k, v in pairs(data) do if k ~= "datamodule" then o[k] = v end end
+    data = { datamodule = data.datamodule }
+    if data.datamodule == nil then error("lr_find: no training dataloader given (lr_find(model, train_loader[, opts]))", 2) end
+  else
+    for k, v in pairs(opts or {}) do o[k] = v end
+    if is_datamodule(data) then data = { datamodule = data } end
+    if data == nil then error("lr_find: no training dataloader given (lr_find(model, train_loader[, opts]))", 2) end
+    if data.datamodule == nil then check_loader(data, "lr_find") end
+  end
+  return finder.run(self, model, data, finder.check("lr_find", o, 2))
+end
 
 -- ---- checkpoints (the seam for lutra.checkpoint) ----------------------------------------------------------
 
