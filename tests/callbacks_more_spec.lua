@@ -273,3 +273,69 @@ describe("BasePredictionWriter", function()
       "BasePredictionWriter: option 'write_interval' must be \"batch\", \"epoch\" or \"batch_and_epoch\", got \"step\"")
   end)
 end)
+
+describe("RichProgressBar", function()
+  -- a terminal's screen from what was written: \r, \n, ESC[nA (up), ESC[K (erase to the end of the line)
+  local function screen_of(text)
+    local rows, r, c = { "" }, 1, 0
+    local i = 1
+    while i <= #text do
+      local ch = text:sub(i, i)
+      if ch == "\r" then c = 0; i = i + 1
+      elseif ch == "\n" then r = r + 1; rows[r] = rows[r] or ""; c = 0; i = i + 1
+      elseif ch == "\27" then
+        local n, code = text:match("^%[(%d*)([AK])", i + 1)
+        if code == "A" then r = math.max(1, r - (tonumber(n) or 1))
+        else rows[r] = rows[r]:sub(1, c) end
+        i = i + 2 + #n + 1
+      else
+        local line = rows[r] or ""
+        if #line < c then line = line .. string.rep(" ", c - #line) end
+        rows[r] = line:sub(1, c) .. ch .. line:sub(c + 2)
+        c = c + 1
+        i = i + 1
+      end
+    end
+    return rows
+  end
+
+  local function run_fit(capture_in_val)
+    local out = {}
+    local stream = { write = function(_, s) out[#out + 1] = s end, flush = function() end }
+    local bar = cb.RichProgressBar { stream = stream, tty = true, multiline = true, color = false, width = 90 }
+    local m = model()
+    local during
+    function m:validation_step(b)
+      if capture_in_val and during == nil then during = screen_of(table.concat(out)) end
+      self:log("val_loss", lt.F.mse_loss(self:forward(b[1]), b[2]), { prog_bar = true })
+    end
+    lt.Trainer(quiet { max_epochs = 2, callbacks = { bar }, enable_progress_bar = true }):fit(m, data(8, 4), data(4, 2, 9))
+    return screen_of(table.concat(out)), during
+  end
+
+  it("draws the training bar, the validation bar below it and the metrics line, in place", function()
+    local screen, during = run_fit(true)
+    local text = table.concat(screen, "\n")
+    -- each epoch's block stays: its bar (complete) and its metrics line
+    assert.matches("^Epoch 0/1%s+━.-━ 2/2 ", screen[1])
+    assert.matches("^loss: %S+  val_loss: %S+", screen[2])
+    assert.matches("^Epoch 1/1%s+━.-━ 2/2 ", screen[3])
+    assert.matches("^loss: %S+  val_loss: %S+", screen[4])
+    assert.is_nil(text:find("Validation", 1, true)) -- the validation bar is gone once validation ends
+    -- during validation: three lines, the training bar, the validation bar, the metrics
+    assert.matches("^Epoch 0/1", during[1])
+    assert.matches("^Validation%s+━.-━ 0/2 ", during[2])
+    assert.matches("^loss: ", during[3])
+  end)
+
+  it("is the one-line ProgressBar where the terminal does not allow more", function()
+    local out = {}
+    local stream = { write = function(_, s) out[#out + 1] = s end, flush = function() end }
+    local bar = cb.RichProgressBar { stream = stream, tty = false }
+    assert.is_false(bar.multiline)
+    lt.Trainer(quiet { max_epochs = 1, callbacks = { bar }, enable_progress_bar = true }):fit(model(), data(8, 4))
+    assert.matches("^Epoch 0: 2/2 batches %[", table.concat(out))
+    assert.has_error(function() cb.RichProgressBar { colour = true } end)
+  end)
+end)
+

@@ -113,6 +113,7 @@ local lazy = {
   BackboneFinetuning = { "lutra.callbacks.finetuning", "BackboneFinetuning" },
   LearningRateFinder = { "lutra.callbacks.lr_finder", "LearningRateFinder" },
   BasePredictionWriter = "lutra.callbacks.prediction_writer",
+  RichProgressBar = "lutra.callbacks.rich_progress",
 }
 
 return require("lutra.names").strict(M, "lt.callbacks", lazy)
