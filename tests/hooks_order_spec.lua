@@ -170,9 +170,10 @@ local function train_batch(epoch, i, opts)
   return seq
 end
 
-local function fit_prefix(sanity)
-  local seq = { "configure_callbacks", "prepare_data", "Callback.setup(fit)", "setup(fit)", "configure_optimizers",
-    both("on_fit_start") }
+-- head: the calls before on_fit_start (default: those of a fit without a datamodule)
+local function fit_prefix(sanity, head)
+  local seq = head or { "configure_callbacks", "prepare_data", "Callback.setup(fit)", "setup(fit)", "configure_optimizers" }
+  seq[#seq + 1] = both("on_fit_start")
   if sanity then
     seq[#seq + 1] = { "Callback.on_sanity_check_start", eval_epoch("validation", sanity), "Callback.on_sanity_check_end" }
   end
@@ -341,16 +342,11 @@ describe("hook order with a DataModule", function()
     return D()
   end
 
-  local function dm_fit_prefix(sanity, val_hook)
-    local seq = { "configure_callbacks", "DataModule.prepare_data", "prepare_data", "DataModule.setup(fit)",
-      "Callback.setup(fit)", "setup(fit)", "configure_optimizers", val_hook or "DataModule.train_dataloader" }
-    if val_hook == nil then seq[#seq + 1] = "DataModule.val_dataloader" end
-    seq[#seq + 1] = both("on_fit_start")
-    if sanity then
-      seq[#seq + 1] = { "Callback.on_sanity_check_start", eval_epoch("validation", sanity), "Callback.on_sanity_check_end" }
-    end
-    seq[#seq + 1] = both("on_train_start")
-    return seq
+  local function dm_fit_prefix(sanity, no_val)
+    local head = { "configure_callbacks", "DataModule.prepare_data", "prepare_data", "DataModule.setup(fit)",
+      "Callback.setup(fit)", "setup(fit)", "configure_optimizers", "DataModule.train_dataloader" }
+    if not no_val then head[#head + 1] = "DataModule.val_dataloader" end
+    return fit_prefix(sanity, head)
   end
 
   it("fit(model, {datamodule = dm}): the datamodule's hooks first, its loaders, its teardown first", function()
@@ -372,7 +368,7 @@ describe("hook order with a DataModule", function()
     function m:val_dataloader() calls[#calls + 1] = "val_dataloader"; return loader(1) end
     local dm = recording_dm(calls, { no_val = true })
     trainer(cb, { max_epochs = 1 }):fit(m, dm)
-    local expected = { dm_fit_prefix(nil, "DataModule.train_dataloader"), both("on_train_epoch_start") }
+    local expected = { dm_fit_prefix(nil, true), both("on_train_epoch_start") }
     for i = 0, 1 do expected[#expected + 1] = train_batch(0, i, { sched = i == 1 }) end
     expected[#expected + 1] = { "training_epoch_end", both("on_train_epoch_end"), both("on_train_end"),
       both("on_fit_end"), "DataModule.teardown(fit)", "Callback.teardown(fit)", "teardown(fit)" }
