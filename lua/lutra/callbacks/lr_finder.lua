@@ -62,7 +62,7 @@ function Finder:plot(path, opts)
   for i, lr in ipairs(self.results.lr) do
     local l = self.results.loss[i]
     if l ~= nil and l == l and l ~= math.huge and l ~= -math.huge then
-      xs[#xs + 1], ys[#ys + 1] = math.log10(lr), l
+      xs[#xs + 1], ys[#ys + 1] = math.log(lr) / math.log(10), l
     end
   end
   if #xs == 0 then error("LRFinder:plot: no finite loss to plot", 2) end
