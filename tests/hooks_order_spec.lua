@@ -409,6 +409,18 @@ describe("hook order with a DataModule", function()
     assert.are.equal("predict_dataloader", calls[5])
   end)
 
+  it("fit(model, train_loader) with the model's val_dataloader: validation from the hook (Lightning's source)", function()
+    local m, cb, calls = recorder()
+    function m:val_dataloader() calls[#calls + 1] = "val_dataloader"; return loader(1) end
+    trainer(cb, { max_epochs = 1, num_sanity_val_steps = 0 }):fit(m, loader(2))
+    local expected = { fit_prefix(nil, { "configure_callbacks", "prepare_data", "Callback.setup(fit)", "setup(fit)",
+      "configure_optimizers", "val_dataloader" }), both("on_train_epoch_start") }
+    for i = 0, 1 do expected[#expected + 1] = train_batch(0, i, { sched = i == 1 }) end
+    expected[#expected + 1] = { eval_epoch("validation", 1), "training_epoch_end", both("on_train_epoch_end"),
+      fit_suffix() }
+    assert_sequence(expected, calls)
+  end)
+
   it("errors: loaders and a datamodule together; a datamodule hook's error names the datamodule", function()
     local m, cb = recorder()
     local calls = {}

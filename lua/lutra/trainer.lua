@@ -773,9 +773,11 @@ function Run:done() return self.stage == "done" end
 
 -- The loaders of the data hooks (the datamodule's, else the model's) for fit, and the configuration from them.
 function Trainer:_load_hook_loaders(run)
-  run.train = hook_loaders(self, "train_dataloader")
-  if run.train == nil then error("fit: the datamodule has no train_dataloader", 0) end
-  run.val = hook_loaders(self, "val_dataloader")
+  if run.train_from_hook then
+    run.train = hook_loaders(self, "train_dataloader")
+    if run.train == nil then error("fit: the datamodule has no train_dataloader", 0) end
+  end
+  if run.val_from_hook then run.val = hook_loaders(self, "val_dataloader") end
   if self._ddp then self._ddp:shard_loaders(self, run.train, run.val) end
   self:_configure_fit(self.model, run.train, run.val)
 end
@@ -824,7 +826,12 @@ local function start_fit(run)
     -- configure_callbacks, prepare_data, setup
     model_callbacks(self)
     call_hook(self, "prepare_data")
-    local from_hooks = run.train == nil -- the data hooks give the loaders, after setup
+    -- the data hooks give the loaders, after setup: the training loader when none was given (a datamodule, or
+    -- the model's train_dataloader), the validation loaders when none were given and the source defines
+    -- val_dataloader (Lightning's _DataLoaderSource: the datamodule, else the model)
+    run.train_from_hook = run.train == nil
+    run.val_from_hook = run.val == nil and (run.train_from_hook or type(model.val_dataloader) == "function")
+    local from_hooks = run.train_from_hook or run.val_from_hook
     if not from_hooks then
       if self._ddp then self._ddp:shard_loaders(self, run.train, run.val) end -- ddp: each rank its share
       self:_configure_fit(model, run.train, run.val)
