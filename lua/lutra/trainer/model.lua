@@ -130,6 +130,9 @@ function methods.clip_gradients(self, optimizer, gradient_clip_val, gradient_cli
   require("lutra.core")._clip_gradients(params, gradient_clip_val, algo)
 end
 
+-- lightning: self:save_hyperparameters(...) on a plain model table too (lua/lutra/nn/module.lua)
+function methods.save_hyperparameters(self, ...) return require("lutra.nn.module").save_hyperparameters(self, ...) end
+
 local function provide(model, k)
   local f = provided[k]
   if f then return f(model) end
