@@ -29,6 +29,8 @@ void l_random_register(lua_State *L);    /* l_random.c: randint, multinomial, be
 void l_nn_vision_register(lua_State *L); /* l_nn_vision.c: grouped/transposed conv, adaptive pools, group norm */
 /* gpt area */
 void l_attention_register(lua_State *L); /* l_attention.c: scaled dot-product attention */
+/* metrics: */
+void l_metrics_register(lua_State *L); /* l_metrics.c: the counting kernels of lt.metrics (core._metrics) */
 
 /* ---- process-wide run state (what a host or a signal handler may ask) ---------------------------- */
 
@@ -150,6 +152,7 @@ static int open_with_upvalues(lua_State *L) {
   l_random_register(L);
   l_nn_vision_register(L); /* vision */
   l_attention_register(L); /* gpt area */
+  l_metrics_register(L); /* metrics */
   static const luaL_Reg misc[] = { { "interrupt", l_interrupt },
                                    { "interrupt_pending", l_interrupt_pending },
                                    { "interrupt_clear", l_interrupt_clear },
