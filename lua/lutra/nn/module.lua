@@ -10,6 +10,9 @@
 -- Names are table paths from the root (Sequential children are numbered from 1: "net.1.weight").
 -- Fields are visited in a fixed order: a module's declared parameters (class field _params, e.g.
 -- {"weight", "bias"}) and buffers (_buffers), then integer keys ascending, then string keys sorted.
+-- A module class may name its children's keys itself (_child_name(self, k): ModuleList's 1..n are PyTorch's
+-- "0".."n-1"), and declare buffers that files saved before the buffer existed lack (_optional_buffers:
+-- BatchNorm's num_batches_tracked), which load_state_dict then leaves at their current value.
 -- Keys starting with "_" and the key "trainer" are skipped; tables are entered when they are modules
 -- (a Module, or any table with a `forward` function) or plain tables without a metatable (lists of
 -- modules); each table is visited once, so cycles and shared modules are harmless. A tensor field is
@@ -40,6 +43,13 @@ local function classify(v)
   if mt == nil then return true, type(rawget(v, "forward")) == "function" end
   if type(get_field(v, "forward")) == "function" then return true, true end
   return false, false
+end
+
+-- the name of child key k of t in parameter paths
+local function child_name(t, k)
+  local namer = type(k) == "number" and get_field(t, "_child_name")
+  if namer then return namer(t, k) end
+  return tostring(k)
 end
 
 local function sorted_keys(t)
@@ -90,7 +100,7 @@ local function walk(root, on)
         local v = rawget(t, k)
         if lt.is_tensor(v) and not seen[v] then
           seen[v] = true
-          if on.buffer then on.buffer(prefix .. k, v) end
+          if on.buffer then on.buffer(prefix .. k, v, t, k) end
         end
       end
     end
@@ -104,7 +114,7 @@ local function walk(root, on)
           end
         elseif type(v) == "table" and not seen[v] then
           local enter = classify(v)
-          if enter then visit(v, prefix .. tostring(k)) end
+          if enter then visit(v, prefix .. child_name(t, k)) end
         end
       end
     end
@@ -197,16 +207,20 @@ function M.load_state_dict(root, sd, opts)
   if type(sd) ~= "table" then error("load_state_dict: expected a table of tensors, got " .. type(sd), 2) end
   opts = require("lutra.util").check_options("load_state_dict", opts, { strict = "boolean" })
   local strict = opts.strict ~= false
-  local own, order = {}, {}
+  local own, order, optional = {}, {}, {}
   walk(root, {
     param = function(name, t) own[name] = t; order[#order + 1] = name end,
-    buffer = function(name, t) own[name] = t; order[#order + 1] = name end,
+    buffer = function(name, t, owner, key)
+      own[name] = t; order[#order + 1] = name
+      local opt = get_field(owner, "_optional_buffers")
+      optional[name] = type(opt) == "table" and opt[key] == true
+    end,
   })
   local missing, unexpected = {}, {}
   for _, name in ipairs(order) do
     local v = sd[name]
     if v == nil then
-      missing[#missing + 1] = name
+      if not optional[name] then missing[#missing + 1] = name end
     elseif not lt.is_tensor(v) then
       error(string.format("load_state_dict: entry %s is a %s, expected a tensor", name, type(v)), 2)
     else
@@ -249,10 +263,10 @@ function M.children(t)
         local enter, is_mod = classify(v)
         if is_mod then
           seen[v] = true
-          list[#list + 1] = v; keys[#list] = prefix .. tostring(k)
+          list[#list + 1] = v; keys[#list] = prefix .. child_name(tbl, k)
         elseif enter then
           seen[v] = true
-          scan(v, prefix .. tostring(k) .. ".")
+          scan(v, prefix .. child_name(tbl, k) .. ".")
         end
       end
     end
@@ -316,6 +330,28 @@ function Module:named_children() return M.children(self) end
 function Module:modules() return (M.modules(self)) end
 function Module:train(mode) return M.train(self, mode) end
 function Module:eval() return M.train(self, false) end
+
+--- m:to("float32") / m:to("cpu"): lutra's tensors are float32 on the CPU, so these return self (PyTorch code
+--- that moves a model keeps working); any other dtype or device is an error that names it.
+local TO_OK = { float32 = true, float = true, cpu = true }
+local DTYPES = { float64 = true, double = true, float16 = true, half = true, bfloat16 = true, int64 = true,
+  long = true, int32 = true, int = true, int8 = true, uint8 = true, bool = true }
+function Module:to(...)
+  local n = select("#", ...)
+  if n == 0 then error("Module:to: expected a dtype or a device (\"float32\", \"cpu\")", 2) end
+  for i = 1, n do
+    local a = select(i, ...)
+    if type(a) ~= "string" then
+      error("Module:to: expected a dtype or device name (\"float32\", \"cpu\"), got a " .. type(a), 2)
+    elseif not TO_OK[a] then
+      if DTYPES[a] then
+        error("Module:to: dtype '" .. a .. "' is not supported: lutra's parameters are float32 only", 2)
+      end
+      error("Module:to: device '" .. a .. "' is not available: lutra runs on the CPU (\"cpu\")", 2)
+    end
+  end
+  return self
+end
 
 --- Number of parameter elements.
 function Module:num_parameters()
