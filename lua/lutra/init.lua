@@ -13,6 +13,7 @@ local submodules = {
   loggers = "lutra.loggers", Trainer = "lutra.trainer", Loop = "lutra.loop", plot = "lutra.plot",
   distributed = "lutra.distributed",
 }
+submodules.utils = "lutra.utils" -- modules area (issue 17): save_image, make_grid
 
 -- a missing name is an error naming it (lua/lutra/names.lua); submodules load on first use
 local names = require "lutra.names"
