@@ -6,7 +6,7 @@ local lt = require "lutra"
 local X = require "tests.helpers.nn_fixtures"
 local gradcheck = require "tests.helpers.gradcheck"
 local F, nn = lt.F, lt.nn
-local unpack = unpack or table.unpack
+local unpack = unpack or table.unpack -- luacheck: ignore 143
 
 local function err_of(f, ...)
   local ok, e = pcall(f, ...)
