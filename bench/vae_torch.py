@@ -8,32 +8,22 @@ with z drawn as in training, as the example does) after each epoch.
   OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 bench/vae_torch.py [--epochs 10] [--seed 0] [--threads 2]
 """
 import argparse
-import gzip
 import os
-import struct
 import time
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # must be set before torch loads OpenMP
 
-import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
+from parity_fashion_mnist import read_idx  # noqa: E402  (this directory: the same IDX .gz reader)
+
 ROOT = "/usr/share/datasets/fashion-mnist"
 
 
-def read_idx(path):
-    with gzip.open(path, "rb") as f:
-        data = f.read()
-    zero, dtype, ndim = struct.unpack(">HBB", data[:4])
-    assert zero == 0 and dtype == 0x08, path
-    dims = struct.unpack(">" + "I" * ndim, data[4:4 + 4 * ndim])
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
-
-
 def images(split):
-    return torch.from_numpy(read_idx(f"{ROOT}/{split}-images-idx3-ubyte.gz").astype(np.float32) / 255.0)
+    return torch.from_numpy(read_idx(f"{ROOT}/{split}-images-idx3-ubyte.gz").astype("float32") / 255.0)
 
 
 class VAE(nn.Module):

@@ -15,27 +15,9 @@ local lt = require "lutra"
 
 local USAGE = "usage: lutra examples/vae.lua [--epochs N] [--batch-size N] [--seed N] [--root DIR] [--out DIR] [--fast]"
 
-local opts = { ["batch-size"] = 128, seed = 0, out = "runs/vae" }
-do
-  local known = { epochs = "number", ["batch-size"] = "number", seed = "number", root = "string", out = "string" }
-  local i = 1
-  while arg[i] do
-    local a = arg[i]
-    if a == "--fast" then opts.fast = true; i = i + 1
-    elseif a == "--help" or a == "-h" then print(USAGE); os.exit(0)
-    else
-      local k = a:match("^%-%-([%w-]+)$")
-      if not k or not known[k] or arg[i + 1] == nil then io.stderr:write(USAGE, "\n"); os.exit(2) end
-      local v = arg[i + 1]
-      if known[k] == "number" then
-        v = tonumber(v)
-        if not v then io.stderr:write("--", k, " needs a number\n", USAGE, "\n"); os.exit(2) end
-      end
-      opts[k] = v
-      i = i + 2
-    end
-  end
-end
+local opts = require("examples.cli_args")(arg, USAGE,
+  { epochs = "number", ["batch-size"] = "number", seed = "number", root = "string", out = "string" }, { fast = true },
+  { ["batch-size"] = 128, seed = 0, out = "runs/vae" })
 local epochs = opts.epochs or (opts.fast and 2 or 10)
 
 lt.manual_seed(opts.seed)

@@ -31,24 +31,12 @@ local function args2(name, a, b, names, defaults)
   return v[1], v[2]
 end
 
-function A.silu(x)
-  check_input("silu", x)
-  return core._activation("silu", x)
-end
-
-function A.mish(x)
-  check_input("mish", x)
-  return core._activation("mish", x)
-end
-
-function A.hardswish(x)
-  check_input("hardswish", x)
-  return core._activation("hardswish", x)
-end
-
-function A.hardsigmoid(x)
-  check_input("hardsigmoid", x)
-  return core._activation("hardsigmoid", x)
+-- the activations without options
+for _, name in ipairs { "silu", "mish", "hardswish", "hardsigmoid" } do
+  A[name] = function(x)
+    check_input(name, x)
+    return core._activation(name, x)
+  end
 end
 
 --- elu(x[, alpha = 1]) or elu(x, {alpha = 1})
