@@ -57,6 +57,29 @@ describe("activations as lt.F functions against PyTorch 1.13", function()
   end)
 end)
 
+describe("activations split over lutra's threads", function()
+  it("give the one-thread values and gradients on 1, 2 and 3 threads (70001 elements: above the split size)", function()
+    local before = lt.get_num_threads()
+    local function run(nt, name)
+      lt.set_num_threads(nt)
+      lt.manual_seed(9)
+      local x = (lt.randn(70001) * 4):requires_grad(true)
+      local y = F[name](x)
+      y:backward(lt.randn(70001))
+      return y:detach(), x.grad
+    end
+    for _, n in ipairs { "silu", "elu", "softplus", "mish", "hardtanh", "hardswish", "hardsigmoid" } do
+      local y1, g1 = run(1, n)
+      for _, nt in ipairs { 2, 3 } do
+        local y, g = run(nt, n)
+        assert.are.equal(0, (y - y1):abs():max():item(), n .. " forward, " .. nt .. " threads")
+        assert.are.equal(0, (g - g1):abs():max():item(), n .. " backward, " .. nt .. " threads")
+      end
+    end
+    lt.set_num_threads(before)
+  end)
+end)
+
 describe("activation gradchecks", function()
   it("pass finite differences for every activation and PReLU's weight", function()
     lt.manual_seed(5)
