@@ -111,6 +111,14 @@ describe("activation errors", function()
     assert.matches("Hardtanh: min_val 1 must be less than or equal to max_val -1", err_of(nn.Hardtanh, 1, -1), 1, true)
     assert.matches("Softplus: beta must not be 0", err_of(nn.Softplus, { beta = 0 }), 1, true)
     assert.matches("SiLU: unknown option 'inplace'", err_of(nn.SiLU, { inplace = true }), 1, true)
+    assert.matches("ELU: takes alpha or one options table {alpha} (PyTorch's inplace is not supported)",
+      err_of(nn.ELU, 1, true), 1, true)
+    assert.matches("Hardtanh: takes min_val, max_val or one options table {min_val, max_val}",
+      err_of(nn.Hardtanh, -1, 1, true), 1, true)
+    assert.matches("elu: takes (x[, alpha])", err_of(F.elu, x, 1, true), 1, true)
+    assert.matches("hardtanh: takes (x[, min_val[, max_val]])", err_of(F.hardtanh, x, -1, 1, true), 1, true)
+    assert.matches("softplus: options come as one table, got another argument after it",
+      err_of(F.softplus, x, { beta = 2 }, 3), 1, true)
     assert.matches("PReLU: num_parameters must be an integer >= 1, got 0", err_of(nn.PReLU, { num_parameters = 0 }),
       1, true)
     assert.matches('GELU: approximate must be "none" or "tanh", got "fast"', err_of(nn.GELU, { approximate = "fast" }),
@@ -145,6 +153,8 @@ describe("modules against PyTorch 1.13", function()
     assert.are.same(lt.full({ 4 }, 0.1):tolist(), sd.weight:tolist())
     assert.are.same({ "weight" }, lt.nn.state_dict_keys(m))
     assert.are.equal(0.25, nn.PReLU().weight:item())
+    assert.are.same(lt.full({ 3 }, 0.5):tolist(), nn.PReLU(3, 0.5).weight:tolist()) -- PyTorch's positional form
+    assert.are.equal(3, nn.PReLU(3).weight:numel())
   end)
 end)
 

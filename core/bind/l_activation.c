@@ -11,7 +11,7 @@
 static int l_activation(lua_State *L) {
   const char *name = l_checkstring(L, 1);
   int kind = 0;
-  while (kind < LT_AF_COUNT && strcmp(lt_act_name((lt_actfn)kind), name)) kind++;
+  while (kind < LT_AF_COUNT && strcmp(lt_actfn_name((lt_actfn)kind), name)) kind++;
   if (kind == LT_AF_COUNT) return l_errorf(L, "activation: unknown activation '%s'", name);
   lt_tensor *x = l_checktensor(L, 2, name);
   return l_push(L, lt_op_activation(L_CTX(L), (lt_actfn)kind, x, l_optnumber(L, 3, 0), l_optnumber(L, 4, 0)));

@@ -22,7 +22,7 @@ typedef enum lt_actfn {
   LT_AF_COUNT
 } lt_actfn;
 
-const char *lt_act_name(lt_actfn kind);
+const char *lt_actfn_name(lt_actfn kind);
 lt_tensor *lt_op_activation(lt_ctx *c, lt_actfn kind, lt_tensor *x, double p0, double p1);
 /* y = x > 0 ? x : w[channel] x; the channel is dim 2 (1-based) of x, or one slope for every element */
 lt_tensor *lt_op_prelu(lt_ctx *c, lt_tensor *x, lt_tensor *w);

@@ -14,7 +14,7 @@
 
 static const char *const act_names[LT_AF_COUNT] = { "silu",     "elu",       "softplus",   "mish",
                                                      "hardtanh", "hardswish", "hardsigmoid" };
-const char *lt_act_name(lt_actfn kind) { return act_names[kind]; }
+const char *lt_actfn_name(lt_actfn kind) { return act_names[kind]; }
 
 typedef struct act_job {
   lt_actfn kind;

@@ -40,23 +40,26 @@ for _, name in ipairs { "silu", "mish", "hardswish", "hardsigmoid" } do
 end
 
 --- elu(x[, alpha = 1]) or elu(x, {alpha = 1})
-function A.elu(x, alpha)
+function A.elu(x, alpha, ...)
   check_input("elu", x)
+  if select("#", ...) > 0 then error("elu: takes (x[, alpha]) (PyTorch's inplace is not supported)", 2) end
   alpha = args2("elu", alpha, nil, { "alpha" }, { 1 })
   return core._activation("elu", x, alpha)
 end
 
 --- softplus(x[, beta = 1[, threshold = 20]]) or softplus(x, {beta, threshold})
-function A.softplus(x, beta, threshold)
+function A.softplus(x, beta, threshold, ...)
   check_input("softplus", x)
+  if select("#", ...) > 0 then error("softplus: takes (x[, beta[, threshold]])", 2) end
   beta, threshold = args2("softplus", beta, threshold, { "beta", "threshold" }, { 1, 20 })
   if beta == 0 then error("softplus: beta must not be 0", 2) end
   return core._activation("softplus", x, beta, threshold)
 end
 
 --- hardtanh(x[, min_val = -1[, max_val = 1]]) or hardtanh(x, {min_val, max_val})
-function A.hardtanh(x, min_val, max_val)
+function A.hardtanh(x, min_val, max_val, ...)
   check_input("hardtanh", x)
+  if select("#", ...) > 0 then error("hardtanh: takes (x[, min_val[, max_val]]) (PyTorch's inplace is not supported)", 2) end
   min_val, max_val = args2("hardtanh", min_val, max_val, { "min_val", "max_val" }, { -1, 1 })
   if min_val > max_val then
     error(string.format("hardtanh: min_val %g must be less than or equal to max_val %g", min_val, max_val), 2)

@@ -1,7 +1,7 @@
 -- nn/activation_more.lua — SiLU, ELU, Softplus, Mish, Hardtanh, Hardswish, Hardsigmoid, PReLU as modules
 -- (the functional forms are lt.F.*, lua/lutra/F_activation.lua). Options as PyTorch's, by name in one table or
 -- positionally: ELU(0.5) == ELU{alpha = 0.5}; Hardtanh(-2, 2) == Hardtanh{min_val = -2, max_val = 2}.
--- PReLU{num_parameters = 1, init = 0.25} holds its slopes in `weight` (PyTorch's name and shape).
+-- PReLU{num_parameters = 1, init = 0.25} (or PReLU(3, 0.1)) holds its slopes in `weight` (PyTorch's name and shape).
 local lt = require "lutra"
 local Module = require("lutra.nn.module").Module
 local H = require "lutra.nn.helpers"
@@ -30,7 +30,11 @@ plain("Hardsigmoid", FA.hardsigmoid)
 -- a module with numeric options: names, defaults, the F function taking them in that order
 local function with_options(name, names, defaults, fn, check)
   local cls = Module:extend(name)
-  function cls:init(a, b)
+  function cls:init(a, b, ...)
+    if select("#", ...) > 0 or (#names < 2 and b ~= nil) or (type(a) == "table" and b ~= nil) then
+      error(string.format("%s: takes %s or one options table {%s} (PyTorch's inplace is not supported)", name,
+        #names == 1 and names[1] or (names[1] .. ", " .. names[2]), table.concat(names, ", ")), 3)
+    end
     local v = { a, b }
     if type(a) == "table" then
       local spec = {}
@@ -51,6 +55,7 @@ local function with_options(name, names, defaults, fn, check)
   end
   function cls:forward(x)
     check_input(self, x)
+    if #names == 1 then return fn(x, self[names[1]]) end
     return fn(x, self[names[1]], self[names[2]])
   end
   A[name] = cls
@@ -67,7 +72,8 @@ end)
 
 local PReLU = Module:extend("PReLU")
 PReLU._params = { "weight" }
-function PReLU:init(opts)
+function PReLU:init(opts, init0)
+  if type(opts) == "number" or init0 ~= nil then opts = { num_parameters = opts, init = init0 } end -- PReLU(3, 0.1)
   opts = H.check_opts("PReLU", opts, { num_parameters = "number", init = "number" }, 3)
   self.num_parameters = H.check_int("PReLU", "num_parameters", opts.num_parameters or 1, 1, 3)
   local init = H.check_finite("PReLU", "init", opts.init or 0.25, nil, 3)
