@@ -8,17 +8,20 @@ local gradcheck = require "tests.helpers.gradcheck"
 local F, nn = lt.F, lt.nn
 local unpack = unpack or table.unpack -- luacheck: ignore 143
 
-local function err_of(f, ...)
-  local ok, e = pcall(f, ...)
-  assert.is_false(ok, "expected an error")
-  return tostring(e)
-end
+local err_of = require "tests.helpers.err_of"
 
 local cases = X.load("modules_more.json")
 local function of_kind(kind)
   local out = {}
   for _, cs in ipairs(cases) do if cs.kind == kind then out[#out + 1] = cs end end
   return out
+end
+
+-- the output and the input's gradient of a fixture case (the backward of sum(out * grad_output))
+local function check_case(cs, out, x)
+  X.check(cs.name .. " output", out, cs.output)
+  out:backward(X.tensor(cs.grad_output))
+  X.check(cs.name .. " grad_input", x.grad, cs.grad_input)
 end
 
 describe("activations as lt.F functions against PyTorch 1.13", function()
@@ -30,10 +33,7 @@ describe("activations as lt.F functions against PyTorch 1.13", function()
       local args = {}
       for _, v in ipairs(extra) do args[#args + 1] = v end
       for _, v in ipairs(cs.args) do args[#args + 1] = v end
-      local out = F[cs.fn](x, unpack(args))
-      X.check(cs.name .. " output", out, cs.output)
-      out:backward(X.tensor(cs.grad_output))
-      X.check(cs.name .. " grad_input", x.grad, cs.grad_input)
+      check_case(cs, F[cs.fn](x, unpack(args)), x)
       for i, g in ipairs(cs.grad_params) do X.check(cs.name .. " grad of weight " .. i, extra[i].grad, g) end
     end)
   end
@@ -139,10 +139,7 @@ describe("modules against PyTorch 1.13", function()
         for k, v in pairs(cs.params) do m[k]:copy_(X.tensor(v)) end
       end)
       local x = X.tensor(cs.input):requires_grad(true)
-      local out = m(x)
-      X.check(cs.name .. " output", out, cs.output)
-      out:backward(X.tensor(cs.grad_output))
-      X.check(cs.name .. " grad_input", x.grad, cs.grad_input)
+      check_case(cs, m(x), x)
       for k, g in pairs(cs.grad_params) do X.check(cs.name .. " grad of " .. k, m[k].grad, g) end
     end)
   end

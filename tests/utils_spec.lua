@@ -6,11 +6,7 @@ local X = require "tests.helpers.nn_fixtures"
 local cjson = require "cjson"
 local unpack = unpack or table.unpack -- luacheck: ignore 143
 
-local function err_of(f, ...)
-  local ok, e = pcall(f, ...)
-  assert.is_false(ok, "expected an error")
-  return tostring(e)
-end
+local err_of = require "tests.helpers.err_of"
 
 local function tmpdir()
   local d = os.tmpname()
