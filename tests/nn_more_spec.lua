@@ -102,7 +102,7 @@ describe("activation errors", function()
     assert.matches("hardtanh: min_val 2 must be less than or equal to max_val 1", err_of(F.hardtanh, x, 2, 1), 1, true)
     assert.matches("softplus: beta must not be 0", err_of(F.softplus, x, 0), 1, true)
     assert.matches("softplus: unknown option 'betta'", err_of(F.softplus, x, { betta = 2 }), 1, true)
-    assert.matches("elu: alpha must be a finite number, got nan", err_of(F.elu, x, 0 / 0), 1, true)
+    assert.matches("elu: alpha must be a finite number, got %-?nan", err_of(F.elu, x, 0 / 0)) -- PUC Lua: -nan
     assert.matches("silu: expected a tensor input, got number", err_of(F.silu, 3), 1, true)
     assert.matches("mish: input must be float32, got int64", err_of(F.mish, lt.zeros({ 2 }, "int64")), 1, true)
     assert.matches("prelu: weight must be a tensor, got nil", err_of(F.prelu, x), 1, true)
