@@ -54,8 +54,7 @@ int lt_png_write(lt_ctx *c, const char *path, lt_tensor *img) {
   /* the first call sizes the file, the second writes it */
   if (!png_image_write_to_memory(&im, NULL, &cap, 0, pix, 0, NULL))
     status = lt_fail(c, "save_image: %s: libpng: %s", path, im.message);
-  else if (!(png = lt_alloc(cap)))
-    status = lt_fail(c, LT_E_OOM, (size_t)cap);
+  else if (!(png = lt_alloc(cap))) status = lt_fail(c, LT_E_OOM, (size_t)cap);
   else if (len = cap, !png_image_write_to_memory(&im, png, &len, 0, pix, 0, NULL))
     status = lt_fail(c, "save_image: %s: libpng: %s", path, im.message);
   else {

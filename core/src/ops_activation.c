@@ -13,7 +13,7 @@
 #include "lt_simd.h"
 
 static const char *const act_names[LT_AF_COUNT] = { "silu",     "elu",       "softplus",   "mish",
-                                                     "hardtanh", "hardswish", "hardsigmoid" };
+                                                    "hardtanh", "hardswish", "hardsigmoid" };
 const char *lt_actfn_name(lt_actfn kind) { return act_names[kind]; }
 
 typedef struct act_job {
@@ -95,8 +95,7 @@ LT_VECTOR_FN static void act_backward_range(const act_job *j, int64_t lo, int64_
       break;
     case LT_AF_HARDSWISH: /* 0 below -3, x/3 + 1/2 on [-3, 3), 1 from 3 (PyTorch's vectorised kernel; its scalar
                              tail alone takes x/3 + 1/2 at 3) */
-      for (int64_t i = lo; i < hi; i++)
-        r[i] = x[i] < -3.0f ? 0.0f : (x[i] < 3.0f ? g[i] * (x[i] / 3.0f + 0.5f) : g[i]);
+      for (int64_t i = lo; i < hi; i++) r[i] = x[i] < -3.0f ? 0.0f : (x[i] < 3.0f ? g[i] * (x[i] / 3.0f + 0.5f) : g[i]);
       break;
     case LT_AF_HARDSIGMOID: /* 1/6 strictly inside (-3, 3) */
       for (int64_t i = lo; i < hi; i++) r[i] = (x[i] > -3.0f && x[i] < 3.0f) ? g[i] / 6.0f : 0.0f;
