@@ -28,6 +28,10 @@ void l_random_register(lua_State *L);    /* l_random.c: randint, multinomial, be
 /* modules and images (issue 17) */
 void l_activation_register(lua_State *L); /* l_activation.c: silu, elu, softplus, mish, hard*, prelu */
 void l_image_register(lua_State *L);      /* l_image.c: PNG files through libpng (lt.utils.save_image) */
+/* vision */
+void l_nn_vision_register(lua_State *L); /* l_nn_vision.c: grouped/transposed conv, adaptive pools, group norm */
+/* gpt area */
+void l_attention_register(lua_State *L); /* l_attention.c: scaled dot-product attention */
 
 /* ---- process-wide run state (what a host or a signal handler may ask) ---------------------------- */
 
@@ -149,6 +153,8 @@ static int open_with_upvalues(lua_State *L) {
   l_random_register(L);
   l_activation_register(L); /* modules and images (issue 17) */
   l_image_register(L);
+  l_nn_vision_register(L); /* vision */
+  l_attention_register(L); /* gpt area */
   static const luaL_Reg misc[] = { { "interrupt", l_interrupt },
                                    { "interrupt_pending", l_interrupt_pending },
                                    { "interrupt_clear", l_interrupt_clear },

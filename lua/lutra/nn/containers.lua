@@ -25,8 +25,8 @@ C.Identity = Identity
 -- ---- ModuleList -------------------------------------------------------------------------------------
 
 local ModuleList = Module:extend("ModuleList")
--- the state_dict names of children 1..n are PyTorch's "0".."n-1" ("layers.0.weight")
-function ModuleList:_child_name(k) return tostring(k - 1) end
+-- the state_dict names of children 1..n are PyTorch's "0".."n-1" ("layers.0.weight"; lua/lutra/nn/module.lua)
+ModuleList._zero_based_names = true
 
 local function check_child(where, m, i, level)
   if not is_module(m) then
