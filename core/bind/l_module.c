@@ -32,6 +32,8 @@ void l_image_register(lua_State *L);      /* l_image.c: PNG files through libpng
 void l_nn_vision_register(lua_State *L); /* l_nn_vision.c: grouped/transposed conv, adaptive pools, group norm */
 /* gpt area */
 void l_attention_register(lua_State *L); /* l_attention.c: scaled dot-product attention */
+/* metrics: */
+void l_metrics_register(lua_State *L); /* l_metrics.c: the counting kernels of lt.metrics (core._metrics) */
 
 /* ---- process-wide run state (what a host or a signal handler may ask) ---------------------------- */
 
@@ -155,6 +157,7 @@ static int open_with_upvalues(lua_State *L) {
   l_image_register(L);
   l_nn_vision_register(L); /* vision */
   l_attention_register(L); /* gpt area */
+  l_metrics_register(L); /* metrics */
   static const luaL_Reg misc[] = { { "interrupt", l_interrupt },
                                    { "interrupt_pending", l_interrupt_pending },
                                    { "interrupt_clear", l_interrupt_clear },
