@@ -16,6 +16,7 @@ local submodules = {
   -- lightning: DataModule (lua/lutra/datamodule.lua)
   DataModule = "lutra.datamodule",
 }
+submodules.utils = "lutra.utils" -- modules area (issue 17): save_image, make_grid
 
 -- a missing name is an error naming it (lua/lutra/names.lua); submodules load on first use
 local names = require "lutra.names"
