@@ -9,7 +9,7 @@ local MM = require "lutra.nn.module"
 local nn = {
   Module = MM.Module,
   Linear = require "lutra.nn.linear",
-  Conv2d = require "lutra.nn.conv",
+  Conv2d = require("lutra.nn.conv").Conv2d,
   Dropout = require "lutra.nn.dropout",
   Flatten = require "lutra.nn.flatten",
   Sequential = require "lutra.nn.sequential",
@@ -18,6 +18,9 @@ local nn = {
 for k, v in pairs(require "lutra.nn.pool") do nn[k] = v end
 for k, v in pairs(require "lutra.nn.activation") do nn[k] = v end
 for k, v in pairs(require "lutra.nn.loss") do nn[k] = v end
+-- modules area (issue 17): containers and more activations
+for k, v in pairs(require "lutra.nn.containers") do nn[k] = v end
+for k, v in pairs(require "lutra.nn.activation_more") do nn[k] = v end
 
 -- functions over any model table (a Module or a plain table of modules)
 for _, k in ipairs { "parameters", "named_parameters", "buffers", "named_buffers", "state_dict", "state_dict_keys",
@@ -26,12 +29,33 @@ for _, k in ipairs { "parameters", "named_parameters", "buffers", "named_buffers
 end
 function nn.eval(root) return MM.train(root, false) end
 nn.is_module = MM.is_module_instance
+-- lightning: freezing and hyper-parameters on plain model tables (docs/reference/callbacks_more.md)
+function nn.requires_grad_(root, on) return MM.requires_grad_(root, on) end
+function nn.save_hyperparameters(model, ...) return MM.save_hyperparameters(model, ...) end
 
 -- more layers, utils and init load when first used
 local lazy = {
   BatchNorm1d = { "lutra.nn.norm", "BatchNorm1d" }, BatchNorm2d = { "lutra.nn.norm", "BatchNorm2d" },
   LayerNorm = { "lutra.nn.norm", "LayerNorm" }, Embedding = { "lutra.nn.embedding" },
   utils = { "lutra.nn.utils" }, init = { "lutra.nn.initializers" },
+  -- vision (lua/lutra/nn/conv.lua, conv_transpose.lua, pool.lua, pool_adaptive.lua, upsample.lua, group_norm.lua,
+  -- dropout2d.lua)
+  Conv1d = { "lutra.nn.conv", "Conv1d" }, ConvTranspose2d = { "lutra.nn.conv_transpose" },
+  AdaptiveAvgPool2d = { "lutra.nn.pool_adaptive", "AdaptiveAvgPool2d" },
+  AdaptiveMaxPool2d = { "lutra.nn.pool_adaptive", "AdaptiveMaxPool2d" },
+  AdaptiveAvgPool1d = { "lutra.nn.pool_adaptive", "AdaptiveAvgPool1d" },
+  AdaptiveMaxPool1d = { "lutra.nn.pool_adaptive", "AdaptiveMaxPool1d" },
+  Upsample = { "lutra.nn.upsample", "Upsample" }, UpsamplingNearest2d = { "lutra.nn.upsample", "UpsamplingNearest2d" },
+  UpsamplingBilinear2d = { "lutra.nn.upsample", "UpsamplingBilinear2d" },
+  GroupNorm = { "lutra.nn.group_norm", "GroupNorm" }, InstanceNorm1d = { "lutra.nn.group_norm", "InstanceNorm1d" },
+  InstanceNorm2d = { "lutra.nn.group_norm", "InstanceNorm2d" }, Dropout2d = { "lutra.nn.dropout2d" },
+  -- attention and transformer (nn/attention.lua, nn/transformer.lua)
+  MultiheadAttention = { "lutra.nn.attention" },
+  TransformerEncoderLayer = { "lutra.nn.transformer", "TransformerEncoderLayer" },
+  TransformerEncoder = { "lutra.nn.transformer", "TransformerEncoder" },
+  TransformerDecoderLayer = { "lutra.nn.transformer", "TransformerDecoderLayer" },
+  TransformerDecoder = { "lutra.nn.transformer", "TransformerDecoder" },
+  Transformer = { "lutra.nn.transformer", "Transformer" },
 }
 -- recurrent layers and cells (lutra/nn/rnn.lua)
 for _, k in ipairs { "RNN", "GRU", "LSTM", "RNNCell", "GRUCell", "LSTMCell" } do lazy[k] = { "lutra.nn.rnn", k } end
