@@ -160,7 +160,7 @@ static int open_with_upvalues(lua_State *L) {
   l_nn_vision_register(L); /* vision */
   l_attention_register(L); /* gpt area */
   l_metrics_register(L);   /* metrics */
-  l_nn_rnn_register(L); /* recurrent layers (after l_nn_register: adds to _nn) */
+  l_nn_rnn_register(L);    /* recurrent layers (after l_nn_register: adds to _nn) */
   static const luaL_Reg misc[] = { { "interrupt", l_interrupt },
                                    { "interrupt_pending", l_interrupt_pending },
                                    { "interrupt_clear", l_interrupt_clear },
