@@ -12,6 +12,7 @@ local submodules = {
   nn = "lutra.nn", F = "lutra.F", optim = "lutra.optim", data = "lutra.data", callbacks = "lutra.callbacks",
   loggers = "lutra.loggers", Trainer = "lutra.trainer", Loop = "lutra.loop", plot = "lutra.plot",
   distributed = "lutra.distributed",
+  profilers = "lutra.profilers", -- [tools: profiler]
 }
 
 -- a missing name is an error naming it (lua/lutra/names.lua); submodules load on first use

@@ -103,6 +103,11 @@ local OPTION_CHECKS = {
   enable_checkpointing = boolean, enable_progress_bar = boolean, enable_model_summary = boolean,
   default_root_dir = str, seed = function(v) if not is_int(v) then return "must be an integer" end end,
   strategy = function(v) return require("lutra.distributed")._check_strategy(v) end, -- ddp: lt.distributed
+  -- [tools: profiler, debugging options] lua/lutra/profilers.lua, lua/lutra/trainer_debug.lua
+  profiler = function(v) return require("lutra.profilers")._check_option(v) end,
+  detect_anomaly = boolean,
+  track_grad_norm = function(v) return require("lutra.trainer_debug").check_grad_norm(v) end,
+  max_time = function(v) return require("lutra.trainer_debug").check_max_time(v) end,
 }
 
 local function type_name(v)
@@ -260,6 +265,10 @@ local function new(_, opts)
   self._results_eval = logging.new_results(false)
   self._lp = core._loops_new()
   self._env = {}
+  -- [tools: profiler, debugging options]
+  self.profiler = require("lutra.profilers")._from_option(o.profiler)
+  self.profiler:_attach(self)
+  require("lutra.trainer_debug").init(self, o)
   setmetatable(self, TrainerMT)
   self.fit_loop, self.validate_loop, self.test_loop, self.predict_loop = loops.build(self)
   return self
@@ -556,6 +565,7 @@ local function order_callbacks(self, extra)
   self.callbacks = first
   self._cb_order = first
   if self._env then self._env.cb_order = first end
+  require("lutra.profilers")._set_names(self) -- [tools: profiler] the names of the dispatch targets' actions
 end
 
 local function check_status(_, status, err)
@@ -613,10 +623,13 @@ function Trainer:_begin_run(model, fn)
   order_callbacks(self)
   self._lp:attach(self._env, self, model)
   host.setup_env(self)
+  require("lutra.trainer_debug").begin_run(self) -- [tools: detect_anomaly]
   check_status(self, self._lp:refresh(false)) -- the dispatch lists of the run's first hooks
 end
 
 function Trainer:_end_run(status)
+  self.profiler:_clock(false) -- [tools: profiler]
+  require("lutra.trainer_debug").end_run(self) -- [tools: detect_anomaly]
   if self._ddp then self._ddp:teardown(self, status) end -- ddp
   self._running = false
   self._busy = nil
@@ -766,6 +779,8 @@ local function finish_fit(run)
     call_hook(self, "teardown", "fit")
     for _, lg in ipairs(self.loggers) do if lg.finalize then lg:finalize("success") end end
   end)
+  self.profiler:_clock(false) -- [tools: profiler] the fit's table, printed or written
+  self.profiler:_report("fit")
   run.stage = "done"
   self._run = nil
   self:_end_run("finished")
@@ -797,6 +812,7 @@ function Run:advance(budget)
   end
   check_model_free(trainer, self.model, "fit", 2)
   trainer._busy = "fit" -- until the advance returns (_end_run clears it on the other ways out)
+  trainer.profiler:_clock(true) -- [tools: profiler] the advance's wall time (stopped on every way out)
   if self.stage == "new" then start_fit(self) end
   trainer.interrupted = false
   trainer.state.status = "running"
@@ -811,12 +827,14 @@ function Run:advance(budget)
     trainer.state.status = "interrupted"
     trainer:_on_exception("interrupted")
     trainer._busy = nil
+    trainer.profiler:_clock(false)
     return false
   elseif st == "done" then
     finish_fit(self)
     return true
   end
   trainer._busy = nil
+  trainer.profiler:_clock(false)
   return false
 end
 
