@@ -93,7 +93,8 @@ workspace "lutra"
 project "lutra_static"
   kind "StaticLib"
   targetname "lutra"
-  files { "core/src/*.c", "core/bind/*.c", BUILD .. "/gen/lutra_lua.c" }
+  files { "core/src/*.c", "core/bind/*.c", BUILD .. "/gen/lutra_lua.c",
+          BUILD .. "/gen/tb_event.pb-c.c" } -- [tools: loggers] protoc-c's output of core/src/tb_event.proto (./lutra)
   excludes { "core/bind/module_so.c" }
   prebuildcommands { "luajit ../core/bind/embed_lua.lua ../lua gen/lutra_lua.c" }
 
@@ -101,11 +102,12 @@ project "lutra_static"
 project "lutra_shared"
   kind "SharedLib"
   targetname "lutra"
-  files { "core/src/*.c", "core/bind/*.c", BUILD .. "/gen/lutra_lua.c" }
+  files { "core/src/*.c", "core/bind/*.c", BUILD .. "/gen/lutra_lua.c",
+          BUILD .. "/gen/tb_event.pb-c.c" } -- [tools: loggers] protoc-c's output of core/src/tb_event.proto (./lutra)
   excludes { "core/bind/module_so.c" }
   -- a PUC build leaves the Lua API to the host that links it, as core.so does
   if IS_LUAJIT then links { "luajit-5.1" } end
-  links { "jansson", "z", "dl", "m" }
+  links { "jansson", "protobuf-c", "z", "dl", "m" }
   linkoptions { "-Wl,-soname,liblutra.so" }
   -- its own folder: beside liblutra.a, `links { "lutra_static" }` (-llutra) would pick the .so instead
   targetdirs("shared")
@@ -118,7 +120,7 @@ project "lutra_core"
   targetname "core"
   targetprefix ""
   files { "core/bind/module_so.c" }
-  links { "lutra_static", "jansson", "z", "dl", "m" }
+  links { "lutra_static", "jansson", "protobuf-c", "z", "dl", "m" }
   targetdirs("lutra")
 
 -- lutra/mpi.so: every MPI call, loaded by core/src/dist.c on first use (only where MPI's headers exist).
@@ -140,7 +142,7 @@ if IS_LUAJIT then
 project "lutra"
   kind "ConsoleApp"
   files { "core/cli/*.c" }
-  links { "lutra_static", "luajit-5.1", "edit", "jansson", "z", "dl", "m" }
+  links { "lutra_static", "luajit-5.1", "edit", "jansson", "protobuf-c", "z", "dl", "m" }
   linkoptions { "-Wl,-E" }
   -- bin/<config>/lutra/ holds the Lua module (lutra/core.so), so the binary lives in bin/<config>/cli/
   targetdirs("cli")
@@ -151,7 +153,7 @@ for _, path in ipairs(os.matchfiles("tests/c/test_*.c")) do
   project(name)
     kind "ConsoleApp"
     files { path }
-    links { "lutra_static", "luajit-5.1", "jansson", "z", "dl", "m" }
+    links { "lutra_static", "luajit-5.1", "jansson", "protobuf-c", "z", "dl", "m" }
       linkoptions { "-Wl,-E" }
 end
 
@@ -161,7 +163,7 @@ for _, path in ipairs(os.matchfiles("bench/bench_*.c")) do
   project(name)
     kind "ConsoleApp"
     files { path }
-    links { "lutra_static", "luajit-5.1", "jansson", "z", "dl", "m" }
+    links { "lutra_static", "luajit-5.1", "jansson", "protobuf-c", "z", "dl", "m" }
   end
 
 -- examples/embed: a game-like C host that embeds LuaJIT and lutra (docs/guide-embedding.md). Run from the repository root:
@@ -169,7 +171,7 @@ for _, path in ipairs(os.matchfiles("bench/bench_*.c")) do
 project "embed_host"
   kind "ConsoleApp"
   files { "examples/embed/*.c" }
-  links { "lutra_static", "luajit-5.1", "jansson", "z", "dl", "m" }
+  links { "lutra_static", "luajit-5.1", "jansson", "protobuf-c", "z", "dl", "m" }
   linkoptions { "-Wl,-E" }
 
 end -- IS_LUAJIT
