@@ -26,8 +26,8 @@ void l_names_register(lua_State *L);     /* l_names.c: the missing-name error wi
 void l_index_ops_register(lua_State *L); /* l_index_ops.c: masked_fill, scatter, nonzero ... */
 void l_random_register(lua_State *L);    /* l_random.c: randint, multinomial, bernoulli, *_like, linspace */
 /* [tools: profiler, loggers] */
-void l_prof_register(lua_State *L); /* l_prof.c: _detect_anomaly, _op_profile, _op_profile_rows */
-void l_tb_register(lua_State *L);   /* l_tb.c: _tb_open (TensorBoard event files) */
+void l_prof_register(lua_State *L);      /* l_prof.c: _detect_anomaly, _op_profile, _op_profile_rows */
+void l_tb_register(lua_State *L);        /* l_tb.c: _tb_open (TensorBoard event files) */
 void l_json_line_register(lua_State *L); /* l_json_line.c: _json_line (JSON-lines rows) */
 
 /* ---- process-wide run state (what a host or a signal handler may ask) ---------------------------- */
