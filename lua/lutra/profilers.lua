@@ -141,6 +141,7 @@ end
 -- End of a stage (trainer.lua): the report to the file (dirpath/filename) or, unless lutra is quiet, stderr.
 function Profiler:_report(stage)
   self._stage = stage
+  if not self.filename and not lt.is_interactive() then return end -- quiet: nobody to print for
   local text = self:describe()
   if self.filename then
     local dir = self.dirpath or (self._trainer and self._trainer.default_root_dir) or "."
@@ -189,16 +190,47 @@ end })
 
 local VMSTATE = { N = "compiled Lua", I = "interpreted Lua", C = "C code", G = "garbage collector", J = "JIT compiler" }
 
+function AdvancedProfiler:_start_sampling()
+  local jp = self._jp
+  if not jp then return end
+  local samples, states = self._samples, self._vmstates
+  self._since_start, self._seen, self._seen_at = 0, 0, lt._io.now()
+  jp.start("fi" .. self.interval, function(thread, n, vmstate)
+    local where = jp.dumpstack(thread, "F", 1)
+    samples[where] = (samples[where] or 0) + n
+    states[vmstate] = (states[vmstate] or 0) + n
+    self._since_start = self._since_start + n
+  end)
+end
+
 function AdvancedProfiler:_start_extra()
   core._op_profile(true)
-  local jp = self._jp
-  if jp then
-    local samples, states = self._samples, self._vmstates
-    jp.start("fi" .. self.interval, function(thread, n, vmstate)
-      local where = jp.dumpstack(thread, "F", 1)
-      samples[where] = (samples[where] or 0) + n
-      states[vmstate] = (states[vmstate] or 0) + n
-    end)
+  self:_start_sampling()
+end
+
+-- LuaJIT 2.1.0-beta3 (Debian 12's) can stop delivering samples once the C loops run (its profile hook is left
+-- set but never called again); starting the sampler again resumes it. A callback of the profiler's own does that
+-- at a batch end when no sample came for 50 intervals (so it shows as "[Callback]AdvancedProfiler.on_train_batch_end").
+local Resampler = {}
+Resampler.__index = Resampler
+function Resampler:on_train_batch_end()
+  local p = self.profiler
+  if not p._running then return end
+  local now = lt._io.now()
+  if p._since_start ~= p._seen then
+    p._seen, p._seen_at = p._since_start, now
+  elseif now - p._seen_at > 0.05 * p.interval then
+    p:_start_sampling()
+  end
+end
+function Resampler:state_key() return "AdvancedProfiler" end
+
+function AdvancedProfiler:_attach(trainer)
+  Profiler._attach(self, trainer)
+  if self._jp and not self._resampler then
+    self._resampler = setmetatable({ profiler = self }, Resampler)
+    local cbs = trainer._base_callbacks
+    cbs[#cbs + 1] = self._resampler
   end
 end
 
@@ -288,4 +320,4 @@ function M._check_option(v)
   return 'must be "simple", "advanced" or a profiler (lt.profilers.SimpleProfiler{...})'
 end
 
-return M
+return require("lutra.names").strict(M, "lt.profilers")
