@@ -71,7 +71,8 @@ describe("lt.loggers.JSONLinesLogger", function()
 
   it("writes NaN and infinities as strings, and names a value it cannot write", function()
     local core = require "lutra.core"
-    assert.are.equal('{"a":"nan","b":"inf","c":"-inf","d":2}', core._json_line { a = 0 / 0, b = math.huge, c = -math.huge, d = 2 })
+    assert.are.equal('{"a":"nan","b":"inf","c":"-inf","d":2}',
+      core._json_line { a = 0 / 0, b = math.huge, c = -math.huge, d = 2 })
     assert.has_error(function() core._json_line { f = print } end, "json_line: cannot write function as JSON")
     assert.has_error(function() lt.loggers.JSONLinesLogger { dir = "x" } end,
       "JSONLinesLogger: unknown option 'dir' (known options: name, prefix, save_dir, version)")

@@ -124,8 +124,8 @@ describe("Trainer{profiler='simple'}", function()
   end)
 
   it("rejects an unknown profiler option value and unknown profiler options", function()
-    assert.has_error(function() lt.Trainer { profiler = "fancy" } end,
-      'Trainer: option \'profiler\' must be "simple", "advanced" or a profiler (lt.profilers.SimpleProfiler{...}), got "fancy" (string)')
+    assert.has_error(function() lt.Trainer { profiler = "fancy" } end, "Trainer: option 'profiler' must be " ..
+      '"simple", "advanced" or a profiler (lt.profilers.SimpleProfiler{...}), got "fancy" (string)')
     assert.has_error(function() lt.profilers.SimpleProfiler { file = "x" } end,
       "SimpleProfiler: unknown option 'file' (known options: dirpath, filename)")
     assert.has_error(function() lt.profilers.AdvancedProfiler { interval = 0 } end,

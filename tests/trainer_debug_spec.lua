@@ -84,9 +84,8 @@ describe("Trainer{track_grad_norm=p}", function()
     assert.are.equal(2, #grads)
     for i = 1, 2 do
       local w, b = grads[i].w, grads[i].b
-      local nw, nb = 0, 0
+      local nw, nb = 0, math.abs(b[1]:item())
       for j = 1, 3 do nw = nw + w[1][j]:item() ^ 2 end
-      nb = math.abs(b[1]:item())
       nw = math.sqrt(nw)
       local m = rows[i].m
       assert.are.equal(round4(nw), m["grad_2.0_norm_lin.weight_step"])
@@ -130,10 +129,10 @@ describe("Trainer{max_time=...}", function()
       for _, cb in ipairs(t.callbacks) do if getmetatable(cb) == lt.callbacks.Timer then timer = cb end end
       assert.are.equal(60, timer:time_remaining())
     end
-    assert.has_error(function() lt.Trainer { max_time = "1 hour" } end,
-      'Trainer: option \'max_time\' is not a duration (option \'duration\' must be a "DD:HH:MM:SS" string, got "1 hour"), got "1 hour" (string)')
-    assert.has_error(function() lt.Trainer { max_time = -1 } end,
-      'Trainer: option \'max_time\' must be a "DD:HH:MM:SS" string, a table {days=, hours=, minutes=, seconds=} or seconds >= 0, got -1 (number)')
+    assert.has_error(function() lt.Trainer { max_time = "1 hour" } end, "Trainer: option 'max_time' is not a duration " ..
+      '(option \'duration\' must be a "DD:HH:MM:SS" string, got "1 hour"), got "1 hour" (string)')
+    assert.has_error(function() lt.Trainer { max_time = -1 } end, "Trainer: option 'max_time' must be a " ..
+      '"DD:HH:MM:SS" string, a table {days=, hours=, minutes=, seconds=} or seconds >= 0, got -1 (number)')
   end)
 end)
 
@@ -159,6 +158,7 @@ describe("lt.callbacks.DeviceStatsMonitor", function()
     local t = lt.Trainer(quiet { max_epochs = 1, callbacks = { lt.callbacks.DeviceStatsMonitor {} } })
     local ok, err = pcall(t.fit, t, model(), loader())
     assert.is_false(ok)
-    assert.is_truthy(tostring(err):find("DeviceStatsMonitor: cannot log device stats with a Trainer that has no logger", 1, true), err)
+    assert.is_truthy(tostring(err):find("DeviceStatsMonitor: cannot log device stats with a Trainer that has no logger",
+      1, true), err)
   end)
 end)
