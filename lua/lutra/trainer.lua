@@ -897,6 +897,7 @@ function Trainer:_eval(kind, model, loaders, opts)
     require("lutra.checkpoint").load(path, model)
   end
   self._busy = what
+  self.profiler:_clock(true) -- [tools: profiler] validate/test/predict are timed too
   self:_begin_run(model, what)
   self._standalone = true
   local results = self:_guard(function()
@@ -938,6 +939,7 @@ function Trainer:_eval(kind, model, loaders, opts)
   end)
   self._standalone = false
   self:_end_run(self.interrupted and "interrupted" or "finished")
+  self.profiler:_report(what) -- [tools: profiler]
   return results
 end
 
