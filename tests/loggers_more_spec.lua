@@ -65,7 +65,7 @@ describe("lt.loggers.JSONLinesLogger", function()
     end
     assert.are.equal(12, i)
     local hp = assert(io.open(dir .. "/j/version_0/hparams.json")):read("*a")
-    assert.are.equal('{"layers":[3,1],"lr":0.050000000000000003}\n', hp)
+    assert.are.equal('{"layers":[3,1],"lr":0.05}\n', hp)
     os.execute("rm -rf '" .. dir .. "'")
   end)
 
@@ -74,6 +74,8 @@ describe("lt.loggers.JSONLinesLogger", function()
     assert.are.equal('{"a":"nan","b":"inf","c":"-inf","d":2}',
       core._json_line { a = 0 / 0, b = math.huge, c = -math.huge, d = 2 })
     assert.has_error(function() core._json_line { f = print } end, "json_line: cannot write function as JSON")
+    assert.are.equal('[0.1,0.25]', core._json_line { 0.1, 0.25 }) -- as few digits as read back exactly
+    assert.are.equal('[0.30000000000000004]', core._json_line { 0.1 + 0.2 })
     assert.has_error(function() lt.loggers.JSONLinesLogger { dir = "x" } end,
       "JSONLinesLogger: unknown option 'dir' (known options: name, prefix, save_dir, version)")
   end)
