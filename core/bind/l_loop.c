@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "l_optim.h"
+#include "l_prof.h"
 #include "l_util.h"
 #include "lt_blas.h"
 #include "lt_interrupt.h"
@@ -1250,13 +1251,7 @@ static int l_profiler_rows(lua_State *L) {
   const lt_prof *p = H->lp.prof;
   lua_newtable(L);
   for (int i = 0; p && i < p->nrows; i++) {
-    lua_createtable(L, 0, 3);
-    lua_pushstring(L, p->rows[i].name);
-    lua_setfield(L, -2, "action");
-    lua_pushnumber(L, (lua_Number)p->rows[i].count);
-    lua_setfield(L, -2, "count");
-    lua_pushnumber(L, p->rows[i].total);
-    lua_setfield(L, -2, "total");
+    l_push_time_row(L, "action", p->rows[i].name, p->rows[i].count, p->rows[i].total);
     lua_rawseti(L, -2, i + 1);
   }
   return 1;

@@ -4,8 +4,9 @@
  *   core._op_profile(on)          time per backward kernel on (a fresh table) or off
  *   core._op_profile_rows()       {{op=, count=, total=}, ...} (seconds), in the order the ops were first seen
  */
+#include "l_prof.h"
+
 #include "l_util.h"
-#include "lt_prof.h"
 
 static void update_watch(lt_ctx *c) { c->watch = c->detect_anomaly || c->op_prof != NULL; }
 
@@ -35,17 +36,21 @@ static int l_op_profile(lua_State *L) {
   return 0;
 }
 
+void l_push_time_row(lua_State *L, const char *key, const char *name, int64_t count, double total) {
+  lua_createtable(L, 0, 3);
+  lua_pushstring(L, name);
+  lua_setfield(L, -2, key);
+  lua_pushnumber(L, (lua_Number)count);
+  lua_setfield(L, -2, "count");
+  lua_pushnumber(L, total);
+  lua_setfield(L, -2, "total");
+}
+
 static int l_op_profile_rows(lua_State *L) {
   const lt_op_prof *p = L_CTX(L)->op_prof;
   lua_newtable(L);
   for (int i = 0; p && i < p->nrows; i++) {
-    lua_createtable(L, 0, 3);
-    lua_pushstring(L, p->rows[i].op);
-    lua_setfield(L, -2, "op");
-    lua_pushnumber(L, (lua_Number)p->rows[i].count);
-    lua_setfield(L, -2, "count");
-    lua_pushnumber(L, p->rows[i].total);
-    lua_setfield(L, -2, "total");
+    l_push_time_row(L, "op", p->rows[i].op, p->rows[i].count, p->rows[i].total);
     lua_rawseti(L, -2, i + 1);
   }
   return 1;
