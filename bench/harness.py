@@ -2,7 +2,7 @@
 # processes, alternating sides within each round, several rounds; prints medians and ratios in tables.
 #   /usr/bin/python3 bench/harness.py [--quick] [--rounds N] [--only NAME[,NAME...]] [--json FILE]
 # Environment: LUTRA_BIN (the lutra binary), LUTRA_BUILD (build dir holding bench_gemm_floor).
-# Sections (--only): train, batch1, memory, ftz, floor, perf, trainer, core_ops, optim.
+# Sections (--only): train, batch1, memory, ftz, floor, perf, trainer, core_ops, optim, gpt.
 import json
 import os
 import re
@@ -520,6 +520,8 @@ def main():
         section_trainer()
     if wanted("core_ops"):
         REPORT["sections"]["core_ops"] = paired("bench/core_ops.lua", "bench/core_ops_torch.py", "Core ops")
+    if wanted("gpt"):  # gpt area: the tiny GPT's training step (bench/gpt_bench.lua, bench/gpt_bench_torch.py)
+        REPORT["sections"]["gpt"] = paired("bench/gpt_bench.lua", "bench/gpt_bench_torch.py", "Tiny GPT step")
     if wanted("optim") and os.path.exists(os.path.join(ROOT, "bench/optim_bench_torch.py")):
         REPORT["sections"]["optim"] = paired("bench/optim_bench.lua", "bench/optim_bench_torch.py", "Optimizer steps")
     bars(train or {})

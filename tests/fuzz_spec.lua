@@ -273,7 +273,7 @@ describe("fuzz: nn functions (lt.F)", function()
     { "conv2d stride inf", function() return F.conv2d(img, w, nil, INF) end, "conv2d: stride must be an integer >= 1, got inf" },
     { "conv2d padding inf", function() return F.conv2d(img, w, nil, 1, INF) end, "conv2d: padding must be an integer >= 0, got inf" },
     { "conv2d stride NaN option", function() return F.conv2d(img, w, nil, { stride = NAN }) end, "conv2d: stride must be an integer >= 1, got nan" },
-    { "conv2d unknown option", function() return F.conv2d(img, w, nil, { strid = 1 }) end, "^conv2d: unknown option 'strid' %(known options: padding, stride%)" },
+    { "conv2d unknown option", function() return F.conv2d(img, w, nil, { strid = 1 }) end, "^conv2d: unknown option 'strid' %(known options: dilation, groups, padding, stride%)" },
     { "conv2d of int64", function() return F.conv2d(z(1, 1, 5, 5, "int64"), w) end, "^conv2d: input must be float32, got int64" },
     { "conv2d core stride 2^40", function() return lt._nn.conv2d(img, w, nil, 2 ^ 40, 1, 0, 0) end, "^conv2d: stride 1099511627776 is out of range" },
     { "conv2d core NaN padding", function() return lt._nn.conv2d(img, w, nil, 1, 1, NAN, 0) end, "^conv2d: padding must be an integer" },

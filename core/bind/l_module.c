@@ -25,6 +25,10 @@ void l_ops_a_register(lua_State *L);     /* l_ops_a.c: sort, scans, prod, norm, 
 void l_names_register(lua_State *L);     /* l_names.c: the missing-name error with the nearest name */
 void l_index_ops_register(lua_State *L); /* l_index_ops.c: masked_fill, scatter, nonzero ... */
 void l_random_register(lua_State *L);    /* l_random.c: randint, multinomial, bernoulli, *_like, linspace */
+/* vision */
+void l_nn_vision_register(lua_State *L); /* l_nn_vision.c: grouped/transposed conv, adaptive pools, group norm */
+/* gpt area */
+void l_attention_register(lua_State *L); /* l_attention.c: scaled dot-product attention */
 /* [tools: profiler, loggers] */
 void l_prof_register(lua_State *L);      /* l_prof.c: _detect_anomaly, _op_profile, _op_profile_rows */
 void l_tb_register(lua_State *L);        /* l_tb.c: _tb_open (TensorBoard event files) */
@@ -148,7 +152,9 @@ static int open_with_upvalues(lua_State *L) {
   l_names_register(L);
   l_index_ops_register(L);
   l_random_register(L);
-  l_prof_register(L); /* [tools: profiler, loggers] */
+  l_nn_vision_register(L); /* vision */
+  l_attention_register(L); /* gpt area */
+  l_prof_register(L);      /* [tools: profiler, loggers] */
   l_tb_register(L);
   l_json_line_register(L);
   static const luaL_Reg misc[] = { { "interrupt", l_interrupt },

@@ -66,7 +66,7 @@ static int l_max_pool2d(lua_State *L) {
   int kh = check_int(L, 2, fn, "kernel_size"), kw = check_int(L, 3, fn, "kernel_size");
   int sh = check_int(L, 4, fn, "stride"), sw = check_int(L, 5, fn, "stride");
   int ph = check_int(L, 6, fn, "padding"), pw = check_int(L, 7, fn, "padding");
-  return l_push(L, lt_nn_max_pool2d(L_CTX(L), x, kh, kw, sh, sw, ph, pw));
+  return l_push(L, lt_nn_max_pool2d(L_CTX(L), x, kh, kw, sh, sw, ph, pw, lua_toboolean(L, 8)));
 }
 
 static int l_avg_pool2d(lua_State *L) {
@@ -76,7 +76,7 @@ static int l_avg_pool2d(lua_State *L) {
   int sh = check_int(L, 4, fn, "stride"), sw = check_int(L, 5, fn, "stride");
   int ph = check_int(L, 6, fn, "padding"), pw = check_int(L, 7, fn, "padding");
   int cip = lua_isnoneornil(L, 8) ? 1 : lua_toboolean(L, 8);
-  return l_push(L, lt_nn_avg_pool2d(L_CTX(L), x, kh, kw, sh, sw, ph, pw, cip));
+  return l_push(L, lt_nn_avg_pool2d(L_CTX(L), x, kh, kw, sh, sw, ph, pw, cip, lua_toboolean(L, 9)));
 }
 
 static int l_dropout(lua_State *L) {

@@ -24,10 +24,28 @@ lt_tensor *lt_nn_conv2d(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, int
 /* conv2d followed by an activation in one node (lt_act of lt_ops.h; nn.Sequential fuses Conv2d, ReLU pairs) */
 lt_tensor *lt_nn_conv2d_act(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, int sh, int sw, int ph, int pw,
                             lt_act act);
-/* x [N, C, H, W]; floor mode; padding is -inf for max, counted (count_include_pad) for avg */
-lt_tensor *lt_nn_max_pool2d(lt_ctx *c, lt_tensor *x, int kh, int kw, int sh, int sw, int ph, int pw);
+/* x [N, C, H, W]; floor or ceil mode (the last window starts inside the input or its left padding); padding is
+ * -inf for max, counted (count_include_pad) for avg */
+lt_tensor *lt_nn_max_pool2d(lt_ctx *c, lt_tensor *x, int kh, int kw, int sh, int sw, int ph, int pw, int ceil_mode);
 lt_tensor *lt_nn_avg_pool2d(lt_ctx *c, lt_tensor *x, int kh, int kw, int sh, int sw, int ph, int pw,
-                            int count_include_pad);
+                            int count_include_pad, int ceil_mode);
+
+/* --- vision: grouped/dilated and transposed convolution, adaptive pooling, group norm ----------------------
+ * (nn_conv_general.c, nn_pool_adaptive.c, nn_group_norm.c). stride, padding, dilation: {h, w} pairs. */
+/* w [O, C/groups, kh, kw]; dilation 1 with one group is lt_nn_conv2d */
+lt_tensor *lt_nn_conv2d_ex(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, const int *stride, const int *padding,
+                           const int *dilation, int groups);
+/* x [N, Cin, H, W], w [Cin, Cout/groups, kh, kw], b [Cout] or NULL -> [N, Cout, HO, WO],
+ * HO = (H - 1)*stride - 2*padding + dilation*(kh - 1) + output_padding + 1 */
+lt_tensor *lt_nn_conv_transpose2d(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, const int *stride,
+                                  const int *padding, const int *output_padding, const int *dilation, int groups);
+/* x [N, C, H, W] -> [N, C, oh, ow]; the max form hands out its 0-based flat plane indices when indices != NULL */
+lt_tensor *lt_nn_adaptive_avg_pool2d(lt_ctx *c, lt_tensor *x, int64_t oh, int64_t ow);
+lt_tensor *lt_nn_adaptive_max_pool2d(lt_ctx *c, lt_tensor *x, int64_t oh, int64_t ow, lt_tensor **indices);
+/* x [N, C, ...] normalised per (item, group of C/groups channels); weight/bias [C] or NULL; running_mean/var
+ * [groups] or NULL: updated in place with the batch average of the group statistics (unbiased variance) */
+lt_tensor *lt_nn_group_norm(lt_ctx *c, lt_tensor *x, int64_t groups, lt_tensor *weight, lt_tensor *bias, double eps,
+                            lt_tensor *running_mean, lt_tensor *running_var, double momentum);
 
 /* --- regularisation and normalisation (nn_dropout.c, nn_norm.c) -------------------------------- */
 /* Inverted dropout with a mask drawn from c->rng; training 0 or p 0 returns x itself (retained). */

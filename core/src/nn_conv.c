@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "lt_alloc.h"
+#include "lt_conv.h"
 #include "lt_ctx.h"
 #include "lt_errors.h"
 #include "lt_nn.h"
@@ -38,18 +39,6 @@ static int64_t chunk_items(const conv_geom *g) {
   return m;
 }
 
-/* range of output columns ow whose input column ow*S - P + k lies in [0, W) */
-static void valid_range(int64_t k, int64_t S, int64_t P, int64_t W, int64_t WO, int64_t *lo, int64_t *hi) {
-  int64_t a = P - k; /* need ow*S >= a */
-  int64_t l = a <= 0 ? 0 : (a + S - 1) / S;
-  int64_t b = W - 1 + P - k; /* need ow*S <= b */
-  int64_t h = b < 0 ? 0 : b / S + 1;
-  if (h > WO) h = WO;
-  if (l > h) l = h;
-  *lo = l;
-  *hi = h;
-}
-
 /* unfolds one item x [C, H, W] into col rows of stride ld (the item's P columns). Rows are short (Wo
  * floats), so the valid ranges are hoisted out of the loops and the copies are plain loops. */
 LT_VECTOR_FN static void im2col(const conv_geom *g, const float *x, float *col, int64_t ld) {
@@ -57,11 +46,11 @@ LT_VECTOR_FN static void im2col(const conv_geom *g, const float *x, float *col, 
   for (int64_t ch = 0; ch < g->C; ch++)
     for (int64_t ki = 0; ki < g->KH; ki++) {
       int64_t oh_lo, oh_hi;
-      valid_range(ki, SH, g->PH, g->H, HO, &oh_lo, &oh_hi);
+      lt_conv_valid_range(ki, SH, g->PH, g->H, HO, &oh_lo, &oh_hi);
       for (int64_t kj = 0; kj < g->KW; kj++) {
         float *row = col + ((ch * g->KH + ki) * g->KW + kj) * ld;
         int64_t lo, hi;
-        valid_range(kj, SW, g->PW, g->W, WO, &lo, &hi);
+        lt_conv_valid_range(kj, SW, g->PW, g->W, WO, &lo, &hi);
         for (int64_t i = 0; i < oh_lo * WO; i++) row[i] = 0;
         for (int64_t i = oh_hi * WO; i < HO * WO; i++) row[i] = 0;
         const float *base = x + ch * g->H * g->W - g->PW + kj;
@@ -85,11 +74,11 @@ LT_VECTOR_FN static void col2im(const conv_geom *g, const float *col, int64_t ld
   for (int64_t ch = 0; ch < g->C; ch++)
     for (int64_t ki = 0; ki < g->KH; ki++) {
       int64_t oh_lo, oh_hi;
-      valid_range(ki, SH, g->PH, g->H, HO, &oh_lo, &oh_hi);
+      lt_conv_valid_range(ki, SH, g->PH, g->H, HO, &oh_lo, &oh_hi);
       for (int64_t kj = 0; kj < g->KW; kj++) {
         const float *row = col + ((ch * g->KH + ki) * g->KW + kj) * ld;
         int64_t lo, hi;
-        valid_range(kj, SW, g->PW, g->W, WO, &lo, &hi);
+        lt_conv_valid_range(kj, SW, g->PW, g->W, WO, &lo, &hi);
         float *base = gx + ch * g->H * g->W - g->PW + kj;
         for (int64_t oh = oh_lo; oh < oh_hi; oh++) {
           const float *restrict src = row + oh * WO;
@@ -116,11 +105,11 @@ __attribute__((target("avx512f"))) static void im2col_s1_avx512(const conv_geom 
   for (int64_t ch = 0; ch < g->C; ch++)
     for (int64_t ki = 0; ki < g->KH; ki++) {
       int64_t oh_lo, oh_hi;
-      valid_range(ki, 1, g->PH, g->H, HO, &oh_lo, &oh_hi);
+      lt_conv_valid_range(ki, 1, g->PH, g->H, HO, &oh_lo, &oh_hi);
       for (int64_t kj = 0; kj < g->KW; kj++) {
         float *dst = col + ((ch * g->KH + ki) * g->KW + kj) * ld;
         int64_t lo, hi;
-        valid_range(kj, 1, g->PW, W, WO, &lo, &hi);
+        lt_conv_valid_range(kj, 1, g->PW, W, WO, &lo, &hi);
         __mmask16 kload[4], kstore[4];
         for (int64_t q = 0; q < nc; q++) { /* masks of chunk q: the valid inputs, and the row's end */
           int64_t c0 = 16 * q, n = WO - c0 < 16 ? WO - c0 : 16;

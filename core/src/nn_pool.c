@@ -1,5 +1,5 @@
 /*
- * nn_pool.c — 2-D max and average pooling (floor mode, optional padding), forward and backward.
+ * nn_pool.c — 2-D max and average pooling (floor or ceil mode, optional padding), forward and backward.
  * Max pooling saves the flat position (within the H*W plane) of each window's maximum, so backward
  * is a scatter; padded cells never win. Average pooling divides like PyTorch: by the window clipped
  * to the padded input (count_include_pad) or by the number of real cells.
@@ -12,12 +12,20 @@
 #include "lt_simd.h"
 
 typedef struct pool_geom {
-  int64_t N, C, H, W, KH, KW, SH, SW, PH, PW, HO, WO, count_pad;
+  int64_t N, C, H, W, KH, KW, SH, SW, PH, PW, HO, WO, count_pad, ceil_mode;
 } pool_geom;
 _Static_assert(sizeof(pool_geom) <= sizeof(((lt_node *)0)->i), "pool_geom must fit in a node's integer slots");
 
+/* output size of one dim: floor or ceil mode; in ceil mode the last window must start inside the input or its
+ * left padding (PyTorch's rule), so no window lies wholly in the right padding */
+static int64_t pool_out_size(int64_t n, int64_t k, int64_t s, int64_t p, int ceil_mode) {
+  int64_t span = n + 2 * p - k, o = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
+  if (ceil_mode && (o - 1) * s >= n + p) o--;
+  return o;
+}
+
 static int pool_check(lt_ctx *c, const char *op, lt_tensor *x, int kh, int kw, int sh, int sw, int ph, int pw,
-                      pool_geom *g) {
+                      int ceil_mode, pool_geom *g) {
   char b1[128];
   if (lt_check_dtype(c, op, "input", x, LT_F32)) return LT_ERR;
   if (x->ndim != 4)
@@ -29,12 +37,12 @@ static int pool_check(lt_ctx *c, const char *op, lt_tensor *x, int kh, int kw, i
                    op, kh, kw, sh, sw, ph, pw);
   if (2 * ph > kh || 2 * pw > kw)
     return lt_fail(c, "%s: padding %dx%d must be at most half the kernel %dx%d", op, ph, pw, kh, kw);
-  pool_geom r = { x->shape[0], x->shape[1], x->shape[2], x->shape[3], kh, kw, sh, sw, ph, pw, 0, 0, 0 };
+  pool_geom r = { x->shape[0], x->shape[1], x->shape[2], x->shape[3], kh, kw, sh, sw, ph, pw, 0, 0, 0, ceil_mode != 0 };
   if (r.H + 2 * ph < kh || r.W + 2 * pw < kw)
     return lt_fail(c, "%s: kernel %dx%d is larger than the padded input %lldx%lld (input %s)", op, kh, kw,
                    (long long)(r.H + 2 * ph), (long long)(r.W + 2 * pw), lt_shape_str(x, b1, sizeof b1));
-  r.HO = (r.H + 2 * ph - kh) / sh + 1;
-  r.WO = (r.W + 2 * pw - kw) / sw + 1;
+  r.HO = pool_out_size(r.H, kh, sh, ph, r.ceil_mode);
+  r.WO = pool_out_size(r.W, kw, sw, pw, r.ceil_mode);
   *g = r;
   return LT_OK;
 }
@@ -124,7 +132,9 @@ __attribute__((target("avx512f"))) static void max_pool_2x2_row_avx512(const flo
 static void max_pool_forward(const pool_geom *gp, const float *restrict px, float *restrict po, int64_t *restrict pi) {
   const pool_geom g = *gp;
   const int64_t HW = g.H * g.W;
-  if (g.KH == 2 && g.KW == 2 && g.SH == 2 && g.SW == 2 && g.PH == 0 && g.PW == 0) {
+  /* (ceil mode may add a last, partial window: not the 2x2 rows') */
+  if (g.KH == 2 && g.KW == 2 && g.SH == 2 && g.SW == 2 && g.PH == 0 && g.PW == 0 && 2 * g.HO <= g.H &&
+      2 * g.WO <= g.W) {
 #ifdef POOL_AVX512
     const int avx512 = __builtin_cpu_supports("avx512f");
 #endif
@@ -168,9 +178,9 @@ static void max_pool_forward(const pool_geom *gp, const float *restrict px, floa
   }
 }
 
-lt_tensor *lt_nn_max_pool2d(lt_ctx *c, lt_tensor *x, int kh, int kw, int sh, int sw, int ph, int pw) {
+lt_tensor *lt_nn_max_pool2d(lt_ctx *c, lt_tensor *x, int kh, int kw, int sh, int sw, int ph, int pw, int ceil_mode) {
   pool_geom g;
-  if (pool_check(c, "max_pool2d", x, kh, kw, sh, sw, ph, pw, &g)) return NULL;
+  if (pool_check(c, "max_pool2d", x, kh, kw, sh, sw, ph, pw, ceil_mode, &g)) return NULL;
   int64_t oshape[4] = { g.N, g.C, g.HO, g.WO };
   lt_tensor *xc = lt_op_contiguous(c, x);
   lt_tensor *out = xc ? lt_tensor_new(c, LT_F32, 4, oshape) : NULL;
@@ -245,9 +255,9 @@ static int avg_pool_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor *
 }
 
 lt_tensor *lt_nn_avg_pool2d(lt_ctx *c, lt_tensor *x, int kh, int kw, int sh, int sw, int ph, int pw,
-                            int count_include_pad) {
+                            int count_include_pad, int ceil_mode) {
   pool_geom g;
-  if (pool_check(c, "avg_pool2d", x, kh, kw, sh, sw, ph, pw, &g)) return NULL;
+  if (pool_check(c, "avg_pool2d", x, kh, kw, sh, sw, ph, pw, ceil_mode, &g)) return NULL;
   g.count_pad = count_include_pad != 0;
   int64_t oshape[4] = { g.N, g.C, g.HO, g.WO };
   lt_tensor *xc = lt_op_contiguous(c, x);

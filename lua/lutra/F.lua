@@ -19,43 +19,7 @@ local F = {}
 
 F.linear = lt.linear
 
---- conv2d(x, w[, b[, opts | stride[, padding]]]), opts {stride, padding}; stride/padding a number or {h, w}.
-function F.conv2d(x, w, b, stride, padding)
-  if type(stride) == "table" and padding == nil and stride[1] == nil then
-    local o = H.check_opts("conv2d", stride, { stride = "number|table", padding = "number|table" })
-    stride, padding = o.stride, o.padding
-  end
-  local sh, sw = H.pair("conv2d", "stride", stride or 1, 1)
-  local ph, pw = H.pair("conv2d", "padding", padding or 0, 0)
-  return C.conv2d(x, w, b, sh, sw, ph, pw)
-end
-
-local function pool_args(name, k, stride, padding, extra)
-  local opts = {}
-  if type(stride) == "table" and padding == nil and not stride[1] then
-    opts = H.check_opts(name, stride, extra, 2)
-    stride, padding = opts.stride, opts.padding
-  end
-  local kh, kw = H.pair(name, "kernel_size", k, 1)
-  local sh, sw = kh, kw
-  if stride ~= nil then sh, sw = H.pair(name, "stride", stride, 1) end
-  local ph, pw = H.pair(name, "padding", padding or 0, 0)
-  return kh, kw, sh, sw, ph, pw, opts
-end
-
---- max_pool2d(x, k[, stride = k[, padding = 0]]) or max_pool2d(x, k, {stride, padding})
-function F.max_pool2d(x, k, stride, padding)
-  local kh, kw, sh, sw, ph, pw = pool_args("max_pool2d", k, stride, padding,
-    { stride = "number|table", padding = "number|table" })
-  return C.max_pool2d(x, kh, kw, sh, sw, ph, pw)
-end
-
---- avg_pool2d(x, k[, stride = k[, padding = 0]]) or avg_pool2d(x, k, {stride, padding, count_include_pad=true})
-function F.avg_pool2d(x, k, stride, padding)
-  local kh, kw, sh, sw, ph, pw, opts = pool_args("avg_pool2d", k, stride, padding,
-    { stride = "number|table", padding = "number|table", count_include_pad = "boolean" })
-  return C.avg_pool2d(x, kh, kw, sh, sw, ph, pw, opts.count_include_pad ~= false)
-end
+-- conv1d, conv2d, conv_transpose2d and the pools: lua/lutra/F_vision.lua (merged below)
 
 --- dropout(x[, p = 0.5[, training = true]]): inverted dropout, mask from lt's RNG
 function F.dropout(x, p, training)
@@ -159,5 +123,13 @@ end
 
 -- one_hot, pad, normalize, cosine_similarity, interpolate (lua/lutra/F_ops.lua)
 for k, v in pairs(require "lutra.F_ops") do F[k] = v end
+
+-- vision: conv1d/2d, conv_transpose2d, max/avg/adaptive pools, group_norm, instance_norm, dropout2d
+-- (lua/lutra/F_vision.lua; its _-prefixed helpers stay there)
+for k, v in pairs(require "lutra.F_vision") do
+  if k:sub(1, 1) ~= "_" then F[k] = v end
+end
+-- gpt area: scaled_dot_product_attention (lua/lutra/F_attention.lua)
+for k, v in pairs(require "lutra.F_attention") do F[k] = v end
 
 return require("lutra.names").strict(F, "lt.F")

@@ -19,6 +19,14 @@ function X.tensor(obj)
   return lt.tensor(obj.data, dtype):reshape(obj.shape)
 end
 
+--- The module of a modules.json-style case: lt.nn[case.module](args..., opts) (opts left out when empty).
+function X.build_module(case)
+  local args = {}
+  for i, a in ipairs(case.args) do args[i] = a end
+  if next(case.opts) ~= nil then args[#args + 1] = case.opts end
+  return lt.nn[case.module](unpack(args, 1, #case.args + 1))
+end
+
 --- Raises a message naming what, the element and both values when got and ref differ.
 function X.check(what, got, ref, rtol, atol)
   rtol, atol = rtol or 1e-5, atol or 1e-6

@@ -10,7 +10,7 @@ function Dropout:init(p)
   if type(p) == "table" then p = p.p end
   if p == nil then p = 0.5 end
   if type(p) ~= "number" or not (p >= 0 and p <= 1) then -- (NaN fails both comparisons)
-    error("Dropout: p must be a probability between 0 and 1, got " .. tostring(p), 3)
+    error(self.__name .. ": p must be a probability between 0 and 1, got " .. tostring(p), 3) -- (or a subclass's name)
   end
   self.p = p
 end

@@ -9,7 +9,7 @@ local MM = require "lutra.nn.module"
 local nn = {
   Module = MM.Module,
   Linear = require "lutra.nn.linear",
-  Conv2d = require "lutra.nn.conv",
+  Conv2d = require("lutra.nn.conv").Conv2d,
   Dropout = require "lutra.nn.dropout",
   Flatten = require "lutra.nn.flatten",
   Sequential = require "lutra.nn.sequential",
@@ -32,5 +32,23 @@ local lazy = {
   BatchNorm1d = { "lutra.nn.norm", "BatchNorm1d" }, BatchNorm2d = { "lutra.nn.norm", "BatchNorm2d" },
   LayerNorm = { "lutra.nn.norm", "LayerNorm" }, Embedding = { "lutra.nn.embedding" }, LSTM = { "lutra.nn.lstm" },
   utils = { "lutra.nn.utils" }, init = { "lutra.nn.initializers" },
+  -- vision (lua/lutra/nn/conv.lua, conv_transpose.lua, pool.lua, pool_adaptive.lua, upsample.lua, group_norm.lua,
+  -- dropout2d.lua)
+  Conv1d = { "lutra.nn.conv", "Conv1d" }, ConvTranspose2d = { "lutra.nn.conv_transpose" },
+  AdaptiveAvgPool2d = { "lutra.nn.pool_adaptive", "AdaptiveAvgPool2d" },
+  AdaptiveMaxPool2d = { "lutra.nn.pool_adaptive", "AdaptiveMaxPool2d" },
+  AdaptiveAvgPool1d = { "lutra.nn.pool_adaptive", "AdaptiveAvgPool1d" },
+  AdaptiveMaxPool1d = { "lutra.nn.pool_adaptive", "AdaptiveMaxPool1d" },
+  Upsample = { "lutra.nn.upsample", "Upsample" }, UpsamplingNearest2d = { "lutra.nn.upsample", "UpsamplingNearest2d" },
+  UpsamplingBilinear2d = { "lutra.nn.upsample", "UpsamplingBilinear2d" },
+  GroupNorm = { "lutra.nn.group_norm", "GroupNorm" }, InstanceNorm1d = { "lutra.nn.group_norm", "InstanceNorm1d" },
+  InstanceNorm2d = { "lutra.nn.group_norm", "InstanceNorm2d" }, Dropout2d = { "lutra.nn.dropout2d" },
+  -- attention and transformer (nn/attention.lua, nn/transformer.lua)
+  MultiheadAttention = { "lutra.nn.attention" },
+  TransformerEncoderLayer = { "lutra.nn.transformer", "TransformerEncoderLayer" },
+  TransformerEncoder = { "lutra.nn.transformer", "TransformerEncoder" },
+  TransformerDecoderLayer = { "lutra.nn.transformer", "TransformerDecoderLayer" },
+  TransformerDecoder = { "lutra.nn.transformer", "TransformerDecoder" },
+  Transformer = { "lutra.nn.transformer", "Transformer" },
 }
 return require("lutra.names").strict(nn, "lt.nn", lazy)

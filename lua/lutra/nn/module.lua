@@ -7,13 +7,17 @@
 --   local net = Net(784)           -- construct; net(x) == net:forward(x)
 --   net:named_parameters()         -- { ["fc.weight"] = ..., ["fc.bias"] = ... }, { "fc.weight", "fc.bias" }
 --
--- Names are table paths from the root (Sequential children are numbered from 1: "net.1.weight").
+-- Names are table paths from the root (Sequential children are numbered from 1: "net.1.weight"; a container
+-- class with the field _zero_based_names names its children 0, 1, ... as PyTorch does: "layers.0.linear1.weight").
 -- Fields are visited in a fixed order: a module's declared parameters (class field _params, e.g.
 -- {"weight", "bias"}) and buffers (_buffers), then integer keys ascending, then string keys sorted.
 -- Keys starting with "_" and the key "trainer" are skipped; tables are entered when they are modules
 -- (a Module, or any table with a `forward` function) or plain tables without a metatable (lists of
 -- modules); each table is visited once, so cycles and shared modules are harmless. A tensor field is
 -- a parameter when it is a leaf that requires grad; buffers are only the declared ones.
+-- Tied weights: a tensor held by two modules (a language model's lm_head.weight = wte.weight) is one
+-- parameter, named by its first path in that order (parameters and optimizers see it once); state_dict
+-- lists it under every name that holds it, as PyTorch's, and load_state_dict fills it from any of them.
 local lt = require "lutra"
 
 local Module = { __lutra_module = true }
@@ -58,10 +62,21 @@ local function sorted_keys(t)
   return ints
 end
 
+-- the name of child k of t in paths
+local function child_name(t, k)
+  if type(k) == "number" and get_field(t, "_zero_based_names") then return tostring(k - 1) end
+  return tostring(k)
+end
+
 --- Walks root; calls on.param(name, t), on.buffer(name, t), on.module(tbl, path, key, parent)
---- (path nil for the root). Names and order are described at the top of this file.
+--- (path nil for the root), and on.tied(name, t, first) for a later name of a parameter or buffer t first
+--- reported under the name `first`. Names and order are described at the top of this file.
 local function walk(root, on)
   local seen = {}
+  local first = {} -- tensor -> the name it was first reported under
+  local function again(name, v)
+    if first[v] and on.tied then on.tied(name, v, first[v]) end
+  end
   -- every walk from a true root (a plain model table, or a module no parent has named) records each
   -- module's path for error messages; a walk from inside a named tree keeps the full paths
   local assign = not (is_module_instance(root) and rawget(root, "_path"))
@@ -79,7 +94,10 @@ local function walk(root, on)
         local v = rawget(t, k)
         if lt.is_tensor(v) and not seen[v] then
           seen[v] = true
+          first[v] = prefix .. k
           if on.param then on.param(prefix .. k, v) end
+        elseif lt.is_tensor(v) then
+          again(prefix .. k, v)
         end
       end
     end
@@ -90,7 +108,10 @@ local function walk(root, on)
         local v = rawget(t, k)
         if lt.is_tensor(v) and not seen[v] then
           seen[v] = true
+          first[v] = prefix .. k
           if on.buffer then on.buffer(prefix .. k, v) end
+        elseif lt.is_tensor(v) then
+          again(prefix .. k, v)
         end
       end
     end
@@ -100,11 +121,14 @@ local function walk(root, on)
         if lt.is_tensor(v) then
           if not seen[v] and v:requires_grad() and v:is_leaf() then
             seen[v] = true
+            first[v] = prefix .. k
             if on.param then on.param(prefix .. k, v) end
+          else
+            again(prefix .. k, v)
           end
         elseif type(v) == "table" and not seen[v] then
           local enter = classify(v)
-          if enter then visit(v, prefix .. tostring(k)) end
+          if enter then visit(v, prefix .. child_name(t, k)) end
         end
       end
     end
@@ -167,22 +191,20 @@ function M.zero_grad(root, set_to_none)
 end
 
 -- One value, as torch's: `m:load_state_dict(other:state_dict())` must not pass a second result as options.
+-- A tied tensor is listed under each name that holds it (the same storage: saving writes each name).
 function M.state_dict(root)
   local sd = {}
-  walk(root, {
-    param = function(name, t) sd[name] = t:detach() end,
-    buffer = function(name, t) sd[name] = t:detach() end,
-  })
+  local function put(name, t) sd[name] = t:detach() end
+  walk(root, { param = put, buffer = put, tied = put })
   return sd
 end
 
--- The names of state_dict(root) in PyTorch's order (parameters and buffers as registered, depth first).
+-- The names of state_dict(root) in PyTorch's order (parameters and buffers as registered, depth first; a
+-- tied tensor's later names where the walk meets them).
 function M.state_dict_keys(root)
   local order = {}
-  walk(root, {
-    param = function(name) order[#order + 1] = name end,
-    buffer = function(name) order[#order + 1] = name end,
-  })
+  local function add(name) order[#order + 1] = name end
+  walk(root, { param = add, buffer = add, tied = add })
   return order
 end
 
@@ -197,16 +219,25 @@ function M.load_state_dict(root, sd, opts)
   if type(sd) ~= "table" then error("load_state_dict: expected a table of tensors, got " .. type(sd), 2) end
   opts = require("lutra.util").check_options("load_state_dict", opts, { strict = "boolean" })
   local strict = opts.strict ~= false
-  local own, order = {}, {}
-  walk(root, {
-    param = function(name, t) own[name] = t; order[#order + 1] = name end,
-    buffer = function(name, t) own[name] = t; order[#order + 1] = name end,
-  })
+  local own, order, names_of = {}, {}, {}
+  local function add(name, t)
+    own[name] = t
+    order[#order + 1] = name
+    names_of[t] = names_of[t] or {}
+    table.insert(names_of[t], name)
+  end
+  walk(root, { param = add, buffer = add, tied = add })
+  -- a tied tensor is missing only when none of its names is in sd (a file written by a saver that keeps
+  -- one name per storage, as safetensors' save_model, loads strict-clean and keeps the tie)
+  local function found_elsewhere(t)
+    for _, n in ipairs(names_of[t]) do if sd[n] ~= nil then return true end end
+    return false
+  end
   local missing, unexpected = {}, {}
   for _, name in ipairs(order) do
     local v = sd[name]
     if v == nil then
-      missing[#missing + 1] = name
+      if not found_elsewhere(own[name]) then missing[#missing + 1] = name end
     elseif not lt.is_tensor(v) then
       error(string.format("load_state_dict: entry %s is a %s, expected a tensor", name, type(v)), 2)
     else
@@ -249,10 +280,10 @@ function M.children(t)
         local enter, is_mod = classify(v)
         if is_mod then
           seen[v] = true
-          list[#list + 1] = v; keys[#list] = prefix .. tostring(k)
+          list[#list + 1] = v; keys[#list] = prefix .. child_name(tbl, k)
         elseif enter then
           seen[v] = true
-          scan(v, prefix .. tostring(k) .. ".")
+          scan(v, prefix .. child_name(tbl, k) .. ".")
         end
       end
     end

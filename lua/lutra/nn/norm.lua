@@ -1,5 +1,6 @@
 -- nn/norm.lua — BatchNorm1d(C), BatchNorm2d(C) ({eps=1e-5, momentum=0.1, affine=true,
--- track_running_stats=true}) and LayerNorm(normalized_shape[, {eps=1e-5, elementwise_affine=true}]).
+-- track_running_stats=true}) and LayerNorm(normalized_shape[, {eps=1e-5, elementwise_affine=true, bias=true}])
+-- (bias=false: a weight and no bias parameter, as PyTorch 2.x's LayerNorm(bias=False)).
 -- BatchNorm: weight 1, bias 0, buffers running_mean 0 and running_var 1; training normalises with the
 -- batch statistics and updates the running ones in place (unbiased variance); eval uses the running ones.
 local lt = require "lutra"
@@ -64,19 +65,19 @@ function LayerNorm:init(shape, opts)
   end
   local copy = {}
   for i, s in ipairs(shape) do copy[i] = H.check_int("LayerNorm", "normalized_shape", s, 1, 3) end
-  opts = H.check_opts("LayerNorm", opts, { eps = "number", elementwise_affine = "boolean" }, 3)
+  opts = H.check_opts("LayerNorm", opts, { eps = "number", elementwise_affine = "boolean", bias = "boolean" }, 3)
   self.normalized_shape = copy
   self.eps = H.check_finite("LayerNorm", "eps", opts.eps or 1e-5, 0, 3)
   self.elementwise_affine = opts.elementwise_affine ~= false
-  if self.elementwise_affine then
-    self.weight = H.param(copy, function(t) t:fill_(1) end)
-    self.bias = H.param(copy, function(t) t:zero_() end)
-  end
+  self.has_bias = self.elementwise_affine and opts.bias ~= false
+  if self.elementwise_affine then self.weight = H.param(copy, function(t) t:fill_(1) end) end
+  if self.has_bias then self.bias = H.param(copy, function(t) t:zero_() end) end
 end
 
 function LayerNorm:extra_repr()
   local s = H.shape_str(self.normalized_shape) .. ", eps=" .. self.eps
-  if not self.elementwise_affine then s = s .. ", elementwise_affine=false" end
+  if not self.elementwise_affine then s = s .. ", elementwise_affine=false"
+  elseif not self.has_bias then s = s .. ", bias=false" end
   return s
 end
 

@@ -1,51 +1,65 @@
--- nn/pool.lua — MaxPool2d(k[, stride = k | {stride, padding}]) and AvgPool2d(k[, stride | {stride, padding,
--- count_include_pad=true}]): floor mode, input [N, C, H, W] or [C, H, W]. No parameters.
+-- nn/pool.lua — MaxPool2d(k[, stride = k | {stride, padding, ceil_mode=false}]), AvgPool2d(k[, stride | {stride,
+-- padding, ceil_mode=false, count_include_pad=true}]) on [N, C, H, W] or [C, H, W], and MaxPool1d / AvgPool1d
+-- (the same options) on [N, C, L] or [C, L]. Ceil mode keeps a last, partial window when it starts inside the
+-- input or its left padding (PyTorch's rule). No parameters.
 local lt = require "lutra"
 local Module = require("lutra.nn.module").Module
 local H = require "lutra.nn.helpers"
 local F = require "lutra.F"
+local FV = require "lutra.F_vision"
 
-local function make(name, fn, extra_opts)
+local function make(name, nsp, fn, extra_opts)
   local cls = Module:extend(name)
   function cls:init(k, stride, opts)
     if type(stride) == "table" and stride[1] == nil then opts, stride = stride, nil end
-    local spec = { stride = "number|table", padding = "number|table" }
+    local spec = { stride = "number|table", padding = "number|table", ceil_mode = "boolean" }
     for k2, v in pairs(extra_opts) do spec[k2] = v end
     opts = H.check_opts(name, opts, spec, 3)
     if stride == nil then stride = opts.stride end
-    self.kh, self.kw = H.pair(name, "kernel_size", k, 1)
-    if stride ~= nil then self.sh, self.sw = H.pair(name, "stride", stride, 1) else self.sh, self.sw = self.kh, self.kw end
-    self.ph, self.pw = H.pair(name, "padding", opts.padding or 0, 0)
-    if 2 * self.ph > self.kh or 2 * self.pw > self.kw then
-      error(string.format("%s: padding %dx%d must be at most half the kernel %dx%d", name, self.ph, self.pw,
-        self.kh, self.kw), 3)
+    self.kernel_size = FV._tuple(name, "kernel_size", k, nsp, 1)
+    self.stride = stride ~= nil and FV._tuple(name, "stride", stride, nsp, 1) or self.kernel_size
+    self.padding = FV._tuple(name, "padding", opts.padding or 0, nsp, 0)
+    for i = 1, nsp do
+      if 2 * self.padding[i] > self.kernel_size[i] then
+        error(string.format("%s: padding %s must be at most half the kernel %s", name, H.shape_str(self.padding),
+          H.shape_str(self.kernel_size)), 3)
+      end
     end
-    self.count_include_pad = opts.count_include_pad ~= false
+    self.ceil_mode = opts.ceil_mode == true
+    if extra_opts.count_include_pad then self.count_include_pad = opts.count_include_pad ~= false end
   end
   function cls:extra_repr()
-    local function p(a, b) return a == b and tostring(a) or ("(" .. a .. ", " .. b .. ")") end
-    local s = "kernel_size=" .. p(self.kh, self.kw) .. ", stride=" .. p(self.sh, self.sw)
-    if self.ph ~= 0 or self.pw ~= 0 then s = s .. ", padding=" .. p(self.ph, self.pw) end
+    local function p(t)
+      return (#t == 1 or t[1] == t[2]) and tostring(t[1]) or ("(" .. t[1] .. ", " .. t[2] .. ")")
+    end
+    local s = "kernel_size=" .. p(self.kernel_size) .. ", stride=" .. p(self.stride)
+    if p(self.padding) ~= "0" then s = s .. ", padding=" .. p(self.padding) end
+    if self.ceil_mode then s = s .. ", ceil_mode=true" end
     return s
   end
+  local dims_text = nsp == 2 and "[batch x channels x height x width] (or [channels x height x width])"
+    or "[batch x channels x length] (or [channels x length])"
   function cls:forward(x)
     if not lt.is_tensor(x) then self:fail("expected a tensor input, got " .. type(x)) end
     local d = x:dim()
-    if d ~= 4 and d ~= 3 then
-      self:fail("input must be [batch x channels x height x width] (or [channels x height x width]), got " .. x:shape_str())
+    if d ~= nsp + 2 and d ~= nsp + 1 then self:fail("input must be " .. dims_text .. ", got " .. x:shape_str()) end
+    for i = 1, nsp do
+      if x:size(d - nsp + i) + 2 * self.padding[i] < self.kernel_size[i] then
+        self:fail(string.format("input %s is smaller than the kernel %s", x:shape_str(),
+          table.concat(self.kernel_size, "x")))
+      end
     end
-    if x:size(d - 1) + 2 * self.ph < self.kh or x:size(d) + 2 * self.pw < self.kw then
-      self:fail(string.format("input %s is smaller than the kernel %dx%d", x:shape_str(), self.kh, self.kw))
-    end
-    local opts = { stride = { self.sh, self.sw }, padding = { self.ph, self.pw } }
-    if name == "AvgPool2d" then opts.count_include_pad = self.count_include_pad end
-    if d == 3 then return fn(x:unsqueeze(1), { self.kh, self.kw }, opts):squeeze(1) end
-    return fn(x, { self.kh, self.kw }, opts)
+    local opts = { stride = self.stride, padding = self.padding, ceil_mode = self.ceil_mode }
+    if self.count_include_pad ~= nil then opts.count_include_pad = self.count_include_pad end
+    if d == nsp + 1 then return fn(x:unsqueeze(1), self.kernel_size, opts):squeeze(1) end
+    return fn(x, self.kernel_size, opts)
   end
   return cls
 end
 
 return {
-  MaxPool2d = make("MaxPool2d", F.max_pool2d, {}),
-  AvgPool2d = make("AvgPool2d", F.avg_pool2d, { count_include_pad = "boolean" }),
+  MaxPool2d = make("MaxPool2d", 2, F.max_pool2d, {}),
+  AvgPool2d = make("AvgPool2d", 2, F.avg_pool2d, { count_include_pad = "boolean" }),
+  MaxPool1d = make("MaxPool1d", 1, F.max_pool1d, {}),
+  AvgPool1d = make("AvgPool1d", 1, F.avg_pool1d, { count_include_pad = "boolean" }),
 }

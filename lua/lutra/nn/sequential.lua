@@ -39,7 +39,7 @@ end
 local fuses, ReLU
 local function fusable(a, b)
   if not fuses then
-    fuses = { [require "lutra.nn.linear"] = true, [require "lutra.nn.conv"] = true }
+    fuses = { [require "lutra.nn.linear"] = true, [require("lutra.nn.conv").Conv2d] = true }
     ReLU = require("lutra.nn.activation").ReLU
   end
   return fuses[getmetatable(a)] and getmetatable(b) == ReLU and rawget(a, "forward") == nil

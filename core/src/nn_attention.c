@@ -1,0 +1,465 @@
+/*
+ * nn_attention.c — scaled dot-product attention (F.scaled_dot_product_attention), forward and backward side
+ * by side, as PyTorch's math: weights = softmax(scale * q k^T + mask), out = dropout(weights) v.
+ *
+ * Shapes: q [B.., L, E], k [B.., S, E], v [B.., S, Ev]; the batch dims B.. are flattened into bh. Each (bh,
+ * block of ATT_BR query rows) is one unit: the scores of the block are one GEMM into a scratch [br x se]
+ * buffer, where se is the number of keys the block can see (all S, or with is_causal only the first i1);
+ * the row softmax runs in place; a second GEMM gives the output rows. Only the output and one log-sum-exp per
+ * query row (lse, [bh x L]) are saved: the backward recomputes a block's weights as exp(score - lse), which
+ * costs one GEMM and saves the [bh x L x S] weights (and any mask tensor) from living until backward.
+ *
+ * Backward of one block (P the weights, Pd = P * keep / (1 - p) the dropped ones, dO the output gradient):
+ *   dV += Pd^T dO;  dPd = dO V^T;  dP = dPd * keep / (1 - p);  D_i = sum_j P_ij dP_ij = dO_i . O_i
+ *   dS = P * (dP - D);  dQ = scale dS K;  dK += scale dS^T Q
+ *
+ * q, k and v are used in place when their last dim is contiguous (the heads of a fused qkv projection are
+ * strided views): the GEMMs take the row stride as their leading dimension.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "lt_alloc.h"
+#include "lt_attention.h"
+#include "lt_blas.h"
+#include "lt_errors.h"
+#include "lt_simd.h"
+
+#define OP "scaled_dot_product_attention"
+/* query rows per unit: a block's scores (ATT_BR x S floats) stay in L2 for S up to a few thousand */
+#define ATT_BR 64
+
+/* A [rows x cols] matrix per bh: element (r, c) of bh at base[off[bh] + r * rs + c]. */
+typedef struct att_mat {
+  const float *base;
+  int64_t *off; /* [nbh] */
+  int64_t rs;   /* row stride (>= cols, the GEMM's leading dimension) */
+} att_mat;
+
+typedef struct att_mask {
+  const float *f;   /* float32 mask, or NULL */
+  const int64_t *i; /* int64 mask, or NULL */
+  int binary;       /* 1: non-zero means masked (-inf); 0: added to the scores */
+  int64_t *off;     /* [nbh] */
+  int64_t sl, ss;   /* strides along L and S (0 where broadcast) */
+} att_mask;
+
+typedef struct att_geom {
+  int64_t nbh, L, S, E, Ev;
+  float scale;
+  int causal;
+  double p;      /* dropout probability */
+  uint64_t seed; /* of the dropout hash */
+  att_mat q, k, v;
+  att_mask m;
+} att_geom;
+
+/* keys row i may see */
+static inline int64_t visible(const att_geom *g, int64_t i) { return g->causal ? (i + 1 < g->S ? i + 1 : g->S) : g->S; }
+
+/* splitmix64's finaliser over (seed, element index): the keep decision of weight (bh, i, j), the same in the
+ * forward and the backward whatever the order of evaluation */
+static inline int keep_at(uint64_t seed, uint64_t idx, uint32_t thresh) {
+  uint64_t z = seed + idx * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return (uint32_t)(z >> 40) >= thresh;
+}
+
+/* Adds the mask to the n scores of row i of bh (masked entries become -inf). */
+static void apply_mask(const att_mask *m, int64_t bh, int64_t i, float *row, int64_t n) {
+  int64_t o = m->off[bh] + i * m->sl;
+  if (m->i) {
+    for (int64_t j = 0; j < n; j++)
+      if (m->i[o + j * m->ss]) row[j] = -INFINITY;
+  } else if (m->binary) {
+    for (int64_t j = 0; j < n; j++)
+      if (m->f[o + j * m->ss] != 0.0f) row[j] = -INFINITY;
+  } else {
+    for (int64_t j = 0; j < n; j++) row[j] += m->f[o + j * m->ss];
+  }
+}
+
+/* The scores of rows [i0, i1) of bh into P [br x se] (ld se), each row's first visible() entries masked. */
+static void scores(const att_geom *g, int64_t bh, int64_t i0, int64_t i1, int64_t se, float *P) {
+  const float *q = g->q.base + g->q.off[bh] + i0 * g->q.rs, *k = g->k.base + g->k.off[bh];
+  lt_blas_sgemm(0, 1, (int)(i1 - i0), (int)se, (int)g->E, g->scale, q, (int)g->q.rs, k, (int)g->k.rs, 0.0f, P, (int)se);
+  if (g->m.off)
+    for (int64_t i = i0; i < i1; i++) apply_mask(&g->m, bh, i, P + (i - i0) * se, visible(g, i));
+}
+
+/* Row softmax in place over the n visible entries (the rest of the se-wide row set to 0); returns the
+ * log-sum-exp. A row with every entry -inf (all masked) is NaN, as PyTorch's softmax of such a row. */
+LT_VECTOR_FN static float softmax_row(float *row, int64_t n, int64_t se) {
+  float mx = lt_max_f32(row, n);
+  if (mx == -INFINITY) {
+    for (int64_t j = 0; j < se; j++) row[j] = NAN;
+    return NAN;
+  }
+  /* exp in its own loop, which vectorises; the sum in lt_sum_f32's fixed lane order */
+  for (int64_t j = 0; j < n; j++) row[j] = lt_expf(row[j] - mx);
+  double s = lt_sum_f32(row, n);
+  float inv = (float)(1.0 / s);
+  for (int64_t j = 0; j < n; j++) row[j] *= inv;
+  for (int64_t j = n; j < se; j++) row[j] = 0.0f;
+  return mx + (float)log(s);
+}
+
+/* Weights of a row from the saved lse: exp(score - lse) over the n visible entries, 0 beyond. */
+LT_VECTOR_FN static void weights_row(float *row, int64_t n, int64_t se, float lse) {
+  for (int64_t j = 0; j < n; j++) row[j] = lt_expf(row[j] - lse);
+  for (int64_t j = n; j < se; j++) row[j] = 0.0f;
+}
+
+/* Pd = P * keep / (1 - p) for row i of bh (into dst, which may be row itself). */
+static void dropout_row(const att_geom *g, int64_t bh, int64_t i, const float *row, float *dst, int64_t n) {
+  const uint32_t thresh = (uint32_t)(g->p * 16777216.0);
+  const float inv_keep = g->p >= 1 ? 0.0f : (float)(1.0 / (1.0 - g->p));
+  const uint64_t base = ((uint64_t)bh * (uint64_t)g->L + (uint64_t)i) * (uint64_t)g->S;
+  for (int64_t j = 0; j < n; j++) dst[j] = keep_at(g->seed, base + (uint64_t)j, thresh) ? row[j] * inv_keep : 0.0f;
+}
+
+/* --- forward -------------------------------------------------------------------------------------------- */
+
+/* out [nbh x L x Ev] contiguous, lse [nbh x L], w [nbh x L x S] or NULL; P scratch [ATT_BR x S] */
+static void sdpa_forward(const att_geom *g, float *out, float *lse, float *w, float *P) {
+  for (int64_t bh = 0; bh < g->nbh; bh++) {
+    for (int64_t i0 = 0; i0 < g->L; i0 += ATT_BR) {
+      int64_t i1 = i0 + ATT_BR < g->L ? i0 + ATT_BR : g->L, br = i1 - i0;
+      int64_t se = g->causal ? (i1 < g->S ? i1 : g->S) : g->S;
+      scores(g, bh, i0, i1, se, P);
+      for (int64_t i = i0; i < i1; i++) {
+        float *row = P + (i - i0) * se;
+        int64_t n = visible(g, i);
+        lse[bh * g->L + i] = softmax_row(row, n, se);
+        if (g->p > 0) dropout_row(g, bh, i, row, row, n);
+        if (w) {
+          float *wr = w + (bh * g->L + i) * g->S;
+          memcpy(wr, row, sizeof(float) * (size_t)se);
+          memset(wr + se, 0, sizeof(float) * (size_t)(g->S - se));
+        }
+      }
+      lt_blas_sgemm(0, 0, (int)br, (int)g->Ev, (int)se, 1.0f, P, (int)se, g->v.base + g->v.off[bh], (int)g->v.rs, 0.0f,
+                    out + (bh * g->L + i0) * g->Ev, (int)g->Ev);
+    }
+  }
+}
+
+/* --- backward ------------------------------------------------------------------------------------------- */
+
+/* dO, O [nbh x L x Ev] contiguous; dq [nbh x L x E], dk [nbh x S x E], dv [nbh x S x Ev] (zeroed here; any may
+ * be NULL when not needed); scratch P, Pd, dP each [ATT_BR x S] */
+static void sdpa_backward(const att_geom *g, const float *dO, const float *O, const float *lse, float *dq, float *dk,
+                          float *dv, float *P, float *Pd, float *dP) {
+  const int64_t L = g->L, S = g->S, E = g->E, Ev = g->Ev;
+  for (int64_t bh = 0; bh < g->nbh; bh++) {
+    float *dkb = dk ? dk + bh * S * E : NULL, *dvb = dv ? dv + bh * S * Ev : NULL;
+    if (dkb) memset(dkb, 0, sizeof(float) * (size_t)(S * E));
+    if (dvb) memset(dvb, 0, sizeof(float) * (size_t)(S * Ev));
+    const float *kb = g->k.base + g->k.off[bh], *vb = g->v.base + g->v.off[bh];
+    for (int64_t i0 = 0; i0 < L; i0 += ATT_BR) {
+      int64_t i1 = i0 + ATT_BR < L ? i0 + ATT_BR : L, br = i1 - i0;
+      int64_t se = g->causal ? (i1 < S ? i1 : S) : S;
+      const float *dOb = dO + (bh * L + i0) * Ev, *Ob = O + (bh * L + i0) * Ev;
+      const float *qb = g->q.base + g->q.off[bh] + i0 * g->q.rs;
+      scores(g, bh, i0, i1, se, P);
+      for (int64_t i = i0; i < i1; i++) {
+        float *row = P + (i - i0) * se;
+        int64_t n = visible(g, i);
+        weights_row(row, n, se, lse[bh * L + i]);
+        if (g->p > 0) {
+          dropout_row(g, bh, i, row, Pd + (i - i0) * se, n);
+          for (int64_t j = n; j < se; j++) Pd[(i - i0) * se + j] = 0.0f;
+        }
+      }
+      const float *Pdrop = g->p > 0 ? Pd : P;
+      if (dvb) lt_blas_sgemm(1, 0, (int)se, (int)Ev, (int)br, 1.0f, Pdrop, (int)se, dOb, (int)Ev, 1.0f, dvb, (int)Ev);
+      if (!dq && !dkb) continue;
+      lt_blas_sgemm(0, 1, (int)br, (int)se, (int)Ev, 1.0f, dOb, (int)Ev, vb, (int)g->v.rs, 0.0f, dP, (int)se);
+      for (int64_t i = i0; i < i1; i++) {
+        float *pr = P + (i - i0) * se, *dr = dP + (i - i0) * se;
+        int64_t n = visible(g, i);
+        if (g->p > 0) dropout_row(g, bh, i, dr, dr, n);
+        float D = (float)lt_dot_f32(dOb + (i - i0) * Ev, Ob + (i - i0) * Ev, Ev);
+        for (int64_t j = 0; j < n; j++) dr[j] = pr[j] * (dr[j] - D);
+        for (int64_t j = n; j < se; j++) dr[j] = 0.0f;
+      }
+      if (dq)
+        lt_blas_sgemm(0, 0, (int)br, (int)E, (int)se, g->scale, dP, (int)se, kb, (int)g->k.rs, 0.0f,
+                      dq + (bh * L + i0) * E, (int)E);
+      if (dkb)
+        lt_blas_sgemm(1, 0, (int)se, (int)E, (int)br, g->scale, dP, (int)se, qb, (int)g->q.rs, 1.0f, dkb, (int)E);
+    }
+  }
+}
+
+/* --- setup: shapes, layouts, masks ---------------------------------------------------------------------- */
+
+/* Per-bh element offsets of t (batch dims 0..nb-1 of shape bshape, size-1 dims of t broadcast; t may have
+ * fewer dims than nb + 2, aligned at the right). */
+static void batch_offsets(const lt_tensor *t, int nb, const int64_t *bshape, int64_t nbh, int64_t *off) {
+  int lead = nb + 2 - t->ndim; /* batch dims t does not have */
+  for (int64_t bh = 0; bh < nbh; bh++) {
+    int64_t r = bh, o = t->offset;
+    for (int d = nb - 1; d >= 0; d--) {
+      int64_t idx = r % bshape[d];
+      r /= bshape[d];
+      int td = d - lead;
+      if (td >= 0 && t->shape[td] != 1) o += idx * t->stride[td];
+    }
+    off[bh] = o;
+  }
+}
+
+/* t as rows x cols matrices per bh when its last dim is contiguous and rows do not overlap; else a contiguous
+ * copy. Returns a new reference (t itself retained when usable). */
+static lt_tensor *gemm_ready(lt_ctx *c, lt_tensor *t) {
+  int n = t->ndim;
+  int64_t rows = t->shape[n - 2], cols = t->shape[n - 1];
+  int last_ok = cols == 1 || t->stride[n - 1] == 1;
+  int rows_ok = rows == 1 || t->stride[n - 2] >= (cols > 1 ? cols : 1);
+  if (last_ok && rows_ok && t->stride[n - 2] < INT32_MAX) return lt_tensor_retain(t);
+  return lt_op_contiguous(c, t);
+}
+
+static int64_t row_stride(const lt_tensor *t) {
+  int n = t->ndim;
+  int64_t cols = t->shape[n - 1];
+  return t->shape[n - 2] == 1 ? (cols > 0 ? cols : 1) : t->stride[n - 2];
+}
+
+/* 1 when every element of the float32 mask is 0 or 1 */
+static int mask_is_binary(const lt_tensor *m) {
+  int64_t n = lt_numel(m);
+  if (lt_is_contiguous(m)) {
+    const float *p = lt_f32(m);
+    for (int64_t i = 0; i < n; i++)
+      if (p[i] != 0.0f && p[i] != 1.0f) return 0;
+    return 1;
+  }
+  for (int64_t i = 0; i < n; i++) {
+    double v = lt_get_flat(m, i);
+    if (v != 0.0 && v != 1.0) return 0;
+  }
+  return 1;
+}
+
+static int check_shapes(lt_ctx *c, const lt_tensor *q, const lt_tensor *k, const lt_tensor *v, const lt_tensor *m) {
+  char a[96], b[96], d[96];
+  const lt_tensor *in[3] = { q, k, v };
+  const char *names[3] = { "query", "key", "value" };
+  for (int i = 0; i < 3; i++) {
+    if (lt_check_dtype(c, OP, names[i], in[i], LT_F32)) return LT_ERR;
+    if (in[i]->ndim < 2)
+      return lt_fail(c, OP ": %s must have at least 2 dims [.. x length x features], got %s", names[i],
+                     lt_shape_str(in[i], a, sizeof a));
+  }
+  lt_shape_str(q, a, sizeof a);
+  lt_shape_str(k, b, sizeof b);
+  lt_shape_str(v, d, sizeof d);
+  int n = q->ndim;
+  if (k->ndim != n || v->ndim != n)
+    return lt_fail(c, OP ": query %s, key %s and value %s must have the same number of dims", a, b, d);
+  for (int i = 0; i < n - 2; i++)
+    if (k->shape[i] != q->shape[i] || v->shape[i] != q->shape[i])
+      return lt_fail(c, OP ": query %s, key %s and value %s must have the same batch dims (dims 1..%d)", a, b, d,
+                     n - 2);
+  if (k->shape[n - 1] != q->shape[n - 1])
+    return lt_fail(c, OP ": key %s must have query's feature size %lld (query %s, dim %d)", b,
+                   (long long)q->shape[n - 1], a, n);
+  if (v->shape[n - 2] != k->shape[n - 2])
+    return lt_fail(c, OP ": value %s must have key's length %lld (key %s, dim %d)", d, (long long)k->shape[n - 2], b,
+                   n - 1);
+  if (k->shape[n - 2] == 0 || q->shape[n - 1] == 0)
+    return lt_fail(c, OP ": key %s has no positions or no features (attention needs at least one of each)", b);
+  if (!m) return LT_OK;
+  if (m->dtype != LT_F32 && m->dtype != LT_I64)
+    return lt_fail(c, OP ": attn_mask must be float32 or int64, got %s", lt_dtype_name(m->dtype));
+  int64_t want[LT_MAX_DIM];
+  for (int i = 0; i < n - 2; i++) want[i] = q->shape[i];
+  want[n - 2] = q->shape[n - 2];
+  want[n - 1] = k->shape[n - 2];
+  int ok = m->ndim >= 1 && m->ndim <= n;
+  for (int i = 0; ok && i < m->ndim; i++) {
+    int64_t s = m->shape[m->ndim - 1 - i], w = want[n - 1 - i];
+    ok = s == w || s == 1;
+  }
+  if (!ok)
+    return lt_fail(
+        c, OP ": attn_mask %s cannot be broadcast to the weights' shape %s ([.. x L x S] from query %s, key %s)",
+        lt_shape_str(m, a, sizeof a), lt_dims_str(n, want, d, sizeof d), lt_shape_str(q, b, sizeof b),
+        lt_shape_str(k, d + 48, 48));
+  return LT_OK;
+}
+
+/* --- the op --------------------------------------------------------------------------------------------- */
+
+typedef struct att_state {
+  lt_tensor *q, *k, *v, *m; /* GEMM-ready references */
+  int64_t *offs;            /* 4 x nbh */
+  int64_t nbh;
+} att_state;
+
+static void state_free(att_state *s) {
+  lt_tensor_release(s->q);
+  lt_tensor_release(s->k);
+  lt_tensor_release(s->v);
+  lt_tensor_release(s->m);
+  if (s->offs) lt_free(s->offs, sizeof(int64_t) * (size_t)(4 * s->nbh));
+  memset(s, 0, sizeof *s);
+}
+
+/* Fills g from the inputs (shapes already checked); s owns what g points into. */
+static int geom_init(lt_ctx *c, att_geom *g, att_state *s, lt_tensor *q, lt_tensor *k, lt_tensor *v, lt_tensor *m,
+                     int causal, double p, double scale, int binary) {
+  memset(s, 0, sizeof *s);
+  int n = q->ndim, nb = n - 2;
+  int64_t nbh = 1;
+  for (int i = 0; i < nb; i++) nbh *= q->shape[i];
+  memset(g, 0, sizeof *g);
+  g->nbh = nbh;
+  g->L = q->shape[n - 2];
+  g->S = k->shape[n - 2];
+  g->E = q->shape[n - 1];
+  g->Ev = v->shape[n - 1];
+  g->scale = (float)(scale > 0 ? scale : 1.0 / sqrt((double)g->E));
+  g->causal = causal;
+  g->p = p;
+  s->nbh = nbh;
+  s->q = gemm_ready(c, q);
+  s->k = s->q ? gemm_ready(c, k) : NULL;
+  s->v = s->k ? gemm_ready(c, v) : NULL;
+  s->m = m && s->v ? lt_tensor_retain(m) : NULL;
+  s->offs = s->v ? lt_alloc(sizeof(int64_t) * (size_t)(4 * nbh)) : NULL;
+  if (!s->offs) {
+    if (s->v) lt_fail(c, LT_E_OOM, sizeof(int64_t) * (size_t)(4 * nbh));
+    state_free(s);
+    return LT_ERR;
+  }
+  att_mat *mats[3] = { &g->q, &g->k, &g->v };
+  lt_tensor *ts[3] = { s->q, s->k, s->v };
+  for (int i = 0; i < 3; i++) {
+    mats[i]->base = (const float *)ts[i]->storage->data;
+    mats[i]->off = s->offs + i * nbh;
+    mats[i]->rs = row_stride(ts[i]);
+    batch_offsets(ts[i], nb, q->shape, nbh, mats[i]->off);
+  }
+  if (m) {
+    g->m.off = s->offs + 3 * nbh;
+    batch_offsets(m, nb, q->shape, nbh, g->m.off);
+    if (m->dtype == LT_I64) g->m.i = (const int64_t *)m->storage->data;
+    else g->m.f = (const float *)m->storage->data;
+    g->m.binary = binary;
+    int md = m->ndim;
+    g->m.ss = m->shape[md - 1] == 1 ? 0 : m->stride[md - 1];
+    g->m.sl = md < 2 || m->shape[md - 2] == 1 ? 0 : m->stride[md - 2];
+  }
+  return LT_OK;
+}
+
+static float *scratch(lt_ctx *c, int64_t n) {
+  float *p = lt_alloc(sizeof(float) * (size_t)n);
+  if (!p) lt_fail(c, LT_E_OOM, sizeof(float) * (size_t)n);
+  return p;
+}
+
+static lt_tensor *contiguous_shape(lt_ctx *c, const lt_tensor *like, int64_t rows, int64_t cols) {
+  int64_t shape[LT_MAX_DIM];
+  memcpy(shape, like->shape, sizeof(int64_t) * (size_t)like->ndim);
+  shape[like->ndim - 2] = rows;
+  shape[like->ndim - 1] = cols;
+  return lt_tensor_new(c, LT_F32, like->ndim, shape);
+}
+
+/* node: inputs q, k, v; saved[0] the output, saved[1] lse, saved[2] the mask (or NULL); i[0] causal, i[1] seed,
+ * i[2] binary mask; f[0] p, f[1] the scale used */
+static int sdpa_backward_node(lt_ctx *c, lt_node *nd, lt_tensor *gout, lt_tensor **gin) {
+  lt_tensor *q = nd->inputs[0], *k = nd->inputs[1], *v = nd->inputs[2];
+  att_geom g;
+  att_state s;
+  if (geom_init(c, &g, &s, q, k, v, nd->saved[2], (int)nd->i[0], nd->f[0], nd->f[1], (int)nd->i[2])) return LT_ERR;
+  g.seed = (uint64_t)nd->i[1];
+  const int64_t L = g.L, S = g.S;
+  lt_tensor *go = lt_op_contiguous(c, gout);
+  int need[3] = { q->requires_grad, k->requires_grad, v->requires_grad };
+  lt_tensor *dq = go && need[0] ? contiguous_shape(c, q, L, g.E) : NULL;
+  lt_tensor *dk = go && need[1] ? contiguous_shape(c, k, S, g.E) : NULL;
+  lt_tensor *dv = go && need[2] ? contiguous_shape(c, v, S, g.Ev) : NULL;
+  int64_t ns = (int64_t)ATT_BR * S;
+  float *buf = go && (dq || !need[0]) && (dk || !need[1]) && (dv || !need[2]) ? scratch(c, 3 * ns) : NULL;
+  if (!buf) {
+    lt_tensor_release(go);
+    lt_tensor_release(dq);
+    lt_tensor_release(dk);
+    lt_tensor_release(dv);
+    state_free(&s);
+    return LT_ERR;
+  }
+  sdpa_backward(&g, lt_f32(go), lt_f32(nd->saved[0]), lt_f32(nd->saved[1]), dq ? lt_f32(dq) : NULL,
+                dk ? lt_f32(dk) : NULL, dv ? lt_f32(dv) : NULL, buf, buf + ns, buf + 2 * ns);
+  lt_free(buf, sizeof(float) * (size_t)(3 * ns));
+  lt_tensor_release(go);
+  state_free(&s);
+  gin[0] = dq;
+  gin[1] = dk;
+  gin[2] = dv;
+  return LT_OK;
+}
+
+lt_tensor *lt_nn_sdpa(lt_ctx *c, lt_tensor *q, lt_tensor *k, lt_tensor *v, lt_tensor *mask, int is_causal,
+                      double dropout_p, double scale, lt_tensor **weights) {
+  if (weights) *weights = NULL;
+  if (check_shapes(c, q, k, v, mask)) return NULL;
+  if (!(dropout_p >= 0 && dropout_p <= 1)) {
+    lt_fail(c, OP ": dropout_p must be between 0 and 1, got %g", dropout_p);
+    return NULL;
+  }
+  if (!(scale >= 0 && scale < INFINITY)) {
+    lt_fail(c, OP ": scale must be a finite number > 0, got %g", scale);
+    return NULL;
+  }
+  int binary = mask && (mask->dtype == LT_I64 || mask_is_binary(mask));
+  att_geom g;
+  att_state s;
+  if (geom_init(c, &g, &s, q, k, v, mask, is_causal, dropout_p, scale, binary)) return NULL;
+  if (dropout_p > 0) g.seed = lt_rng_next(&c->rng);
+  const int64_t L = g.L, S = g.S;
+  lt_tensor *out = contiguous_shape(c, q, L, g.Ev);
+  int64_t lshape[LT_MAX_DIM];
+  memcpy(lshape, q->shape, sizeof(int64_t) * (size_t)(q->ndim - 1));
+  lt_tensor *lse = out ? lt_tensor_new(c, LT_F32, q->ndim - 1, lshape) : NULL;
+  lt_tensor *w = lse && weights ? contiguous_shape(c, q, L, S) : NULL;
+  float *P = lse && (w || !weights) ? scratch(c, (int64_t)ATT_BR * S) : NULL;
+  if (!P) {
+    lt_tensor_release(out);
+    lt_tensor_release(lse);
+    lt_tensor_release(w);
+    state_free(&s);
+    return NULL;
+  }
+  if (L > 0) sdpa_forward(&g, lt_f32(out), lt_f32(lse), w ? lt_f32(w) : NULL, P);
+  lt_free(P, sizeof(float) * (size_t)(ATT_BR * S));
+  state_free(&s);
+  lt_tensor *inputs[3] = { q, k, v };
+  lt_node *nd;
+  if (lt_record(c, out, OP, sdpa_backward_node, 3, inputs, &nd)) goto fail;
+  if (nd) {
+    nd->i[0] = is_causal;
+    nd->i[1] = (int64_t)g.seed;
+    nd->i[2] = binary;
+    nd->f[0] = dropout_p;
+    nd->f[1] = g.scale;
+    if (lt_node_save_output(c, nd, 0, out)) goto fail;
+    lt_node_save(nd, 1, lse);
+    if (mask) lt_node_save(nd, 2, mask);
+  }
+  lt_tensor_release(lse);
+  if (weights) *weights = w;
+  return out;
+fail:
+  lt_tensor_release(out);
+  lt_tensor_release(lse);
+  lt_tensor_release(w);
+  return NULL;
+}

@@ -1,0 +1,298 @@
+/*
+ * nn_conv_general.c — grouped and dilated 2-D convolution and its transpose, forward and backward side by side.
+ *
+ * One geometry describes a convolution from x [N, C, H, W] to y [N, O, HO, WO] with weight [O, C/G, KH, KW]
+ * in G groups. Three passes on it do all the work, per item and per group, by im2col + GEMM (conv_run):
+ *   CONV_FORWARD      y  = W @ im2col(x)                       (the convolution)
+ *   CONV_INPUT_GRAD   gx = col2im(W^T @ gy)                    (its adjoint in x)
+ *   CONV_WEIGHT_GRAD  gW += gy @ im2col(x)^T
+ * The transposed convolution is the adjoint of a convolution: its forward is CONV_INPUT_GRAD of the convolution
+ * that maps its output space back to its input space (with the same weight tensor, [Cin, Cout/G, KH, KW]), its
+ * input gradient is CONV_FORWARD and its weight gradient CONV_WEIGHT_GRAD with the roles of x and gy swapped.
+ * Dilation 1 with one group goes to nn_conv.c's tuned kernel instead (lt_nn_conv2d_ex dispatches).
+ */
+#include <string.h>
+
+#include "lt_alloc.h"
+#include "lt_conv.h"
+#include "lt_ctx.h"
+#include "lt_errors.h"
+#include "lt_nn.h"
+#include "lt_simd.h"
+
+typedef struct gconv_geom {
+  int64_t N, C, H, W, O, KH, KW, SH, SW, PH, PW, DH, DW, HO, WO, G;
+  int64_t T; /* 1: the node is a transposed convolution, whose adjoint this geometry describes */
+} gconv_geom;
+_Static_assert(sizeof(gconv_geom) <= sizeof(((lt_node *)0)->i), "gconv_geom must fit in a node's integer slots");
+
+static int64_t g_cg(const gconv_geom *g) { return g->C / g->G; }             /* input channels per group */
+static int64_t g_og(const gconv_geom *g) { return g->O / g->G; }             /* output channels per group */
+static int64_t g_kg(const gconv_geom *g) { return g_cg(g) * g->KH * g->KW; } /* rows of one group's col */
+static int64_t g_p(const gconv_geom *g) { return g->HO * g->WO; }
+
+/* col [Cg*KH*KW, HO*WO] of the Cg channels starting at x (zeros where the dilated window is in the padding);
+ * with add, the adjoint instead: x += fold(col) */
+LT_VECTOR_FN static void unfold_or_fold(const gconv_geom *g, float *x, float *col, int add) {
+  const int64_t HO = g->HO, WO = g->WO, P = HO * WO;
+  for (int64_t ch = 0; ch < g_cg(g); ch++)
+    for (int64_t ki = 0; ki < g->KH; ki++) {
+      int64_t oh_lo, oh_hi;
+      lt_conv_valid_range(ki * g->DH, g->SH, g->PH, g->H, HO, &oh_lo, &oh_hi);
+      for (int64_t kj = 0; kj < g->KW; kj++) {
+        float *row = col + ((ch * g->KH + ki) * g->KW + kj) * P;
+        int64_t lo, hi;
+        lt_conv_valid_range(kj * g->DW, g->SW, g->PW, g->W, WO, &lo, &hi);
+        if (!add) memset(row, 0, sizeof(float) * (size_t)P);
+        float *base = x + ch * g->H * g->W - g->PW + kj * g->DW;
+        for (int64_t oh = oh_lo; oh < oh_hi; oh++) {
+          float *restrict xr = base + (oh * g->SH - g->PH + ki * g->DH) * g->W;
+          float *restrict cr = row + oh * WO;
+          if (add)
+            for (int64_t ow = lo; ow < hi; ow++) xr[ow * g->SW] += cr[ow];
+          else
+            for (int64_t ow = lo; ow < hi; ow++) cr[ow] = xr[ow * g->SW];
+        }
+      }
+    }
+}
+
+static float *scratch(lt_ctx *c, int64_t n) {
+  float *p = lt_alloc(sizeof(float) * (size_t)n);
+  if (!p) lt_fail(c, LT_E_OOM, sizeof(float) * (size_t)n);
+  return p;
+}
+
+/* The three passes, per item and group, over one col buffer [Kg, P]:
+ *   CONV_FORWARD      y [N, O, HO, WO] = conv(x [N, C, H, W], w)          (in = x, other = w, out = y, overwritten)
+ *   CONV_INPUT_GRAD   gx [N, C, H, W] += the adjoint of conv applied to gy (in = gy, other = w, out = gx)
+ *   CONV_WEIGHT_GRAD  gw [O, C/G, KH, KW] += gy @ im2col(x)^T over the batch (in = x, other = gy, out = gw) */
+typedef enum conv_pass { CONV_FORWARD, CONV_INPUT_GRAD, CONV_WEIGHT_GRAD } conv_pass;
+
+static int conv_run(lt_ctx *c, const gconv_geom *g, conv_pass pass, const float *in, const float *other, float *out) {
+  const int64_t Kg = g_kg(g), P = g_p(g), Og = g_og(g), Cg = g_cg(g), HW = g->H * g->W;
+  float *col = scratch(c, Kg * P);
+  if (!col) return LT_ERR;
+  int rc = LT_OK;
+  for (int64_t n = 0; n < g->N && !rc; n++)
+    for (int64_t gr = 0; gr < g->G && !rc; gr++) {
+      const int64_t xo = (n * g->C + gr * Cg) * HW, yo = (n * g->O + gr * Og) * P, wo = gr * Og * Kg;
+      switch (pass) {
+        case CONV_FORWARD:
+          unfold_or_fold(g, (float *)in + xo, col, 0);
+          rc = lt_gemm(c, 0, 0, Og, P, Kg, 1.0f, other + wo, Kg, col, P, 0.0f, out + yo, P);
+          break;
+        case CONV_INPUT_GRAD:
+          rc = lt_gemm(c, 1, 0, Kg, P, Og, 1.0f, other + wo, Kg, in + yo, P, 0.0f, col, P);
+          if (!rc) unfold_or_fold(g, out + xo, col, 1);
+          break;
+        case CONV_WEIGHT_GRAD:
+          unfold_or_fold(g, (float *)in + xo, col, 0);
+          rc = lt_gemm(c, 0, 1, Og, Kg, P, 1.0f, other + yo, P, col, P, 1.0f, out + wo, Kg);
+          break;
+      }
+    }
+  lt_free(col, sizeof(float) * (size_t)(Kg * P));
+  return rc;
+}
+
+/* y [N, Ch, P] += b[ch] */
+static void add_bias(float *y, const float *b, int64_t N, int64_t Ch, int64_t P) {
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t o = 0; o < Ch; o++) {
+      float *row = y + (n * Ch + o) * P;
+      for (int64_t p = 0; p < P; p++) row[p] += b[o];
+    }
+}
+
+/* gb [Ch] = sums of gy [N, Ch, P] over the batch and the plane */
+static lt_tensor *bias_grad(lt_ctx *c, const float *gy, int64_t N, int64_t Ch, int64_t P) {
+  lt_tensor *gb = lt_tensor_new(c, LT_F32, 1, &Ch);
+  if (!gb) return NULL;
+  for (int64_t o = 0; o < Ch; o++) {
+    double s = 0;
+    for (int64_t n = 0; n < N; n++) s += lt_sum_f32(gy + (n * Ch + o) * P, P);
+    lt_f32(gb)[o] = (float)s;
+  }
+  return gb;
+}
+
+/* the checks both ops share: dtypes, ranks, the bias, the group counts and the scalar options */
+static int check_common(lt_ctx *c, const char *op, lt_tensor *x, lt_tensor *w, lt_tensor *b, int64_t bias_len,
+                        const int *s, const int *p, const int *d, int groups) {
+  char b1[128], b2[128];
+  if (lt_check_dtype(c, op, "input", x, LT_F32) || lt_check_dtype(c, op, "weight", w, LT_F32)) return LT_ERR;
+  if (b && lt_check_dtype(c, op, "bias", b, LT_F32)) return LT_ERR;
+  if (x->ndim != 4)
+    return lt_fail(c, "%s: input must be 4-D [batch x channels x height x width], got %s", op,
+                   lt_shape_str(x, b1, sizeof b1));
+  if (w->ndim != 4) return lt_fail(c, "%s: weight must be 4-D, got %s", op, lt_shape_str(w, b1, sizeof b1));
+  if (w->shape[2] < 1 || w->shape[3] < 1)
+    return lt_fail(c, "%s: the kernel must be at least 1x1, got weight %s", op, lt_shape_str(w, b1, sizeof b1));
+  if (s[0] < 1 || s[1] < 1 || p[0] < 0 || p[1] < 0 || d[0] < 1 || d[1] < 1)
+    return lt_fail(c,
+                   "%s: stride and dilation must be >= 1 and padding >= 0, got stride %dx%d, padding %dx%d, "
+                   "dilation %dx%d",
+                   op, s[0], s[1], p[0], p[1], d[0], d[1]);
+  if (groups < 1) return lt_fail(c, "%s: groups must be >= 1, got %d", op, groups);
+  if (x->shape[1] % groups)
+    return lt_fail(c, "%s: input channels %lld are not divisible by groups %d (input %s)", op, (long long)x->shape[1],
+                   groups, lt_shape_str(x, b1, sizeof b1));
+  if (b && (b->ndim != 1 || b->shape[0] != bias_len))
+    return lt_fail(c, "%s: bias must be [%lld], got %s (weight %s)", op, (long long)bias_len,
+                   lt_shape_str(b, b1, sizeof b1), lt_shape_str(w, b2, sizeof b2));
+  return LT_OK;
+}
+
+/* the contiguous copies (or retained originals) of x, w and b; NULL b stays NULL */
+static int contiguous3(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, lt_tensor **xc, lt_tensor **wc,
+                       lt_tensor **bc) {
+  *xc = lt_op_contiguous(c, x);
+  *wc = *xc ? lt_op_contiguous(c, w) : NULL;
+  *bc = *wc && b ? lt_op_contiguous(c, b) : NULL;
+  if (*wc && (!b || *bc)) return LT_OK;
+  lt_tensor_release(*xc);
+  lt_tensor_release(*wc);
+  return LT_ERR;
+}
+
+/* ---- convolution ------------------------------------------------------------------------------------------ */
+
+/* Both ops' backward: the convolution's gradients, or (transposed) those of its adjoint (see the top of the file) */
+static int gconv_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin) {
+  lt_tensor *x = n->inputs[0], *w = n->inputs[1], *b = n->ninputs > 2 ? n->inputs[2] : NULL;
+  gconv_geom g;
+  memcpy(&g, n->i, sizeof g);
+  lt_tensor *gc = lt_op_contiguous(c, gout), *xc = NULL, *wc = NULL, *gx = NULL, *gw = NULL, *gb = NULL;
+  if (!gc) return LT_ERR;
+  const float *gy = lt_f32(gc);
+  if (x->requires_grad) {
+    if (!(wc = lt_op_contiguous(c, w))) goto fail;
+    if (g.T ? !(gx = lt_tensor_new(c, LT_F32, 4, x->shape)) || conv_run(c, &g, CONV_FORWARD, gy, lt_f32(wc), lt_f32(gx))
+            : !(gx = lt_tensor_zeros(c, LT_F32, 4, x->shape)) ||
+                  conv_run(c, &g, CONV_INPUT_GRAD, gy, lt_f32(wc), lt_f32(gx)))
+      goto fail;
+  }
+  if (w->requires_grad) {
+    if (!(xc = lt_op_contiguous(c, x)) || !(gw = lt_tensor_zeros(c, LT_F32, 4, w->shape))) goto fail;
+    if (g.T ? conv_run(c, &g, CONV_WEIGHT_GRAD, gy, lt_f32(xc), lt_f32(gw))
+            : conv_run(c, &g, CONV_WEIGHT_GRAD, lt_f32(xc), gy, lt_f32(gw)))
+      goto fail;
+  }
+  /* the bias is on the output: the convolution's [N, O, P], the transpose's [N, C, H*W] */
+  if (b && b->requires_grad &&
+      !(gb = g.T ? bias_grad(c, gy, g.N, g.C, g.H * g.W) : bias_grad(c, gy, g.N, g.O, g_p(&g))))
+    goto fail;
+  gin[0] = gx;
+  gin[1] = gw;
+  if (b) gin[2] = gb;
+  lt_tensor_release(gc);
+  lt_tensor_release(xc);
+  lt_tensor_release(wc);
+  return LT_OK;
+fail:
+  lt_tensor_release(gc);
+  lt_tensor_release(xc);
+  lt_tensor_release(wc);
+  lt_tensor_release(gx);
+  lt_tensor_release(gw);
+  return LT_ERR;
+}
+
+/* Both ops' forward on their geometry: the convolution (CONV_FORWARD into [N, O, HO, WO]) or, when g->T, the
+ * transpose (CONV_INPUT_GRAD of its adjoint into [N, C, H, W]); the bias added; the node recorded */
+static lt_tensor *run_forward(lt_ctx *c, const char *op, const gconv_geom *g, lt_tensor *x, lt_tensor *w,
+                              lt_tensor *b) {
+  const int64_t oshape[4] = { g->N, g->T ? g->C : g->O, g->T ? g->H : g->HO, g->T ? g->W : g->WO };
+  lt_tensor *xc, *wc, *bc;
+  if (contiguous3(c, x, w, b, &xc, &wc, &bc)) return NULL;
+  lt_tensor *out = g->T ? lt_tensor_zeros(c, LT_F32, 4, oshape) : lt_tensor_new(c, LT_F32, 4, oshape);
+  int rc = out ? conv_run(c, g, g->T ? CONV_INPUT_GRAD : CONV_FORWARD, lt_f32(xc), lt_f32(wc), lt_f32(out)) : LT_ERR;
+  if (!rc && b) add_bias(lt_f32(out), lt_f32(bc), g->N, oshape[1], oshape[2] * oshape[3]);
+  lt_tensor_release(xc);
+  lt_tensor_release(wc);
+  lt_tensor_release(bc);
+  lt_tensor *ins[3] = { x, w, b };
+  lt_node *nd = NULL;
+  if (rc || lt_record(c, out, op, gconv_backward, b ? 3 : 2, ins, &nd)) {
+    lt_tensor_release(out);
+    return NULL;
+  }
+  if (nd) memcpy(nd->i, g, sizeof *g);
+  return out;
+}
+
+lt_tensor *lt_nn_conv2d_ex(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, const int *stride, const int *padding,
+                           const int *dilation, int groups) {
+  const char *op = "conv2d";
+  char b1[128], b2[128];
+  if (check_common(c, op, x, w, b, w->ndim == 4 ? w->shape[0] : 0, stride, padding, dilation, groups)) return NULL;
+  if (dilation[0] == 1 && dilation[1] == 1 && groups == 1) /* the tuned kernel (and its fused forms) */
+    return lt_nn_conv2d(c, x, w, b, stride[0], stride[1], padding[0], padding[1]);
+  if (w->shape[0] % groups) {
+    lt_fail(c, "%s: out_channels %lld are not divisible by groups %d (weight %s)", op, (long long)w->shape[0], groups,
+            lt_shape_str(w, b1, sizeof b1));
+    return NULL;
+  }
+  if (x->shape[1] != w->shape[1] * groups) {
+    lt_fail(c, "%s: input has %lld channels, expected %lld = weight's %lld x %d groups (input %s, weight %s)", op,
+            (long long)x->shape[1], (long long)(w->shape[1] * groups), (long long)w->shape[1], groups,
+            lt_shape_str(x, b1, sizeof b1), lt_shape_str(w, b2, sizeof b2));
+    return NULL;
+  }
+  gconv_geom g = {
+    x->shape[0], x->shape[1], x->shape[2], x->shape[3], w->shape[0], w->shape[2], w->shape[3], stride[0], stride[1],
+    padding[0],  padding[1],  dilation[0], dilation[1], 0,           0,           groups,      0
+  };
+  const int64_t eh = g.DH * (g.KH - 1) + 1, ew = g.DW * (g.KW - 1) + 1; /* the dilated kernel's extent */
+  if (g.H + 2 * g.PH < eh || g.W + 2 * g.PW < ew) {
+    lt_fail(c,
+            "%s: output size would be <= 0: dilated kernel %lldx%lld is larger than the padded input %lldx%lld "
+            "(input %s, weight %s)",
+            op, (long long)eh, (long long)ew, (long long)(g.H + 2 * g.PH), (long long)(g.W + 2 * g.PW),
+            lt_shape_str(x, b1, sizeof b1), lt_shape_str(w, b2, sizeof b2));
+    return NULL;
+  }
+  g.HO = (g.H + 2 * g.PH - eh) / g.SH + 1;
+  g.WO = (g.W + 2 * g.PW - ew) / g.SW + 1;
+  return run_forward(c, op, &g, x, w, b);
+}
+
+/* ---- transposed convolution ------------------------------------------------------------------------------- */
+/* The node keeps the geometry of the adjoint convolution (from the output space [N, Cout, HO, WO] back to the
+ * input space [N, Cin, H, W]) with T = 1. */
+
+lt_tensor *lt_nn_conv_transpose2d(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, const int *stride,
+                                  const int *padding, const int *output_padding, const int *dilation, int groups) {
+  const char *op = "conv_transpose2d";
+  char b1[128], b2[128];
+  const int64_t cout = w->ndim == 4 ? w->shape[1] * groups : 0;
+  if (check_common(c, op, x, w, b, cout, stride, padding, dilation, groups)) return NULL;
+  if (x->shape[1] != w->shape[0]) {
+    lt_fail(c,
+            "%s: input has %lld channels, expected %lld (input %s, weight %s [in_channels x out_channels/groups x "
+            "kh x kw])",
+            op, (long long)x->shape[1], (long long)w->shape[0], lt_shape_str(x, b1, sizeof b1),
+            lt_shape_str(w, b2, sizeof b2));
+    return NULL;
+  }
+  for (int k = 0; k < 2; k++)
+    if (output_padding[k] < 0 || (output_padding[k] >= stride[k] && output_padding[k] >= dilation[k])) {
+      lt_fail(c, "%s: output_padding %dx%d must be >= 0 and smaller than either stride %dx%d or dilation %dx%d", op,
+              output_padding[0], output_padding[1], stride[0], stride[1], dilation[0], dilation[1]);
+      return NULL;
+    }
+  const int64_t H = x->shape[2], W = x->shape[3], KH = w->shape[2], KW = w->shape[3];
+  const int64_t HO = (H - 1) * stride[0] - 2 * padding[0] + dilation[0] * (KH - 1) + output_padding[0] + 1;
+  const int64_t WO = (W - 1) * stride[1] - 2 * padding[1] + dilation[1] * (KW - 1) + output_padding[1] + 1;
+  if (HO < 1 || WO < 1) {
+    lt_fail(c, "%s: output size %lldx%lld is <= 0 (input %s, weight %s, stride %dx%d, padding %dx%d, dilation %dx%d)",
+            op, (long long)HO, (long long)WO, lt_shape_str(x, b1, sizeof b1), lt_shape_str(w, b2, sizeof b2), stride[0],
+            stride[1], padding[0], padding[1], dilation[0], dilation[1]);
+    return NULL;
+  }
+  /* the adjoint convolution: [N, Cout, HO, WO] -> [N, Cin, H, W], weight [Cin, Cout/G, KH, KW] */
+  gconv_geom g = { x->shape[0], cout,       HO,          WO,          x->shape[1], KH, KW,     stride[0], stride[1],
+                   padding[0],  padding[1], dilation[0], dilation[1], H,           W,  groups, 1 };
+  return run_forward(c, op, &g, x, w, b);
+}

@@ -1,0 +1,150 @@
+/*
+ * nn_pool_adaptive.c — adaptive 2-D average and max pooling, forward and backward.
+ * Output cell (i, j) of an [OH, OW] grid pools rows floor(i*H/OH) .. ceil((i+1)*H/OH) - 1 and the columns
+ * likewise (PyTorch's windows: they cover the input, overlap when the sizes do not divide, and are never empty).
+ * Max pooling saves the flat position (within the H*W plane) of each window's first maximum (a NaN wins), so
+ * backward is a scatter; average pooling spreads each gradient evenly over its window.
+ */
+#include <string.h>
+
+#include "lt_ctx.h"
+#include "lt_errors.h"
+#include "lt_nn.h"
+
+typedef struct apool_geom {
+  int64_t N, C, H, W, OH, OW;
+} apool_geom;
+_Static_assert(sizeof(apool_geom) <= sizeof(((lt_node *)0)->i), "apool_geom must fit in a node's integer slots");
+
+static int64_t win_start(int64_t i, int64_t n, int64_t out) { return (i * n) / out; }
+static int64_t win_end(int64_t i, int64_t n, int64_t out) { return ((i + 1) * n + out - 1) / out; }
+
+static int apool_check(lt_ctx *c, const char *op, lt_tensor *x, int64_t oh, int64_t ow, apool_geom *g) {
+  char b1[128];
+  if (lt_check_dtype(c, op, "input", x, LT_F32)) return LT_ERR;
+  if (x->ndim != 4)
+    return lt_fail(c, "%s: input must be 4-D [batch x channels x height x width], got %s", op,
+                   lt_shape_str(x, b1, sizeof b1));
+  if (oh < 1 || ow < 1)
+    return lt_fail(c, "%s: output_size must be >= 1, got %lldx%lld (input %s)", op, (long long)oh, (long long)ow,
+                   lt_shape_str(x, b1, sizeof b1));
+  if (x->shape[2] < 1 || x->shape[3] < 1)
+    return lt_fail(c, "%s: input %s has an empty plane", op, lt_shape_str(x, b1, sizeof b1));
+  apool_geom r = { x->shape[0], x->shape[1], x->shape[2], x->shape[3], oh, ow };
+  *g = r;
+  return LT_OK;
+}
+
+/* ---- average ---------------------------------------------------------------------------------------------- */
+
+static int aavg_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin) {
+  apool_geom g;
+  memcpy(&g, n->i, sizeof g);
+  lt_tensor *gc = lt_op_contiguous(c, gout);
+  lt_tensor *gx = gc ? lt_tensor_zeros(c, LT_F32, 4, n->inputs[0]->shape) : NULL;
+  if (!gx) {
+    lt_tensor_release(gc);
+    return LT_ERR;
+  }
+  const float *pg = lt_f32(gc);
+  for (int64_t pl = 0; pl < g.N * g.C; pl++) {
+    float *plane = lt_f32(gx) + pl * g.H * g.W;
+    for (int64_t i = 0; i < g.OH; i++) {
+      const int64_t h0 = win_start(i, g.H, g.OH), h1 = win_end(i, g.H, g.OH);
+      for (int64_t j = 0; j < g.OW; j++) {
+        const int64_t w0 = win_start(j, g.W, g.OW), w1 = win_end(j, g.W, g.OW);
+        const float v = (float)(pg[(pl * g.OH + i) * g.OW + j] / (double)((h1 - h0) * (w1 - w0)));
+        for (int64_t ih = h0; ih < h1; ih++)
+          for (int64_t iw = w0; iw < w1; iw++) plane[ih * g.W + iw] += v;
+      }
+    }
+  }
+  lt_tensor_release(gc);
+  gin[0] = gx;
+  return LT_OK;
+}
+
+/* ---- max -------------------------------------------------------------------------------------------------- */
+
+static int amax_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin) {
+  apool_geom g;
+  memcpy(&g, n->i, sizeof g);
+  lt_tensor *gc = lt_op_contiguous(c, gout);
+  lt_tensor *gx = gc ? lt_tensor_zeros(c, LT_F32, 4, n->inputs[0]->shape) : NULL;
+  if (!gx) {
+    lt_tensor_release(gc);
+    return LT_ERR;
+  }
+  const int64_t *idx = lt_i64(n->saved[0]), P = g.OH * g.OW, HW = g.H * g.W;
+  const float *pg = lt_f32(gc);
+  float *px = lt_f32(gx);
+  for (int64_t pl = 0; pl < g.N * g.C; pl++)
+    for (int64_t p = 0; p < P; p++) px[pl * HW + idx[pl * P + p]] += pg[pl * P + p];
+  lt_tensor_release(gc);
+  gin[0] = gx;
+  return LT_OK;
+}
+
+/* one forward for both: the window mean, or the window's first maximum (a NaN wins) and its position */
+static lt_tensor *adaptive_pool(lt_ctx *c, const char *op, lt_tensor *x, int64_t oh, int64_t ow, int is_max,
+                                lt_tensor **indices) {
+  apool_geom g;
+  if (indices) *indices = NULL;
+  if (apool_check(c, op, x, oh, ow, &g)) return NULL;
+  int64_t oshape[4] = { g.N, g.C, g.OH, g.OW };
+  lt_tensor *xc = lt_op_contiguous(c, x);
+  lt_tensor *out = xc ? lt_tensor_new(c, LT_F32, 4, oshape) : NULL;
+  lt_tensor *ind = out && is_max ? lt_tensor_new(c, LT_I64, 4, oshape) : NULL;
+  if (!out || (is_max && !ind)) {
+    lt_tensor_release(xc);
+    lt_tensor_release(out);
+    return NULL;
+  }
+  for (int64_t pl = 0; pl < g.N * g.C; pl++) {
+    const float *plane = lt_f32(xc) + pl * g.H * g.W;
+    for (int64_t i = 0; i < g.OH; i++) {
+      const int64_t h0 = win_start(i, g.H, g.OH), h1 = win_end(i, g.H, g.OH);
+      for (int64_t j = 0; j < g.OW; j++) {
+        const int64_t w0 = win_start(j, g.W, g.OW), w1 = win_end(j, g.W, g.OW), o = (pl * g.OH + i) * g.OW + j;
+        float best = plane[h0 * g.W + w0];
+        int64_t bi = h0 * g.W + w0;
+        double s = 0;
+        for (int64_t ih = h0; ih < h1; ih++)
+          for (int64_t iw = w0; iw < w1; iw++) {
+            const float v = plane[ih * g.W + iw];
+            s += v;
+            if (v > best || (v != v && best == best)) {
+              best = v;
+              bi = ih * g.W + iw;
+            }
+          }
+        if (is_max) {
+          lt_f32(out)[o] = best;
+          lt_i64(ind)[o] = bi;
+        } else lt_f32(out)[o] = (float)(s / (double)((h1 - h0) * (w1 - w0)));
+      }
+    }
+  }
+  lt_tensor_release(xc);
+  lt_node *nd;
+  if (lt_record(c, out, op, is_max ? amax_backward : aavg_backward, 1, &x, &nd)) {
+    lt_tensor_release(out);
+    lt_tensor_release(ind);
+    return NULL;
+  }
+  if (nd) {
+    memcpy(nd->i, &g, sizeof g);
+    if (is_max) lt_node_save(nd, 0, ind);
+  }
+  if (indices) *indices = ind;
+  else lt_tensor_release(ind);
+  return out;
+}
+
+lt_tensor *lt_nn_adaptive_avg_pool2d(lt_ctx *c, lt_tensor *x, int64_t oh, int64_t ow) {
+  return adaptive_pool(c, "adaptive_avg_pool2d", x, oh, ow, 0, NULL);
+}
+
+lt_tensor *lt_nn_adaptive_max_pool2d(lt_ctx *c, lt_tensor *x, int64_t oh, int64_t ow, lt_tensor **indices) {
+  return adaptive_pool(c, "adaptive_max_pool2d", x, oh, ow, 1, indices);
+}

@@ -1,0 +1,227 @@
+-- tests/vision_spec.lua — the vision modules (Conv1d, Conv2d groups/dilation/padding modes, ConvTranspose2d, 1-d
+-- and 2-d pools with ceil_mode, adaptive pools, Upsample, GroupNorm, InstanceNorm, Dropout2d): PyTorch 1.13
+-- fixtures (tests/fixtures/vision.json from gen_vision.py), finite-difference gradchecks of every new kernel,
+-- state_dict names and the error messages.
+local lt = require "lutra"
+local X = require "tests.helpers.nn_fixtures"
+local gradcheck = require "tests.helpers.gradcheck"
+local nn, F = lt.nn, lt.F
+
+local function err_of(fn, ...)
+  local ok, e = pcall(fn, ...)
+  assert(not ok, "expected an error")
+  return tostring(e)
+end
+
+describe("vision modules against PyTorch fixtures (tests/fixtures/vision.json)", function()
+  for _, case in ipairs(X.load("vision.json")) do
+    it("matches " .. case.name .. ": output, gradients" .. (case.buffers_after and ", running stats" or ""), function()
+      local m = X.build_module(case)
+      if case.mode == "eval" then m:eval() else m:train() end
+      for name, p in pairs(case.params) do m[name] = X.tensor(p):requires_grad(true) end
+      for name, b in pairs(case.buffers or {}) do m[name] = X.tensor(b) end
+      local x = X.tensor(case.input):requires_grad(true)
+      local out = m(x)
+      X.check("output", out, case.output)
+      out:backward(X.tensor(case.grad_output))
+      -- gradients: absolute floor 3e-6 (float32 sums of up to a few hundred products, e.g. a weight gradient)
+      X.check("grad_input", x.grad, case.grad_input, 1e-5, 3e-6)
+      for name, g in pairs(case.grad_params) do X.check("grad of " .. name, m[name].grad, g, 1e-5, 3e-6) end
+      for name, b in pairs(case.buffers_after or {}) do X.check("buffer " .. name, m[name], b) end
+    end)
+  end
+end)
+
+describe("vision kernels: finite-difference gradients", function()
+  local V = require("lutra.core")._vision
+  before_each(function() lt.manual_seed(17) end)
+
+  it("grouped, dilated, strided conv2d in input, weight and bias", function()
+    assert.is_true(gradcheck(function(x, w, b) return V.conv2d(x, w, b, 2, 1, 1, 2, 2, 1, 2) end,
+      { lt.randn(2, 4, 6, 5), lt.randn(6, 2, 3, 2), lt.randn(6) }))
+  end)
+
+  it("depthwise conv2d with padding larger than the dilated reach", function()
+    assert.is_true(gradcheck(function(x, w, b) return V.conv2d(x, w, b, 1, 1, 3, 2, 2, 2, 3) end,
+      { lt.randn(1, 3, 4, 5), lt.randn(3, 1, 2, 3), lt.randn(3) }))
+  end)
+
+  it("conv_transpose2d with groups, dilation, stride and output_padding", function()
+    assert.is_true(gradcheck(function(x, w, b) return V.conv_transpose2d(x, w, b, 2, 3, 1, 0, 1, 2, 1, 1, 2) end,
+      { lt.randn(2, 4, 3, 2), lt.randn(4, 3, 3, 2), lt.randn(6) }))
+    assert.is_true(gradcheck(function(x, w) return V.conv_transpose2d(x, w, nil, 1, 1, 1, 1, 0, 1, 2, 2, 1) end,
+      { lt.randn(1, 2, 3, 4), lt.randn(2, 3, 3, 3) }))
+  end)
+
+  it("conv1d through F with padding 'same' and circular padding", function()
+    assert.is_true(gradcheck(function(x, w, b) return F.conv1d(x, w, b, { padding = "same", dilation = 2 }) end,
+      { lt.randn(2, 2, 7), lt.randn(3, 2, 4), lt.randn(3) }))
+    local m = nn.Conv1d(2, 2, 3, { padding = 2, padding_mode = "circular" })
+    assert.is_true(gradcheck(function(x, w) m.weight = w; return m(x) end, { lt.randn(1, 2, 5), m.weight:detach() }))
+  end)
+
+  it("pools in ceil mode, the last window partly in the padding", function()
+    local x = lt.randperm(2 * 2 * 5 * 7):float():reshape(2, 2, 5, 7) / 10
+    assert.is_true(gradcheck(function(t) return F.max_pool2d(t, 2, { stride = 2, padding = 1, ceil_mode = true }) end,
+      { x }))
+    assert.is_true(gradcheck(function(t) return F.avg_pool2d(t, 3, { stride = 2, padding = 1, ceil_mode = true,
+      count_include_pad = false }) end, { lt.randn(2, 2, 6, 7) }))
+    assert.is_true(gradcheck(function(t) return F.avg_pool1d(t, 3, { stride = 2, padding = 1, ceil_mode = true }) end,
+      { lt.randn(2, 2, 8) }))
+  end)
+
+  it("adaptive average and max pools over windows that overlap", function()
+    assert.is_true(gradcheck(function(t) return V.adaptive_avg_pool2d(t, 3, 4) end, { lt.randn(2, 2, 7, 5) }))
+    local x = lt.randperm(2 * 2 * 7 * 9):float():reshape(2, 2, 7, 9) / 10
+    assert.is_true(gradcheck(function(t) return (V.adaptive_max_pool2d(t, 3, 4)) end, { x }))
+  end)
+
+  it("group_norm in input, weight and bias; instance norm tracking its running stats", function()
+    assert.is_true(gradcheck(function(x, w, b) return V.group_norm(x, 2, w, b, 1e-5) end,
+      { lt.randn(2, 6, 3, 2), lt.randn(6), lt.randn(6) }, { rtol = 2e-2 }))
+    assert.is_true(gradcheck(function(x) return V.group_norm(x, 3, nil, nil, 1e-5) end, { lt.randn(2, 3, 5) },
+      { rtol = 2e-2 }))
+  end)
+
+  it("dropout2d: the gradient is the channel mask", function()
+    assert.is_true(gradcheck(function(x) return F.dropout2d(x, 0.5, true) end, { lt.randn(3, 4, 2, 2) }))
+  end)
+end)
+
+describe("vision modules: behaviour", function()
+  it("Dropout2d zeroes whole channels, scales the rest by 1/(1-p), and is the identity in eval", function()
+    lt.manual_seed(3)
+    local x = lt.ones(8, 16, 3, 3)
+    local m = nn.Dropout2d(0.25)
+    local y = m(x)
+    local sums = y:sum(4):sum(3):flatten():tolist()
+    local zeros = 0
+    for _, s in ipairs(sums) do
+      assert.is_true(math.abs(s) < 1e-6 or math.abs(s - 9 / 0.75) < 1e-4, "channel sum " .. s)
+      if s == 0 then zeros = zeros + 1 end
+    end
+    assert.is_true(zeros > 10 and zeros < 60, "dropped " .. zeros .. " of 128 channels")
+    m:eval()
+    assert.are.equal(x, m(x))
+    lt.manual_seed(3)
+    assert.is_true(F.dropout2d(x, 0.25):allclose(y, 0, 0))
+  end)
+
+  it("state_dict names and shapes are PyTorch's", function()
+    local function keys(m)
+      local t = {}
+      for k, v in pairs(m:state_dict()) do t[#t + 1] = k .. v:shape_str() end
+      table.sort(t)
+      return table.concat(t, " ")
+    end
+    assert.are.equal("bias[6] weight[6 x 2 x 3 x 3]", keys(nn.Conv2d(4, 6, 3, { groups = 2 })))
+    assert.are.equal("bias[8] weight[8 x 1 x 5]", keys(nn.Conv1d(4, 8, 5, { groups = 4 })))
+    assert.are.equal("bias[6] weight[4 x 3 x 3 x 2]", keys(nn.ConvTranspose2d(4, 6, { 3, 2 }, { groups = 2 })))
+    assert.are.equal("bias[6] weight[6]", keys(nn.GroupNorm(3, 6)))
+    assert.are.equal("", keys(nn.InstanceNorm2d(3)))
+    assert.are.equal("bias[3] num_batches_tracked[] running_mean[3] running_var[3] weight[3]",
+      keys(nn.InstanceNorm2d(3, { affine = true, track_running_stats = true })))
+  end)
+
+  it("InstanceNorm counts its training batches in num_batches_tracked", function()
+    local m = nn.InstanceNorm2d(2, { track_running_stats = true })
+    m(lt.randn(2, 2, 3, 3))
+    m(lt.randn(2, 2, 3, 3))
+    m:eval()
+    m(lt.randn(2, 2, 3, 3))
+    assert.are.equal(2, m.num_batches_tracked:item())
+    assert.are.equal("int64", m.num_batches_tracked:dtype())
+  end)
+
+  it("initialises conv weights like PyTorch: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in per group", function()
+    lt.manual_seed(5)
+    local w = nn.Conv2d(8, 4, 3, { groups = 4 }).weight -- fan_in 2*3*3
+    assert.is_true(w:abs():max():item() <= 1 / math.sqrt(18) + 1e-7)
+    assert.is_true(w:abs():max():item() > 0.8 / math.sqrt(18))
+    local t = nn.ConvTranspose2d(2, 6, 3, { groups = 2 }).weight -- fan_in (6/2)*3*3
+    assert.is_true(t:abs():max():item() <= 1 / math.sqrt(27) + 1e-7)
+  end)
+
+  it("a Conv2d without dilation or groups keeps the fused Conv2d + ReLU op; a grouped one does not fuse wrongly", function()
+    local x = lt.randn(2, 4, 5, 5)
+    local seq = nn.Sequential { nn.Conv2d(4, 4, 3), nn.ReLU() }
+    assert.are.equal("conv2d_relu", seq(x):grad_fn())
+    local g = nn.Conv2d(4, 4, 3, { groups = 2 })
+    local y = nn.Sequential { g, nn.ReLU() }(x)
+    assert.is_true(y:allclose(g(x):relu(), 0, 0))
+  end)
+end)
+
+describe("ConvTranspose2d with an output_size", function()
+  it("picks the output_padding PyTorch picks: the same output as the output_padding option", function()
+    lt.manual_seed(11)
+    local m = nn.ConvTranspose2d(2, 3, 3, { stride = { 2, 3 }, padding = 1 })
+    local x = lt.randn(2, 2, 4, 5)
+    local y = m(x, { 8, 15 })
+    assert.are.equal("[2 x 3 x 8 x 15]", y:shape_str())
+    local ref = lt.F.conv_transpose2d(x, m.weight, m.bias, { stride = { 2, 3 }, padding = 1, output_padding = { 1, 2 } })
+    assert.is_true(y:allclose(ref, 0, 0))
+    assert.are.equal("[2 x 3 x 7 x 13]", m(x, { 2, 3, 7, 13 }):shape_str())
+    assert.matches("requested output size 9 is not in 7..8 for dim 3 (input [2 x 2 x 4 x 5])", err_of(m, x, { 9, 13 }),
+      1, true)
+  end)
+end)
+
+describe("vision modules: errors", function()
+  it("names channels that groups do not divide", function()
+    assert.matches("Conv2d: in_channels 5 must be divisible by groups 2", err_of(nn.Conv2d, 5, 4, 3, { groups = 2 }),
+      1, true)
+    assert.matches("Conv1d: out_channels 3 must be divisible by groups 2", err_of(nn.Conv1d, 4, 3, 3, { groups = 2 }),
+      1, true)
+    assert.matches("ConvTranspose2d: in_channels 3 must be divisible by groups 2",
+      err_of(nn.ConvTranspose2d, 3, 4, 3, { groups = 2 }), 1, true)
+    assert.matches("GroupNorm: num_channels 6 must be divisible by num_groups 4", err_of(nn.GroupNorm, 4, 6), 1, true)
+    assert.matches("conv2d: input channels 5 are not divisible by groups 2 (input [1 x 5 x 4 x 4])",
+      err_of(F.conv2d, lt.randn(1, 5, 4, 4), lt.randn(2, 2, 3, 3), nil, { groups = 2 }), 1, true)
+    assert.matches("group_norm: channels 6 are not divisible by num_groups 4 (input [2 x 6 x 3])",
+      err_of(F.group_norm, lt.randn(2, 6, 3), 4), 1, true)
+  end)
+
+  it("says when the output would be empty, with the shapes", function()
+    assert.matches("Conv2d(2 -> 2, kernel_size=3, dilation=3): output size would be <= 0: input [1 x 2 x 6 x 6] is " ..
+      "smaller than the (dilated) kernel 3", err_of(nn.Conv2d(2, 2, 3, { dilation = 3 }), lt.randn(1, 2, 6, 6)), 1, true)
+    assert.matches("conv2d: output size would be <= 0: dilated kernel 7x3 is larger than the padded input 6x6 " ..
+      "(input [1 x 2 x 6 x 6], weight [2 x 1 x 3 x 3])",
+      err_of(F.conv2d, lt.randn(1, 2, 6, 6), lt.randn(2, 1, 3, 3), nil, { dilation = { 3, 1 }, groups = 2 }), 1, true)
+    assert.matches("conv_transpose2d: output size -2x3 is <= 0 (input [1 x 2 x 1 x 2], weight [2 x 2 x 2 x 2], " ..
+      "stride 1x1, padding 2x0, dilation 1x1)",
+      err_of(F.conv_transpose2d, lt.randn(1, 2, 1, 2), lt.randn(2, 2, 2, 2), nil, { padding = { 2, 0 } }), 1, true)
+    assert.matches("MaxPool1d(kernel_size=5, stride=5): input [1 x 2 x 3] is smaller than the kernel 5",
+      err_of(nn.MaxPool1d(5), lt.randn(1, 2, 3)), 1, true)
+    assert.matches("adaptive_avg_pool2d: output_size must be an integer >= 1, got 0",
+      err_of(F.adaptive_avg_pool2d, lt.randn(1, 1, 3, 3), 0), 1, true)
+  end)
+
+  it("rejects unknown options and bad option values by name", function()
+    assert.matches("Conv2d: unknown option 'dilations'", err_of(nn.Conv2d, 2, 2, 3, { dilations = 2 }), 1, true)
+    assert.matches("MaxPool2d: unknown option 'ceilmode'", err_of(nn.MaxPool2d, 2, { ceilmode = true }), 1, true)
+    assert.matches("Upsample: unknown option 'factor'", err_of(nn.Upsample, { factor = 2 }), 1, true)
+    assert.matches("InstanceNorm2d: unknown option 'track'", err_of(nn.InstanceNorm2d, 2, { track = true }), 1, true)
+    assert.matches('Conv2d: padding_mode must be "zeros", "reflect", "replicate" or "circular", got "mirror"',
+      err_of(nn.Conv2d, 2, 2, 3, { padding_mode = "mirror" }), 1, true)
+    assert.matches('Conv2d: padding must be a number, a list, "same" or "valid", got "full"',
+      err_of(nn.Conv2d, 2, 2, 3, { padding = "full" }), 1, true)
+    assert.matches('Conv1d: padding="same" is not supported for strided convolutions (stride [2])',
+      err_of(nn.Conv1d, 2, 2, 3, { padding = "same", stride = 2 }), 1, true)
+    assert.matches("ConvTranspose2d: output_padding [2 x 2] must be smaller than either stride [2 x 2] or dilation " ..
+      "[1 x 1]", err_of(nn.ConvTranspose2d, 2, 2, 3, { stride = 2, output_padding = 2 }), 1, true)
+    assert.matches("Upsample: give exactly one of size and scale_factor", err_of(nn.Upsample, {}), 1, true)
+    assert.matches("Dropout2d: p must be a probability between 0 and 1, got 2", err_of(nn.Dropout2d, 2), 1, true)
+  end)
+
+  it("names the input whose channels or rank do not fit", function()
+    assert.matches("input has 3 channels, expected 4 (input [2 x 3 x 5])", err_of(nn.Conv1d(4, 2, 3), lt.randn(2, 3, 5)),
+      1, true)
+    assert.matches("input must be [batch x channels x height x width] (or [channels x height x width]), got [5 x 5]",
+      err_of(nn.ConvTranspose2d(2, 2, 3), lt.randn(5, 5)), 1, true)
+    assert.matches("conv_transpose2d: input has 3 channels, expected 2",
+      err_of(F.conv_transpose2d, lt.randn(1, 3, 4, 4), lt.randn(2, 2, 3, 3)), 1, true)
+    assert.matches("input must be [batch x channels x length] (or [channels x length]), got [1 x 2 x 3 x 4]",
+      err_of(nn.AdaptiveMaxPool1d(2), lt.randn(1, 2, 3, 4)), 1, true)
+  end)
+end)
