@@ -131,6 +131,17 @@ describe("Trainer{profiler='simple'}", function()
     assert.are.equal(N / BS, a["[Strategy].training_step"].count)
   end)
 
+  it("gives a datamodule's hooks their rows", function()
+    local Data = lt.DataModule:extend("Data")
+    function Data:setup() end
+    function Data:train_dataloader() return (data()) end
+    local t = lt.Trainer(quiet { max_epochs = 1, profiler = "simple" })
+    t:fit(model(), { datamodule = Data() })
+    local a = by_action(t.profiler:summary())
+    assert.are.equal(1, a["[LightningDataModule]Data.setup"].count)
+    assert.are.equal(1, a["[LightningDataModule]Data.train_dataloader"].count)
+  end)
+
   it("keeps no rows with profiling off (the default PassThroughProfiler)", function()
     local t = lt.Trainer(quiet { max_epochs = 1 })
     t:fit(model(), (data()))

@@ -12,6 +12,9 @@ local submodules = {
   nn = "lutra.nn", F = "lutra.F", optim = "lutra.optim", data = "lutra.data", callbacks = "lutra.callbacks",
   loggers = "lutra.loggers", Trainer = "lutra.trainer", Loop = "lutra.loop", plot = "lutra.plot",
   distributed = "lutra.distributed",
+  metrics = "lutra.metrics", -- metrics
+  -- lightning: DataModule (lua/lutra/datamodule.lua)
+  DataModule = "lutra.datamodule",
   profilers = "lutra.profilers", -- [tools: profiler]
 }
 

@@ -39,11 +39,14 @@ function M._set_names(trainer)
   local cbm = require "lutra.callbacks"
   local names = {}
   for i, cb in ipairs(env.cb_order or trainer._cb_order or {}) do names[i] = cbm.state_key(cb) end
-  local model = trainer.model
-  local mt = type(model) == "table" and getmetatable(model)
-  names.model = type(mt) == "table" and type(mt.__name) == "string" and mt.__name
-    or (type(model) == "table" and type(rawget(model, "__name")) == "string" and rawget(model, "__name"))
-    or "LightningModule"
+  local function class_name(obj, default)
+    local mt = type(obj) == "table" and getmetatable(obj)
+    return type(mt) == "table" and type(mt.__name) == "string" and mt.__name
+      or (type(obj) == "table" and type(rawget(obj, "__name")) == "string" and rawget(obj, "__name"))
+      or default
+  end
+  names.model = class_name(trainer.model, "LightningModule")
+  names.datamodule = class_name(rawget(trainer, "datamodule"), "DataModule")
   env.prof_names = names
 end
 

@@ -26,6 +26,9 @@ for _, k in ipairs { "parameters", "named_parameters", "buffers", "named_buffers
 end
 function nn.eval(root) return MM.train(root, false) end
 nn.is_module = MM.is_module_instance
+-- lightning: freezing and hyper-parameters on plain model tables (docs/reference/callbacks_more.md)
+function nn.requires_grad_(root, on) return MM.requires_grad_(root, on) end
+function nn.save_hyperparameters(model, ...) return MM.save_hyperparameters(model, ...) end
 
 -- more layers, utils and init load when first used
 local lazy = {

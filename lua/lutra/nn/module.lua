@@ -26,6 +26,10 @@ Module.__name = "Module"
 
 local SKIP = { trainer = true }
 
+-- Parameters turned off by requires_grad_(false) / freeze(): still parameters (in parameters(), state_dict()),
+-- as in PyTorch, though a bare tensor field is otherwise a parameter only while it requires grad. Weak keys.
+local frozen = setmetatable({}, { __mode = "k" })
+
 local function is_module_instance(t)
   local mt = getmetatable(t)
   return type(mt) == "table" and rawget(mt, "__lutra_module") == true
@@ -119,7 +123,7 @@ local function walk(root, on)
       if not declared[k] then
         local v = rawget(t, k)
         if lt.is_tensor(v) then
-          if not seen[v] and v:requires_grad() and v:is_leaf() then
+          if not seen[v] and ((v:requires_grad() and v:is_leaf()) or frozen[v]) then
             seen[v] = true
             first[v] = prefix .. k
             if on.param then on.param(prefix .. k, v) end
@@ -375,6 +379,108 @@ function Module:extend(name)
   cls.__call = rawget(self, "__call") or Module.__call
   cls.__tostring = rawget(self, "__tostring") or Module.__tostring
   return setmetatable(cls, class_mt)
+end
+
+-- ---- lightning: apply, requires_grad_, freeze, unfreeze, save_hyperparameters (docs/reference/callbacks_more.md)
+
+--- m:apply(fn): fn(module) on every sub-module, children first, then m itself (torch's post-order); returns m.
+function Module:apply(fn)
+  if type(fn) ~= "function" then error("Module:apply: expected a function, got " .. type(fn), 2) end
+  local function visit(t)
+    for _, c in ipairs((M.children(t))) do visit(c) end
+    fn(t)
+  end
+  visit(self)
+  return self
+end
+
+--- Sets requires_grad on every parameter of root (a Module or a plain model table). Off: the parameter keeps
+--- its place in parameters() and state_dict(), its grad is dropped, backward gives it none and optimizers
+--- (which skip parameters without a grad) leave it alone.
+function M.requires_grad_(root, on)
+  if on == nil then on = true end
+  if type(on) ~= "boolean" then error("requires_grad_: expected a boolean, got " .. type(on), 3) end
+  for _, p in ipairs(M.parameters(root)) do
+    if on then
+      frozen[p] = nil
+    else
+      frozen[p] = true
+      p:zero_grad(true)
+    end
+    p:requires_grad(on)
+  end
+  return root
+end
+
+function Module:requires_grad_(on) return M.requires_grad_(self, on) end
+
+--- m:freeze(): every parameter off (requires_grad_(false)) and eval mode, as LightningModule.freeze.
+function Module:freeze()
+  M.requires_grad_(self, false)
+  return M.train(self, false)
+end
+
+--- m:unfreeze(): every parameter on and train mode, as LightningModule.unfreeze.
+function Module:unfreeze()
+  M.requires_grad_(self, true)
+  return M.train(self, true)
+end
+
+M.is_frozen = function(p) return frozen[p] == true end
+
+-- a hyper-parameter value: a number, string, boolean or a plain table of them (what hparams.yaml and a
+-- checkpoint's JSON can hold)
+local function hparam_copy(v, key, depth)
+  local tv = type(v)
+  if tv == "number" or tv == "string" or tv == "boolean" then return v end
+  if tv == "table" and getmetatable(v) == nil and depth < 16 then
+    local t = {}
+    for k, x in pairs(v) do t[k] = hparam_copy(x, key .. "." .. tostring(k), depth + 1) end
+    return t
+  end
+  error(string.format("save_hyperparameters: '%s' is a %s; hyper-parameters are numbers, strings, booleans " ..
+    "and tables of them", key, lt.is_tensor(v) and "tensor" or tv), 4)
+end
+
+--- save_hyperparameters(model, ...): model.hparams from a table (`{lr = 0.1, hidden = 64}`) or from the
+--- model's own fields named (`"lr", "hidden"`), merged into what is there; returns model.hparams. The trainer
+--- writes them into checkpoints (hyper_parameters) and the loggers' hparams.yaml.
+function M.save_hyperparameters(model, ...)
+  local n = select("#", ...)
+  local hp = rawget(model, "hparams")
+  if type(hp) ~= "table" then hp = {} end
+  if n == 0 then error("save_hyperparameters: give a table of hyper-parameters or the names of fields", 3) end
+  for i = 1, n do
+    local a = select(i, ...)
+    if type(a) == "table" then
+      for k, v in pairs(a) do
+        if type(k) ~= "string" then error("save_hyperparameters: a table's keys must be names, got " .. type(k), 3) end
+        hp[k] = hparam_copy(v, k, 0)
+      end
+    elseif type(a) == "string" then
+      local v = model[a]
+      if v == nil then error(string.format("save_hyperparameters: the model has no field '%s'", a), 3) end
+      hp[a] = hparam_copy(v, a, 0)
+    else
+      error(string.format("save_hyperparameters: argument %d must be a table or a field name, got %s", i, type(a)), 3)
+    end
+  end
+  rawset(model, "hparams", hp)
+  return hp
+end
+
+function Module:save_hyperparameters(...) return M.save_hyperparameters(self, ...) end
+
+--- Cls:load_from_checkpoint(path): a new Cls(hparams) built from the checkpoint's hyper_parameters (as
+--- Lightning's), with the checkpoint's weights loaded; model.hparams is restored.
+function Module:load_from_checkpoint(path)
+  if type(path) ~= "string" then error("load_from_checkpoint: expected a file path (string), got " .. type(path), 2) end
+  local ck = require("lutra.checkpoint").read(path)
+  local hp = ck.hyper_parameters
+  local m = self(hp)
+  if type(hp) == "table" then rawset(m, "hparams", hparam_copy(hp, "hyper_parameters", 0)) end
+  require("lutra.checkpoint").load(path, m)
+  return m
 end
 
 setmetatable(Module, class_mt)
