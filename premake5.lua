@@ -107,7 +107,9 @@ project "lutra_shared"
   excludes { "core/bind/module_so.c" }
   -- a PUC build leaves the Lua API to the host that links it, as core.so does
   if IS_LUAJIT then links { "luajit-5.1" } end
-  links { "jansson", "protobuf-c", "z", "dl", "m" }
+  links { "jansson", "z", "dl", "m" }
+  links { "png" } -- lt.utils.save_image (core/src/image_png.c)
+  links { "protobuf-c" } -- [tools: loggers] TensorBoardLogger (core/src/tb_writer.c)
   linkoptions { "-Wl,-soname,liblutra.so" }
   -- its own folder: beside liblutra.a, `links { "lutra_static" }` (-llutra) would pick the .so instead
   targetdirs("shared")
@@ -120,7 +122,9 @@ project "lutra_core"
   targetname "core"
   targetprefix ""
   files { "core/bind/module_so.c" }
-  links { "lutra_static", "jansson", "protobuf-c", "z", "dl", "m" }
+  links { "lutra_static", "jansson", "z", "dl", "m" }
+  links { "png" } -- lt.utils.save_image (core/src/image_png.c)
+  links { "protobuf-c" } -- [tools: loggers] TensorBoardLogger (core/src/tb_writer.c)
   targetdirs("lutra")
 
 -- lutra/mpi.so: every MPI call, loaded by core/src/dist.c on first use (only where MPI's headers exist).
@@ -142,7 +146,9 @@ if IS_LUAJIT then
 project "lutra"
   kind "ConsoleApp"
   files { "core/cli/*.c" }
-  links { "lutra_static", "luajit-5.1", "edit", "jansson", "protobuf-c", "z", "dl", "m" }
+  links { "lutra_static", "luajit-5.1", "edit", "jansson", "z", "dl", "m" }
+  links { "png" } -- lt.utils.save_image (core/src/image_png.c)
+  links { "protobuf-c" } -- [tools: loggers] TensorBoardLogger (core/src/tb_writer.c)
   linkoptions { "-Wl,-E" }
   -- bin/<config>/lutra/ holds the Lua module (lutra/core.so), so the binary lives in bin/<config>/cli/
   targetdirs("cli")
@@ -153,7 +159,9 @@ for _, path in ipairs(os.matchfiles("tests/c/test_*.c")) do
   project(name)
     kind "ConsoleApp"
     files { path }
-    links { "lutra_static", "luajit-5.1", "jansson", "protobuf-c", "z", "dl", "m" }
+    links { "lutra_static", "luajit-5.1", "jansson", "z", "dl", "m" }
+    links { "png" } -- lt.utils.save_image (core/src/image_png.c)
+    links { "protobuf-c" } -- [tools: loggers] TensorBoardLogger (core/src/tb_writer.c)
       linkoptions { "-Wl,-E" }
 end
 
@@ -163,7 +171,9 @@ for _, path in ipairs(os.matchfiles("bench/bench_*.c")) do
   project(name)
     kind "ConsoleApp"
     files { path }
-    links { "lutra_static", "luajit-5.1", "jansson", "protobuf-c", "z", "dl", "m" }
+    links { "lutra_static", "luajit-5.1", "jansson", "z", "dl", "m" }
+    links { "png" } -- lt.utils.save_image (core/src/image_png.c)
+    links { "protobuf-c" } -- [tools: loggers] TensorBoardLogger (core/src/tb_writer.c)
   end
 
 -- examples/embed: a game-like C host that embeds LuaJIT and lutra (docs/guide-embedding.md). Run from the repository root:
@@ -171,7 +181,9 @@ for _, path in ipairs(os.matchfiles("bench/bench_*.c")) do
 project "embed_host"
   kind "ConsoleApp"
   files { "examples/embed/*.c" }
-  links { "lutra_static", "luajit-5.1", "jansson", "protobuf-c", "z", "dl", "m" }
+  links { "lutra_static", "luajit-5.1", "jansson", "z", "dl", "m" }
+  links { "png" } -- lt.utils.save_image (core/src/image_png.c)
+  links { "protobuf-c" } -- [tools: loggers] TensorBoardLogger (core/src/tb_writer.c)
   linkoptions { "-Wl,-E" }
 
 end -- IS_LUAJIT

@@ -17,6 +17,7 @@ local submodules = {
   DataModule = "lutra.datamodule",
   profilers = "lutra.profilers", -- [tools: profiler]
 }
+submodules.utils = "lutra.utils" -- modules area (issue 17): save_image, make_grid
 
 -- a missing name is an error naming it (lua/lutra/names.lua); submodules load on first use
 local names = require "lutra.names"

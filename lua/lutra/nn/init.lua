@@ -18,6 +18,9 @@ local nn = {
 for k, v in pairs(require "lutra.nn.pool") do nn[k] = v end
 for k, v in pairs(require "lutra.nn.activation") do nn[k] = v end
 for k, v in pairs(require "lutra.nn.loss") do nn[k] = v end
+-- modules area (issue 17): containers and more activations
+for k, v in pairs(require "lutra.nn.containers") do nn[k] = v end
+for k, v in pairs(require "lutra.nn.activation_more") do nn[k] = v end
 
 -- functions over any model table (a Module or a plain table of modules)
 for _, k in ipairs { "parameters", "named_parameters", "buffers", "named_buffers", "state_dict", "state_dict_keys",

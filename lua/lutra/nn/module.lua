@@ -11,6 +11,8 @@
 -- class with the field _zero_based_names names its children 0, 1, ... as PyTorch does: "layers.0.linear1.weight").
 -- Fields are visited in a fixed order: a module's declared parameters (class field _params, e.g.
 -- {"weight", "bias"}) and buffers (_buffers), then integer keys ascending, then string keys sorted.
+-- A module class may declare buffers that files saved before the buffer existed lack (_optional_buffers:
+-- BatchNorm's num_batches_tracked); load_state_dict then leaves them at their current value.
 -- Keys starting with "_" and the key "trainer" are skipped; tables are entered when they are modules
 -- (a Module, or any table with a `forward` function) or plain tables without a metatable (lists of
 -- modules); each table is visited once, so cycles and shared modules are harmless. A tensor field is
@@ -72,7 +74,7 @@ local function child_name(t, k)
   return tostring(k)
 end
 
---- Walks root; calls on.param(name, t), on.buffer(name, t), on.module(tbl, path, key, parent)
+--- Walks root; calls on.param(name, t), on.buffer(name, t, owner, key), on.module(tbl, path, key, parent)
 --- (path nil for the root), and on.tied(name, t, first) for a later name of a parameter or buffer t first
 --- reported under the name `first`. Names and order are described at the top of this file.
 local function walk(root, on)
@@ -113,7 +115,7 @@ local function walk(root, on)
         if lt.is_tensor(v) and not seen[v] then
           seen[v] = true
           first[v] = prefix .. k
-          if on.buffer then on.buffer(prefix .. k, v) end
+          if on.buffer then on.buffer(prefix .. k, v, t, k) end
         elseif lt.is_tensor(v) then
           again(prefix .. k, v)
         end
@@ -230,7 +232,12 @@ function M.load_state_dict(root, sd, opts)
     names_of[t] = names_of[t] or {}
     table.insert(names_of[t], name)
   end
-  walk(root, { param = add, buffer = add, tied = add })
+  local optional = {} -- names of buffers an older file may lack (_optional_buffers)
+  walk(root, { param = add, tied = add, buffer = function(name, t, owner, key)
+    add(name, t)
+    local opt = get_field(owner, "_optional_buffers")
+    optional[name] = type(opt) == "table" and opt[key] == true
+  end })
   -- a tied tensor is missing only when none of its names is in sd (a file written by a saver that keeps
   -- one name per storage, as safetensors' save_model, loads strict-clean and keeps the tie)
   local function found_elsewhere(t)
@@ -241,7 +248,7 @@ function M.load_state_dict(root, sd, opts)
   for _, name in ipairs(order) do
     local v = sd[name]
     if v == nil then
-      if not found_elsewhere(own[name]) then missing[#missing + 1] = name end
+      if not found_elsewhere(own[name]) and not optional[name] then missing[#missing + 1] = name end
     elseif not lt.is_tensor(v) then
       error(string.format("load_state_dict: entry %s is a %s, expected a tensor", name, type(v)), 2)
     else
@@ -351,6 +358,28 @@ function Module:named_children() return M.children(self) end
 function Module:modules() return (M.modules(self)) end
 function Module:train(mode) return M.train(self, mode) end
 function Module:eval() return M.train(self, false) end
+
+--- m:to("float32") / m:to("cpu"): lutra's tensors are float32 on the CPU, so these return self (PyTorch code
+--- that moves a model keeps working); any other dtype or device is an error that names it.
+local TO_OK = { float32 = true, float = true, cpu = true }
+local DTYPES = { float64 = true, double = true, float16 = true, half = true, bfloat16 = true, int64 = true,
+  long = true, int32 = true, int = true, int8 = true, uint8 = true, bool = true }
+function Module:to(...)
+  local n = select("#", ...)
+  if n == 0 then error("Module:to: expected a dtype or a device (\"float32\", \"cpu\")", 2) end
+  for i = 1, n do
+    local a = select(i, ...)
+    if type(a) ~= "string" then
+      error("Module:to: expected a dtype or device name (\"float32\", \"cpu\"), got a " .. type(a), 2)
+    elseif not TO_OK[a] then
+      if DTYPES[a] then
+        error("Module:to: dtype '" .. a .. "' is not supported: lutra's parameters are float32 only", 2)
+      end
+      error("Module:to: device '" .. a .. "' is not available: lutra runs on the CPU (\"cpu\")", 2)
+    end
+  end
+  return self
+end
 
 --- Number of parameter elements.
 function Module:num_parameters()
