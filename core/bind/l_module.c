@@ -34,6 +34,10 @@ void l_nn_vision_register(lua_State *L); /* l_nn_vision.c: grouped/transposed co
 void l_attention_register(lua_State *L); /* l_attention.c: scaled dot-product attention */
 /* metrics: */
 void l_metrics_register(lua_State *L); /* l_metrics.c: the counting kernels of lt.metrics (core._metrics) */
+/* [tools: profiler, loggers] */
+void l_prof_register(lua_State *L);      /* l_prof.c: _detect_anomaly, _op_profile, _op_profile_rows */
+void l_tb_register(lua_State *L);        /* l_tb.c: _tb_open (TensorBoard event files) */
+void l_json_line_register(lua_State *L); /* l_json_line.c: _json_line (JSON-lines rows) */
 
 /* ---- process-wide run state (what a host or a signal handler may ask) ---------------------------- */
 
@@ -158,6 +162,9 @@ static int open_with_upvalues(lua_State *L) {
   l_nn_vision_register(L); /* vision */
   l_attention_register(L); /* gpt area */
   l_metrics_register(L);   /* metrics */
+  l_prof_register(L);      /* [tools: profiler, loggers] */
+  l_tb_register(L);
+  l_json_line_register(L);
   static const luaL_Reg misc[] = { { "interrupt", l_interrupt },
                                    { "interrupt_pending", l_interrupt_pending },
                                    { "interrupt_clear", l_interrupt_clear },
