@@ -69,18 +69,7 @@ io.write("ok")
 describe("memory", function()
   -- These two run in a child process with lutra's own small Lua heap: the GC pacing lets dead tensors hold up
   -- to ~1.5x the Lua heap (core/bind/l_util.c), and the busted process's heap is whatever earlier specs left.
-  local function in_child(name)
-    local script = os.tmpname()
-    local f = assert(io.open(script, "w"))
-    f:write(CHILD)
-    f:close()
-    local bin = os.getenv("LUTRA_BIN") or "build/bin/release/cli/lutra"
-    local p = io.popen("'" .. bin .. "' '" .. script .. "' " .. name .. " 2>&1")
-    local out = p:read("*a")
-    p:close()
-    os.remove(script)
-    assert.are.equal("ok", out)
-  end
+  local function in_child(name) assert.are.equal("ok", require("helpers.child").run(CHILD, name)) end
 
   it("stays flat over 100k steps of a hand-written MLP with no collectgarbage()", function() in_child("flat") end)
 
