@@ -114,7 +114,7 @@ static int l_run_active(lua_State *L) {
   return 1;
 }
 
-/* core._gc_stats([reset]) -> {steps=, step_kb=, max_step_kb=, cycles=}: what the GC pacing (l_util.c) asked
+/* core._gc_stats([reset]) -> {steps=, step_kb=, max_step_kb=, cycles=, generational=}: what the GC pacing (l_util.c) asked
  * of the collector since lutra was loaded (or the last reset), for tests that pin its mechanism without
  * timing it */
 static int l_gc_stats(lua_State *L) {
@@ -129,6 +129,8 @@ static int l_gc_stats(lua_State *L) {
   lua_setfield(L, -2, "max_step_kb");
   lua_pushnumber(L, (lua_Number)S->gc.cycles);
   lua_setfield(L, -2, "cycles");
+  lua_pushboolean(L, S->gc_gen); /* Lua 5.4 in generational mode: cycles are the major collections asked */
+  lua_setfield(L, -2, "generational");
   if (reset) memset(&S->gc, 0, sizeof S->gc);
   return 1;
 }
