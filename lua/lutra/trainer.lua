@@ -165,7 +165,8 @@ end
 
 local function check_options(opts)
   if opts == nil then return {} end
-  return util.check_options("Trainer", opts, CHECKS) -- (a tail call: the level counts from new)
+  local checked = util.check_options("Trainer", opts, CHECKS, 3) -- (not a tail call: levels are the same on every Lua)
+  return checked
 end
 
 -- A module that is absent gives nil; one that fails to load raises its own error (and may be required
@@ -1002,7 +1003,10 @@ local EVAL_OPTS = { ckpt_path = function(v)
   if type(v) ~= "string" then return 'must be a path, "best" or "last", got ' .. type(v) end
 end, datamodule = FIT_OPTS.datamodule }
 local HOOK_OF = { validation = "val_dataloader", test = "test_dataloader", predict = "predict_dataloader" }
-local function check_eval_opts(what, opts) return util.check_options(what, opts, EVAL_OPTS, 3) end -- (tail call)
+local function check_eval_opts(what, opts)
+  local checked = util.check_options(what, opts, EVAL_OPTS, 4) -- (not a tail call: levels are the same on every Lua)
+  return checked
+end
 
 function Trainer:_eval(kind, model, loaders, opts)
   local what = STAGE_OF[kind]
