@@ -1,6 +1,6 @@
 -- tests/profiler_spec.lua — Trainer{profiler=...}: the rows of exclusive time add up to the fit's wall time,
 -- every phase and every hook of every callback and of the model has its row, counts match the loops, the
--- per-advance table of a stepwise run, the advanced profiler's Lua samples and backward kernels, and the
+-- per-advance table of a stepwise run, the advanced profiler's Lua samples and per-op rows, and the
 -- option's errors. (What profiling off costs is measured in bench/loop_overhead.lua, not here.)
 local lt = require "lutra"
 local quiet = require "helpers.quiet"
@@ -160,24 +160,60 @@ describe("Trainer{profiler='simple'}", function()
 end)
 
 describe("Trainer{profiler='advanced'}", function()
-  it("adds the Lua sampling profiler's functions and the backward kernels' times", function()
+  -- a small MLP of plain ops: matmul, add, relu forward; their backward kernels
+  local function mlp()
+    lt.manual_seed(5)
+    local m = { w1 = lt.param(lt.randn(16, 8)), b1 = lt.param(lt.zeros(8)), w2 = lt.param(lt.randn(8, 1)),
+      b2 = lt.param(lt.zeros(1)) }
+    function m:training_step(b)
+      local h = (b[1]:matmul(self.w1) + self.b1):relu()
+      return lt.F.mse_loss(h:matmul(self.w2) + self.b2, b[2])
+    end
+    function m:configure_optimizers() return lt.optim.SGD({ self.w1, self.b1, self.w2, self.b2 }, { lr = 0.01 }) end
+    return m
+  end
+
+  it("gives each forward op and backward kernel its row, exclusive: the rows still add up to the wall time", function()
     local train = data()
     local t = lt.Trainer(quiet { max_epochs = 2, profiler = "advanced" })
-    t:fit(model(), train)
+    local m = mlp()
+    collectgarbage()
+    local t0 = lt._io.now()
+    t:fit(m, train)
+    local wall = lt._io.now() - t0
     local p = t.profiler
-    local kernels = {}
-    for _, k in ipairs(p:kernels()) do kernels[k.op] = k end
-    local batches = 2 * N / BS
-    -- each batch's graph: linear, relu, linear, mse_loss (whatever the fused names, one backward each)
+    local rows, sum = p:summary(), 0
+    for _, r in ipairs(rows) do sum = sum + r.total end
+    assert.is_true(math.abs(sum - wall) <= 0.05 * wall, ("rows sum to %.6f s, fit took %.6f s"):format(sum, wall))
+    local a, batches = by_action(rows), 2 * N / BS
+    assert.are.equal(2 * batches, a["[op] matmul"].count)
+    assert.are.equal(2 * batches, a["[op] add"].count) -- (x + b, through the metamethod)
+    assert.are.equal(batches, a["[op] relu"].count)
+    assert.are.equal(batches, a["[op] mse_loss"].count)
+    for _, name in ipairs { "[op] matmul", "[op] add", "[op] relu" } do
+      assert.is_true(a[name].total > 0 and math.abs(a[name].mean - a[name].total / a[name].count) < 1e-12, name)
+    end
+    -- the backward kernels: one per node of each batch's graph (matmul, add, relu, matmul, add, mse_loss)
     local n = 0
-    for _, k in pairs(kernels) do
-      assert.is_true(k.total >= 0 and k.count > 0)
+    for _, k in ipairs(p:kernels()) do
+      assert.are.equal(k.count, a["[backward] " .. k.op].count)
       n = n + k.count
     end
-    assert.is_true(n >= 3 * batches, "backward kernels counted: " .. n)
-    assert.is_truthy(p:describe():find("Backward kernels", 1, true))
-    -- off again after the fit: the ops' watch is off
-    assert.are.same({}, require("lutra.core")._op_profile_rows())
+    assert.are.equal(6 * batches, n)
+    local ops = {}
+    for _, o in ipairs(p:ops()) do ops[o.op] = o end
+    assert.are.equal(2 * batches, ops.matmul.count)
+    assert.is_truthy(p:describe():find("[op] relu", 1, true))
+    -- off again after the fit: an op outside a profiled fit adds nothing
+    local before = a["[op] matmul"].count
+    local _ = lt.randn(2, 2):matmul(lt.randn(2, 2))
+    assert.are.equal(before, by_action(p:summary())["[op] matmul"].count)
+  end)
+
+  it("times no op with the simple profiler", function()
+    local t = lt.Trainer(quiet { max_epochs = 1, profiler = "simple" })
+    t:fit(mlp(), (data()))
+    for _, r in ipairs(t.profiler:summary()) do assert.is_falsy(r.action:find("^%[op%]"), r.action) end
   end)
 
   it("finds the Lua function that takes the samples (jit.profile, in a fresh lutra process)", function()

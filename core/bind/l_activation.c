@@ -24,10 +24,10 @@ static int l_prelu(lua_State *L) {
 
 void l_activation_register(lua_State *L) {
   static const luaL_Reg fns[] = { { "_activation", l_activation }, { "_prelu", l_prelu }, { NULL, NULL } };
-  l_setfuncs(L, fns);
+  l_setops(L, fns);
   static const luaL_Reg meth[] = { { "prelu", l_prelu }, { NULL, NULL } };
   lua_pushvalue(L, lua_upvalueindex(2));
   lua_getfield(L, -1, "methods");
-  l_setmethods(L, meth);
+  l_setopmethods(L, meth);
   lua_pop(L, 2);
 }

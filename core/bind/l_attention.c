@@ -25,6 +25,6 @@ static const luaL_Reg attention_funcs[] = { { "sdpa", l_sdpa }, { NULL, NULL } }
 
 void l_attention_register(lua_State *L) {
   lua_newtable(L);
-  l_setfuncs(L, attention_funcs);
+  l_setops(L, attention_funcs);
   lua_setfield(L, -2, "_attention");
 }

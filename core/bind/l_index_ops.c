@@ -103,12 +103,12 @@ void l_index_ops_register(lua_State *L) {
   int mod = lua_gettop(L);
   lua_pushvalue(L, lua_upvalueindex(2));
   lua_getfield(L, -1, "methods");
-  l_setmethods(L, index_methods);
+  l_setopmethods(L, index_methods);
   for (const luaL_Reg *f = index_methods; f->name; f++) {
     lua_getfield(L, -1, f->name);
     lua_setfield(L, mod, f->name);
   }
   lua_settop(L, mod);
   static const luaL_Reg private_fns[] = { { "_gelu_tanh", l_gelu_tanh }, { NULL, NULL } };
-  l_setfuncs(L, private_fns);
+  l_setops(L, private_fns);
 }

@@ -886,6 +886,16 @@ static l_loops *check_idle_loops(lua_State *L, const char *what) {
   return H;
 }
 
+/* Frees the profiler, first taking it from the context when the ops are timed into it. */
+static void free_prof(l_loops *H) {
+  if (H->lp.c->prof && H->lp.c->prof == H->lp.prof) {
+    H->lp.c->prof = NULL;
+    l_prof_update_watch(H->lp.c);
+  }
+  lt_prof_free(H->lp.prof);
+  H->lp.prof = NULL;
+}
+
 static int l_loops_gc(lua_State *L) {
   l_loops *H = luaL_checkudata(L, 1, LOOPS_MT);
   if (!H->lp.c) return 0;
@@ -895,8 +905,7 @@ static int l_loops_gc(lua_State *L) {
   free(H->params);
   luaL_unref(L, LUA_REGISTRYINDEX, H->ref_msgh);
   lt_loops_clear(&H->lp);
-  lt_prof_free(H->lp.prof);
-  H->lp.prof = NULL;
+  free_prof(H);
   H->lp.c = NULL;
   return 0;
 }
@@ -1284,9 +1293,19 @@ static int l_profiler(lua_State *L) {
     H->lp.prof = lt_prof_new();
     if (!H->lp.prof) return luaL_error(L, "profiler: out of memory");
   } else if (!on && H->lp.prof) {
-    lt_prof_free(H->lp.prof);
-    H->lp.prof = NULL;
+    free_prof(H);
   }
+  return 0;
+}
+
+/* lp:profiler_ops(true|false): times every forward op and backward kernel into the profiler (lt_prof.h's
+ * "[op] name" and "[backward] name" rows; profiler="advanced") or stops doing so */
+static int l_profiler_ops(lua_State *L) {
+  l_loops *H = check_loops(L);
+  lt_ctx *c = H->lp.c;
+  if (lua_toboolean(L, 2)) c->prof = H->lp.prof;
+  else if (c->prof == H->lp.prof) c->prof = NULL;
+  l_prof_update_watch(c);
   return 0;
 }
 
@@ -1584,6 +1603,7 @@ void l_loop_register(lua_State *L) {
                                       /* the profiler */
                                       { "profiler", l_profiler },
                                       { "profiler_clock", l_profiler_clock },
+                                      { "profiler_ops", l_profiler_ops },
                                       { "profiler_enter", l_profiler_enter },
                                       { "profiler_exit", l_profiler_exit },
                                       { "profiler_rows", l_profiler_rows },

@@ -36,7 +36,7 @@ void l_attention_register(lua_State *L); /* l_attention.c: scaled dot-product at
 /* metrics: */
 void l_metrics_register(lua_State *L); /* l_metrics.c: the counting kernels of lt.metrics (core._metrics) */
 /* [tools: profiler, loggers] */
-void l_prof_register(lua_State *L);      /* l_prof.c: _detect_anomaly, _op_profile, _op_profile_rows */
+void l_prof_register(lua_State *L);      /* l_prof.c: _detect_anomaly */
 void l_tb_register(lua_State *L);        /* l_tb.c: _tb_open (TensorBoard event files) */
 void l_json_line_register(lua_State *L); /* l_json_line.c: _json_line (JSON-lines rows) */
 /* recurrent layers */

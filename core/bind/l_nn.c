@@ -206,6 +206,6 @@ static const luaL_Reg nn_funcs[] = { { "batch_norm", l_batch_norm },
 
 void l_nn_register(lua_State *L) {
   lua_newtable(L);
-  l_setfuncs(L, nn_funcs);
+  l_setops(L, nn_funcs);
   lua_setfield(L, -2, "_nn");
 }

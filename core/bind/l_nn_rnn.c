@@ -30,6 +30,6 @@ static int l_rnn_layer(lua_State *L) {
 void l_nn_rnn_register(lua_State *L) {
   static const luaL_Reg fns[] = { { "rnn_layer", l_rnn_layer }, { NULL, NULL } };
   lua_getfield(L, -1, "_nn");
-  l_setfuncs(L, fns);
+  l_setops(L, fns);
   lua_pop(L, 1);
 }

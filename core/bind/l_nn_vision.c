@@ -89,6 +89,6 @@ static const luaL_Reg vision_funcs[] = { { "conv2d", l_conv2d },
 
 void l_nn_vision_register(lua_State *L) {
   lua_newtable(L);
-  l_setfuncs(L, vision_funcs);
+  l_setops(L, vision_funcs);
   lua_setfield(L, -2, "_vision");
 }

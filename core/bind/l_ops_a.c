@@ -141,11 +141,11 @@ void l_ops_a_register(lua_State *L) {
   lua_pushvalue(L, lua_upvalueindex(2)); /* the tensor metatable */
   lua_getfield(L, -1, "methods");
   int meth = lua_gettop(L);
-  l_setmethods(L, methods);
+  l_setopmethods(L, methods);
   for (const luaL_Reg *f = methods; f->name; f++) {
     lua_getfield(L, meth, f->name);
     lua_setfield(L, mod, f->name);
   }
   lua_settop(L, mod);
-  l_setfuncs(L, functions);
+  l_setops(L, functions);
 }

@@ -5,9 +5,13 @@
 #include <stdint.h>
 
 #include "l_compat.h"
+#include "lt_ctx.h"
 #include "lt_prof.h"
 
 /* Pushes {<key> = name, count = count, total = total}. */
 void l_push_time_row(lua_State *L, const char *key, const char *name, int64_t count, double total);
+
+/* lt_ctx.watch from the watches that are on (anomaly detection, the ops' profiler). */
+void l_prof_update_watch(lt_ctx *c);
 
 #endif

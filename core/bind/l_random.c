@@ -83,11 +83,11 @@ void l_random_register(lua_State *L) {
                                   { "bernoulli", l_bernoulli }, { "randn_like", l_randn_like },
                                   { "rand_like", l_rand_like }, { "full_like", l_full_like },
                                   { "linspace", l_linspace },   { NULL, NULL } };
-  l_setfuncs(L, fns);
+  l_setops(L, fns);
   /* p:bernoulli() and p:multinomial(n) too, as torch's methods */
   static const luaL_Reg meth[] = { { "bernoulli", l_bernoulli }, { "multinomial", l_multinomial }, { NULL, NULL } };
   lua_pushvalue(L, lua_upvalueindex(2));
   lua_getfield(L, -1, "methods");
-  l_setmethods(L, meth);
+  l_setopmethods(L, meth);
   lua_pop(L, 2);
 }

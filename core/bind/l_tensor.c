@@ -1052,14 +1052,14 @@ void l_tensor_register(lua_State *L) {
   int mt = lua_gettop(L);
   lua_newtable(L); /* methods */
   int meth = lua_gettop(L);
-  l_setmethods(L, methods);
+  l_setopmethods(L, methods);
   /* every method is also lt.name(x, ...) */
   for (const luaL_Reg *f = methods; f->name; f++) {
     lua_getfield(L, meth, f->name);
     lua_setfield(L, mod, f->name);
   }
   lua_pushvalue(L, mod);
-  l_setfuncs(L, functions);
+  l_setops(L, functions);
   lua_pop(L, 1);
   /* metamethods */
   lua_pushvalue(L, meth);
@@ -1068,12 +1068,12 @@ void l_tensor_register(lua_State *L) {
   lua_pushvalue(L, meth);
   lua_pushcclosure(L, l_index, 3);
   lua_setfield(L, mt, "__index");
-  static const luaL_Reg meta[] = { { "__gc", l_gc },   { "__newindex", l_newindex }, { "__add", l_add },
-                                   { "__sub", l_sub }, { "__mul", l_mul },           { "__div", l_div },
-                                   { "__pow", l_pow }, { "__unm", l_unm },           { "__len", l_len },
-                                   { NULL, NULL } };
+  static const luaL_Reg meta[] = { { "__gc", l_gc }, { "__newindex", l_newindex }, { "__len", l_len }, { NULL, NULL } };
+  static const luaL_Reg arith[] = { { "__add", l_add }, { "__sub", l_sub }, { "__mul", l_mul }, { "__div", l_div },
+                                    { "__pow", l_pow }, { "__unm", l_unm }, { NULL, NULL } };
   lua_pushvalue(L, mt);
   l_setfuncs(L, meta);
+  l_setops(L, arith);
   lua_pop(L, 1);
   lua_pushstring(L, "lutra.Tensor");
   lua_setfield(L, mt, "__name");

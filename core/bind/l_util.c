@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "lt_alloc.h"
+#include "lt_prof.h"
 
 void l_push_upvalues(lua_State *L) {
   lua_pushvalue(L, lua_upvalueindex(1));
@@ -18,7 +19,23 @@ void l_push_upvalues(lua_State *L) {
  * a leading ':' (self is argument 1, which l_argerror discounts as luaL_argerror does for x:f() calls). */
 #define L_FNAMES "lutra.fnames"
 
-static void set_funcs(lua_State *L, const luaL_Reg *funcs, int methods) {
+/* The entry of every op registered by l_setops / l_setopmethods: calls the op's function (upvalue 3: its luaL_Reg,
+ * in the binding's static tables) in the same frame, so its upvalues, arguments and errors are the op's own.
+ * With the ops' profiler off (lt_ctx.prof NULL, the default) that is one test; on, the call is timed into the
+ * row "[op] <name>" (lt_prof.h; a metamethod's name without its "__", so x + y and x:add(y) share a row). */
+static int op_entry(lua_State *L) {
+  const luaL_Reg *op = lua_touserdata(L, lua_upvalueindex(3));
+  lt_ctx *c = L_CTX(L);
+  if (!c->prof) return op->func(L);
+  lt_prof *p = c->prof;
+  const char *name = op->name[0] == '_' && op->name[1] == '_' ? op->name + 2 : op->name; /* x + y: "add" */
+  lt_prof_op_begin(p);
+  int n = op->func(L);
+  lt_prof_op_end(p, 0, name);
+  return n;
+}
+
+static void set_funcs(lua_State *L, const luaL_Reg *funcs, int methods, int ops) {
   lua_getfield(L, LUA_REGISTRYINDEX, L_FNAMES);
   if (lua_isnil(L, -1)) {
     lua_pop(L, 1);
@@ -32,7 +49,12 @@ static void set_funcs(lua_State *L, const luaL_Reg *funcs, int methods) {
   }
   for (; funcs->name; funcs++) {
     l_push_upvalues(L);
-    lua_pushcclosure(L, funcs->func, 2);
+    if (ops) {
+      lua_pushlightuserdata(L, (void *)funcs);
+      lua_pushcclosure(L, op_entry, 3);
+    } else {
+      lua_pushcclosure(L, funcs->func, 2);
+    }
     lua_pushvalue(L, -1);
     if (methods) lua_pushfstring(L, ":%s", funcs->name);
     else lua_pushstring(L, funcs->name);
@@ -42,8 +64,10 @@ static void set_funcs(lua_State *L, const luaL_Reg *funcs, int methods) {
   lua_pop(L, 1);
 }
 
-void l_setfuncs(lua_State *L, const luaL_Reg *funcs) { set_funcs(L, funcs, 0); }
-void l_setmethods(lua_State *L, const luaL_Reg *funcs) { set_funcs(L, funcs, 1); }
+void l_setfuncs(lua_State *L, const luaL_Reg *funcs) { set_funcs(L, funcs, 0, 0); }
+void l_setmethods(lua_State *L, const luaL_Reg *funcs) { set_funcs(L, funcs, 1, 0); }
+void l_setops(lua_State *L, const luaL_Reg *funcs) { set_funcs(L, funcs, 0, 1); }
+void l_setopmethods(lua_State *L, const luaL_Reg *funcs) { set_funcs(L, funcs, 1, 1); }
 
 int l_argerror(lua_State *L, int narg, const char *extramsg) {
   lua_Debug ar;

@@ -38,6 +38,10 @@ typedef struct l_box {
  * closure's name for argument errors (l_argerror). l_setmethods is for methods (self is argument 1). */
 void l_setfuncs(lua_State *L, const luaL_Reg *funcs);
 void l_setmethods(lua_State *L, const luaL_Reg *funcs);
+/* The same for tensor ops: each is entered through one function that times it while the advanced profiler
+ * runs (l_util.c's op_entry; lt_prof.h). funcs must be static (the closures keep pointers into it). */
+void l_setops(lua_State *L, const luaL_Reg *funcs);
+void l_setopmethods(lua_State *L, const luaL_Reg *funcs);
 /* Pushes the state and the metatable (the two upvalues), for code that builds closures itself. */
 void l_push_upvalues(lua_State *L);
 

@@ -66,11 +66,11 @@ static int check_forward(lt_ctx *c, const lt_tensor *out, const char *op) {
                  lt_shape_str(out, b, sizeof b));
 }
 
-/* Backward: the node's kernel, timed when op_prof is on, its gradients checked when detect_anomaly is on. */
+/* Backward: the node's kernel, timed when prof is on, its gradients checked when detect_anomaly is on. */
 static int watched_backward(lt_ctx *c, lt_node *n, lt_tensor **gin) {
-  double t0 = c->op_prof ? lt_prof_now() : 0;
+  if (c->prof) lt_prof_op_begin(c->prof);
   int rc = n->backward(c, n, n->grad_acc, gin);
-  if (c->op_prof) lt_op_prof_add(c->op_prof, n->op, lt_prof_now() - t0);
+  if (c->prof) lt_prof_op_end(c->prof, 1, n->op);
   if (rc != LT_OK || !c->detect_anomaly) return rc;
   for (int i = 0; i < n->ninputs; i++) {
     const char *bad = nonfinite(gin[i]);

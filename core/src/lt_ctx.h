@@ -40,7 +40,7 @@ typedef struct lt_ctx {
    * set when either is on, so the ops pay one test when both are off. */
   int watch;
   int detect_anomaly;         /* an op whose output (forward) or gradient (backward) is NaN/inf fails, named */
-  struct lt_op_prof *op_prof; /* time per backward kernel (lt_prof.h); NULL: off */
+  struct lt_prof *prof; /* time per op and backward kernel into the loops' profiler (lt_prof.h); NULL: off */
 } lt_ctx;
 
 void lt_ctx_init(lt_ctx *c);

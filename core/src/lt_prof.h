@@ -1,6 +1,6 @@
 /*
  * lt_prof.h — the profiler's data: exclusive wall time per action (Trainer{profiler="simple"}), and time per
- * autograd kernel (profiler="advanced").
+ * forward op and backward kernel (profiler="advanced").
  *
  * Actions nest (a callback's optimizer_step runs the closure: training_step, backward ...). The profiler keeps
  * a stack of the running actions and charges each stretch of wall time to the innermost one only, so no row
@@ -43,6 +43,7 @@ typedef enum lt_prof_fixed { LT_PROF_FIXED_LIST(LT_PROF_ENUM_) LT_PROF_NFIXED } 
 
 #define LT_PROF_DEPTH 64 /* deeper nesting is charged to the action at this depth */
 #define LT_PROF_NAME 120
+#define LT_PROF_OP_CACHE 512 /* distinct op names found by address; more are found by name (slower) */
 
 typedef struct lt_prof_row {
   char name[LT_PROF_NAME];
@@ -57,6 +58,10 @@ typedef struct lt_prof {
   int depth;   /* actions running; entries past LT_PROF_DEPTH are counted, not stacked */
   double mark; /* when the current stretch began */
   int running;
+  struct {
+    const char *name;
+    int row;
+  } ops[2][LT_PROF_OP_CACHE]; /* op name's address -> row, [0] forward, [1] backward (open addressing) */
 } lt_prof;
 
 /* NULL when out of memory. The fixed rows exist from the start. */
@@ -72,24 +77,14 @@ void lt_prof_exit(lt_prof *p);
 /* Counts and times back to zero (the rows stay). */
 void lt_prof_reset(lt_prof *p);
 
-/* ---- time per autograd kernel (lt_ctx.op_prof; the backward engine in autograd.c adds to it) ---------- */
-typedef struct lt_op_row {
-  const char *op; /* the node's op name (a string literal of the core) */
-  int64_t count;
-  double total;
-} lt_op_row;
-
-#define LT_OP_PROF_MAX 256 /* distinct ops counted; later ones go to `dropped` */
-typedef struct lt_op_prof {
-  lt_op_row rows[LT_OP_PROF_MAX];
-  int nrows;
-  int64_t dropped;
-} lt_op_prof;
-
-/* The table holds no heap memory (a host can keep it anywhere: the Lua binding keeps it in a userdata). */
-void lt_op_prof_init(lt_op_prof *p);
-/* Adds one call of op's kernel taking `seconds`. */
-void lt_op_prof_add(lt_op_prof *p, const char *op, double seconds);
+/* ---- time per op (profiler="advanced") --------------------------------------------------------------------
+ * While lt_ctx.prof points at the loops' profiler, every forward op (the binding's op entry, core/bind/l_util.c)
+ * and every backward kernel (the autograd engine, core/src/autograd.c) is an action of its own, "[op] <name>" or
+ * "[backward] <name>", exclusive like the others: begin charges the time so far to the running action, end
+ * charges the op's time to its row. Neither touches the stack, so an op that raises an error leaves nothing
+ * behind (its partial time goes to the running action). `name` is a string literal: its address finds the row. */
+void lt_prof_op_begin(lt_prof *p);
+void lt_prof_op_end(lt_prof *p, int backward, const char *name);
 
 double lt_prof_now(void); /* monotonic seconds */
 

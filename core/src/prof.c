@@ -1,6 +1,7 @@
-/* prof.c — the profiler's tables (lt_prof.h): exclusive time per action, time per autograd kernel. */
+/* prof.c — the profiler's tables (lt_prof.h): exclusive time per action, time per op and backward kernel. */
 #include "lt_prof.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -94,20 +95,36 @@ void lt_prof_reset(lt_prof *p) {
   p->mark = lt_prof_now();
 }
 
-void lt_op_prof_init(lt_op_prof *p) { memset(p, 0, sizeof *p); }
-
-void lt_op_prof_add(lt_op_prof *p, const char *op, double seconds) {
-  lt_op_row *r = NULL;
-  for (int i = 0; i < p->nrows && !r; i++)
-    if (p->rows[i].op == op || strcmp(p->rows[i].op, op) == 0) r = &p->rows[i];
-  if (!r) {
-    if (p->nrows == LT_OP_PROF_MAX) {
-      p->dropped++;
-      return;
+static int op_row(lt_prof *p, int backward, const char *name) {
+  size_t h = ((uintptr_t)name >> 3) & (LT_PROF_OP_CACHE - 1);
+  for (int k = 0; k < LT_PROF_OP_CACHE; k++, h = (h + 1) & (LT_PROF_OP_CACHE - 1)) {
+    if (p->ops[backward][h].name == name) return p->ops[backward][h].row;
+    if (!p->ops[backward][h].name) {
+      char buf[LT_PROF_NAME];
+      snprintf(buf, sizeof buf, "%s%s", backward ? "[backward] " : "[op] ", name);
+      int row = lt_prof_action(p, buf);
+      if (row >= 0) p->ops[backward][h].name = name, p->ops[backward][h].row = row;
+      return row;
     }
-    r = &p->rows[p->nrows++];
-    *r = (lt_op_row){ op, 0, 0 };
   }
-  r->count++;
-  r->total += seconds;
+  char buf[LT_PROF_NAME]; /* the cache is full */
+  snprintf(buf, sizeof buf, "%s%s", backward ? "[backward] " : "[op] ", name);
+  return lt_prof_action(p, buf);
+}
+
+void lt_prof_op_begin(lt_prof *p) {
+  if (p->running) charge(p, lt_prof_now());
+}
+
+void lt_prof_op_end(lt_prof *p, int backward, const char *name) {
+  if (!p->running) return;
+  double now = lt_prof_now();
+  int row = op_row(p, backward, name);
+  if (row < 0) { /* out of memory: the op's time stays with the running action */
+    charge(p, now);
+    return;
+  }
+  p->rows[row].count++;
+  p->rows[row].total += now - p->mark;
+  p->mark = now;
 }

@@ -12,9 +12,10 @@
 -- With no profiler (the default, PassThroughProfiler) the loops test one NULL pointer per point.
 --
 -- AdvancedProfiler adds LuaJIT's sampling profiler (jit.profile: the Lua functions and VM states where the
--- samples fell) and the time of each autograd backward kernel (core/src/autograd.c's watch).
+-- samples fell) and a row per C op: "[op] matmul" for the forward ops (timed at the binding's op entry,
+-- core/bind/l_util.c) and "[backward] <node>" for the autograd backward kernels (core/src/autograd.c), exclusive
+-- like every row (an op's time is not in its training_step's row).
 local lt = require "lutra"
-local core = require "lutra.core"
 local util = require "lutra.util"
 
 local M = {}
@@ -188,7 +189,7 @@ setmetatable(AdvancedProfiler, { __index = Profiler, __call = function(cls, opts
   if top < 1 then error("AdvancedProfiler: option 'top' must be >= 1, got " .. top, 2) end
   local ok, jp = pcall(require, "jit.profile")
   return setmetatable({ dirpath = opts.dirpath, filename = opts.filename, interval = interval, top = top,
-    _active = true, _jp = ok and jp or nil, _samples = {}, _vmstates = {}, _ops = {} }, cls)
+    _active = true, _jp = ok and jp or nil, _samples = {}, _vmstates = {} }, cls)
 end })
 
 local VMSTATE = { N = "compiled Lua", I = "interpreted Lua", C = "C code", G = "garbage collector", J = "JIT compiler" }
@@ -207,7 +208,7 @@ function AdvancedProfiler:_start_sampling()
 end
 
 function AdvancedProfiler:_start_extra()
-  core._op_profile(true)
+  self._trainer._lp:profiler_ops(true)
   self:_start_sampling()
 end
 
@@ -239,16 +240,10 @@ end
 
 function AdvancedProfiler:_stop_extra()
   if self._jp then self._jp.stop() end
-  local ops = self._ops
-  for _, r in ipairs(core._op_profile_rows()) do
-    local o = ops[r.op] or { op = r.op, count = 0, total = 0 }
-    o.count, o.total = o.count + r.count, o.total + r.total
-    ops[r.op] = o
-  end
-  core._op_profile(false)
+  self._trainer._lp:profiler_ops(false)
 end
 
-function AdvancedProfiler:_reset_extra() self._samples, self._vmstates, self._ops = {}, {}, {} end
+function AdvancedProfiler:_reset_extra() self._samples, self._vmstates = {}, {} end
 
 --- profiler:lua_functions() -> {{name=, samples=}, ...}: where jit.profile's samples fell, most first
 --- (empty under PUC Lua, which has no jit.profile).
@@ -259,15 +254,22 @@ function AdvancedProfiler:lua_functions()
   return list
 end
 
---- profiler:kernels() -> {{op=, count=, mean=, total=}, ...}: the autograd backward kernels, largest total first.
-function AdvancedProfiler:kernels()
+-- The summary's rows whose action starts with prefix, as {op=, count=, mean=, total=} (largest total first).
+local function op_rows(self, prefix)
   local list = {}
-  for _, o in pairs(self._ops) do
-    list[#list + 1] = { op = o.op, count = o.count, total = o.total, mean = o.count > 0 and o.total / o.count or 0 }
+  for _, r in ipairs(self:summary()) do
+    if r.action:sub(1, #prefix) == prefix then
+      list[#list + 1] = { op = r.action:sub(#prefix + 1), count = r.count, mean = r.mean, total = r.total }
+    end
   end
-  table.sort(list, function(a, b) if a.total ~= b.total then return a.total > b.total end return a.op < b.op end)
   return list
 end
+
+--- profiler:ops() -> {{op=, count=, mean=, total=}, ...}: the forward ops (the summary's "[op] name" rows).
+function AdvancedProfiler:ops() return op_rows(self, "[op] ") end
+
+--- profiler:kernels() -> {{op=, count=, mean=, total=}, ...}: the autograd backward kernels ("[backward] name").
+function AdvancedProfiler:kernels() return op_rows(self, "[backward] ") end
 
 function AdvancedProfiler:_describe_extra()
   local out = { "" }
@@ -285,12 +287,6 @@ function AdvancedProfiler:_describe_extra()
       if i > self.top then break end
       out[#out + 1] = fmt("  %6.2f%%  %6d  %s", 100 * f.samples / total, f.samples, f.name)
     end
-  end
-  out[#out + 1] = ""
-  out[#out + 1] = "Backward kernels (autograd): op, calls, mean (s), total (s)"
-  for i, k in ipairs(self:kernels()) do
-    if i > self.top then break end
-    out[#out + 1] = fmt("  %-24s %8d  %-12.6g  %-12.6g", k.op, k.count, k.mean, k.total)
   end
   return table.concat(out, "\n")
 end
