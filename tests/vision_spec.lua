@@ -46,6 +46,41 @@ describe("vision kernels: finite-difference gradients", function()
       { lt.randn(1, 3, 4, 5), lt.randn(3, 1, 2, 3), lt.randn(3) }))
   end)
 
+  it("the direct depthwise kernel (nn_conv_depthwise.c): strides, padding, dilation, channel multiplier", function()
+    -- V.conv2d(x, w, b, sh, sw, ph, pw, dh, dw, groups); one input channel per group takes the direct kernel
+    assert.is_true(gradcheck(function(x, w, b) return V.conv2d(x, w, b, 2, 1, 1, 2, 2, 1, 3) end,
+      { lt.randn(2, 3, 7, 6), lt.randn(6, 1, 3, 3), lt.randn(6) }))
+    assert.is_true(gradcheck(function(x, w) return V.conv2d(x, w, nil, 1, 3, 0, 1, 1, 2, 2) end,
+      { lt.randn(1, 2, 5, 9), lt.randn(2, 1, 2, 3) }))
+    -- a depthwise transposed convolution runs the same kernels as its adjoint's passes
+    assert.is_true(gradcheck(function(x, w, b) return V.conv_transpose2d(x, w, b, 2, 1, 1, 0, 1, 0, 1, 2, 3) end,
+      { lt.randn(2, 3, 3, 4), lt.randn(3, 1, 3, 2), lt.randn(3) }))
+  end)
+
+  it("the depthwise kernel on the pool matches one dense convolution per channel", function()
+    local threads = lt.get_num_threads()
+    lt.set_num_threads(2)
+    local C, M = 12, 2
+    local x, w, b = lt.randn(4, C, 23, 21), lt.randn(C * M, 1, 3, 3), lt.randn(C * M)
+    local gy = lt.randn(4, C * M, 12, 11)
+    local xd, wd = x:clone():requires_grad(true), w:clone():requires_grad(true)
+    local y = V.conv2d(xd, wd, b, 2, 2, 1, 1, 1, 1, C)
+    y:backward(gy)
+    local xr, wr = x:clone():requires_grad(true), w:clone():requires_grad(true)
+    local parts = {}
+    for o = 1, C * M do
+      local c = math.floor((o - 1) / M) + 1
+      parts[o] = F.conv2d(xr:narrow(2, c, 1), wr:narrow(1, o, 1), b:narrow(1, o, 1), { stride = 2, padding = 1 })
+    end
+    local yr = lt.cat(parts, 2)
+    yr:backward(gy)
+    lt.set_num_threads(threads)
+    local function ref(t) return { shape = t:shape(), data = t:flatten():tolist() } end
+    X.check("output", y, ref(yr), 1e-5, 1e-5)
+    X.check("grad_input", xd.grad, ref(xr.grad), 1e-5, 1e-5)
+    X.check("grad_weight", wd.grad, ref(wr.grad), 1e-5, 1e-4)
+  end)
+
   it("conv_transpose2d with groups, dilation, stride and output_padding", function()
     assert.is_true(gradcheck(function(x, w, b) return V.conv_transpose2d(x, w, b, 2, 3, 1, 0, 1, 2, 1, 1, 2) end,
       { lt.randn(2, 4, 3, 2), lt.randn(4, 3, 3, 2), lt.randn(6) }))

@@ -9,12 +9,14 @@
  * The transposed convolution is the adjoint of a convolution: its forward is CONV_INPUT_GRAD of the convolution
  * that maps its output space back to its input space (with the same weight tensor, [Cin, Cout/G, KH, KW]), its
  * input gradient is CONV_FORWARD and its weight gradient CONV_WEIGHT_GRAD with the roles of x and gy swapped.
- * Dilation 1 with one group goes to nn_conv.c's tuned kernel instead (lt_nn_conv2d_ex dispatches).
+ * Dilation 1 with one group goes to nn_conv.c's tuned kernel instead (lt_nn_conv2d_ex dispatches); one input
+ * channel per group (depthwise) to the direct kernels of nn_conv_depthwise.c (conv_run dispatches).
  */
 #include <string.h>
 
 #include "lt_alloc.h"
 #include "lt_conv.h"
+#include "lt_conv_dw.h"
 #include "lt_ctx.h"
 #include "lt_errors.h"
 #include "lt_nn.h"
@@ -71,6 +73,16 @@ typedef enum conv_pass { CONV_FORWARD, CONV_INPUT_GRAD, CONV_WEIGHT_GRAD } conv_
 
 static int conv_run(lt_ctx *c, const gconv_geom *g, conv_pass pass, const float *in, const float *other, float *out) {
   const int64_t Kg = g_kg(g), P = g_p(g), Og = g_og(g), Cg = g_cg(g), HW = g->H * g->W;
+  if (Cg == 1 && g->KH * g->KW <= LT_CONV_DW_MAX_TAPS) { /* depthwise: no col buffer, no per-plane GEMMs */
+    const lt_dw_geom d = { g->N,  g->C,  Og,    g->H,  g->W,  g->HO, g->WO, g->KH,
+                           g->KW, g->SH, g->SW, g->PH, g->PW, g->DH, g->DW };
+    switch (pass) {
+      case CONV_FORWARD: lt_conv_dw_forward(c, &d, in, other, out); break;
+      case CONV_INPUT_GRAD: lt_conv_dw_input_grad(c, &d, in, other, out); break;
+      case CONV_WEIGHT_GRAD: lt_conv_dw_weight_grad(c, &d, in, other, out); break;
+    }
+    return LT_OK;
+  }
   float *col = scratch(c, Kg * P);
   if (!col) return LT_ERR;
   int rc = LT_OK;

@@ -1,0 +1,157 @@
+/*
+ * nn_conv_depthwise.c — the direct depthwise convolution of lt_conv_dw.h, forward, input gradient and weight
+ * gradient. A plane's work is a sum over its kernel taps of one scaled row per output row; the inner loops run
+ * along the output row (contiguous at stride 1, where they vectorise), over the valid range of each tap
+ * (lt_conv_valid_range) so padding costs nothing. Planes go to lutra's pool in ranges: the forward over the
+ * N*C*M output planes, the input gradient over the N*C input planes (a task owns its gx plane), the weight
+ * gradient over the C*M channels (a task sums its channel over the batch, so the result does not depend on
+ * the thread count).
+ */
+#include <string.h>
+
+#include "lt_conv.h"
+#include "lt_conv_dw.h"
+#include "lt_pool.h"
+#include "lt_simd.h"
+
+#define DW_PAR_MIN (INT64_C(1) << 17) /* multiply-adds below which a pool hand-off does not pay */
+
+typedef struct dw_job {
+  const lt_dw_geom *g;
+  const float *a, *b; /* forward: x, w; input grad: gy, w; weight grad: x, gy */
+  float *out;
+} dw_job;
+
+/* the output rows [oh_lo, oh_hi) and columns [ow_lo, ow_hi) tap (ki, kj) reads inside the input */
+static void tap_range(const lt_dw_geom *g, int64_t ki, int64_t kj, int64_t r[4]) {
+  lt_conv_valid_range(ki * g->DH, g->SH, g->PH, g->H, g->HO, &r[0], &r[1]);
+  lt_conv_valid_range(kj * g->DW, g->SW, g->PW, g->W, g->WO, &r[2], &r[3]);
+}
+
+/* y plane [HO, WO] = input plane x [H, W] through the kernel wk [KH, KW] */
+LT_VECTOR_FN static void fwd_plane(const lt_dw_geom *g, const float *x, const float *wk, float *y) {
+  const int64_t WO = g->WO, SW = g->SW;
+  memset(y, 0, sizeof(float) * (size_t)(g->HO * WO));
+  for (int64_t ki = 0; ki < g->KH; ki++)
+    for (int64_t kj = 0; kj < g->KW; kj++) {
+      int64_t r[4];
+      tap_range(g, ki, kj, r);
+      const float wv = wk[ki * g->KW + kj];
+      for (int64_t oh = r[0]; oh < r[1]; oh++) {
+        const float *restrict xs = x + (oh * g->SH - g->PH + ki * g->DH) * g->W - g->PW + kj * g->DW;
+        float *restrict yr = y + oh * WO;
+        if (SW == 1)
+          for (int64_t ow = r[2]; ow < r[3]; ow++) yr[ow] += wv * xs[ow];
+        else
+          for (int64_t ow = r[2]; ow < r[3]; ow++) yr[ow] += wv * xs[ow * SW];
+      }
+    }
+}
+
+/* gx plane [H, W] += the adjoint of fwd_plane applied to gy plane [HO, WO] */
+LT_VECTOR_FN static void bwd_plane(const lt_dw_geom *g, const float *gy, const float *wk, float *gx) {
+  const int64_t WO = g->WO, SW = g->SW;
+  for (int64_t ki = 0; ki < g->KH; ki++)
+    for (int64_t kj = 0; kj < g->KW; kj++) {
+      int64_t r[4];
+      tap_range(g, ki, kj, r);
+      const float wv = wk[ki * g->KW + kj];
+      for (int64_t oh = r[0]; oh < r[1]; oh++) {
+        float *restrict xs = gx + (oh * g->SH - g->PH + ki * g->DH) * g->W - g->PW + kj * g->DW;
+        const float *restrict gr = gy + oh * WO;
+        if (SW == 1)
+          for (int64_t ow = r[2]; ow < r[3]; ow++) xs[ow] += wv * gr[ow];
+        else
+          for (int64_t ow = r[2]; ow < r[3]; ow++) xs[ow * SW] += wv * gr[ow];
+      }
+    }
+}
+
+/* gk [KH, KW] += the products of input plane x [H, W] with gy plane [HO, WO] under each tap */
+LT_VECTOR_FN static void wgrad_plane(const lt_dw_geom *g, const float *x, const float *gy, double *gk) {
+  const int64_t WO = g->WO, SW = g->SW;
+  for (int64_t ki = 0; ki < g->KH; ki++)
+    for (int64_t kj = 0; kj < g->KW; kj++) {
+      int64_t r[4];
+      tap_range(g, ki, kj, r);
+      double s = 0;
+      for (int64_t oh = r[0]; oh < r[1]; oh++) {
+        const float *xs = x + (oh * g->SH - g->PH + ki * g->DH) * g->W - g->PW + kj * g->DW;
+        const float *gr = gy + oh * WO;
+        if (SW == 1) {
+          s += lt_dot_f32(gr + r[2], xs + r[2], r[3] - r[2]);
+        } else {
+          float acc = 0;
+          for (int64_t ow = r[2]; ow < r[3]; ow++) acc += gr[ow] * xs[ow * SW];
+          s += acc;
+        }
+      }
+      gk[ki * g->KW + kj] += s;
+    }
+}
+
+static void fwd_part(void *arg, int part, int nparts) {
+  const dw_job *j = arg;
+  const lt_dw_geom *g = j->g;
+  const int64_t O = g->C * g->M, HW = g->H * g->W, P = g->HO * g->WO, KK = g->KH * g->KW;
+  int64_t lo, hi;
+  lt_pool_range(g->N * O, part, nparts, 1, &lo, &hi);
+  for (int64_t pl = lo; pl < hi; pl++) {
+    const int64_t n = pl / O, o = pl % O;
+    fwd_plane(g, j->a + (n * g->C + o / g->M) * HW, j->b + o * KK, j->out + pl * P);
+  }
+}
+
+static void bwd_part(void *arg, int part, int nparts) {
+  const dw_job *j = arg;
+  const lt_dw_geom *g = j->g;
+  const int64_t HW = g->H * g->W, P = g->HO * g->WO, KK = g->KH * g->KW;
+  int64_t lo, hi;
+  lt_pool_range(g->N * g->C, part, nparts, 1, &lo, &hi);
+  for (int64_t pl = lo; pl < hi; pl++) {
+    const int64_t n = pl / g->C, ch = pl % g->C;
+    for (int64_t m = 0; m < g->M; m++) {
+      const int64_t o = ch * g->M + m;
+      bwd_plane(g, j->a + (n * g->C * g->M + o) * P, j->b + o * KK, j->out + pl * HW);
+    }
+  }
+}
+
+static void wgrad_part(void *arg, int part, int nparts) {
+  const dw_job *j = arg;
+  const lt_dw_geom *g = j->g;
+  const int64_t O = g->C * g->M, HW = g->H * g->W, P = g->HO * g->WO, KK = g->KH * g->KW;
+  int64_t lo, hi;
+  lt_pool_range(O, part, nparts, 1, &lo, &hi);
+  double acc[LT_CONV_DW_MAX_TAPS];
+  for (int64_t o = lo; o < hi; o++) {
+    memset(acc, 0, sizeof acc);
+    for (int64_t n = 0; n < g->N; n++)
+      wgrad_plane(g, j->a + (n * g->C + o / g->M) * HW, j->b + (n * O + o) * P, acc);
+    for (int64_t k = 0; k < KK; k++) j->out[o * KK + k] += (float)acc[k];
+  }
+}
+
+static void run(lt_ctx *c, lt_pool_fn fn, dw_job *j, int64_t tasks) {
+  const lt_dw_geom *g = j->g;
+  const int64_t work = g->N * g->C * g->M * g->HO * g->WO * g->KH * g->KW;
+  int parts = lt_pool_parts(c->num_threads, work, DW_PAR_MIN);
+  if (parts > tasks) parts = (int)tasks;
+  if (parts > 1) lt_pool_run(fn, j, parts);
+  else fn(j, 0, 1);
+}
+
+void lt_conv_dw_forward(lt_ctx *c, const lt_dw_geom *g, const float *x, const float *w, float *y) {
+  dw_job j = { g, x, w, y };
+  run(c, fwd_part, &j, g->N * g->C * g->M);
+}
+
+void lt_conv_dw_input_grad(lt_ctx *c, const lt_dw_geom *g, const float *gy, const float *w, float *gx) {
+  dw_job j = { g, gy, w, gx };
+  run(c, bwd_part, &j, g->N * g->C);
+}
+
+void lt_conv_dw_weight_grad(lt_ctx *c, const lt_dw_geom *g, const float *x, const float *gy, float *gw) {
+  dw_job j = { g, x, gy, gw };
+  run(c, wgrad_part, &j, g->C * g->M);
+}
