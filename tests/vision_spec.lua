@@ -81,6 +81,22 @@ describe("vision kernels: finite-difference gradients", function()
     X.check("grad_weight", wd.grad, ref(wr.grad), 1e-5, 1e-4)
   end)
 
+  it("grouped conv2d in chunks of items (the last one short) matches one dense convolution per group", function()
+    local x, w, b = lt.randn(5, 16, 40, 40), lt.randn(6, 8, 3, 3), lt.randn(6) -- 2 items per chunk of col
+    local gy = lt.randn(5, 6, 40, 40)
+    local xg, wg = x:clone():requires_grad(true), w:clone():requires_grad(true)
+    local y = V.conv2d(xg, wg, b, 1, 1, 1, 1, 1, 1, 2)
+    y:backward(gy)
+    local xr, wr = x:clone():requires_grad(true), w:clone():requires_grad(true)
+    local yr = lt.cat({ F.conv2d(xr:narrow(2, 1, 8), wr:narrow(1, 1, 3), b:narrow(1, 1, 3), { padding = 1 }),
+      F.conv2d(xr:narrow(2, 9, 8), wr:narrow(1, 4, 3), b:narrow(1, 4, 3), { padding = 1 }) }, 2)
+    yr:backward(gy)
+    local function ref(t) return { shape = t:shape(), data = t:flatten():tolist() } end
+    X.check("output", y, ref(yr), 1e-4, 1e-4)
+    X.check("grad_input", xg.grad, ref(xr.grad), 1e-4, 1e-4)
+    X.check("grad_weight", wg.grad, ref(wr.grad), 1e-4, 1e-2)
+  end)
+
   it("conv_transpose2d with groups, dilation, stride and output_padding", function()
     assert.is_true(gradcheck(function(x, w, b) return V.conv_transpose2d(x, w, b, 2, 3, 1, 0, 1, 2, 1, 1, 2) end,
       { lt.randn(2, 4, 3, 2), lt.randn(4, 3, 3, 2), lt.randn(6) }))
