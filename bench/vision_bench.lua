@@ -1,8 +1,8 @@
 -- bench/vision_bench.lua — forward+backward of the vision layers at the shapes real models use, lutra's side of
 -- section 'vision' of bench/run (bench/vision_bench_torch.py is PyTorch's: same shapes, same protocol — median of
 -- timed repetitions after a warm-up, gradients reset to none each iteration, the pool's threads).
--- Prints "name milliseconds" lines; the harness pairs them with PyTorch's in the same run.
---   ./lutra bench/vision_bench.lua [--no-torch]      (standalone: also runs the PyTorch side and prints ratios)
+-- Prints "name milliseconds" lines; the harness pairs them with PyTorch's in the same run:
+--   bench/run --only vision        (or ./lutra bench/vision_bench.lua for lutra's side alone)
 local lt = require "lutra"
 local nn = lt.nn
 
@@ -15,7 +15,6 @@ local threads = tonumber(os.getenv("BENCH_THREADS") or "")
 if threads then lt.set_num_threads(threads) end
 local REPS = tonumber(os.getenv("BENCH_REPS") or "") or 15
 
-local results = {}
 local function bench(name, m, x)
   local params = m:parameters()
   params[#params + 1] = x
@@ -35,7 +34,6 @@ local function bench(name, m, x)
   end
   table.sort(t)
   local ms = t[math.floor((#t + 1) / 2)]
-  results[#results + 1] = { name = name, ms = ms }
   print(string.format("%s %.3f", name, ms))
   io.stdout:flush()
 end
@@ -69,20 +67,3 @@ bench("group_norm 32x128 28x28", nn.GroupNorm(32, 128), x4(128, 28, 28))
 bench("adaptive_avg_pool2d 1 512x7x7", nn.AdaptiveAvgPool2d(1), x4(512, 7, 7))
 bench("adaptive_avg_pool2d 7 256x13x13", nn.AdaptiveAvgPool2d(7), x4(256, 13, 13))
 bench("adaptive_max_pool2d 7 256x13x13", nn.AdaptiveMaxPool2d(7), x4(256, 13, 13))
-
-if not (arg and arg[1] == "--no-torch") and not os.getenv("BENCH_THREADS") then
-  local dir = (arg and arg[0] or ""):match("^(.*)/[^/]*$") or "."
-  local p = io.popen("OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 " .. dir .. "/vision_bench_torch.py 2>&1")
-  local torch_out = p:read("*a")
-  p:close()
-  local torch_ms = {}
-  for line in torch_out:gmatch("[^\n]+") do
-    local name, ms = line:match("^(.-)%s+([%d.]+)$")
-    if name then torch_ms[name] = tonumber(ms) end
-  end
-  print("\n-- lutra / PyTorch ms (lower is better for lutra) --")
-  for _, r in ipairs(results) do
-    local t = torch_ms[r.name]
-    if t then print(string.format("%-42s %8.3f / %8.3f = %5.2fx", r.name, r.ms, t, r.ms / t)) end
-  end
-end

@@ -34,6 +34,12 @@ end)
 
 describe("vision kernels: finite-difference gradients", function()
   local V = require("lutra.core")._vision
+  -- the output and the gradients of two paths agree: each pair { what, got, want, absolute tolerance }
+  local function same(checks)
+    for _, c in ipairs(checks) do
+      X.check(c[1], c[2], { shape = c[3]:shape(), data = c[3]:flatten():tolist() }, 1e-4, c[4])
+    end
+  end
   before_each(function() lt.manual_seed(17) end)
 
   it("grouped, dilated, strided conv2d in input, weight and bias", function()
@@ -75,10 +81,8 @@ describe("vision kernels: finite-difference gradients", function()
     local yr = lt.cat(parts, 2)
     yr:backward(gy)
     lt.set_num_threads(threads)
-    local function ref(t) return { shape = t:shape(), data = t:flatten():tolist() } end
-    X.check("output", y, ref(yr), 1e-5, 1e-5)
-    X.check("grad_input", xd.grad, ref(xr.grad), 1e-5, 1e-5)
-    X.check("grad_weight", wd.grad, ref(wr.grad), 1e-5, 1e-4)
+    same { { "output", y, yr, 1e-5 }, { "grad_input", xd.grad, xr.grad, 1e-5 },
+      { "grad_weight", wd.grad, wr.grad, 1e-4 } }
   end)
 
   it("grouped conv2d in chunks of items (the last one short) matches one dense convolution per group", function()
@@ -91,10 +95,8 @@ describe("vision kernels: finite-difference gradients", function()
     local yr = lt.cat({ F.conv2d(xr:narrow(2, 1, 8), wr:narrow(1, 1, 3), b:narrow(1, 1, 3), { padding = 1 }),
       F.conv2d(xr:narrow(2, 9, 8), wr:narrow(1, 4, 3), b:narrow(1, 4, 3), { padding = 1 }) }, 2)
     yr:backward(gy)
-    local function ref(t) return { shape = t:shape(), data = t:flatten():tolist() } end
-    X.check("output", y, ref(yr), 1e-4, 1e-4)
-    X.check("grad_input", xg.grad, ref(xr.grad), 1e-4, 1e-4)
-    X.check("grad_weight", wg.grad, ref(wr.grad), 1e-4, 1e-2)
+    same { { "output", y, yr, 1e-4 }, { "grad_input", xg.grad, xr.grad, 1e-4 },
+      { "grad_weight", wg.grad, wr.grad, 1e-2 } }
   end)
 
   it("conv_transpose2d with groups, dilation, stride and output_padding", function()

@@ -28,41 +28,26 @@ static void tap_range(const lt_dw_geom *g, int64_t ki, int64_t kj, int64_t r[4])
   lt_conv_valid_range(kj * g->DW, g->SW, g->PW, g->W, g->WO, &r[2], &r[3]);
 }
 
-/* y plane [HO, WO] = input plane x [H, W] through the kernel wk [KH, KW] */
-LT_VECTOR_FN static void fwd_plane(const lt_dw_geom *g, const float *x, const float *wk, float *y) {
+/* One plane through the kernel wk [KH, KW]: y plane [HO, WO] += the taps of input plane x [H, W] (adjoint 0), or
+ * its adjoint, x += the taps of y (adjoint 1: x is the input gradient, y the output gradient) */
+LT_VECTOR_FN static void tap_plane(const lt_dw_geom *g, float *x, const float *wk, float *y, int adjoint) {
   const int64_t WO = g->WO, SW = g->SW;
-  memset(y, 0, sizeof(float) * (size_t)(g->HO * WO));
   for (int64_t ki = 0; ki < g->KH; ki++)
     for (int64_t kj = 0; kj < g->KW; kj++) {
       int64_t r[4];
       tap_range(g, ki, kj, r);
       const float wv = wk[ki * g->KW + kj];
       for (int64_t oh = r[0]; oh < r[1]; oh++) {
-        const float *restrict xs = x + (oh * g->SH - g->PH + ki * g->DH) * g->W - g->PW + kj * g->DW;
+        float *restrict xs = x + (oh * g->SH - g->PH + ki * g->DH) * g->W - g->PW + kj * g->DW;
         float *restrict yr = y + oh * WO;
-        if (SW == 1)
+        if (adjoint && SW == 1)
+          for (int64_t ow = r[2]; ow < r[3]; ow++) xs[ow] += wv * yr[ow];
+        else if (adjoint)
+          for (int64_t ow = r[2]; ow < r[3]; ow++) xs[ow * SW] += wv * yr[ow];
+        else if (SW == 1)
           for (int64_t ow = r[2]; ow < r[3]; ow++) yr[ow] += wv * xs[ow];
         else
           for (int64_t ow = r[2]; ow < r[3]; ow++) yr[ow] += wv * xs[ow * SW];
-      }
-    }
-}
-
-/* gx plane [H, W] += the adjoint of fwd_plane applied to gy plane [HO, WO] */
-LT_VECTOR_FN static void bwd_plane(const lt_dw_geom *g, const float *gy, const float *wk, float *gx) {
-  const int64_t WO = g->WO, SW = g->SW;
-  for (int64_t ki = 0; ki < g->KH; ki++)
-    for (int64_t kj = 0; kj < g->KW; kj++) {
-      int64_t r[4];
-      tap_range(g, ki, kj, r);
-      const float wv = wk[ki * g->KW + kj];
-      for (int64_t oh = r[0]; oh < r[1]; oh++) {
-        float *restrict xs = gx + (oh * g->SH - g->PH + ki * g->DH) * g->W - g->PW + kj * g->DW;
-        const float *restrict gr = gy + oh * WO;
-        if (SW == 1)
-          for (int64_t ow = r[2]; ow < r[3]; ow++) xs[ow] += wv * gr[ow];
-        else
-          for (int64_t ow = r[2]; ow < r[3]; ow++) xs[ow * SW] += wv * gr[ow];
       }
     }
 }
@@ -98,7 +83,9 @@ static void fwd_part(void *arg, int part, int nparts) {
   lt_pool_range(g->N * O, part, nparts, 1, &lo, &hi);
   for (int64_t pl = lo; pl < hi; pl++) {
     const int64_t n = pl / O, o = pl % O;
-    fwd_plane(g, j->a + (n * g->C + o / g->M) * HW, j->b + o * KK, j->out + pl * P);
+    float *y = j->out + pl * P;
+    memset(y, 0, sizeof(float) * (size_t)P);
+    tap_plane(g, (float *)j->a + (n * g->C + o / g->M) * HW, j->b + o * KK, y, 0);
   }
 }
 
@@ -112,7 +99,7 @@ static void bwd_part(void *arg, int part, int nparts) {
     const int64_t n = pl / g->C, ch = pl % g->C;
     for (int64_t m = 0; m < g->M; m++) {
       const int64_t o = ch * g->M + m;
-      bwd_plane(g, j->a + (n * g->C * g->M + o) * P, j->b + o * KK, j->out + pl * HW);
+      tap_plane(g, j->out + pl * HW, j->b + o * KK, (float *)j->a + (n * g->C * g->M + o) * P, 1);
     }
   }
 }
