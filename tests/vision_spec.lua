@@ -220,6 +220,31 @@ describe("ConvTranspose2d with an output_size", function()
   end)
 end)
 
+describe("adaptive pools: an output_size entry nil or false keeps that dim (PyTorch's None)", function()
+  it("pools {nil, 3} as {H, 3} and {4, false} as {4, W}, in the modules and in F", function()
+    lt.manual_seed(3)
+    local x = lt.randn(2, 3, 5, 7)
+    local a = nn.AdaptiveAvgPool2d({ nil, 3 })
+    assert.are.equal("AdaptiveAvgPool2d(output_size=[nil x 3])", tostring(a))
+    assert.are.same({ 2, 3, 5, 3 }, a(x):shape())
+    assert.are.same(F.adaptive_avg_pool2d(x, { 5, 3 }):flatten():tolist(), a(x):flatten():tolist())
+    local m = nn.AdaptiveMaxPool2d({ 4, false })
+    assert.are.same({ 3, 4, 7 }, m(x[1]):shape())
+    assert.are.same(F.adaptive_max_pool2d(x, { 4, 7 }):flatten():tolist(), m(x):flatten():tolist())
+    assert.are.same({ 2, 3, 5, 7 }, F.adaptive_max_pool2d(x, { false, false }):shape())
+  end)
+
+  it("names a list of the wrong length or keys", function()
+    local want = "AdaptiveAvgPool2d: output_size must be a number or a list of 2 (nil or false keeps the input's size: "
+    assert.are.equal(want .. "{nil, 7}, {7, false}), got a list of 1",
+      err_of(nn.AdaptiveAvgPool2d, { 7, nil }):match("AdaptiveAvgPool2d: .*"))
+    assert.are.equal(want .. "{nil, 7}, {7, false}), got other keys",
+      err_of(nn.AdaptiveAvgPool2d, { 7, 2, 3 }):match("AdaptiveAvgPool2d: .*"))
+    assert.matches("adaptive_max_pool2d: output_size must be an integer >= 1, got 0",
+      err_of(F.adaptive_max_pool2d, lt.randn(1, 1, 4, 4), { false, 0 }), 1, true)
+  end)
+end)
+
 describe("vision modules: errors", function()
   it("names channels that groups do not divide", function()
     assert.matches("Conv2d: in_channels 5 must be divisible by groups 2", err_of(nn.Conv2d, 5, 4, 3, { groups = 2 }),

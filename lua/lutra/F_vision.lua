@@ -205,10 +205,35 @@ function M.avg_pool1d(x, k, stride, padding)
     o.ceil_mode == true):squeeze(3)
 end
 
---- adaptive_avg_pool2d(x [N x C x H x W], output_size (number or {h, w}))
+--- A 2-d adaptive pool's output size: a number, or {h, w} where a nil or false entry keeps that dim of the input
+--- (PyTorch's None: {nil, 7}; a kept last dim is written false, {7, false}, as {7, nil} is the list {7}). Without x
+--- the checked list, false where kept; with x [.. x H x W] the sizes.
+local function adaptive_size2(fn, v, x)
+  if type(v) ~= "table" then return tuple(fn, "output_size", v, 2, 1) end
+  local n = 0
+  for k in pairs(v) do
+    if type(k) ~= "number" or k ~= 1 and k ~= 2 then n = 3; break end
+    n = math.max(n, k)
+  end
+  if n ~= 2 then
+    error(string.format("%s: output_size must be a number or a list of 2 (nil or false keeps the input's size: "
+      .. "{nil, 7}, {7, false}), got %s", fn, n == 3 and "other keys" or "a list of " .. n), 4)
+  end
+  local t = {}
+  for i = 1, 2 do
+    if v[i] == nil or v[i] == false then t[i] = x and x:size(x:dim() - 2 + i) or false
+    else t[i] = H.check_int(fn, "output_size", v[i], 1, 3) end
+  end
+  return t
+end
+M._adaptive_size2 = adaptive_size2
+
+--- adaptive_avg_pool2d(x [N x C x H x W], output_size (number or {h, w}; nil/false entries keep that dim))
 function M.adaptive_avg_pool2d(x, size)
   check_tensor("adaptive_avg_pool2d", x, "input")
-  local o = tuple("adaptive_avg_pool2d", "output_size", size, 2, 1)
+  if x:dim() < 2 then error("adaptive_avg_pool2d: input must be [batch x channels x height x width], got " ..
+    x:shape_str(), 2) end
+  local o = adaptive_size2("adaptive_avg_pool2d", size, x)
   return V.adaptive_avg_pool2d(x, o[1], o[2])
 end
 
@@ -216,7 +241,9 @@ end
 --- positions of the maxima within each [H x W] plane (int64)
 function M.adaptive_max_pool2d(x, size, return_indices)
   check_tensor("adaptive_max_pool2d", x, "input")
-  local o = tuple("adaptive_max_pool2d", "output_size", size, 2, 1)
+  if x:dim() < 2 then error("adaptive_max_pool2d: input must be [batch x channels x height x width], got " ..
+    x:shape_str(), 2) end
+  local o = adaptive_size2("adaptive_max_pool2d", size, x)
   local y, idx = V.adaptive_max_pool2d(x, o[1], o[2])
   if return_indices then return y, idx + 1 end
   return y
