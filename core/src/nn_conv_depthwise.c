@@ -52,24 +52,31 @@ LT_VECTOR_FN static void tap_plane(const lt_dw_geom *g, float *x, const float *w
     }
 }
 
-/* gk [KH, KW] += the products of input plane x [H, W] with gy plane [HO, WO] under each tap */
+#define DW_ROW 256 /* output columns per block of the weight gradient's row accumulator (on the stack) */
+
+/* gk [KH, KW] += the products of input plane x [H, W] with gy plane [HO, WO] under each tap: per tap and block of
+ * columns, the rows' products summed into one float row (a multiply-add per element, no reduction in the loop),
+ * then the row summed once */
 LT_VECTOR_FN static void wgrad_plane(const lt_dw_geom *g, const float *x, const float *gy, double *gk) {
   const int64_t WO = g->WO, SW = g->SW;
+  float acc[DW_ROW];
   for (int64_t ki = 0; ki < g->KH; ki++)
     for (int64_t kj = 0; kj < g->KW; kj++) {
       int64_t r[4];
       tap_range(g, ki, kj, r);
       double s = 0;
-      for (int64_t oh = r[0]; oh < r[1]; oh++) {
-        const float *xs = x + (oh * g->SH - g->PH + ki * g->DH) * g->W - g->PW + kj * g->DW;
-        const float *gr = gy + oh * WO;
-        if (SW == 1) {
-          s += lt_dot_f32(gr + r[2], xs + r[2], r[3] - r[2]);
-        } else {
-          float acc = 0;
-          for (int64_t ow = r[2]; ow < r[3]; ow++) acc += gr[ow] * xs[ow * SW];
-          s += acc;
+      for (int64_t c0 = r[2]; c0 < r[3]; c0 += DW_ROW) {
+        const int64_t c1 = c0 + DW_ROW < r[3] ? c0 + DW_ROW : r[3], len = c1 - c0;
+        memset(acc, 0, sizeof(float) * (size_t)len);
+        for (int64_t oh = r[0]; oh < r[1]; oh++) {
+          const float *restrict xs = x + (oh * g->SH - g->PH + ki * g->DH) * g->W - g->PW + (kj * g->DW + c0 * SW);
+          const float *restrict gr = gy + oh * WO + c0;
+          if (SW == 1)
+            for (int64_t i = 0; i < len; i++) acc[i] += gr[i] * xs[i];
+          else
+            for (int64_t i = 0; i < len; i++) acc[i] += gr[i] * xs[i * SW];
         }
+        s += lt_sum_f32(acc, len);
       }
       gk[ki * g->KW + kj] += s;
     }
