@@ -106,6 +106,7 @@ project "lutra_shared"
   -- a PUC build leaves the Lua API to the host that links it, as core.so does
   if IS_LUAJIT then links { "luajit-5.1" } end
   links { "jansson", "z", "dl", "m" }
+  links { "png" } -- lt.utils.save_image (core/src/image_png.c)
   linkoptions { "-Wl,-soname,liblutra.so" }
   -- its own folder: beside liblutra.a, `links { "lutra_static" }` (-llutra) would pick the .so instead
   targetdirs("shared")
@@ -119,6 +120,7 @@ project "lutra_core"
   targetprefix ""
   files { "core/bind/module_so.c" }
   links { "lutra_static", "jansson", "z", "dl", "m" }
+  links { "png" } -- lt.utils.save_image (core/src/image_png.c)
   targetdirs("lutra")
 
 -- lutra/mpi.so: every MPI call, loaded by core/src/dist.c on first use (only where MPI's headers exist).
@@ -141,6 +143,7 @@ project "lutra"
   kind "ConsoleApp"
   files { "core/cli/*.c" }
   links { "lutra_static", "luajit-5.1", "edit", "jansson", "z", "dl", "m" }
+  links { "png" } -- lt.utils.save_image (core/src/image_png.c)
   linkoptions { "-Wl,-E" }
   -- bin/<config>/lutra/ holds the Lua module (lutra/core.so), so the binary lives in bin/<config>/cli/
   targetdirs("cli")
@@ -152,6 +155,7 @@ for _, path in ipairs(os.matchfiles("tests/c/test_*.c")) do
     kind "ConsoleApp"
     files { path }
     links { "lutra_static", "luajit-5.1", "jansson", "z", "dl", "m" }
+    links { "png" } -- lt.utils.save_image (core/src/image_png.c)
       linkoptions { "-Wl,-E" }
 end
 
@@ -162,6 +166,7 @@ for _, path in ipairs(os.matchfiles("bench/bench_*.c")) do
     kind "ConsoleApp"
     files { path }
     links { "lutra_static", "luajit-5.1", "jansson", "z", "dl", "m" }
+    links { "png" } -- lt.utils.save_image (core/src/image_png.c)
   end
 
 -- examples/embed: a game-like C host that embeds LuaJIT and lutra (docs/guide-embedding.md). Run from the repository root:
@@ -170,6 +175,7 @@ project "embed_host"
   kind "ConsoleApp"
   files { "examples/embed/*.c" }
   links { "lutra_static", "luajit-5.1", "jansson", "z", "dl", "m" }
+  links { "png" } -- lt.utils.save_image (core/src/image_png.c)
   linkoptions { "-Wl,-E" }
 
 end -- IS_LUAJIT

@@ -19,28 +19,10 @@ local lt = require "lutra"
 local USAGE = "usage: lutra examples/fashion_mnist.lua [--model mlp|lenet] [--epochs N] [--batch-size N] "
   .. "[--patience N] [--seed N] [--root DIR] [--out DIR] [--fast]"
 
-local opts = { model = "mlp", ["batch-size"] = 64, patience = 5, seed = 0, out = "runs/fashion_mnist" }
-do
-  local i = 1
-  while arg[i] do
-    local a = arg[i]
-    if a == "--fast" then opts.fast = true; i = i + 1
-    elseif a == "--help" or a == "-h" then print(USAGE); os.exit(0)
-    else
-      local k = a:match("^%-%-([%w-]+)$")
-      local known = { model = "string", epochs = "number", ["batch-size"] = "number", patience = "number",
-        seed = "number", root = "string", out = "string" }
-      if not k or not known[k] or arg[i + 1] == nil then io.stderr:write(USAGE, "\n"); os.exit(2) end
-      local v = arg[i + 1]
-      if known[k] == "number" then
-        v = tonumber(v)
-        if not v then io.stderr:write("--", k, " needs a number\n", USAGE, "\n"); os.exit(2) end
-      end
-      opts[k] = v
-      i = i + 2
-    end
-  end
-end
+local opts = require("examples.cli_args")(arg, USAGE,
+  { model = "string", epochs = "number", ["batch-size"] = "number", patience = "number", seed = "number",
+    root = "string", out = "string" }, { fast = true },
+  { model = "mlp", ["batch-size"] = 64, patience = 5, seed = 0, out = "runs/fashion_mnist" })
 
 -- The recipes: what reaches >= 0.89 test accuracy within about 3 minutes on 2 cores.
 local RECIPES = {

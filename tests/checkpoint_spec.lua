@@ -108,7 +108,8 @@ describe("lt.save / lt.load", function()
     local names = {}
     for k in pairs(sd) do names[#names + 1] = k end
     table.sort(names)
-    assert.are.same({ "1.bias", "1.weight", "3.bias", "3.weight", "4.bias", "4.running_mean", "4.running_var", "4.weight" },
+    assert.are.same({ "1.bias", "1.weight", "3.bias", "3.weight", "4.bias", "4.num_batches_tracked", "4.running_mean",
+      "4.running_var", "4.weight" },
       names)
     same_tensor(a[1].weight, sd["1.weight"])
   end)

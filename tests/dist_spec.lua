@@ -585,3 +585,43 @@ mpi_describe("Trainer{strategy='ddp'} checkpoints", function()
     assert.are.equal(10, result(three, "resume", 2).global_step)
   end)
 end)
+
+-- ---- metrics: lt.metrics' states summed across ranks (tests/dist/metrics.lua) ----------------------------
+
+mpi_describe("lt.metrics on 2 ranks", function()
+  local r0, r1
+  setup(function()
+    local run = mpirun(2, "metrics.lua")
+    assert(run.code == 0, "mpirun failed (" .. tostring(run.code) .. "):\n" .. run.out .. run.err)
+    r0, r1 = result(run, "metrics", 0), result(run, "metrics", 1)
+  end)
+
+  local function close(a, b)
+    if type(a) == "table" then
+      assert.are.equal(#b, #a)
+      for i = 1, #a do close(a[i], b[i]) end
+      return
+    end
+    assert(math.abs(a - b) <= 1e-5 * math.max(1, math.abs(b)), string.format("%.9g vs %.9g", a, b))
+  end
+
+  it("compute() gives on every rank the metric over both ranks' data (states summed, curve data gathered)", function()
+    for _, res in ipairs({ r0, r1 }) do
+      for k, v in pairs(res.ref) do
+        local ok, e = pcall(close, res.synced[k], v)
+        assert(ok, k .. " on rank " .. res.rank .. ": " .. tostring(e))
+      end
+    end
+    assert.are.equal(6, r0.local_rows) -- the rank's own state is kept after compute()
+    assert.are.equal(9, r1.local_rows)
+    assert.are.equal(6, r0.local_cm_total)
+  end)
+
+  it("self:log(name, metric) under ddp logs the metric over every rank's shard", function()
+    assert.are.equal(32, r0.trainer_seen) -- each rank saw half the samples
+    for _, res in ipairs({ r0, r1 }) do
+      close(res.trainer_train_acc, res.trainer_ref)
+      close(res.trainer_val_acc, res.trainer_ref)
+    end
+  end)
+end)

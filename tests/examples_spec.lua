@@ -145,4 +145,22 @@ describe("examples (--fast)", function()
     for _, name in ipairs { "T-shirt/top", "Trouser", "Ankle boot" } do has(out, "  " .. name) end
     assert(out:find("test accuracy: 0%.%d+"), out)
   end)
+
+  -- modules area (issue 17): the VAE and its PNG grids, read back by Debian's python3-pil
+  it_needs("data", "vae.lua trains the VAE, writes reconstruction and sample grids as PNG and prints the test loss",
+    function()
+      local out_dir = tmpdir .. "/vae"
+      local out, status = run("examples/vae.lua", "--fast --out " .. out_dir)
+      expect_ok(out, status)
+      has(out, "Fashion-MNIST: 2000 train, 500 test images; VAE 784-400-20, 2 epochs, batch 128")
+      local loss = tonumber(out:match("test loss: (%d+%.%d+) per image after 2 epochs"))
+      -- an untrained decoder scores ~545 (784 pixels x log 2); two epochs on 2000 images get well below
+      assert(loss and loss > 100 and loss < 450, "test loss " .. tostring(loss) .. "\n" .. out)
+      local p = assert(io.popen("/usr/bin/python3 -c \"import sys; from PIL import Image; " ..
+        "print(*[Image.open(f).size + (Image.open(f).mode,) for f in sys.argv[1:]])\" " ..
+        out_dir .. "/reconstruction_2.png " .. out_dir .. "/sample_2.png 2>&1"))
+      local sizes = p:read("*a")
+      p:close()
+      assert.are.equal("(242, 62, 'RGB') (242, 242, 'RGB')\n", sizes)
+    end)
 end)

@@ -170,9 +170,10 @@ local function train_batch(epoch, i, opts)
   return seq
 end
 
-local function fit_prefix(sanity)
-  local seq = { "configure_callbacks", "prepare_data", "Callback.setup(fit)", "setup(fit)", "configure_optimizers",
-    both("on_fit_start") }
+-- head: the calls before on_fit_start (default: those of a fit without a datamodule)
+local function fit_prefix(sanity, head)
+  local seq = head or { "configure_callbacks", "prepare_data", "Callback.setup(fit)", "setup(fit)", "configure_optimizers" }
+  seq[#seq + 1] = both("on_fit_start")
   if sanity then
     seq[#seq + 1] = { "Callback.on_sanity_check_start", eval_epoch("validation", sanity), "Callback.on_sanity_check_end" }
   end
@@ -316,5 +317,127 @@ describe("hook order", function()
       enable_model_summary = false, enable_progress_bar = false }
     t:fit(m, loader(1))
     assert.are.same({ "a", "b", "ModelCheckpoint", "model" }, order)
+  end)
+end)
+
+-- Lightning 1.6 with a LightningDataModule: its prepare_data before the model's; its setup/teardown before
+-- the callbacks' and the model's (trainer._call_setup_hook / _call_teardown_hook); the loaders from the
+-- datamodule only. lutra asks for the loaders once configure_optimizers has returned (its loops need their
+-- lengths before on_fit_start; Lightning asks inside the sanity check and the fit loop's start).
+describe("hook order with a DataModule", function()
+  local function recording_dm(calls, opts)
+    opts = opts or {}
+    local D = lt.DataModule:extend("RecDM")
+    function D:prepare_data() calls[#calls + 1] = "DataModule.prepare_data" end
+    function D:setup(stage) calls[#calls + 1] = "DataModule.setup(" .. stage .. ")" end
+    function D:teardown(stage) calls[#calls + 1] = "DataModule.teardown(" .. stage .. ")" end
+    for _, h in ipairs { "train", "val", "test", "predict" } do
+      if not (opts.no_val and h == "val") then
+        D[h .. "_dataloader"] = function()
+          calls[#calls + 1] = "DataModule." .. h .. "_dataloader"
+          return loader(2)
+        end
+      end
+    end
+    return D()
+  end
+
+  local function dm_fit_prefix(sanity, no_val)
+    local head = { "configure_callbacks", "DataModule.prepare_data", "prepare_data", "DataModule.setup(fit)",
+      "Callback.setup(fit)", "setup(fit)", "configure_optimizers", "DataModule.train_dataloader" }
+    if not no_val then head[#head + 1] = "DataModule.val_dataloader" end
+    return fit_prefix(sanity, head)
+  end
+
+  it("fit(model, {datamodule = dm}): the datamodule's hooks first, its loaders, its teardown first", function()
+    local m, cb, calls = recorder()
+    local dm = recording_dm(calls)
+    local t = trainer(cb, { max_epochs = 1 })
+    t:fit(m, { datamodule = dm })
+    local expected = { dm_fit_prefix(2), both("on_train_epoch_start") }
+    for i = 0, 1 do expected[#expected + 1] = train_batch(0, i, { sched = i == 1 }) end
+    expected[#expected + 1] = { eval_epoch("validation", 2), "training_epoch_end", both("on_train_epoch_end"),
+      both("on_train_end"), both("on_fit_end"), "DataModule.teardown(fit)", "Callback.teardown(fit)", "teardown(fit)" }
+    assert_sequence(expected, calls)
+    assert.are.equal(dm, t.datamodule)
+    assert.are.equal(t, dm.trainer)
+  end)
+
+  it("fit(model, dm) positional; a datamodule without val_dataloader: no validation, no model fallback", function()
+    local m, cb, calls = recorder()
+    function m:val_dataloader() calls[#calls + 1] = "val_dataloader"; return loader(1) end
+    local dm = recording_dm(calls, { no_val = true })
+    trainer(cb, { max_epochs = 1 }):fit(m, dm)
+    local expected = { dm_fit_prefix(nil, true), both("on_train_epoch_start") }
+    for i = 0, 1 do expected[#expected + 1] = train_batch(0, i, { sched = i == 1 }) end
+    expected[#expected + 1] = { "training_epoch_end", both("on_train_epoch_end"), both("on_train_end"),
+      both("on_fit_end"), "DataModule.teardown(fit)", "Callback.teardown(fit)", "teardown(fit)" }
+    assert_sequence(expected, calls)
+  end)
+
+  for _, case in ipairs { { "validate", "validation", "val" }, { "test", "test", "test" } } do
+    local fn, noun, short = case[1], case[2], case[3]
+    it(fn .. "(model, {datamodule = dm}): setup, then " .. short .. "_dataloader, the epoch, teardown", function()
+      local m, cb, calls = recorder()
+      local dm = recording_dm(calls)
+      trainer(cb)[fn](trainer(cb), m, { datamodule = dm })
+      assert_sequence({ "configure_callbacks", "DataModule.prepare_data", "prepare_data",
+        "DataModule.setup(" .. fn .. ")", "Callback.setup(" .. fn .. ")", "setup(" .. fn .. ")",
+        "DataModule." .. short .. "_dataloader", eval_epoch(noun, 2), "DataModule.teardown(" .. fn .. ")",
+        "Callback.teardown(" .. fn .. ")", "teardown(" .. fn .. ")" }, calls)
+    end)
+  end
+
+  it("the model's own *_dataloader hooks when fit, test and predict get no loaders", function()
+    local m, cb, calls = recorder()
+    for _, h in ipairs { "train", "val", "test", "predict" } do
+      m[h .. "_dataloader"] = function(self)
+        assert.are.equal(m, self)
+        calls[#calls + 1] = h .. "_dataloader"
+        return loader(1)
+      end
+    end
+    local t = trainer(cb, { max_epochs = 1, num_sanity_val_steps = 0 })
+    t:fit(m)
+    local cut = {}
+    for i = 1, 9 do cut[i] = calls[i] end
+    assert.are.same({ "configure_callbacks", "prepare_data", "Callback.setup(fit)", "setup(fit)",
+      "configure_optimizers", "train_dataloader", "val_dataloader", "Callback.on_fit_start", "on_fit_start" }, cut)
+    for k in pairs(calls) do calls[k] = nil end
+    local preds = t:predict(m)
+    assert.are.equal(1, #preds)
+    assert.are.equal("predict_dataloader", calls[5])
+  end)
+
+  it("fit(model, train_loader) with the model's val_dataloader: validation from the hook (Lightning's source)", function()
+    local m, cb, calls = recorder()
+    function m:val_dataloader() calls[#calls + 1] = "val_dataloader"; return loader(1) end
+    trainer(cb, { max_epochs = 1, num_sanity_val_steps = 0 }):fit(m, loader(2))
+    local expected = { fit_prefix(nil, { "configure_callbacks", "prepare_data", "Callback.setup(fit)", "setup(fit)",
+      "configure_optimizers", "val_dataloader" }), both("on_train_epoch_start") }
+    for i = 0, 1 do expected[#expected + 1] = train_batch(0, i, { sched = i == 1 }) end
+    expected[#expected + 1] = { eval_epoch("validation", 1), "training_epoch_end", both("on_train_epoch_end"),
+      fit_suffix() }
+    assert_sequence(expected, calls)
+  end)
+
+  it("errors: loaders and a datamodule together; a datamodule hook's error names the datamodule", function()
+    local m, cb = recorder()
+    local calls = {}
+    local dm = recording_dm(calls)
+    local t = trainer(cb, { max_epochs = 1 })
+    assert.has_error(function() t:fit(m, loader(1), nil, { datamodule = dm }) end,
+      "fit: give the loaders or a datamodule, not both (fit(model, {datamodule = dm}))")
+    assert.has_error(function() t:fit(m, { datamodule = 5 }) end,
+      "fit: option 'datamodule' must be a lt.DataModule (or a table with *_dataloader methods), got number")
+    local m2 = { w = lt.param(lt.zeros(1)) }
+    function m2:training_step() end
+    function m2:configure_optimizers() return lt.optim.SGD({ self.w }, { lr = 1 }) end
+    assert.has_error(function() t:fit(m2) end, "fit: no training dataloader given (fit(model, train_loader[, " ..
+      "val_loader]), fit(model, {datamodule = dm}) or a train_dataloader hook)")
+    function dm:setup() error("no data here", 0) end
+    local ok, err = pcall(function() t:fit(m, dm) end)
+    assert.is_false(ok)
+    assert.matches("setup (datamodule): no data here", tostring(err), 1, true)
   end)
 end)

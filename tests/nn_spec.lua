@@ -91,7 +91,7 @@ describe("parameter naming and discovery", function()
   it("names BatchNorm running statistics as buffers", function()
     local model = { bn = nn.BatchNorm1d(3), fc = nn.Linear(3, 1) }
     local named, order = lt.nn.named_buffers(model)
-    assert.are.equal("bn.running_mean bn.running_var", names_of(order))
+    assert.are.equal("bn.running_mean bn.running_var bn.num_batches_tracked", names_of(order))
     assert.are.equal(model.bn.running_var, named["bn.running_var"])
     local _, porder = lt.nn.named_parameters(model)
     assert.are.equal("bn.weight bn.bias fc.weight fc.bias", names_of(porder))
@@ -118,7 +118,7 @@ describe("state_dict and load_state_dict", function()
     assert.is_nil(extra) -- one value: m:load_state_dict(other:state_dict()) passes no options
     local order = lt.nn.state_dict_keys(a)
     assert.are.equal("net.1.weight net.1.bias net.2.weight net.2.bias net.2.running_mean net.2.running_var "
-      .. "net.3.weight net.3.bias",
+      .. "net.2.num_batches_tracked net.3.weight net.3.bias",
       names_of(order))
     for _, name in ipairs(order) do assert.is_false(sd[name]:requires_grad()) end
     lt.manual_seed(2)

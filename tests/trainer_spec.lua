@@ -500,7 +500,8 @@ describe("Trainer errors", function()
   it("fit and validate check their arguments", function()
     local m = {}
     assert.has_error(function() lt.Trainer(opts()):fit(m) end,
-      "fit: no training dataloader given (fit(model, train_loader[, val_loader]))")
+      "fit: no training dataloader given (fit(model, train_loader[, val_loader]), fit(model, {datamodule = dm}) " ..
+      "or a train_dataloader hook)")
     assert.has_error(function() lt.Trainer(opts()):fit(m, 3) end)
     local ok, err = pcall(function() lt.Trainer(opts()):fit({ training_step = function() end,
       configure_optimizers = function() end }, 3) end)
@@ -509,7 +510,7 @@ describe("Trainer errors", function()
     assert.has_error(function() lt.Trainer(opts()):validate(m, loader(1)) end, "validate: the model has no validation_step")
     assert.has_error(function() lt.Trainer(opts()):test(m, loader(1)) end, "test: the model has no test_step")
     assert.has_error(function() lt.Trainer(opts()):fit(m, loader(1), nil, { ckpt = 1 }) end,
-      "fit: unknown option 'ckpt' (known options: ckpt_path)")
+      "fit: unknown option 'ckpt' (known options: ckpt_path, datamodule)")
   end)
 
   it("trainer fields: read-only ones refuse assignment; should_stop is settable", function()

@@ -96,7 +96,7 @@ describe("validate/test/predict {ckpt_path = ...}", function()
 
     local ok, err = pcall(t.test, t, m, data(8), { ckpt = "best" })
     assert.is_false(ok)
-    assert.matches("test: unknown option 'ckpt' (known options: ckpt_path)", err, 1, true)
+    assert.matches("test: unknown option 'ckpt' (known options: ckpt_path, datamodule)", err, 1, true)
     local t2 = lt.Trainer(quiet())
     ok, err = pcall(t2.test, t2, m, data(8), { ckpt_path = "best" })
     assert.is_false(ok)

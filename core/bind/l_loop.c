@@ -46,8 +46,10 @@
 enum { R_NONE_ = 0, R_SLOT_LIST(R_SLOT_ENUM_) R_NSLOTS_END, R_NSLOTS = R_NSLOTS_END - 1 };
 #undef R_SLOT_ENUM_
 
-/* which targets a hook has */
-enum { TG_CB = 1, TG_MODEL = 2, TG_LUA = 4 /* dispatched by env.hook in Lua */ };
+/* which targets a hook has; TG_DM: the run's datamodule (env.datamodule), called first, as Lightning's
+ * _call_lightning_datamodule_hook before the callbacks' and the model's; TG_DM_ONLY: with a datamodule, the
+ * model's hook is not called (the *_dataloader hooks: the datamodule is the data's one source) */
+enum { TG_CB = 1, TG_MODEL = 2, TG_LUA = 4 /* dispatched by env.hook in Lua */, TG_DM = 8, TG_DM_ONLY = 16 };
 
 static uint8_t hook_targets[LT_NHOOKS];
 
@@ -91,19 +93,30 @@ static void init_hook_targets(void) {
     LT_HOOK_TOGGLE_OPTIMIZER,         LT_HOOK_UNTOGGLE_OPTIMIZER,
   };
   for (size_t i = 0; i < sizeof lua_side / sizeof *lua_side; i++) hook_targets[lua_side[i]] |= TG_LUA;
+  /* the datamodule's hooks (lua/lutra/datamodule.lua) */
+  hook_targets[LT_HOOK_PREPARE_DATA] |= TG_DM;
+  hook_targets[LT_HOOK_SETUP] |= TG_DM;
+  hook_targets[LT_HOOK_TEARDOWN] |= TG_DM;
+  static const lt_hook data_hooks[] = { LT_HOOK_TRAIN_DATALOADER, LT_HOOK_VAL_DATALOADER, LT_HOOK_TEST_DATALOADER,
+                                        LT_HOOK_PREDICT_DATALOADER };
+  for (size_t i = 0; i < sizeof data_hooks / sizeof *data_hooks; i++)
+    hook_targets[data_hooks[i]] = TG_MODEL | TG_DM | TG_DM_ONLY;
 }
 
 typedef struct l_target {
   int fn_ref;
-  int cb;   /* -1: the model; else index into cb_refs */
+  int cb;   /* -1: the model; TARGET_DM: the datamodule; else index into cb_refs */
   int trim; /* on_train_epoch_end without an outputs parameter: called without its last argument */
 } l_target;
+
+#define TARGET_DM (-2)
 
 typedef struct l_loops {
   lt_loops lp;
   lt_host host;
   lua_State *L;
   int ref_env, ref_R, ref_trainer, ref_model, ref_msgh, ref_err;
+  int ref_dm; /* the run's datamodule (env.datamodule at the last refresh), or LUA_NOREF */
   int ncb, cb_cap;
   int *cb_refs;
   l_target *targets[LT_NHOOKS];
@@ -169,6 +182,9 @@ static int failed(l_loops *H, lua_State *L, const char *what, int cb) {
   }
   if (lua_istable(L, -1)) {
     lua_getfield(L, -1, "msg");
+    lua_remove(L, -2);
+  } else if (cb == TARGET_DM) {
+    lua_pushfstring(L, "%s (datamodule): %s", what, lua_tostring(L, -1) ? lua_tostring(L, -1) : "?");
     lua_remove(L, -2);
   } else if (cb >= 0) {
     lua_pushfstring(L, "%s (callback #%d): %s", what, cb + 1, lua_tostring(L, -1) ? lua_tostring(L, -1) : "?");
@@ -308,6 +324,10 @@ static int push_args(l_loops *H, lua_State *L, lt_hook h, const lt_hook_args *a)
 static int push_target(l_loops *H, lua_State *L, const l_target *t) {
   int handler = push_handler(H, L);
   lua_rawgeti(L, LUA_REGISTRYINDEX, t->fn_ref);
+  if (t->cb == TARGET_DM) { /* a datamodule's hook gets (dm, ...) */
+    lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_dm);
+    return handler;
+  }
   if (t->cb >= 0) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, H->cb_refs[t->cb]);
     lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_trainer);
@@ -360,7 +380,12 @@ static int h_refresh(void *ud, lt_loops *lp, int epoch_start) {
   clear_targets(H, L);
   for (int i = 0; i < H->ncb; i++) luaL_unref(L, LUA_REGISTRYINDEX, H->cb_refs[i]);
   H->ncb = 0;
+  luaL_unref(L, LUA_REGISTRYINDEX, H->ref_dm);
+  H->ref_dm = LUA_NOREF;
   lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_env);
+  lua_getfield(L, -1, "datamodule");
+  if (lua_istable(L, -1)) H->ref_dm = luaL_ref(L, LUA_REGISTRYINDEX);
+  else lua_pop(L, 1);
   lua_getfield(L, -1, "cb_order");
   int ncb = lua_istable(L, -1) ? (int)lua_objlen(L, -1) : 0;
   if (ncb > H->cb_cap) {
@@ -372,7 +397,7 @@ static int h_refresh(void *ud, lt_loops *lp, int epoch_start) {
     H->cb_refs = p;
     H->cb_cap = ncb;
     for (int h = 0; h < LT_NHOOKS; h++) {
-      l_target *q = realloc(H->targets[h], sizeof(l_target) * (size_t)(ncb + 1));
+      l_target *q = realloc(H->targets[h], sizeof(l_target) * (size_t)(ncb + 2));
       if (!q) {
         lua_pop(L, 2);
         return lt_fail(lp->c, "loops: out of memory");
@@ -387,11 +412,24 @@ static int h_refresh(void *ud, lt_loops *lp, int epoch_start) {
   H->ncb = ncb;
   lua_pop(L, 2);
   for (int h = 0; h < LT_NHOOKS; h++) {
-    if (!H->targets[h]) { /* first refresh: room for the model */
-      H->targets[h] = malloc(sizeof(l_target) * (size_t)(H->cb_cap + 1));
+    if (!H->targets[h]) { /* first refresh: room for the datamodule and the model */
+      H->targets[h] = malloc(sizeof(l_target) * (size_t)(H->cb_cap + 2));
       if (!H->targets[h]) return lt_fail(lp->c, "loops: out of memory");
     }
     const char *name = lt_hook_names[h];
+    if ((hook_targets[h] & TG_DM) && H->ref_dm != LUA_NOREF) {
+      lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_dm);
+      lua_getfield(L, -1, name);
+      if (lua_isfunction(L, -1)) {
+        l_target *t = &H->targets[h][H->ntargets[h]++];
+        t->cb = TARGET_DM;
+        t->trim = 0;
+        t->fn_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+      } else {
+        lua_pop(L, 1);
+      }
+      lua_pop(L, 1);
+    }
     if (hook_targets[h] & TG_CB) {
       for (int i = 0; i < ncb; i++) {
         lua_rawgeti(L, LUA_REGISTRYINDEX, H->cb_refs[i]);
@@ -407,7 +445,7 @@ static int h_refresh(void *ud, lt_loops *lp, int epoch_start) {
         lua_pop(L, 1);
       }
     }
-    if (hook_targets[h] & TG_MODEL) {
+    if ((hook_targets[h] & TG_MODEL) && !((hook_targets[h] & TG_DM_ONLY) && H->ref_dm != LUA_NOREF)) {
       lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_model);
       lua_getfield(L, -1, name);
       if (lua_isfunction(L, -1)) {
@@ -835,7 +873,7 @@ static void release_refs(l_loops *H, lua_State *L) {
   clear_targets(H, L);
   for (int i = 0; i < H->ncb; i++) luaL_unref(L, LUA_REGISTRYINDEX, H->cb_refs[i]);
   H->ncb = 0;
-  int *refs[] = { &H->ref_env, &H->ref_R, &H->ref_trainer, &H->ref_model, &H->ref_err };
+  int *refs[] = { &H->ref_env, &H->ref_R, &H->ref_trainer, &H->ref_model, &H->ref_err, &H->ref_dm };
   for (size_t i = 0; i < sizeof refs / sizeof *refs; i++) {
     luaL_unref(L, LUA_REGISTRYINDEX, *refs[i]);
     *refs[i] = LUA_NOREF;
@@ -846,7 +884,7 @@ static void release_refs(l_loops *H, lua_State *L) {
 static int l_loops_new(lua_State *L) {
   l_loops *H = lua_newuserdata(L, sizeof *H);
   memset(H, 0, sizeof *H);
-  H->ref_env = H->ref_R = H->ref_trainer = H->ref_model = H->ref_msgh = H->ref_err = LUA_NOREF;
+  H->ref_env = H->ref_R = H->ref_trainer = H->ref_model = H->ref_msgh = H->ref_err = H->ref_dm = LUA_NOREF;
   luaL_getmetatable(L, LOOPS_MT);
   lua_setmetatable(L, -2);
   H->host =
@@ -982,6 +1020,34 @@ static void read_int_list(lua_State *L, int t, const char *k, int64_t *dst, int 
 }
 
 /* lp:set_cfg{...}: the numbers the trainer computed (lt_loop_cfg). */
+/* lp:set_epoch_data{num_training_batches=, val_check_batch=, num_val_batches=, enable_validation=,
+ * accumulate_grad_batches=}: the loaders' sizes again, at a training epoch start inside a run
+ * (reload_dataloaders_every_n_epochs, GradientAccumulationScheduler:
+ * lua/lutra/trainer.lua's reload_dataloaders, from the train_epoch_start event, before the epoch's first
+ * fetch). */
+static int l_set_epoch_data(lua_State *L) {
+  l_loops *H = check_loops(L);
+  l_checktype(L, 2, LUA_TTABLE);
+  lt_loop_cfg *c = &H->lp.cfg;
+  static const char *const keys[] = { "num_training_batches", "val_check_batch" };
+  int64_t *dst[] = { &c->num_training_batches, &c->val_check_batch };
+  for (int i = 0; i < 2; i++) {
+    lua_getfield(L, 2, keys[i]);
+    if (lua_isnumber(L, -1)) {
+      lua_Number v = lua_tonumber(L, -1);
+      *dst[i] = v >= 9.0e18 ? LT_INF_BATCHES : (int64_t)v;
+    }
+    lua_pop(L, 1);
+  }
+  c->enable_validation = (int)opt_int(L, 2, "enable_validation", c->enable_validation);
+  read_int_list(L, 2, "num_val_batches", c->num_val_batches, &c->n_val_loaders);
+  /* GradientAccumulationScheduler (lua/lutra/callbacks/grad_accum.lua): the factor of this epoch */
+  int64_t acc = opt_int(L, 2, "accumulate_grad_batches", c->accumulate_grad_batches);
+  if (acc < 1) return luaL_error(L, "set_epoch_data: accumulate_grad_batches must be >= 1, got %d", (int)acc);
+  c->accumulate_grad_batches = acc;
+  return 0;
+}
+
 static int l_set_cfg(lua_State *L) {
   l_loops *H = check_idle_loops(L, "set_cfg");
   l_checktype(L, 2, LUA_TTABLE);
@@ -1164,7 +1230,7 @@ static int l_call_hook(lua_State *L) {
       H->L = saved;
       return raise_status(L, H, LT_ERR);
     }
-    if (t->cb < 0) lua_replace(L, res);
+    if (t->cb < 0) lua_replace(L, res); /* the model's (or, for a data hook, the datamodule's) result */
     lua_settop(L, handler - 1);
   }
   H->L = saved;
@@ -1415,6 +1481,7 @@ void l_loop_register(lua_State *L) {
                                       { "fit_begin", l_fit_begin },
                                       { "fit_advance", l_fit_advance },
                                       { "sanity_check", l_sanity_check },
+                                      { "set_epoch_data", l_set_epoch_data }, /* lightning: reload loaders */
                                       { "eval_run", l_eval_run },
                                       { "run_slot", l_run_slot },
                                       { "set_custom", l_set_custom },

@@ -25,10 +25,15 @@ void l_ops_a_register(lua_State *L);     /* l_ops_a.c: sort, scans, prod, norm, 
 void l_names_register(lua_State *L);     /* l_names.c: the missing-name error with the nearest name */
 void l_index_ops_register(lua_State *L); /* l_index_ops.c: masked_fill, scatter, nonzero ... */
 void l_random_register(lua_State *L);    /* l_random.c: randint, multinomial, bernoulli, *_like, linspace */
+/* modules and images (issue 17) */
+void l_activation_register(lua_State *L); /* l_activation.c: silu, elu, softplus, mish, hard*, prelu */
+void l_image_register(lua_State *L);      /* l_image.c: PNG files through libpng (lt.utils.save_image) */
 /* vision */
 void l_nn_vision_register(lua_State *L); /* l_nn_vision.c: grouped/transposed conv, adaptive pools, group norm */
 /* gpt area */
 void l_attention_register(lua_State *L); /* l_attention.c: scaled dot-product attention */
+/* metrics: */
+void l_metrics_register(lua_State *L); /* l_metrics.c: the counting kernels of lt.metrics (core._metrics) */
 
 /* ---- process-wide run state (what a host or a signal handler may ask) ---------------------------- */
 
@@ -148,8 +153,11 @@ static int open_with_upvalues(lua_State *L) {
   l_names_register(L);
   l_index_ops_register(L);
   l_random_register(L);
+  l_activation_register(L); /* modules and images (issue 17) */
+  l_image_register(L);
   l_nn_vision_register(L); /* vision */
   l_attention_register(L); /* gpt area */
+  l_metrics_register(L);   /* metrics */
   static const luaL_Reg misc[] = { { "interrupt", l_interrupt },
                                    { "interrupt_pending", l_interrupt_pending },
                                    { "interrupt_clear", l_interrupt_clear },

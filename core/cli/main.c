@@ -7,6 +7,7 @@
  *   lutra                           the REPL when stdin is a terminal, else runs stdin as a script
  *   lutra --version                 lutra <version> (LuaJIT ...)
  *   lutra plot METRICS.csv [-o out.svg]   learning curves as SVG (lua/lutra/plot.lua)
+ *   lutra fit|validate|test|predict CONFIG.lua [--trainer.K V] ...   the config CLI (lua/lutra/cli.lua)
  *
  * `require "lutra"` works everywhere (lutra_preload); `lt` is a global only in the REPL.
  * An error prints "lutra: <message>" and a traceback to stderr and exits with status 1.
@@ -33,6 +34,7 @@ static void cli_usage(FILE *f)
 {
   fputs("usage: lutra [options] [script [args...]]\n"
         "       lutra plot METRICS.csv [-o out.svg]\n"
+        "       lutra fit|validate|test|predict CONFIG.lua [--trainer.KEY VALUE] [--help]\n"
         "Options:\n"
         "  -e chunk   run the string 'chunk' (may repeat)\n"
         "  -l name    require library 'name'\n"
@@ -273,26 +275,35 @@ static int cli_stdin_script(lua_State *L)
   return cli_status(L, status);
 }
 
-/* lutra plot METRICS.csv [-o out.svg]: require("lutra.plot").main(args) returns the exit status. */
-static int cli_plot(lua_State *L, char **argv, int argc)
+/* A subcommand: require(module).main([command, ]args) returns the exit status. `lutra plot METRICS.csv
+ * [-o out.svg]` (lutra.plot: main(args)); `lutra fit|validate|test|predict CONFIG.lua ...` (lutra.cli:
+ * main(command, args)). */
+static int cli_subcommand(lua_State *L, const char *module, int with_command, char **argv, int argc)
 {
   int i, status, code = 1;
   lua_getglobal(L, "require");
-  lua_pushliteral(L, "lutra.plot");
+  lua_pushstring(L, module);
   cli_int_begin(CLI_INT_SCRIPT);
   if (cli_status(L, cli_docall(L, 1, 1)) != 0) return 1;
   lua_getfield(L, -1, "main");
   lua_remove(L, -2);
+  if (with_command) lua_pushstring(L, argv[1]);
   lua_createtable(L, argc, 0);
   for (i = 2; i < argc; i++) {
     lua_pushstring(L, argv[i]);
     lua_rawseti(L, -2, i - 1);
   }
-  status = cli_docall(L, 1, 1);
+  status = cli_docall(L, with_command ? 2 : 1, 1);
   if (cli_status(L, status) != 0) return 1;
   if (lua_isnumber(L, -1)) code = (int)lua_tointeger(L, -1);
   lua_pop(L, 1);
   return code;
+}
+
+/* the config CLI's commands (lua/lutra/cli.lua) */
+static int cli_is_config_command(const char *a)
+{
+  return strcmp(a, "fit") == 0 || strcmp(a, "validate") == 0 || strcmp(a, "test") == 0 || strcmp(a, "predict") == 0;
 }
 
 struct cli_main {
@@ -309,12 +320,13 @@ static int cli_pmain(lua_State *L)
   int flags = 0, argn;
 
   lua_settop(L, 0);
-  if (argc >= 2 && strcmp(argv[1], "plot") == 0) {
+  if (argc >= 2 && (strcmp(argv[1], "plot") == 0 || cli_is_config_command(argv[1]))) {
+    int plot = strcmp(argv[1], "plot") == 0;
     lua_gc(L, LUA_GCSTOP, 0);
     luaL_openlibs(L);
     lutra_preload(L);
     lua_gc(L, LUA_GCRESTART, -1);
-    s->status = cli_plot(L, argv, argc);
+    s->status = cli_subcommand(L, plot ? "lutra.plot" : "lutra.cli", !plot, argv, argc);
     return 0;
   }
 

@@ -59,7 +59,10 @@
   X(LR_SCHEDULER_STEP, "lr_scheduler_step")                                                                   \
   X(TOGGLE_OPTIMIZER, "toggle_optimizer") X(UNTOGGLE_OPTIMIZER, "untoggle_optimizer")                         \
   X(ON_SAVE_CHECKPOINT, "on_save_checkpoint") X(ON_LOAD_CHECKPOINT, "on_load_checkpoint")                     \
-  X(ON_EXCEPTION, "on_exception")
+  X(ON_EXCEPTION, "on_exception")                                                                             \
+  /* the data hooks (a lt.DataModule's, else the model's): lua/lutra/datamodule.lua */                       \
+  X(TRAIN_DATALOADER, "train_dataloader") X(VAL_DATALOADER, "val_dataloader")                                 \
+  X(TEST_DATALOADER, "test_dataloader") X(PREDICT_DATALOADER, "predict_dataloader")
 // clang-format on
 
 #define LT_HOOK_ENUM_(id, name) LT_HOOK_##id,

@@ -121,6 +121,10 @@ for k, v in pairs(FL) do
   if k ~= "cross_entropy_probs" then F[k] = v end
 end
 
+-- modules area (issue 17): silu, elu, softplus, mish, hardtanh, hardswish, hardsigmoid, prelu
+-- (lua/lutra/F_activation.lua)
+for k, v in pairs(require "lutra.F_activation") do F[k] = v end
+
 -- one_hot, pad, normalize, cosine_similarity, interpolate (lua/lutra/F_ops.lua)
 for k, v in pairs(require "lutra.F_ops") do F[k] = v end
 

@@ -338,7 +338,7 @@ end
 -- ({[state_key] = state}), loaders = {train = ..., val = {...}} (loader:state_dict()), rng = {global =
 -- lt.get_rng_state()}, should_stop, metrics ({callback, progress_bar, logged} at save time), grads (the
 -- accumulated gradients when accumulate_grad_batches > 1), resume (where in the loops the checkpoint was
--- taken, see below); hyper_parameters (model.hparams) when present.
+-- taken, see below); hyper_parameters (model.hparams) when present; datamodule (its state_dict) when not empty.
 --
 -- Where a checkpoint resumes. A checkpoint is taken at a point of the loops; a run resumed from it
 -- continues with what the interrupted run did after that point, so its final weights are the same bits:
@@ -626,6 +626,15 @@ function M.dump_trainer(trainer, weights_only)
       if state ~= nil then states[key] = state end
     end
     ck.callbacks = states
+    -- the datamodule's state (Lightning's datamodule.state_dict(), restored by load_state_dict on resume)
+    local dm = rawget(trainer, "datamodule")
+    if type(dm) == "table" and type(dm.state_dict) == "function" then
+      local r = dm:state_dict()
+      if r ~= nil and type(r) ~= "table" then
+        error("save_checkpoint: the datamodule's state_dict must return a table, got " .. type(r), 0)
+      end
+      if r ~= nil and next(r) ~= nil then ck.datamodule = r end
+    end
   end
   if type(model) == "table" and model.hparams ~= nil then ck.hyper_parameters = plain_copy(model.hparams) end
   if type(model.on_save_checkpoint) == "function" then
@@ -741,6 +750,12 @@ function M.restore_trainer(trainer, path)
         if not okc then restore_error(path, fmt("callback #%d (key 'callbacks.%s'): %s", i, key, bare(errc))) end
       end
     end
+  end
+  -- the datamodule
+  local dm = rawget(trainer, "datamodule")
+  if type(ck.datamodule) == "table" and type(dm) == "table" and type(dm.load_state_dict) == "function" then
+    local okd, errd = pcall(dm.load_state_dict, dm, ck.datamodule)
+    if not okd then restore_error(path, "the datamodule (key 'datamodule'): " .. bare(errd)) end
   end
   -- optimizers and schedulers
   local opts = trainer.optimizers or {}

@@ -12,7 +12,11 @@ local submodules = {
   nn = "lutra.nn", F = "lutra.F", optim = "lutra.optim", data = "lutra.data", callbacks = "lutra.callbacks",
   loggers = "lutra.loggers", Trainer = "lutra.trainer", Loop = "lutra.loop", plot = "lutra.plot",
   distributed = "lutra.distributed",
+  metrics = "lutra.metrics", -- metrics
+  -- lightning: DataModule (lua/lutra/datamodule.lua)
+  DataModule = "lutra.datamodule",
 }
+submodules.utils = "lutra.utils" -- modules area (issue 17): save_image, make_grid
 
 -- a missing name is an error naming it (lua/lutra/names.lua); submodules load on first use
 local names = require "lutra.names"

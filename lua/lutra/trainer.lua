@@ -63,47 +63,83 @@ local function boolean(v) if type(v) ~= "boolean" then return "must be a boolean
 local function number_ge0(v) if type(v) ~= "number" or not (v >= 0) then return "must be a number >= 0" end end
 local function str(v) if type(v) ~= "string" then return "must be a string" end end
 
-local OPTION_CHECKS = {
-  max_epochs = int_ge(-1), min_epochs = int_ge(0), max_steps = int_ge(-1), min_steps = int_ge(0),
-  limit_train_batches = limit, limit_val_batches = limit, limit_test_batches = limit,
-  limit_predict_batches = limit,
-  val_check_interval = function(v)
+local function strategy(v) return require("lutra.distributed")._check_strategy(v) end -- ddp: lt.distributed
+local function callbacks(v)
+  if type(v) ~= "table" then return "must be a callback or a list of callbacks" end
+  for i, cb in ipairs(v) do
+    if type(cb) ~= "table" then return fmt("must be a list of callback tables (element %d is a %s)", i, type(cb)) end
+  end
+end
+local function logger(v)
+  if type(v) == "boolean" then return nil end
+  if type(v) == "table" then
+    if type(v.log_metrics) == "function" then return nil end
+    for i, l in ipairs(v) do
+      if type(l) ~= "table" or type(l.log_metrics) ~= "function" then
+        return fmt("must be true, false, a logger (a table with log_metrics) or a list of loggers (element %d is not)", i)
+      end
+    end
+    if #v > 0 then return nil end
+  end
+  return "must be true, false, a logger (a table with log_metrics) or a list of loggers"
+end
+
+-- The Trainer's options, the one table that the checks, the defaults of new() and the config CLI's --help
+-- (lua/lutra/cli.lua) read: {name, check, type (what the command line parses), default (nil: computed or
+-- unset; a plain value is filled in by new), shown (the default as --help prints it, when not a plain value),
+-- help}. type "table": not settable from the command line.
+local OPTIONS = {
+  { "max_epochs", int_ge(-1), "integer", nil, "1000 unless max_steps", "stop after this many epochs (-1: no limit)" },
+  { "min_epochs", int_ge(0), "integer", nil, "1 unless min_steps", "train at least this many epochs" },
+  { "max_steps", int_ge(-1), "integer", -1, nil, "stop after this many optimizer steps (-1: no limit)" },
+  { "min_steps", int_ge(0), "integer", nil, "0", "train at least this many steps" },
+  { "limit_train_batches", limit, "number", nil, "1.0", "batches per epoch: a count, or a fraction of the loader" },
+  { "limit_val_batches", limit, "number", nil, "1.0", "validation batches: a count or a fraction" },
+  { "limit_test_batches", limit, "number", nil, "1.0", "test batches: a count or a fraction" },
+  { "limit_predict_batches", limit, "number", nil, "1.0", "predict batches: a count or a fraction" },
+  { "val_check_interval", function(v)
     if type(v) ~= "number" or not (v > 0) or (v > 1 and not is_int(v)) then
       return "must be a fraction in (0, 1] of the epoch or an integer count of batches"
     end
-  end,
-  check_val_every_n_epoch = int_ge(1), num_sanity_val_steps = int_ge(-1), accumulate_grad_batches = int_ge(1),
-  gradient_clip_val = number_ge0,
-  gradient_clip_algorithm = function(v)
+  end, "number", nil, "1.0", "validate every fraction of an epoch, or every n batches" },
+  { "check_val_every_n_epoch", int_ge(1), "integer", 1, nil, "validate every n epochs" },
+  { "num_sanity_val_steps", int_ge(-1), "integer", 2, nil, "validation batches before training (-1: all)" },
+  { "accumulate_grad_batches", int_ge(1), "integer", 1, nil, "accumulate gradients over n batches per step" },
+  { "gradient_clip_val", number_ge0, "number", nil, "nil", "clip gradients at this value (0 or nil: off)" },
+  { "gradient_clip_algorithm", function(v)
     if v ~= "norm" and v ~= "value" then return 'must be "norm" or "value"' end
-  end,
-  fast_dev_run = function(v)
+  end, "string", "norm", nil, '"norm" or "value"' },
+  { "fast_dev_run", function(v)
     if type(v) ~= "boolean" and not (is_int(v) and v >= 0) then return "must be a boolean or an integer >= 0" end
-  end,
-  overfit_batches = limit, log_every_n_steps = int_ge(1),
-  callbacks = function(v)
-    if type(v) ~= "table" then return "must be a callback or a list of callbacks" end
-    for i, cb in ipairs(v) do
-      if type(cb) ~= "table" then return fmt("must be a list of callback tables (element %d is a %s)", i, type(cb)) end
-    end
-  end,
-  logger = function(v)
-    if type(v) == "boolean" then return nil end
-    if type(v) == "table" then
-      if type(v.log_metrics) == "function" then return nil end
-      for i, l in ipairs(v) do
-        if type(l) ~= "table" or type(l.log_metrics) ~= "function" then
-          return fmt("must be true, false, a logger (a table with log_metrics) or a list of loggers (element %d is not)", i)
-        end
-      end
-      if #v > 0 then return nil end
-    end
-    return "must be true, false, a logger (a table with log_metrics) or a list of loggers"
-  end,
-  enable_checkpointing = boolean, enable_progress_bar = boolean, enable_model_summary = boolean,
-  default_root_dir = str, seed = function(v) if not is_int(v) then return "must be an integer" end end,
-  strategy = function(v) return require("lutra.distributed")._check_strategy(v) end, -- ddp: lt.distributed
+  end, "boolean|integer", nil, "false", "run n batches of everything once (true: 1), no logger, no checkpoints" },
+  { "overfit_batches", limit, "number", 0, nil, "train and validate on this many training batches" },
+  { "log_every_n_steps", int_ge(1), "integer", 50, nil, "log step metrics every n steps" },
+  { "reload_dataloaders_every_n_epochs", int_ge(0), "integer", 0, nil,
+    "ask the data hooks for new loaders every n epochs (0: never)" },
+  { "callbacks", callbacks, "table", nil, "{}", "callbacks (a list, or one callback)" },
+  { "logger", logger, "boolean", nil, "true", "true (a CSVLogger), false, a logger or a list of loggers" },
+  { "enable_checkpointing", boolean, "boolean", true, nil, "add a ModelCheckpoint when none is given" },
+  { "enable_progress_bar", boolean, "boolean", nil, "on a terminal", "show the progress bar" },
+  { "enable_model_summary", boolean, "boolean", nil, "true (false when embedded)", "print the model summary" },
+  { "default_root_dir", str, "string", ".", nil, "where logs and checkpoints go" },
+  { "seed", function(v) if not is_int(v) then return "must be an integer" end end, "integer", nil, "nil",
+    "seed lutra's RNG when the trainer is built" },
+  { "strategy", strategy, "string", nil, '"auto"', '"auto", "ddp" or "none" (lt.distributed)' },
 }
+local OPTION_CHECKS = {}
+for _, o in ipairs(OPTIONS) do OPTION_CHECKS[o[1]] = o[2] end
+
+--- The Trainer's options for the config CLI's --help and its parser: a list of {name=, type=, default=, help=}
+--- (default: the text --help prints), in the documented order.
+function Trainer._option_list()
+  local list = {}
+  for i, o in ipairs(OPTIONS) do
+    local shown = o[5]
+    if shown == nil then shown = type(o[4]) == "string" and fmt("%q", o[4]) or tostring(o[4]) end
+    list[i] = { name = o[1], type = o[3], default = shown, help = o[6], check = o[2] }
+  end
+  return list
+end
 
 local function type_name(v)
   if type(v) == "string" then return fmt("%q (string)", v) end
@@ -159,22 +195,16 @@ local function new(_, opts)
   local o = {}
   for k, v in pairs(opts) do o[k] = v end
   -- Lightning 1.6's defaults
-  if o.max_steps == nil then o.max_steps = -1 end
+  for _, spec in ipairs(OPTIONS) do -- the plain defaults of the option table
+    if o[spec[1]] == nil and spec[4] ~= nil then o[spec[1]] = spec[4] end
+  end
   if o.max_epochs == nil then o.max_epochs = (o.max_steps == -1) and 1000 or -1 end
   if o.min_epochs == nil and o.min_steps == nil then o.min_epochs = 1 end
   o.min_epochs = o.min_epochs or 0
   o.min_steps = o.min_steps or 0
-  if o.check_val_every_n_epoch == nil then o.check_val_every_n_epoch = 1 end
-  if o.num_sanity_val_steps == nil then o.num_sanity_val_steps = 2 end
-  if o.accumulate_grad_batches == nil then o.accumulate_grad_batches = 1 end
-  if o.gradient_clip_algorithm == nil then o.gradient_clip_algorithm = "norm" end
-  if o.log_every_n_steps == nil then o.log_every_n_steps = 50 end
-  if o.overfit_batches == nil then o.overfit_batches = 0 end
-  if o.enable_checkpointing == nil then o.enable_checkpointing = true end
   -- a host that embeds lutra (docs/guide-embedding.md) gets no output it did not ask for: no summary, no progress bar
   local embedded = rawget(core, "embedded") and core.embedded() or false
   if o.enable_model_summary == nil then o.enable_model_summary = not embedded end
-  if o.default_root_dir == nil then o.default_root_dir = "." end
   if o.fast_dev_run == true then o.fast_dev_run = 1 end
   if o.fast_dev_run == false then o.fast_dev_run = 0 end
   o.fast_dev_run = o.fast_dev_run or 0
@@ -249,6 +279,7 @@ local function new(_, opts)
   self.limit_predict_batches = o.limit_predict_batches or 1.0
   self.val_check_interval = o.val_check_interval or 1.0
   self.overfit_batches = o.overfit_batches
+  self.reload_dataloaders_every_n_epochs = o.reload_dataloaders_every_n_epochs
   self.interrupted = false
   self.optimizers = {}
   self.lr_scheduler_configs = {}
@@ -667,34 +698,112 @@ end
 local Run = {}
 Run.__index = Run
 
+local DataModule = require "lutra.datamodule"
+local is_datamodule = DataModule._is_datamodule
+
+local FIT_OPTS = { ckpt_path = true, datamodule = function(v)
+  if not is_datamodule(v) then return "must be a lt.DataModule (or a table with *_dataloader methods), got " .. type(v) end
+end }
+
 local function check_fit_args(model, train, val, opts)
   if type(model) ~= "table" then error("fit: the model must be a table, got " .. type(model), 3) end
-  if train == nil then error("fit: no training dataloader given (fit(model, train_loader[, val_loader]))", 3) end
+  util.check_options("fit", opts, FIT_OPTS, 3)
+  local dm = opts and opts.datamodule
+  if dm ~= nil then
+    if train ~= nil or val ~= nil then
+      error("fit: give the loaders or a datamodule, not both (fit(model, {datamodule = dm}))", 3)
+    end
+    return
+  end
+  if train == nil then
+    if type(model.train_dataloader) == "function" then return end -- the model's own data hooks
+    error("fit: no training dataloader given (fit(model, train_loader[, val_loader]), fit(model, {datamodule = dm}) " ..
+      "or a train_dataloader hook)", 3)
+  end
   -- the loaders are checked here too, so fit_run refuses what fit refuses when it is called, not at the
   -- first run:advance (start_fit checks them again after a ddp strategy has sharded them)
   check_loader(train, "fit")
   for i, l in ipairs(as_list(val)) do check_loader(l, "fit (val loader " .. i .. ")") end
-  util.check_options("fit", opts, { ckpt_path = true }, 3)
 end
 
 local function is_options(t)
-  return type(t) == "table" and t.ckpt_path ~= nil and t.iter == nil
+  return type(t) == "table" and (t.ckpt_path ~= nil or t.datamodule ~= nil) and t.iter == nil
 end
 
---- trainer:fit_run(model, train[, val][, {ckpt_path=}]): a run to advance step by step.
-function Trainer:fit_run(model, train, val, opts)
+-- fit's and fit_run's arguments as Lightning takes them: (model, train[, val][, opts]), (model, opts),
+-- (model, datamodule[, opts]) -> train, val, opts
+local function fit_args(train, val, opts)
   if opts == nil and is_options(val) then val, opts = nil, val end
+  if opts == nil and val == nil and is_options(train) then train, opts = nil, train end
+  if is_datamodule(train) then
+    local o = {}
+    for k, v in pairs(opts or {}) do o[k] = v end
+    if o.datamodule ~= nil then error("fit: two datamodules given (positional and {datamodule = ...})", 3) end
+    o.datamodule, train = train, nil
+    opts = o
+  end
+  return train, val, opts
+end
+
+--- trainer:fit_run(model, train[, val][, {ckpt_path=, datamodule=}]): a run to advance step by step.
+function Trainer:fit_run(model, train, val, opts)
+  train, val, opts = fit_args(train, val, opts)
   check_fit_args(model, train, val, opts)
   local run = setmetatable({ trainer = self, model = model, train = train, val = val, opts = opts or {},
     stage = "new" }, Run)
   return run
 end
 
+-- The run's datamodule (Lightning's trainer.datamodule; the dispatcher calls its hooks: env.datamodule).
+local function attach_datamodule(self, dm)
+  rawset(self, "datamodule", dm)
+  self._env.datamodule = dm
+  if dm ~= nil then rawset(dm, "trainer", self) end
+end
+
+-- The loaders that a data hook returns (the datamodule's, else the model's): nil when no target defines it.
+local function hook_loaders(self, hook)
+  local loaders, n = call_hook(self, hook)
+  if n == 0 then return nil end
+  if loaders == nil then error(hook .. " returned nil (return a DataLoader or a list of them)", 0) end
+  return loaders
+end
+
 function Run:done() return self.stage == "done" end
+
+-- The loaders of the data hooks (the datamodule's, else the model's) for fit, and the configuration from them.
+function Trainer:_load_hook_loaders(run)
+  if run.train_from_hook then
+    run.train = hook_loaders(self, "train_dataloader")
+    if run.train == nil then error("fit: the datamodule has no train_dataloader", 0) end
+  end
+  if run.val_from_hook then run.val = hook_loaders(self, "val_dataloader") end
+  if self._ddp then self._ddp:shard_loaders(self, run.train, run.val) end
+  self:_configure_fit(self.model, run.train, run.val)
+end
+
+-- reload_dataloaders_every_n_epochs: at a training epoch's start (host.event), new loaders from the data hooks
+-- and the loops' batch counts from them (Lightning reloads the training loader at the fit loop's advance
+-- start and the validation loaders at the validation loop's start: the same epochs).
+function Trainer:_reload_dataloaders(epoch)
+  self:_load_hook_loaders(self._run)
+  self._loaders_epoch = epoch
+  self._lp:set_epoch_data(cfg_for(self))
+end
+
+-- GradientAccumulationScheduler: accumulate_grad_batches from this epoch on (called at a training epoch start).
+function Trainer:_set_accumulate_grad_batches(n)
+  if not self._automatic and n > 1 then
+    error("GradientAccumulationScheduler: accumulate_grad_batches > 1 is not supported with manual optimization", 0)
+  end
+  self.accumulate_grad_batches = n
+  self._lp:set_epoch_data({ accumulate_grad_batches = n })
+end
 
 -- The stages before the loops: Lightning's _run up to the sanity check.
 local function start_fit(run)
   local self, model = run.trainer, run.model
+  attach_datamodule(self, run.opts.datamodule)
   self:_begin_run(model, "fit")
   self._run = run
   self:_guard(function()
@@ -717,14 +826,27 @@ local function start_fit(run)
     -- configure_callbacks, prepare_data, setup
     model_callbacks(self)
     call_hook(self, "prepare_data")
-    if self._ddp then self._ddp:shard_loaders(self, run.train, run.val) end -- ddp: each rank its share
-    self:_configure_fit(model, run.train, run.val)
+    -- the data hooks give the loaders, after setup: the training loader when none was given (a datamodule, or
+    -- the model's train_dataloader), the validation loaders when none were given and the source defines
+    -- val_dataloader (Lightning's _DataLoaderSource: the datamodule, else the model)
+    run.train_from_hook = run.train == nil
+    run.val_from_hook = run.val == nil and (run.train_from_hook or type(model.val_dataloader) == "function")
+    local from_hooks = run.train_from_hook or run.val_from_hook
+    if not from_hooks then
+      if self._ddp then self._ddp:shard_loaders(self, run.train, run.val) end -- ddp: each rank its share
+      self:_configure_fit(model, run.train, run.val)
+    end
     call_hook(self, "setup", "fit")
     -- configure_optimizers
     local ret = call_hook(self, "configure_optimizers")
     local okp, opts, scheds, freqs = pcall(modelmod.parse_optimizers, ret)
     if not okp then error(opts, 0) end
     self.optimizers, self.lr_scheduler_configs, self.optimizer_frequencies = opts, scheds, freqs
+    self._loaders_from_hooks = from_hooks
+    if from_hooks then -- (Lightning asks for them when its loops start; lutra's loops need their lengths first)
+      self:_load_hook_loaders(run)
+      self._loaders_epoch = 0
+    end
     self._wrapped = nil
     self._lp:set_optimizers(opts)
     self._lp:set_cfg(cfg_for(self))
@@ -823,7 +945,7 @@ end
 --- trainer:fit(model, train_loader[, val_loader][, {ckpt_path=}])
 function Trainer:fit(model, train, val, opts)
   check_idle(self, "fit", 2)
-  if opts == nil and is_options(val) then val, opts = nil, val end
+  train, val, opts = fit_args(train, val, opts)
   local run = self._run
   if run and run.model == model and run.stage == "fit" then
     -- an interrupted (or stepwise) fit of this model continues where it stopped
@@ -857,7 +979,8 @@ end
 
 local EVAL_OPTS = { ckpt_path = function(v)
   if type(v) ~= "string" then return 'must be a path, "best" or "last", got ' .. type(v) end
-end }
+end, datamodule = FIT_OPTS.datamodule }
+local HOOK_OF = { validation = "val_dataloader", test = "test_dataloader", predict = "predict_dataloader" }
 local function check_eval_opts(what, opts) return util.check_options(what, opts, EVAL_OPTS, 3) end -- (tail call)
 
 function Trainer:_eval(kind, model, loaders, opts)
@@ -865,7 +988,21 @@ function Trainer:_eval(kind, model, loaders, opts)
   check_idle(self, what, 3)
   if type(model) ~= "table" then error(what .. ": the model must be a table, got " .. type(model), 3) end
   check_model_free(self, model, what, 3)
+  if opts == nil and is_options(loaders) then loaders, opts = nil, loaders end
+  if is_datamodule(loaders) then
+    local o = {}
+    for k, v in pairs(opts or {}) do o[k] = v end
+    o.datamodule, loaders = loaders, nil
+    opts = o
+  end
   opts = check_eval_opts(what, opts)
+  if opts.datamodule ~= nil and loaders ~= nil then
+    error(fmt("%s: give the loaders or a datamodule, not both", what), 3)
+  end
+  if loaders == nil and opts.datamodule == nil and type(model[HOOK_OF[kind]]) ~= "function" then
+    error(fmt("%s: no dataloader given (%s(model, loaders), {datamodule = dm} or a %s hook)", what, what,
+      HOOK_OF[kind]), 3)
+  end
   if self._run and self._run.stage == "fit" then
     error(what .. ": a fit run is in progress (interrupted or stepwise); finish it first", 3)
   end
@@ -879,21 +1016,32 @@ function Trainer:_eval(kind, model, loaders, opts)
     require("lutra.checkpoint").load(path, model)
   end
   self._busy = what
+  attach_datamodule(self, opts.datamodule)
   self:_begin_run(model, what)
   self._standalone = true
   local results = self:_guard(function()
-    local list, n = eval_config(self, kind, loaders, what)
-    self._eval_loaders = list
-    self._n_eval_loaders = #list
-    -- [checkpoint] Lightning's num_{val,test,predict}_batches (the progress bar's totals)
-    if kind == "test" then self.num_test_batches = n
-    elseif kind == "predict" then self.num_predict_batches = n
-    else self.num_val_batches = n end
+    local list
+    local function configure(given)
+      local n
+      list, n = eval_config(self, kind, given, what)
+      self._eval_loaders = list
+      self._n_eval_loaders = #list
+      -- [checkpoint] Lightning's num_{val,test,predict}_batches (the progress bar's totals)
+      if kind == "test" then self.num_test_batches = n
+      elseif kind == "predict" then self.num_predict_batches = n
+      else self.num_val_batches = n end
+      self._lp:set_cfg(cfg_for(self, { num_eval_batches = n }))
+    end
+    if loaders ~= nil then configure(loaders) end
     self._eval_results, self._predictions = nil, nil
-    self._lp:set_cfg(cfg_for(self, { num_eval_batches = n }))
     model_callbacks(self)
     call_hook(self, "prepare_data")
     call_hook(self, "setup", what)
+    if loaders == nil then -- the data hooks, after setup (as Lightning's evaluation loop asks for them)
+      local given = hook_loaders(self, HOOK_OF[kind])
+      if given == nil then error(fmt("%s: the datamodule has no %s", what, HOOK_OF[kind]), 0) end
+      configure(given)
+    end
     check_status(self, self._lp:refresh(false))
     local st, msg = self._lp:eval_run(kind, true)
     if st == "error" then error({ lutra_hook_error = true, msg = msg }, 0) end
@@ -926,6 +1074,29 @@ end
 function Trainer:validate(model, loaders, opts) return self:_eval("validation", model, loaders, opts) end
 function Trainer:test(model, loaders, opts) return self:_eval("test", model, loaders, opts) end
 function Trainer:predict(model, loaders, opts) return self:_eval("predict", model, loaders, opts) end
+
+-- ---- lightning: the learning-rate range test (lua/lutra/callbacks/lr_finder.lua) --------------------------
+
+--- trainer:lr_find(model, train_loader[, opts]) or trainer:lr_find(model, {datamodule = dm, ...}): Lightning's
+--- trainer.tuner.lr_find; opts: min_lr, max_lr, num_training, mode, early_stop_threshold, update_attr.
+function Trainer:lr_find(model, data, opts)
+  check_idle(self, "lr_find", 2)
+  if type(model) ~= "table" then error("lr_find: the model must be a table, got " .. type(model), 2) end
+  local finder = require "lutra.callbacks.lr_finder"
+  local o = {}
+  if type(data) == "table" and data.iter == nil and not is_datamodule(data) and opts == nil then
+    -- lr_find(model, {datamodule = dm, min_lr = ...})
+    for k, v in pairs(data) do if k ~= "datamodule" then o[k] = v end end
+    data = { datamodule = data.datamodule }
+    if data.datamodule == nil then error("lr_find: no training dataloader given (lr_find(model, train_loader[, opts]))", 2) end
+  else
+    for k, v in pairs(opts or {}) do o[k] = v end
+    if is_datamodule(data) then data = { datamodule = data } end
+    if data == nil then error("lr_find: no training dataloader given (lr_find(model, train_loader[, opts]))", 2) end
+    if data.datamodule == nil then check_loader(data, "lr_find") end
+  end
+  return finder.run(self, model, data, finder.check("lr_find", o, 2))
+end
 
 -- ---- checkpoints (the seam for lutra.checkpoint) ----------------------------------------------------------
 

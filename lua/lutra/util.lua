@@ -3,6 +3,7 @@
 --   util.check_options(what, opts, spec[, level]) -> opts (or {} for nil)   the one option checker
 --   util.shape_str(t) -> "[2 x 3]"                          a tensor's shape (or a list of sizes) for messages
 --   util.sorted_keys(t) -> {k1, k2, ...}                                    a table's keys, sorted
+--   util.closest(name, names) -> the name in names nearest to name (a typo's fix), or nil
 local M = {}
 
 local fmt = string.format
@@ -21,6 +22,34 @@ function M.sorted_keys(t)
     return tostring(a) < tostring(b)
   end)
   return ks
+end
+
+-- Levenshtein distance between two strings
+local function edit_distance(a, b)
+  local prev = {}
+  for j = 0, #b do prev[j] = j end
+  for i = 1, #a do
+    local cur = { [0] = i }
+    local ca = a:byte(i)
+    for j = 1, #b do
+      local cost = ca == b:byte(j) and 0 or 1
+      cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+    end
+    prev = cur
+  end
+  return prev[#b]
+end
+
+--- The name of `names` nearest to `name` by edit distance, when it is within a third of the name's length
+--- (at least 2 edits), else nil: the "did you mean" of error messages.
+function M.closest(name, names)
+  local best, bestd = nil, math.huge
+  for _, n in ipairs(names) do
+    local d = edit_distance(name, n)
+    if d < bestd or (d == bestd and n < best) then best, bestd = n, d end
+  end
+  if best and bestd <= math.max(2, math.floor(#name / 3)) and bestd < #name then return best end
+  return nil
 end
 
 function M.shape_str(t)

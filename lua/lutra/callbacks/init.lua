@@ -105,6 +105,15 @@ local lazy = {
   Timer = "lutra.callbacks.timer",
   ProgressBar = "lutra.callbacks.progress",
   ModelSummary = "lutra.callbacks.model_summary",
+  -- lightning: more callbacks (docs/reference/callbacks_more.md)
+  StochasticWeightAveraging = "lutra.callbacks.swa",
+  EMA = "lutra.callbacks.ema",
+  GradientAccumulationScheduler = "lutra.callbacks.grad_accum",
+  BaseFinetuning = { "lutra.callbacks.finetuning", "BaseFinetuning" },
+  BackboneFinetuning = { "lutra.callbacks.finetuning", "BackboneFinetuning" },
+  LearningRateFinder = { "lutra.callbacks.lr_finder", "LearningRateFinder" },
+  BasePredictionWriter = "lutra.callbacks.prediction_writer",
+  RichProgressBar = "lutra.callbacks.rich_progress",
 }
 
 return require("lutra.names").strict(M, "lt.callbacks", lazy)

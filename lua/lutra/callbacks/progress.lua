@@ -394,4 +394,8 @@ function ProgressBar:print(...)
   end
 end
 
+-- for lua/lutra/callbacks/rich_progress.lua (the multi-line bar draws the same numbers)
+ProgressBar._format = { clock = clock, num = num, rate_text = rate_text, ulen = ulen, utrunc = utrunc,
+  total_of = total_of, metrics_text = metrics_text, EVAL_DESC = EVAL_DESC }
+
 return ProgressBar

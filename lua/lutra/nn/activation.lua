@@ -1,4 +1,4 @@
--- nn/activation.lua — ReLU, LeakyReLU({negative_slope=0.01}), GELU (exact erf form), Tanh, Sigmoid,
+-- nn/activation.lua — ReLU, LeakyReLU({negative_slope=0.01}), GELU({approximate="none"|"tanh"}), Tanh, Sigmoid,
 -- Softmax(dim), LogSoftmax(dim) (dim 1-based; negative counts from the end). No parameters.
 local lt = require "lutra"
 local Module = require("lutra.nn.module").Module
@@ -16,9 +16,24 @@ local function simple(name, method)
   A[name] = cls
 end
 simple("ReLU", "relu")
-simple("GELU", "gelu")
 simple("Tanh", "tanh")
 simple("Sigmoid", "sigmoid")
+
+-- GELU([{approximate = "none"|"tanh"}]): the exact form (erf) or its tanh approximation, as F.gelu
+local GELU = Module:extend("GELU")
+function GELU:init(opts)
+  opts = H.check_opts("GELU", opts, { approximate = "string" }, 3)
+  local a = opts.approximate or "none"
+  if a ~= "none" and a ~= "tanh" then error("GELU: approximate must be \"none\" or \"tanh\", got \"" .. a .. "\"", 3) end
+  self.approximate = a
+end
+function GELU:extra_repr() return self.approximate == "none" and "" or "approximate=" .. self.approximate end
+function GELU:forward(x)
+  if not lt.is_tensor(x) then self:fail("expected a tensor input, got " .. type(x)) end
+  if self.approximate == "tanh" then return require("lutra.F").gelu(x, { approximate = "tanh" }) end
+  return x:gelu()
+end
+A.GELU = GELU
 
 local LeakyReLU = Module:extend("LeakyReLU")
 function LeakyReLU:init(opts)

@@ -18,6 +18,9 @@ local nn = {
 for k, v in pairs(require "lutra.nn.pool") do nn[k] = v end
 for k, v in pairs(require "lutra.nn.activation") do nn[k] = v end
 for k, v in pairs(require "lutra.nn.loss") do nn[k] = v end
+-- modules area (issue 17): containers and more activations
+for k, v in pairs(require "lutra.nn.containers") do nn[k] = v end
+for k, v in pairs(require "lutra.nn.activation_more") do nn[k] = v end
 
 -- functions over any model table (a Module or a plain table of modules)
 for _, k in ipairs { "parameters", "named_parameters", "buffers", "named_buffers", "state_dict", "state_dict_keys",
@@ -26,6 +29,9 @@ for _, k in ipairs { "parameters", "named_parameters", "buffers", "named_buffers
 end
 function nn.eval(root) return MM.train(root, false) end
 nn.is_module = MM.is_module_instance
+-- lightning: freezing and hyper-parameters on plain model tables (docs/reference/callbacks_more.md)
+function nn.requires_grad_(root, on) return MM.requires_grad_(root, on) end
+function nn.save_hyperparameters(model, ...) return MM.save_hyperparameters(model, ...) end
 
 -- more layers, utils and init load when first used
 local lazy = {

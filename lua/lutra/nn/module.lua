@@ -11,6 +11,8 @@
 -- class with the field _zero_based_names names its children 0, 1, ... as PyTorch does: "layers.0.linear1.weight").
 -- Fields are visited in a fixed order: a module's declared parameters (class field _params, e.g.
 -- {"weight", "bias"}) and buffers (_buffers), then integer keys ascending, then string keys sorted.
+-- A module class may declare buffers that files saved before the buffer existed lack (_optional_buffers:
+-- BatchNorm's num_batches_tracked); load_state_dict then leaves them at their current value.
 -- Keys starting with "_" and the key "trainer" are skipped; tables are entered when they are modules
 -- (a Module, or any table with a `forward` function) or plain tables without a metatable (lists of
 -- modules); each table is visited once, so cycles and shared modules are harmless. A tensor field is
@@ -25,6 +27,10 @@ Module.__index = Module
 Module.__name = "Module"
 
 local SKIP = { trainer = true }
+
+-- Parameters turned off by requires_grad_(false) / freeze(): still parameters (in parameters(), state_dict()),
+-- as in PyTorch, though a bare tensor field is otherwise a parameter only while it requires grad. Weak keys.
+local frozen = setmetatable({}, { __mode = "k" })
 
 local function is_module_instance(t)
   local mt = getmetatable(t)
@@ -68,7 +74,7 @@ local function child_name(t, k)
   return tostring(k)
 end
 
---- Walks root; calls on.param(name, t), on.buffer(name, t), on.module(tbl, path, key, parent)
+--- Walks root; calls on.param(name, t), on.buffer(name, t, owner, key), on.module(tbl, path, key, parent)
 --- (path nil for the root), and on.tied(name, t, first) for a later name of a parameter or buffer t first
 --- reported under the name `first`. Names and order are described at the top of this file.
 local function walk(root, on)
@@ -109,7 +115,7 @@ local function walk(root, on)
         if lt.is_tensor(v) and not seen[v] then
           seen[v] = true
           first[v] = prefix .. k
-          if on.buffer then on.buffer(prefix .. k, v) end
+          if on.buffer then on.buffer(prefix .. k, v, t, k) end
         elseif lt.is_tensor(v) then
           again(prefix .. k, v)
         end
@@ -119,7 +125,7 @@ local function walk(root, on)
       if not declared[k] then
         local v = rawget(t, k)
         if lt.is_tensor(v) then
-          if not seen[v] and v:requires_grad() and v:is_leaf() then
+          if not seen[v] and ((v:requires_grad() and v:is_leaf()) or frozen[v]) then
             seen[v] = true
             first[v] = prefix .. k
             if on.param then on.param(prefix .. k, v) end
@@ -226,7 +232,12 @@ function M.load_state_dict(root, sd, opts)
     names_of[t] = names_of[t] or {}
     table.insert(names_of[t], name)
   end
-  walk(root, { param = add, buffer = add, tied = add })
+  local optional = {} -- names of buffers an older file may lack (_optional_buffers)
+  walk(root, { param = add, tied = add, buffer = function(name, t, owner, key)
+    add(name, t)
+    local opt = get_field(owner, "_optional_buffers")
+    optional[name] = type(opt) == "table" and opt[key] == true
+  end })
   -- a tied tensor is missing only when none of its names is in sd (a file written by a saver that keeps
   -- one name per storage, as safetensors' save_model, loads strict-clean and keeps the tie)
   local function found_elsewhere(t)
@@ -237,7 +248,7 @@ function M.load_state_dict(root, sd, opts)
   for _, name in ipairs(order) do
     local v = sd[name]
     if v == nil then
-      if not found_elsewhere(own[name]) then missing[#missing + 1] = name end
+      if not found_elsewhere(own[name]) and not optional[name] then missing[#missing + 1] = name end
     elseif not lt.is_tensor(v) then
       error(string.format("load_state_dict: entry %s is a %s, expected a tensor", name, type(v)), 2)
     else
@@ -348,6 +359,28 @@ function Module:modules() return (M.modules(self)) end
 function Module:train(mode) return M.train(self, mode) end
 function Module:eval() return M.train(self, false) end
 
+--- m:to("float32") / m:to("cpu"): lutra's tensors are float32 on the CPU, so these return self (PyTorch code
+--- that moves a model keeps working); any other dtype or device is an error that names it.
+local TO_OK = { float32 = true, float = true, cpu = true }
+local DTYPES = { float64 = true, double = true, float16 = true, half = true, bfloat16 = true, int64 = true,
+  long = true, int32 = true, int = true, int8 = true, uint8 = true, bool = true }
+function Module:to(...)
+  local n = select("#", ...)
+  if n == 0 then error("Module:to: expected a dtype or a device (\"float32\", \"cpu\")", 2) end
+  for i = 1, n do
+    local a = select(i, ...)
+    if type(a) ~= "string" then
+      error("Module:to: expected a dtype or device name (\"float32\", \"cpu\"), got a " .. type(a), 2)
+    elseif not TO_OK[a] then
+      if DTYPES[a] then
+        error("Module:to: dtype '" .. a .. "' is not supported: lutra's parameters are float32 only", 2)
+      end
+      error("Module:to: device '" .. a .. "' is not available: lutra runs on the CPU (\"cpu\")", 2)
+    end
+  end
+  return self
+end
+
 --- Number of parameter elements.
 function Module:num_parameters()
   local n = 0
@@ -375,6 +408,108 @@ function Module:extend(name)
   cls.__call = rawget(self, "__call") or Module.__call
   cls.__tostring = rawget(self, "__tostring") or Module.__tostring
   return setmetatable(cls, class_mt)
+end
+
+-- ---- lightning: apply, requires_grad_, freeze, unfreeze, save_hyperparameters (docs/reference/callbacks_more.md)
+
+--- m:apply(fn): fn(module) on every sub-module, children first, then m itself (torch's post-order); returns m.
+function Module:apply(fn)
+  if type(fn) ~= "function" then error("Module:apply: expected a function, got " .. type(fn), 2) end
+  local function visit(t)
+    for _, c in ipairs((M.children(t))) do visit(c) end
+    fn(t)
+  end
+  visit(self)
+  return self
+end
+
+--- Sets requires_grad on every parameter of root (a Module or a plain model table). Off: the parameter keeps
+--- its place in parameters() and state_dict(), its grad is dropped, backward gives it none and optimizers
+--- (which skip parameters without a grad) leave it alone.
+function M.requires_grad_(root, on)
+  if on == nil then on = true end
+  if type(on) ~= "boolean" then error("requires_grad_: expected a boolean, got " .. type(on), 3) end
+  for _, p in ipairs(M.parameters(root)) do
+    if on then
+      frozen[p] = nil
+    else
+      frozen[p] = true
+      p:zero_grad(true)
+    end
+    p:requires_grad(on)
+  end
+  return root
+end
+
+function Module:requires_grad_(on) return M.requires_grad_(self, on) end
+
+--- m:freeze(): every parameter off (requires_grad_(false)) and eval mode, as LightningModule.freeze.
+function Module:freeze()
+  M.requires_grad_(self, false)
+  return M.train(self, false)
+end
+
+--- m:unfreeze(): every parameter on and train mode, as LightningModule.unfreeze.
+function Module:unfreeze()
+  M.requires_grad_(self, true)
+  return M.train(self, true)
+end
+
+M.is_frozen = function(p) return frozen[p] == true end
+
+-- a hyper-parameter value: a number, string, boolean or a plain table of them (what hparams.yaml and a
+-- checkpoint's JSON can hold)
+local function hparam_copy(v, key, depth)
+  local tv = type(v)
+  if tv == "number" or tv == "string" or tv == "boolean" then return v end
+  if tv == "table" and getmetatable(v) == nil and depth < 16 then
+    local t = {}
+    for k, x in pairs(v) do t[k] = hparam_copy(x, key .. "." .. tostring(k), depth + 1) end
+    return t
+  end
+  error(string.format("save_hyperparameters: '%s' is a %s; hyper-parameters are numbers, strings, booleans " ..
+    "and tables of them", key, lt.is_tensor(v) and "tensor" or tv), 4)
+end
+
+--- save_hyperparameters(model, ...): model.hparams from a table (`{lr = 0.1, hidden = 64}`) or from the
+--- model's own fields named (`"lr", "hidden"`), merged into what is there; returns model.hparams. The trainer
+--- writes them into checkpoints (hyper_parameters) and the loggers' hparams.yaml.
+function M.save_hyperparameters(model, ...)
+  local n = select("#", ...)
+  local hp = rawget(model, "hparams")
+  if type(hp) ~= "table" then hp = {} end
+  if n == 0 then error("save_hyperparameters: give a table of hyper-parameters or the names of fields", 3) end
+  for i = 1, n do
+    local a = select(i, ...)
+    if type(a) == "table" then
+      for k, v in pairs(a) do
+        if type(k) ~= "string" then error("save_hyperparameters: a table's keys must be names, got " .. type(k), 3) end
+        hp[k] = hparam_copy(v, k, 0)
+      end
+    elseif type(a) == "string" then
+      local v = model[a]
+      if v == nil then error(string.format("save_hyperparameters: the model has no field '%s'", a), 3) end
+      hp[a] = hparam_copy(v, a, 0)
+    else
+      error(string.format("save_hyperparameters: argument %d must be a table or a field name, got %s", i, type(a)), 3)
+    end
+  end
+  rawset(model, "hparams", hp)
+  return hp
+end
+
+function Module:save_hyperparameters(...) return M.save_hyperparameters(self, ...) end
+
+--- Cls:load_from_checkpoint(path): a new Cls(hparams) built from the checkpoint's hyper_parameters (as
+--- Lightning's), with the checkpoint's weights loaded; model.hparams is restored.
+function Module:load_from_checkpoint(path)
+  if type(path) ~= "string" then error("load_from_checkpoint: expected a file path (string), got " .. type(path), 2) end
+  local ck = require("lutra.checkpoint").read(path)
+  local hp = ck.hyper_parameters
+  local m = self(hp)
+  if type(hp) == "table" then rawset(m, "hparams", hparam_copy(hp, "hyper_parameters", 0)) end
+  require("lutra.checkpoint").load(path, m)
+  return m
 end
 
 setmetatable(Module, class_mt)

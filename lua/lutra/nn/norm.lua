@@ -1,8 +1,11 @@
 -- nn/norm.lua — BatchNorm1d(C), BatchNorm2d(C) ({eps=1e-5, momentum=0.1, affine=true,
 -- track_running_stats=true}) and LayerNorm(normalized_shape[, {eps=1e-5, elementwise_affine=true, bias=true}])
 -- (bias=false: a weight and no bias parameter, as PyTorch 2.x's LayerNorm(bias=False)).
--- BatchNorm: weight 1, bias 0, buffers running_mean 0 and running_var 1; training normalises with the
--- batch statistics and updates the running ones in place (unbiased variance); eval uses the running ones.
+-- BatchNorm: weight 1, bias 0, buffers running_mean 0, running_var 1 and num_batches_tracked 0 (int64, 0-dim, as
+-- PyTorch's); training normalises with the batch statistics, counts the batch and updates the running ones in
+-- place (unbiased variance) with factor momentum, or 1/num_batches_tracked (a cumulative average) when
+-- momentum=false (PyTorch's momentum=None); eval uses the running ones. Files saved before num_batches_tracked
+-- existed still load: the count then stays as it is.
 local lt = require "lutra"
 local core = require "lutra.core"
 local Module = require("lutra.nn.module").Module
@@ -13,14 +16,21 @@ local N = {}
 local function batch_norm_class(name, dims_ok, dims_text)
   local cls = Module:extend(name)
   cls._params = { "weight", "bias" }
-  cls._buffers = { "running_mean", "running_var" }
+  cls._buffers = { "running_mean", "running_var", "num_batches_tracked" }
+  cls._optional_buffers = { num_batches_tracked = true }
   function cls:init(C, opts)
     H.check_int(name, "num_features", C, 1, 3)
-    opts = H.check_opts(name, opts, { eps = "number", momentum = "number", affine = "boolean",
+    opts = H.check_opts(name, opts, { eps = "number", momentum = "number|boolean", affine = "boolean",
       track_running_stats = "boolean" }, 3)
     self.num_features = C
     self.eps = H.check_finite(name, "eps", opts.eps or 1e-5, 0, 3)
-    self.momentum = H.check_finite(name, "momentum", opts.momentum or 0.1, nil, 3)
+    if opts.momentum == true then
+      error(name .. ": momentum must be a number, or false for a cumulative average (PyTorch's None), got true", 3)
+    elseif opts.momentum == false then
+      self.momentum = false
+    else
+      self.momentum = H.check_finite(name, "momentum", opts.momentum or 0.1, nil, 3)
+    end
     self.affine = opts.affine ~= false
     self.track_running_stats = opts.track_running_stats ~= false
     if self.affine then
@@ -30,10 +40,11 @@ local function batch_norm_class(name, dims_ok, dims_text)
     if self.track_running_stats then
       self.running_mean = lt.zeros(C)
       self.running_var = lt.ones(C)
+      self.num_batches_tracked = lt.zeros({}, "int64")
     end
   end
   function cls:extra_repr()
-    local s = self.num_features .. ", eps=" .. self.eps .. ", momentum=" .. self.momentum
+    local s = self.num_features .. ", eps=" .. self.eps .. ", momentum=" .. (self.momentum or "None")
     if not self.affine then s = s .. ", affine=false" end
     if not self.track_running_stats then s = s .. ", track_running_stats=false" end
     return s
@@ -46,8 +57,14 @@ local function batch_norm_class(name, dims_ok, dims_text)
         x:shape_str()))
     end
     local use_batch = self.training or not self.track_running_stats
+    local factor = self.momentum or 0
+    local count = self.num_batches_tracked
+    if self.training and self.track_running_stats and count then
+      count:add_(1)
+      if not self.momentum then factor = 1 / count:item() end
+    end
     return core._nn.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias, use_batch,
-      self.momentum, self.eps)
+      factor, self.eps)
   end
   return cls
 end

@@ -305,6 +305,11 @@ function M.event(self, name, _a, b)
   elseif name == "train_epoch_start" then
     self._results_train:reset()
     self._outputs = {}
+    local n = self.reload_dataloaders_every_n_epochs
+    if n and n > 0 and self._loaders_from_hooks then
+      local epoch = self.current_epoch
+      if epoch - (self._loaders_epoch or 0) >= n then self:_reload_dataloaders(epoch) end
+    end
   elseif name == "train_epoch_end_reached" then
     self._results_train.epoch_end_reached = true
     local raw = R[RUN.train_out] -- the last batch's raw outputs are not needed any more

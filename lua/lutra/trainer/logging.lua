@@ -61,6 +61,8 @@ local function contains(list, v)
   return false
 end
 
+local log_metric -- (below)
+
 local function to_number(name, value)
   local tv = type(value)
   if tv == "number" then return value end
@@ -77,6 +79,45 @@ local function to_number(name, value)
   error(string.format("log: the value of '%s' must be a number or a one-element tensor, got a %s", name, tv), 4)
 end
 
+-- ---- metric objects (lt.metrics) -----------------------------------------------------------------------
+-- self:log(name, metric) as Lightning's: the step value is the batch value of the metric's last forward
+-- (`m(preds, target)`), or its compute() so far when it was only updated; the epoch value is its compute()
+-- at the epoch's end (its states summed over the DDP ranks first), after which it is reset. A metric logged
+-- with on_step only is reset after each step's value.
+local function is_metric(v)
+  local mt = getmetatable(v)
+  return type(mt) == "table" and rawget(mt, "__lutra_metric") == true
+end
+
+local function metric_value(name, metric, f)
+  local ok, v = pcall(f, metric)
+  if not ok then error(string.format("log: computing the metric '%s': %s", name, tostring(v)), 0) end
+  return to_number(name, v)
+end
+
+local function local_compute(m) return m:_compute() end -- a step value stays the rank's own, as Lightning's
+
+function log_metric(trainer, e, metric, name)
+  if e.on_step then
+    local v = metric._forward_cache
+    if v == nil then v = metric_value(name, metric, local_compute) else v = to_number(name, v) end
+    metric._forward_cache = nil
+    e.value, e.fresh = v, true
+    if not e.on_epoch then metric:reset() end
+    trainer._env.R[RUN.log_dirty] = true
+  end
+  if e.on_epoch then e.count = e.count + 1 end
+end
+
+-- The epoch value of a metric entry: computed once (a collective under DDP), then the metric is reset.
+local function metric_epoch_value(e)
+  if e.computed == nil then
+    e.computed = metric_value(e.name, e.metric, e.metric.compute)
+    e.metric:reset()
+  end
+  return e.computed
+end
+
 -- A results collection: entries keyed by hook .. "\0" .. name .. "\0" .. dataloader.
 local Results = {}
 Results.__index = Results
@@ -86,6 +127,9 @@ function M.new_results(training)
 end
 
 function Results:reset()
+  for _, e in pairs(self.entries) do -- a metric logged but never computed (the sanity check) starts afresh
+    if e.metric and e.computed == nil then e.metric:reset() end
+  end
   self.entries, self.order, self.epoch_end_reached = {}, {}, false
 end
 
@@ -124,7 +168,8 @@ function M.log(trainer, ctx, results, name, value, opts)
   if type(reduce) ~= "string" or not REDUCE[reduce] then
     error(string.format("log: reduce_fx must be \"mean\", \"max\", \"min\" or \"sum\", got %s", tostring(reduce)), 3)
   end
-  local v = to_number(name, value)
+  local metric = is_metric(value) and value or nil
+  local v = not metric and to_number(name, value) or nil
   local dl = ctx.n_dataloaders and ctx.n_dataloaders > 1 and ctx.dataloader_idx or nil
   if opts.add_dataloader_idx == false then dl = nil end
   local key = fxname .. "\0" .. name .. "\0" .. tostring(dl)
@@ -132,13 +177,14 @@ function M.log(trainer, ctx, results, name, value, opts)
   local prog_bar, logger = opts.prog_bar == true, opts.logger ~= false
   if e == nil then
     e = { name = name, fx = fxname, dl = dl, on_step = on_step, on_epoch = on_epoch, prog_bar = prog_bar,
-      logger = logger, reduce = reduce, sum = 0, weight = 0, count = 0 }
+      logger = logger, reduce = reduce, sum = 0, weight = 0, count = 0, metric = metric }
     results.entries[key] = e
     results.order[#results.order + 1] = key
-  elseif e.on_step ~= on_step or e.on_epoch ~= on_epoch or e.reduce ~= reduce then
+  elseif e.on_step ~= on_step or e.on_epoch ~= on_epoch or e.reduce ~= reduce or e.metric ~= metric then
     error(string.format("log: you called self:log('%s', ...) twice in '%s' with different arguments", name, fxname), 3)
   end
   e.prog_bar, e.logger = prog_bar, logger
+  if metric then return log_metric(trainer, e, metric, name) end
   local bs = on_epoch and reduce == "mean" and (opts.batch_size or infer_batch_size(ctx.batch)) or nil
   local wsum
   if opts.sync_dist and trainer._ddp then
@@ -168,6 +214,7 @@ end
 
 local function epoch_value(e)
   if e.count == 0 then return nil end
+  if e.metric then return metric_epoch_value(e) end
   if e.reduce == "mean" then return e.weight > 0 and e.sum / e.weight or 0 end
   return e.sum
 end

@@ -40,6 +40,8 @@ end
 function methods.log_dict(self, dict, opts)
   if type(dict) ~= "table" then error("log_dict: expected a table of name = value, got " .. type(dict), 2) end
   local t = trainer_of(self, "log_dict")
+  local mt = getmetatable(dict) -- an lt.metrics.MetricCollection: each metric object under its key
+  if type(mt) == "table" and rawget(mt, "__lutra_metric_collection") then dict = dict:_named_metrics() end
   local names = {}
   for k in pairs(dict) do names[#names + 1] = k end
   table.sort(names)
@@ -127,6 +129,9 @@ function methods.clip_gradients(self, optimizer, gradient_clip_val, gradient_cli
   end
   require("lutra.core")._clip_gradients(params, gradient_clip_val, algo)
 end
+
+-- lightning: self:save_hyperparameters(...) on a plain model table too (lua/lutra/nn/module.lua)
+function methods.save_hyperparameters(self, ...) return require("lutra.nn.module").save_hyperparameters(self, ...) end
 
 local function provide(model, k)
   local f = provided[k]

@@ -1,0 +1,177 @@
+-- callbacks/finetuning.lua — lt.callbacks.BaseFinetuning and BackboneFinetuning: Lightning 1.6's
+-- (docs/reference/callbacks_more.md).
+--
+--   lt.callbacks.BackboneFinetuning{unfreeze_backbone_at_epoch = 10, lambda_func = function(e) return 1.5 end,
+--     backbone_initial_ratio_lr = 0.1, should_align = true, train_bn = true}
+--
+-- The model must have a module field `backbone`. Before training the backbone is frozen (Module:freeze's
+-- parameters off; with train_bn the BatchNorm layers stay trainable); at epoch unfreeze_backbone_at_epoch its
+-- parameters are turned on and added to the first optimizer as a new param group with the learning rate
+-- backbone_initial_lr (default: the first group's rate times backbone_initial_ratio_lr); each later epoch
+-- multiplies that rate by lambda_func(epoch + 1), capped at the first group's rate when should_align.
+local cbs = require "lutra.callbacks"
+local lt = require "lutra"
+local MM = require "lutra.nn.module"
+
+local fmt = string.format
+
+-- ---- BaseFinetuning: freeze / make_trainable / unfreeze_and_add_param_group ------------------------------
+
+local Base = cbs.Callback:extend("BaseFinetuning")
+
+local function is_bn(m)
+  local mt = getmetatable(m)
+  local name = type(mt) == "table" and rawget(mt, "__name") or nil
+  return type(name) == "string" and name:match("^BatchNorm") ~= nil
+end
+
+local own_params
+
+--- The modules below `modules` (a module or a list of them) that hold parameters themselves: the leaves, and
+--- parents with parameters of their own (Lightning's BaseFinetuning.flatten_modules).
+local function leaves(modules)
+  local list = {}
+  local roots = (type(modules) == "table" and modules[1] ~= nil and not MM.is_module_instance(modules)) and modules
+    or { modules }
+  for _, root in ipairs(roots) do
+    for _, m in ipairs((lt.nn.modules(root))) do
+      if #(lt.nn.children(m)) == 0 or #own_params(m) > 0 then list[#list + 1] = m end
+    end
+  end
+  return list
+end
+
+-- the parameters a module holds itself (not its children's)
+function own_params(m)
+  local own = {}
+  local children = lt.nn.children(m)
+  local inner = {}
+  for _, c in ipairs(children) do for _, p in ipairs(lt.nn.parameters(c)) do inner[p] = true end end
+  for _, p in ipairs(lt.nn.parameters(m)) do if not inner[p] then own[#own + 1] = p end end
+  return own
+end
+
+--- BaseFinetuning.freeze(modules[, train_bn = true]): parameters off and eval mode, except BatchNorm
+--- layers when train_bn.
+function Base.freeze(modules, train_bn)
+  if train_bn == nil then train_bn = true end
+  for _, m in ipairs(leaves(modules)) do
+    if not (train_bn and is_bn(m)) then
+      for _, p in ipairs(own_params(m)) do MM.requires_grad_({ p = p }, false) end
+      lt.nn.train(m, false)
+    end
+  end
+end
+
+--- BaseFinetuning.make_trainable(modules): parameters on and train mode.
+function Base.make_trainable(modules)
+  for _, m in ipairs(leaves(modules)) do
+    for _, p in ipairs(own_params(m)) do MM.requires_grad_({ p = p }, true) end
+    lt.nn.train(m, true)
+  end
+end
+
+--- BaseFinetuning.unfreeze_and_add_param_group(modules, optimizer[, lr][, initial_denom_lr = 10][, train_bn =
+--- true]): make_trainable, then the parameters that are not in the optimizer yet join it as a new group with
+--- lr (default: the first group's rate / initial_denom_lr).
+function Base.unfreeze_and_add_param_group(modules, optimizer, lr, initial_denom_lr, train_bn)
+  Base.make_trainable(modules)
+  local params_lr = lr or optimizer.param_groups[1].lr
+  local denom = lr == nil and (initial_denom_lr or 10) or 1
+  local have = {}
+  for _, g in ipairs(optimizer.param_groups) do for _, p in ipairs(g.params) do have[p] = true end end
+  local params = {}
+  for _, m in ipairs(leaves(modules)) do
+    if train_bn ~= false or not is_bn(m) then
+      for _, p in ipairs(own_params(m)) do
+        if p:requires_grad() and not have[p] then params[#params + 1] = p; have[p] = true end
+      end
+    end
+  end
+  if #params > 0 then optimizer:add_param_group { params = params, lr = params_lr / denom } end
+end
+
+function Base:on_fit_start(_, model)
+  self:freeze_before_training(model)
+end
+
+function Base:on_train_epoch_start(trainer, model)
+  for i, opt in ipairs(trainer.optimizers) do self:finetune_function(model, trainer.current_epoch, opt, i - 1) end
+end
+
+function Base.freeze_before_training() error("BaseFinetuning: define freeze_before_training(self, model)", 0) end
+function Base.finetune_function() error("BaseFinetuning: define finetune_function(self, model, epoch, optimizer, opt_idx)", 0) end
+
+-- ---- BackboneFinetuning ---------------------------------------------------------------------------------
+
+local Backbone = Base:extend("BackboneFinetuning")
+Backbone.freeze, Backbone.make_trainable = Base.freeze, Base.make_trainable
+Backbone.unfreeze_and_add_param_group = Base.unfreeze_and_add_param_group
+
+local OPTIONS = { unfreeze_backbone_at_epoch = "integer", lambda_func = "function", backbone_initial_ratio_lr = "number",
+  backbone_initial_lr = "number", should_align = "boolean", initial_denom_lr = "number", train_bn = "boolean",
+  verbose = "boolean", rounding = "integer" }
+
+function Backbone:init(opts)
+  opts = cbs.check_options("BackboneFinetuning", opts, OPTIONS, 3)
+  self.unfreeze_backbone_at_epoch = opts.unfreeze_backbone_at_epoch or 10
+  if self.unfreeze_backbone_at_epoch < 0 then
+    error("BackboneFinetuning: option 'unfreeze_backbone_at_epoch' must be >= 0", 3)
+  end
+  self.lambda_func = opts.lambda_func or function() return 1.5 end
+  self.backbone_initial_ratio_lr = opts.backbone_initial_ratio_lr or 0.1
+  self.backbone_initial_lr = opts.backbone_initial_lr
+  self.should_align = opts.should_align ~= false
+  self.initial_denom_lr = opts.initial_denom_lr or 10
+  self.train_bn = opts.train_bn ~= false
+  self.verbose = opts.verbose == true
+  self.rounding = opts.rounding or 12
+end
+
+local function backbone_of(model)
+  local b = type(model) == "table" and model.backbone or nil
+  if type(b) ~= "table" then
+    error("BackboneFinetuning: the model should have a module field `backbone` (model.backbone = lt.nn...)", 0)
+  end
+  return b
+end
+
+function Backbone:on_fit_start(trainer, model)
+  backbone_of(model)
+  if trainer.current_epoch > self.unfreeze_backbone_at_epoch then
+    error(fmt("BackboneFinetuning: resuming at epoch %d, after unfreeze_backbone_at_epoch (%d), is not supported",
+      trainer.current_epoch, self.unfreeze_backbone_at_epoch), 0)
+  end
+  return Base.on_fit_start(self, trainer, model)
+end
+
+function Backbone:freeze_before_training(model) Base.freeze(backbone_of(model), self.train_bn) end
+
+function Backbone:finetune_function(model, epoch, optimizer, opt_idx)
+  if opt_idx ~= 0 then return end
+  local current_lr = optimizer.param_groups[1].lr
+  if epoch == self.unfreeze_backbone_at_epoch then
+    local initial = self.backbone_initial_lr or current_lr * self.backbone_initial_ratio_lr
+    self.previous_backbone_lr = initial
+    Base.unfreeze_and_add_param_group(backbone_of(model), optimizer, initial, self.initial_denom_lr, self.train_bn)
+    if self.verbose then
+      lt._note(fmt("lutra: BackboneFinetuning: current lr %.*g, backbone lr %.*g", self.rounding, current_lr,
+        self.rounding, initial))
+    end
+  elseif epoch > self.unfreeze_backbone_at_epoch and self.previous_backbone_lr then
+    local nxt = self.lambda_func(epoch + 1) * self.previous_backbone_lr
+    if self.should_align and nxt > current_lr then nxt = current_lr end
+    local groups = optimizer.param_groups
+    groups[#groups].lr = nxt
+    self.previous_backbone_lr = nxt
+    if self.verbose then
+      lt._note(fmt("lutra: BackboneFinetuning: current lr %.*g, backbone lr %.*g", self.rounding, current_lr,
+        self.rounding, nxt))
+    end
+  end
+end
+
+function Backbone:state_dict() return { previous_backbone_lr = self.previous_backbone_lr } end
+function Backbone:load_state_dict(s) self.previous_backbone_lr = s.previous_backbone_lr end
+
+return { BaseFinetuning = Base, BackboneFinetuning = Backbone }
