@@ -220,6 +220,35 @@ describe("ConvTranspose2d with an output_size", function()
   end)
 end)
 
+describe("dilated max pooling", function()
+  it("has finite-difference gradients (strided, padded, ceil mode, 1-d)", function()
+    local x = lt.randperm(2 * 2 * 9 * 8):float():reshape(2, 2, 9, 8) / 10
+    assert.is_true(gradcheck(function(t) return F.max_pool2d(t, 3, { stride = 2, padding = 1, dilation = { 2, 3 },
+      ceil_mode = true }) end, { x }))
+    assert.is_true(gradcheck(function(t) return nn.MaxPool1d(2, { dilation = 3 })(t) end,
+      { lt.randperm(2 * 3 * 11):float():reshape(2, 3, 11) / 10 }))
+  end)
+
+  it("gives -inf and no gradient for a window that misses the input (as PyTorch)", function()
+    local x = lt.randn(1, 1, 3, 3):requires_grad(true)
+    local y = F.max_pool2d(x, 2, { stride = 1, padding = 1, dilation = 4 })
+    assert.are.same({ 1, 1, 1, 1 }, y:shape())
+    assert.are.equal(-math.huge, y:item())
+    y:backward(lt.ones(1, 1, 1, 1))
+    assert.are.same({ 0, 0, 0, 0, 0, 0, 0, 0, 0 }, x.grad:flatten():tolist())
+  end)
+
+  it("names a bad dilation and a dilated kernel larger than the input", function()
+    assert.matches("MaxPool2d: dilation must be an integer >= 1, got 0", err_of(nn.MaxPool2d, 2, { dilation = 0 }),
+      1, true)
+    assert.matches("max_pool2d: kernel 6x6 is larger than the padded input 3x3 (input [1 x 1 x 3 x 3])",
+      err_of(F.max_pool2d, lt.randn(1, 1, 3, 3), 2, { dilation = 5 }), 1, true)
+    local m = nn.MaxPool2d(2, { dilation = 3 })
+    assert.matches("MaxPool2d(kernel_size=2, stride=2, dilation=3): input [1 x 1 x 3 x 3] is smaller than the "
+      .. "kernel 4x4", err_of(function() return m(lt.randn(1, 1, 3, 3)) end), 1, true)
+  end)
+end)
+
 describe("adaptive pools: an output_size entry nil or false keeps that dim (PyTorch's None)", function()
   it("pools {nil, 3} as {H, 3} and {4, false} as {4, W}, in the modules and in F", function()
     lt.manual_seed(3)

@@ -170,10 +170,11 @@ local function pool_args(fn, nsp, k, stride, padding, extra)
 end
 M._pool_args = pool_args
 
---- max_pool2d(x, k[, stride = k[, padding = 0]]) or max_pool2d(x, k, {stride, padding, ceil_mode=false})
+--- max_pool2d(x, k[, stride = k[, padding = 0]]) or max_pool2d(x, k, {stride, padding, dilation=1, ceil_mode=false})
 function M.max_pool2d(x, k, stride, padding)
-  local kk, s, p, o = pool_args("max_pool2d", 2, k, stride, padding, {})
-  return C.max_pool2d(x, kk[1], kk[2], s[1], s[2], p[1], p[2], o.ceil_mode == true)
+  local kk, s, p, o = pool_args("max_pool2d", 2, k, stride, padding, { dilation = "number|table" })
+  local d = tuple("max_pool2d", "dilation", o.dilation or 1, 2, 1)
+  return C.max_pool2d(x, kk[1], kk[2], s[1], s[2], p[1], p[2], o.ceil_mode == true, d[1], d[2])
 end
 
 --- avg_pool2d(x, k[, stride = k[, padding = 0]]) or avg_pool2d(x, k, {stride, padding, ceil_mode=false,
@@ -189,11 +190,13 @@ local function check_1d(fn, x)
     x:shape_str()), 3) end
 end
 
---- max_pool1d(x [N x C x L], k[, stride = k[, padding = 0]]) or max_pool1d(x, k, {stride, padding, ceil_mode})
+--- max_pool1d(x [N x C x L], k[, stride = k[, padding = 0]]) or max_pool1d(x, k, {stride, padding, dilation,
+--- ceil_mode})
 function M.max_pool1d(x, k, stride, padding)
   check_1d("max_pool1d", x)
-  local kk, s, p, o = pool_args("max_pool1d", 1, k, stride, padding, {})
-  return C.max_pool2d(x:unsqueeze(3), 1, kk[1], 1, s[1], 0, p[1], o.ceil_mode == true):squeeze(3)
+  local kk, s, p, o = pool_args("max_pool1d", 1, k, stride, padding, { dilation = "number|table" })
+  local d = tuple("max_pool1d", "dilation", o.dilation or 1, 1, 1)
+  return C.max_pool2d(x:unsqueeze(3), 1, kk[1], 1, s[1], 0, p[1], o.ceil_mode == true, 1, d[1]):squeeze(3)
 end
 
 --- avg_pool1d(x [N x C x L], k[, stride = k[, padding = 0]]) or avg_pool1d(x, k, {stride, padding, ceil_mode,
