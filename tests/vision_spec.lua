@@ -86,14 +86,15 @@ describe("vision kernels: finite-difference gradients", function()
   end)
 
   it("grouped conv2d in chunks of items (the last one short) matches one dense convolution per group", function()
-    local x, w, b = lt.randn(5, 16, 40, 40), lt.randn(6, 8, 3, 3), lt.randn(6) -- 2 items per chunk of col
-    local gy = lt.randn(5, 6, 40, 40)
+    -- planes of 400 columns, col rows 24*3*3: 3 items per chunk (nn_conv_general.c), so chunks of 3 and 2
+    local x, w, b = lt.randn(5, 48, 20, 20), lt.randn(6, 24, 3, 3), lt.randn(6)
+    local gy = lt.randn(5, 6, 20, 20)
     local xg, wg = x:clone():requires_grad(true), w:clone():requires_grad(true)
     local y = V.conv2d(xg, wg, b, 1, 1, 1, 1, 1, 1, 2)
     y:backward(gy)
     local xr, wr = x:clone():requires_grad(true), w:clone():requires_grad(true)
-    local yr = lt.cat({ F.conv2d(xr:narrow(2, 1, 8), wr:narrow(1, 1, 3), b:narrow(1, 1, 3), { padding = 1 }),
-      F.conv2d(xr:narrow(2, 9, 8), wr:narrow(1, 4, 3), b:narrow(1, 4, 3), { padding = 1 }) }, 2)
+    local yr = lt.cat({ F.conv2d(xr:narrow(2, 1, 24), wr:narrow(1, 1, 3), b:narrow(1, 1, 3), { padding = 1 }),
+      F.conv2d(xr:narrow(2, 25, 24), wr:narrow(1, 4, 3), b:narrow(1, 4, 3), { padding = 1 }) }, 2)
     yr:backward(gy)
     same { { "output", y, yr, 1e-4 }, { "grad_input", xg.grad, xr.grad, 1e-4 },
       { "grad_weight", wg.grad, wr.grad, 1e-2 } }

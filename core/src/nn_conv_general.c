@@ -76,6 +76,7 @@ typedef enum conv_pass { CONV_FORWARD, CONV_INPUT_GRAD, CONV_WEIGHT_GRAD } conv_
 
 #define CONV_CHUNK_FLOATS (INT64_C(1) << 18) /* col buffer per chunk: 1 MiB, in cache next to the GEMM's panels */
 #define CONV_PAR_MIN (INT64_C(1) << 15)      /* floats unfolded or folded below which the pool does not pay */
+#define CONV_CHUNK_MAX_P 512                 /* output planes (HO*WO) from which items go one at a time */
 
 typedef struct fold_job {
   const gconv_geom *g;
@@ -125,10 +126,13 @@ static int conv_run(lt_ctx *c, const gconv_geom *g, conv_pass pass, const float 
     }
     return LT_OK;
   }
-  int64_t nb = CONV_CHUNK_FLOATS / (Kg * P > 0 ? Kg * P : 1);
+  /* small planes only: a plane of CONV_CHUNK_MAX_P columns or more makes a wide enough GEMM alone, and then the
+   * item's [Og, P] block of y (or gy) is the GEMM's operand itself, with no gather or scatter */
+  int64_t nb = P < CONV_CHUNK_MAX_P ? CONV_CHUNK_FLOATS / (Kg * P > 0 ? Kg * P : 1) : 1;
   nb = nb < 1 ? 1 : nb > g->N ? g->N : nb;
-  float *col = scratch(c, Kg * nb * P), *t = col ? scratch(c, Og * nb * P) : NULL;
-  if (!t) {
+  const int64_t tsize = nb > 1 ? Og * nb * P : 0;
+  float *col = scratch(c, Kg * nb * P), *tbuf = col && tsize ? scratch(c, tsize) : NULL;
+  if (!col || (tsize && !tbuf)) {
     if (col) lt_free(col, sizeof(float) * (size_t)(Kg * nb * P));
     return LT_ERR;
   }
@@ -137,27 +141,30 @@ static int conv_run(lt_ctx *c, const gconv_geom *g, conv_pass pass, const float 
     const int64_t m = n0 + nb <= g->N ? nb : g->N - n0, L = m * P; /* the chunk's items and columns */
     for (int64_t gr = 0; gr < g->G && !rc; gr++) {
       const int64_t xo = (n0 * g->C + gr * Cg) * HW, yo = (n0 * g->O + gr * Og) * P, wo = gr * Og * Kg;
+      /* the chunk's outputs [Og, L]: the gathered buffer, or the one item's block in place */
+      const float *plane = pass == CONV_FORWARD ? out + yo : pass == CONV_INPUT_GRAD ? in + yo : other + yo;
+      float *t = m > 1 ? tbuf : (float *)plane;
       switch (pass) {
         case CONV_FORWARD:
           fold_items(c, g, (float *)in + xo, col, m, 0);
           rc = lt_gemm(c, 0, 0, Og, L, Kg, 1.0f, other + wo, Kg, col, L, 0.0f, t, L);
-          if (!rc) gather_or_scatter(g, out + yo, t, m, 0);
+          if (!rc && m > 1) gather_or_scatter(g, out + yo, t, m, 0);
           break;
         case CONV_INPUT_GRAD:
-          gather_or_scatter(g, (float *)in + yo, t, m, 1);
+          if (m > 1) gather_or_scatter(g, (float *)in + yo, t, m, 1);
           rc = lt_gemm(c, 1, 0, Kg, L, Og, 1.0f, other + wo, Kg, t, L, 0.0f, col, L);
           if (!rc) fold_items(c, g, out + xo, col, m, 1);
           break;
         case CONV_WEIGHT_GRAD:
           fold_items(c, g, (float *)in + xo, col, m, 0);
-          gather_or_scatter(g, (float *)other + yo, t, m, 1);
+          if (m > 1) gather_or_scatter(g, (float *)other + yo, t, m, 1);
           rc = lt_gemm(c, 0, 1, Og, Kg, L, 1.0f, t, L, col, L, 1.0f, out + wo, Kg);
           break;
       }
     }
   }
   lt_free(col, sizeof(float) * (size_t)(Kg * nb * P));
-  lt_free(t, sizeof(float) * (size_t)(Og * nb * P));
+  if (tbuf) lt_free(tbuf, sizeof(float) * (size_t)tsize);
   return rc;
 }
 
