@@ -93,7 +93,8 @@ workspace "lutra"
 project "lutra_static"
   kind "StaticLib"
   targetname "lutra"
-  files { "core/src/*.c", "core/bind/*.c", BUILD .. "/gen/lutra_lua.c" }
+  files { "core/src/*.c", "core/bind/*.c", BUILD .. "/gen/lutra_lua.c",
+          BUILD .. "/gen/tb_event.pb-c.c" } -- [tools: loggers] protoc-c's output of core/src/tb_event.proto (./lutra)
   excludes { "core/bind/module_so.c" }
   prebuildcommands { "luajit ../core/bind/embed_lua.lua ../lua gen/lutra_lua.c" }
 
@@ -101,12 +102,14 @@ project "lutra_static"
 project "lutra_shared"
   kind "SharedLib"
   targetname "lutra"
-  files { "core/src/*.c", "core/bind/*.c", BUILD .. "/gen/lutra_lua.c" }
+  files { "core/src/*.c", "core/bind/*.c", BUILD .. "/gen/lutra_lua.c",
+          BUILD .. "/gen/tb_event.pb-c.c" } -- [tools: loggers] protoc-c's output of core/src/tb_event.proto (./lutra)
   excludes { "core/bind/module_so.c" }
   -- a PUC build leaves the Lua API to the host that links it, as core.so does
   if IS_LUAJIT then links { "luajit-5.1" } end
   links { "jansson", "z", "dl", "m" }
   links { "png" } -- lt.utils.save_image (core/src/image_png.c)
+  links { "protobuf-c" } -- [tools: loggers] TensorBoardLogger (core/src/tb_writer.c)
   linkoptions { "-Wl,-soname,liblutra.so" }
   -- its own folder: beside liblutra.a, `links { "lutra_static" }` (-llutra) would pick the .so instead
   targetdirs("shared")
@@ -121,6 +124,7 @@ project "lutra_core"
   files { "core/bind/module_so.c" }
   links { "lutra_static", "jansson", "z", "dl", "m" }
   links { "png" } -- lt.utils.save_image (core/src/image_png.c)
+  links { "protobuf-c" } -- [tools: loggers] TensorBoardLogger (core/src/tb_writer.c)
   targetdirs("lutra")
 
 -- lutra/mpi.so: every MPI call, loaded by core/src/dist.c on first use (only where MPI's headers exist).
@@ -144,6 +148,7 @@ project "lutra"
   files { "core/cli/*.c" }
   links { "lutra_static", "luajit-5.1", "edit", "jansson", "z", "dl", "m" }
   links { "png" } -- lt.utils.save_image (core/src/image_png.c)
+  links { "protobuf-c" } -- [tools: loggers] TensorBoardLogger (core/src/tb_writer.c)
   linkoptions { "-Wl,-E" }
   -- bin/<config>/lutra/ holds the Lua module (lutra/core.so), so the binary lives in bin/<config>/cli/
   targetdirs("cli")
@@ -156,6 +161,7 @@ for _, path in ipairs(os.matchfiles("tests/c/test_*.c")) do
     files { path }
     links { "lutra_static", "luajit-5.1", "jansson", "z", "dl", "m" }
     links { "png" } -- lt.utils.save_image (core/src/image_png.c)
+    links { "protobuf-c" } -- [tools: loggers] TensorBoardLogger (core/src/tb_writer.c)
       linkoptions { "-Wl,-E" }
 end
 
@@ -167,6 +173,7 @@ for _, path in ipairs(os.matchfiles("bench/bench_*.c")) do
     files { path }
     links { "lutra_static", "luajit-5.1", "jansson", "z", "dl", "m" }
     links { "png" } -- lt.utils.save_image (core/src/image_png.c)
+    links { "protobuf-c" } -- [tools: loggers] TensorBoardLogger (core/src/tb_writer.c)
   end
 
 -- examples/embed: a game-like C host that embeds LuaJIT and lutra (docs/guide-embedding.md). Run from the repository root:
@@ -176,6 +183,7 @@ project "embed_host"
   files { "examples/embed/*.c" }
   links { "lutra_static", "luajit-5.1", "jansson", "z", "dl", "m" }
   links { "png" } -- lt.utils.save_image (core/src/image_png.c)
+  links { "protobuf-c" } -- [tools: loggers] TensorBoardLogger (core/src/tb_writer.c)
   linkoptions { "-Wl,-E" }
 
 end -- IS_LUAJIT

@@ -70,9 +70,9 @@ local function measure(variants)
   return res
 end
 
-local function trainer(cbs)
+local function trainer(cbs, profiler)
   return lt.Trainer { max_epochs = 1, logger = false, enable_checkpointing = false, enable_model_summary = false,
-    enable_progress_bar = false, num_sanity_val_steps = 0, callbacks = cbs or {} }
+    enable_progress_bar = false, num_sanity_val_steps = 0, callbacks = cbs or {}, profiler = profiler }
 end
 
 -- the same step without the Trainer
@@ -89,8 +89,8 @@ local function raw(loader)
   end
 end
 
-local function fit(loader, cbs, make)
-  return function() trainer(cbs):fit((make or new_model)(), loader) end
+local function fit(loader, cbs, make, profiler)
+  return function() trainer(cbs, profiler):fit((make or new_model)(), loader) end
 end
 
 local function raw_null(loader)
@@ -121,14 +121,16 @@ local r = measure {
   { "null_empty_cb", fit(list_loader, { {} }, null_model) },
   { "null_one", fit(list_loader, { empty_hooks { "on_train_batch_start" } }, null_model) },
   { "null_ten", fit(list_loader, { empty_hooks(TEN) }, null_model) },
+  { "prof", fit(list_loader, nil, nil, "simple") }, -- [tools: profiler] what profiling on costs
 }
-local r_raw, r_fit, r_ten, r_raw_dl, r_fit_dl, n_raw, n_fit, n_empty, n_one, n_ten = unpack(r)
+local r_raw, r_fit, r_ten, r_raw_dl, r_fit_dl, n_raw, n_fit, n_empty, n_one, n_ten, r_prof = unpack(r)
 
 print(string.format("lutra loop overhead, batch 1, Linear(1,1), %d batches, best of %d rounds (us per batch)", N, REPEAT))
 print("full step (forward, MSE, backward, SGD):")
 print(string.format("  plain Lua loop, list loader                   %7.2f", r_raw))
 print(string.format("  Trainer:fit, list loader                      %7.2f", r_fit))
 print(string.format("  Trainer:fit + callback with 10 empty hooks    %7.2f", r_ten))
+print(string.format("  Trainer:fit, profiler=\"simple\"               %7.2f", r_prof))
 print(string.format("  plain Lua loop, lt.data.DataLoader            %7.2f", r_raw_dl))
 print(string.format("  Trainer:fit + 10 hooks, lt.data.DataLoader    %7.2f", r_fit_dl))
 print("the loop alone (training_step returns nil: no tensor work):")

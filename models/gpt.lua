@@ -11,13 +11,14 @@
 -- Options: vocab_size (required), block_size=64, n_layer=2, n_head=4, n_embd=128, dropout=0, bias=true
 -- (biases in the Linears and LayerNorms, nanoGPT's config.bias), lr=1e-3, weight_decay=0.1, beta1=0.9,
 -- beta2=0.99, warmup_steps=0, max_steps (the cosine decay's length; nil: constant lr after warmup),
--- min_lr=lr/10. State-dict names follow nanoGPT's with lutra's 1-based block numbers: transformer.wte.weight,
--- transformer.wpe.weight, transformer.h.1.ln_1.weight, transformer.h.1.attn.c_attn.weight, ...,
+-- min_lr=lr/10. State-dict names are nanoGPT's (blocks numbered from 0, as its nn.ModuleList): transformer.wte.weight,
+-- transformer.wpe.weight, transformer.h.0.ln_1.weight, transformer.h.0.attn.c_attn.weight, ...,
 -- transformer.ln_f.weight, lm_head.weight (the same tensor as transformer.wte.weight).
 --
 -- Hooks for the Trainer: training_step / validation_step (train_loss, val_loss), configure_optimizers
 -- (nanoGPT's: AdamW, weight decay on the >= 2-dim tensors only, linear warmup then cosine decay per step).
 local lt = require "lutra"
+local CharRNN = require "models.char_rnn"
 
 local nn, F = lt.nn, lt.F
 local M = {}
@@ -78,21 +79,17 @@ end
 
 -- ---- the model ------------------------------------------------------------------------------------------
 
+-- transformer.h: the blocks at integer keys 1..n (ipairs works), named 0..n-1 in state_dict as nanoGPT's
+-- nn.ModuleList, so PyTorch's state dicts load as they are
+local Blocks = nn.Module:extend("ModuleList")
+Blocks._zero_based_names = true
+function Blocks:extra_repr() return "" end
+
 local GPT = nn.Module:extend("GPT")
 
 local function check_opts(opts)
   if type(opts) ~= "table" then error("models.gpt: options must be a table with at least vocab_size", 4) end
-  for k, v in pairs(opts) do
-    local want = OPTIONS[k]
-    if not want then
-      local known = {}
-      for n in pairs(OPTIONS) do known[#known + 1] = n end
-      table.sort(known)
-      error(string.format("models.gpt: unknown option '%s' (known options: %s)", tostring(k),
-        table.concat(known, ", ")), 4)
-    end
-    if type(v) ~= want then error(string.format("models.gpt: option '%s' must be a %s, got %s", k, want, type(v)), 4) end
-  end
+  require("lutra.util").check_options("models.gpt", opts, OPTIONS, 4)
   local function int(name, v, min)
     if v ~= math.floor(v) or v < min then
       error(string.format("models.gpt: option '%s' must be an integer >= %d, got %s", name, min, tostring(v)), 5)
@@ -121,7 +118,7 @@ end
 function GPT:init(opts)
   local h = check_opts(opts)
   self.hparams = h
-  local blocks = {}
+  local blocks = Blocks()
   for i = 1, h.n_layer do blocks[i] = Block(h) end
   self.transformer = {
     wte = nn.Embedding(h.vocab_size, h.n_embd),
@@ -259,26 +256,15 @@ end
 
 -- ---- data -----------------------------------------------------------------------------------------------
 
---- The sorted unique characters of a text, and the text as an int64 tensor of 1-based indices into them.
+--- The sorted unique characters of a text, and the text as an int64 tensor of 1-based indices into them
+--- (models/char_rnn.lua's vocabulary and encoding).
 function M.encode_text(text)
   if type(text) ~= "string" or #text == 0 then error("models.gpt.encode_text: expected a non-empty string", 2) end
-  local seen, chars = {}, {}
-  for ch in text:gmatch(".") do
-    if not seen[ch] then seen[ch] = true; chars[#chars + 1] = ch end
-  end
-  table.sort(chars)
-  local index = {}
-  for i, ch in ipairs(chars) do index[ch] = i end
-  local ids = {}
-  for k = 1, #text do ids[k] = index[text:sub(k, k)] end
-  return chars, lt.tensor(ids, "int64")
+  local chars = CharRNN.vocabulary(text)
+  return chars, lt.tensor(CharRNN.encode(chars, text), "int64")
 end
 
-function M.decode(chars, ids)
-  local out = {}
-  for k, i in ipairs(ids) do out[k] = chars[i] or "?" end
-  return table.concat(out)
-end
+M.decode = CharRNN.decode
 
 --- A dataset (ds:len(), ds:get(i)) of windows of a token stream: item i is {x, y} = data[o+1 .. o+T], data[o+2 .. o+T+1] for
 --- the 0-based offset o = offsets[i] (nanoGPT's get_batch, with the offsets chosen by the caller).

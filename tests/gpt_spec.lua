@@ -12,9 +12,10 @@ local function err_of(f)
   return tostring(e)
 end
 
+-- the tensor at a state-dict name (the blocks of transformer.h are named from 0, as PyTorch's)
 local function path_get(root, name)
   local t = root
-  for part in name:gmatch("[^.]+") do t = t[tonumber(part) or part] end
+  for part in name:gmatch("[^.]+") do t = t[tonumber(part) and tonumber(part) + 1 or part] end
   return t
 end
 

@@ -64,31 +64,7 @@ local ops = {
 }
 
 describe("ops against PyTorch 1.13 (ops2.json)", function()
-  local cases = X.load("ops2.json")
-  it("has a lutra function for every case", function()
-    for _, cs in ipairs(cases) do assert(ops[cs.name], "no op for fixture case " .. cs.name) end
-  end)
-  for _, cs in ipairs(cases) do
-    it("matches " .. cs.name .. " (values and gradients)", function()
-      local ins = {}
-      for i, t in ipairs(cs.inputs) do
-        ins[i] = X.tensor(t)
-        if type(cs.grads[i]) == "table" then
-          ins[i]:requires_grad(true)
-        end
-      end
-      local out = ops[cs.name](unpack(ins))
-      X.check(cs.name .. " output", out, cs.out)
-      local any = false
-      for i = 1, #ins do if ins[i]:requires_grad() then any = true end end
-      if any then
-        (out * X.tensor(cs.gout)):sum():backward()
-        for i, g in ipairs(cs.grads) do
-          if type(g) == "table" then X.check(cs.name .. " grad of input " .. i, ins[i].grad, g) end
-        end
-      end
-    end)
-  end
+  X.describe_cases(it, "ops2.json", ops)
 end)
 
 describe("gelu", function()

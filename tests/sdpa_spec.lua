@@ -41,25 +41,7 @@ local ops = {
 }
 
 describe("scaled_dot_product_attention against PyTorch 1.13 (gpt.json)", function()
-  local cases = X.load("gpt.json")
-  it("has a lutra function for every case", function()
-    for _, cs in ipairs(cases) do assert(ops[cs.name], "no op for fixture case " .. cs.name) end
-  end)
-  for _, cs in ipairs(cases) do
-    it("matches " .. cs.name .. " (values and gradients)", function()
-      local ins = {}
-      for i, t in ipairs(cs.inputs) do
-        ins[i] = X.tensor(t)
-        if type(cs.grads[i]) == "table" then ins[i]:requires_grad(true) end
-      end
-      local out = ops[cs.name](unpack(ins))
-      X.check(cs.name .. " output", out, cs.out)
-      out:backward(X.tensor(cs.gout))
-      for i, g in ipairs(cs.grads) do
-        if type(g) == "table" then X.check(cs.name .. " grad of input " .. i, ins[i].grad, g) end
-      end
-    end)
-  end
+  X.describe_cases(it, "gpt.json", ops)
 end)
 
 describe("scaled_dot_product_attention", function()

@@ -45,7 +45,7 @@ describe("lt.F losses (more) fixtures (PyTorch 1.13)", function()
       local out = F[cs.fn](unpack(pos))
       X.check(cs.name .. ": output", out, cs.output)
       out:backward(T(cs.grad_output))
-      for _, i in ipairs(cs.wrt) do X.check(cs.name .. ": grad of input " .. i, ins[i].grad, cs.grads[tostring(i)]) end
+      for _, i in ipairs(cs.wrt) do X.check(cs.name .. ": grad of input " .. i, ins[i].grad, cs.grads[string.format("%d", i)]) end
     end)
   end
 end)

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "l_optim.h"
+#include "l_prof.h"
 #include "l_util.h"
 #include "lt_blas.h"
 #include "lt_interrupt.h"
@@ -105,8 +106,9 @@ static void init_hook_targets(void) {
 
 typedef struct l_target {
   int fn_ref;
-  int cb;   /* -1: the model; TARGET_DM: the datamodule; else index into cb_refs */
-  int trim; /* on_train_epoch_end without an outputs parameter: called without its last argument */
+  int cb;       /* -1: the model; TARGET_DM: the datamodule; else index into cb_refs */
+  int trim;     /* on_train_epoch_end without an outputs parameter: called without its last argument */
+  int prof_row; /* the profiler's action "[Callback]<name>.<hook>" (-1: not profiling) */
 } l_target;
 
 #define TARGET_DM (-2)
@@ -339,7 +341,10 @@ static int push_target(l_loops *H, lua_State *L, const l_target *t) {
 static int call_target(l_loops *H, lua_State *L, lt_hook h, const l_target *t, lt_hook_args *a) {
   int handler = push_target(H, L, t);
   push_args(H, L, h, a);
-  if (docall(H, L, handler, 1, h, lt_hook_names[h], t->cb) != LT_OK) return LT_ERR;
+  if (H->lp.prof) lt_prof_enter(H->lp.prof, t->prof_row);
+  int rc = docall(H, L, handler, 1, h, lt_hook_names[h], t->cb);
+  if (H->lp.prof) lt_prof_exit(H->lp.prof);
+  if (rc != LT_OK) return LT_ERR;
   if (h == LT_HOOK_ON_TRAIN_BATCH_START && t->cb < 0 && lua_type(L, -1) == LUA_TNUMBER && lua_tonumber(L, -1) == -1)
     a->ret = -1;
   lua_settop(L, handler - 1);
@@ -372,6 +377,28 @@ static int fn_nparams(lua_State *L) {
   }
   lua_settop(L, top);
   return n;
+}
+
+/* The profiler's action of target cb (-1: the model, TARGET_DM: the datamodule) of hook h:
+ * "[Callback]<env.prof_names[cb+1]>.<hook>", "[LightningModule]<env.prof_names.model>.<hook>",
+ * "[LightningDataModule]<env.prof_names.datamodule>.<hook>" (names the Lua profiler gives; a callback's state key). */
+static int prof_action(l_loops *H, lua_State *L, int cb, lt_hook h) {
+  int top = lua_gettop(L);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_env);
+  lua_getfield(L, -1, "prof_names");
+  const char *name = NULL;
+  if (lua_istable(L, -1)) {
+    if (cb >= 0) lua_rawgeti(L, -1, cb + 1);
+    else lua_getfield(L, -1, cb == TARGET_DM ? "datamodule" : "model");
+    name = lua_tostring(L, -1);
+  }
+  char buf[LT_PROF_NAME];
+  const char *hook = lt_hook_names[h];
+  if (cb >= 0) snprintf(buf, sizeof buf, "[Callback]%s.%s", name ? name : "Callback", hook);
+  else if (cb == TARGET_DM) snprintf(buf, sizeof buf, "[LightningDataModule]%s.%s", name ? name : "DataModule", hook);
+  else snprintf(buf, sizeof buf, "[LightningModule]%s.%s", name ? name : "LightningModule", hook);
+  lua_settop(L, top);
+  return lt_prof_action(H->lp.prof, buf);
 }
 
 static int h_refresh(void *ud, lt_loops *lp, int epoch_start) {
@@ -425,6 +452,7 @@ static int h_refresh(void *ud, lt_loops *lp, int epoch_start) {
         t->cb = TARGET_DM;
         t->trim = 0;
         t->fn_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+        t->prof_row = H->lp.prof ? prof_action(H, L, TARGET_DM, h) : -1;
       } else {
         lua_pop(L, 1);
       }
@@ -439,6 +467,7 @@ static int h_refresh(void *ud, lt_loops *lp, int epoch_start) {
           t->cb = i;
           t->trim = h == LT_HOOK_ON_TRAIN_EPOCH_END && fn_nparams(L) < 4;
           t->fn_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+          t->prof_row = H->lp.prof ? prof_action(H, L, i, h) : -1;
         } else {
           lua_pop(L, 1);
         }
@@ -453,6 +482,7 @@ static int h_refresh(void *ud, lt_loops *lp, int epoch_start) {
         t->cb = -1;
         t->trim = h == LT_HOOK_ON_TRAIN_EPOCH_END && fn_nparams(L) < 2;
         t->fn_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+        t->prof_row = H->lp.prof ? prof_action(H, L, -1, h) : -1;
       } else {
         lua_pop(L, 1);
       }
@@ -865,6 +895,8 @@ static int l_loops_gc(lua_State *L) {
   free(H->params);
   luaL_unref(L, LUA_REGISTRYINDEX, H->ref_msgh);
   lt_loops_clear(&H->lp);
+  lt_prof_free(H->lp.prof);
+  H->lp.prof = NULL;
   H->lp.c = NULL;
   return 0;
 }
@@ -1226,7 +1258,10 @@ static int l_call_hook(lua_State *L) {
     int handler = push_target(H, L, t);
     int m = t->trim && nargs > 0 ? nargs - 1 : nargs;
     for (int k = 0; k < m; k++) lua_pushvalue(L, 3 + k);
-    if (docall(H, L, handler, 1, h, lt_hook_names[h], t->cb) != LT_OK) {
+    if (H->lp.prof) lt_prof_enter(H->lp.prof, t->prof_row);
+    int rc = docall(H, L, handler, 1, h, lt_hook_names[h], t->cb);
+    if (H->lp.prof) lt_prof_exit(H->lp.prof);
+    if (rc != LT_OK) {
       H->L = saved;
       return raise_status(L, H, LT_ERR);
     }
@@ -1236,6 +1271,66 @@ static int l_call_hook(lua_State *L) {
   H->L = saved;
   lua_pushinteger(L, H->ntargets[h]);
   return 2;
+}
+
+/* ---- the profiler (lt_prof.h): lp:profiler(on), lp:profiler_clock(running), lp:profiler_rows() ---------- */
+
+/* lp:profiler(true|false): creates (empty) or frees the profiler; the dispatch lists get its actions at the
+ * next refresh */
+static int l_profiler(lua_State *L) {
+  l_loops *H = check_loops(L);
+  int on = lua_toboolean(L, 2);
+  if (on && !H->lp.prof) {
+    H->lp.prof = lt_prof_new();
+    if (!H->lp.prof) return luaL_error(L, "profiler: out of memory");
+  } else if (!on && H->lp.prof) {
+    lt_prof_free(H->lp.prof);
+    H->lp.prof = NULL;
+  }
+  return 0;
+}
+
+/* lp:profiler_clock(true|false): starts or stops the profiler's clock (the time of a run's advances) */
+static int l_profiler_clock(lua_State *L) {
+  l_loops *H = check_loops(L);
+  if (!H->lp.prof) return 0;
+  if (lua_toboolean(L, 2)) lt_prof_start(H->lp.prof);
+  else lt_prof_stop(H->lp.prof);
+  return 0;
+}
+
+/* lp:profiler_enter(action) / lp:profiler_exit(): an action of the trainer's own (checkpoint saving, ...) */
+static int l_profiler_enter(lua_State *L) {
+  l_loops *H = check_loops(L);
+  const char *name = l_checkstring(L, 2);
+  if (!H->lp.prof) return 0;
+  int row = lt_prof_action(H->lp.prof, name);
+  if (row < 0) return luaL_error(L, "profiler: out of memory");
+  lt_prof_enter(H->lp.prof, row);
+  return 0;
+}
+static int l_profiler_exit(lua_State *L) {
+  l_loops *H = check_loops(L);
+  if (H->lp.prof) lt_prof_exit(H->lp.prof);
+  return 0;
+}
+
+/* lp:profiler_rows() -> {{action=, count=, total=}, ...} in the order the actions were first seen */
+static int l_profiler_rows(lua_State *L) {
+  l_loops *H = check_loops(L);
+  const lt_prof *p = H->lp.prof;
+  lua_newtable(L);
+  for (int i = 0; p && i < p->nrows; i++) {
+    l_push_time_row(L, "action", p->rows[i].name, p->rows[i].count, p->rows[i].total);
+    lua_rawseti(L, -2, i + 1);
+  }
+  return 1;
+}
+
+static int l_profiler_reset(lua_State *L) {
+  l_loops *H = check_loops(L);
+  if (H->lp.prof) lt_prof_reset(H->lp.prof);
+  return 0;
 }
 
 /* lp:output_loss(loss) -> the loss as the batch's outputs keep it (output_loss) */
@@ -1486,6 +1581,13 @@ void l_loop_register(lua_State *L) {
                                       { "run_slot", l_run_slot },
                                       { "set_custom", l_set_custom },
                                       { "call_hook", l_call_hook },
+                                      /* the profiler */
+                                      { "profiler", l_profiler },
+                                      { "profiler_clock", l_profiler_clock },
+                                      { "profiler_enter", l_profiler_enter },
+                                      { "profiler_exit", l_profiler_exit },
+                                      { "profiler_rows", l_profiler_rows },
+                                      { "profiler_reset", l_profiler_reset },
                                       { "output_loss", l_output_loss },
                                       { "manual_step", l_manual_step },
                                       { "state", l_loops_state },

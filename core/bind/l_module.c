@@ -3,6 +3,7 @@
  * and the registration of every binding area. The Lua part (lua/lutra/) is embedded in the static
  * library by core/bind/embed_lua.lua, so a host needs no files on disk.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -34,6 +35,10 @@ void l_nn_vision_register(lua_State *L); /* l_nn_vision.c: grouped/transposed co
 void l_attention_register(lua_State *L); /* l_attention.c: scaled dot-product attention */
 /* metrics: */
 void l_metrics_register(lua_State *L); /* l_metrics.c: the counting kernels of lt.metrics (core._metrics) */
+/* [tools: profiler, loggers] */
+void l_prof_register(lua_State *L);      /* l_prof.c: _detect_anomaly, _op_profile, _op_profile_rows */
+void l_tb_register(lua_State *L);        /* l_tb.c: _tb_open (TensorBoard event files) */
+void l_json_line_register(lua_State *L); /* l_json_line.c: _json_line (JSON-lines rows) */
 
 /* ---- process-wide run state (what a host or a signal handler may ask) ---------------------------- */
 
@@ -50,8 +55,20 @@ int lutra_run_active(void) { return __atomic_load_n(&run_depth, __ATOMIC_SEQ_CST
 void lutra_set_interactive(int on) { interactive = on != 0; }
 void lutra_empty_cache(void) { lt_alloc_trim(); }
 
+/* The process's argv[0] (from /proc/self/cmdline) into buf; "" when it cannot be read. */
+static void process_argv0(char *buf, size_t size) {
+  buf[0] = 0;
+  FILE *f = fopen("/proc/self/cmdline", "rb");
+  if (!f) return;
+  size_t n = fread(buf, 1, size - 1, f);
+  fclose(f);
+  buf[n] = 0; /* argv[0] ends at its NUL */
+}
+
 /* A plain command-line interpreter running a script: the process is lua/luajit (lua5.4, luajit-2.1 ...)
- * and the global `arg` holds a script name. LÖVE, Neovim or a C host loading lutra with require are not. */
+ * and the global `arg` holds a script name. LÖVE, Neovim or a C host loading lutra with require are not.
+ * Without a script (`lua5.4 -e ...`) PUC Lua 5.2+ still sets arg[0], to the interpreter's own argv[0]
+ * (LuaJIT and 5.1 set no `arg`): that is not a script. */
 static int plain_interpreter(lua_State *L) {
   char exe[4096];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -64,7 +81,11 @@ static int plain_interpreter(lua_State *L) {
   int script = 0;
   if (lua_istable(L, -1)) {
     lua_rawgeti(L, -1, 0);
-    script = lua_type(L, -1) == LUA_TSTRING;
+    if (lua_type(L, -1) == LUA_TSTRING) {
+      char argv0[4096];
+      process_argv0(argv0, sizeof argv0);
+      script = strcmp(lua_tostring(L, -1), argv0) != 0;
+    }
     lua_pop(L, 1);
   }
   lua_pop(L, 1);
@@ -106,7 +127,7 @@ static int l_run_active(lua_State *L) {
   return 1;
 }
 
-/* core._gc_stats([reset]) -> {steps=, step_kb=, max_step_kb=, cycles=}: what the GC pacing (l_util.c) asked
+/* core._gc_stats([reset]) -> {steps=, step_kb=, max_step_kb=, cycles=, generational=}: what the GC pacing (l_util.c) asked
  * of the collector since lutra was loaded (or the last reset), for tests that pin its mechanism without
  * timing it */
 static int l_gc_stats(lua_State *L) {
@@ -121,6 +142,8 @@ static int l_gc_stats(lua_State *L) {
   lua_setfield(L, -2, "max_step_kb");
   lua_pushnumber(L, (lua_Number)S->gc.cycles);
   lua_setfield(L, -2, "cycles");
+  lua_pushboolean(L, S->gc_gen); /* Lua 5.4 in generational mode: cycles are the major collections asked */
+  lua_setfield(L, -2, "generational");
   if (reset) memset(&S->gc, 0, sizeof S->gc);
   return 1;
 }
@@ -158,6 +181,9 @@ static int open_with_upvalues(lua_State *L) {
   l_nn_vision_register(L); /* vision */
   l_attention_register(L); /* gpt area */
   l_metrics_register(L);   /* metrics */
+  l_prof_register(L);      /* [tools: profiler, loggers] */
+  l_tb_register(L);
+  l_json_line_register(L);
   static const luaL_Reg misc[] = { { "interrupt", l_interrupt },
                                    { "interrupt_pending", l_interrupt_pending },
                                    { "interrupt_clear", l_interrupt_clear },

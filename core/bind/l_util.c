@@ -139,10 +139,55 @@ void l_check(lua_State *L, int status) {
  * smaller pause. With lutra's own small heap a cycle ends every few hundred KB, so C memory stays flat. */
 #define L_GC_QUANTUM ((uint64_t)64 << 10)
 
+#if LUA_VERSION_NUM >= 504
+/* Lua 5.4 can run its collector in generational mode (lua5.4's own interpreter does). There a step is a minor
+ * collection: a tensor alive across two of them (an activation kept for the backward) becomes old and only a
+ * major collection takes it, which Lua starts when its heap has doubled since the last one; a tensor's box is
+ * 16 bytes, so that would never come. In that mode lutra leaves minor collections to Lua and asks for a major
+ * one (LUA_GCCOLLECT, as Lua's own would be) each time the tensor bytes handed out since the last reach the
+ * larger of the Lua heap, the tensor bytes live after the last major collection and L_GC_MAJOR_MIN: dead
+ * tensors stay within about that much, and the collector's work per byte stays bounded. */
+#define L_GC_MAJOR_MIN_KB ((uint64_t)1024)
+
+/* Whether the collector is generational. Asked by setting the mode last seen, which changes nothing and
+ * returns the previous one; if the host switched modes since, its mode is put back (once per switch: going
+ * back to generational is a full collection in Lua 5.4). */
+static int gc_generational(lua_State *L, l_state *S) {
+  int want = S->gc_gen ? LUA_GCGEN : LUA_GCINC;
+  int was = S->gc_gen ? lua_gc(L, LUA_GCGEN, 0, 0) : lua_gc(L, LUA_GCINC, 0, 0, 0);
+  if ((was == LUA_GCGEN || was == LUA_GCINC) && was != want) {
+    if (was == LUA_GCGEN) lua_gc(L, LUA_GCGEN, 0, 0);
+    else lua_gc(L, LUA_GCINC, 0, 0, 0);
+    S->gc_gen = was == LUA_GCGEN;
+  }
+  return S->gc_gen;
+}
+
+static void gc_major_when_due(lua_State *L, l_state *S, uint64_t kb) {
+  S->gc_major_kb += kb;
+  uint64_t due = (uint64_t)lua_gc(L, LUA_GCCOUNT, 0);
+  if (S->gc_live_kb > due) due = S->gc_live_kb;
+  if (L_GC_MAJOR_MIN_KB > due) due = L_GC_MAJOR_MIN_KB;
+  if (S->gc_major_kb < due) return;
+  S->gc_major_kb = 0;
+  S->gc.cycles++;
+  lua_gc(L, LUA_GCCOLLECT, 0);
+  lt_alloc_stats st;
+  lt_alloc_get_stats(&st);
+  S->gc_live_kb = st.live_bytes >> 10;
+}
+#endif
+
 void l_gc_account(lua_State *L, l_state *S) {
   if (S->gc_debt < L_GC_QUANTUM) return;
   uint64_t kb = S->gc_debt >> 10;
   S->gc_debt &= 1023;
+#if LUA_VERSION_NUM >= 504
+  if (gc_generational(L, S)) {
+    gc_major_when_due(L, S, kb);
+    return;
+  }
+#endif
   if (S->gc_rest_kb >= kb) {
     S->gc_rest_kb -= kb;
     return;

@@ -3,6 +3,7 @@
  * order. backward() frees the graph it walked (inputs and saved tensors of every node), so holding a
  * result never keeps a step's activations alive.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,6 +11,7 @@
 #include "lt_blas.h"
 #include "lt_errors.h"
 #include "lt_ops.h"
+#include "lt_prof.h"
 
 int lt_needs_grad(const lt_ctx *c, int n, lt_tensor *const *inputs) {
   if (!c->grad_enabled) return 0;
@@ -38,10 +40,54 @@ void lt_node_release(lt_node *n) {
   lt_free(n, sizeof *n);
 }
 
+/* ---- anomaly detection and kernel times (lt_ctx.watch) -------------------------------------------------- */
+
+/* "nan" or "inf" when the float32 tensor holds one (NULL: all finite, or not float32). */
+static const char *nonfinite(const lt_tensor *t) {
+  if (!t || t->dtype != LT_F32) return NULL;
+  int64_t n = lt_numel(t);
+  int contig = lt_is_contiguous(t);
+  const float *p = contig ? lt_f32(t) : NULL;
+  for (int64_t i = 0; i < n; i++) {
+    double v = contig ? p[i] : lt_get_flat(t, i);
+    if (v != v) return "nan";
+    if (isinf(v)) return "inf";
+  }
+  return NULL;
+}
+
+/* Forward: the op that made a NaN/inf from its inputs is named (each recorded op is checked, so the first
+ * one fails). */
+static int check_forward(lt_ctx *c, const lt_tensor *out, const char *op) {
+  const char *bad = c->detect_anomaly ? nonfinite(out) : NULL;
+  if (!bad) return LT_OK;
+  char b[128];
+  return lt_fail(c, "detect_anomaly: the forward of '%s' produced %s in its output %s", op, bad,
+                 lt_shape_str(out, b, sizeof b));
+}
+
+/* Backward: the node's kernel, timed when op_prof is on, its gradients checked when detect_anomaly is on. */
+static int watched_backward(lt_ctx *c, lt_node *n, lt_tensor **gin) {
+  double t0 = c->op_prof ? lt_prof_now() : 0;
+  int rc = n->backward(c, n, n->grad_acc, gin);
+  if (c->op_prof) lt_op_prof_add(c->op_prof, n->op, lt_prof_now() - t0);
+  if (rc != LT_OK || !c->detect_anomaly) return rc;
+  for (int i = 0; i < n->ninputs; i++) {
+    const char *bad = nonfinite(gin[i]);
+    if (bad) {
+      char b[128];
+      return lt_fail(c, "detect_anomaly: the backward of '%s' produced %s in the gradient of its input %d %s", n->op,
+                     bad, i + 1, lt_shape_str(gin[i], b, sizeof b));
+    }
+  }
+  return LT_OK;
+}
+
 int lt_record(lt_ctx *c, lt_tensor *out, const char *op, lt_backward_fn bw, int n, lt_tensor *const *inputs,
               lt_node **node) {
   *node = NULL;
   if (!lt_needs_grad(c, n, inputs)) return LT_OK;
+  if (c->watch && check_forward(c, out, op)) return LT_ERR;
   lt_node *nd = lt_alloc(sizeof *nd);
   if (!nd) return lt_fail(c, LT_E_OOM, sizeof *nd);
   memset(nd, 0, sizeof *nd);
@@ -265,7 +311,7 @@ static int backward(lt_ctx *c, lt_tensor *root, lt_tensor *grad) {
         goto done;
       }
     }
-    if (n->grad_acc && n->backward(c, n, n->grad_acc, gin) != LT_OK) {
+    if (n->grad_acc && (c->watch ? watched_backward(c, n, gin) : n->backward(c, n, n->grad_acc, gin)) != LT_OK) {
       lt_fail_prefix(c, "backward");
       rc = LT_ERR;
     }

@@ -118,7 +118,10 @@ static void init_once(void) {
   }
   static const char *const libs[] = { "libopenblas.so.0", "libopenblas.so", "libblas.so.3" };
   for (size_t i = 0; i < sizeof libs / sizeof *libs && !B.sgemm; i++) {
+    sigset_t old; /* OpenBLAS starts its threads as it loads */
+    lt_spawn_mask(&old);
     void *h = dlopen(libs[i], RTLD_NOW | RTLD_LOCAL);
+    lt_spawn_unmask(&old);
     if (!h) continue;
     B.sgemm = (sgemm_fn)dlsym(h, "cblas_sgemm");
     if (!B.sgemm) {
@@ -153,7 +156,12 @@ const lt_blas_info *lt_blas_get_info(void) {
 void lt_blas_set_threads(int n) {
   lt_blas_init();
   if (n < 1) n = 1;
-  if (B.set_threads) B.set_threads(n);
+  if (B.set_threads) {
+    sigset_t old; /* (more threads may start) */
+    lt_spawn_mask(&old);
+    B.set_threads(n);
+    lt_spawn_unmask(&old);
+  }
   B.info.threads = B.cur_threads = n;
   lt_pool_set_threads(n);
 }
@@ -206,7 +214,10 @@ int lt_set_flush_denormal(int on) {
 
 static void set_threads(int want) {
   if (want != B.cur_threads && B.set_threads) {
+    sigset_t old; /* (more threads may start) */
+    lt_spawn_mask(&old);
     B.set_threads(want);
+    lt_spawn_unmask(&old);
     B.cur_threads = want;
   }
 }

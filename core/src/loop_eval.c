@@ -19,6 +19,12 @@ const lt_loop_info lt_loop_table[LT_NLOOPS] = { LT_LOOP_LIST(LOOP_INFO_) };
 #undef SLOT_OF_RUN
 #undef SLOT_OF_SLOT
 
+/* the profiler's rows of an evaluation kind's data fetch and step */
+static const int prof_next[LT_NKINDS] = { LT_PROF_TRAIN_NEXT, LT_PROF_VAL_NEXT, LT_PROF_TEST_NEXT,
+                                          LT_PROF_PREDICT_NEXT };
+static const int prof_step[LT_NKINDS] = { LT_PROF_TRAINING_STEP, LT_PROF_VALIDATION_STEP, LT_PROF_TEST_STEP,
+                                          LT_PROF_PREDICT_STEP };
+
 static int eval_epoch_run(lt_loops *lp, lt_eval_loop *V) {
   lt_eval_epoch_loop *EE = &V->epoch_loop;
   const lt_eval_hooks *H = lt_eval_hooks_of(V->kind);
@@ -31,7 +37,7 @@ static int eval_epoch_run(lt_loops *lp, lt_eval_loop *V) {
   while (EE->batch_progress.current.completed < EE->max_batches) {
     if (lp->check_interrupt && lp->eval_kind != LT_KIND_TRAIN && lt_interrupt_pending()) return LT_INTERRUPTED;
     int got = 0;
-    LT_TRY(lp->host->data_next(lp->host->ud, V->kind, EE->dl_idx, &got));
+    LT_PROF_TRY(lp, prof_next[V->kind], lp->host->data_next(lp->host->ud, V->kind, EE->dl_idx, &got));
     if (!got) break;
     lt_hook_args a = lt__args(lp);
     a.kind = V->kind;
@@ -42,7 +48,7 @@ static int eval_epoch_run(lt_loops *lp, lt_eval_loop *V) {
     lt_progress_ready(&EE->batch_progress);
     LT_TRY(lt__call_if(lp, H->batch_start, &a));
     lt_progress_started(&EE->batch_progress);
-    LT_TRY(lp->host->eval_step(lp->host->ud, &a));
+    LT_PROF_TRY(lp, prof_step[V->kind], lp->host->eval_step(lp->host->ud, &a));
     lt_progress_processed(&EE->batch_progress);
     LT_TRY(lt__call_if(lp, H->batch_end, &a));
     lt_progress_completed(&EE->batch_progress);

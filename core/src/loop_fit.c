@@ -217,7 +217,7 @@ int lt_loops_closure(lt_loops *lp, int wrapped, int *has_loss) {
   lt_tensor *loss = NULL;
   *has_loss = 0;
   lt_loops_clear(lp);
-  LT_TRY(lp->host->training_step(lp->host->ud, &a, &loss));
+  LT_PROF_TRY(lp, LT_PROF_TRAINING_STEP, lp->host->training_step(lp->host->ud, &a, &loss));
   *has_loss = loss != NULL;
   O->loss_none = loss == NULL;
   int64_t n = lp->cfg.accumulate_grad_batches > 0 ? lp->cfg.accumulate_grad_batches : 1;
@@ -226,7 +226,7 @@ int lt_loops_closure(lt_loops *lp, int wrapped, int *has_loss) {
     LT_TRY(lt__call_if(lp, LT_HOOK_ON_BEFORE_ZERO_GRAD, &a));
     lt_progress_started(&O->zero_grad);
     if (lp->defined[LT_HOOK_OPTIMIZER_ZERO_GRAD]) LT_TRY(lt__call(lp, LT_HOOK_OPTIMIZER_ZERO_GRAD, &a));
-    else LT_TRY(lp->host->zero_grad(lp->host->ud, O->position));
+    else LT_PROF_TRY(lp, LT_PROF_ZERO_GRAD, lp->host->zero_grad(lp->host->ud, O->position));
     lt_progress_completed(&O->zero_grad);
   }
   if (loss) {
@@ -242,7 +242,9 @@ int lt_loops_closure(lt_loops *lp, int wrapped, int *has_loss) {
     } else {
       int was = lp->c->grad_enabled;
       lp->c->grad_enabled = 1;
+      LT_PROF_IN(lp, LT_PROF_BACKWARD);
       rc = lt_backward(lp->c, lp->closure_loss, NULL);
+      LT_PROF_OUT(lp);
       lp->c->grad_enabled = was;
       if (rc) rc = lt_fail_prefix(lp->c, "training_step's loss");
     }
@@ -258,7 +260,8 @@ int lt_loops_closure(lt_loops *lp, int wrapped, int *has_loss) {
       int np = 0;
       lt_tensor *const *params = NULL;
       LT_TRY(lp->host->opt_params(lp->host->ud, O->position, &np, &params));
-      LT_TRY(lt_clip_gradients(lp->c, np, params, lp->cfg.gradient_clip_val, lp->cfg.gradient_clip_algorithm));
+      LT_PROF_TRY(lp, LT_PROF_CLIP_GRADIENTS,
+                  lt_clip_gradients(lp->c, np, params, lp->cfg.gradient_clip_val, lp->cfg.gradient_clip_algorithm));
     }
   }
   return LT_OK;
@@ -276,7 +279,7 @@ static int run_optimization(lt_loops *lp) {
     LT_TRY(lt__call(lp, LT_HOOK_OPTIMIZER_STEP, &a)); /* the host's closure calls lt_loops_closure */
   } else {
     LT_TRY(lt_loops_closure(lp, 1, &has_loss));
-    if (has_loss) LT_TRY(lp->host->optimizer_step(lp->host->ud, O->position));
+    if (has_loss) LT_PROF_TRY(lp, LT_PROF_OPTIMIZER_STEP, lp->host->optimizer_step(lp->host->ud, O->position));
   }
   lt_progress_completed(&O->step);
   return LT_OK;
@@ -325,7 +328,7 @@ static int manual_loop_run(lt_loops *lp) {
   a.split_idx = B->split_idx;
   lt_tensor *loss = NULL;
   B->manual_loop.phase = LT_PHASE_RUNNING;
-  LT_TRY(lp->host->training_step(lp->host->ud, &a, &loss));
+  LT_PROF_TRY(lp, LT_PROF_TRAINING_STEP, lp->host->training_step(lp->host->ud, &a, &loss));
   B->manual_loop.phase = LT_PHASE_IDLE;
   B->manual_loop.restarting = 0;
   return LT_OK;
@@ -367,7 +370,7 @@ static int batch_loop_run(lt_loops *lp) {
 static int train_epoch_advance(lt_loops *lp) {
   lt_train_epoch_loop *E = &lp->fit_loop.epoch_loop;
   int got = 0;
-  LT_TRY(lp->host->data_next(lp->host->ud, LT_KIND_TRAIN, 0, &got));
+  LT_PROF_TRY(lp, LT_PROF_TRAIN_NEXT, lp->host->data_next(lp->host->ud, LT_KIND_TRAIN, 0, &got));
   if (!got) { /* the loader ended before num_training_batches */
     E->stop_iteration = 1;
     return LT_OK;

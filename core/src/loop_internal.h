@@ -25,6 +25,24 @@ static inline int lt__run_custom(lt_loops *lp, int slot) {
   return lp->host->run_custom(lp->host->ud, slot, &a);
 }
 
+/* The profiler's timing points around a phase (lt_prof.h): one test when profiling is off. */
+#define LT_PROF_IN(lp, row)                           \
+  do {                                                \
+    if ((lp)->prof) lt_prof_enter((lp)->prof, (row)); \
+  } while (0)
+#define LT_PROF_OUT(lp)                       \
+  do {                                        \
+    if ((lp)->prof) lt_prof_exit((lp)->prof); \
+  } while (0)
+/* rc = call, inside the row's timing, then LT_TRY(rc) */
+#define LT_PROF_TRY(lp, row, call)  \
+  do {                              \
+    LT_PROF_IN(lp, row);            \
+    int prc_ = (call);              \
+    LT_PROF_OUT(lp);                \
+    if (prc_ != LT_OK) return prc_; \
+  } while (0)
+
 lt_hook_args lt__args(const lt_loops *lp);
 int lt__should_accumulate(const lt_loops *lp);
 int lt__eval_loop_run(lt_loops *lp, lt_eval_loop *V);

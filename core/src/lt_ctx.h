@@ -36,6 +36,11 @@ typedef struct lt_ctx {
   int grad_sync_off;             /* backward skips grad_hook: the loops set it for the micro-batches of an
                               accumulation window that do not step (PyTorch DDP's no_sync): gradients
                               accumulate locally and the stepping backward reduces their sum once */
+  /* Watching the autograd ops (autograd.c; Trainer{detect_anomaly=true}, profiler="advanced"): `watch` is
+   * set when either is on, so the ops pay one test when both are off. */
+  int watch;
+  int detect_anomaly;         /* an op whose output (forward) or gradient (backward) is NaN/inf fails, named */
+  struct lt_op_prof *op_prof; /* time per backward kernel (lt_prof.h); NULL: off */
 } lt_ctx;
 
 void lt_ctx_init(lt_ctx *c);

@@ -32,6 +32,7 @@
 #include <stdint.h>
 
 #include "lt_hooks.h"
+#include "lt_prof.h"
 
 /* Extra return codes of the run functions (LT_OK: the loop finished; LT_ERR: failed, message in ctx). */
 enum { LT_PAUSE = 1, LT_INTERRUPTED = 2 };
@@ -255,6 +256,7 @@ typedef struct lt_loops {
   int check_interrupt;                         /* stop at a batch boundary on lt_interrupt_pending() */
 
   lt_tensor *closure_loss; /* the normalized loss of the running closure (owned) */
+  lt_prof *prof;           /* the profiler (Trainer{profiler=}): timing points in the phases; NULL: off */
 } lt_loops;
 
 void lt_loops_init(lt_loops *lp, lt_ctx *c, const lt_host *host);

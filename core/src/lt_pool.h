@@ -18,6 +18,8 @@
 #ifndef LT_POOL_H
 #define LT_POOL_H
 
+#include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 
 typedef void (*lt_pool_fn)(void *arg, int part, int nparts);
@@ -50,5 +52,17 @@ static inline void lt_pool_range(int64_t n, int i, int nparts, int64_t align, in
   *lo = i * per < n ? i * per : n;
   *hi = *lo + per < n ? *lo + per : n;
 }
+
+/* The threads lutra starts (its pool, OpenBLAS's) never take SIGPROF: a sampling profiler's signal (LuaJIT's
+ * jit.profile, the advanced profiler of lua/lutra/profilers.lua) must reach the thread running Lua; a worker
+ * taking it leaves LuaJIT's profile hook half set and the sampling stops. Wrap thread creation in these: the
+ * new threads inherit the blocked signal, the caller's mask is restored. */
+static inline void lt_spawn_mask(sigset_t *old) {
+  sigset_t s;
+  sigemptyset(&s);
+  sigaddset(&s, SIGPROF);
+  pthread_sigmask(SIG_BLOCK, &s, old);
+}
+static inline void lt_spawn_unmask(const sigset_t *old) { pthread_sigmask(SIG_SETMASK, old, NULL); }
 
 #endif

@@ -11,6 +11,7 @@
 
 #include "lt_errors.h"
 #include "lt_nn.h"
+#include "lt_simd.h"
 
 /* ---- shared pieces ---------------------------------------------------------------------------- */
 
@@ -60,6 +61,33 @@ static inline float go_at(const float *pg, lt_reduction red, int64_t s) {
 
 /* ---- cross_entropy ------------------------------------------------------------------------------ */
 
+/* log-sum-exp of a contiguous row of C logits (the common [N x C] case): lt_simd.h's max, and exps summed in 16
+ * float lanes (libm's double exp per logit ran scalar: the GPT's [1024 x 65] loss took ~0.5 ms). A NaN
+ * makes it NaN; a row of -inf is NaN too, as before. */
+LT_VECTOR_FN static double row_lse(const float *x, int64_t C) {
+  float mx = lt_max_f32(x, C), acc[16] = { 0 }, tail = 0;
+  int64_t j = 0;
+  for (; j + 16 <= C; j += 16)
+    for (int k = 0; k < 16; k++) acc[k] += lt_expf(x[j + k] - mx);
+  for (; j < C; j++) tail += lt_expf(x[j] - mx);
+  double se = tail;
+  for (int k = 0; k < 16; k++) se += acc[k];
+  return (double)mx + log(se);
+}
+
+/* Gradient of one contiguous row: g_j = a (p_j - [j == t]) + b (W p_j - w_j), p = exp(x - lse). */
+LT_VECTOR_FN static void row_grad(const float *x, float *g, int64_t C, int64_t t, float lse, float a, float b, float W,
+                                  const float *w) {
+  if (b == 0.0f)
+    for (int64_t j = 0; j < C; j++) g[j] = a * lt_expf(x[j] - lse);
+  else
+    for (int64_t j = 0; j < C; j++) {
+      float p = lt_expf(x[j] - lse);
+      g[j] = a * p + b * (W * p - (w ? w[j] : 1.0f));
+    }
+  g[t] -= a;
+}
+
 /* node: i = {red, ignore, N, C, inner}; f = {eps, nll scale, smooth scale};
  * saved = {lse [N*inner], target (0-based, contiguous), weight or NULL} */
 static int cross_entropy_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin) {
@@ -94,6 +122,10 @@ static int cross_entropy_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_ten
       double go = go_at(pg, red, s);
       double a = (1 - eps) * (pw ? pw[t] : 1.0) * sn * go, b = eps / (double)C * ss * go;
       double l = lse[s];
+      if (inner == 1) {
+        row_grad(px + base, po + base, C, t, (float)l, (float)a, (float)b, (float)W, pw);
+        continue;
+      }
       for (int64_t j = 0; j < C; j++) {
         double p = exp((double)px[base + j * inner] - l);
         double gj = a * (p - (j == t)) + (b != 0 ? b * (W * p - (pw ? pw[j] : 1.0)) : 0);
@@ -130,11 +162,16 @@ lt_tensor *lt_nn_cross_entropy(lt_ctx *c, lt_tensor *x, lt_tensor *target, lt_te
   for (int64_t i = 0; i < N; i++)
     for (int64_t k = 0; k < inner; k++) {
       int64_t s = i * inner + k, base = i * C * inner + k;
-      double mx = -INFINITY;
-      for (int64_t j = 0; j < C; j++) mx = px[base + j * inner] > mx ? px[base + j * inner] : mx;
-      double se = 0;
-      for (int64_t j = 0; j < C; j++) se += exp((double)px[base + j * inner] - mx);
-      double l = mx + log(se);
+      double l;
+      if (inner == 1) {
+        l = row_lse(px + base, C);
+      } else {
+        double mx = -INFINITY;
+        for (int64_t j = 0; j < C; j++) mx = px[base + j * inner] > mx ? px[base + j * inner] : mx;
+        double se = 0;
+        for (int64_t j = 0; j < C; j++) se += exp((double)px[base + j * inner] - mx);
+        l = mx + log(se);
+      }
       pl[s] = (float)l;
       int64_t t = pt[s];
       if (t == ignore) {

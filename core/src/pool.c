@@ -168,7 +168,11 @@ static void resize(void) {
     worker *w = &P.w[P.nworkers];
     w->index = P.nworkers + 1;
     w->start_gen = atomic_load(&P.gen);
-    if (pthread_create(&w->th, NULL, worker_main, w) != 0) {
+    sigset_t old;
+    lt_spawn_mask(&old);
+    int bad = pthread_create(&w->th, NULL, worker_main, w) != 0;
+    lt_spawn_unmask(&old);
+    if (bad) {
       P.want = P.nworkers + 1; /* no more threads: run with what we have */
       break;
     }

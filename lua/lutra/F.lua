@@ -77,7 +77,8 @@ function F.log_softmax(x, dim) return x:log_softmax(dim) end
 
 local function loss_opts(name, opts, spec)
   if type(opts) == "string" then return { reduction = opts } end
-  return H.check_opts(name, opts, spec, 3)
+  local checked = H.check_opts(name, opts, spec, 4) -- (not a tail call: levels are the same on every Lua)
+  return checked
 end
 
 --- cross_entropy(logits [N, C] (or [N, C, d...]), targets int64 1..C [N] | class probabilities float32 of

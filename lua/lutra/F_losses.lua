@@ -18,7 +18,8 @@ local L = {}
 local function opts_of(name, opts, spec)
   if type(opts) == "string" then opts = { reduction = opts } end
   spec.reduction = "string"
-  return H.check_opts(name, opts, spec, 3)
+  local checked = H.check_opts(name, opts, spec, 4) -- (not a tail call: levels are the same on every Lua)
+  return checked
 end
 
 local function reduce(name, loss, red)

@@ -15,6 +15,7 @@ local submodules = {
   metrics = "lutra.metrics", -- metrics
   -- lightning: DataModule (lua/lutra/datamodule.lua)
   DataModule = "lutra.datamodule",
+  profilers = "lutra.profilers", -- [tools: profiler]
 }
 submodules.utils = "lutra.utils" -- modules area (issue 17): save_image, make_grid
 

@@ -158,20 +158,28 @@ CSVLogger.__name = "CSVLogger"
 
 local CSV_OPTIONS = { save_dir = true, name = true, version = true, prefix = true, flush_logs_every_n_steps = true }
 
-function M.CSVLogger(opts)
-  opts = check_options("CSVLogger", opts, CSV_OPTIONS)
+--- The options every file logger shares (CSV, JSON lines, TensorBoard): save_dir, name, version, prefix,
+--- checked, with their defaults; level as error's, from the logger's constructor.
+function M._dir_options(what, opts, level)
+  level = (level or 2) + 1
   local save_dir = opts.save_dir or "."
-  if type(save_dir) ~= "string" then error("CSVLogger: option 'save_dir' must be a string, got " .. type(save_dir), 2) end
+  if type(save_dir) ~= "string" then error(what .. ": option 'save_dir' must be a string, got " .. type(save_dir), level) end
   local name = opts.name
   if name == nil then name = "lutra_logs" end
-  if type(name) ~= "string" then error("CSVLogger: option 'name' must be a string, got " .. type(name), 2) end
+  if type(name) ~= "string" then error(what .. ": option 'name' must be a string, got " .. type(name), level) end
   local version = opts.version
   -- (inf is an integer to math.floor; below 2^53 a number is one exactly, and "%d" can print it)
   if version ~= nil and type(version) ~= "string" and not (is_count(version) and version >= 0) then
-    error("CSVLogger: option 'version' must be an integer >= 0 or a string, got " .. tostring(version), 2)
+    error(what .. ": option 'version' must be an integer >= 0 or a string, got " .. tostring(version), level)
   end
   local prefix = opts.prefix or ""
-  if type(prefix) ~= "string" then error("CSVLogger: option 'prefix' must be a string, got " .. type(prefix), 2) end
+  if type(prefix) ~= "string" then error(what .. ": option 'prefix' must be a string, got " .. type(prefix), level) end
+  return save_dir, name, version, prefix
+end
+
+function M.CSVLogger(opts)
+  opts = check_options("CSVLogger", opts, CSV_OPTIONS)
+  local save_dir, name, version, prefix = M._dir_options("CSVLogger", opts)
   -- accepted for Lightning's signature; every row is flushed when written anyway (rows are few and small)
   local flush_n = opts.flush_logs_every_n_steps
   if flush_n ~= nil and not (is_count(flush_n) and flush_n >= 1) then
@@ -310,5 +318,9 @@ function CSVLogger:__tostring()
 end
 
 M.CSVLogger_class = CSVLogger
+
+-- [tools: loggers] JSON lines and TensorBoard event files (lua/lutra/loggers_more.lua), loaded on first use
+function M.JSONLinesLogger(opts) return require("lutra.loggers_more").JSONLinesLogger(opts) end
+function M.TensorBoardLogger(opts) return require("lutra.loggers_more").TensorBoardLogger(opts) end
 
 return require("lutra.names").strict(M, "lt.loggers")

@@ -125,6 +125,14 @@ local OPTIONS = {
   { "seed", function(v) if not is_int(v) then return "must be an integer" end end, "integer", nil, "nil",
     "seed lutra's RNG when the trainer is built" },
   { "strategy", strategy, "string", nil, '"auto"', '"auto", "ddp" or "none" (lt.distributed)' },
+  -- [tools: profiler, debugging options] lua/lutra/profilers.lua, lua/lutra/trainer_debug.lua
+  { "profiler", function(v) return require("lutra.profilers")._check_option(v) end, "string", nil, "nil",
+    '"simple", "advanced" or a profiler object: time per action (docs/reference/profiler.md)' },
+  { "detect_anomaly", boolean, "boolean", false, nil, "name the first op that makes a NaN/inf (forward or backward)" },
+  { "track_grad_norm", function(v) return require("lutra.trainer_debug").check_grad_norm(v) end, "number", -1, nil,
+    "log the gradients' p-norm (-1: off)" },
+  { "max_time", function(v) return require("lutra.trainer_debug").check_max_time(v) end, "string", nil, "nil",
+    'stop fit after this long: "DD:HH:MM:SS", {days=, hours=, minutes=, seconds=} or seconds' },
 }
 local OPTION_CHECKS = {}
 for _, o in ipairs(OPTIONS) do OPTION_CHECKS[o[1]] = o[2] end
@@ -157,7 +165,8 @@ end
 
 local function check_options(opts)
   if opts == nil then return {} end
-  return util.check_options("Trainer", opts, CHECKS) -- (a tail call: the level counts from new)
+  local checked = util.check_options("Trainer", opts, CHECKS, 3) -- (not a tail call: levels are the same on every Lua)
+  return checked
 end
 
 -- A module that is absent gives nil; one that fails to load raises its own error (and may be required
@@ -291,6 +300,10 @@ local function new(_, opts)
   self._results_eval = logging.new_results(false)
   self._lp = core._loops_new()
   self._env = {}
+  -- [tools: profiler, debugging options]
+  self.profiler = require("lutra.profilers")._from_option(o.profiler)
+  self.profiler:_attach(self)
+  require("lutra.trainer_debug").init(self, o)
   setmetatable(self, TrainerMT)
   self.fit_loop, self.validate_loop, self.test_loop, self.predict_loop = loops.build(self)
   return self
@@ -587,6 +600,7 @@ local function order_callbacks(self, extra)
   self.callbacks = first
   self._cb_order = first
   if self._env then self._env.cb_order = first end
+  require("lutra.profilers")._set_names(self) -- [tools: profiler] the names of the dispatch targets' actions
 end
 
 local function check_status(_, status, err)
@@ -644,10 +658,13 @@ function Trainer:_begin_run(model, fn)
   order_callbacks(self)
   self._lp:attach(self._env, self, model)
   host.setup_env(self)
+  require("lutra.trainer_debug").begin_run(self) -- [tools: detect_anomaly]
   check_status(self, self._lp:refresh(false)) -- the dispatch lists of the run's first hooks
 end
 
 function Trainer:_end_run(status)
+  self.profiler:_clock(false) -- [tools: profiler]
+  require("lutra.trainer_debug").end_run(self) -- [tools: detect_anomaly]
   if self._ddp then self._ddp:teardown(self, status) end -- ddp
   self._running = false
   self._busy = nil
@@ -888,6 +905,8 @@ local function finish_fit(run)
     call_hook(self, "teardown", "fit")
     for _, lg in ipairs(self.loggers) do if lg.finalize then lg:finalize("success") end end
   end)
+  self.profiler:_clock(false) -- [tools: profiler] the fit's table, printed or written
+  self.profiler:_report("fit")
   run.stage = "done"
   self._run = nil
   self:_end_run("finished")
@@ -919,6 +938,7 @@ function Run:advance(budget)
   end
   check_model_free(trainer, self.model, "fit", 2)
   trainer._busy = "fit" -- until the advance returns (_end_run clears it on the other ways out)
+  trainer.profiler:_clock(true) -- [tools: profiler] the advance's wall time (stopped on every way out)
   if self.stage == "new" then start_fit(self) end
   trainer.interrupted = false
   trainer.state.status = "running"
@@ -933,12 +953,14 @@ function Run:advance(budget)
     trainer.state.status = "interrupted"
     trainer:_on_exception("interrupted")
     trainer._busy = nil
+    trainer.profiler:_clock(false)
     return false
   elseif st == "done" then
     finish_fit(self)
     return true
   end
   trainer._busy = nil
+  trainer.profiler:_clock(false)
   return false
 end
 
@@ -981,7 +1003,10 @@ local EVAL_OPTS = { ckpt_path = function(v)
   if type(v) ~= "string" then return 'must be a path, "best" or "last", got ' .. type(v) end
 end, datamodule = FIT_OPTS.datamodule }
 local HOOK_OF = { validation = "val_dataloader", test = "test_dataloader", predict = "predict_dataloader" }
-local function check_eval_opts(what, opts) return util.check_options(what, opts, EVAL_OPTS, 3) end -- (tail call)
+local function check_eval_opts(what, opts)
+  local checked = util.check_options(what, opts, EVAL_OPTS, 4) -- (not a tail call: levels are the same on every Lua)
+  return checked
+end
 
 function Trainer:_eval(kind, model, loaders, opts)
   local what = STAGE_OF[kind]
@@ -1017,6 +1042,7 @@ function Trainer:_eval(kind, model, loaders, opts)
   end
   self._busy = what
   attach_datamodule(self, opts.datamodule)
+  self.profiler:_clock(true) -- [tools: profiler] validate/test/predict are timed too
   self:_begin_run(model, what)
   self._standalone = true
   local results = self:_guard(function()
@@ -1068,6 +1094,7 @@ function Trainer:_eval(kind, model, loaders, opts)
   end)
   self._standalone = false
   self:_end_run(self.interrupted and "interrupted" or "finished")
+  self.profiler:_report(what) -- [tools: profiler]
   return results
 end
 

@@ -1,6 +1,8 @@
 -- tests/fuzz/make_seeds.lua — writes the committed seed corpus of each fuzz target (tests/fuzz/corpus/):
 -- small valid inputs of each format and a few broken ones, so the fuzzer starts from real structure.
--- Deterministic. Run from the repository root after a build:
+-- Deterministic. The corpus also keeps the inputs (named by their SHA-1) that a long run found to reach new
+-- code: `tests/fuzz/run 1800`, then `build/fuzz/<target> -merge=1 tests/fuzz/corpus/<target>
+-- build/fuzz/corpus/<target>` (docs/reliability.md). Run from the repository root after a build:
 --   LUA_PATH='./lua/?.lua;./lua/?/init.lua;;' LUA_CPATH='./build/bin/release/?.so;;' luajit tests/fuzz/make_seeds.lua
 local lt = require "lutra"
 local ck = require "lutra.checkpoint"

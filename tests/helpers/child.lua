@@ -3,7 +3,8 @@
 -- released at any later collection and move those counters under the test's feet.
 local M = {}
 
-function M.run(source)
+--- M.run(source[, arg1]): arg1 (a word) is the script's arg[1].
+function M.run(source, arg1)
   local script = os.tmpname()
   local f = assert(io.open(script, "w"))
   f:write(source)
@@ -15,6 +16,7 @@ function M.run(source)
     cmd = string.format("%s -e %q '%s'", require("helpers.puc").lua_exe,
       "package.path = [[" .. package.path .. "]] package.cpath = [[" .. package.cpath .. "]]", script)
   end
+  if arg1 then cmd = cmd .. " '" .. arg1 .. "'" end
   local p = io.popen(cmd .. " 2>&1")
   local out = p:read("*a")
   p:close()

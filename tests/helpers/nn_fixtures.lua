@@ -57,4 +57,33 @@ function X.check(what, got, ref, rtol, atol)
   return true
 end
 
+--- The specs of a fixture file of ops2.json's layout ({name, inputs, gout, out, grads}): one `it` per case
+--- checking ops[case.name](inputs...) and the gradients of sum(out * gout); plus one that every case has an op.
+--- `it` is the spec's own (busted gives each spec file its own environment).
+function X.describe_cases(it, file, ops)
+  local cases = X.load(file)
+  it("has a lutra function for every case", function()
+    for _, cs in ipairs(cases) do assert(ops[cs.name], "no op for fixture case " .. cs.name) end
+  end)
+  for _, cs in ipairs(cases) do
+    it("matches " .. cs.name .. " (values and gradients)", function()
+      local ins = {}
+      for i, t in ipairs(cs.inputs) do
+        ins[i] = X.tensor(t)
+        if type(cs.grads[i]) == "table" then ins[i]:requires_grad(true) end
+      end
+      local out = ops[cs.name](unpack(ins))
+      X.check(cs.name .. " output", out, cs.out)
+      local any = false
+      for i = 1, #ins do if ins[i]:requires_grad() then any = true end end
+      if any then
+        out:backward(X.tensor(cs.gout))
+        for i, g in ipairs(cs.grads) do
+          if type(g) == "table" then X.check(cs.name .. " grad of input " .. i, ins[i].grad, g) end
+        end
+      end
+    end)
+  end
+end
+
 return X

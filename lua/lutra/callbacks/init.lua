@@ -96,6 +96,32 @@ function M.state_key(cb)
   return "Callback"
 end
 
+-- The loggers a callback writes to directly (LearningRateMonitor, DeviceStatsMonitor): trainer.loggers.
+function M._loggers_of(trainer)
+  local list = trainer.loggers
+  if type(list) == "table" and #list > 0 then return list end
+  local lg = trainer.logger
+  if type(lg) == "table" then return { lg } end
+  return {}
+end
+
+-- the logger's step: batches that stepped (Lightning's _batches_that_stepped), else global_step
+function M._logging_step(trainer)
+  local lp = rawget(trainer, "_lp")
+  if lp then
+    local ok, b = pcall(lp.get, lp, "batches_that_stepped")
+    if ok and type(b) == "number" then return b end
+  end
+  return trainer.global_step
+end
+
+-- Lightning's should_update_logs: every log_every_n_steps batches, and when the fit is stopping
+function M._should_update_logs(trainer)
+  local n = trainer.log_every_n_steps or 50
+  if trainer.should_stop then return true end
+  return (M._logging_step(trainer) + 1) % n == 0
+end
+
 -- ---- built-ins (loaded on first use) ---------------------------------------------------------------
 
 local lazy = {
@@ -114,6 +140,7 @@ local lazy = {
   LearningRateFinder = { "lutra.callbacks.lr_finder", "LearningRateFinder" },
   BasePredictionWriter = "lutra.callbacks.prediction_writer",
   RichProgressBar = "lutra.callbacks.rich_progress",
+  DeviceStatsMonitor = "lutra.callbacks.device_stats", -- [tools]
 }
 
 return require("lutra.names").strict(M, "lt.callbacks", lazy)

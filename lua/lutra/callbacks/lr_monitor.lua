@@ -29,13 +29,7 @@ function LearningRateMonitor:init(opts)
   self.last_lrs = {}
 end
 
-local function loggers_of(trainer)
-  local list = trainer.loggers
-  if type(list) == "table" and #list > 0 then return list end
-  local lg = trainer.logger
-  if type(lg) == "table" then return { lg } end
-  return {}
-end
+local loggers_of = cbs._loggers_of
 
 local function optimizer_name(opt)
   local ok, k = pcall(function() return opt.kind end)
@@ -104,21 +98,7 @@ function LearningRateMonitor:_extract(trainer, interval)
   return any and stats or nil
 end
 
--- the logger's step: batches that stepped (Lightning's _batches_that_stepped), else global_step
-local function logging_step(trainer)
-  local lp = rawget(trainer, "_lp")
-  if lp then
-    local ok, b = pcall(lp.get, lp, "batches_that_stepped")
-    if ok and type(b) == "number" then return b end
-  end
-  return trainer.global_step
-end
-
-local function should_update_logs(trainer)
-  local n = trainer.log_every_n_steps or 50
-  if trainer.should_stop then return true end
-  return (logging_step(trainer) + 1) % n == 0
-end
+local logging_step, should_update_logs = cbs._logging_step, cbs._should_update_logs
 
 function LearningRateMonitor:_log(trainer, stats)
   for _, lg in ipairs(loggers_of(trainer)) do lg:log_metrics(stats, logging_step(trainer)) end

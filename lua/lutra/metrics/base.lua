@@ -295,7 +295,8 @@ end
 --- Checks a constructor's options against spec (util.check_options), adding the options every metric takes.
 function M.options(name, opts, spec)
   spec.sync_on_compute = "boolean"
-  return util.check_options(name, opts, spec, 3)
+  local checked = util.check_options(name, opts, spec, 4) -- (not a tail call: levels are the same on every Lua)
+  return checked
 end
 
 function M.one_of(list)

@@ -9,7 +9,9 @@ local H = {}
 --- Checks an options table (lutra.util.check_options); spec = { name = "number" | "boolean" | "number|table" | ... }.
 --- A NaN number passes: the module's range checks say what is wrong with it.
 function H.check_opts(where, opts, spec, level)
-  return util.check_options(where, opts, spec, level, true) -- (a tail call: the level counts as the caller's)
+  -- not a tail call: Lua 5.1 counts a tail call as a level of its own, LuaJIT and 5.2+ do not
+  local checked = util.check_options(where, opts, spec, (level or 2) + 1, true)
+  return checked
 end
 
 function H.check_int(where, what, v, min, level)

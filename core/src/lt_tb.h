@@ -1,0 +1,39 @@
+/*
+ * lt_tb.h — TensorBoard event files (the TensorBoardLogger, lua/lutra/loggers_tb.lua): TFRecord framing of
+ * Event protobufs, encoded by protobuf-c from core/src/tb_event.proto (generated into the build's gen/).
+ *
+ *   lt_tb_writer *w = lt_tb_open(c, "runs/version_0/events.out.tfevents.1700000000.host");
+ *   const char *tags[] = { "loss" }; float vals[] = { 0.5f };
+ *   lt_tb_scalars(c, w, 10, wall_time, 1, tags, vals);     // one Event with a Summary of simple_values
+ *   lt_tb_close(w);
+ *
+ * A record: uint64 length (little-endian), uint32 masked CRC-32C of those 8 bytes, the data, uint32 masked
+ * CRC-32C of the data; mask(crc) = ((crc >> 15) | (crc << 17)) + 0xa282ead8 (TensorFlow's record format).
+ */
+#ifndef LT_TB_H
+#define LT_TB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lt_ctx.h"
+
+typedef struct lt_tb_writer lt_tb_writer;
+
+/* CRC-32C (Castagnoli) of n bytes, continuing from crc (0 to start). */
+uint32_t lt_crc32c(uint32_t crc, const void *data, size_t n);
+/* TFRecord's masked form of a CRC. */
+uint32_t lt_crc32c_mask(uint32_t crc);
+
+/* Creates the file (truncating) and writes the first event (file_version "brain.Event:2"); NULL on failure
+ * with the message in c->err naming the path. */
+lt_tb_writer *lt_tb_open(lt_ctx *c, const char *path, double wall_time);
+/* One Event at `step` holding n scalar values (tag, simple_value). */
+int lt_tb_scalars(lt_ctx *c, lt_tb_writer *w, int64_t step, double wall_time, int n, const char *const *tags,
+                  const float *values);
+/* fflush (the file is readable up to here). */
+int lt_tb_flush(lt_ctx *c, lt_tb_writer *w);
+/* Closes and frees (NULL: nothing). Returns LT_ERR when the last writes failed. */
+int lt_tb_close(lt_ctx *c, lt_tb_writer *w);
+
+#endif

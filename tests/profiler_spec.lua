@@ -1,0 +1,209 @@
+-- tests/profiler_spec.lua — Trainer{profiler=...}: the rows of exclusive time add up to the fit's wall time,
+-- every phase and every hook of every callback and of the model has its row, counts match the loops, the
+-- per-advance table of a stepwise run, the advanced profiler's Lua samples and backward kernels, and the
+-- option's errors. (What profiling off costs is measured in bench/loop_overhead.lua, not here.)
+local lt = require "lutra"
+local quiet = require "helpers.quiet"
+
+local was_interactive = lt.is_interactive()
+setup(function() lt.set_interactive(false) end) -- (the report would go to stderr)
+teardown(function() lt.set_interactive(was_interactive) end)
+
+local N, BS = 128, 4 -- 32 training batches an epoch
+
+local function data()
+  lt.manual_seed(3)
+  local x = lt.randn(N, 16)
+  local y = x:matmul(lt.randn(16, 1))
+  local ds = lt.data.TensorDataset(x, y)
+  return lt.data.DataLoader(ds, { batch_size = BS }), lt.data.DataLoader(ds, { batch_size = 32 })
+end
+
+local function model()
+  local m = { l1 = lt.nn.Linear(16, 32), l2 = lt.nn.Linear(32, 1) }
+  function m:forward(x) return self.l2(self.l1(x):relu()) end
+  function m:training_step(b)
+    local loss = lt.F.mse_loss(self:forward(b[1]), b[2])
+    self:log("loss", loss)
+    return loss
+  end
+  function m:validation_step(b) self:log("val_loss", lt.F.mse_loss(self:forward(b[1]), b[2])) end
+  function m:on_train_epoch_start() end
+  function m:configure_optimizers() return lt.optim.SGD(lt.nn.parameters(self), { lr = 0.01 }) end
+  return m
+end
+
+local Printer = lt.callbacks.Callback:extend("Printer")
+function Printer:on_train_batch_end() self.n = (self.n or 0) + 1 end
+function Printer:on_validation_epoch_end() end
+
+local function by_action(rows)
+  local t = {}
+  for _, r in ipairs(rows) do t[r.action] = r end
+  return t
+end
+
+describe("Trainer{profiler='simple'}", function()
+  it("gives rows whose exclusive times add up to the fit's wall time (within 5%), one per phase and hook", function()
+    local train, val = data()
+    local cb = Printer {}
+    local t = lt.Trainer(quiet { max_epochs = 3, profiler = "simple", callbacks = { cb } })
+    local m = model()
+    collectgarbage() -- (a cycle of the test's own garbage is not the fit's time)
+    local t0 = lt._io.now()
+    t:fit(m, train, val)
+    local wall = lt._io.now() - t0
+    local rows = t.profiler:summary()
+    local sum = 0
+    for _, r in ipairs(rows) do
+      assert.is_true(r.total >= 0 and r.count >= 0, r.action)
+      assert.is_true(math.abs(r.mean - (r.count > 0 and r.total / r.count or 0)) < 1e-12, r.action)
+      sum = sum + r.total
+    end
+    assert.is_true(math.abs(sum - wall) <= 0.05 * wall, ("rows sum to %.6f s, fit took %.6f s"):format(sum, wall))
+    local a = by_action(rows)
+    local batches, val_batches = 3 * N / BS, 3 * (N / 32) + 2 -- (+ the sanity check's 2)
+    assert.are.equal(batches, a["[Strategy].training_step"].count)
+    assert.are.equal(batches, a["[Strategy].backward"].count)
+    assert.are.equal(batches, a["[Strategy].optimizer_step"].count)
+    assert.are.equal(batches, a["[Strategy].optimizer_zero_grad"].count)
+    assert.are.equal(batches, a["[TrainingEpochLoop].train_dataloader_next"].count)
+    assert.are.equal(val_batches, a["[Strategy].validation_step"].count)
+    assert.are.equal(batches, a["[Callback]Printer.on_train_batch_end"].count)
+    assert.are.equal(3 + 1, a["[Callback]Printer.on_validation_epoch_end"].count) -- (+ the sanity check's)
+    assert.are.equal(3, a["[LightningModule]LightningModule.on_train_epoch_start"].count)
+    assert.are.equal(1, a["[LightningModule]LightningModule.configure_optimizers"].count)
+    assert.is_truthy(a["[Loop] other"])
+    assert.are.equal(batches, cb.n)
+  end)
+
+  it("prints the table (action, mean, calls, total, share) through describe", function()
+    local train = data()
+    local t = lt.Trainer(quiet { max_epochs = 1, profiler = "simple" })
+    t:fit(model(), train)
+    local text = t.profiler:describe()
+    assert.is_truthy(text:find("FIT Profiler Report", 1, true))
+    assert.is_truthy(text:find("|  Action", 1, true))
+    assert.is_truthy(text:find("Percentage %", 1, true))
+    assert.is_truthy(text:find("[Strategy].training_step", 1, true))
+    assert.is_truthy(text:find("[Strategy].backward", 1, true))
+  end)
+
+  it("writes the report to dirpath/fit-<filename>.txt with lt.profilers.SimpleProfiler{filename=}", function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    local p = lt.profilers.SimpleProfiler { dirpath = dir, filename = "perf" }
+    local t = lt.Trainer(quiet { max_epochs = 1, profiler = p })
+    assert.are.equal(p, t.profiler)
+    t:fit(model(), (data()))
+    local f = assert(io.open(dir .. "/fit-perf.txt"))
+    local text = f:read("*a")
+    f:close()
+    os.execute("rm -rf '" .. dir .. "'")
+    assert.is_truthy(text:find("[Strategy].optimizer_step", 1, true))
+  end)
+
+  it("gives a stepwise run the table of its last advance", function()
+    local train = data()
+    local t = lt.Trainer(quiet { max_epochs = 1, profiler = "simple", num_sanity_val_steps = 0 })
+    local run = t:fit_run(model(), train)
+    run:advance { batches = 5 }
+    local first = by_action(t.profiler:last_advance())
+    assert.are.equal(5, first["[Strategy].training_step"].count)
+    run:advance { batches = 3 }
+    local second = by_action(t.profiler:last_advance())
+    assert.are.equal(3, second["[Strategy].training_step"].count)
+    assert.are.equal(8, by_action(t.profiler:summary())["[Strategy].training_step"].count)
+  end)
+
+  it("times trainer:validate and test too (rows add up over the trainer's runs)", function()
+    local train, val = data()
+    local t = lt.Trainer(quiet { max_epochs = 1, profiler = "simple", num_sanity_val_steps = 0 })
+    local m = model()
+    function m:test_step(b) self:log("t", lt.F.mse_loss(self:forward(b[1]), b[2])) end
+    t:fit(m, train)
+    t:validate(m, val)
+    t:test(m, val)
+    local a = by_action(t.profiler:summary())
+    assert.are.equal(N / 32, a["[Strategy].validation_step"].count)
+    assert.are.equal(N / 32, a["[Strategy].test_step"].count)
+    assert.are.equal(N / 32, a["[EvaluationEpochLoop].test_dataloader_next"].count)
+    assert.are.equal(N / BS, a["[Strategy].training_step"].count)
+  end)
+
+  it("gives a datamodule's hooks their rows", function()
+    local Data = lt.DataModule:extend("Data")
+    function Data:setup() end
+    function Data:train_dataloader() return (data()) end
+    local t = lt.Trainer(quiet { max_epochs = 1, profiler = "simple" })
+    t:fit(model(), { datamodule = Data() })
+    local a = by_action(t.profiler:summary())
+    assert.are.equal(1, a["[LightningDataModule]Data.setup"].count)
+    assert.are.equal(1, a["[LightningDataModule]Data.train_dataloader"].count)
+  end)
+
+  it("keeps no rows with profiling off (the default PassThroughProfiler)", function()
+    local t = lt.Trainer(quiet { max_epochs = 1 })
+    t:fit(model(), (data()))
+    assert.are.same({}, t.profiler:summary())
+    assert.are.equal("", t.profiler:describe())
+  end)
+
+  it("rejects an unknown profiler option value and unknown profiler options", function()
+    assert.has_error(function() lt.Trainer { profiler = "fancy" } end, "Trainer: option 'profiler' must be " ..
+      '"simple", "advanced" or a profiler (lt.profilers.SimpleProfiler{...}), got "fancy" (string)')
+    assert.has_error(function() lt.profilers.SimpleProfiler { file = "x" } end,
+      "SimpleProfiler: unknown option 'file' (known options: dirpath, filename)")
+    assert.has_error(function() lt.profilers.AdvancedProfiler { interval = 0 } end,
+      "AdvancedProfiler: option 'interval' must be >= 1 (milliseconds), got 0")
+  end)
+end)
+
+describe("Trainer{profiler='advanced'}", function()
+  it("adds the Lua sampling profiler's functions and the backward kernels' times", function()
+    local train = data()
+    local t = lt.Trainer(quiet { max_epochs = 2, profiler = "advanced" })
+    t:fit(model(), train)
+    local p = t.profiler
+    local kernels = {}
+    for _, k in ipairs(p:kernels()) do kernels[k.op] = k end
+    local batches = 2 * N / BS
+    -- each batch's graph: linear, relu, linear, mse_loss (whatever the fused names, one backward each)
+    local n = 0
+    for _, k in pairs(kernels) do
+      assert.is_true(k.total >= 0 and k.count > 0)
+      n = n + k.count
+    end
+    assert.is_true(n >= 3 * batches, "backward kernels counted: " .. n)
+    assert.is_truthy(p:describe():find("Backward kernels", 1, true))
+    -- off again after the fit: the ops' watch is off
+    assert.are.same({}, require("lutra.core")._op_profile_rows())
+  end)
+
+  it("finds the Lua function that takes the samples (jit.profile, in a fresh lutra process)", function()
+    if not rawget(_G, "jit") then return end -- (PUC Lua has no sampling profiler: its report says so)
+    -- 40 batches each running ~1.5 ms of Lua in burn: the kernel's profiling timer ticks every ~4 ms
+    local out = require("helpers.child").run [[
+      local lt = require "lutra"
+      lt.set_interactive(false)
+      local function burn()
+        local t0, x = os.clock(), 0
+        while os.clock() - t0 < 0.0015 do for i = 1, 1000 do x = x + i % 7 end end
+        return x
+      end
+      local ds = lt.data.TensorDataset(lt.randn(40, 2), lt.randn(40, 1))
+      local m = { lin = lt.nn.Linear(2, 1) }
+      function m:training_step(b) burn() return lt.F.mse_loss(self.lin(b[1]), b[2]) end
+      function m:configure_optimizers() return lt.optim.SGD(lt.nn.parameters(self), { lr = 0.01 }) end
+      local t = lt.Trainer { max_epochs = 1, profiler = "advanced", logger = false, enable_checkpointing = false,
+        enable_model_summary = false, enable_progress_bar = false }
+      t:fit(m, lt.data.DataLoader(ds, { batch_size = 1 }))
+      local fns = t.profiler:lua_functions()
+      print("top", #fns, fns[1] and fns[1].name, fns[1] and fns[1].samples)
+    ]]
+    local n, name, samples = out:match("top%s+(%d+)%s+(%S+)%s+(%d+)")
+    assert.is_truthy(n, out)
+    assert.is_true(tonumber(samples) > 0, out)
+    assert.is_truthy(name:find(":burn", 1, true), out) -- the busy function, by name
+  end)
+end)
