@@ -2,7 +2,7 @@
 # processes, alternating sides within each round, several rounds; prints medians and ratios in tables.
 #   /usr/bin/python3 bench/harness.py [--quick] [--rounds N] [--only NAME[,NAME...]] [--json FILE]
 # Environment: LUTRA_BIN (the lutra binary), LUTRA_BUILD (build dir holding bench_gemm_floor).
-# Sections (--only): train, batch1, memory, ftz, floor, perf, trainer, core_ops, optim, gpt, vision.
+# Sections (--only): train, batch1, memory, ftz, floor, perf, trainer, core_ops, optim, gpt, lstm, vision.
 import json
 import os
 import re
@@ -463,11 +463,8 @@ def section_trainer():
 
 
 # ---- micro-benchmarks of other areas: "name ... number" lines, lower is better -----------------------------------
-def paired(lua_file, py_file, title):
-    lua_out, _ = run([LUTRA, os.path.join(ROOT, lua_file)], env(BENCH_THREADS="2"))
-    py_out, _ = run([PY, os.path.join(ROOT, py_file)], env(OMP_WAIT_POLICY="PASSIVE", OPENBLAS_CORETYPE="SkylakeX",
-                                                          BENCH_THREADS="2"))
-
+def paired(lua_file, py_file, title, rounds=1):
+    """rounds > 1: the two sides alternate; times are medians over rounds, a ratio the median of the rounds'."""
     def lines(out):
         d = {}
         for line in out.splitlines():
@@ -479,19 +476,27 @@ def paired(lua_file, py_file, title):
                     pass
         return d
 
-    a, b = lines(lua_out), lines(py_out)
+    per = []
+    for _ in range(rounds):
+        lua_out, _ = run([LUTRA, os.path.join(ROOT, lua_file)], env(BENCH_THREADS="2"))
+        py_out, _ = run([PY, os.path.join(ROOT, py_file)], env(OMP_WAIT_POLICY="PASSIVE",
+                                                              OPENBLAS_CORETYPE="SkylakeX", BENCH_THREADS="2"))
+        per.append((lines(lua_out), lines(py_out)))
+    a = {k: med([p[0][k] for p in per]) for k in per[0][0] if all(k in p[0] for p in per)}
+    b = {k: med([p[1][k] for p in per]) for k in per[0][1] if all(k in p[1] for p in per)}
     rows, ratios = [], []
     for k in a:
         if k in b and a[k] > 0:
-            ratios.append(b[k] / a[k])
-            rows.append([k, fmt(a[k], 2), fmt(b[k], 2), "%.2fx" % (b[k] / a[k])])
+            r = med([p[1][k] / p[0][k] for p in per])
+            ratios.append(r)
+            rows.append([k, fmt(a[k], 2), fmt(b[k], 2), "%.2fx" % r])
     if ratios:
         import math
         gm = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
         rows.append(["geometric mean", "", "", "%.2fx" % gm])
     table(title + " (microseconds; ratio = PyTorch / lutra: >1 means lutra is faster)",
           ["op", "lutra", "torch", "ratio"], rows)
-    return {"lutra": a, "torch": b}
+    return {"lutra": a, "torch": b, "ratio": {row[0]: float(row[3][:-1]) for row in rows if row[0] in a}}
 
 
 # ---- vision area: conv/pool/norm layers fwd+bwd (bench/vision_bench.lua, bench/vision_bench_torch.py) ----------
@@ -564,6 +569,11 @@ def main():
         REPORT["sections"]["vision"] = section_vision()
     if wanted("optim") and os.path.exists(os.path.join(ROOT, "bench/optim_bench_torch.py")):
         REPORT["sections"]["optim"] = paired("bench/optim_bench.lua", "bench/optim_bench_torch.py", "Optimizer steps")
+    # recurrent: the 2-layer LSTM word model's training step (bench/lstm_bench*.{lua,py})
+    if wanted("lstm"):
+        REPORT["sections"]["lstm"] = paired("bench/lstm_bench.lua", "bench/lstm_bench_torch.py",
+                                            "LSTM word model (2 layers), %d alternating rounds" % max(1, ROUNDS - 2),
+                                            rounds=max(1, ROUNDS - 2))
     bars(train or {})
     if JSON_OUT:
         with open(JSON_OUT, "w") as f:
@@ -593,6 +603,11 @@ def bars(train):
         rows.append(["MLP b1 step >= 5x faster than PyTorch best (its default: FTZ off)", "%.2fx" % best_off,
                      best_off >= 5])
         rows.append(["  ... against PyTorch best with FTZ on", "%.2fx" % best_on, best_on >= 5])
+    lstm = REPORT["sections"].get("lstm")  # recurrent: issue 17's bar for the LSTM word model
+    for k, v in sorted((lstm or {}).get("lutra", {}).items()):
+        if k.startswith("lm_step_") and k in lstm["torch"] and v > 0:
+            r = lstm["ratio"][k]
+            rows.append(["LSTM word model step (%s) >= 1.3x PyTorch best" % k.split("_")[2], "%.2fx" % r, r >= 1.3])
     mem = REPORT["sections"].get("memory")
     if mem:
         r = mem["results"]

@@ -319,7 +319,7 @@ describe("fuzz: nn functions (lt.F)", function()
     { "mse_loss int64 target", function() return F.mse_loss(z(2, 3), z(2, 3, "int64")) end, "^mse_loss: target must be float32, got int64" },
     { "l1_loss shape mismatch", function() return F.l1_loss(z(2, 3), z(3)) end, "^l1_loss: input %[2 x 3%] and target %[3%] must have the same shape" },
     { "bce_with_logits pos_weight size", function() return F.binary_cross_entropy_with_logits(z(2, 3), z(2, 3), { pos_weight = z(4) }) end, "^binary_cross_entropy_with_logits: pos_weight must be %[3%]" },
-    { "lstm_cell shapes", function() return lt._nn.lstm_cell(z(2, 7), z(2, 2)) end, "^lstm_cell: gates must be %[batch x 4%*hidden%] and c %[batch x hidden%]" },
+    { "rnn_layer shapes", function() return lt._nn.rnn_layer("lstm", z(2, 1, 7), z(8, 2), nil, z(1, 2), z(1, 2)) end, "^rnn_layer: xg must be %[seq x batch x 4%*hidden%] with seq >= 1, got %[2 x 1 x 7%]" },
   }
   it("accepts the legal edge cases with the right result", function()
     assert.same({ 0, 2, 3, 3 }, F.conv2d(z(0, 1, 5, 5), w):shape())
@@ -362,7 +362,7 @@ describe("fuzz: nn modules", function()
     { "Embedding float32 indices", function() return nn.Embedding(4, 2)(lt.tensor { 1 }) end, "^Embedding%(4, 2%): indices must be int64" },
     { "LSTM num_layers 0", function() return nn.LSTM(3, 4, { num_layers = 0 }) end, "^LSTM: num_layers must be an integer >= 1, got 0" },
     { "LSTM of an empty sequence", function() return nn.LSTM(3, 4)(z(0, 5, 3)) end, "^LSTM%(3 %-> 4%): the input sequence is empty %(input %[0 x 5 x 3%]%)" },
-    { "LSTM wrong initial state", function() return nn.LSTM(3, 4)(z(2, 5, 3), { z(1, 7, 4), z(1, 7, 4) }) end, "^LSTM%(3 %-> 4%): initial state is %[1 x 7 x 4%], expected %[1 x 5 x 4%]" },
+    { "LSTM wrong initial state", function() return nn.LSTM(3, 4)(z(2, 5, 3), { z(1, 7, 4), z(1, 7, 4) }) end, "^LSTM%(3 %-> 4%): h0 is %[1 x 7 x 4%], expected %[1 x 5 x 4%]" },
     { "Sequential of a number", function() return nn.Sequential { 5 } end, "^Sequential: element 1 is a number, expected a module" },
     { "Sequential forward error names the child", function() return nn.Sequential { nn.Linear(3, 4), nn.Linear(5, 2) }(z(1, 3)) end, "^in 2 Linear%(5 %-> 2%): input has 4 features, expected 5" },
     { "load_state_dict size mismatch", function() return nn.Linear(3, 4):load_state_dict { weight = z(2, 2), bias = z(4) } end, "^load_state_dict: size mismatch for weight" },

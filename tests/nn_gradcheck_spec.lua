@@ -125,11 +125,6 @@ describe("gradcheck of nn modules", function()
     assert.is_true(gradcheck(function(x) local _, s = m(x); return s[1] + s[2] * 2 end, { lt.randn(3, 2, 3) }))
   end)
 
-  it("the fused LSTM cell: gradients of the gates and the previous cell state through both outputs", function()
-    local cell = require("lutra.core")._nn.lstm_cell
-    assert.is_true(gradcheck(function(g, c) return cell(g, c) end, { lt.randn(3, 8), lt.randn(3, 2) }))
-  end)
-
   it("Sequential: a small conv net end to end", function()
     local net = nn.Sequential { nn.Conv2d(1, 2, 3, { padding = 1 }), nn.Tanh(), nn.AvgPool2d(2), nn.Flatten(),
       nn.Linear(8, 3) }

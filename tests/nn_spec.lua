@@ -18,7 +18,10 @@ describe("nn modules against PyTorch fixtures (tests/fixtures/modules.json)", fu
     it("matches " .. case.name .. ": output, gradients" .. (case.buffers_after and ", running stats" or ""), function()
       local m = build(case)
       if case.mode == "eval" then m:eval() else m:train() end
-      for name, p in pairs(case.params) do m[name] = X.tensor(p):requires_grad(true) end
+      -- cases written under lutra's earlier LSTM names (weight_ih ...) take the module's legacy mapping
+      local legacy = m._legacy_state_dict_keys and m:_legacy_state_dict_keys(case.params, "") or {}
+      local function pname(name) return legacy[name] or name end
+      for name, p in pairs(case.params) do m[pname(name)] = X.tensor(p):requires_grad(true) end
       for name, b in pairs(case.buffers or {}) do m[name] = X.tensor(b) end
       local x = X.tensor(case.input)
       if x:dtype() == "float32" then x:requires_grad(true) end
@@ -30,7 +33,7 @@ describe("nn modules against PyTorch fixtures (tests/fixtures/modules.json)", fu
       end
       out:backward(X.tensor(case.grad_output))
       if case.grad_input then X.check("grad_input", x.grad, case.grad_input) end
-      for name, g in pairs(case.grad_params) do X.check("grad of " .. name, m[name].grad, g) end
+      for name, g in pairs(case.grad_params) do X.check("grad of " .. name, m[pname(name)].grad, g) end
       for name, b in pairs(case.buffers_after or {}) do X.check("buffer " .. name, m[name], b) end
     end)
     end
@@ -97,9 +100,10 @@ describe("parameter naming and discovery", function()
     assert.are.equal("bn.weight bn.bias fc.weight fc.bias", names_of(porder))
   end)
 
-  it("names LSTM parameters weight_ih, weight_hh, bias_ih, bias_hh (suffix _l2 for the second layer)", function()
+  it("names LSTM parameters as PyTorch: weight_ih_l0, weight_hh_l0, bias_ih_l0, bias_hh_l0, then _l1", function()
     local _, order = nn.LSTM(3, 4, { num_layers = 2 }):named_parameters()
-    assert.are.equal("weight_ih weight_hh bias_ih bias_hh weight_ih_l2 weight_hh_l2 bias_ih_l2 bias_hh_l2", names_of(order))
+    assert.are.equal("weight_ih_l0 weight_hh_l0 bias_ih_l0 bias_hh_l0 weight_ih_l1 weight_hh_l1 bias_ih_l1 bias_hh_l1",
+      names_of(order))
   end)
 end)
 
@@ -309,7 +313,7 @@ describe("module base", function()
     assert.are.same({ 5, 2, 4 }, out:shape())
     assert.are.same({ 1, 2, 4 }, st[1]:shape())
     assert.is_true(same_values(st[1][1], out[5]))
-    assert.matches("initial state is [1 x 3 x 4], expected [1 x 2 x 4]",
+    assert.matches("h0 is [1 x 3 x 4], expected [1 x 2 x 4]",
       err_of(function() return m(lt.randn(5, 2, 3), { lt.zeros(1, 3, 4), lt.zeros(1, 3, 4) }) end), 1, true)
   end)
 
@@ -323,8 +327,8 @@ describe("module base", function()
       return lt.tensor(v):view(shape)
     end
     local m = nn.LSTM(2, 3)
-    m.weight_ih, m.weight_hh = lt.param(fill({ 12, 2 }, 0.7, 0.1)), lt.param(fill({ 12, 3 }, 1.1, 0.2))
-    m.bias_ih, m.bias_hh = lt.param(fill({ 12 }, 0.3, 0.3)), lt.param(fill({ 12 }, 0.9, 0.4))
+    m.weight_ih_l0, m.weight_hh_l0 = lt.param(fill({ 12, 2 }, 0.7, 0.1)), lt.param(fill({ 12, 3 }, 1.1, 0.2))
+    m.bias_ih_l0, m.bias_hh_l0 = lt.param(fill({ 12 }, 0.3, 0.3)), lt.param(fill({ 12 }, 0.9, 0.4))
     local x = lt.param(fill({ 12, 1, 2 }, 1.7, 0.5, 2))
     local h0, c0 = lt.param(fill({ 1, 1, 3 }, 2.3, 0.6)), lt.param(fill({ 1, 1, 3 }, 0.5, 0.7, 3))
     local y, st = m(x, { h0, c0 })
@@ -339,8 +343,8 @@ describe("module base", function()
     close(h0.grad, { -0.029317269, 0.015213069, 0.043118447 }, "grad h0")
     close(c0.grad, { 0.031059466, -0.0030324203, -0.040990327 }, "grad c0")
     close(x.grad[1], { 0.057987612, 0.10073105 }, "grad x[1]")
-    close(m.weight_hh.grad[1], { 0.076874927, 0.032546356, 0.052008711 }, "grad weight_hh[1]")
-    close(m.bias_ih.grad:narrow(1, 10, 3), { 0.16499865, -0.0095852539, -0.15295431 }, "grad bias_ih[10..12] (gate o)")
+    close(m.weight_hh_l0.grad[1], { 0.076874927, 0.032546356, 0.052008711 }, "grad weight_hh[1]")
+    close(m.bias_ih_l0.grad:narrow(1, 10, 3), { 0.16499865, -0.0095852539, -0.15295431 }, "grad bias_ih[10..12] (gate o)")
   end)
 end)
 

@@ -39,6 +39,8 @@ void l_metrics_register(lua_State *L); /* l_metrics.c: the counting kernels of l
 void l_prof_register(lua_State *L);      /* l_prof.c: _detect_anomaly, _op_profile, _op_profile_rows */
 void l_tb_register(lua_State *L);        /* l_tb.c: _tb_open (TensorBoard event files) */
 void l_json_line_register(lua_State *L); /* l_json_line.c: _json_line (JSON-lines rows) */
+/* recurrent layers */
+void l_nn_rnn_register(lua_State *L); /* l_nn_rnn.c: _nn.rnn_layer (RNN, GRU, LSTM) */
 
 /* ---- process-wide run state (what a host or a signal handler may ask) ---------------------------- */
 
@@ -184,6 +186,7 @@ static int open_with_upvalues(lua_State *L) {
   l_prof_register(L);      /* [tools: profiler, loggers] */
   l_tb_register(L);
   l_json_line_register(L);
+  l_nn_rnn_register(L); /* recurrent layers (after l_nn_register: adds to _nn) */
   static const luaL_Reg misc[] = { { "interrupt", l_interrupt },
                                    { "interrupt_pending", l_interrupt_pending },
                                    { "interrupt_clear", l_interrupt_clear },

@@ -190,13 +190,7 @@ static int l_embedding(lua_State *L) {
   return l_push(L, r);
 }
 
-/* (gates [B, 4H], c [B, H]) -> [B, 2H] = (h', c') */
-static int l_lstm_cell(lua_State *L) {
-  return l_push(L, lt_nn_lstm_cell(L_CTX(L), T(1, "lstm_cell"), T(2, "lstm_cell")));
-}
-
-static const luaL_Reg nn_funcs[] = { { "lstm_cell", l_lstm_cell },
-                                     { "batch_norm", l_batch_norm },
+static const luaL_Reg nn_funcs[] = { { "batch_norm", l_batch_norm },
                                      { "layer_norm", l_layer_norm },
                                      { "embedding", l_embedding },
                                      { "conv2d", l_conv2d },

@@ -64,9 +64,13 @@ lt_tensor *lt_nn_embedding(lt_ctx *c, lt_tensor *idx, lt_tensor *w);
 /* the same with a padding row (0-based, or -1 for none) that receives no gradient */
 lt_tensor *lt_nn_embedding_pad(lt_ctx *c, lt_tensor *idx, lt_tensor *w, int64_t padding_idx);
 
-/* --- recurrent (nn_lstm.c) --------------------------------------------------------------------- */
-/* Fused LSTM cell: gates [B, 4H] pre-activation (order i, f, g, o), c [B, H] -> [B, 2H] = (h', c'). */
-lt_tensor *lt_nn_lstm_cell(lt_ctx *c, lt_tensor *gates, lt_tensor *cprev);
+/* --- recurrent layers (nn_rnn.c) ---------------------------------------------------------------- */
+typedef enum { LT_RNN_TANH, LT_RNN_RELU, LT_RNN_GRU, LT_RNN_LSTM } lt_rnn_mode;
+/* One direction of one layer over a sequence: xg [T, B, G*H] = x W_ih^T + b_ih (G = 1 RNN, 3 GRU r,z,n, 4 LSTM
+ * i,f,g,o), w_hh [G*H, P], b_hh [G*H] or NULL, h0 [B, P], c0 [B, H] (LSTM only), w_hr [P, H] (LSTM projection)
+ * or NULL (P = H). Returns a flat tensor: outputs [T, B, P], then (LSTM) the last cell state [B, H]. */
+lt_tensor *lt_nn_rnn_layer(lt_ctx *c, lt_rnn_mode mode, lt_tensor *xg, lt_tensor *w_hh, lt_tensor *b_hh, lt_tensor *h0,
+                           lt_tensor *c0, lt_tensor *w_hr, int reverse);
 
 /* --- losses (nn_loss.c) ------------------------------------------------------------------------ */
 /* logits [N, C] or [N, C, d...], target int64 0-based [N] / [N, d...]; weight [C] or NULL;

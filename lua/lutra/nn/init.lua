@@ -36,7 +36,7 @@ function nn.save_hyperparameters(model, ...) return MM.save_hyperparameters(mode
 -- more layers, utils and init load when first used
 local lazy = {
   BatchNorm1d = { "lutra.nn.norm", "BatchNorm1d" }, BatchNorm2d = { "lutra.nn.norm", "BatchNorm2d" },
-  LayerNorm = { "lutra.nn.norm", "LayerNorm" }, Embedding = { "lutra.nn.embedding" }, LSTM = { "lutra.nn.lstm" },
+  LayerNorm = { "lutra.nn.norm", "LayerNorm" }, Embedding = { "lutra.nn.embedding" },
   utils = { "lutra.nn.utils" }, init = { "lutra.nn.initializers" },
   -- vision (lua/lutra/nn/conv.lua, conv_transpose.lua, pool.lua, pool_adaptive.lua, upsample.lua, group_norm.lua,
   -- dropout2d.lua)
@@ -57,4 +57,6 @@ local lazy = {
   TransformerDecoder = { "lutra.nn.transformer", "TransformerDecoder" },
   Transformer = { "lutra.nn.transformer", "Transformer" },
 }
+-- recurrent layers and cells (lutra/nn/rnn.lua)
+for _, k in ipairs { "RNN", "GRU", "LSTM", "RNNCell", "GRUCell", "LSTMCell" } do lazy[k] = { "lutra.nn.rnn", k } end
 return require("lutra.names").strict(nn, "lt.nn", lazy)

@@ -221,9 +221,35 @@ local function quoted_list(names)
   return table.concat(q, ", ")
 end
 
+-- Files saved by earlier lutra versions under names that have since changed: a module class may define
+-- _legacy_state_dict_keys(self, sd, prefix) -> {old local name = new local name} (or nil when sd is not in its
+-- old layout). The keys are renamed all at once per module, in a copy (the caller's table stays as it was).
+local function upgrade_legacy_keys(root, sd)
+  local out = sd
+  walk(root, { module = function(t, path)
+    local f = is_module_instance(t) and get_field(t, "_legacy_state_dict_keys")
+    if type(f) ~= "function" then return end
+    local prefix = path and (path .. ".") or ""
+    local map = f(t, out, prefix)
+    if not map then return end
+    if out == sd then
+      out = {}
+      for k, v in pairs(sd) do out[k] = v end
+    end
+    local moved = {}
+    for old, new in pairs(map) do
+      moved[prefix .. new] = out[prefix .. old]
+      out[prefix .. old] = nil
+    end
+    for k, v in pairs(moved) do out[k] = v end
+  end })
+  return out
+end
+
 function M.load_state_dict(root, sd, opts)
   if type(sd) ~= "table" then error("load_state_dict: expected a table of tensors, got " .. type(sd), 2) end
   opts = require("lutra.util").check_options("load_state_dict", opts, { strict = "boolean" })
+  sd = upgrade_legacy_keys(root, sd)
   local strict = opts.strict ~= false
   local own, order, names_of = {}, {}, {}
   local function add(name, t)
