@@ -2,7 +2,7 @@
 # processes, alternating sides within each round, several rounds; prints medians and ratios in tables.
 #   /usr/bin/python3 bench/harness.py [--quick] [--rounds N] [--only NAME[,NAME...]] [--json FILE]
 # Environment: LUTRA_BIN (the lutra binary), LUTRA_BUILD (build dir holding bench_gemm_floor).
-# Sections (--only): train, batch1, memory, ftz, floor, perf, trainer, core_ops, optim, gpt, lstm.
+# Sections (--only): train, batch1, memory, ftz, floor, perf, trainer, core_ops, optim, gpt, lstm, vision.
 import json
 import os
 import re
@@ -499,6 +499,44 @@ def paired(lua_file, py_file, title, rounds=1):
     return {"lutra": a, "torch": b, "ratio": {row[0]: float(row[3][:-1]) for row in rows if row[0] in a}}
 
 
+# ---- vision area: conv/pool/norm layers fwd+bwd (bench/vision_bench.lua, bench/vision_bench_torch.py) ----------
+def section_vision():
+    """Both sides alternate ROUNDS times in this run; per round the ratio PyTorch / lutra of each layer; the table
+    gives the medians over rounds (of the milliseconds and of the ratios) and the load average around it."""
+    rounds = 2 if QUICK else ROUNDS
+    reps = "7" if QUICK else "15"
+    loads, per = [load_avg()], {}
+
+    def lines(out):
+        d = {}
+        for line in out.splitlines():
+            parts = line.split()
+            try:
+                d[" ".join(parts[:-1])] = float(parts[-1])
+            except (ValueError, IndexError):
+                pass
+        return d
+    for _ in range(rounds):
+        a, _ = run([LUTRA, os.path.join(ROOT, "bench/vision_bench.lua")], env(BENCH_THREADS="2", BENCH_REPS=reps))
+        b, _ = run([PY, os.path.join(ROOT, "bench/vision_bench_torch.py")],
+                   env(OMP_WAIT_POLICY="PASSIVE", OPENBLAS_CORETYPE="SkylakeX", BENCH_THREADS="2",
+                       BENCH_REPS=reps))
+        loads.append(load_avg())
+        a, b = lines(a), lines(b)
+        for k in a:
+            if k in b and a[k] > 0:
+                per.setdefault(k, []).append((a[k], b[k], b[k] / a[k]))
+    rows, rep = [], {}
+    for k, v in per.items():
+        m = [med([x[i] for x in v]) for i in range(3)]
+        rep[k] = {"lutra_ms": m[0], "torch_ms": m[1], "ratio": m[2], "raw": v}
+        rows.append([k, fmt(m[0], 3), fmt(m[1], 3), "%.2fx" % m[2]])
+    table("Vision layers fwd+bwd, batch 16 (ms, medians of %d rounds; ratio = PyTorch / lutra: >1 means lutra is "
+          "faster; load average %s)" % (rounds, " ".join("%.1f" % x for x in loads)),
+          ["layer", "lutra", "torch", "ratio"], rows)
+    return {"rounds": rounds, "load": loads, "results": rep}
+
+
 def main():
     print("lutra bench: %s, %d rounds, %s" % ("quick" if QUICK else "full", ROUNDS, REPORT["date"]))
     print("lutra binary: %s" % LUTRA)
@@ -527,6 +565,8 @@ def main():
         REPORT["sections"]["core_ops"] = paired("bench/core_ops.lua", "bench/core_ops_torch.py", "Core ops")
     if wanted("gpt"):  # gpt area: the tiny GPT's training step (bench/gpt_bench.lua, bench/gpt_bench_torch.py)
         REPORT["sections"]["gpt"] = paired("bench/gpt_bench.lua", "bench/gpt_bench_torch.py", "Tiny GPT step")
+    if wanted("vision"):  # vision area
+        REPORT["sections"]["vision"] = section_vision()
     if wanted("optim") and os.path.exists(os.path.join(ROOT, "bench/optim_bench_torch.py")):
         REPORT["sections"]["optim"] = paired("bench/optim_bench.lua", "bench/optim_bench_torch.py", "Optimizer steps")
     # recurrent: the 2-layer LSTM word model's training step (bench/lstm_bench*.{lua,py})

@@ -34,6 +34,12 @@ end)
 
 describe("vision kernels: finite-difference gradients", function()
   local V = require("lutra.core")._vision
+  -- the output and the gradients of two paths agree: each pair { what, got, want, absolute tolerance }
+  local function same(checks)
+    for _, c in ipairs(checks) do
+      X.check(c[1], c[2], { shape = c[3]:shape(), data = c[3]:flatten():tolist() }, 1e-4, c[4])
+    end
+  end
   before_each(function() lt.manual_seed(17) end)
 
   it("grouped, dilated, strided conv2d in input, weight and bias", function()
@@ -44,6 +50,54 @@ describe("vision kernels: finite-difference gradients", function()
   it("depthwise conv2d with padding larger than the dilated reach", function()
     assert.is_true(gradcheck(function(x, w, b) return V.conv2d(x, w, b, 1, 1, 3, 2, 2, 2, 3) end,
       { lt.randn(1, 3, 4, 5), lt.randn(3, 1, 2, 3), lt.randn(3) }))
+  end)
+
+  it("the direct depthwise kernel (nn_conv_depthwise.c): strides, padding, dilation, channel multiplier", function()
+    -- V.conv2d(x, w, b, sh, sw, ph, pw, dh, dw, groups); one input channel per group takes the direct kernel
+    assert.is_true(gradcheck(function(x, w, b) return V.conv2d(x, w, b, 2, 1, 1, 2, 2, 1, 3) end,
+      { lt.randn(2, 3, 7, 6), lt.randn(6, 1, 3, 3), lt.randn(6) }))
+    assert.is_true(gradcheck(function(x, w) return V.conv2d(x, w, nil, 1, 3, 0, 1, 1, 2, 2) end,
+      { lt.randn(1, 2, 5, 9), lt.randn(2, 1, 2, 3) }))
+    -- a depthwise transposed convolution runs the same kernels as its adjoint's passes
+    assert.is_true(gradcheck(function(x, w, b) return V.conv_transpose2d(x, w, b, 2, 1, 1, 0, 1, 0, 1, 2, 3) end,
+      { lt.randn(2, 3, 3, 4), lt.randn(3, 1, 3, 2), lt.randn(3) }))
+  end)
+
+  it("the depthwise kernel on the pool matches one dense convolution per channel", function()
+    local threads = lt.get_num_threads()
+    lt.set_num_threads(2)
+    local C, M = 12, 2
+    local x, w, b = lt.randn(4, C, 23, 21), lt.randn(C * M, 1, 3, 3), lt.randn(C * M)
+    local gy = lt.randn(4, C * M, 12, 11)
+    local xd, wd = x:clone():requires_grad(true), w:clone():requires_grad(true)
+    local y = V.conv2d(xd, wd, b, 2, 2, 1, 1, 1, 1, C)
+    y:backward(gy)
+    local xr, wr = x:clone():requires_grad(true), w:clone():requires_grad(true)
+    local parts = {}
+    for o = 1, C * M do
+      local c = math.floor((o - 1) / M) + 1
+      parts[o] = F.conv2d(xr:narrow(2, c, 1), wr:narrow(1, o, 1), b:narrow(1, o, 1), { stride = 2, padding = 1 })
+    end
+    local yr = lt.cat(parts, 2)
+    yr:backward(gy)
+    lt.set_num_threads(threads)
+    same { { "output", y, yr, 1e-5 }, { "grad_input", xd.grad, xr.grad, 1e-5 },
+      { "grad_weight", wd.grad, wr.grad, 1e-4 } }
+  end)
+
+  it("grouped conv2d in chunks of items (the last one short) matches one dense convolution per group", function()
+    -- planes of 400 columns, col rows 24*3*3: 3 items per chunk (nn_conv_general.c), so chunks of 3 and 2
+    local x, w, b = lt.randn(5, 48, 20, 20), lt.randn(6, 24, 3, 3), lt.randn(6)
+    local gy = lt.randn(5, 6, 20, 20)
+    local xg, wg = x:clone():requires_grad(true), w:clone():requires_grad(true)
+    local y = V.conv2d(xg, wg, b, 1, 1, 1, 1, 1, 1, 2)
+    y:backward(gy)
+    local xr, wr = x:clone():requires_grad(true), w:clone():requires_grad(true)
+    local yr = lt.cat({ F.conv2d(xr:narrow(2, 1, 24), wr:narrow(1, 1, 3), b:narrow(1, 1, 3), { padding = 1 }),
+      F.conv2d(xr:narrow(2, 25, 24), wr:narrow(1, 4, 3), b:narrow(1, 4, 3), { padding = 1 }) }, 2)
+    yr:backward(gy)
+    same { { "output", y, yr, 1e-4 }, { "grad_input", xg.grad, xr.grad, 1e-4 },
+      { "grad_weight", wg.grad, wr.grad, 1e-2 } }
   end)
 
   it("conv_transpose2d with groups, dilation, stride and output_padding", function()
@@ -164,6 +218,60 @@ describe("ConvTranspose2d with an output_size", function()
     assert.are.equal("[2 x 3 x 7 x 13]", m(x, { 2, 3, 7, 13 }):shape_str())
     assert.matches("requested output size 9 is not in 7..8 for dim 3 (input [2 x 2 x 4 x 5])", err_of(m, x, { 9, 13 }),
       1, true)
+  end)
+end)
+
+describe("dilated max pooling", function()
+  it("has finite-difference gradients (strided, padded, ceil mode, 1-d)", function()
+    local x = lt.randperm(2 * 2 * 9 * 8):float():reshape(2, 2, 9, 8) / 10
+    assert.is_true(gradcheck(function(t) return F.max_pool2d(t, 3, { stride = 2, padding = 1, dilation = { 2, 3 },
+      ceil_mode = true }) end, { x }))
+    assert.is_true(gradcheck(function(t) return nn.MaxPool1d(2, { dilation = 3 })(t) end,
+      { lt.randperm(2 * 3 * 11):float():reshape(2, 3, 11) / 10 }))
+  end)
+
+  it("gives -inf and no gradient for a window that misses the input (as PyTorch)", function()
+    local x = lt.randn(1, 1, 3, 3):requires_grad(true)
+    local y = F.max_pool2d(x, 2, { stride = 1, padding = 1, dilation = 4 })
+    assert.are.same({ 1, 1, 1, 1 }, y:shape())
+    assert.are.equal(-math.huge, y:item())
+    y:backward(lt.ones(1, 1, 1, 1))
+    assert.are.same({ 0, 0, 0, 0, 0, 0, 0, 0, 0 }, x.grad:flatten():tolist())
+  end)
+
+  it("names a bad dilation and a dilated kernel larger than the input", function()
+    assert.matches("MaxPool2d: dilation must be an integer >= 1, got 0", err_of(nn.MaxPool2d, 2, { dilation = 0 }),
+      1, true)
+    assert.matches("max_pool2d: kernel 6x6 is larger than the padded input 3x3 (input [1 x 1 x 3 x 3])",
+      err_of(F.max_pool2d, lt.randn(1, 1, 3, 3), 2, { dilation = 5 }), 1, true)
+    local m = nn.MaxPool2d(2, { dilation = 3 })
+    assert.matches("MaxPool2d(kernel_size=2, stride=2, dilation=3): input [1 x 1 x 3 x 3] is smaller than the "
+      .. "kernel 4x4", err_of(function() return m(lt.randn(1, 1, 3, 3)) end), 1, true)
+  end)
+end)
+
+describe("adaptive pools: an output_size entry nil or false keeps that dim (PyTorch's None)", function()
+  it("pools {nil, 3} as {H, 3} and {4, false} as {4, W}, in the modules and in F", function()
+    lt.manual_seed(3)
+    local x = lt.randn(2, 3, 5, 7)
+    local a = nn.AdaptiveAvgPool2d({ nil, 3 })
+    assert.are.equal("AdaptiveAvgPool2d(output_size=[nil x 3])", tostring(a))
+    assert.are.same({ 2, 3, 5, 3 }, a(x):shape())
+    assert.are.same(F.adaptive_avg_pool2d(x, { 5, 3 }):flatten():tolist(), a(x):flatten():tolist())
+    local m = nn.AdaptiveMaxPool2d({ 4, false })
+    assert.are.same({ 3, 4, 7 }, m(x[1]):shape())
+    assert.are.same(F.adaptive_max_pool2d(x, { 4, 7 }):flatten():tolist(), m(x):flatten():tolist())
+    assert.are.same({ 2, 3, 5, 7 }, F.adaptive_max_pool2d(x, { false, false }):shape())
+  end)
+
+  it("names a list of the wrong length or keys", function()
+    local want = "AdaptiveAvgPool2d: output_size must be a number or a list of 2 (nil or false keeps the input's size: "
+    assert.are.equal(want .. "{nil, 7}, {7, false}), got a list of 1",
+      err_of(nn.AdaptiveAvgPool2d, { 7, nil }):match("AdaptiveAvgPool2d: .*"))
+    assert.are.equal(want .. "{nil, 7}, {7, false}), got other keys",
+      err_of(nn.AdaptiveAvgPool2d, { 7, 2, 3 }):match("AdaptiveAvgPool2d: .*"))
+    assert.matches("adaptive_max_pool2d: output_size must be an integer >= 1, got 0",
+      err_of(F.adaptive_max_pool2d, lt.randn(1, 1, 4, 4), { false, 0 }), 1, true)
   end)
 end)
 

@@ -66,7 +66,10 @@ static int l_max_pool2d(lua_State *L) {
   int kh = check_int(L, 2, fn, "kernel_size"), kw = check_int(L, 3, fn, "kernel_size");
   int sh = check_int(L, 4, fn, "stride"), sw = check_int(L, 5, fn, "stride");
   int ph = check_int(L, 6, fn, "padding"), pw = check_int(L, 7, fn, "padding");
-  return l_push(L, lt_nn_max_pool2d(L_CTX(L), x, kh, kw, sh, sw, ph, pw, lua_toboolean(L, 8)));
+  /* optional dilation (args 9, 10; 1 without) */
+  int dh = lua_isnoneornil(L, 9) ? 1 : check_int(L, 9, fn, "dilation");
+  int dw = lua_isnoneornil(L, 10) ? 1 : check_int(L, 10, fn, "dilation");
+  return l_push(L, lt_nn_max_pool2d_dilated(L_CTX(L), x, kh, kw, sh, sw, ph, pw, dh, dw, lua_toboolean(L, 8)));
 }
 
 static int l_avg_pool2d(lua_State *L) {

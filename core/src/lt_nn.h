@@ -27,6 +27,9 @@ lt_tensor *lt_nn_conv2d_act(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b,
 /* x [N, C, H, W]; floor or ceil mode (the last window starts inside the input or its left padding); padding is
  * -inf for max, counted (count_include_pad) for avg */
 lt_tensor *lt_nn_max_pool2d(lt_ctx *c, lt_tensor *x, int kh, int kw, int sh, int sw, int ph, int pw, int ceil_mode);
+/* max pooling over dilated windows (cells dh, dw apart; PyTorch's dilation) */
+lt_tensor *lt_nn_max_pool2d_dilated(lt_ctx *c, lt_tensor *x, int kh, int kw, int sh, int sw, int ph, int pw, int dh,
+                                    int dw, int ceil_mode);
 lt_tensor *lt_nn_avg_pool2d(lt_ctx *c, lt_tensor *x, int kh, int kw, int sh, int sw, int ph, int pw,
                             int count_include_pad, int ceil_mode);
 

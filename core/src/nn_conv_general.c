@@ -9,15 +9,18 @@
  * The transposed convolution is the adjoint of a convolution: its forward is CONV_INPUT_GRAD of the convolution
  * that maps its output space back to its input space (with the same weight tensor, [Cin, Cout/G, KH, KW]), its
  * input gradient is CONV_FORWARD and its weight gradient CONV_WEIGHT_GRAD with the roles of x and gy swapped.
- * Dilation 1 with one group goes to nn_conv.c's tuned kernel instead (lt_nn_conv2d_ex dispatches).
+ * Dilation 1 with one group goes to nn_conv.c's tuned kernel instead (lt_nn_conv2d_ex dispatches); one input
+ * channel per group (depthwise) to the direct kernels of nn_conv_depthwise.c (conv_run dispatches).
  */
 #include <string.h>
 
 #include "lt_alloc.h"
 #include "lt_conv.h"
+#include "lt_conv_dw.h"
 #include "lt_ctx.h"
 #include "lt_errors.h"
 #include "lt_nn.h"
+#include "lt_pool.h"
 #include "lt_simd.h"
 
 typedef struct gconv_geom {
@@ -31,16 +34,16 @@ static int64_t g_og(const gconv_geom *g) { return g->O / g->G; }             /* 
 static int64_t g_kg(const gconv_geom *g) { return g_cg(g) * g->KH * g->KW; } /* rows of one group's col */
 static int64_t g_p(const gconv_geom *g) { return g->HO * g->WO; }
 
-/* col [Cg*KH*KW, HO*WO] of the Cg channels starting at x (zeros where the dilated window is in the padding);
- * with add, the adjoint instead: x += fold(col) */
-LT_VECTOR_FN static void unfold_or_fold(const gconv_geom *g, float *x, float *col, int add) {
+/* col [Cg*KH*KW, HO*WO] (rows ld apart) of the Cg channels starting at x (zeros where the dilated window is in
+ * the padding); with add, the adjoint instead: x += fold(col) */
+LT_VECTOR_FN static void unfold_or_fold(const gconv_geom *g, float *x, float *col, int64_t ld, int add) {
   const int64_t HO = g->HO, WO = g->WO, P = HO * WO;
   for (int64_t ch = 0; ch < g_cg(g); ch++)
     for (int64_t ki = 0; ki < g->KH; ki++) {
       int64_t oh_lo, oh_hi;
       lt_conv_valid_range(ki * g->DH, g->SH, g->PH, g->H, HO, &oh_lo, &oh_hi);
       for (int64_t kj = 0; kj < g->KW; kj++) {
-        float *row = col + ((ch * g->KH + ki) * g->KW + kj) * P;
+        float *row = col + ((ch * g->KH + ki) * g->KW + kj) * ld;
         int64_t lo, hi;
         lt_conv_valid_range(kj * g->DW, g->SW, g->PW, g->W, WO, &lo, &hi);
         if (!add) memset(row, 0, sizeof(float) * (size_t)P);
@@ -63,36 +66,105 @@ static float *scratch(lt_ctx *c, int64_t n) {
   return p;
 }
 
-/* The three passes, per item and group, over one col buffer [Kg, P]:
+/* The three passes, per chunk of nb items and per group, over one col buffer [Kg, nb*P] (item i's columns at
+ * i*P) and one buffer t [Og, nb*P] of the chunk's outputs, so each GEMM spans the chunk (wide enough for
+ * OpenBLAS's kernels and threads even on 4x4 planes); the items' unfolds and folds run on lutra's pool:
  *   CONV_FORWARD      y [N, O, HO, WO] = conv(x [N, C, H, W], w)          (in = x, other = w, out = y, overwritten)
  *   CONV_INPUT_GRAD   gx [N, C, H, W] += the adjoint of conv applied to gy (in = gy, other = w, out = gx)
  *   CONV_WEIGHT_GRAD  gw [O, C/G, KH, KW] += gy @ im2col(x)^T over the batch (in = x, other = gy, out = gw) */
 typedef enum conv_pass { CONV_FORWARD, CONV_INPUT_GRAD, CONV_WEIGHT_GRAD } conv_pass;
 
+#define CONV_CHUNK_FLOATS (INT64_C(1) << 18) /* col buffer per chunk: 1 MiB, in cache next to the GEMM's panels */
+#define CONV_PAR_MIN (INT64_C(1) << 15)      /* floats unfolded or folded below which the pool does not pay */
+#define CONV_CHUNK_MAX_P 512                 /* output planes (HO*WO) from which items go one at a time */
+
+typedef struct fold_job {
+  const gconv_geom *g;
+  float *x;   /* the chunk's first item, at its group's first channel */
+  float *col; /* [Kg, nb*P] */
+  int64_t nb, add;
+} fold_job;
+
+static void fold_part(void *arg, int part, int nparts) {
+  const fold_job *j = arg;
+  const gconv_geom *g = j->g;
+  int64_t lo, hi;
+  lt_pool_range(j->nb, part, nparts, 1, &lo, &hi);
+  for (int64_t i = lo; i < hi; i++)
+    unfold_or_fold(g, j->x + i * g->C * g->H * g->W, j->col + i * g_p(g), j->nb * g_p(g), (int)j->add);
+}
+
+/* col <- the unfold of nb items from x (add 0), or x += their folds from col (add 1) */
+static void fold_items(lt_ctx *c, const gconv_geom *g, float *x, float *col, int64_t nb, int add) {
+  fold_job j = { g, x, col, nb, add };
+  int parts = lt_pool_parts(c->num_threads, g_kg(g) * nb * g_p(g), CONV_PAR_MIN);
+  if (parts > nb) parts = (int)nb;
+  if (parts > 1) lt_pool_run(fold_part, &j, parts);
+  else fold_part(&j, 0, 1);
+}
+
+/* t [Og, nb*P] <-> the chunk's planes in y [.., O, P] from item 0 at its group's first channel (to_t: gather) */
+static void gather_or_scatter(const gconv_geom *g, float *y, float *t, int64_t nb, int to_t) {
+  const int64_t P = g_p(g), Og = g_og(g);
+  for (int64_t i = 0; i < nb; i++)
+    for (int64_t o = 0; o < Og; o++) {
+      float *yr = y + (i * g->O + o) * P, *tr = t + o * nb * P + i * P;
+      if (to_t) memcpy(tr, yr, sizeof(float) * (size_t)P);
+      else memcpy(yr, tr, sizeof(float) * (size_t)P);
+    }
+}
+
 static int conv_run(lt_ctx *c, const gconv_geom *g, conv_pass pass, const float *in, const float *other, float *out) {
   const int64_t Kg = g_kg(g), P = g_p(g), Og = g_og(g), Cg = g_cg(g), HW = g->H * g->W;
-  float *col = scratch(c, Kg * P);
-  if (!col) return LT_ERR;
+  if (Cg == 1 && g->KH * g->KW <= LT_CONV_DW_MAX_TAPS) { /* depthwise: no col buffer, no per-plane GEMMs */
+    const lt_dw_geom d = { g->N,  g->C,  Og,    g->H,  g->W,  g->HO, g->WO, g->KH,
+                           g->KW, g->SH, g->SW, g->PH, g->PW, g->DH, g->DW };
+    switch (pass) {
+      case CONV_FORWARD: lt_conv_dw_forward(c, &d, in, other, out); break;
+      case CONV_INPUT_GRAD: lt_conv_dw_input_grad(c, &d, in, other, out); break;
+      case CONV_WEIGHT_GRAD: lt_conv_dw_weight_grad(c, &d, in, other, out); break;
+    }
+    return LT_OK;
+  }
+  /* small planes only: a plane of CONV_CHUNK_MAX_P columns or more makes a wide enough GEMM alone, and then the
+   * item's [Og, P] block of y (or gy) is the GEMM's operand itself, with no gather or scatter */
+  int64_t nb = P < CONV_CHUNK_MAX_P ? CONV_CHUNK_FLOATS / (Kg * P > 0 ? Kg * P : 1) : 1;
+  nb = nb < 1 ? 1 : nb > g->N ? g->N : nb;
+  const int64_t tsize = nb > 1 ? Og * nb * P : 0;
+  float *col = scratch(c, Kg * nb * P), *tbuf = col && tsize ? scratch(c, tsize) : NULL;
+  if (!col || (tsize && !tbuf)) {
+    if (col) lt_free(col, sizeof(float) * (size_t)(Kg * nb * P));
+    return LT_ERR;
+  }
   int rc = LT_OK;
-  for (int64_t n = 0; n < g->N && !rc; n++)
+  for (int64_t n0 = 0; n0 < g->N && !rc; n0 += nb) {
+    const int64_t m = n0 + nb <= g->N ? nb : g->N - n0, L = m * P; /* the chunk's items and columns */
     for (int64_t gr = 0; gr < g->G && !rc; gr++) {
-      const int64_t xo = (n * g->C + gr * Cg) * HW, yo = (n * g->O + gr * Og) * P, wo = gr * Og * Kg;
+      const int64_t xo = (n0 * g->C + gr * Cg) * HW, yo = (n0 * g->O + gr * Og) * P, wo = gr * Og * Kg;
+      /* the chunk's outputs [Og, L]: the gathered buffer, or the one item's block in place */
+      const float *plane = pass == CONV_FORWARD ? out + yo : pass == CONV_INPUT_GRAD ? in + yo : other + yo;
+      float *t = m > 1 ? tbuf : (float *)plane;
       switch (pass) {
         case CONV_FORWARD:
-          unfold_or_fold(g, (float *)in + xo, col, 0);
-          rc = lt_gemm(c, 0, 0, Og, P, Kg, 1.0f, other + wo, Kg, col, P, 0.0f, out + yo, P);
+          fold_items(c, g, (float *)in + xo, col, m, 0);
+          rc = lt_gemm(c, 0, 0, Og, L, Kg, 1.0f, other + wo, Kg, col, L, 0.0f, t, L);
+          if (!rc && m > 1) gather_or_scatter(g, out + yo, t, m, 0);
           break;
         case CONV_INPUT_GRAD:
-          rc = lt_gemm(c, 1, 0, Kg, P, Og, 1.0f, other + wo, Kg, in + yo, P, 0.0f, col, P);
-          if (!rc) unfold_or_fold(g, out + xo, col, 1);
+          if (m > 1) gather_or_scatter(g, (float *)in + yo, t, m, 1);
+          rc = lt_gemm(c, 1, 0, Kg, L, Og, 1.0f, other + wo, Kg, t, L, 0.0f, col, L);
+          if (!rc) fold_items(c, g, out + xo, col, m, 1);
           break;
         case CONV_WEIGHT_GRAD:
-          unfold_or_fold(g, (float *)in + xo, col, 0);
-          rc = lt_gemm(c, 0, 1, Og, Kg, P, 1.0f, other + yo, P, col, P, 1.0f, out + wo, Kg);
+          fold_items(c, g, (float *)in + xo, col, m, 0);
+          if (m > 1) gather_or_scatter(g, (float *)other + yo, t, m, 1);
+          rc = lt_gemm(c, 0, 1, Og, Kg, L, 1.0f, t, L, col, L, 1.0f, out + wo, Kg);
           break;
       }
     }
-  lt_free(col, sizeof(float) * (size_t)(Kg * P));
+  }
+  lt_free(col, sizeof(float) * (size_t)(Kg * nb * P));
+  if (tbuf) lt_free(tbuf, sizeof(float) * (size_t)tsize);
   return rc;
 }
 

@@ -1,5 +1,6 @@
 /*
- * nn_pool.c — 2-D max and average pooling (floor or ceil mode, optional padding), forward and backward.
+ * nn_pool.c — 2-D max and average pooling (floor or ceil mode, optional padding; max pooling also dilated),
+ * forward and backward.
  * Max pooling saves the flat position (within the H*W plane) of each window's maximum, so backward
  * is a scatter; padded cells never win. Average pooling divides like PyTorch: by the window clipped
  * to the padded input (count_include_pad) or by the number of real cells.
@@ -12,7 +13,7 @@
 #include "lt_simd.h"
 
 typedef struct pool_geom {
-  int64_t N, C, H, W, KH, KW, SH, SW, PH, PW, HO, WO, count_pad, ceil_mode;
+  int64_t N, C, H, W, KH, KW, SH, SW, PH, PW, HO, WO, count_pad, ceil_mode, DH, DW; /* DH, DW: max pooling only */
 } pool_geom;
 _Static_assert(sizeof(pool_geom) <= sizeof(((lt_node *)0)->i), "pool_geom must fit in a node's integer slots");
 
@@ -25,7 +26,7 @@ static int64_t pool_out_size(int64_t n, int64_t k, int64_t s, int64_t p, int cei
 }
 
 static int pool_check(lt_ctx *c, const char *op, lt_tensor *x, int kh, int kw, int sh, int sw, int ph, int pw,
-                      int ceil_mode, pool_geom *g) {
+                      int dh, int dw, int ceil_mode, pool_geom *g) {
   char b1[128];
   if (lt_check_dtype(c, op, "input", x, LT_F32)) return LT_ERR;
   if (x->ndim != 4)
@@ -35,14 +36,17 @@ static int pool_check(lt_ctx *c, const char *op, lt_tensor *x, int kh, int kw, i
     return lt_fail(c,
                    "%s: kernel and stride must be >= 1 and padding >= 0, got kernel %dx%d, stride %dx%d, padding %dx%d",
                    op, kh, kw, sh, sw, ph, pw);
+  if (dh < 1 || dw < 1) return lt_fail(c, "%s: dilation must be >= 1, got %dx%d", op, dh, dw);
   if (2 * ph > kh || 2 * pw > kw)
     return lt_fail(c, "%s: padding %dx%d must be at most half the kernel %dx%d", op, ph, pw, kh, kw);
-  pool_geom r = { x->shape[0], x->shape[1], x->shape[2], x->shape[3], kh, kw, sh, sw, ph, pw, 0, 0, 0, ceil_mode != 0 };
-  if (r.H + 2 * ph < kh || r.W + 2 * pw < kw)
-    return lt_fail(c, "%s: kernel %dx%d is larger than the padded input %lldx%lld (input %s)", op, kh, kw,
-                   (long long)(r.H + 2 * ph), (long long)(r.W + 2 * pw), lt_shape_str(x, b1, sizeof b1));
-  r.HO = pool_out_size(r.H, kh, sh, ph, r.ceil_mode);
-  r.WO = pool_out_size(r.W, kw, sw, pw, r.ceil_mode);
+  pool_geom r = { x->shape[0], x->shape[1], x->shape[2], x->shape[3], kh, kw, sh, sw, ph, pw, 0, 0, 0, ceil_mode != 0,
+                  dh,          dw };
+  const int64_t eh = (int64_t)dh * (kh - 1) + 1, ew = (int64_t)dw * (kw - 1) + 1; /* the dilated window */
+  if (r.H + 2 * ph < eh || r.W + 2 * pw < ew)
+    return lt_fail(c, "%s: kernel %lldx%lld is larger than the padded input %lldx%lld (input %s)", op, (long long)eh,
+                   (long long)ew, (long long)(r.H + 2 * ph), (long long)(r.W + 2 * pw), lt_shape_str(x, b1, sizeof b1));
+  r.HO = pool_out_size(r.H, eh, sh, ph, r.ceil_mode);
+  r.WO = pool_out_size(r.W, ew, sw, pw, r.ceil_mode);
   *g = r;
   return LT_OK;
 }
@@ -63,7 +67,8 @@ static int max_pool_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor *
   float *px = lt_f32(gx);
   const int64_t P = g.HO * g.WO, HW = g.H * g.W;
   for (int64_t pl = 0; pl < g.N * g.C; pl++)
-    for (int64_t p = 0; p < P; p++) px[pl * HW + idx[pl * P + p]] += pg[pl * P + p];
+    for (int64_t p = 0; p < P; p++)
+      if (idx[pl * P + p] >= 0) px[pl * HW + idx[pl * P + p]] += pg[pl * P + p]; /* -1: an empty window */
   lt_tensor_release(gc);
   gin[0] = gx;
   return LT_OK;
@@ -129,11 +134,19 @@ __attribute__((target("avx512f"))) static void max_pool_2x2_row_avx512(const flo
 }
 #endif
 
+/* the cells start, start + d, ... (k of them) of a window that lie in [0, n): from *lo below *hi in steps of d */
+static void window(int64_t start, int64_t k, int64_t d, int64_t n, int64_t *lo, int64_t *hi) {
+  int64_t l = start < 0 ? start + (-start + d - 1) / d * d : start, h = start + (k - 1) * d + 1;
+  *lo = l;
+  *hi = h > n ? n : h;
+}
+
 static void max_pool_forward(const pool_geom *gp, const float *restrict px, float *restrict po, int64_t *restrict pi) {
   const pool_geom g = *gp;
   const int64_t HW = g.H * g.W;
   /* (ceil mode may add a last, partial window: not the 2x2 rows') */
-  if (g.KH == 2 && g.KW == 2 && g.SH == 2 && g.SW == 2 && g.PH == 0 && g.PW == 0 && 2 * g.HO <= g.H &&
+  if (g.KH == 2 && g.KW == 2 && g.SH == 2 && g.SW == 2 && g.PH == 0 && g.PW == 0 && g.DH == 1 && g.DW == 1 &&
+      2 * g.HO <= g.H &&
       2 * g.WO <= g.W) {
 #ifdef POOL_AVX512
     const int avx512 = __builtin_cpu_supports("avx512f");
@@ -155,17 +168,17 @@ static void max_pool_forward(const pool_geom *gp, const float *restrict px, floa
   for (int64_t pl = 0; pl < g.N * g.C; pl++) {
     const float *plane = px + pl * HW;
     for (int64_t oh = 0; oh < g.HO; oh++) {
-      int64_t h0 = oh * g.SH - g.PH, h1 = h0 + g.KH;
-      if (h0 < 0) h0 = 0;
-      if (h1 > g.H) h1 = g.H;
+      int64_t h0, h1;
+      window(oh * g.SH - g.PH, g.KH, g.DH, g.H, &h0, &h1);
       for (int64_t ow = 0; ow < g.WO; ow++) {
-        int64_t w0 = ow * g.SW - g.PW, w1 = w0 + g.KW;
-        if (w0 < 0) w0 = 0;
-        if (w1 > g.W) w1 = g.W;
-        float best = plane[h0 * g.W + w0];
-        int64_t bi = h0 * g.W + w0;
-        for (int64_t ih = h0; ih < h1; ih++)
-          for (int64_t iw = w0; iw < w1; iw++) {
+        int64_t w0, w1;
+        window(ow * g.SW - g.PW, g.KW, g.DW, g.W, &w0, &w1);
+        /* a dilated window can miss the input entirely (its cells on either side of it): -inf, as PyTorch,
+         * and no cell to take the gradient */
+        float best = h0 < h1 && w0 < w1 ? plane[h0 * g.W + w0] : -INFINITY;
+        int64_t bi = h0 < h1 && w0 < w1 ? h0 * g.W + w0 : -1;
+        for (int64_t ih = h0; ih < h1; ih += g.DH)
+          for (int64_t iw = w0; iw < w1; iw += g.DW) {
             float v = plane[ih * g.W + iw];
             int take = (v > best) | ((v != v) & (best == best));
             best = take ? v : best;
@@ -179,8 +192,13 @@ static void max_pool_forward(const pool_geom *gp, const float *restrict px, floa
 }
 
 lt_tensor *lt_nn_max_pool2d(lt_ctx *c, lt_tensor *x, int kh, int kw, int sh, int sw, int ph, int pw, int ceil_mode) {
+  return lt_nn_max_pool2d_dilated(c, x, kh, kw, sh, sw, ph, pw, 1, 1, ceil_mode);
+}
+
+lt_tensor *lt_nn_max_pool2d_dilated(lt_ctx *c, lt_tensor *x, int kh, int kw, int sh, int sw, int ph, int pw, int dh,
+                                    int dw, int ceil_mode) {
   pool_geom g;
-  if (pool_check(c, "max_pool2d", x, kh, kw, sh, sw, ph, pw, ceil_mode, &g)) return NULL;
+  if (pool_check(c, "max_pool2d", x, kh, kw, sh, sw, ph, pw, dh, dw, ceil_mode, &g)) return NULL;
   int64_t oshape[4] = { g.N, g.C, g.HO, g.WO };
   lt_tensor *xc = lt_op_contiguous(c, x);
   lt_tensor *out = xc ? lt_tensor_new(c, LT_F32, 4, oshape) : NULL;
@@ -257,7 +275,7 @@ static int avg_pool_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor *
 lt_tensor *lt_nn_avg_pool2d(lt_ctx *c, lt_tensor *x, int kh, int kw, int sh, int sw, int ph, int pw,
                             int count_include_pad, int ceil_mode) {
   pool_geom g;
-  if (pool_check(c, "avg_pool2d", x, kh, kw, sh, sw, ph, pw, ceil_mode, &g)) return NULL;
+  if (pool_check(c, "avg_pool2d", x, kh, kw, sh, sw, ph, pw, 1, 1, ceil_mode, &g)) return NULL;
   g.count_pad = count_include_pad != 0;
   int64_t oshape[4] = { g.N, g.C, g.HO, g.WO };
   lt_tensor *xc = lt_op_contiguous(c, x);

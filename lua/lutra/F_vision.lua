@@ -170,10 +170,11 @@ local function pool_args(fn, nsp, k, stride, padding, extra)
 end
 M._pool_args = pool_args
 
---- max_pool2d(x, k[, stride = k[, padding = 0]]) or max_pool2d(x, k, {stride, padding, ceil_mode=false})
+--- max_pool2d(x, k[, stride = k[, padding = 0]]) or max_pool2d(x, k, {stride, padding, dilation=1, ceil_mode=false})
 function M.max_pool2d(x, k, stride, padding)
-  local kk, s, p, o = pool_args("max_pool2d", 2, k, stride, padding, {})
-  return C.max_pool2d(x, kk[1], kk[2], s[1], s[2], p[1], p[2], o.ceil_mode == true)
+  local kk, s, p, o = pool_args("max_pool2d", 2, k, stride, padding, { dilation = "number|table" })
+  local d = tuple("max_pool2d", "dilation", o.dilation or 1, 2, 1)
+  return C.max_pool2d(x, kk[1], kk[2], s[1], s[2], p[1], p[2], o.ceil_mode == true, d[1], d[2])
 end
 
 --- avg_pool2d(x, k[, stride = k[, padding = 0]]) or avg_pool2d(x, k, {stride, padding, ceil_mode=false,
@@ -189,11 +190,13 @@ local function check_1d(fn, x)
     x:shape_str()), 3) end
 end
 
---- max_pool1d(x [N x C x L], k[, stride = k[, padding = 0]]) or max_pool1d(x, k, {stride, padding, ceil_mode})
+--- max_pool1d(x [N x C x L], k[, stride = k[, padding = 0]]) or max_pool1d(x, k, {stride, padding, dilation,
+--- ceil_mode})
 function M.max_pool1d(x, k, stride, padding)
   check_1d("max_pool1d", x)
-  local kk, s, p, o = pool_args("max_pool1d", 1, k, stride, padding, {})
-  return C.max_pool2d(x:unsqueeze(3), 1, kk[1], 1, s[1], 0, p[1], o.ceil_mode == true):squeeze(3)
+  local kk, s, p, o = pool_args("max_pool1d", 1, k, stride, padding, { dilation = "number|table" })
+  local d = tuple("max_pool1d", "dilation", o.dilation or 1, 1, 1)
+  return C.max_pool2d(x:unsqueeze(3), 1, kk[1], 1, s[1], 0, p[1], o.ceil_mode == true, 1, d[1]):squeeze(3)
 end
 
 --- avg_pool1d(x [N x C x L], k[, stride = k[, padding = 0]]) or avg_pool1d(x, k, {stride, padding, ceil_mode,
@@ -205,10 +208,35 @@ function M.avg_pool1d(x, k, stride, padding)
     o.ceil_mode == true):squeeze(3)
 end
 
---- adaptive_avg_pool2d(x [N x C x H x W], output_size (number or {h, w}))
+--- A 2-d adaptive pool's output size: a number, or {h, w} where a nil or false entry keeps that dim of the input
+--- (PyTorch's None: {nil, 7}; a kept last dim is written false, {7, false}, as {7, nil} is the list {7}). Without x
+--- the checked list, false where kept; with x [.. x H x W] the sizes.
+local function adaptive_size2(fn, v, x)
+  if type(v) ~= "table" then return tuple(fn, "output_size", v, 2, 1) end
+  local n = 0
+  for k in pairs(v) do
+    if type(k) ~= "number" or k ~= 1 and k ~= 2 then n = 3; break end
+    n = math.max(n, k)
+  end
+  if n ~= 2 then
+    error(string.format("%s: output_size must be a number or a list of 2 (nil or false keeps the input's size: "
+      .. "{nil, 7}, {7, false}), got %s", fn, n == 3 and "other keys" or "a list of " .. n), 4)
+  end
+  local t = {}
+  for i = 1, 2 do
+    if v[i] == nil or v[i] == false then t[i] = x and x:size(x:dim() - 2 + i) or false
+    else t[i] = H.check_int(fn, "output_size", v[i], 1, 3) end
+  end
+  return t
+end
+M._adaptive_size2 = adaptive_size2
+
+--- adaptive_avg_pool2d(x [N x C x H x W], output_size (number or {h, w}; nil/false entries keep that dim))
 function M.adaptive_avg_pool2d(x, size)
   check_tensor("adaptive_avg_pool2d", x, "input")
-  local o = tuple("adaptive_avg_pool2d", "output_size", size, 2, 1)
+  if x:dim() < 2 then error("adaptive_avg_pool2d: input must be [batch x channels x height x width], got " ..
+    x:shape_str(), 2) end
+  local o = adaptive_size2("adaptive_avg_pool2d", size, x)
   return V.adaptive_avg_pool2d(x, o[1], o[2])
 end
 
@@ -216,7 +244,9 @@ end
 --- positions of the maxima within each [H x W] plane (int64)
 function M.adaptive_max_pool2d(x, size, return_indices)
   check_tensor("adaptive_max_pool2d", x, "input")
-  local o = tuple("adaptive_max_pool2d", "output_size", size, 2, 1)
+  if x:dim() < 2 then error("adaptive_max_pool2d: input must be [batch x channels x height x width], got " ..
+    x:shape_str(), 2) end
+  local o = adaptive_size2("adaptive_max_pool2d", size, x)
   local y, idx = V.adaptive_max_pool2d(x, o[1], o[2])
   if return_indices then return y, idx + 1 end
   return y

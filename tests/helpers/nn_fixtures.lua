@@ -20,9 +20,18 @@ function X.tensor(obj)
 end
 
 --- The module of a modules.json-style case: lt.nn[case.module](args..., opts) (opts left out when empty).
+--- A JSON null inside a list argument (PyTorch's None, e.g. output_size (None, 3)) becomes false, lutra's
+--- spelling of an entry that a trailing nil could not hold.
 function X.build_module(case)
   local args = {}
-  for i, a in ipairs(case.args) do args[i] = a end
+  for i, a in ipairs(case.args) do
+    if type(a) == "table" then
+      local t = {}
+      for k, v in pairs(a) do t[k] = v ~= cjson.null and v end
+      a = t
+    end
+    args[i] = a
+  end
   if next(case.opts) ~= nil then args[#args + 1] = case.opts end
   return lt.nn[case.module](unpack(args, 1, #case.args + 1))
 end

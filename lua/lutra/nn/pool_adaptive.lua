@@ -1,6 +1,7 @@
 -- nn/pool_adaptive.lua — AdaptiveAvgPool2d(output_size), AdaptiveMaxPool2d(output_size[, {return_indices=false}])
 -- on [N, C, H, W] or [C, H, W], and the 1-d forms on [N, C, L] or [C, L]: output_size is a number or an
--- {h, w} pair; output cell i pools input rows floor(i*H/h) .. ceil((i+1)*H/h) - 1 (PyTorch's windows).
+-- {h, w} pair (a nil or false entry keeps that dim of the input, PyTorch's None); output cell i pools input
+-- rows floor(i*H/h) .. ceil((i+1)*H/h) - 1 (PyTorch's windows).
 -- With return_indices the max forms also return the 1-based flat positions of the maxima within each plane.
 local lt = require "lutra"
 local Module = require("lutra.nn.module").Module
@@ -14,10 +15,14 @@ local function make(name, nsp, fn, is_max)
     if type(size) == "table" and size.output_size ~= nil and opts == nil then opts, size = size, size.output_size end
     opts = H.check_opts(name, opts, is_max and { output_size = true, return_indices = "boolean" }
       or { output_size = true }, 3)
-    self.output_size = FV._tuple(name, "output_size", size, nsp, 1)
+    self.output_size = nsp == 2 and FV._adaptive_size2(name, size) or FV._tuple(name, "output_size", size, nsp, 1)
     self.return_indices = is_max and opts.return_indices == true or nil
   end
-  function cls:extra_repr() return "output_size=" .. H.shape_str(self.output_size) end
+  function cls:extra_repr()
+    local t = {}
+    for i, v in ipairs(self.output_size) do t[i] = v == false and "nil" or tostring(v) end -- nil: kept dim
+    return "output_size=[" .. table.concat(t, " x ") .. "]"
+  end
   local dims_text = nsp == 2 and "[batch x channels x height x width] (or [channels x height x width])"
     or "[batch x channels x length] (or [channels x length])"
   function cls:forward(x)
