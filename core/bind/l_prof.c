@@ -28,7 +28,6 @@ void l_push_time_row(lua_State *L, const char *key, const char *name, int64_t co
 }
 
 void l_prof_register(lua_State *L) {
-  static const luaL_Reg fns[] = { { "_detect_anomaly", l_detect_anomaly },
-                                  { NULL, NULL } };
+  static const luaL_Reg fns[] = { { "_detect_anomaly", l_detect_anomaly }, { NULL, NULL } };
   l_setfuncs(L, fns);
 }
