@@ -19,11 +19,7 @@ local fmt = string.format
 
 local Base = cbs.Callback:extend("BaseFinetuning")
 
-local function is_bn(m)
-  local mt = getmetatable(m)
-  local name = type(mt) == "table" and rawget(mt, "__name") or nil
-  return type(name) == "string" and name:match("^BatchNorm") ~= nil
-end
+local is_bn = require("lutra.callbacks.weights").is_batch_norm
 
 local own_params
 
