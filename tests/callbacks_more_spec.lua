@@ -217,6 +217,51 @@ describe("BackboneFinetuning", function()
   end)
 end)
 
+describe("BackboneFinetuning resumed", function()
+  local fs = require "helpers.fs"
+  local function run(max_epochs, ckpt_path, save_to)
+    local m = model(0.1, 0.9)
+    if ckpt_path then -- other starting weights: everything must come from the checkpoint
+      lt.manual_seed(99)
+      m.backbone, m.head = lt.nn.Linear(3, 4), lt.nn.Linear(4, 1)
+    end
+    function m:configure_optimizers() return lt.optim.SGD(self.head:parameters(), { lr = self.lr, momentum = 0.9 }) end
+    local bf = cb.BackboneFinetuning { unfreeze_backbone_at_epoch = 1, lambda_func = function() return 2 end }
+    local trainer = lt.Trainer(quiet { max_epochs = max_epochs, callbacks = { bf } })
+    trainer:fit(m, data(8, 4), nil, ckpt_path and { ckpt_path = ckpt_path } or nil)
+    if save_to then trainer:save_checkpoint(save_to) end
+    return m, trainer
+  end
+
+  it("after the unfreeze epoch continues bitwise as the uninterrupted fit (the added param group is saved)", function()
+    local dir = fs.tmpdir()
+    local whole, tw = run(4)
+    run(3, nil, dir .. "/e3.ckpt")
+    local resumed, tr = run(4, dir .. "/e3.ckpt")
+    local a, b = lt.nn.state_dict(whole), lt.nn.state_dict(resumed)
+    for name, w in pairs(a) do assert.is_true(close(w, b[name], 0), name) end
+    local ga, gb = tw.optimizers[1].param_groups, tr.optimizers[1].param_groups
+    assert.are.equal(2, #gb)
+    assert.are.equal(ga[2].lr, gb[2].lr)
+    assert.is_true(resumed.backbone.weight:requires_grad())
+    -- a checkpoint whose added group names a parameter the model lacks
+    local m = model(0.1)
+    local opt = lt.optim.SGD(m.head:parameters(), { lr = 0.1 })
+    local bf = cb.BackboneFinetuning {}
+    assert.has_error(function()
+      bf:on_load_checkpoint({ optimizers = { opt } }, m, { internal_optimizer_metadata = { {
+        { params = { "head.weight", "head.bias" }, lr = 0.1 }, { params = { "backbone.nope" }, lr = 0.01 } } } })
+    end, "BaseFinetuning: the checkpoint's optimizer 1 param group 2 holds 'backbone.nope', which the model does not have")
+    assert.are.equal(1, #opt.param_groups)
+    -- a state saved before the groups were kept ({previous_backbone_lr} alone) still loads
+    bf:on_load_checkpoint({ optimizers = { opt } }, m, { previous_backbone_lr = 0.02 })
+    bf:load_state_dict { previous_backbone_lr = 0.02 }
+    assert.are.equal(0.02, bf.previous_backbone_lr)
+    assert.are.equal(1, #opt.param_groups)
+    fs.rmrf(dir)
+  end)
+end)
+
 describe("lr_find and LearningRateFinder", function()
   -- full-batch least squares: the loss is a function of the weights alone
   local function problem()
