@@ -72,12 +72,15 @@ describe("attention modules match PyTorch 1.13", function()
         assert.is_nil(w)
       end
       loss:backward()
-      for name, g in pairs(c.grad_inputs) do X.check(c.name .. " grad " .. name, leaves[name].grad, g) end
+      -- gradients through whole transformer stacks sum in float32 over many GEMMs whose order depends on
+      -- OpenBLAS's kernel (the Prescott fallback differs from the tuned one by ~3e-5 relative): 1e-4 here
+      local RTOL, ATOL = 1e-4, 3e-6
+      for name, g in pairs(c.grad_inputs) do X.check(c.name .. " grad " .. name, leaves[name].grad, g, RTOL, ATOL) end
       local named = m:named_parameters()
       local n = 0
       for name, g in pairs(c.grad_params) do
         assert(named[name], c.name .. ": no parameter " .. name)
-        X.check(c.name .. " grad " .. name, named[name].grad, g)
+        X.check(c.name .. " grad " .. name, named[name].grad, g, RTOL, ATOL)
         n = n + 1
       end
       assert.are.equal(n, #m:parameters())
