@@ -78,6 +78,48 @@ describe("StochasticWeightAveraging", function()
   end)
 end)
 
+describe("StochasticWeightAveraging with BatchNorm", function()
+  it("recomputes the running statistics for the averaged weights: one cumulative pass, momentum restored", function()
+    lt.manual_seed(3)
+    local x = lt.randn(12, 3)
+    local loader = lt.data.DataLoader(lt.data.TensorDataset(x, x:sum(2, true)), { batch_size = 4 })
+    lt.manual_seed(1)
+    local m = { net = lt.nn.Sequential(lt.nn.Linear(3, 4), lt.nn.BatchNorm1d(4), lt.nn.Linear(4, 1)) }
+    function m:forward(a) return self.net(a) end
+    function m:training_step(b) return lt.F.mse_loss(self:forward(b[1]), b[2]) end
+    function m:configure_optimizers() return lt.optim.SGD(lt.nn.parameters(self), { lr = 0.1 }) end
+    local stats_before
+    local rec = { on_train_end = function(_, _, mm) -- runs before SWA's (callback order)
+      stats_before = mm.net[2].running_mean:clone()
+    end }
+    local swa = cb.StochasticWeightAveraging { swa_lrs = 0.05, swa_epoch_start = 1 }
+    local trainer = lt.Trainer(quiet { max_epochs = 3, callbacks = { rec, swa } })
+    trainer:fit(m, loader)
+    local lin, bn = m.net[1], m.net[2]
+    for name, w in pairs(swa:average()) do
+      assert.is_true(close(w, lt.nn.state_dict(m)[name], 0), name) -- the model holds the mean weights
+    end
+    -- by hand: the first layer's outputs with the mean weights, batch by batch; the cumulative average of the
+    -- batch means and of the unbiased batch variances
+    local mean, var = lt.zeros(4), lt.zeros(4)
+    local nb = 0
+    for i = 1, 12, 4 do
+      local h = x:narrow(1, i, 4):matmul(lin.weight:detach():t()) + lin.bias:detach()
+      local mu = h:mean(1)
+      local v = ((h - mu) * (h - mu)):sum(1) / 3
+      mean, var, nb = mean + mu, var + v, nb + 1
+    end
+    mean, var = mean / nb, var / nb
+    assert.is_true(close(bn.running_mean, mean, 1e-5))
+    assert.is_true(close(bn.running_var, var, 1e-5))
+    assert.is_false(close(bn.running_mean, stats_before, 1e-3)) -- the pass changed them
+    assert.are.equal(3, bn.num_batches_tracked:item())
+    assert.are.equal(0.1, bn.momentum)
+    assert.is_true(bn.training)
+    assert.are.equal(9, trainer.global_step) -- the pass made no optimizer step (3 epochs of 3 batches)
+  end)
+end)
+
 describe("EMA", function()
   it("follows ema = d * ema + (1 - d) * w after every step; validation sees the EMA weights", function()
     local m = model(0.1)
@@ -172,6 +214,51 @@ describe("BackboneFinetuning", function()
     assert.has_error(function()
       lt.Trainer(quiet { max_epochs = 1, callbacks = { cb.BackboneFinetuning {} } }):fit(nobb, data(4, 4))
     end)
+  end)
+end)
+
+describe("BackboneFinetuning resumed", function()
+  local fs = require "helpers.fs"
+  local function run(max_epochs, ckpt_path, save_to)
+    local m = model(0.1, 0.9)
+    if ckpt_path then -- other starting weights: everything must come from the checkpoint
+      lt.manual_seed(99)
+      m.backbone, m.head = lt.nn.Linear(3, 4), lt.nn.Linear(4, 1)
+    end
+    function m:configure_optimizers() return lt.optim.SGD(self.head:parameters(), { lr = self.lr, momentum = 0.9 }) end
+    local bf = cb.BackboneFinetuning { unfreeze_backbone_at_epoch = 1, lambda_func = function() return 2 end }
+    local trainer = lt.Trainer(quiet { max_epochs = max_epochs, callbacks = { bf } })
+    trainer:fit(m, data(8, 4), nil, ckpt_path and { ckpt_path = ckpt_path } or nil)
+    if save_to then trainer:save_checkpoint(save_to) end
+    return m, trainer
+  end
+
+  it("after the unfreeze epoch continues bitwise as the uninterrupted fit (the added param group is saved)", function()
+    local dir = fs.tmpdir()
+    local whole, tw = run(4)
+    run(3, nil, dir .. "/e3.ckpt")
+    local resumed, tr = run(4, dir .. "/e3.ckpt")
+    local a, b = lt.nn.state_dict(whole), lt.nn.state_dict(resumed)
+    for name, w in pairs(a) do assert.is_true(close(w, b[name], 0), name) end
+    local ga, gb = tw.optimizers[1].param_groups, tr.optimizers[1].param_groups
+    assert.are.equal(2, #gb)
+    assert.are.equal(ga[2].lr, gb[2].lr)
+    assert.is_true(resumed.backbone.weight:requires_grad())
+    -- a checkpoint whose added group names a parameter the model lacks
+    local m = model(0.1)
+    local opt = lt.optim.SGD(m.head:parameters(), { lr = 0.1 })
+    local bf = cb.BackboneFinetuning {}
+    assert.has_error(function()
+      bf:on_load_checkpoint({ optimizers = { opt } }, m, { internal_optimizer_metadata = { {
+        { params = { "head.weight", "head.bias" }, lr = 0.1 }, { params = { "backbone.nope" }, lr = 0.01 } } } })
+    end, "BaseFinetuning: the checkpoint's optimizer 1 param group 2 holds 'backbone.nope', which the model does not have")
+    assert.are.equal(1, #opt.param_groups)
+    -- a state saved before the groups were kept ({previous_backbone_lr} alone) still loads
+    bf:on_load_checkpoint({ optimizers = { opt } }, m, { previous_backbone_lr = 0.02 })
+    bf:load_state_dict { previous_backbone_lr = 0.02 }
+    assert.are.equal(0.02, bf.previous_backbone_lr)
+    assert.are.equal(1, #opt.param_groups)
+    fs.rmrf(dir)
   end)
 end)
 

@@ -290,6 +290,15 @@ describe("vision modules: errors", function()
       err_of(F.group_norm, lt.randn(2, 6, 3), 4), 1, true)
   end)
 
+  it("names a norm's weight or bias of the wrong size, with the input's shape", function()
+    assert.matches("group_norm: weight must be [6] (one per channel), got [4] (input [2 x 6 x 3])",
+      err_of(F.group_norm, lt.randn(2, 6, 3), 3, lt.ones(4)), 1, true)
+    assert.matches("group_norm: bias must be [6] (one per channel), got [2 x 3] (input [2 x 6 x 3])",
+      err_of(F.group_norm, lt.randn(2, 6, 3), 3, lt.ones(6), lt.zeros(2, 3)), 1, true)
+    assert.matches("batch_norm: weight must be [3] (one per channel), got [2] (input [4 x 3])",
+      err_of(F.batch_norm, lt.randn(4, 3), nil, nil, lt.ones(2), nil, true), 1, true)
+  end)
+
   it("says when the output would be empty, with the shapes", function()
     assert.matches("Conv2d(2 -> 2, kernel_size=3, dilation=3): output size would be <= 0: input [1 x 2 x 6 x 6] is " ..
       "smaller than the (dilated) kernel 3", err_of(nn.Conv2d(2, 2, 3, { dilation = 3 }), lt.randn(1, 2, 6, 6)), 1, true)

@@ -59,6 +59,10 @@ lt_tensor *lt_nn_batch_norm(lt_ctx *c, lt_tensor *x, lt_tensor *running_mean, lt
                             lt_tensor *bias, int training, double momentum, double eps);
 /* Normalises over the last k dims; weight/bias have those dims' shape (or are NULL). */
 lt_tensor *lt_nn_layer_norm(lt_ctx *c, lt_tensor *x, int k, lt_tensor *weight, lt_tensor *bias, double eps);
+/* A norm's optional per-channel (or per-group: per = "group") vector t must be float32 [n]; the error names op, what,
+ * the shapes of t and of the input x. LT_OK when t is NULL. */
+int lt_nn_check_norm_vec(lt_ctx *c, const char *op, const char *what, const lt_tensor *t, int64_t n, const char *per,
+                         const lt_tensor *x);
 /* idx int64 (0-based) of any shape, w [n, d] -> [idx shape..., d]; backward scatter-adds into w. */
 lt_tensor *lt_nn_embedding(lt_ctx *c, lt_tensor *idx, lt_tensor *w);
 /* the same with a padding row (0-based, or -1 for none) that receives no gradient */

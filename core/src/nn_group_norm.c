@@ -101,16 +101,6 @@ fail:
   return LT_ERR;
 }
 
-static int check_vec(lt_ctx *c, const char *what, lt_tensor *t, int64_t n, const lt_tensor *x) {
-  char b1[128], b2[128];
-  if (!t) return LT_OK;
-  if (lt_check_dtype(c, "group_norm", what, t, LT_F32)) return LT_ERR;
-  if (t->ndim != 1 || t->shape[0] != n)
-    return lt_fail(c, "group_norm: %s must be [%lld], got %s (input %s)", what, (long long)n,
-                   lt_shape_str(t, b1, sizeof b1), lt_shape_str(x, b2, sizeof b2));
-  return LT_OK;
-}
-
 lt_tensor *lt_nn_group_norm(lt_ctx *c, lt_tensor *x, int64_t groups, lt_tensor *weight, lt_tensor *bias, double eps,
                             lt_tensor *running_mean, lt_tensor *running_var, double momentum) {
   char b1[128];
@@ -126,8 +116,10 @@ lt_tensor *lt_nn_group_norm(lt_ctx *c, lt_tensor *x, int64_t groups, lt_tensor *
             (long long)groups, lt_shape_str(x, b1, sizeof b1));
     return NULL;
   }
-  if (check_vec(c, "weight", weight, g.C, x) || check_vec(c, "bias", bias, g.C, x) ||
-      check_vec(c, "running_mean", running_mean, groups, x) || check_vec(c, "running_var", running_var, groups, x))
+  if (lt_nn_check_norm_vec(c, "group_norm", "weight", weight, g.C, "channel", x) ||
+      lt_nn_check_norm_vec(c, "group_norm", "bias", bias, g.C, "channel", x) ||
+      lt_nn_check_norm_vec(c, "group_norm", "running_mean", running_mean, groups, "group", x) ||
+      lt_nn_check_norm_vec(c, "group_norm", "running_var", running_var, groups, "group", x))
     return NULL;
   if ((running_mean == NULL) != (running_var == NULL)) {
     lt_fail(c, "group_norm: give both running_mean and running_var, or neither");

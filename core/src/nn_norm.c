@@ -13,13 +13,14 @@
 #include "lt_nn.h"
 #include "lt_simd.h"
 
-static int check_vec(lt_ctx *c, const char *op, const char *what, const lt_tensor *t, int64_t n) {
-  char b1[128];
+int lt_nn_check_norm_vec(lt_ctx *c, const char *op, const char *what, const lt_tensor *t, int64_t n, const char *per,
+                         const lt_tensor *x) {
+  char b1[128], b2[128];
   if (!t) return LT_OK;
   if (lt_check_dtype(c, op, what, t, LT_F32)) return LT_ERR;
   if (t->ndim != 1 || t->shape[0] != n)
-    return lt_fail(c, "%s: %s must be [%lld] (one per channel), got %s", op, what, (long long)n,
-                   lt_shape_str(t, b1, sizeof b1));
+    return lt_fail(c, "%s: %s must be [%lld] (one per %s), got %s (input %s)", op, what, (long long)n, per,
+                   lt_shape_str(t, b1, sizeof b1), lt_shape_str(x, b2, sizeof b2));
   return LT_OK;
 }
 
@@ -96,8 +97,10 @@ lt_tensor *lt_nn_batch_norm(lt_ctx *c, lt_tensor *x, lt_tensor *rm, lt_tensor *r
   int64_t N = x->shape[0], C = x->shape[1], inner = 1;
   for (int d = 2; d < x->ndim; d++) inner *= x->shape[d];
   int64_t M = N * inner;
-  if (check_vec(c, op, "weight", w, C) || check_vec(c, op, "bias", b, C) || check_vec(c, op, "running_mean", rm, C) ||
-      check_vec(c, op, "running_var", rv, C))
+  if (lt_nn_check_norm_vec(c, op, "weight", w, C, "channel", x) ||
+      lt_nn_check_norm_vec(c, op, "bias", b, C, "channel", x) ||
+      lt_nn_check_norm_vec(c, op, "running_mean", rm, C, "channel", x) ||
+      lt_nn_check_norm_vec(c, op, "running_var", rv, C, "channel", x))
     return NULL;
   if (!training && (!rm || !rv)) {
     lt_fail(c, "batch_norm: eval mode needs running_mean and running_var");

@@ -8,7 +8,8 @@
 -- parameters off; with train_bn the BatchNorm layers stay trainable); at epoch unfreeze_backbone_at_epoch its
 -- parameters are turned on and added to the first optimizer as a new param group with the learning rate
 -- backbone_initial_lr (default: the first group's rate times backbone_initial_ratio_lr); each later epoch
--- multiplies that rate by lambda_func(epoch + 1), capped at the first group's rate when should_align.
+-- multiplies that rate by lambda_func(epoch + 1), capped at the first group's rate when should_align. The
+-- optimizers' groups are in the callback's checkpoint state and come back on resume (BaseFinetuning).
 local cbs = require "lutra.callbacks"
 local lt = require "lutra"
 local MM = require "lutra.nn.module"
@@ -19,11 +20,7 @@ local fmt = string.format
 
 local Base = cbs.Callback:extend("BaseFinetuning")
 
-local function is_bn(m)
-  local mt = getmetatable(m)
-  local name = type(mt) == "table" and rawget(mt, "__name") or nil
-  return type(name) == "string" and name:match("^BatchNorm") ~= nil
-end
+local is_bn = require("lutra.callbacks.weights").is_batch_norm
 
 local own_params
 
@@ -91,12 +88,68 @@ function Base.unfreeze_and_add_param_group(modules, optimizer, lr, initial_denom
   if #params > 0 then optimizer:add_param_group { params = params, lr = params_lr / denom } end
 end
 
+-- ---- the optimizers' param groups in checkpoints (Lightning's _internal_optimizer_metadata) -------------
+-- Groups added by the callback are not in what configure_optimizers returns on resume, so the callback keeps
+-- every optimizer's groups by parameter name (stored at each epoch start, after finetune_function) and, when
+-- a checkpoint is loaded (before the optimizers' states, which then set every group's hyper-parameters and
+-- state), adds the groups the fresh optimizers lack.
+
+-- {params = {names...}, lr = ...} per group of the optimizer
+local function groups_by_name(model, optimizer)
+  local named, order = lt.nn.named_parameters(model)
+  local name_of = {}
+  for _, n in ipairs(order) do if name_of[named[n]] == nil then name_of[named[n]] = n end end
+  local groups = {}
+  for i, g in ipairs(optimizer.param_groups) do
+    local names = {}
+    for j, p in ipairs(g.params) do
+      names[j] = name_of[p] or error(fmt("BaseFinetuning: param_groups[%d].params[%d] of the optimizer is not a " ..
+        "parameter of the model (its groups are saved by parameter name)", i, j), 0)
+    end
+    groups[i] = { params = names, lr = g.lr }
+  end
+  return groups
+end
+
 function Base:on_fit_start(_, model)
   self:freeze_before_training(model)
+  -- the parameters of the groups added back from a checkpoint were trainable when it was saved
+  for _, p in ipairs(self._restored_params or {}) do MM.requires_grad_({ p = p }, true) end
 end
 
 function Base:on_train_epoch_start(trainer, model)
-  for i, opt in ipairs(trainer.optimizers) do self:finetune_function(model, trainer.current_epoch, opt, i - 1) end
+  local meta = {}
+  for i, opt in ipairs(trainer.optimizers) do
+    self:finetune_function(model, trainer.current_epoch, opt, i - 1)
+    meta[i] = groups_by_name(model, opt)
+  end
+  self._internal_optimizer_metadata = meta
+end
+
+function Base:state_dict() return { internal_optimizer_metadata = self._internal_optimizer_metadata } end
+
+function Base:load_state_dict(s) self._internal_optimizer_metadata = s.internal_optimizer_metadata end
+
+--- Called by the checkpoint's restore before the optimizers' states load: the groups they lack, added back.
+function Base:on_load_checkpoint(trainer, model, state)
+  self._restored_params = nil
+  local meta = type(state) == "table" and state.internal_optimizer_metadata or nil
+  if type(meta) ~= "table" then return end -- (saved before the groups were kept, or before any epoch)
+  local named = lt.nn.named_parameters(model)
+  local restored = {}
+  for i, opt in ipairs(trainer.optimizers or {}) do
+    local saved = meta[i] or {}
+    for j = #opt.param_groups + 1, #saved do
+      local params = {}
+      for k, name in ipairs(saved[j].params) do
+        params[k] = named[name] or error(fmt("BaseFinetuning: the checkpoint's optimizer %d param group %d holds '%s', " ..
+          "which the model does not have", i, j, tostring(name)), 0)
+        restored[#restored + 1] = params[k]
+      end
+      opt:add_param_group { params = params, lr = saved[j].lr }
+    end
+  end
+  self._restored_params = restored
 end
 
 function Base.freeze_before_training() error("BaseFinetuning: define freeze_before_training(self, model)", 0) end
@@ -137,12 +190,10 @@ local function backbone_of(model)
 end
 
 function Backbone:on_fit_start(trainer, model)
-  backbone_of(model)
-  if trainer.current_epoch > self.unfreeze_backbone_at_epoch then
-    error(fmt("BackboneFinetuning: resuming at epoch %d, after unfreeze_backbone_at_epoch (%d), is not supported",
-      trainer.current_epoch, self.unfreeze_backbone_at_epoch), 0)
-  end
-  return Base.on_fit_start(self, trainer, model)
+  local backbone = backbone_of(model)
+  Base.on_fit_start(self, trainer, model)
+  -- resumed after the unfreeze: the backbone as the unfreeze epoch left it (its group is back in the optimizer)
+  if self._restored_params and #self._restored_params > 0 then Base.make_trainable(backbone) end
 end
 
 function Backbone:freeze_before_training(model) Base.freeze(backbone_of(model), self.train_bn) end
@@ -171,7 +222,15 @@ function Backbone:finetune_function(model, epoch, optimizer, opt_idx)
   end
 end
 
-function Backbone:state_dict() return { previous_backbone_lr = self.previous_backbone_lr } end
-function Backbone:load_state_dict(s) self.previous_backbone_lr = s.previous_backbone_lr end
+function Backbone:state_dict()
+  local s = Base.state_dict(self)
+  s.previous_backbone_lr = self.previous_backbone_lr
+  return s
+end
+
+function Backbone:load_state_dict(s)
+  Base.load_state_dict(self, s)
+  self.previous_backbone_lr = s.previous_backbone_lr
+end
 
 return { BaseFinetuning = Base, BackboneFinetuning = Backbone }

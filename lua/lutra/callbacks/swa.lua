@@ -8,9 +8,11 @@
 -- swa_end = max_epochs - 1, each training epoch's start adds the model's weights to a running mean
 -- (avg += (w - avg) / (n + 1)); the learning rate of the first optimizer anneals from its value to swa_lrs
 -- over annealing_epochs epochs (PyTorch's SWALR, stepped at each SWA epoch's end in place of the model's own
--- scheduler of that optimizer); when training ends after the last SWA epoch the model gets the mean.
--- (Lightning's extra epoch that recomputes BatchNorm statistics is not done: running stats stay those of the
--- last weights.)
+-- scheduler of that optimizer); when training ends after the last SWA epoch the model gets the mean, and,
+-- when the model has BatchNorm layers, their running statistics are recomputed for the mean weights as
+-- Lightning's extra epoch does (torch.optim.swa_utils.update_bn): statistics reset, momentum false (a
+-- cumulative average), one pass of training_step over the training batches in train mode without backward
+-- or optimizer step, then the momenta back.
 local cbs = require "lutra.callbacks"
 local weights = require "lutra.callbacks.weights"
 local lt = require "lutra"
@@ -148,10 +150,46 @@ function SWA:on_train_batch_end(trainer)
   end
 end
 
+-- Lightning's BatchNorm epoch: the running statistics of the averaged weights, as a cumulative average over
+-- one pass of training_step (through the hook dispatcher) over the fit's training batches, no grad.
+local function update_batch_norm(trainer, model)
+  local bns = {}
+  for _, m in ipairs((lt.nn.modules(model))) do
+    if weights.is_batch_norm(m) and m.track_running_stats then bns[#bns + 1] = m end
+  end
+  if #bns == 0 then return end
+  local momenta = {}
+  lt.no_grad(function()
+    for i, m in ipairs(bns) do
+      m.running_mean:zero_()
+      m.running_var:fill_(1)
+      if m.num_batches_tracked then m.num_batches_tracked:zero_() end
+      momenta[i], m.momentum = m.momentum, false
+    end
+  end)
+  local mods = lt.nn.modules(model)
+  local modes = {}
+  for i, m in ipairs(mods) do modes[i] = rawget(m, "training") end
+  lt.nn.train(model, true)
+  local ok, err = pcall(lt.no_grad, function()
+    local n = trainer.num_training_batches
+    local i = 0
+    for batch in trainer._train_loader:iter() do
+      if n ~= nil and i >= n then break end
+      trainer._lp:call_hook("training_step", batch, i)
+      i = i + 1
+    end
+  end)
+  for i, m in ipairs(bns) do m.momentum = momenta[i] end
+  for i, m in ipairs(mods) do rawset(m, "training", modes[i]) end
+  if not ok then error("StochasticWeightAveraging: the BatchNorm update pass: " .. tostring(err), 0) end
+end
+
 function SWA:on_train_end(trainer, model)
   -- (the epoch counter has moved past the last epoch when training ends)
   if self._average ~= nil and trainer.current_epoch - 1 == self._end then
     weights.load_into(model, self._average, "StochasticWeightAveraging")
+    update_batch_norm(trainer, model)
   end
 end
 

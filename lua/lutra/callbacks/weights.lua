@@ -1,5 +1,6 @@
 -- callbacks/weights.lua — what the weight-averaging callbacks (swa.lua, ema.lua) share: a model's parameters
--- by name, detached copies of them, and copying one set into another, outside autograd.
+-- by name, detached copies of them, copying one set into another outside autograd, and which layers are
+-- BatchNorm (finetuning.lua leaves them trainable, swa.lua recomputes their statistics).
 local lt = require "lutra"
 
 local M = {}
@@ -30,6 +31,13 @@ function M.load_into(model, src, what)
       p:copy_(t)
     end
   end)
+end
+
+--- Whether m is a BatchNorm layer (lua/lutra/nn/norm.lua's BatchNorm1d / BatchNorm2d).
+function M.is_batch_norm(m)
+  local mt = getmetatable(m)
+  local name = type(mt) == "table" and rawget(mt, "__name") or nil
+  return type(name) == "string" and name:match("^BatchNorm") ~= nil
 end
 
 --- Swaps the model's parameters with `other` (name -> tensor) in place.

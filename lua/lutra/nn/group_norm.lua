@@ -59,15 +59,7 @@ local function instance_norm_class(name, nsp)
     self.momentum = H.check_finite(name, "momentum", opts.momentum or 0.1, nil, 3)
     self.affine = opts.affine == true
     self.track_running_stats = opts.track_running_stats == true
-    if self.affine then
-      self.weight = H.param({ C }, function(t) t:fill_(1) end)
-      self.bias = H.param({ C }, function(t) t:zero_() end)
-    end
-    if self.track_running_stats then
-      self.running_mean = lt.zeros(C)
-      self.running_var = lt.ones(C)
-      self.num_batches_tracked = lt.tensor(0, "int64")
-    end
+    H.norm_state(self, C)
   end
   function cls:extra_repr()
     local s = self.num_features .. ", eps=" .. self.eps .. ", momentum=" .. self.momentum

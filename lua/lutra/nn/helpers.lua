@@ -39,6 +39,21 @@ function H.param(shape, init)
   return t:requires_grad(true)
 end
 
+--- The state of a per-channel norm over C channels (BatchNorm*, InstanceNorm*): weight (ones) and bias (zeros)
+--- when self.affine, running_mean (zeros), running_var (ones) and num_batches_tracked (0) when
+--- self.track_running_stats.
+function H.norm_state(self, C)
+  if self.affine then
+    self.weight = H.param({ C }, function(t) t:fill_(1) end)
+    self.bias = H.param({ C }, function(t) t:zero_() end)
+  end
+  if self.track_running_stats then
+    self.running_mean = lt.zeros(C)
+    self.running_var = lt.ones(C)
+    self.num_batches_tracked = lt.zeros({}, "int64")
+  end
+end
+
 --- uniform(-bound, bound), bound = 1/sqrt(fan_in): PyTorch's default for biases (and, via
 --- kaiming_uniform(a=sqrt(5)), for Linear and Conv weights).
 function H.fan_in_uniform(fan_in)

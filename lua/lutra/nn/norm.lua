@@ -33,15 +33,7 @@ local function batch_norm_class(name, dims_ok, dims_text)
     end
     self.affine = opts.affine ~= false
     self.track_running_stats = opts.track_running_stats ~= false
-    if self.affine then
-      self.weight = H.param({ C }, function(t) t:fill_(1) end)
-      self.bias = H.param({ C }, function(t) t:zero_() end)
-    end
-    if self.track_running_stats then
-      self.running_mean = lt.zeros(C)
-      self.running_var = lt.ones(C)
-      self.num_batches_tracked = lt.zeros({}, "int64")
-    end
+    H.norm_state(self, C)
   end
   function cls:extra_repr()
     local s = self.num_features .. ", eps=" .. self.eps .. ", momentum=" .. (self.momentum or "None")

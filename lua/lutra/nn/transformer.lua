@@ -19,6 +19,7 @@ local Linear = require "lutra.nn.linear"
 local Dropout = require "lutra.nn.dropout"
 local LayerNorm = require("lutra.nn.norm").LayerNorm
 local init = require "lutra.nn.initializers"
+local ModuleList = require("lutra.nn.containers").ModuleList
 
 local T = {}
 
@@ -195,11 +196,6 @@ T.TransformerDecoderLayer = DecoderLayer
 
 -- ---- stacks -----------------------------------------------------------------------------------------------
 
--- The list of layers: integer keys 1..n (ipairs works), named 0..n-1 in state_dict as PyTorch's ModuleList.
-local Layers = Module:extend("ModuleList")
-Layers._zero_based_names = true
-function Layers:extra_repr() return "" end
-
 -- A deep copy of module m: new parameter tensors (leaves that require grad), copies of buffers and of every
 -- table below m (shared ones stay shared), functions and classes kept. Paths are not copied.
 local function deep_copy(m)
@@ -237,8 +233,9 @@ local function stack_init(self, where, layer, num_layers, rest)
   if norm ~= nil and not is_callable(norm) then
     error(string.format("%s: norm must be a module (e.g. lt.nn.LayerNorm(d_model)), got %s", where, type(norm)), 4)
   end
-  local layers = Layers()
-  for i = 1, num_layers do layers[i] = deep_copy(layer) end
+  -- lt.nn.ModuleList: keys 1..n for ipairs, PyTorch's names "layers.0".."layers.<n-1>" in state_dict
+  local layers = ModuleList()
+  for i = 1, num_layers do layers:append(deep_copy(layer)) end
   self.layers, self.num_layers, self.norm = layers, num_layers, norm
 end
 
