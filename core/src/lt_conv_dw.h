@@ -16,8 +16,8 @@
 #define LT_CONV_DW_MAX_TAPS 64
 
 typedef struct lt_dw_geom {
-  int64_t N, C, M;          /* batch, input channels, outputs per input channel (O = C * M) */
-  int64_t H, W, HO, WO;     /* input and output planes */
+  int64_t N, C, M;      /* batch, input channels, outputs per input channel (O = C * M) */
+  int64_t H, W, HO, WO; /* input and output planes */
   int64_t KH, KW, SH, SW, PH, PW, DH, DW;
 } lt_dw_geom;
 

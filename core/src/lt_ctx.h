@@ -39,7 +39,7 @@ typedef struct lt_ctx {
   /* Watching the autograd ops (autograd.c; Trainer{detect_anomaly=true}, profiler="advanced"): `watch` is
    * set when either is on, so the ops pay one test when both are off. */
   int watch;
-  int detect_anomaly;         /* an op whose output (forward) or gradient (backward) is NaN/inf fails, named */
+  int detect_anomaly;   /* an op whose output (forward) or gradient (backward) is NaN/inf fails, named */
   struct lt_prof *prof; /* time per op and backward kernel into the loops' profiler (lt_prof.h); NULL: off */
 } lt_ctx;
 

@@ -120,8 +120,7 @@ static void wgrad_part(void *arg, int part, int nparts) {
   double acc[LT_CONV_DW_MAX_TAPS];
   for (int64_t o = lo; o < hi; o++) {
     memset(acc, 0, sizeof acc);
-    for (int64_t n = 0; n < g->N; n++)
-      wgrad_plane(g, j->a + (n * g->C + o / g->M) * HW, j->b + (n * O + o) * P, acc);
+    for (int64_t n = 0; n < g->N; n++) wgrad_plane(g, j->a + (n * g->C + o / g->M) * HW, j->b + (n * O + o) * P, acc);
     for (int64_t k = 0; k < KK; k++) j->out[o * KK + k] += (float)acc[k];
   }
 }

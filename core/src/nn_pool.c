@@ -25,8 +25,8 @@ static int64_t pool_out_size(int64_t n, int64_t k, int64_t s, int64_t p, int cei
   return o;
 }
 
-static int pool_check(lt_ctx *c, const char *op, lt_tensor *x, int kh, int kw, int sh, int sw, int ph, int pw,
-                      int dh, int dw, int ceil_mode, pool_geom *g) {
+static int pool_check(lt_ctx *c, const char *op, lt_tensor *x, int kh, int kw, int sh, int sw, int ph, int pw, int dh,
+                      int dw, int ceil_mode, pool_geom *g) {
   char b1[128];
   if (lt_check_dtype(c, op, "input", x, LT_F32)) return LT_ERR;
   if (x->ndim != 4)
@@ -39,8 +39,8 @@ static int pool_check(lt_ctx *c, const char *op, lt_tensor *x, int kh, int kw, i
   if (dh < 1 || dw < 1) return lt_fail(c, "%s: dilation must be >= 1, got %dx%d", op, dh, dw);
   if (2 * ph > kh || 2 * pw > kw)
     return lt_fail(c, "%s: padding %dx%d must be at most half the kernel %dx%d", op, ph, pw, kh, kw);
-  pool_geom r = { x->shape[0], x->shape[1], x->shape[2], x->shape[3], kh, kw, sh, sw, ph, pw, 0, 0, 0, ceil_mode != 0,
-                  dh,          dw };
+  pool_geom r = { x->shape[0], x->shape[1], x->shape[2], x->shape[3],    kh, kw, sh, sw, ph, pw,
+                  0,           0,           0,           ceil_mode != 0, dh, dw };
   const int64_t eh = (int64_t)dh * (kh - 1) + 1, ew = (int64_t)dw * (kw - 1) + 1; /* the dilated window */
   if (r.H + 2 * ph < eh || r.W + 2 * pw < ew)
     return lt_fail(c, "%s: kernel %lldx%lld is larger than the padded input %lldx%lld (input %s)", op, (long long)eh,
@@ -146,8 +146,7 @@ static void max_pool_forward(const pool_geom *gp, const float *restrict px, floa
   const int64_t HW = g.H * g.W;
   /* (ceil mode may add a last, partial window: not the 2x2 rows') */
   if (g.KH == 2 && g.KW == 2 && g.SH == 2 && g.SW == 2 && g.PH == 0 && g.PW == 0 && g.DH == 1 && g.DW == 1 &&
-      2 * g.HO <= g.H &&
-      2 * g.WO <= g.W) {
+      2 * g.HO <= g.H && 2 * g.WO <= g.W) {
 #ifdef POOL_AVX512
     const int avx512 = __builtin_cpu_supports("avx512f");
 #endif
