@@ -219,7 +219,9 @@ describe("Trainer{profiler='advanced'}", function()
 
   it("finds the Lua function that takes the samples (jit.profile, in a fresh lutra process)", function()
     if not rawget(_G, "jit") then return end -- (PUC Lua has no sampling profiler: its report says so)
-    -- 40 batches each running ~1.5 ms of Lua in burn: the kernel's profiling timer ticks every ~4 ms
+    -- 200 batches each running ~1.5 ms of Lua in burn: the kernel's profiling timer ticks every ~4 ms; the run
+    -- outlasts the profiler's restart of a sampler that LuaJIT stopped delivering (50 intervals: a 60 ms run
+    -- got no sample once in CI)
     local out = require("helpers.child").run [[
       local lt = require "lutra"
       lt.set_interactive(false)
@@ -228,7 +230,7 @@ describe("Trainer{profiler='advanced'}", function()
         while os.clock() - t0 < 0.0015 do for i = 1, 1000 do x = x + i % 7 end end
         return x
       end
-      local ds = lt.data.TensorDataset(lt.randn(40, 2), lt.randn(40, 1))
+      local ds = lt.data.TensorDataset(lt.randn(200, 2), lt.randn(200, 1))
       local m = { lin = lt.nn.Linear(2, 1) }
       function m:training_step(b) burn() return lt.F.mse_loss(self.lin(b[1]), b[2]) end
       function m:configure_optimizers() return lt.optim.SGD(lt.nn.parameters(self), { lr = 0.01 }) end
