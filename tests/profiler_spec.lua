@@ -238,11 +238,14 @@ describe("Trainer{profiler='advanced'}", function()
         enable_model_summary = false, enable_progress_bar = false }
       t:fit(m, lt.data.DataLoader(ds, { batch_size = 1 }))
       local fns = t.profiler:lua_functions()
-      print("top", #fns, fns[1] and fns[1].name, fns[1] and fns[1].samples)
+      local burn = 0
+      for _, f in ipairs(fns) do if f.name:find(":burn", 1, true) then burn = burn + f.samples end end
+      print("functions", #fns, "burn", burn)
     ]]
-    local n, name, samples = out:match("top%s+(%d+)%s+(%S+)%s+(%d+)")
+    -- the busy function is found by name, with samples (LuaJIT 2.1.0-beta3 sometimes charges a trace's
+    -- samples to another function it passed through, so burn is not always the first row)
+    local n, burn = out:match("functions%s+(%d+)%s+burn%s+(%d+)")
     assert.is_truthy(n, out)
-    assert.is_true(tonumber(samples) > 0, out)
-    assert.is_truthy(name:find(":burn", 1, true), out) -- the busy function, by name
+    assert.is_true(tonumber(burn) > 0, out)
   end)
 end)
