@@ -27,6 +27,9 @@ lt_tensor *lt_nn_conv2d_act(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b,
 /* x [N, C, H, W]; floor or ceil mode (the last window starts inside the input or its left padding); padding is
  * -inf for max, counted (count_include_pad) for avg */
 lt_tensor *lt_nn_max_pool2d(lt_ctx *c, lt_tensor *x, int kh, int kw, int sh, int sw, int ph, int pw, int ceil_mode);
+/* the backward of every max pool (nn_pool.c; nn_pool_adaptive.c uses it too): saved[0] holds each output's
+ * input cell, int64 [N x C x HO x WO] positions in its plane (-1: an empty window, no gradient) */
+int lt_nn_max_pool_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin);
 /* max pooling over dilated windows (cells dh, dw apart; PyTorch's dilation) */
 lt_tensor *lt_nn_max_pool2d_dilated(lt_ctx *c, lt_tensor *x, int kh, int kw, int sh, int sw, int ph, int pw, int dh,
                                     int dw, int ceil_mode);

@@ -53,11 +53,11 @@ static int pool_check(lt_ctx *c, const char *op, lt_tensor *x, int kh, int kw, i
 
 /* ---- max ---------------------------------------------------------------------------------------- */
 
-static int max_pool_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin) {
-  pool_geom g;
-  memcpy(&g, n->i, sizeof g);
+/* each output's gradient goes to the input cell its window took (lt_nn.h) */
+int lt_nn_max_pool_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin) {
+  const lt_tensor *x = n->inputs[0];
   lt_tensor *gc = lt_op_contiguous(c, gout);
-  lt_tensor *gx = gc ? lt_tensor_zeros(c, LT_F32, 4, n->inputs[0]->shape) : NULL;
+  lt_tensor *gx = gc ? lt_tensor_zeros(c, LT_F32, 4, x->shape) : NULL;
   if (!gx) {
     lt_tensor_release(gc);
     return LT_ERR;
@@ -65,10 +65,10 @@ static int max_pool_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor *
   const int64_t *idx = lt_i64(n->saved[0]);
   const float *pg = lt_f32(gc);
   float *px = lt_f32(gx);
-  const int64_t P = g.HO * g.WO, HW = g.H * g.W;
-  for (int64_t pl = 0; pl < g.N * g.C; pl++)
+  const int64_t planes = x->shape[0] * x->shape[1], P = gc->shape[2] * gc->shape[3], HW = x->shape[2] * x->shape[3];
+  for (int64_t pl = 0; pl < planes; pl++)
     for (int64_t p = 0; p < P; p++)
-      if (idx[pl * P + p] >= 0) px[pl * HW + idx[pl * P + p]] += pg[pl * P + p]; /* -1: an empty window */
+      if (idx[pl * P + p] >= 0) px[pl * HW + idx[pl * P + p]] += pg[pl * P + p];
   lt_tensor_release(gc);
   gin[0] = gx;
   return LT_OK;
@@ -210,7 +210,7 @@ lt_tensor *lt_nn_max_pool2d_dilated(lt_ctx *c, lt_tensor *x, int kh, int kw, int
   max_pool_forward(&g, lt_f32(xc), lt_f32(out), lt_i64(ind));
   lt_tensor_release(xc);
   lt_node *nd;
-  if (lt_record(c, out, "max_pool2d", max_pool_backward, 1, &x, &nd)) goto fail;
+  if (lt_record(c, out, "max_pool2d", lt_nn_max_pool_backward, 1, &x, &nd)) goto fail;
   if (nd) {
     memcpy(nd->i, &g, sizeof g);
     lt_node_save(nd, 0, ind);

@@ -64,26 +64,7 @@ static int aavg_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin
   return LT_OK;
 }
 
-/* ---- max -------------------------------------------------------------------------------------------------- */
-
-static int amax_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin) {
-  apool_geom g;
-  memcpy(&g, n->i, sizeof g);
-  lt_tensor *gc = lt_op_contiguous(c, gout);
-  lt_tensor *gx = gc ? lt_tensor_zeros(c, LT_F32, 4, n->inputs[0]->shape) : NULL;
-  if (!gx) {
-    lt_tensor_release(gc);
-    return LT_ERR;
-  }
-  const int64_t *idx = lt_i64(n->saved[0]), P = g.OH * g.OW, HW = g.H * g.W;
-  const float *pg = lt_f32(gc);
-  float *px = lt_f32(gx);
-  for (int64_t pl = 0; pl < g.N * g.C; pl++)
-    for (int64_t p = 0; p < P; p++) px[pl * HW + idx[pl * P + p]] += pg[pl * P + p];
-  lt_tensor_release(gc);
-  gin[0] = gx;
-  return LT_OK;
-}
+/* ---- forward (the max pools' backward is lt_nn_max_pool_backward, nn_pool.c) ------------------------------ */
 
 /* one forward for both: the window mean, or the window's first maximum (a NaN wins) and its position */
 static lt_tensor *adaptive_pool(lt_ctx *c, const char *op, lt_tensor *x, int64_t oh, int64_t ow, int is_max,
@@ -127,7 +108,7 @@ static lt_tensor *adaptive_pool(lt_ctx *c, const char *op, lt_tensor *x, int64_t
   }
   lt_tensor_release(xc);
   lt_node *nd;
-  if (lt_record(c, out, op, is_max ? amax_backward : aavg_backward, 1, &x, &nd)) {
+  if (lt_record(c, out, op, is_max ? lt_nn_max_pool_backward : aavg_backward, 1, &x, &nd)) {
     lt_tensor_release(out);
     lt_tensor_release(ind);
     return NULL;
