@@ -129,7 +129,13 @@ if os.getenv("NOFTZ") then lt.set_flush_denormal(false) end
 -- a fit whose SGD momentum buffer decays from 1e-37 into float32's denormal range (below 1.18e-38)
 local p = lt.param(lt.zeros(4))
 local model = { p = p }
+local in_hook, keys_distinct -- what the hook's Lua code sees: the host's mode, not lutra's
 function model:training_step(_, i)
+  if i == 0 then
+    in_hook = host_denormal()
+    local t = { [TINY / 4] = "a", [TINY / 8] = "b" } -- LuaJIT's jit.profile keys its registry by such numbers
+    keys_distinct = t[TINY / 4] == "a" and t[TINY / 8] == "b"
+  end
   return (self.p * lt.full({ 4 }, i == 0 and 1e-37 or 0)):sum()
 end
 function model:configure_optimizers() return lt.optim.SGD({ self.p }, { lr = 0.1, momentum = 0.9 }) end
@@ -141,6 +147,8 @@ out[#out + 1] = host_denormal() -- after a fit
 out[#out + 1] = t.optimizers[1]:state_dict().state[1].momentum_buffer:totable()[1]
 lt.set_flush_denormal(true) -- everywhere: the user asked
 out[#out + 1] = host_denormal()
+out[#out + 1] = in_hook
+out[#out + 1] = keys_distinct and 1 or 0
 for i = 1, #out do out[i] = string.format("%.6g", out[i]) end
 io.write(table.concat(out, " "))
 ]]
@@ -162,6 +170,13 @@ describe("hosts: the floating-point mode", function()
     assert.are.same({ 5.56268e-309, 5.56268e-309, 5.56268e-309 }, { v[1], v[2], v[3] })
     assert.are.equal(0, v[4]) -- 1e-37 * 0.9^59 is denormal in float32: flushed while lutra stepped
     assert.are.equal(0, v[5]) -- lt.set_flush_denormal(true) flushes on the host's thread as well
+  end)
+
+  it("the hooks' Lua code runs in the host's mode while lutra flushes in its own work", function()
+    local v = run("")
+    assert.are.equal(0, v[4]) -- the same fit flushed the optimizer's state
+    assert.are.equal(5.56268e-309, v[6]) -- training_step's own double arithmetic was not flushed
+    assert.are.equal(1, v[7]) -- two denormal table keys stayed two keys (under DAZ both compare equal to 0)
   end)
 
   it("lt.set_flush_denormal(false) keeps denormals in lutra's work too", function()

@@ -219,9 +219,10 @@ describe("Trainer{profiler='advanced'}", function()
 
   it("finds the Lua function that takes the samples (jit.profile, in a fresh lutra process)", function()
     if not rawget(_G, "jit") then return end -- (PUC Lua has no sampling profiler: its report says so)
-    -- 200 batches each running ~1.5 ms of Lua in burn: the kernel's profiling timer ticks every ~4 ms; the run
-    -- outlasts the profiler's restart of a sampler that LuaJIT stopped delivering (50 intervals: a 60 ms run
-    -- got no sample once in CI)
+    -- 200 batches each running ~1.5 ms of Lua in burn: the kernel's profiling timer ticks every ~4 ms of the
+    -- process's CPU time, so ~75 samples. The sampler must keep delivering through the whole fit: when the
+    -- loops ran the Lua API under DAZ, LuaJIT filed jit.profile's registry entries under key 0 and the samples
+    -- stopped after the first few (or the process crashed once the sampler's thread was collected).
     local out = require("helpers.child").run [[
       local lt = require "lutra"
       lt.set_interactive(false)
@@ -238,14 +239,18 @@ describe("Trainer{profiler='advanced'}", function()
         enable_model_summary = false, enable_progress_bar = false }
       t:fit(m, lt.data.DataLoader(ds, { batch_size = 1 }))
       local fns = t.profiler:lua_functions()
-      local burn = 0
-      for _, f in ipairs(fns) do if f.name:find(":burn", 1, true) then burn = burn + f.samples end end
-      print("functions", #fns, "burn", burn)
+      local burn, total = 0, 0
+      for _, f in ipairs(fns) do
+        total = total + f.samples
+        if f.name:find(":burn", 1, true) then burn = burn + f.samples end
+      end
+      print("functions", #fns, "burn", burn, "total", total)
     ]]
     -- the busy function is found by name, with samples (LuaJIT 2.1.0-beta3 sometimes charges a trace's
     -- samples to another function it passed through, so burn is not always the first row)
-    local n, burn = out:match("functions%s+(%d+)%s+burn%s+(%d+)")
+    local n, burn, total = out:match("functions%s+(%d+)%s+burn%s+(%d+)%s+total%s+(%d+)")
     assert.is_truthy(n, out)
     assert.is_true(tonumber(burn) > 0, out)
+    assert.is_true(tonumber(total) >= 20, out) -- samples all through the fit, not only its first milliseconds
   end)
 end)

@@ -24,7 +24,6 @@
 #include "l_optim.h"
 #include "l_prof.h"
 #include "l_util.h"
-#include "lt_blas.h"
 #include "lt_interrupt.h"
 #include "lt_loop.h"
 
@@ -983,9 +982,12 @@ static int with_state(lua_State *L, l_loops *H, int (*fn)(l_loops *, void *), vo
   H->L = L;
   l_run_enter();
   H->running++;
-  unsigned fp = lt_fp_enter(H->lp.c->flush_denormal); /* the hooks run in lutra's mode too; lt_blas.h */
+  /* No lt_fp_enter here: the loops' C work calls the Lua API and the hooks' Lua code, which must run in the
+   * caller's floating-point mode. Under DAZ LuaJIT reads a denormal double as 0 where it asks "is this
+   * number an integer?", so a table's denormal keys (jit.profile's registry entries) land on key 0 when the
+   * table grows: the sampler's thread was unanchored and collected, and the advanced profiler crashed. The
+   * computing parts (backward, the optimizer step, the pool's kernels) enter lutra's mode themselves. */
   int rc = fn(H, arg);
-  lt_fp_leave(fp);
   H->running--;
   l_run_leave();
   H->L = saved;

@@ -70,10 +70,10 @@ int lutra_run_active(void);
 void lutra_empty_cache(void);
 
 /* Floating-point mode. The host's MXCSR (flush-to-zero, denormals-are-zero) is the host's: loading lutra
- * does not change it. lutra flushes denormals in its own work only: on its pool's threads, and on the
- * calling thread while it computes (a fit/validate/test/predict or run:advance, hooks included; backward;
- * an optimizer step; a multi-threaded kernel), putting the caller's mode back before it returns; an error
- * raised out of a Lua hook also comes back through that path. lt.set_flush_denormal(true) sets FTZ/DAZ on
+ * does not change it. lutra flushes denormals in its own computations only: on its pool's threads, and on
+ * the calling thread during backward, an optimizer step (the Trainer's too) and a kernel run on the pool,
+ * putting the caller's mode back before it returns. Lua code and the Lua API always run in the caller's
+ * mode (the Trainer's hooks included): under DAZ, LuaJIT's tables mistake denormal keys for 0. lt.set_flush_denormal(true) sets FTZ/DAZ on
  * the calling thread for good (for a program that wants it everywhere); lt.set_flush_denormal(false) turns
  * lutra's flushing off too (denormals are then computed, slowly). */
 

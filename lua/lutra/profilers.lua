@@ -198,44 +198,16 @@ function AdvancedProfiler:_start_sampling()
   local jp = self._jp
   if not jp then return end
   local samples, states = self._samples, self._vmstates
-  self._since_start, self._seen, self._seen_at = 0, 0, lt._io.now()
   jp.start("fi" .. self.interval, function(thread, n, vmstate)
     local where = jp.dumpstack(thread, "F", 1)
     samples[where] = (samples[where] or 0) + n
     states[vmstate] = (states[vmstate] or 0) + n
-    self._since_start = self._since_start + n
   end)
 end
 
 function AdvancedProfiler:_start_extra()
   self._trainer._lp:profiler_ops(true)
   self:_start_sampling()
-end
-
--- LuaJIT 2.1.0-beta3 (Debian 12's) can stop delivering samples once the C loops run (its profile hook is left
--- set but never called again); starting the sampler again resumes it. A callback of the profiler's own does that
--- at a batch end when no sample came for 50 intervals (so it shows as "[Callback]AdvancedProfiler.on_train_batch_end").
-local Resampler = {}
-Resampler.__index = Resampler
-function Resampler:on_train_batch_end()
-  local p = self.profiler
-  if not p._running then return end
-  local now = lt._io.now()
-  if p._since_start ~= p._seen then
-    p._seen, p._seen_at = p._since_start, now
-  elseif now - p._seen_at > 0.05 * p.interval then
-    p:_start_sampling()
-  end
-end
-function Resampler:state_key() return "AdvancedProfiler" end
-
-function AdvancedProfiler:_attach(trainer)
-  Profiler._attach(self, trainer)
-  if self._jp and not self._resampler then
-    self._resampler = setmetatable({ profiler = self }, Resampler)
-    local cbs = trainer._base_callbacks
-    cbs[#cbs + 1] = self._resampler
-  end
 end
 
 function AdvancedProfiler:_stop_extra()
