@@ -160,8 +160,14 @@ void l_check(lua_State *L, int status) {
  * the collector's pause (collectgarbage("setpause"), default 200: as much as the heap), the pause Lua makes
  * between cycles of its own, without which a large heap would be traversed back to back. Dead tensors can thus
  * hold up to ~1.5x the host's Lua heap (a cycle's own length, then the pause); a host that wants less sets a
- * smaller pause. With lutra's own small heap a cycle ends every few hundred KB, so C memory stays flat. */
+ * smaller pause. With lutra's own small heap (a few hundred KB) the pause is at least L_GC_REST_MIN_KB:
+ * a cycle every few hundred KB traversed the heap ~30 times per step of a small GPT (22 MB of tensors), 5% of
+ * its time; 4 MB of dead tensors at most is what that costs in memory, and C memory stays flat.
+ *
+ * What is counted is the bytes the collector can give back: a new tensor's storage, and for a view (a
+ * storage shared with another tensor, already counted) only its header. */
 #define L_GC_QUANTUM ((uint64_t)64 << 10)
+#define L_GC_REST_MIN_KB ((uint64_t)4096)
 
 #if LUA_VERSION_NUM >= 504
 /* Lua 5.4 can run its collector in generational mode (lua5.4's own interpreter does). There a step is a minor
@@ -227,6 +233,7 @@ void l_gc_account(lua_State *L, l_state *S) {
     int pause = lua_gc(L, LUA_GCSETPAUSE, 200); /* the host's setting (collectgarbage("setpause")), put back */
     lua_gc(L, LUA_GCSETPAUSE, pause);
     S->gc_rest_kb = (uint64_t)lua_gc(L, LUA_GCCOUNT, 0) * (uint64_t)(pause > 100 ? pause - 100 : 0) / 100;
+    if (S->gc_rest_kb < L_GC_REST_MIN_KB) S->gc_rest_kb = L_GC_REST_MIN_KB;
   }
 }
 
@@ -242,7 +249,7 @@ int l_push(lua_State *L, lt_tensor *t) {
   if (!t) return l_error(L);
   push_box(L, t);
   l_state *S = L_STATE(L);
-  S->gc_debt += sizeof *t + (uint64_t)lt_numel(t) * lt_dtype_size(t->dtype);
+  S->gc_debt += sizeof *t + (t->storage && t->storage->refcount == 1 ? t->storage->nbytes : 0);
   l_gc_account(L, S);
   return 1;
 }

@@ -148,9 +148,16 @@ int lt_accumulate_grad(lt_ctx *c, lt_tensor *leaf, lt_tensor *g) {
   return rc;
 }
 
+/* Whether a node's accumulated gradient may be added into in place: the engine holds the only reference to
+ * it and to its memory (a rule may have passed on a tensor it also returned elsewhere), and it is dense. */
+static int acc_owned(const lt_tensor *acc) {
+  return acc->refcount == 1 && acc->storage->refcount == 1 && lt_is_contiguous(acc);
+}
+
 lt_tensor *lt_grad_inplace_target(const lt_tensor *in, const lt_tensor *const *ops, int nops) {
-  lt_tensor *g = in->grad;
-  if (in->grad_fn || !g || g->dtype != LT_F32 || !lt_is_contiguous(g) || !lt_same_shape(g, in)) return NULL;
+  lt_tensor *g = in->grad_fn ? in->grad_fn->grad_acc : in->grad;
+  if (!g || (in->grad_fn && !acc_owned(g))) return NULL;
+  if (g->dtype != LT_F32 || !lt_is_contiguous(g) || !lt_same_shape(g, in)) return NULL;
   for (int i = 0; i < nops; i++)
     if (ops[i] && ops[i]->storage == g->storage) return NULL;
   return g;
@@ -163,7 +170,7 @@ static int accumulate_node(lt_ctx *c, lt_node *n, lt_tensor *g) {
     return LT_OK;
   }
   lt_tensor *acc = n->grad_acc;
-  if (acc->refcount == 1 && acc->storage->refcount == 1 && lt_is_contiguous(acc)) return lt_op_axpy_(c, acc, 1.0, g);
+  if (acc_owned(acc)) return lt_op_axpy_(c, acc, 1.0, g);
   lt_tensor *sum = lt_op_binary(c, LT_ADD, acc, g);
   if (!sum) return LT_ERR;
   lt_tensor_release(acc);

@@ -29,7 +29,8 @@ static struct {
   sgemv_fn sgemv; /* NULL without a BLAS: GEMM serves every product */
   void (*set_threads)(int);
   int cur_threads; /* what OpenBLAS is set to now (lt_blas_sgemm chooses per call, up to info.threads) */
-} B = { PTHREAD_ONCE_INIT, { 0 }, NULL, NULL, NULL, 0 };
+  int serial;      /* > 0: OpenBLAS held at one thread (lt_blas_serial_begin) */
+} B = { PTHREAD_ONCE_INIT, { 0 }, NULL, NULL, NULL, 0, 0 };
 
 typedef struct cpu_feats {
   int avx, avx2, fma, avx512f, avx512bw, avx512dq, avx512vl, avx512cd;
@@ -213,6 +214,7 @@ int lt_set_flush_denormal(int on) {
 #define GEMM_KCHUNK 8192
 
 static void set_threads(int want) {
+  if (__atomic_load_n(&B.serial, __ATOMIC_ACQUIRE) > 0) return; /* held at one thread for the pool's GEMMs */
   if (want != B.cur_threads && B.set_threads) {
     sigset_t old; /* (more threads may start) */
     lt_spawn_mask(&old);
@@ -221,6 +223,14 @@ static void set_threads(int want) {
     B.cur_threads = want;
   }
 }
+
+void lt_blas_serial_begin(void) {
+  lt_blas_init();
+  set_threads(1);
+  __atomic_add_fetch(&B.serial, 1, __ATOMIC_RELEASE);
+}
+
+void lt_blas_serial_end(void) { __atomic_sub_fetch(&B.serial, 1, __ATOMIC_RELEASE); }
 
 static void sgemm_call(int transa, int transb, int m, int n, int k, float alpha, const float *a, int lda,
                        const float *b, int ldb, float beta, float *c, int ldc) {

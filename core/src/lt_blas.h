@@ -35,6 +35,11 @@ int lt_set_flush_denormal(int on);
  * work only, never around code that calls the Lua API or Lua code (core/bind/l_loop.c's with_state says why). */
 unsigned lt_fp_enter(int flush_denormal);
 void lt_fp_leave(unsigned saved);
+/* Between these, OpenBLAS runs every GEMM on the thread that calls it (its thread count held at one), so the
+ * parts of a job on lutra's pool (lt_pool.h) may each call lt_blas_sgemm: GEMMs run side by side on the
+ * pool's threads instead of one at a time on OpenBLAS's. Called by the thread submitting the job. */
+void lt_blas_serial_begin(void);
+void lt_blas_serial_end(void);
 /* Row-major sgemm, C = alpha * op(A) op(B) + beta * C. */
 void lt_blas_sgemm(int transa, int transb, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
                    int ldb, float beta, float *c, int ldc);

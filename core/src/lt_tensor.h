@@ -112,11 +112,14 @@ void lt_node_release(lt_node *n);
 int lt_backward(lt_ctx *c, lt_tensor *root, lt_tensor *grad);
 /* Adds g into leaf->grad (allocating it on first use); g must have leaf's shape. */
 int lt_accumulate_grad(lt_ctx *c, lt_tensor *leaf, lt_tensor *g);
-/* For a backward rule that can add its contribution to `in`'s gradient itself (a GEMM with beta = 1): the
- * gradient to add into, when `in` is a leaf whose float32 contiguous gradient already exists and shares no
- * memory with the rule's operands `ops` (what lt_accumulate_grad would add into); NULL: produce the
- * gradient as usual. The rule then leaves gin[i] NULL. Saves a temporary, its zeroing and the add pass when
- * gradients accumulate (zero_grad without set_to_none, accumulate_grad_batches). */
+/* For a backward rule that can add its contribution to `in`'s gradient itself (a GEMM with beta = 1, a slice
+ * added into its region): the gradient to add into, when one exists as float32, contiguous and sharing no
+ * memory with the rule's operands `ops`: a leaf's gradient (what lt_accumulate_grad would add into), or
+ * for a computed tensor the gradient the backward pass has summed so far from its other consumers, when
+ * the engine alone holds it (what the engine would add into); NULL: produce the gradient as usual. The rule
+ * then leaves gin[i] NULL. Saves a temporary, its zeroing and the add pass when gradients accumulate
+ * (zero_grad without set_to_none, accumulate_grad_batches, a tensor read by several ops: the q, k and v
+ * slices of one projection). */
 lt_tensor *lt_grad_inplace_target(const lt_tensor *in, const lt_tensor *const *ops, int nops);
 
 #endif

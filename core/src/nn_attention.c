@@ -23,6 +23,7 @@
 #include "lt_attention.h"
 #include "lt_blas.h"
 #include "lt_errors.h"
+#include "lt_pool.h"
 #include "lt_simd.h"
 
 #define OP "scaled_dot_product_attention"
@@ -122,9 +123,10 @@ static void dropout_row(const att_geom *g, int64_t bh, int64_t i, const float *r
 
 /* --- forward -------------------------------------------------------------------------------------------- */
 
-/* out [nbh x L x Ev] contiguous, lse [nbh x L], w [nbh x L x S] or NULL; P scratch [ATT_BR x S] */
-static void sdpa_forward(const att_geom *g, float *out, float *lse, float *w, float *P) {
-  for (int64_t bh = 0; bh < g->nbh; bh++) {
+/* bh in [b0, b1): out [nbh x L x Ev] contiguous, lse [nbh x L], w [nbh x L x S] or NULL; P scratch
+ * [ATT_BR x S] */
+static void sdpa_forward(const att_geom *g, int64_t b0, int64_t b1, float *out, float *lse, float *w, float *P) {
+  for (int64_t bh = b0; bh < b1; bh++) {
     for (int64_t i0 = 0; i0 < g->L; i0 += ATT_BR) {
       int64_t i1 = i0 + ATT_BR < g->L ? i0 + ATT_BR : g->L, br = i1 - i0;
       int64_t se = g->causal ? (i1 < g->S ? i1 : g->S) : g->S;
@@ -148,12 +150,12 @@ static void sdpa_forward(const att_geom *g, float *out, float *lse, float *w, fl
 
 /* --- backward ------------------------------------------------------------------------------------------- */
 
-/* dO, O [nbh x L x Ev] contiguous; dq [nbh x L x E], dk [nbh x S x E], dv [nbh x S x Ev] (zeroed here; any may
- * be NULL when not needed); scratch P, Pd, dP each [ATT_BR x S] */
-static void sdpa_backward(const att_geom *g, const float *dO, const float *O, const float *lse, float *dq, float *dk,
-                          float *dv, float *P, float *Pd, float *dP) {
+/* bh in [b0, b1): dO, O [nbh x L x Ev] contiguous; dq [nbh x L x E], dk [nbh x S x E], dv [nbh x S x Ev]
+ * (zeroed here; any may be NULL when not needed); scratch P, Pd, dP each [ATT_BR x S] */
+static void sdpa_backward(const att_geom *g, int64_t b0, int64_t b1, const float *dO, const float *O, const float *lse,
+                          float *dq, float *dk, float *dv, float *P, float *Pd, float *dP) {
   const int64_t L = g->L, S = g->S, E = g->E, Ev = g->Ev;
-  for (int64_t bh = 0; bh < g->nbh; bh++) {
+  for (int64_t bh = b0; bh < b1; bh++) {
     float *dkb = dk ? dk + bh * S * E : NULL, *dvb = dv ? dv + bh * S * Ev : NULL;
     if (dkb) memset(dkb, 0, sizeof(float) * (size_t)(S * E));
     if (dvb) memset(dvb, 0, sizeof(float) * (size_t)(S * Ev));
@@ -192,6 +194,67 @@ static void sdpa_backward(const att_geom *g, const float *dO, const float *O, co
         lt_blas_sgemm(1, 0, (int)se, (int)E, (int)br, g->scale, dP, (int)se, qb, (int)g->q.rs, 1.0f, dkb, (int)E);
     }
   }
+}
+
+/* --- the (bh) units on lutra's pool ---------------------------------------------------------------------- */
+
+/* Units are whole (bh) slices (a backward unit accumulates dK and dV over its query blocks), split over the
+ * pool's threads when there are at least this many multiply-adds in all: each thread runs its units' GEMMs
+ * (64-row blocks: far below the size OpenBLAS would thread) with OpenBLAS held at one thread, instead of the
+ * whole kernel running on one core. Every unit is computed by the same code on any thread: the results do not
+ * depend on the thread count. */
+#define ATT_PAR_MIN_MACS (INT64_C(1) << 20)
+
+typedef struct att_job {
+  const att_geom *g;
+  float *scratch; /* [nparts x per] */
+  int64_t per;    /* scratch floats per part */
+  int nparts;
+  float *out, *lse, *w;          /* forward */
+  const float *dO, *O, *lse_in;  /* backward */
+  float *dq, *dk, *dv;
+} att_job;
+
+static void forward_part(void *arg, int i, int n) {
+  const att_job *j = arg;
+  int64_t b0, b1;
+  lt_pool_range(j->g->nbh, i, n, 1, &b0, &b1);
+  if (b0 < b1) sdpa_forward(j->g, b0, b1, j->out, j->lse, j->w, j->scratch + (int64_t)i * j->per);
+}
+
+static void backward_part(void *arg, int i, int n) {
+  const att_job *j = arg;
+  int64_t b0, b1, ns = (int64_t)ATT_BR * j->g->S;
+  lt_pool_range(j->g->nbh, i, n, 1, &b0, &b1);
+  float *P = j->scratch + (int64_t)i * j->per;
+  if (b0 < b1) sdpa_backward(j->g, b0, b1, j->dO, j->O, j->lse_in, j->dq, j->dk, j->dv, P, P + ns, P + 2 * ns);
+}
+
+static float *scratch(lt_ctx *c, int64_t n) {
+  float *p = lt_alloc(sizeof(float) * (size_t)n);
+  if (!p) lt_fail(c, LT_E_OOM, sizeof(float) * (size_t)n);
+  return p;
+}
+
+/* Runs fn over every bh, with `per` floats of scratch for each part. */
+static int run_units(lt_ctx *c, const att_geom *g, lt_pool_fn fn, att_job *j, int64_t per) {
+  int64_t work = g->nbh * g->L * g->S * (g->E + g->Ev);
+  int parts = lt_pool_parts(c->num_threads, work, ATT_PAR_MIN_MACS);
+  if (parts > g->nbh) parts = (int)g->nbh;
+  j->g = g;
+  j->per = per;
+  j->nparts = parts;
+  j->scratch = scratch(c, parts * per);
+  if (!j->scratch) return LT_ERR;
+  if (parts > 1) {
+    lt_blas_serial_begin();
+    lt_pool_run(fn, j, parts);
+    lt_blas_serial_end();
+  } else {
+    fn(j, 0, 1);
+  }
+  lt_free(j->scratch, sizeof(float) * (size_t)(parts * per));
+  return LT_OK;
 }
 
 /* --- setup: shapes, layouts, masks ---------------------------------------------------------------------- */
@@ -358,12 +421,6 @@ static int geom_init(lt_ctx *c, att_geom *g, att_state *s, lt_tensor *q, lt_tens
   return LT_OK;
 }
 
-static float *scratch(lt_ctx *c, int64_t n) {
-  float *p = lt_alloc(sizeof(float) * (size_t)n);
-  if (!p) lt_fail(c, LT_E_OOM, sizeof(float) * (size_t)n);
-  return p;
-}
-
 static lt_tensor *contiguous_shape(lt_ctx *c, const lt_tensor *like, int64_t rows, int64_t cols) {
   int64_t shape[LT_MAX_DIM];
   memcpy(shape, like->shape, sizeof(int64_t) * (size_t)like->ndim);
@@ -386,9 +443,10 @@ static int sdpa_backward_node(lt_ctx *c, lt_node *nd, lt_tensor *gout, lt_tensor
   lt_tensor *dq = go && need[0] ? contiguous_shape(c, q, L, g.E) : NULL;
   lt_tensor *dk = go && need[1] ? contiguous_shape(c, k, S, g.E) : NULL;
   lt_tensor *dv = go && need[2] ? contiguous_shape(c, v, S, g.Ev) : NULL;
-  int64_t ns = (int64_t)ATT_BR * S;
-  float *buf = go && (dq || !need[0]) && (dk || !need[1]) && (dv || !need[2]) ? scratch(c, 3 * ns) : NULL;
-  if (!buf) {
+  att_job j = { .dO = go ? lt_f32(go) : NULL, .O = lt_f32(nd->saved[0]), .lse_in = lt_f32(nd->saved[1]),
+                .dq = dq ? lt_f32(dq) : NULL, .dk = dk ? lt_f32(dk) : NULL, .dv = dv ? lt_f32(dv) : NULL };
+  int ok = go && (dq || !need[0]) && (dk || !need[1]) && (dv || !need[2]);
+  if (!ok || run_units(c, &g, backward_part, &j, 3 * (int64_t)ATT_BR * S)) {
     lt_tensor_release(go);
     lt_tensor_release(dq);
     lt_tensor_release(dk);
@@ -396,9 +454,6 @@ static int sdpa_backward_node(lt_ctx *c, lt_node *nd, lt_tensor *gout, lt_tensor
     state_free(&s);
     return LT_ERR;
   }
-  sdpa_backward(&g, lt_f32(go), lt_f32(nd->saved[0]), lt_f32(nd->saved[1]), dq ? lt_f32(dq) : NULL,
-                dk ? lt_f32(dk) : NULL, dv ? lt_f32(dv) : NULL, buf, buf + ns, buf + 2 * ns);
-  lt_free(buf, sizeof(float) * (size_t)(3 * ns));
   lt_tensor_release(go);
   state_free(&s);
   gin[0] = dq;
@@ -430,16 +485,14 @@ lt_tensor *lt_nn_sdpa(lt_ctx *c, lt_tensor *q, lt_tensor *k, lt_tensor *v, lt_te
   memcpy(lshape, q->shape, sizeof(int64_t) * (size_t)(q->ndim - 1));
   lt_tensor *lse = out ? lt_tensor_new(c, LT_F32, q->ndim - 1, lshape) : NULL;
   lt_tensor *w = lse && weights ? contiguous_shape(c, q, L, S) : NULL;
-  float *P = lse && (w || !weights) ? scratch(c, (int64_t)ATT_BR * S) : NULL;
-  if (!P) {
+  att_job j = { .out = out ? lt_f32(out) : NULL, .lse = lse ? lt_f32(lse) : NULL, .w = w ? lt_f32(w) : NULL };
+  if (!(lse && (w || !weights)) || (L > 0 && run_units(c, &g, forward_part, &j, (int64_t)ATT_BR * S))) {
     lt_tensor_release(out);
     lt_tensor_release(lse);
     lt_tensor_release(w);
     state_free(&s);
     return NULL;
   }
-  if (L > 0) sdpa_forward(&g, lt_f32(out), lt_f32(lse), w ? lt_f32(w) : NULL, P);
-  lt_free(P, sizeof(float) * (size_t)(ATT_BR * S));
   state_free(&s);
   lt_tensor *inputs[3] = { q, k, v };
   lt_node *nd;

@@ -163,18 +163,22 @@ lt_tensor *lt_op_transpose(lt_ctx *c, lt_tensor *t, int d1, int d2) {
 
 /* --- narrow / select --------------------------------------------------------------------------- */
 
-/* gradient of a slice: zeros of the input's shape with g written into the slice */
+/* gradient of a slice: zeros of the input's shape with g written into the slice; or g added into the slice
+ * of the input's gradient summed so far, when there is one to add into (the other slices of the same
+ * tensor, as q, k and v of one projection: one buffer instead of a zeroed one per slice and their sum) */
 static int slice_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
   lt_tensor *in = n->inputs[0];
   int dim = (int)n->i[0];
   int64_t start = n->i[1], len = n->i[2];
   int is_select = (int)n->i[3];
-  lt_tensor *z = lt_tensor_zeros(c, LT_F32, in->ndim, in->shape);
+  const lt_tensor *ops[1] = { g };
+  lt_tensor *acc = lt_grad_inplace_target(in, ops, 1);
+  lt_tensor *z = acc ? lt_tensor_retain(acc) : lt_tensor_zeros(c, LT_F32, in->ndim, in->shape);
   if (!z) return LT_ERR;
   int64_t sh[LT_MAX_DIM];
   memcpy(sh, z->shape, sizeof sh);
   sh[dim] = len;
-  lt_tensor *region = lt_tensor_alias(c, z, z->ndim, sh, z->stride, z->stride[dim] * start);
+  lt_tensor *region = lt_tensor_alias(c, z, z->ndim, sh, z->stride, z->offset + z->stride[dim] * start);
   lt_tensor *gv = NULL;
   if (region && is_select) {
     int64_t gsh[LT_MAX_DIM], gst[LT_MAX_DIM];
@@ -192,12 +196,12 @@ static int slice_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) 
   } else if (region) {
     gv = lt_tensor_retain(g);
   }
-  int rc = (region && gv) ? lt_op_copy_(c, region, gv) : LT_ERR;
+  int rc = !(region && gv) ? LT_ERR : acc ? lt_op_axpy_(c, region, 1.0, gv) : lt_op_copy_(c, region, gv);
   lt_tensor_release(region);
   lt_tensor_release(gv);
-  if (rc) {
+  if (rc || acc) {
     lt_tensor_release(z);
-    return LT_ERR;
+    return rc ? LT_ERR : LT_OK;
   }
   gin[0] = z;
   return LT_OK;
