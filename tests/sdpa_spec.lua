@@ -109,6 +109,22 @@ describe("scaled_dot_product_attention", function()
     assert.is_true((qkv.grad - ref.grad):abs():max():item() < 1e-6)
   end)
 
+  it("takes a strided output gradient (the head split undone by a transpose) with the same gradients", function()
+    lt.manual_seed(8)
+    local B, T, H, D = 2, 6, 2, 3
+    local qkv = lt.randn(B, T, 3 * H * D):requires_grad(true)
+    local ref = qkv:detach():clone():requires_grad(true)
+    local function heads(t, i) return t:narrow(3, i * H * D + 1, H * D):view(B, T, H, D):transpose(2, 3) end
+    local w = lt.randn(B, T, H * D)
+    -- as models/gpt.lua: the output's heads back to [B x T x C]; its gradient reaches the kernel transposed
+    local y = sdpa(heads(qkv, 0), heads(qkv, 1), heads(qkv, 2), { is_causal = true })
+    ;(y:transpose(2, 3):contiguous():view(B, T, H * D) * w):sum():backward()
+    local y2 = sdpa(heads(ref, 0):contiguous(), heads(ref, 1):contiguous(), heads(ref, 2):contiguous(),
+      { is_causal = true })
+    y2:backward(w:view(B, T, H, D):transpose(2, 3):contiguous())
+    assert.is_true((qkv.grad - ref.grad):abs():max():item() < 1e-6)
+  end)
+
   it("gives NaN for a query row whose keys are all masked, as PyTorch", function()
     local m = lt.tensor{ { 0, 0 }, { 1, 1 } }
     local y = sdpa(lt.randn(2, 3), lt.randn(2, 3), lt.randn(2, 3), { attn_mask = m })

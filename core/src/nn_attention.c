@@ -37,6 +37,21 @@ typedef struct att_mat {
   int64_t rs;   /* row stride (>= cols, the GEMM's leading dimension) */
 } att_mat;
 
+/* The same, written: the gradients dq, dk, dv, laid out as their inputs (see dense_like). */
+typedef struct att_out {
+  float *base;
+  int64_t *off; /* [nbh] */
+  int64_t rs;
+} att_out;
+
+/* Zeroes rows x cols of m's bh matrix. */
+static void zero_rows(const att_out *m, int64_t bh, int64_t rows, int64_t cols) {
+  float *p = m->base + m->off[bh];
+  if (m->rs == cols) memset(p, 0, sizeof(float) * (size_t)(rows * cols));
+  else
+    for (int64_t r = 0; r < rows; r++) memset(p + r * m->rs, 0, sizeof(float) * (size_t)cols);
+}
+
 typedef struct att_mask {
   const float *f;   /* float32 mask, or NULL */
   const int64_t *i; /* int64 mask, or NULL */
@@ -150,20 +165,23 @@ static void sdpa_forward(const att_geom *g, int64_t b0, int64_t b1, float *out, 
 
 /* --- backward ------------------------------------------------------------------------------------------- */
 
-/* bh in [b0, b1): dO, O [nbh x L x Ev] contiguous; dq [nbh x L x E], dk [nbh x S x E], dv [nbh x S x Ev]
- * (zeroed here; any may be NULL when not needed); scratch P, Pd, dP each [ATT_BR x S] */
-static void sdpa_backward(const att_geom *g, int64_t b0, int64_t b1, const float *dO, const float *O, const float *lse,
-                          float *dq, float *dk, float *dv, float *P, float *Pd, float *dP) {
+/* bh in [b0, b1): dO [nbh x L x Ev] (rows of stride dO->rs), O [nbh x L x Ev] contiguous; dq [nbh x L x E],
+ * dk [nbh x S x E], dv [nbh x S x Ev] (zeroed here; any may be NULL when not needed); scratch P, Pd, dP each
+ * [ATT_BR x S] */
+static void sdpa_backward(const att_geom *g, int64_t b0, int64_t b1, const att_mat *dO, const float *O,
+                          const float *lse, const att_out *dq, const att_out *dk, const att_out *dv, float *P, float *Pd,
+                          float *dP) {
   const int64_t L = g->L, S = g->S, E = g->E, Ev = g->Ev;
   for (int64_t bh = b0; bh < b1; bh++) {
-    float *dkb = dk ? dk + bh * S * E : NULL, *dvb = dv ? dv + bh * S * Ev : NULL;
-    if (dkb) memset(dkb, 0, sizeof(float) * (size_t)(S * E));
-    if (dvb) memset(dvb, 0, sizeof(float) * (size_t)(S * Ev));
+    float *dkb = dk ? dk->base + dk->off[bh] : NULL, *dvb = dv ? dv->base + dv->off[bh] : NULL;
+    if (dkb) zero_rows(dk, bh, S, E);
+    if (dvb) zero_rows(dv, bh, S, Ev);
     const float *kb = g->k.base + g->k.off[bh], *vb = g->v.base + g->v.off[bh];
     for (int64_t i0 = 0; i0 < L; i0 += ATT_BR) {
       int64_t i1 = i0 + ATT_BR < L ? i0 + ATT_BR : L, br = i1 - i0;
       int64_t se = g->causal ? (i1 < S ? i1 : S) : S;
-      const float *dOb = dO + (bh * L + i0) * Ev, *Ob = O + (bh * L + i0) * Ev;
+      const float *dOb = dO->base + dO->off[bh] + i0 * dO->rs, *Ob = O + (bh * L + i0) * Ev;
+      const int ldo = (int)dO->rs;
       const float *qb = g->q.base + g->q.off[bh] + i0 * g->q.rs;
       scores(g, bh, i0, i1, se, P);
       for (int64_t i = i0; i < i1; i++) {
@@ -176,22 +194,23 @@ static void sdpa_backward(const att_geom *g, int64_t b0, int64_t b1, const float
         }
       }
       const float *Pdrop = g->p > 0 ? Pd : P;
-      if (dvb) lt_blas_sgemm(1, 0, (int)se, (int)Ev, (int)br, 1.0f, Pdrop, (int)se, dOb, (int)Ev, 1.0f, dvb, (int)Ev);
+      if (dvb) lt_blas_sgemm(1, 0, (int)se, (int)Ev, (int)br, 1.0f, Pdrop, (int)se, dOb, ldo, 1.0f, dvb, (int)dv->rs);
       if (!dq && !dkb) continue;
-      lt_blas_sgemm(0, 1, (int)br, (int)se, (int)Ev, 1.0f, dOb, (int)Ev, vb, (int)g->v.rs, 0.0f, dP, (int)se);
+      lt_blas_sgemm(0, 1, (int)br, (int)se, (int)Ev, 1.0f, dOb, ldo, vb, (int)g->v.rs, 0.0f, dP, (int)se);
       for (int64_t i = i0; i < i1; i++) {
         float *pr = P + (i - i0) * se, *dr = dP + (i - i0) * se;
         int64_t n = visible(g, i);
         if (g->p > 0) dropout_row(g, bh, i, dr, dr, n);
-        float D = (float)lt_dot_f32(dOb + (i - i0) * Ev, Ob + (i - i0) * Ev, Ev);
+        float D = (float)lt_dot_f32(dOb + (i - i0) * dO->rs, Ob + (i - i0) * Ev, Ev);
         for (int64_t j = 0; j < n; j++) dr[j] = pr[j] * (dr[j] - D);
         for (int64_t j = n; j < se; j++) dr[j] = 0.0f;
       }
       if (dq)
         lt_blas_sgemm(0, 0, (int)br, (int)E, (int)se, g->scale, dP, (int)se, kb, (int)g->k.rs, 0.0f,
-                      dq + (bh * L + i0) * E, (int)E);
+                      dq->base + dq->off[bh] + i0 * dq->rs, (int)dq->rs);
       if (dkb)
-        lt_blas_sgemm(1, 0, (int)se, (int)E, (int)br, g->scale, dP, (int)se, qb, (int)g->q.rs, 1.0f, dkb, (int)E);
+        lt_blas_sgemm(1, 0, (int)se, (int)E, (int)br, g->scale, dP, (int)se, qb, (int)g->q.rs, 1.0f, dkb,
+                      (int)dk->rs);
     }
   }
 }
@@ -210,9 +229,10 @@ typedef struct att_job {
   float *scratch; /* [nparts x per] */
   int64_t per;    /* scratch floats per part */
   int nparts;
-  float *out, *lse, *w;          /* forward */
-  const float *dO, *O, *lse_in;  /* backward */
-  float *dq, *dk, *dv;
+  float *out, *lse, *w;   /* forward */
+  att_mat dO;             /* backward */
+  const float *O, *lse_in;
+  const att_out *dq, *dk, *dv;
 } att_job;
 
 static void forward_part(void *arg, int i, int n) {
@@ -227,7 +247,7 @@ static void backward_part(void *arg, int i, int n) {
   int64_t b0, b1, ns = (int64_t)ATT_BR * j->g->S;
   lt_pool_range(j->g->nbh, i, n, 1, &b0, &b1);
   float *P = j->scratch + (int64_t)i * j->per;
-  if (b0 < b1) sdpa_backward(j->g, b0, b1, j->dO, j->O, j->lse_in, j->dq, j->dk, j->dv, P, P + ns, P + 2 * ns);
+  if (b0 < b1) sdpa_backward(j->g, b0, b1, &j->dO, j->O, j->lse_in, j->dq, j->dk, j->dv, P, P + ns, P + 2 * ns);
 }
 
 static float *scratch(lt_ctx *c, int64_t n) {
@@ -429,6 +449,45 @@ static lt_tensor *contiguous_shape(lt_ctx *c, const lt_tensor *like, int64_t row
   return lt_tensor_new(c, LT_F32, like->ndim, shape);
 }
 
+/* A new [.., rows, cols] tensor (t's batch dims) laid out in memory as t is (its dims ordered by t's strides,
+ * the last innermost): the gradient of a head of a fused projection ([B x H x L x E] seen in a [B x L x H x E]
+ * buffer) comes out in that buffer's order, so undoing the head split on it (transpose, view) copies nothing.
+ * A contiguous t gives a contiguous tensor. */
+static lt_tensor *dense_like(lt_ctx *c, const lt_tensor *t, int64_t rows, int64_t cols) {
+  int n = t->ndim, perm[LT_MAX_DIM];
+  int64_t shape[LT_MAX_DIM], pshape[LT_MAX_DIM], stride[LT_MAX_DIM];
+  memcpy(shape, t->shape, sizeof(int64_t) * (size_t)n);
+  shape[n - 2] = rows;
+  shape[n - 1] = cols;
+  if (t->stride[n - 1] != 1 && t->shape[n - 1] != 1) return lt_tensor_new(c, LT_F32, n, shape);
+  /* the dims before the last, outermost first: by stride, larger first; size-1 dims and ties keep their
+   * order (insertion sort: a stable sort of at most LT_MAX_DIM - 1 dims) */
+  for (int i = 0; i < n - 1; i++) {
+    int d = i, j = i;
+    int64_t sd = t->shape[d] == 1 ? INT64_MAX : t->stride[d];
+    while (j > 0) {
+      int e = perm[j - 1];
+      int64_t se = t->shape[e] == 1 ? INT64_MAX : t->stride[e];
+      if (se >= sd) break;
+      perm[j] = e;
+      j--;
+    }
+    perm[j] = d;
+  }
+  perm[n - 1] = n - 1;
+  for (int i = 0; i < n; i++) pshape[i] = shape[perm[i]];
+  lt_tensor *base = lt_tensor_new(c, LT_F32, n, pshape);
+  if (!base) return NULL;
+  int64_t acc = 1;
+  for (int i = n - 1; i >= 0; i--) {
+    stride[perm[i]] = acc;
+    acc *= pshape[i];
+  }
+  lt_tensor *out = lt_tensor_alias(c, base, n, shape, stride, 0);
+  lt_tensor_release(base);
+  return out;
+}
+
 /* node: inputs q, k, v; saved[0] the output, saved[1] lse, saved[2] the mask (or NULL); i[0] causal, i[1] seed,
  * i[2] binary mask; f[0] p, f[1] the scale used */
 static int sdpa_backward_node(lt_ctx *c, lt_node *nd, lt_tensor *gout, lt_tensor **gin) {
@@ -438,24 +497,38 @@ static int sdpa_backward_node(lt_ctx *c, lt_node *nd, lt_tensor *gout, lt_tensor
   if (geom_init(c, &g, &s, q, k, v, nd->saved[2], (int)nd->i[0], nd->f[0], nd->f[1], (int)nd->i[2])) return LT_ERR;
   g.seed = (uint64_t)nd->i[1];
   const int64_t L = g.L, S = g.S;
-  lt_tensor *go = lt_op_contiguous(c, gout);
+  lt_tensor *go = gemm_ready(c, gout); /* rows in place: the gradient of a head split undone by a transpose */
   int need[3] = { q->requires_grad, k->requires_grad, v->requires_grad };
-  lt_tensor *dq = go && need[0] ? contiguous_shape(c, q, L, g.E) : NULL;
-  lt_tensor *dk = go && need[1] ? contiguous_shape(c, k, S, g.E) : NULL;
-  lt_tensor *dv = go && need[2] ? contiguous_shape(c, v, S, g.Ev) : NULL;
-  att_job j = { .dO = go ? lt_f32(go) : NULL, .O = lt_f32(nd->saved[0]), .lse_in = lt_f32(nd->saved[1]),
-                .dq = dq ? lt_f32(dq) : NULL, .dk = dk ? lt_f32(dk) : NULL, .dv = dv ? lt_f32(dv) : NULL };
-  int ok = go && (dq || !need[0]) && (dk || !need[1]) && (dv || !need[2]);
+  lt_tensor *grads[3] = { go && need[0] ? dense_like(c, q, L, g.E) : NULL, go && need[1] ? dense_like(c, k, S, g.E) : NULL,
+                          go && need[2] ? dense_like(c, v, S, g.Ev) : NULL };
+  int nb = q->ndim - 2;
+  int64_t *offs = go ? lt_alloc(sizeof(int64_t) * (size_t)(4 * g.nbh)) : NULL;
+  int ok = offs && (grads[0] || !need[0]) && (grads[1] || !need[1]) && (grads[2] || !need[2]);
+  if (go && !offs) lt_fail(c, LT_E_OOM, sizeof(int64_t) * (size_t)(4 * g.nbh));
+  att_out outs[3];
+  att_job j = { .O = lt_f32(nd->saved[0]), .lse_in = lt_f32(nd->saved[1]) };
+  if (ok) {
+    j.dO = (att_mat){ (const float *)go->storage->data, offs + 3 * g.nbh, row_stride(go) };
+    batch_offsets(go, nb, q->shape, g.nbh, offs + 3 * g.nbh);
+    const att_out **dst[3] = { &j.dq, &j.dk, &j.dv };
+    for (int i = 0; i < 3; i++) {
+      if (!grads[i]) continue;
+      outs[i] = (att_out){ (float *)grads[i]->storage->data, offs + i * g.nbh, row_stride(grads[i]) };
+      batch_offsets(grads[i], nb, q->shape, g.nbh, outs[i].off);
+      *dst[i] = &outs[i];
+    }
+  }
   if (!ok || run_units(c, &g, backward_part, &j, 3 * (int64_t)ATT_BR * S)) {
+    if (offs) lt_free(offs, sizeof(int64_t) * (size_t)(4 * g.nbh));
     lt_tensor_release(go);
-    lt_tensor_release(dq);
-    lt_tensor_release(dk);
-    lt_tensor_release(dv);
+    for (int i = 0; i < 3; i++) lt_tensor_release(grads[i]);
     state_free(&s);
     return LT_ERR;
   }
+  lt_free(offs, sizeof(int64_t) * (size_t)(4 * g.nbh));
   lt_tensor_release(go);
   state_free(&s);
+  lt_tensor *dq = grads[0], *dk = grads[1], *dv = grads[2];
   gin[0] = dq;
   gin[1] = dk;
   gin[2] = dv;
