@@ -127,6 +127,11 @@ lt_tensor *lt_op_linear_act(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b,
 /* raw sgemm on contiguous (or transposed-contiguous) 2-D operands: C = alpha*op(A)op(B) + beta*C */
 int lt_gemm(lt_ctx *c, int transa, int transb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
             int64_t lda, const float *b, int64_t ldb, float beta, float *cc, int64_t ldc);
+/* The linear layer's gradients from contiguous g [rows x out], x [rows x in], W [out x in] (ops_linear_grads.c):
+ * gx = g W, gw = g^T x + beta_w gw, gb += column sums of g (gb zeroed by the caller); any of gx, gw, gb may be
+ * NULL. Every size > 0 and <= INT_MAX. */
+void lt_linear_grads_f32(lt_ctx *c, const float *g, const float *x, const float *w, float *gx, float *gw, float beta_w,
+                         float *gb, int64_t rows, int64_t in_f, int64_t out_f);
 
 /* --- softmax family and indexing (ops_softmax.c, ops_index.c) ------------------------------------ */
 lt_tensor *lt_op_softmax(lt_ctx *c, lt_tensor *a, int dim);

@@ -201,49 +201,46 @@ lt_tensor *lt_op_matmul(lt_ctx *c, lt_tensor *a, lt_tensor *b) {
 
 /* ---- linear: y = x W^T + b, one GEMM with the bias preloaded into the output ------------------ */
 
-/* The gradients of y = x W^T + b given dL/dy as a contiguous gc (taken over: released here). */
+/* The gradients of y = x W^T + b given dL/dy as a contiguous gc (taken over: released here); the arithmetic
+ * is lt_linear_grads_f32's (ops_linear_grads.c). */
 static int linear_grads(lt_ctx *c, lt_node *n, lt_tensor *gc, lt_tensor **gin) {
   lt_tensor *x = n->inputs[0], *w = n->inputs[1], *b = n->ninputs > 2 ? n->inputs[2] : NULL;
   int64_t out_f = w->shape[0], in_f = w->shape[1];
   int64_t rows = lt_numel(x) / (in_f ? in_f : 1);
   lt_tensor *xc = gc ? lt_op_contiguous(c, x) : NULL;
   lt_tensor *wc = xc ? lt_op_contiguous(c, w) : NULL;
+  lt_tensor *gx = NULL, *gw = NULL, *gb = NULL;
   if (!wc) goto fail;
-  if (x->requires_grad) { /* gx [rows, in] = g [rows, out] @ W [out, in] */
-    lt_tensor *gx = lt_tensor_new(c, LT_F32, x->ndim, x->shape);
-    if (!gx || lt_gemm(c, 0, 0, rows, in_f, out_f, 1.0f, lt_f32(gc), out_f, lt_f32(wc), in_f, 0.0f, lt_f32(gx), in_f)) {
-      lt_tensor_release(gx);
-      goto fail;
-    }
-    gin[0] = gx;
+  if (rows > INT_MAX || in_f > INT_MAX || out_f > INT_MAX) {
+    lt_fail(c, "matmul: sizes beyond 2^31 are not supported by the BLAS");
+    goto fail;
   }
+  /* gx [rows, in] = g [rows, out] @ W [out, in] */
+  if (x->requires_grad && !(gx = lt_tensor_new(c, LT_F32, x->ndim, x->shape))) goto fail;
   const lt_tensor *const ops[3] = { gc, xc, wc };
   lt_tensor *wacc = w->requires_grad ? lt_grad_inplace_target(w, ops, 3) : NULL;
-  if (wacc) { /* W.grad += g^T @ x in the GEMM itself (gin[1] stays NULL) */
-    if (lt_gemm(c, 1, 0, out_f, in_f, rows, 1.0f, lt_f32(gc), out_f, lt_f32(xc), in_f, 1.0f, lt_f32(wacc), in_f))
-      goto fail;
-  } else if (w->requires_grad) { /* gW [out, in] = g^T [out, rows] @ x [rows, in] */
-    lt_tensor *gw = lt_tensor_new(c, LT_F32, 2, w->shape);
-    if (!gw || lt_gemm(c, 1, 0, out_f, in_f, rows, 1.0f, lt_f32(gc), out_f, lt_f32(xc), in_f, 0.0f, lt_f32(gw), in_f)) {
-      lt_tensor_release(gw);
-      goto fail;
-    }
-    gin[1] = gw;
+  /* W.grad += g^T @ x in the GEMM itself (gin[1] stays NULL), else gW [out, in] = g^T [out, rows] @ x [rows, in] */
+  if (w->requires_grad && !wacc && !(gw = lt_tensor_new(c, LT_F32, 2, w->shape))) goto fail;
+  if (b && b->requires_grad && !(gb = lt_tensor_zeros(c, LT_F32, 1, &out_f))) goto fail; /* column sums of g */
+  if (rows > 0 && in_f > 0 && out_f > 0)
+    lt_linear_grads_f32(c, lt_f32(gc), lt_f32(xc), lt_f32(wc), gx ? lt_f32(gx) : NULL,
+                        wacc ? lt_f32(wacc) : gw ? lt_f32(gw) : NULL, wacc ? 1.0f : 0.0f, gb ? lt_f32(gb) : NULL, rows,
+                        in_f, out_f);
+  else if (gx || gw) { /* an empty product: zeros (beta = 0 on nothing summed) */
+    if (gx) lt_op_fill_(c, gx, 0.0);
+    if (gw) lt_op_fill_(c, gw, 0.0);
   }
-  if (b && b->requires_grad) { /* gb = column sums of g */
-    lt_tensor *gb = lt_tensor_zeros(c, LT_F32, 1, &out_f);
-    if (!gb) goto fail;
-    float *pb = lt_f32(gb);
-    const float *pg = lt_f32(gc);
-    for (int64_t r = 0; r < rows; r++)
-      for (int64_t j = 0; j < out_f; j++) pb[j] += pg[r * out_f + j];
-    gin[2] = gb;
-  }
+  gin[0] = gx;
+  gin[1] = gw;
+  if (gb) gin[2] = gb;
   lt_tensor_release(gc);
   lt_tensor_release(xc);
   lt_tensor_release(wc);
   return LT_OK;
 fail:
+  lt_tensor_release(gx);
+  lt_tensor_release(gw);
+  lt_tensor_release(gb);
   lt_tensor_release(gc);
   lt_tensor_release(xc);
   lt_tensor_release(wc);
