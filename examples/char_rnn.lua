@@ -23,30 +23,12 @@ local CharRNN = require "models.char_rnn"
 local USAGE = "usage: lutra examples/char_rnn.lua [FILE] [--epochs N] [--seq-len N] [--tbptt N] [--hidden N] "
   .. "[--batch-size N] [--temperature T] [--prompt TEXT] [--length N] [--seed N] [--out DIR] [--fast]"
 
-local opts = { file = "/usr/share/common-licenses/GPL-3", ["seq-len"] = 128, tbptt = 32, hidden = 128,
-  ["batch-size"] = 32, temperature = 0.8, prompt = "The ", length = 400, seed = 0, out = "runs/char_rnn" }
-do
-  local numbers = { epochs = true, ["seq-len"] = true, tbptt = true, hidden = true, ["batch-size"] = true,
-    temperature = true, length = true, seed = true }
-  local strings = { prompt = true, out = true }
-  local i = 1
-  while arg[i] do
-    local a = arg[i]
-    local k = a:match("^%-%-([%w-]+)$")
-    if a == "--fast" then opts.fast = true; i = i + 1
-    elseif a == "--help" or a == "-h" then print(USAGE); os.exit(0)
-    elseif k and (numbers[k] or strings[k]) and arg[i + 1] ~= nil then
-      local v = arg[i + 1]
-      if numbers[k] then
-        v = tonumber(v)
-        if not v then io.stderr:write("--", k, " needs a number\n", USAGE, "\n"); os.exit(2) end
-      end
-      opts[k] = v
-      i = i + 2
-    elseif not a:match("^%-") then opts.file = a; i = i + 1
-    else io.stderr:write(USAGE, "\n"); os.exit(2) end
-  end
-end
+local opts = require("examples.cli_args")(arg, USAGE,
+  { epochs = "number", ["seq-len"] = "number", tbptt = "number", hidden = "number", ["batch-size"] = "number",
+    temperature = "number", length = "number", seed = "number", prompt = "string", out = "string" }, { fast = true },
+  { file = "/usr/share/common-licenses/GPL-3", ["seq-len"] = 128, tbptt = 32, hidden = 128, ["batch-size"] = 32,
+    temperature = 0.8, prompt = "The ", length = 400, seed = 0, out = "runs/char_rnn" },
+  { "file" })
 if opts.fast then
   opts.epochs = opts.epochs or 2
   opts["seq-len"], opts.tbptt, opts.hidden, opts.length = 64, 16, 64, 100

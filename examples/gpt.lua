@@ -25,30 +25,15 @@ local USAGE = "usage: lutra examples/gpt.lua [FILE] [--steps N] [--batch-size N]
   .. "[--n-head N] [--n-embd N] [--dropout P] [--lr LR] [--val-batches N] [--seed N] [--temperature T] "
   .. "[--top-k K] [--length N] [--prompt TEXT] [--out DIR] [--fast]"
 
-local opts = { file = "/usr/share/games/fortunes/songs-poems", steps = 1500, ["batch-size"] = 16,
-  ["block-size"] = 64, ["n-layer"] = 2, ["n-head"] = 4, ["n-embd"] = 128, dropout = 0, lr = 1e-3,
-  ["val-batches"] = 40, seed = 0, temperature = 0.8, ["top-k"] = 10, length = 300, prompt = "\n",
-  out = "runs/gpt" }
-do
-  local strings = { prompt = true, out = true }
-  local i = 1
-  while arg[i] do
-    local a = arg[i]
-    local k = a:match("^%-%-([%w-]+)$")
-    if a == "--fast" then opts.fast = true; i = i + 1
-    elseif a == "--help" or a == "-h" then print(USAGE); os.exit(0)
-    elseif k and opts[k] ~= nil and k ~= "file" and arg[i + 1] ~= nil then
-      local v = arg[i + 1]
-      if not strings[k] then
-        v = tonumber(v)
-        if not v then io.stderr:write("--", k, " needs a number\n", USAGE, "\n"); os.exit(2) end
-      end
-      opts[k] = v
-      i = i + 2
-    elseif not a:match("^%-") then opts.file = a; i = i + 1
-    else io.stderr:write(USAGE, "\n"); os.exit(2) end
-  end
-end
+local opts = require("examples.cli_args")(arg, USAGE,
+  { steps = "number", ["batch-size"] = "number", ["block-size"] = "number", ["n-layer"] = "number",
+    ["n-head"] = "number", ["n-embd"] = "number", dropout = "number", lr = "number", ["val-batches"] = "number",
+    seed = "number", temperature = "number", ["top-k"] = "number", length = "number", prompt = "string",
+    out = "string" }, { fast = true },
+  { file = "/usr/share/games/fortunes/songs-poems", steps = 1500, ["batch-size"] = 16, ["block-size"] = 64,
+    ["n-layer"] = 2, ["n-head"] = 4, ["n-embd"] = 128, dropout = 0, lr = 1e-3, ["val-batches"] = 40, seed = 0,
+    temperature = 0.8, ["top-k"] = 10, length = 300, prompt = "\n", out = "runs/gpt" },
+  { "file" })
 if opts.fast then
   opts.steps, opts["n-embd"], opts["n-layer"], opts["block-size"] = 40, 32, 1, 32
   opts["val-batches"], opts.length = 4, 60

@@ -118,6 +118,60 @@ describe("examples (--fast)", function()
     has(out, "gpt: cannot read the text: " .. tmpdir .. "/no_such.txt: No such file or directory")
   end)
 
+  -- the command line the examples share (examples/cli_args.lua): positional arguments and --name value options
+  it_needs("", "gpt.lua takes its text from a positional FILE between the options", function()
+    local path = tmpdir .. "/short.txt"
+    local f = assert(io.open(path, "wb"))
+    f:write(("abc "):rep(20))
+    f:close()
+    local out, status = run("examples/gpt.lua", "--fast " .. path .. " --seed 3")
+    assert.are.equal(1, status)
+    -- --fast sets block-size 32: the 8 validation characters of 80 are too few
+    has(out, "gpt: " .. path .. " is too short: the validation split needs more than 33 characters")
+  end)
+
+  it_needs("", "char_rnn.lua and gpt.lua reject a bad option, a non-number and a second FILE with their usage (exit 2)",
+    function()
+      for _, script in ipairs { "char_rnn", "gpt" } do
+        local usage = "usage: lutra examples/" .. script .. ".lua [FILE] ["
+        local out, status = run("examples/" .. script .. ".lua", "--fast --bogus 1")
+        assert.are.equal(2, status)
+        has(out, usage)
+        out, status = run("examples/" .. script .. ".lua", "--fast --seed x")
+        assert.are.equal(2, status)
+        has(out, "--seed needs a number\n" .. usage)
+        out, status = run("examples/" .. script .. ".lua", "--fast --seed")
+        assert.are.equal(2, status)
+        has(out, usage)
+        out, status = run("examples/" .. script .. ".lua", "a.txt --fast b.txt")
+        assert.are.equal(2, status)
+        has(out, usage)
+        out, status = run("examples/" .. script .. ".lua", "--fast --help")
+        assert.are.equal(0, status)
+        has(out, usage)
+      end
+    end)
+
+  it_needs("", "cli_args.lua fills the positional names in order and keeps the defaults of the rest", function()
+    local script = tmpdir .. "/cli_args_probe.lua"
+    local f = assert(io.open(script, "wb"))
+    f:write(string.format("package.path = %q .. '/?.lua;' .. package.path\n", root), [[
+local o = require("examples.cli_args")(arg, "usage: probe", { n = "number", s = "string" }, { fast = true },
+  { n = 1, s = "d", dst = "default_dst" }, { "src", "dst" })
+print(string.format("src=%s dst=%s n=%s (%s) s=%s fast=%s", o.src, o.dst, o.n, type(o.n), o.s, tostring(o.fast)))
+]])
+    f:close()
+    local out, status = run(script, "in.txt --n 5")
+    expect_ok(out, status)
+    has(out, "src=in.txt dst=default_dst n=5 (number) s=d fast=nil")
+    out, status = run(script, "--fast in.txt --s -x out.txt")
+    expect_ok(out, status)
+    has(out, "src=in.txt dst=out.txt n=1 (number) s=-x fast=true")
+    out, status = run(script, "in.txt out.txt extra.txt")
+    assert.are.equal(2, status)
+    assert.are.equal("usage: probe\n", out)
+  end)
+
   it_needs("", "gan.lua trains a generator and a discriminator in turn and moves the samples to the target", function()
     local out, status = run("examples/gan.lua", "--fast")
     expect_ok(out, status)
