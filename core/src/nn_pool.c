@@ -10,6 +10,7 @@
 
 #include "lt_errors.h"
 #include "lt_nn.h"
+#include "lt_nn_pool.h"
 #include "lt_simd.h"
 
 typedef struct pool_geom {
@@ -56,12 +57,9 @@ static int pool_check(lt_ctx *c, const char *op, lt_tensor *x, int kh, int kw, i
 /* each output's gradient goes to the input cell its window took (lt_nn.h) */
 int lt_nn_max_pool_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin) {
   const lt_tensor *x = n->inputs[0];
-  lt_tensor *gc = lt_op_contiguous(c, gout);
-  lt_tensor *gx = gc ? lt_tensor_zeros(c, LT_F32, 4, x->shape) : NULL;
-  if (!gx) {
-    lt_tensor_release(gc);
-    return LT_ERR;
-  }
+  lt_tensor *gc;
+  lt_tensor *gx = lt_nn_pool_grad_buffers(c, gout, x, &gc);
+  if (!gx) return LT_ERR;
   const int64_t *idx = lt_i64(n->saved[0]);
   const float *pg = lt_f32(gc);
   float *px = lt_f32(gx);
@@ -225,9 +223,9 @@ fail:
 
 /* ---- average ------------------------------------------------------------------------------------ */
 
-/* window of output (oh, ow): clipped bounds and the divisor */
-static double avg_window(const pool_geom *g, int64_t oh, int64_t ow, int64_t *h0, int64_t *h1, int64_t *w0,
-                         int64_t *w1) {
+/* window of output (oh, ow): clipped bounds and the divisor (an lt_nn_avg_window_fn) */
+static double avg_window(const void *geom, int64_t oh, int64_t ow, int64_t *h0, int64_t *h1, int64_t *w0, int64_t *w1) {
+  const pool_geom *g = geom;
   int64_t hs = oh * g->SH - g->PH, ws = ow * g->SW - g->PW;
   int64_t he = hs + g->KH, we = ws + g->KW;
   if (he > g->H + g->PH) he = g->H + g->PH;
@@ -247,28 +245,7 @@ static double avg_window(const pool_geom *g, int64_t oh, int64_t ow, int64_t *h0
 static int avg_pool_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin) {
   pool_geom g;
   memcpy(&g, n->i, sizeof g);
-  lt_tensor *gc = lt_op_contiguous(c, gout);
-  lt_tensor *gx = gc ? lt_tensor_zeros(c, LT_F32, 4, n->inputs[0]->shape) : NULL;
-  if (!gx) {
-    lt_tensor_release(gc);
-    return LT_ERR;
-  }
-  const float *pg = lt_f32(gc);
-  float *px = lt_f32(gx);
-  for (int64_t pl = 0; pl < g.N * g.C; pl++) {
-    float *plane = px + pl * g.H * g.W;
-    for (int64_t oh = 0; oh < g.HO; oh++)
-      for (int64_t ow = 0; ow < g.WO; ow++) {
-        int64_t h0, h1, w0, w1;
-        double div = avg_window(&g, oh, ow, &h0, &h1, &w0, &w1);
-        float v = (float)(pg[(pl * g.HO + oh) * g.WO + ow] / div);
-        for (int64_t ih = h0; ih < h1; ih++)
-          for (int64_t iw = w0; iw < w1; iw++) plane[ih * g.W + iw] += v;
-      }
-  }
-  lt_tensor_release(gc);
-  gin[0] = gx;
-  return LT_OK;
+  return lt_nn_avg_pool_backward(c, n, gout, gin, &g, avg_window);
 }
 
 lt_tensor *lt_nn_avg_pool2d(lt_ctx *c, lt_tensor *x, int kh, int kw, int sh, int sw, int ph, int pw,

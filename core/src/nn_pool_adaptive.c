@@ -10,6 +10,7 @@
 #include "lt_ctx.h"
 #include "lt_errors.h"
 #include "lt_nn.h"
+#include "lt_nn_pool.h"
 
 typedef struct apool_geom {
   int64_t N, C, H, W, OH, OW;
@@ -18,6 +19,17 @@ _Static_assert(sizeof(apool_geom) <= sizeof(((lt_node *)0)->i), "apool_geom must
 
 static int64_t win_start(int64_t i, int64_t n, int64_t out) { return (i * n) / out; }
 static int64_t win_end(int64_t i, int64_t n, int64_t out) { return ((i + 1) * n + out - 1) / out; }
+
+/* output (i, j)'s window and its number of cells, the average's divisor (an lt_nn_avg_window_fn) */
+static double adaptive_window(const void *geom, int64_t i, int64_t j, int64_t *h0, int64_t *h1, int64_t *w0,
+                              int64_t *w1) {
+  const apool_geom *g = geom;
+  *h0 = win_start(i, g->H, g->OH);
+  *h1 = win_end(i, g->H, g->OH);
+  *w0 = win_start(j, g->W, g->OW);
+  *w1 = win_end(j, g->W, g->OW);
+  return (double)((*h1 - *h0) * (*w1 - *w0));
+}
 
 static int apool_check(lt_ctx *c, const char *op, lt_tensor *x, int64_t oh, int64_t ow, apool_geom *g) {
   char b1[128];
@@ -40,28 +52,7 @@ static int apool_check(lt_ctx *c, const char *op, lt_tensor *x, int64_t oh, int6
 static int aavg_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin) {
   apool_geom g;
   memcpy(&g, n->i, sizeof g);
-  lt_tensor *gc = lt_op_contiguous(c, gout);
-  lt_tensor *gx = gc ? lt_tensor_zeros(c, LT_F32, 4, n->inputs[0]->shape) : NULL;
-  if (!gx) {
-    lt_tensor_release(gc);
-    return LT_ERR;
-  }
-  const float *pg = lt_f32(gc);
-  for (int64_t pl = 0; pl < g.N * g.C; pl++) {
-    float *plane = lt_f32(gx) + pl * g.H * g.W;
-    for (int64_t i = 0; i < g.OH; i++) {
-      const int64_t h0 = win_start(i, g.H, g.OH), h1 = win_end(i, g.H, g.OH);
-      for (int64_t j = 0; j < g.OW; j++) {
-        const int64_t w0 = win_start(j, g.W, g.OW), w1 = win_end(j, g.W, g.OW);
-        const float v = (float)(pg[(pl * g.OH + i) * g.OW + j] / (double)((h1 - h0) * (w1 - w0)));
-        for (int64_t ih = h0; ih < h1; ih++)
-          for (int64_t iw = w0; iw < w1; iw++) plane[ih * g.W + iw] += v;
-      }
-    }
-  }
-  lt_tensor_release(gc);
-  gin[0] = gx;
-  return LT_OK;
+  return lt_nn_avg_pool_backward(c, n, gout, gin, &g, adaptive_window);
 }
 
 /* ---- forward (the max pools' backward is lt_nn_max_pool_backward, nn_pool.c) ------------------------------ */
@@ -83,10 +74,11 @@ static lt_tensor *adaptive_pool(lt_ctx *c, const char *op, lt_tensor *x, int64_t
   }
   for (int64_t pl = 0; pl < g.N * g.C; pl++) {
     const float *plane = lt_f32(xc) + pl * g.H * g.W;
-    for (int64_t i = 0; i < g.OH; i++) {
-      const int64_t h0 = win_start(i, g.H, g.OH), h1 = win_end(i, g.H, g.OH);
+    for (int64_t i = 0; i < g.OH; i++)
       for (int64_t j = 0; j < g.OW; j++) {
-        const int64_t w0 = win_start(j, g.W, g.OW), w1 = win_end(j, g.W, g.OW), o = (pl * g.OH + i) * g.OW + j;
+        int64_t h0, h1, w0, w1;
+        const double cells = adaptive_window(&g, i, j, &h0, &h1, &w0, &w1);
+        const int64_t o = (pl * g.OH + i) * g.OW + j;
         float best = plane[h0 * g.W + w0];
         int64_t bi = h0 * g.W + w0;
         double s = 0;
@@ -102,9 +94,8 @@ static lt_tensor *adaptive_pool(lt_ctx *c, const char *op, lt_tensor *x, int64_t
         if (is_max) {
           lt_f32(out)[o] = best;
           lt_i64(ind)[o] = bi;
-        } else lt_f32(out)[o] = (float)(s / (double)((h1 - h0) * (w1 - w0)));
+        } else lt_f32(out)[o] = (float)(s / cells);
       }
-    }
   }
   lt_tensor_release(xc);
   lt_node *nd;
