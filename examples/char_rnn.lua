@@ -45,13 +45,11 @@ lt.manual_seed(opts.seed)
 local chars = CharRNN.vocabulary(text)
 local ds = CharRNN.dataset(text, chars, opts["seq-len"])
 local n_val = math.max(1, math.floor(#ds / 10))
-local train_idx, val_idx = {}, {}
-for i = 1, #ds - n_val do train_idx[i] = i end
-for i = 1, n_val do val_idx[i] = #ds - n_val + i end
-local train_loader = lt.data.DataLoader(lt.data.Subset(ds, train_idx), { batch_size = opts["batch-size"], shuffle = true })
-local val_loader = lt.data.DataLoader(lt.data.Subset(ds, val_idx), { batch_size = opts["batch-size"] })
+local train, val = require("examples.holdout")(ds, n_val)
+local train_loader = lt.data.DataLoader(train, { batch_size = opts["batch-size"], shuffle = true })
+local val_loader = lt.data.DataLoader(val, { batch_size = opts["batch-size"] })
 print(string.format("%s: %d characters, %d distinct; %d training and %d validation windows of %d", opts.file,
-  #text, #chars, #train_idx, #val_idx, opts["seq-len"]))
+  #text, #chars, #train, #val, opts["seq-len"]))
 
 local model = CharRNN { chars = chars, hidden = opts.hidden, embed = 32, tbptt = opts.tbptt, lr = 0.003 }
 

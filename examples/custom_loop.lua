@@ -13,25 +13,16 @@ local repo = (arg and arg[0] or ""):match("^(.-)examples/[^/]*$")
 if repo then package.path = repo .. "?.lua;" .. package.path end
 local lt = require "lutra"
 
-local fast, epochs = false, 3
-do
-  local i = 1
-  while arg[i] do
-    if arg[i] == "--fast" then fast = true; i = i + 1
-    elseif arg[i] == "--epochs" and tonumber(arg[i + 1]) then epochs = tonumber(arg[i + 1]); i = i + 2
-    else io.stderr:write("usage: lutra examples/custom_loop.lua [--epochs N] [--fast]\n"); os.exit(2) end
-  end
-end
-if fast then epochs = 2 end
+local args = require("examples.cli_args")(arg, "usage: lutra examples/custom_loop.lua [--epochs N] [--fast]",
+  { epochs = "number" }, { fast = true }, { epochs = 3 })
+local fast, epochs = args.fast, args.fast and 2 or args.epochs
 
 lt.manual_seed(0)
 local full = lt.data.FashionMNIST { train = true, limit = fast and 1200 or 12000 }
 local n_val = fast and 200 or 2000
-local train_idx, val_idx = {}, {}
-for i = 1, #full - n_val do train_idx[i] = i end
-for i = 1, n_val do val_idx[i] = #full - n_val + i end
-local train_loader = lt.data.DataLoader(lt.data.Subset(full, train_idx), { batch_size = 64, shuffle = true })
-local val_loader = lt.data.DataLoader(lt.data.Subset(full, val_idx), { batch_size = 500 })
+local train, val = require("examples.holdout")(full, n_val)
+local train_loader = lt.data.DataLoader(train, { batch_size = 64, shuffle = true })
+local val_loader = lt.data.DataLoader(val, { batch_size = 500 })
 
 local model = require("models.mlp") { hidden = { 256 }, lr = 0.05, momentum = 0.9 }
 

@@ -46,12 +46,7 @@ local t0 = os.time()
 local full = lt.data.FashionMNIST { train = true, root = opts.root, limit = opts.fast and 2000 or nil }
 local test = lt.data.FashionMNIST { train = false, root = opts.root, limit = opts.fast and 1000 or nil }
 local n_val = opts.fast and 500 or 5000
-local n_train = #full - n_val
-local train_idx, val_idx = {}, {}
-for i = 1, n_train do train_idx[i] = i end
-for i = 1, n_val do val_idx[i] = n_train + i end
-local train = lt.data.Subset(full, train_idx)   -- consecutive ranges: views, no copy
-local val = lt.data.Subset(full, val_idx)
+local train, val = require("examples.holdout")(full, n_val)
 local bs = opts["batch-size"]
 local train_loader = lt.data.DataLoader(train, { batch_size = bs, shuffle = true })
 local val_loader = lt.data.DataLoader(val, { batch_size = 500 })

@@ -130,23 +130,30 @@ describe("examples (--fast)", function()
     has(out, "gpt: " .. path .. " is too short: the validation split needs more than 33 characters")
   end)
 
-  it_needs("", "char_rnn.lua and gpt.lua reject a bad option, a non-number and a second FILE with their usage (exit 2)",
+  it_needs("", "the examples reject a bad option, a non-number and one FILE too many with their usage (exit 2)",
     function()
-      for _, script in ipairs { "char_rnn", "gpt" } do
-        local usage = "usage: lutra examples/" .. script .. ".lua [FILE] ["
-        local out, status = run("examples/" .. script .. ".lua", "--fast --bogus 1")
+      local scripts = { -- each with an option that takes a number
+        { "char_rnn", "--seed", "usage: lutra examples/char_rnn.lua [FILE] [" },
+        { "gpt", "--seed", "usage: lutra examples/gpt.lua [FILE] [" },
+        { "callbacks", "--epochs", "usage: lutra examples/callbacks.lua [--epochs N] [--fast]\n" },
+        { "custom_loop", "--epochs", "usage: lutra examples/custom_loop.lua [--epochs N] [--fast]\n" },
+      }
+      for _, s in ipairs(scripts) do
+        local script, number, usage = "examples/" .. s[1] .. ".lua", s[2], s[3]
+        local out, status = run(script, "--fast --bogus 1")
         assert.are.equal(2, status)
         has(out, usage)
-        out, status = run("examples/" .. script .. ".lua", "--fast --seed x")
+        out, status = run(script, "--fast " .. number .. " x")
         assert.are.equal(2, status)
-        has(out, "--seed needs a number\n" .. usage)
-        out, status = run("examples/" .. script .. ".lua", "--fast --seed")
-        assert.are.equal(2, status)
-        has(out, usage)
-        out, status = run("examples/" .. script .. ".lua", "a.txt --fast b.txt")
+        has(out, number .. " needs a number\n" .. usage)
+        out, status = run(script, "--fast " .. number)
         assert.are.equal(2, status)
         has(out, usage)
-        out, status = run("examples/" .. script .. ".lua", "--fast --help")
+        -- char_rnn and gpt take one FILE, the others none
+        out, status = run(script, "a.txt --fast" .. (usage:find("[FILE]", 1, true) and " b.txt" or ""))
+        assert.are.equal(2, status)
+        has(out, usage)
+        out, status = run(script, "--fast --help")
         assert.are.equal(0, status)
         has(out, usage)
       end
