@@ -59,6 +59,34 @@ static inline float go_at(const float *pg, lt_reduction red, int64_t s) {
   return red == LT_REDUCE_NONE ? pg[s] : pg[0];
 }
 
+/* the class losses' inputs made contiguous: logits *xc, targets *tc and the class weights *wc (NULL without);
+ * LT_ERR, with nothing held, when one cannot be allocated */
+static int class_inputs(lt_ctx *c, lt_tensor *x, lt_tensor *target, lt_tensor *weight, lt_tensor **xc, lt_tensor **tc,
+                        lt_tensor **wc) {
+  *xc = lt_op_contiguous(c, x);
+  *tc = *xc ? lt_op_contiguous(c, target) : NULL;
+  *wc = *tc && weight ? lt_op_contiguous(c, weight) : NULL;
+  if (*tc && (*wc || !weight)) return LT_OK;
+  lt_tensor_release(*xc);
+  lt_tensor_release(*tc);
+  return LT_ERR;
+}
+
+static void class_inputs_release(lt_tensor *xc, lt_tensor *tc, lt_tensor *wc) {
+  lt_tensor_release(xc);
+  lt_tensor_release(tc);
+  lt_tensor_release(wc);
+}
+
+/* the class losses' nodes keep i = {red, ignore, N, C, inner}, which their backward rules read */
+static void class_node_dims(lt_node *nd, lt_reduction red, int64_t ignore, int64_t N, int64_t C, int64_t inner) {
+  nd->i[0] = red;
+  nd->i[1] = ignore;
+  nd->i[2] = N;
+  nd->i[3] = C;
+  nd->i[4] = inner;
+}
+
 /* ---- cross_entropy ------------------------------------------------------------------------------ */
 
 /* log-sum-exp of a contiguous row of C logits (the common [N x C] case): lt_simd.h's max, and exps summed in 16
@@ -147,11 +175,10 @@ lt_tensor *lt_nn_cross_entropy(lt_ctx *c, lt_tensor *x, lt_tensor *target, lt_te
     lt_fail(c, "cross_entropy: label_smoothing must be between 0 and 1, got %g", eps);
     return NULL;
   }
-  lt_tensor *xc = lt_op_contiguous(c, x);
-  lt_tensor *tc = xc ? lt_op_contiguous(c, target) : NULL;
-  lt_tensor *wc = tc && weight ? lt_op_contiguous(c, weight) : NULL;
+  lt_tensor *xc, *tc, *wc;
+  if (class_inputs(c, x, target, weight, &xc, &tc, &wc)) return NULL;
   int64_t ns = N * inner;
-  lt_tensor *lse = (tc && (wc || !weight)) ? lt_tensor_new(c, LT_F32, 1, &ns) : NULL;
+  lt_tensor *lse = lt_tensor_new(c, LT_F32, 1, &ns);
   lt_tensor *out = lse ? loss_out(c, red, target->ndim, target->shape) : NULL;
   if (!out) goto fail;
   const int64_t *pt = lt_i64(tc);
@@ -199,11 +226,7 @@ lt_tensor *lt_nn_cross_entropy(lt_ctx *c, lt_tensor *x, lt_tensor *target, lt_te
   lt_node *nd;
   if (lt_record(c, out, op, cross_entropy_backward, 1, &x, &nd)) goto fail;
   if (nd) {
-    nd->i[0] = red;
-    nd->i[1] = ignore;
-    nd->i[2] = N;
-    nd->i[3] = C;
-    nd->i[4] = inner;
+    class_node_dims(nd, red, ignore, N, C, inner);
     nd->f[0] = eps;
     nd->f[1] = sn;
     nd->f[2] = ss;
@@ -211,15 +234,11 @@ lt_tensor *lt_nn_cross_entropy(lt_ctx *c, lt_tensor *x, lt_tensor *target, lt_te
     lt_node_save(nd, 1, tc);
     if (wc) lt_node_save(nd, 2, wc);
   }
-  lt_tensor_release(xc);
-  lt_tensor_release(tc);
-  lt_tensor_release(wc);
+  class_inputs_release(xc, tc, wc);
   lt_tensor_release(lse);
   return out;
 fail:
-  lt_tensor_release(xc);
-  lt_tensor_release(tc);
-  lt_tensor_release(wc);
+  class_inputs_release(xc, tc, wc);
   lt_tensor_release(lse);
   lt_tensor_release(out);
   return NULL;
@@ -257,10 +276,9 @@ lt_tensor *lt_nn_nll_loss(lt_ctx *c, lt_tensor *x, lt_tensor *target, lt_tensor 
   const char *op = "nll_loss";
   int64_t N, C, inner;
   if (class_dims(c, op, "input", x, target, weight, &N, &C, &inner)) return NULL;
-  lt_tensor *xc = lt_op_contiguous(c, x);
-  lt_tensor *tc = xc ? lt_op_contiguous(c, target) : NULL;
-  lt_tensor *wc = tc && weight ? lt_op_contiguous(c, weight) : NULL;
-  lt_tensor *out = (tc && (wc || !weight)) ? loss_out(c, red, target->ndim, target->shape) : NULL;
+  lt_tensor *xc, *tc, *wc;
+  if (class_inputs(c, x, target, weight, &xc, &tc, &wc)) return NULL;
+  lt_tensor *out = loss_out(c, red, target->ndim, target->shape);
   if (!out) goto fail;
   const int64_t *pt = lt_i64(tc);
   int64_t ns = N * inner;
@@ -285,23 +303,15 @@ lt_tensor *lt_nn_nll_loss(lt_ctx *c, lt_tensor *x, lt_tensor *target, lt_tensor 
   lt_node *nd;
   if (lt_record(c, out, op, nll_backward, 1, &x, &nd)) goto fail;
   if (nd) {
-    nd->i[0] = red;
-    nd->i[1] = ignore;
-    nd->i[2] = N;
-    nd->i[3] = C;
-    nd->i[4] = inner;
+    class_node_dims(nd, red, ignore, N, C, inner);
     nd->f[0] = scale;
     lt_node_save(nd, 0, tc);
     if (wc) lt_node_save(nd, 1, wc);
   }
-  lt_tensor_release(xc);
-  lt_tensor_release(tc);
-  lt_tensor_release(wc);
+  class_inputs_release(xc, tc, wc);
   return out;
 fail:
-  lt_tensor_release(xc);
-  lt_tensor_release(tc);
-  lt_tensor_release(wc);
+  class_inputs_release(xc, tc, wc);
   lt_tensor_release(out);
   return NULL;
 }
