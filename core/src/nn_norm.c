@@ -26,28 +26,56 @@ int lt_nn_check_norm_vec(lt_ctx *c, const char *op, const char *what, const lt_t
 
 static inline float vec_at(const lt_tensor *t, int64_t i) { return t ? lt_f32(t)[i * t->stride[0]] : 1.0f; }
 
+/* The buffers of a norm's backward (node inputs {x, w, b}): gout and x made contiguous (gc, xc), and a gradient for
+ * each input that wants one (NULL for the others), gw and gb zeroed when the backward accumulates into them. */
+typedef struct norm_grads {
+  lt_tensor *gc, *xc, *gx, *gw, *gb;
+} norm_grads;
+
+/* LT_ERR, with nothing held, when a buffer cannot be allocated */
+static int norm_grads_new(lt_ctx *c, const lt_node *n, lt_tensor *gout, int zero_wb, norm_grads *r) {
+  lt_tensor *x = n->inputs[0], *w = n->inputs[1], *b = n->inputs[2];
+  lt_tensor *(*wb_new)(lt_ctx *, lt_dtype, int, const int64_t *) = zero_wb ? lt_tensor_zeros : lt_tensor_new;
+  norm_grads g;
+  g.gc = lt_op_contiguous(c, gout);
+  g.xc = g.gc ? lt_op_contiguous(c, x) : NULL;
+  g.gx = g.xc && x->requires_grad ? lt_tensor_new(c, LT_F32, x->ndim, x->shape) : NULL;
+  g.gw = g.xc && w && w->requires_grad ? wb_new(c, LT_F32, w->ndim, w->shape) : NULL;
+  g.gb = g.xc && b && b->requires_grad ? wb_new(c, LT_F32, b->ndim, b->shape) : NULL;
+  if (!g.xc || (x->requires_grad && !g.gx) || (w && w->requires_grad && !g.gw) || (b && b->requires_grad && !g.gb)) {
+    lt_tensor_release(g.gc);
+    lt_tensor_release(g.xc);
+    lt_tensor_release(g.gx);
+    lt_tensor_release(g.gw);
+    lt_tensor_release(g.gb);
+    return LT_ERR;
+  }
+  *r = g;
+  return LT_OK;
+}
+
+/* hands the gradients to the engine (gin) and releases the contiguous copies */
+static int norm_grads_done(const norm_grads *g, lt_tensor **gin) {
+  lt_tensor_release(g->gc);
+  lt_tensor_release(g->xc);
+  gin[0] = g->gx;
+  gin[1] = g->gw;
+  gin[2] = g->gb;
+  return LT_OK;
+}
+
 /* ---- batch_norm --------------------------------------------------------------------------------- */
 
 /* node: inputs {x, w, b}; i = {training, N, C, inner}; saved[0] = [2, C]: mean, invstd */
 static int batch_norm_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin) {
-  lt_tensor *x = n->inputs[0], *w = n->inputs[1], *b = n->inputs[2];
+  const lt_tensor *w = n->inputs[1];
   int training = (int)n->i[0];
   int64_t N = n->i[1], C = n->i[2], inner = n->i[3], M = N * inner;
   const float *mean = lt_f32(n->saved[0]), *invstd = mean + C;
-  lt_tensor *gc = lt_op_contiguous(c, gout);
-  lt_tensor *xc = gc ? lt_op_contiguous(c, x) : NULL;
-  lt_tensor *gx = xc && x->requires_grad ? lt_tensor_new(c, LT_F32, x->ndim, x->shape) : NULL;
-  lt_tensor *gw = xc && w && w->requires_grad ? lt_tensor_new(c, LT_F32, 1, &C) : NULL;
-  lt_tensor *gb = xc && b && b->requires_grad ? lt_tensor_new(c, LT_F32, 1, &C) : NULL;
-  if (!xc || (x->requires_grad && !gx) || (w && w->requires_grad && !gw) || (b && b->requires_grad && !gb)) {
-    lt_tensor_release(gc);
-    lt_tensor_release(xc);
-    lt_tensor_release(gx);
-    lt_tensor_release(gw);
-    lt_tensor_release(gb);
-    return LT_ERR;
-  }
-  const float *px = lt_f32(xc), *pg = lt_f32(gc);
+  norm_grads ng; /* gw, gb: [C], each channel's written once */
+  if (norm_grads_new(c, n, gout, 0, &ng)) return LT_ERR;
+  lt_tensor *gx = ng.gx, *gw = ng.gw, *gb = ng.gb;
+  const float *px = lt_f32(ng.xc), *pg = lt_f32(ng.gc);
   for (int64_t ch = 0; ch < C; ch++) {
     double m = mean[ch], is = invstd[ch], sg = 0, sgx = 0;
     for (int64_t i = 0; i < N; i++) {
@@ -76,12 +104,7 @@ static int batch_norm_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor
       }
     }
   }
-  lt_tensor_release(gc);
-  lt_tensor_release(xc);
-  gin[0] = gx;
-  gin[1] = gw;
-  gin[2] = gb;
-  return LT_OK;
+  return norm_grads_done(&ng, gin);
 }
 
 lt_tensor *lt_nn_batch_norm(lt_ctx *c, lt_tensor *x, lt_tensor *rm, lt_tensor *rv, lt_tensor *w, lt_tensor *b,
@@ -243,33 +266,16 @@ LT_VECTOR_FN static void ln_row_backward(const float *x, const float *g, float *
 
 /* node: inputs {x, w, b}; i = {R, M}; saved[0] = [2, R]: mean, invstd; w, b contiguous copies in saved[1..2] */
 static int layer_norm_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin) {
-  lt_tensor *x = n->inputs[0], *w = n->inputs[1], *b = n->inputs[2];
   int64_t R = n->i[0], M = n->i[1];
   const float *mean = lt_f32(n->saved[0]), *invstd = mean + R;
   const float *pw = n->saved[1] ? lt_f32(n->saved[1]) : NULL;
-  lt_tensor *gc = lt_op_contiguous(c, gout);
-  lt_tensor *xc = gc ? lt_op_contiguous(c, x) : NULL;
-  lt_tensor *gx = xc && x->requires_grad ? lt_tensor_new(c, LT_F32, x->ndim, x->shape) : NULL;
-  lt_tensor *gw = xc && w && w->requires_grad ? lt_tensor_zeros(c, LT_F32, w->ndim, w->shape) : NULL;
-  lt_tensor *gb = xc && b && b->requires_grad ? lt_tensor_zeros(c, LT_F32, b->ndim, b->shape) : NULL;
-  if (!xc || (x->requires_grad && !gx) || (w && w->requires_grad && !gw) || (b && b->requires_grad && !gb)) {
-    lt_tensor_release(gc);
-    lt_tensor_release(xc);
-    lt_tensor_release(gx);
-    lt_tensor_release(gw);
-    lt_tensor_release(gb);
-    return LT_ERR;
-  }
-  const float *px = lt_f32(xc), *pg = lt_f32(gc);
-  float *ow = gw ? lt_f32(gw) : NULL, *ob = gb ? lt_f32(gb) : NULL, *ox = gx ? lt_f32(gx) : NULL;
+  norm_grads ng; /* gw, gb zeroed: every row adds into them */
+  if (norm_grads_new(c, n, gout, 1, &ng)) return LT_ERR;
+  const float *px = lt_f32(ng.xc), *pg = lt_f32(ng.gc);
+  float *ow = ng.gw ? lt_f32(ng.gw) : NULL, *ob = ng.gb ? lt_f32(ng.gb) : NULL, *ox = ng.gx ? lt_f32(ng.gx) : NULL;
   for (int64_t r = 0; r < R; r++)
     ln_row_backward(px + r * M, pg + r * M, ox ? ox + r * M : NULL, M, pw, mean[r], invstd[r], ow, ob);
-  lt_tensor_release(gc);
-  lt_tensor_release(xc);
-  gin[0] = gx;
-  gin[1] = gw;
-  gin[2] = gb;
-  return LT_OK;
+  return norm_grads_done(&ng, gin);
 }
 
 lt_tensor *lt_nn_layer_norm(lt_ctx *c, lt_tensor *x, int k, lt_tensor *w, lt_tensor *b, double eps) {
