@@ -169,8 +169,8 @@ static void sdpa_forward(const att_geom *g, int64_t b0, int64_t b1, float *out, 
  * dk [nbh x S x E], dv [nbh x S x Ev] (zeroed here; any may be NULL when not needed); scratch P, Pd, dP each
  * [ATT_BR x S] */
 static void sdpa_backward(const att_geom *g, int64_t b0, int64_t b1, const att_mat *dO, const float *O,
-                          const float *lse, const att_out *dq, const att_out *dk, const att_out *dv, float *P, float *Pd,
-                          float *dP) {
+                          const float *lse, const att_out *dq, const att_out *dk, const att_out *dv, float *P,
+                          float *Pd, float *dP) {
   const int64_t L = g->L, S = g->S, E = g->E, Ev = g->Ev;
   for (int64_t bh = b0; bh < b1; bh++) {
     float *dkb = dk ? dk->base + dk->off[bh] : NULL, *dvb = dv ? dv->base + dv->off[bh] : NULL;
@@ -209,8 +209,7 @@ static void sdpa_backward(const att_geom *g, int64_t b0, int64_t b1, const att_m
         lt_blas_sgemm(0, 0, (int)br, (int)E, (int)se, g->scale, dP, (int)se, kb, (int)g->k.rs, 0.0f,
                       dq->base + dq->off[bh] + i0 * dq->rs, (int)dq->rs);
       if (dkb)
-        lt_blas_sgemm(1, 0, (int)se, (int)E, (int)br, g->scale, dP, (int)se, qb, (int)g->q.rs, 1.0f, dkb,
-                      (int)dk->rs);
+        lt_blas_sgemm(1, 0, (int)se, (int)E, (int)br, g->scale, dP, (int)se, qb, (int)g->q.rs, 1.0f, dkb, (int)dk->rs);
     }
   }
 }
@@ -229,8 +228,8 @@ typedef struct att_job {
   float *scratch; /* [nparts x per] */
   int64_t per;    /* scratch floats per part */
   int nparts;
-  float *out, *lse, *w;   /* forward */
-  att_mat dO;             /* backward */
+  float *out, *lse, *w; /* forward */
+  att_mat dO;           /* backward */
   const float *O, *lse_in;
   const att_out *dq, *dk, *dv;
 } att_job;
@@ -499,7 +498,8 @@ static int sdpa_backward_node(lt_ctx *c, lt_node *nd, lt_tensor *gout, lt_tensor
   const int64_t L = g.L, S = g.S;
   lt_tensor *go = gemm_ready(c, gout); /* rows in place: the gradient of a head split undone by a transpose */
   int need[3] = { q->requires_grad, k->requires_grad, v->requires_grad };
-  lt_tensor *grads[3] = { go && need[0] ? dense_like(c, q, L, g.E) : NULL, go && need[1] ? dense_like(c, k, S, g.E) : NULL,
+  lt_tensor *grads[3] = { go && need[0] ? dense_like(c, q, L, g.E) : NULL,
+                          go && need[1] ? dense_like(c, k, S, g.E) : NULL,
                           go && need[2] ? dense_like(c, v, S, g.Ev) : NULL };
   int nb = q->ndim - 2;
   int64_t *offs = go ? lt_alloc(sizeof(int64_t) * (size_t)(4 * g.nbh)) : NULL;

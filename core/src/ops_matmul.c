@@ -224,8 +224,10 @@ static int linear_grads(lt_ctx *c, lt_node *n, lt_tensor *gc, lt_tensor **gin) {
   if (b && b->requires_grad && !(gb = lt_tensor_zeros(c, LT_F32, 1, &out_f))) goto fail; /* column sums of g */
   if (rows > 0 && in_f > 0 && out_f > 0)
     lt_linear_grads_f32(c, lt_f32(gc), lt_f32(xc), lt_f32(wc), gx ? lt_f32(gx) : NULL,
-                        wacc ? lt_f32(wacc) : gw ? lt_f32(gw) : NULL, wacc ? 1.0f : 0.0f, gb ? lt_f32(gb) : NULL, rows,
-                        in_f, out_f);
+                        wacc ? lt_f32(wacc)
+                        : gw ? lt_f32(gw)
+                             : NULL,
+                        wacc ? 1.0f : 0.0f, gb ? lt_f32(gb) : NULL, rows, in_f, out_f);
   else if (gx || gw) { /* an empty product: zeros (beta = 0 on nothing summed) */
     if (gx) lt_op_fill_(c, gx, 0.0);
     if (gw) lt_op_fill_(c, gw, 0.0);
