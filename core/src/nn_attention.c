@@ -259,7 +259,7 @@ static float *scratch(lt_ctx *c, int64_t n) {
 static int run_units(lt_ctx *c, const att_geom *g, lt_pool_fn fn, att_job *j, int64_t per) {
   int64_t work = g->nbh * g->L * g->S * (g->E + g->Ev);
   int parts = lt_pool_parts(c->num_threads, work, ATT_PAR_MIN_MACS);
-  if (parts > g->nbh) parts = (int)g->nbh;
+  if (parts > g->nbh) parts = g->nbh > 0 ? (int)g->nbh : 1;
   j->g = g;
   j->per = per;
   j->nparts = parts;
