@@ -42,74 +42,59 @@ static void set_value(Lutra__Tb__Hparams__Value *v, const lt_tb_hparam *hp) {
   }
 }
 
-/* The messages of all three summaries, in one allocation each kind (freed together). */
+/* A hyper-parameter's messages, and a metric's. */
 typedef struct hp_msgs {
-  Lutra__Tb__Hparams__HParamInfo *infos, **info_ptrs;
-  Lutra__Tb__Hparams__MetricInfo *metrics, **metric_ptrs;
-  Lutra__Tb__Hparams__MetricName *metric_names;
-  Lutra__Tb__Hparams__SessionStartInfo__HparamsEntry *entries, **entry_ptrs;
-  Lutra__Tb__Hparams__Value *values;
+  Lutra__Tb__Hparams__HParamInfo info;
+  Lutra__Tb__Hparams__Value value;
+  Lutra__Tb__Hparams__SessionStartInfo__HparamsEntry entry;
 } hp_msgs;
-
-static void free_msgs(hp_msgs *m) {
-  free(m->infos);
-  free(m->info_ptrs);
-  free(m->metrics);
-  free(m->metric_ptrs);
-  free(m->metric_names);
-  free(m->entries);
-  free(m->entry_ptrs);
-  free(m->values);
-}
-
-static int alloc_msgs(hp_msgs *m, size_t n, size_t nm) {
-  size_t a = n > 0 ? n : 1, b = nm > 0 ? nm : 1;
-  m->infos = calloc(a, sizeof *m->infos);
-  m->info_ptrs = calloc(a, sizeof *m->info_ptrs);
-  m->metrics = calloc(b, sizeof *m->metrics);
-  m->metric_ptrs = calloc(b, sizeof *m->metric_ptrs);
-  m->metric_names = calloc(b, sizeof *m->metric_names);
-  m->entries = calloc(a, sizeof *m->entries);
-  m->entry_ptrs = calloc(a, sizeof *m->entry_ptrs);
-  m->values = calloc(a, sizeof *m->values);
-  return m->infos && m->info_ptrs && m->metrics && m->metric_ptrs && m->metric_names && m->entries && m->entry_ptrs &&
-         m->values;
-}
+typedef struct metric_msgs {
+  Lutra__Tb__Hparams__MetricInfo info;
+  Lutra__Tb__Hparams__MetricName name;
+} metric_msgs;
 
 int lt_tb_hparams(lt_ctx *c, lt_tb_writer *w, double wall_time, int n, const lt_tb_hparam *hp, int n_metrics,
                   const char *const *metric_tags) {
   if (n < 0 || n_metrics < 0) return lt_fail(c, "TensorBoardLogger: %d hyper-parameters, %d metrics", n, n_metrics);
-  hp_msgs m = { 0 };
-  if (!alloc_msgs(&m, (size_t)n, (size_t)n_metrics)) {
-    free_msgs(&m);
-    return lt_fail(c, "TensorBoardLogger: out of memory (%d hyper-parameters, %d metrics)", n, n_metrics);
-  }
+  /* every message of the three summaries in one block: the messages first (their sizes keep the pointer
+   * arrays after them aligned), then the arrays of pointers to them that protobuf-c's repeated fields are */
+  size_t un = (size_t)n, um = (size_t)n_metrics;
+  size_t bytes = un * (sizeof(hp_msgs) + 2 * sizeof(void *)) + um * (sizeof(metric_msgs) + sizeof(void *));
+  char *block = calloc(1, bytes > 0 ? bytes : 1);
+  if (!block) return lt_fail(c, "TensorBoardLogger: out of memory (%d hyper-parameters, %d metrics)", n, n_metrics);
+  hp_msgs *hm = (hp_msgs *)block;
+  metric_msgs *mm = (metric_msgs *)(hm + un);
+  Lutra__Tb__Hparams__HParamInfo **info_ptrs = (Lutra__Tb__Hparams__HParamInfo **)(mm + um);
+  Lutra__Tb__Hparams__SessionStartInfo__HparamsEntry **entry_ptrs =
+      (Lutra__Tb__Hparams__SessionStartInfo__HparamsEntry **)(info_ptrs + un);
+  Lutra__Tb__Hparams__MetricInfo **metric_ptrs = (Lutra__Tb__Hparams__MetricInfo **)(entry_ptrs + un);
   for (int i = 0; i < n; i++) {
-    lutra__tb__hparams__hparam_info__init(&m.infos[i]);
-    m.infos[i].name = (char *)hp[i].name;
-    m.infos[i].type = data_type(hp[i].kind);
-    m.info_ptrs[i] = &m.infos[i];
-    set_value(&m.values[i], &hp[i]);
-    lutra__tb__hparams__session_start_info__hparams_entry__init(&m.entries[i]);
-    m.entries[i].key = (char *)hp[i].name;
-    m.entries[i].value = &m.values[i];
-    m.entry_ptrs[i] = &m.entries[i];
+    hp_msgs *h = &hm[i];
+    lutra__tb__hparams__hparam_info__init(&h->info);
+    h->info.name = (char *)hp[i].name;
+    h->info.type = data_type(hp[i].kind);
+    info_ptrs[i] = &h->info;
+    set_value(&h->value, &hp[i]);
+    lutra__tb__hparams__session_start_info__hparams_entry__init(&h->entry);
+    h->entry.key = (char *)hp[i].name;
+    h->entry.value = &h->value;
+    entry_ptrs[i] = &h->entry;
   }
   for (int i = 0; i < n_metrics; i++) {
-    lutra__tb__hparams__metric_name__init(&m.metric_names[i]);
-    m.metric_names[i].tag = (char *)metric_tags[i];
-    lutra__tb__hparams__metric_info__init(&m.metrics[i]);
-    m.metrics[i].name = &m.metric_names[i];
-    m.metric_ptrs[i] = &m.metrics[i];
+    lutra__tb__hparams__metric_name__init(&mm[i].name);
+    mm[i].name.tag = (char *)metric_tags[i];
+    lutra__tb__hparams__metric_info__init(&mm[i].info);
+    mm[i].info.name = &mm[i].name;
+    metric_ptrs[i] = &mm[i].info;
   }
   Lutra__Tb__Hparams__Experiment exp = LUTRA__TB__HPARAMS__EXPERIMENT__INIT;
   exp.n_hparam_infos = (size_t)n;
-  exp.hparam_infos = m.info_ptrs;
+  exp.hparam_infos = info_ptrs;
   exp.n_metric_infos = (size_t)n_metrics;
-  exp.metric_infos = m.metric_ptrs;
+  exp.metric_infos = metric_ptrs;
   Lutra__Tb__Hparams__SessionStartInfo ssi = LUTRA__TB__HPARAMS__SESSION_START_INFO__INIT;
   ssi.n_hparams = (size_t)n;
-  ssi.hparams = m.entry_ptrs;
+  ssi.hparams = entry_ptrs;
   Lutra__Tb__Hparams__SessionEndInfo sei = LUTRA__TB__HPARAMS__SESSION_END_INFO__INIT;
   sei.status = LUTRA__TB__HPARAMS__STATUS__STATUS_SUCCESS;
 
@@ -128,6 +113,6 @@ int lt_tb_hparams(lt_ctx *c, lt_tb_writer *w, double wall_time, int n, const lt_
     pd.session_end_info = &sei;
     rc = write_plugin_data(c, w, wall_time, "_hparams_/session_end_info", &pd);
   }
-  free_msgs(&m);
+  free(block);
   return rc;
 }
