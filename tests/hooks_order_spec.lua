@@ -370,6 +370,17 @@ describe("hook order with a DataModule", function()
     assert.are.equal(t, dm.trainer)
   end)
 
+  it("num_sanity_val_steps = 0: train_dataloader, then val_dataloader, at the fit loop's start", function()
+    local m, cb, calls = recorder()
+    local dm = recording_dm(calls)
+    trainer(cb, { max_epochs = 1, num_sanity_val_steps = 0 }):fit(m, dm)
+    local expected = { dm_fit_prefix(nil), both("on_train_epoch_start") }
+    for i = 0, 1 do expected[#expected + 1] = train_batch(0, i, { sched = i == 1 }) end
+    expected[#expected + 1] = { eval_epoch("validation", 2), "training_epoch_end", both("on_train_epoch_end"),
+      both("on_train_end"), both("on_fit_end"), "DataModule.teardown(fit)", "Callback.teardown(fit)", "teardown(fit)" }
+    assert_sequence(expected, calls)
+  end)
+
   it("fit(model, dm) positional; a datamodule without val_dataloader: no validation, no model fallback", function()
     local m, cb, calls = recorder()
     function m:val_dataloader() calls[#calls + 1] = "val_dataloader"; return loader(1) end
@@ -424,6 +435,16 @@ describe("hook order with a DataModule", function()
     local expected = { fit_prefix(nil, nil, { fit = { "val_dataloader" } }), both("on_train_epoch_start") }
     for i = 0, 1 do expected[#expected + 1] = train_batch(0, i, { sched = i == 1 }) end
     expected[#expected + 1] = { eval_epoch("validation", 1), "training_epoch_end", both("on_train_epoch_end"),
+      fit_suffix() }
+    assert_sequence(expected, calls)
+  end)
+
+  it("fit(model, train_loader) with the model's val_dataloader and a sanity check: asked after its start", function()
+    local m, cb, calls = recorder()
+    function m:val_dataloader() calls[#calls + 1] = "val_dataloader"; return loader(1) end
+    trainer(cb, { max_epochs = 1 }):fit(m, loader(1))
+    local expected = { fit_prefix(1, nil, { sanity = { "val_dataloader" } }), both("on_train_epoch_start"),
+      train_batch(0, 0, { sched = true }), eval_epoch("validation", 1), "training_epoch_end", both("on_train_epoch_end"),
       fit_suffix() }
     assert_sequence(expected, calls)
   end)
