@@ -327,6 +327,17 @@ describe("lr_find and LearningRateFinder", function()
     lt.Trainer(quiet { max_epochs = 1, callbacks = { lrf, rec } }):fit(m2, loader2)
     assert.are.equal(f:suggestion(), seen)
     assert.are.equal(seen, m2.lr)
+    -- the fit's loader from a datamodule: asked for when the callback needs it (the fit loop asks no more)
+    local m3, loader3 = problem()
+    local asked = 0
+    local D = lt.DataModule:extend("D")
+    function D:train_dataloader() asked = asked + 1; return loader3 end
+    local seen3
+    rec.on_train_start = function(_, trainer) seen3 = trainer.optimizers[1].param_groups[1].lr end
+    lt.Trainer(quiet { max_epochs = 1, callbacks = { cb.LearningRateFinder { min_lr = 1e-3, max_lr = 100,
+      num_training = 60 }, rec } }):fit(m3, D())
+    assert.are.equal(1, asked)
+    assert.are.equal(f:suggestion(), seen3)
     assert.has_error(function() t:lr_find(m, loader, { min_lr = 1, max_lr = 0.1 }) end,
       "lr_find: needs 0 < min_lr < max_lr, got min_lr = 1, max_lr = 0.1")
     assert.has_error(function() t:lr_find(m, loader, { mode = "cubic" }) end,

@@ -883,9 +883,20 @@ function Trainer:_load_fit_loaders(sanity)
     load_train(self, run)
     load_val(self, run)
   end
-  self._loaders_epoch = 0
   self._lp:set_epoch_data(cfg_for(self))
   restore_pending(self)
+end
+
+-- The fit's training loader now, asked for at once when the data hook's has not come yet (for
+-- lutra.callbacks.LearningRateFinder, whose range test runs at on_fit_start on the fit's training loader).
+function Trainer:_fit_train_loader()
+  local run = self._run
+  if run and run.train_pending then
+    load_train(self, run)
+    self._lp:set_epoch_data(cfg_for(self))
+    restore_pending(self)
+  end
+  return self._train_loader
 end
 
 -- reload_dataloaders_every_n_epochs: at a training epoch's start (host.event), new loaders from the data hooks
@@ -961,6 +972,7 @@ local function start_fit(run)
       end
       if not run.val_pending then configure_val(self, model, val) end
       pending_fit_config(self, run)
+      self._loaders_epoch = 0
     end
     self._wrapped = nil
     self._lp:set_optimizers(opts)
