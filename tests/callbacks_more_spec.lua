@@ -178,6 +178,14 @@ describe("GradientAccumulationScheduler", function()
     assert.are.same({ 4, 8, 10, 12 }, per)
     assert.are.equal(2, t.accumulate_grad_batches)
     assert.are.equal(1, gas:get_accumulate_grad_batches(1))
+    -- the validation loaders stay: every epoch validates, before and after the factor changes
+    local m = model()
+    local vsteps = 0
+    local vs = m.validation_step
+    function m:validation_step(b, i) vsteps = vsteps + 1; return vs(self, b, i) end
+    lt.Trainer(quiet { max_epochs = 4, callbacks = { cb.GradientAccumulationScheduler { scheduling = { [2] = 2 } } } })
+      :fit(m, data(16, 4), data(8, 4))
+    assert.are.equal(4 * 2, vsteps)
     assert.has_error(function() cb.GradientAccumulationScheduler { scheduling = { [1] = 0 } } end,
       "GradientAccumulationScheduler: the factor for epoch 1 must be an integer >= 1, got 0")
     assert.has_error(function() cb.GradientAccumulationScheduler { scheduling = { [-1] = 2 } } end,

@@ -1064,6 +1064,13 @@ static void read_int_list(lua_State *L, int t, const char *k, int64_t *dst, int 
   lua_pop(L, 1);
 }
 
+static int has_table(lua_State *L, int t, const char *k) {
+  lua_getfield(L, t, k);
+  int is = lua_istable(L, -1);
+  lua_pop(L, 1);
+  return is;
+}
+
 /* lp:set_cfg{...}: the numbers the trainer computed (lt_loop_cfg). */
 /* lp:set_epoch_data{num_training_batches=, val_check_batch=, num_val_batches=, num_sanity_val_batches=,
  * enable_validation=, val_loaders_pending=, accumulate_grad_batches=}: the loaders' sizes again inside a run:
@@ -1086,8 +1093,10 @@ static int l_set_epoch_data(lua_State *L) {
   }
   c->enable_validation = (int)opt_int(L, 2, "enable_validation", c->enable_validation);
   c->val_loaders_pending = (int)opt_int(L, 2, "val_loaders_pending", c->val_loaders_pending);
-  read_int_list(L, 2, "num_val_batches", c->num_val_batches, &c->n_val_loaders);
-  read_int_list(L, 2, "num_sanity_val_batches", c->num_sanity_val_batches, NULL);
+  /* only the lists given: {accumulate_grad_batches = n} alone keeps the validation loaders */
+  if (has_table(L, 2, "num_val_batches")) read_int_list(L, 2, "num_val_batches", c->num_val_batches, &c->n_val_loaders);
+  if (has_table(L, 2, "num_sanity_val_batches"))
+    read_int_list(L, 2, "num_sanity_val_batches", c->num_sanity_val_batches, NULL);
   /* GradientAccumulationScheduler (lua/lutra/callbacks/grad_accum.lua): the factor of this epoch */
   int64_t acc = opt_int(L, 2, "accumulate_grad_batches", c->accumulate_grad_batches);
   if (acc < 1) return luaL_error(L, "set_epoch_data: accumulate_grad_batches must be >= 1, got %d", (int)acc);
@@ -1121,10 +1130,8 @@ static int l_set_cfg(lua_State *L) {
   read_int_list(L, 2, "num_val_batches", c->num_val_batches, &c->n_val_loaders);
   int n = 0;
   read_int_list(L, 2, "num_sanity_val_batches", c->num_sanity_val_batches, &n);
-  lua_getfield(L, 2, "num_eval_batches");
-  int has_eval = lua_istable(L, -1);
-  lua_pop(L, 1);
-  if (has_eval) read_int_list(L, 2, "num_eval_batches", c->num_eval_batches, &c->n_eval_loaders);
+  if (has_table(L, 2, "num_eval_batches"))
+    read_int_list(L, 2, "num_eval_batches", c->num_eval_batches, &c->n_eval_loaders);
   c->accumulate_grad_batches = opt_int(L, 2, "accumulate_grad_batches", c->accumulate_grad_batches);
   c->n_optimizers = (int)opt_int(L, 2, "n_optimizers", c->n_optimizers);
   lua_getfield(L, 2, "frequencies"); /* {k1, k2, ...} one per optimizer, or {} (every optimizer, every batch) */
