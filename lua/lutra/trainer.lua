@@ -497,7 +497,7 @@ function Trainer:_limit(n, opt_name, what)
 end
 
 -- The fit's configuration from its loaders (Lightning's reset_train_dataloader / reset_val_dataloader), in
--- three parts, as the data hooks' loaders may arrive one at a time (lua/lutra/trainer.lua's load_fit_loaders).
+-- three parts, as the data hooks' loaders may arrive one at a time (Trainer:_load_fit_loaders below).
 local function configure_train(self, train)
   check_loader(train, "fit")
   self._train_loader = train
