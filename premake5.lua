@@ -94,7 +94,8 @@ project "lutra_static"
   kind "StaticLib"
   targetname "lutra"
   files { "core/src/*.c", "core/bind/*.c", BUILD .. "/gen/lutra_lua.c",
-          BUILD .. "/gen/tb_event.pb-c.c" } -- [tools: loggers] protoc-c's output of core/src/tb_event.proto (./lutra)
+          BUILD .. "/gen/tb_event.pb-c.c", -- [tools: loggers] protoc-c's output of core/src/tb_event.proto
+          BUILD .. "/gen/tb_hparams.pb-c.c" } -- and of core/src/tb_hparams.proto (./lutra)
   excludes { "core/bind/module_so.c" }
   prebuildcommands { "luajit ../core/bind/embed_lua.lua ../lua gen/lutra_lua.c" }
 
@@ -103,7 +104,8 @@ project "lutra_shared"
   kind "SharedLib"
   targetname "lutra"
   files { "core/src/*.c", "core/bind/*.c", BUILD .. "/gen/lutra_lua.c",
-          BUILD .. "/gen/tb_event.pb-c.c" } -- [tools: loggers] protoc-c's output of core/src/tb_event.proto (./lutra)
+          BUILD .. "/gen/tb_event.pb-c.c", -- [tools: loggers] protoc-c's output of core/src/tb_event.proto
+          BUILD .. "/gen/tb_hparams.pb-c.c" } -- and of core/src/tb_hparams.proto (./lutra)
   excludes { "core/bind/module_so.c" }
   -- a PUC build leaves the Lua API to the host that links it, as core.so does
   if IS_LUAJIT then links { "luajit-5.1" } end

@@ -1,6 +1,7 @@
 /*
- * lt_tb.h — TensorBoard event files (the TensorBoardLogger, lua/lutra/loggers_tb.lua): TFRecord framing of
- * Event protobufs, encoded by protobuf-c from core/src/tb_event.proto (generated into the build's gen/).
+ * lt_tb.h — TensorBoard event files (the TensorBoardLogger, lua/lutra/loggers_more.lua): TFRecord framing of
+ * Event protobufs, encoded by protobuf-c from core/src/tb_event.proto and, for the HParams plugin's data,
+ * core/src/tb_hparams.proto (both generated into the build's gen/).
  *
  *   lt_tb_writer *w = lt_tb_open(c, "runs/version_0/events.out.tfevents.1700000000.host");
  *   const char *tags[] = { "loss" }; float vals[] = { 0.5f };
@@ -31,6 +32,29 @@ lt_tb_writer *lt_tb_open(lt_ctx *c, const char *path, double wall_time);
 /* One Event at `step` holding n scalar values (tag, simple_value). */
 int lt_tb_scalars(lt_ctx *c, lt_tb_writer *w, int64_t step, double wall_time, int n, const char *const *tags,
                   const float *values);
+/* One Event at `step` whose Summary holds one value: `tag` with plugin metadata (plugin_name, n bytes of
+ * content) and no scalar, the way TensorBoard's plugins (hparams, ...) store their data. */
+int lt_tb_plugin_summary(lt_ctx *c, lt_tb_writer *w, int64_t step, double wall_time, const char *tag,
+                         const char *plugin_name, const uint8_t *content, size_t n);
+
+/* A hyper-parameter of the HParams plugin: a name and a number, a string or a boolean. */
+typedef enum lt_tb_hparam_kind { LT_TB_HPARAM_NUMBER, LT_TB_HPARAM_STRING, LT_TB_HPARAM_BOOL } lt_tb_hparam_kind;
+typedef struct lt_tb_hparam {
+  const char *name;
+  lt_tb_hparam_kind kind;
+  double number;      /* LT_TB_HPARAM_NUMBER */
+  const char *string; /* LT_TB_HPARAM_STRING */
+  int boolean;        /* LT_TB_HPARAM_BOOL */
+} lt_tb_hparam;
+
+/* The three summaries of TensorBoard's HParams plugin, as torch.utils.tensorboard.summary.hparams makes them
+ * (core/src/tb_hparams.c): three Events at step 0, tags "_hparams_/experiment" (an HParamInfo per parameter,
+ * typed FLOAT64 / STRING / BOOL, and a MetricInfo per metric tag), "_hparams_/session_start_info" (the values)
+ * and "_hparams_/session_end_info" (STATUS_SUCCESS); plugin "hparams", content a HParamsPluginData of version 0
+ * (core/src/tb_hparams.proto). The metrics' values are scalars of their own (lt_tb_scalars). */
+int lt_tb_hparams(lt_ctx *c, lt_tb_writer *w, double wall_time, int n, const lt_tb_hparam *hp, int n_metrics,
+                  const char *const *metric_tags);
+
 /* fflush (the file is readable up to here). */
 int lt_tb_flush(lt_ctx *c, lt_tb_writer *w);
 /* Closes and frees (NULL: nothing). Returns LT_ERR when the last writes failed. */

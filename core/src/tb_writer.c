@@ -115,6 +115,29 @@ int lt_tb_scalars(lt_ctx *c, lt_tb_writer *w, int64_t step, double wall_time, in
   return rc;
 }
 
+int lt_tb_plugin_summary(lt_ctx *c, lt_tb_writer *w, int64_t step, double wall_time, const char *tag,
+                         const char *plugin_name, const uint8_t *content, size_t n) {
+  Lutra__Tb__SummaryMetadata__PluginData pd = LUTRA__TB__SUMMARY_METADATA__PLUGIN_DATA__INIT;
+  pd.plugin_name = (char *)plugin_name;
+  pd.content.data = (uint8_t *)content;
+  pd.content.len = n;
+  Lutra__Tb__SummaryMetadata meta = LUTRA__TB__SUMMARY_METADATA__INIT;
+  meta.plugin_data = &pd;
+  Lutra__Tb__Summary__Value val = LUTRA__TB__SUMMARY__VALUE__INIT;
+  val.tag = (char *)tag;
+  val.metadata = &meta; /* no value of its own: the plugin's data is all of it */
+  Lutra__Tb__Summary__Value *ptr = &val;
+  Lutra__Tb__Summary sum = LUTRA__TB__SUMMARY__INIT;
+  sum.n_value = 1;
+  sum.value = &ptr;
+  Lutra__Tb__Event ev = LUTRA__TB__EVENT__INIT;
+  ev.wall_time = wall_time;
+  ev.step = step;
+  ev.what_case = LUTRA__TB__EVENT__WHAT_SUMMARY;
+  ev.summary = &sum;
+  return write_event(c, w, &ev);
+}
+
 int lt_tb_flush(lt_ctx *c, lt_tb_writer *w) {
   if (fflush(w->f) != 0) return lt_fail(c, "TensorBoardLogger: cannot write %s: %s", w->path, strerror(errno));
   return LT_OK;
