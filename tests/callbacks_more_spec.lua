@@ -178,6 +178,14 @@ describe("GradientAccumulationScheduler", function()
     assert.are.same({ 4, 8, 10, 12 }, per)
     assert.are.equal(2, t.accumulate_grad_batches)
     assert.are.equal(1, gas:get_accumulate_grad_batches(1))
+    -- the validation loaders stay: every epoch validates, before and after the factor changes
+    local m = model()
+    local vsteps = 0
+    local vs = m.validation_step
+    function m:validation_step(b, i) vsteps = vsteps + 1; return vs(self, b, i) end
+    lt.Trainer(quiet { max_epochs = 4, callbacks = { cb.GradientAccumulationScheduler { scheduling = { [2] = 2 } } } })
+      :fit(m, data(16, 4), data(8, 4))
+    assert.are.equal(4 * 2, vsteps)
     assert.has_error(function() cb.GradientAccumulationScheduler { scheduling = { [1] = 0 } } end,
       "GradientAccumulationScheduler: the factor for epoch 1 must be an integer >= 1, got 0")
     assert.has_error(function() cb.GradientAccumulationScheduler { scheduling = { [-1] = 2 } } end,
@@ -327,6 +335,17 @@ describe("lr_find and LearningRateFinder", function()
     lt.Trainer(quiet { max_epochs = 1, callbacks = { lrf, rec } }):fit(m2, loader2)
     assert.are.equal(f:suggestion(), seen)
     assert.are.equal(seen, m2.lr)
+    -- the fit's loader from a datamodule: asked for when the callback needs it (the fit loop asks no more)
+    local m3, loader3 = problem()
+    local asked = 0
+    local D = lt.DataModule:extend("D")
+    function D:train_dataloader() asked = asked + 1; return loader3 end
+    local seen3
+    rec.on_train_start = function(_, trainer) seen3 = trainer.optimizers[1].param_groups[1].lr end
+    lt.Trainer(quiet { max_epochs = 1, callbacks = { cb.LearningRateFinder { min_lr = 1e-3, max_lr = 100,
+      num_training = 60 }, rec } }):fit(m3, D())
+    assert.are.equal(1, asked)
+    assert.are.equal(f:suggestion(), seen3)
     assert.has_error(function() t:lr_find(m, loader, { min_lr = 1, max_lr = 0.1 }) end,
       "lr_find: needs 0 < min_lr < max_lr, got min_lr = 1, max_lr = 0.1")
     assert.has_error(function() t:lr_find(m, loader, { mode = "cubic" }) end,

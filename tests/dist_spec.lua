@@ -453,6 +453,20 @@ mpi_describe("Trainer{strategy='ddp'} under mpirun", function()
     assert.are.equal(0, max_weight_diff(b0.weights, b1.weights)) -- the same update on every rank, bit for bit
   end)
 
+  it("a datamodule's loaders (asked for at the loops' start) are sharded: the weights of the same loaders given",
+    function()
+      local given = mpirun(2, "train.lua", { "equiv", "32" })
+      assert(given.code == 0, given.out .. given.err)
+      local two = mpirun(2, "train.lua", { "dm", "32" })
+      assert(two.code == 0, two.out .. two.err)
+      local a, b0, b1 = result(given, "equiv", 0), result(two, "dm", 0), result(two, "dm", 1)
+      assert.are.equal(4, b0.num_training_batches) -- 256 samples / 2 ranks / 32
+      assert.are.equal(8, b1.global_step)
+      assert.are.equal(2 + 2 * 2, b1.val_batches) -- sanity check and 2 epochs of 64 / 2 ranks / 16
+      assert.are.equal(0, max_weight_diff(a.weights, b0.weights))
+      assert.are.equal(0, max_weight_diff(b0.weights, b1.weights))
+    end)
+
   it("accumulating gradients reduces once per optimizer step, with the weights of one rank", function()
     local one = mpirun(1, "train.lua", { "accum", "32" })
     assert(one.code == 0, one.out .. one.err)

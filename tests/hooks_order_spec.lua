@@ -170,14 +170,17 @@ local function train_batch(epoch, i, opts)
   return seq
 end
 
--- head: the calls before on_fit_start (default: those of a fit without a datamodule)
-local function fit_prefix(sanity, head)
+-- head: the calls before on_fit_start (default: those of a fit without a datamodule); loaders: the data hooks'
+-- calls {sanity = ..., fit = ...}: after on_sanity_check_start, and at the fit loop's start before on_train_start
+local function fit_prefix(sanity, head, loaders)
   local seq = head or { "configure_callbacks", "prepare_data", "Callback.setup(fit)", "setup(fit)", "configure_optimizers" }
+  loaders = loaders or {}
   seq[#seq + 1] = both("on_fit_start")
   if sanity then
-    seq[#seq + 1] = { "Callback.on_sanity_check_start", eval_epoch("validation", sanity), "Callback.on_sanity_check_end" }
+    seq[#seq + 1] = { "Callback.on_sanity_check_start", loaders.sanity or {}, eval_epoch("validation", sanity),
+      "Callback.on_sanity_check_end" }
   end
-  seq[#seq + 1] = both("on_train_start")
+  seq[#seq + 1] = { loaders.fit or {}, both("on_train_start") }
   return seq
 end
 
@@ -322,8 +325,8 @@ end)
 
 -- Lightning 1.6 with a LightningDataModule: its prepare_data before the model's; its setup/teardown before
 -- the callbacks' and the model's (trainer._call_setup_hook / _call_teardown_hook); the loaders from the
--- datamodule only. lutra asks for the loaders once configure_optimizers has returned (its loops need their
--- lengths before on_fit_start; Lightning asks inside the sanity check and the fit loop's start).
+-- datamodule only, asked for where Lightning's loops ask: val_dataloader after on_sanity_check_start (or at the
+-- fit loop's start without a sanity check), train_dataloader at the fit loop's start, before on_train_start.
 describe("hook order with a DataModule", function()
   local function recording_dm(calls, opts)
     opts = opts or {}
@@ -344,9 +347,13 @@ describe("hook order with a DataModule", function()
 
   local function dm_fit_prefix(sanity, no_val)
     local head = { "configure_callbacks", "DataModule.prepare_data", "prepare_data", "DataModule.setup(fit)",
-      "Callback.setup(fit)", "setup(fit)", "configure_optimizers", "DataModule.train_dataloader" }
-    if not no_val then head[#head + 1] = "DataModule.val_dataloader" end
-    return fit_prefix(sanity, head)
+      "Callback.setup(fit)", "setup(fit)", "configure_optimizers" }
+    local loaders = { fit = { "DataModule.train_dataloader" } }
+    if not no_val then
+      if sanity then loaders.sanity = { "DataModule.val_dataloader" }
+      else loaders.fit[2] = "DataModule.val_dataloader" end
+    end
+    return fit_prefix(sanity, head, loaders)
   end
 
   it("fit(model, {datamodule = dm}): the datamodule's hooks first, its loaders, its teardown first", function()
@@ -361,6 +368,17 @@ describe("hook order with a DataModule", function()
     assert_sequence(expected, calls)
     assert.are.equal(dm, t.datamodule)
     assert.are.equal(t, dm.trainer)
+  end)
+
+  it("num_sanity_val_steps = 0: train_dataloader, then val_dataloader, at the fit loop's start", function()
+    local m, cb, calls = recorder()
+    local dm = recording_dm(calls)
+    trainer(cb, { max_epochs = 1, num_sanity_val_steps = 0 }):fit(m, dm)
+    local expected = { dm_fit_prefix(nil), both("on_train_epoch_start") }
+    for i = 0, 1 do expected[#expected + 1] = train_batch(0, i, { sched = i == 1 }) end
+    expected[#expected + 1] = { eval_epoch("validation", 2), "training_epoch_end", both("on_train_epoch_end"),
+      both("on_train_end"), both("on_fit_end"), "DataModule.teardown(fit)", "Callback.teardown(fit)", "teardown(fit)" }
+    assert_sequence(expected, calls)
   end)
 
   it("fit(model, dm) positional; a datamodule without val_dataloader: no validation, no model fallback", function()
@@ -400,9 +418,10 @@ describe("hook order with a DataModule", function()
     local t = trainer(cb, { max_epochs = 1, num_sanity_val_steps = 0 })
     t:fit(m)
     local cut = {}
-    for i = 1, 9 do cut[i] = calls[i] end
+    for i = 1, 11 do cut[i] = calls[i] end
     assert.are.same({ "configure_callbacks", "prepare_data", "Callback.setup(fit)", "setup(fit)",
-      "configure_optimizers", "train_dataloader", "val_dataloader", "Callback.on_fit_start", "on_fit_start" }, cut)
+      "configure_optimizers", "Callback.on_fit_start", "on_fit_start", "train_dataloader", "val_dataloader",
+      "Callback.on_train_start", "on_train_start" }, cut)
     for k in pairs(calls) do calls[k] = nil end
     local preds = t:predict(m)
     assert.are.equal(1, #preds)
@@ -413,10 +432,19 @@ describe("hook order with a DataModule", function()
     local m, cb, calls = recorder()
     function m:val_dataloader() calls[#calls + 1] = "val_dataloader"; return loader(1) end
     trainer(cb, { max_epochs = 1, num_sanity_val_steps = 0 }):fit(m, loader(2))
-    local expected = { fit_prefix(nil, { "configure_callbacks", "prepare_data", "Callback.setup(fit)", "setup(fit)",
-      "configure_optimizers", "val_dataloader" }), both("on_train_epoch_start") }
+    local expected = { fit_prefix(nil, nil, { fit = { "val_dataloader" } }), both("on_train_epoch_start") }
     for i = 0, 1 do expected[#expected + 1] = train_batch(0, i, { sched = i == 1 }) end
     expected[#expected + 1] = { eval_epoch("validation", 1), "training_epoch_end", both("on_train_epoch_end"),
+      fit_suffix() }
+    assert_sequence(expected, calls)
+  end)
+
+  it("fit(model, train_loader) with the model's val_dataloader and a sanity check: asked after its start", function()
+    local m, cb, calls = recorder()
+    function m:val_dataloader() calls[#calls + 1] = "val_dataloader"; return loader(1) end
+    trainer(cb, { max_epochs = 1 }):fit(m, loader(1))
+    local expected = { fit_prefix(1, nil, { sanity = { "val_dataloader" } }), both("on_train_epoch_start"),
+      train_batch(0, 0, { sched = true }), eval_epoch("validation", 1), "training_epoch_end", both("on_train_epoch_end"),
       fit_suffix() }
     assert_sequence(expected, calls)
   end)

@@ -829,6 +829,8 @@ static int h_event(void *ud, lt_event ev, lt_hook_args *a) {
         [LT_EV_EVAL_DATALOADER_END] = "eval_dataloader_end",
         [LT_EV_EVAL_EPOCH_END] = "eval_epoch_end",
         [LT_EV_EVAL_END] = "eval_end",
+        [LT_EV_SANITY_LOADERS] = "sanity_loaders",
+        [LT_EV_FIT_LOADERS] = "fit_loaders",
       };
       lua_pushstring(L, names[ev]);
       lua_pushinteger(L, (lua_Integer)a->dataloader_idx);
@@ -1062,12 +1064,19 @@ static void read_int_list(lua_State *L, int t, const char *k, int64_t *dst, int 
   lua_pop(L, 1);
 }
 
+static int has_table(lua_State *L, int t, const char *k) {
+  lua_getfield(L, t, k);
+  int is = lua_istable(L, -1);
+  lua_pop(L, 1);
+  return is;
+}
+
 /* lp:set_cfg{...}: the numbers the trainer computed (lt_loop_cfg). */
-/* lp:set_epoch_data{num_training_batches=, val_check_batch=, num_val_batches=, enable_validation=,
- * accumulate_grad_batches=}: the loaders' sizes again, at a training epoch start inside a run
- * (reload_dataloaders_every_n_epochs, GradientAccumulationScheduler:
- * lua/lutra/trainer.lua's reload_dataloaders, from the train_epoch_start event, before the epoch's first
- * fetch). */
+/* lp:set_epoch_data{num_training_batches=, val_check_batch=, num_val_batches=, num_sanity_val_batches=,
+ * enable_validation=, val_loaders_pending=, accumulate_grad_batches=}: the loaders' sizes again inside a run:
+ * when the data hooks' loaders arrive (the sanity_loaders and fit_loaders events) and at a training epoch
+ * start (reload_dataloaders_every_n_epochs, GradientAccumulationScheduler: lua/lutra/trainer.lua's
+ * reload_dataloaders, from the train_epoch_start event, before the epoch's first fetch). */
 static int l_set_epoch_data(lua_State *L) {
   l_loops *H = check_loops(L);
   l_checktype(L, 2, LUA_TTABLE);
@@ -1083,7 +1092,11 @@ static int l_set_epoch_data(lua_State *L) {
     lua_pop(L, 1);
   }
   c->enable_validation = (int)opt_int(L, 2, "enable_validation", c->enable_validation);
-  read_int_list(L, 2, "num_val_batches", c->num_val_batches, &c->n_val_loaders);
+  c->val_loaders_pending = (int)opt_int(L, 2, "val_loaders_pending", c->val_loaders_pending);
+  /* only the lists given: {accumulate_grad_batches = n} alone keeps the validation loaders */
+  if (has_table(L, 2, "num_val_batches")) read_int_list(L, 2, "num_val_batches", c->num_val_batches, &c->n_val_loaders);
+  if (has_table(L, 2, "num_sanity_val_batches"))
+    read_int_list(L, 2, "num_sanity_val_batches", c->num_sanity_val_batches, NULL);
   /* GradientAccumulationScheduler (lua/lutra/callbacks/grad_accum.lua): the factor of this epoch */
   int64_t acc = opt_int(L, 2, "accumulate_grad_batches", c->accumulate_grad_batches);
   if (acc < 1) return luaL_error(L, "set_epoch_data: accumulate_grad_batches must be >= 1, got %d", (int)acc);
@@ -1113,13 +1126,12 @@ static int l_set_cfg(lua_State *L) {
   lua_pop(L, 1);
   c->check_val_every_n_epoch = opt_int(L, 2, "check_val_every_n_epoch", c->check_val_every_n_epoch);
   c->enable_validation = (int)opt_int(L, 2, "enable_validation", c->enable_validation);
+  c->val_loaders_pending = (int)opt_int(L, 2, "val_loaders_pending", c->val_loaders_pending);
   read_int_list(L, 2, "num_val_batches", c->num_val_batches, &c->n_val_loaders);
   int n = 0;
   read_int_list(L, 2, "num_sanity_val_batches", c->num_sanity_val_batches, &n);
-  lua_getfield(L, 2, "num_eval_batches");
-  int has_eval = lua_istable(L, -1);
-  lua_pop(L, 1);
-  if (has_eval) read_int_list(L, 2, "num_eval_batches", c->num_eval_batches, &c->n_eval_loaders);
+  if (has_table(L, 2, "num_eval_batches"))
+    read_int_list(L, 2, "num_eval_batches", c->num_eval_batches, &c->n_eval_loaders);
   c->accumulate_grad_batches = opt_int(L, 2, "accumulate_grad_batches", c->accumulate_grad_batches);
   c->n_optimizers = (int)opt_int(L, 2, "n_optimizers", c->n_optimizers);
   lua_getfield(L, 2, "frequencies"); /* {k1, k2, ...} one per optimizer, or {} (every optimizer, every batch) */

@@ -521,6 +521,8 @@ static int fit_run(lt_loops *lp) {
   if (F->phase == LT_PHASE_IDLE) {
     if (fit_done(lp)) return LT_OK; /* skip */
     if (F->restarting) lt_progress_reset_on_restart(&F->epoch_progress);
+    /* on_run_start: the loaders (Lightning's reset_train_dataloader; the counts may change) */
+    LT_TRY(lt__event(lp, LT_EV_FIT_LOADERS, &a));
     LT_TRY(lt__call_if(lp, LT_HOOK_ON_TRAIN_START, &a));
     F->phase = LT_PHASE_RUNNING;
   }
@@ -561,12 +563,13 @@ int lt_loops_sanity_check(lt_loops *lp) {
   if (!lp->cfg.enable_validation || V->restarting) return LT_OK;
   int64_t any = 0;
   for (int i = 0; i < lp->cfg.n_val_loaders && i < LT_MAX_LOADERS; i++) any += lp->cfg.num_sanity_val_batches[i];
-  if (any <= 0) return LT_OK;
+  if (any <= 0 && !lp->cfg.val_loaders_pending) return LT_OK;
   lt_hook_args a = lt__args(lp);
   lt_rng saved = lp->c->rng; /* Lightning's isolate_rng: the sanity check does not move the RNG */
   lp->sanity_checking = 1;
   int rc = lt__call_if(lp, LT_HOOK_ON_SANITY_CHECK_START, &a);
-  if (rc == LT_OK) {
+  if (rc == LT_OK) rc = lt__event(lp, LT_EV_SANITY_LOADERS, &a); /* the counts below may come only now */
+  if (rc == LT_OK && lp->cfg.enable_validation) {
     V->n_loaders = lp->cfg.n_val_loaders;
     for (int i = 0; i < V->n_loaders && i < LT_MAX_LOADERS; i++) V->max_batches[i] = lp->cfg.num_sanity_val_batches[i];
     rc = lt__eval_loop_run(lp, V);

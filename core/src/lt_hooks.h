@@ -115,6 +115,10 @@ typedef enum lt_event {
   LT_EV_EVAL_DATALOADER_END,     /* one dataloader done (a->dataloader_idx): its epoch metrics */
   LT_EV_EVAL_EPOCH_END,          /* after on_X_epoch_end: the run's epoch metrics, logged */
   LT_EV_EVAL_END,                /* the run is over (its outputs can go) */
+  LT_EV_SANITY_LOADERS,          /* the sanity check started (after on_sanity_check_start): the host may load the
+                                  validation loaders now and set the cfg's validation counts */
+  LT_EV_FIT_LOADERS,             /* the fit loop starts (before on_train_start): the host may load the training
+                                  loaders (and validation loaders not loaded yet) now and set the cfg's counts */
   LT_NEVENTS
 } lt_event;
 

@@ -208,6 +208,9 @@ typedef struct lt_loop_cfg {
   int64_t val_check_batch;      /* validation every n training batches (LT_INF_BATCHES: epoch end only) */
   int64_t check_val_every_n_epoch;
   int enable_validation; /* a val loader, validation_step and limit_val_batches > 0 */
+  /* the validation loaders come at the sanity check's start (LT_EV_SANITY_LOADERS, the data hooks' loaders):
+   * the sanity check is due whatever the counts, which the event sets */
+  int val_loaders_pending;
   int n_val_loaders;
   int64_t num_val_batches[LT_MAX_LOADERS];
   int64_t num_sanity_val_batches[LT_MAX_LOADERS];
@@ -285,7 +288,8 @@ int lt_loops_fit_advance(lt_loops *lp, int64_t max_batches, double seconds);
 /* The fit loop is done (after an LT_OK advance). */
 int lt_loops_fit_done(const lt_loops *lp);
 /* The sanity check: the fit's val loop over min(num_sanity_val_steps, batches) per loader, with
- * on_sanity_check_start/end, then its progress reset. Does nothing when not enabled or restarting. */
+ * on_sanity_check_start/end (and LT_EV_SANITY_LOADERS after the start), then its progress reset. Does nothing
+ * when not enabled or restarting, nor when no batch is due (unless cfg.val_loaders_pending). */
 int lt_loops_sanity_check(lt_loops *lp);
 
 /* --- evaluation and prediction ------------------------------------------------------------------ */

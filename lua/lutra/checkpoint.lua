@@ -818,26 +818,43 @@ function M.restore_trainer(trainer, path)
       end
     end
   end
-  -- data
-  local loaders = ck.loaders or {}
-  local train = rawget(trainer, "_train_loader")
-  if train and type(loaders.train) == "table" and type(train.load_state_dict) == "function" then
-    local okl, errl = pcall(train.load_state_dict, train, loaders.train)
-    if not okl then restore_error(path, "the training loader: " .. bare(errl)) end
-  end
-  for i, l in ipairs(rawget(trainer, "_val_loaders") or {}) do
-    local s = (loaders.val or {})[i]
-    if type(s) == "table" and type(l.load_state_dict) == "function" then
-      local okl, errl = pcall(l.load_state_dict, l, s)
-      if not okl then restore_error(path, fmt("validation loader %d: %s", i, bare(errl))) end
-    end
-  end
-  -- RNG last: nothing above may draw from it
-  if type(ck.rng) == "table" and type(ck.rng.global) == "string" then
-    local okr, errr = pcall(lt.set_rng_state, ck.rng.global)
-    if not okr then restore_error(path, "key 'rng.global': " .. bare(errr)) end
-  end
+  -- data, then the RNG (M.restore_pending)
+  trainer._ckpt_pending = { path = path, loaders = ck.loaders or {}, rng = ck.rng }
+  M.restore_pending(trainer)
   trainer.ckpt_path = path
   return ck
+end
+
+-- The loaders' states of the checkpoint being resumed, and its RNG last (nothing before may draw from it).
+-- Loaders that the data hooks give when the loops start (lua/lutra/trainer.lua's _load_fit_loaders) get
+-- theirs then, which calls this again; the RNG waits for them all, as their construction may draw from it.
+function M.restore_pending(trainer)
+  local p = rawget(trainer, "_ckpt_pending")
+  local run = rawget(trainer, "_run")
+  local path, loaders = p.path, p.loaders
+  if p.train ~= "done" and not (run and run.train_pending) then
+    p.train = "done"
+    local train = rawget(trainer, "_train_loader")
+    if train and type(loaders.train) == "table" and type(train.load_state_dict) == "function" then
+      local okl, errl = pcall(train.load_state_dict, train, loaders.train)
+      if not okl then restore_error(path, "the training loader: " .. bare(errl)) end
+    end
+  end
+  if p.val ~= "done" and not (run and run.val_pending) then
+    p.val = "done"
+    for i, l in ipairs(rawget(trainer, "_val_loaders") or {}) do
+      local s = (loaders.val or {})[i]
+      if type(s) == "table" and type(l.load_state_dict) == "function" then
+        local okl, errl = pcall(l.load_state_dict, l, s)
+        if not okl then restore_error(path, fmt("validation loader %d: %s", i, bare(errl))) end
+      end
+    end
+  end
+  if p.train ~= "done" or p.val ~= "done" then return end
+  trainer._ckpt_pending = nil
+  if type(p.rng) == "table" and type(p.rng.global) == "string" then
+    local okr, errr = pcall(lt.set_rng_state, p.rng.global)
+    if not okr then restore_error(path, "key 'rng.global': " .. bare(errr)) end
+  end
 end
 return M

@@ -405,7 +405,7 @@ function DDP:_shard(l, what)
 end
 
 function DDP:shard_loaders(_, train, val)
-  self:_shard(train, "train")
+  if train ~= nil then self:_shard(train, "train") end
   if val ~= nil then
     local ok, it = pcall(function() return val.iter end)
     local list = (ok and type(it) == "function") and { val } or val
@@ -431,15 +431,21 @@ local function union_params(trainer, model)
   return list, seen
 end
 
-function DDP:setup_fit(trainer, model)
-  local lt = require "lutra"
-  -- the same number of steps on every rank, or the collectives would not match
+-- The same number of steps on every rank, or the collectives would not match (at the fit's start, or when the
+-- data hooks' training loader arrives: lua/lutra/trainer.lua's load_train).
+function DDP:check_batches(trainer)
   local nb = trainer.num_training_batches
   local mm = C.all_reduce_numbers({ nb, -nb }, "max")
   if mm[1] ~= -mm[2] then
     error(string.format("fit (ddp): the ranks have different numbers of training batches per epoch (from %d to %d); "
       .. "use an lt.data.DataLoader (sharded for each rank) or loaders of equal length", -mm[2], mm[1]), 0)
   end
+end
+
+-- train_pending: the training loader comes later (check_batches then)
+function DDP:setup_fit(trainer, model, train_pending)
+  local lt = require "lutra"
+  if not train_pending then self:check_batches(trainer) end
   -- rank 0's weights (parameters, buffers) everywhere
   local params, seen = union_params(trainer, model)
   local bcast = {}

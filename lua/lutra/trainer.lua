@@ -496,15 +496,19 @@ function Trainer:_limit(n, opt_name, what)
   return limited(n, user, what)
 end
 
-function Trainer:_configure_fit(model, train, val)
+-- The fit's configuration from its loaders (Lightning's reset_train_dataloader / reset_val_dataloader), in
+-- three parts, as the data hooks' loaders may arrive one at a time (Trainer:_load_fit_loaders below).
+local function configure_train(self, train)
   check_loader(train, "fit")
-  local o = self._opts
   self._train_loader = train
   local ntrain = loader_len(train, "fit")
   self.num_training_batches = self:_limit(ntrain, "limit_train_batches", "limit_train_batches")
-  -- validation
+end
+
+local function configure_val(self, model, val)
+  local o = self._opts
   local vals = as_list(val)
-  if o.overfit_batches and o.overfit_batches > 0 then vals = { train } end
+  if o.overfit_batches and o.overfit_batches > 0 then vals = { self._train_loader } end
   self._val_loaders = vals
   self._eval_loaders = vals
   self._n_eval_loaders = #vals
@@ -521,8 +525,10 @@ function Trainer:_configure_fit(model, train, val)
   local sanity = {}
   for i, n in ipairs(nval) do sanity[i] = math.min(self.num_sanity_val_steps, n) end
   self.num_sanity_val_batches = sanity
-  -- val_check_interval
-  local vci = o.val_check_interval
+end
+
+local function configure_val_check(self)
+  local vci = self._opts.val_check_interval
   local vcb
   if vci == nil then
     vcb = self.num_training_batches == INF and INF or math.max(1, self.num_training_batches)
@@ -539,6 +545,12 @@ function Trainer:_configure_fit(model, train, val)
     vcb = math.max(1, math.floor(self.num_training_batches * vci))
   end
   self.val_check_batch = vcb
+end
+
+function Trainer:_configure_fit(model, train, val)
+  configure_train(self, train)
+  configure_val(self, model, val)
+  configure_val_check(self)
 end
 
 local function eval_config(self, kind, loaders, what)
@@ -564,6 +576,7 @@ local function cfg_for(self, extra)
     max_epochs = self.max_epochs, min_epochs = self.min_epochs, max_steps = self.max_steps, min_steps = self.min_steps,
     num_training_batches = self.num_training_batches, val_check_batch = self.val_check_batch,
     check_val_every_n_epoch = self.check_val_every_n_epoch, enable_validation = self.enable_validation and 1 or 0,
+    val_loaders_pending = self._sanity_loaders_pending and 1 or 0,
     num_val_batches = self.num_val_batches, num_sanity_val_batches = self.num_sanity_val_batches,
     accumulate_grad_batches = self.accumulate_grad_batches, n_optimizers = math.max(1, #self.optimizers),
     frequencies = self.optimizer_frequencies or {},
@@ -799,6 +812,93 @@ function Trainer:_load_hook_loaders(run)
   self:_configure_fit(self.model, run.train, run.val)
 end
 
+-- ---- the data hooks' loaders of a fit, when the loops ask for them (Lightning 1.6's order) ----------------
+-- A fit whose loaders come from the data hooks (the datamodule's, else the model's) asks for them where
+-- Lightning's loops do: val_dataloader at the sanity check's start (after on_sanity_check_start, the
+-- sanity_loaders event of core/src/loop_fit.c), train_dataloader at the fit loop's start (before
+-- on_train_start, the fit_loaders event) and val_dataloader there too when no sanity check asked for it. So
+-- whatever on_fit_start sets up (a callback that downloads the data, fills the datamodule's fields) is there
+-- when the loaders are built. Until they arrive the loops hold provisional counts (pending_fit_config), and
+-- a checkpoint's loader states and RNG wait for them (lutra.checkpoint's restore_pending).
+
+-- Whether the run's validation source defines val_dataloader (Lightning's _DataLoaderSource.is_defined).
+local function val_source_defined(self, model)
+  local dm = rawget(self, "datamodule")
+  if dm ~= nil then return type(dm.val_dataloader) == "function" end
+  return type(model.val_dataloader) == "function"
+end
+
+-- The counts before the loaders arrive: the fit loop is not skipped (no count of training batches yet, as
+-- Lightning's inf) unless limit_train_batches = 0, which asks for no loader; a sanity check is due when the
+-- validation source is defined, validation_step too, limit_val_batches > 0 and num_sanity_val_steps > 0.
+local function pending_fit_config(self, run)
+  local o = self._opts
+  if run.train_pending then
+    self._train_loader = nil
+    self.num_training_batches = o.limit_train_batches == 0 and 0 or INF
+    self.val_check_batch = INF
+  end
+  if run.val_pending then
+    self._val_loaders, self._eval_loaders, self._n_eval_loaders = {}, {}, 0
+    self.num_val_batches, self.num_sanity_val_batches = {}, {}
+    local source = run.val ~= nil or o.overfit_batches > 0 or val_source_defined(self, run.model)
+    local due = source and type(run.model.validation_step) == "function" and o.limit_val_batches ~= 0
+    self.enable_validation = due
+    self._sanity_loaders_pending = due and self.num_sanity_val_steps > 0
+  end
+end
+
+local function restore_pending(self)
+  if rawget(self, "_ckpt_pending") then require("lutra.checkpoint").restore_pending(self) end
+end
+
+local function load_train(self, run)
+  if not run.train_pending then return end
+  run.train_pending = false
+  run.train = hook_loaders(self, "train_dataloader")
+  if run.train == nil then error("fit: the datamodule has no train_dataloader", 0) end
+  if self._ddp then self._ddp:shard_loaders(self, run.train, nil) end
+  configure_train(self, run.train)
+  configure_val_check(self)
+  if self._ddp then self._ddp:check_batches(self) end -- ddp: the same number of batches on every rank
+end
+
+local function load_val(self, run)
+  if not run.val_pending then return end
+  run.val_pending = false
+  self._sanity_loaders_pending = false
+  if self._opts.overfit_batches > 0 then load_train(self, run) end -- (validation runs on the training loader)
+  if run.val_from_hook then run.val = hook_loaders(self, "val_dataloader") end
+  if self._ddp and run.val ~= nil then self._ddp:shard_loaders(self, nil, run.val) end
+  configure_val(self, run.model, run.val)
+end
+
+-- the sanity_loaders event (after on_sanity_check_start) and the fit_loaders event (before on_train_start)
+function Trainer:_load_fit_loaders(sanity)
+  local run = self._run
+  if run == nil or not (run.train_pending or run.val_pending) then return end
+  if sanity then
+    load_val(self, run)
+  else
+    load_train(self, run)
+    load_val(self, run)
+  end
+  self._lp:set_epoch_data(cfg_for(self))
+  restore_pending(self)
+end
+
+-- The fit's training loader now, asked for at once when the data hook's has not come yet (for
+-- lutra.callbacks.LearningRateFinder, whose range test runs at on_fit_start on the fit's training loader).
+function Trainer:_fit_train_loader()
+  local run = self._run
+  if run and run.train_pending then
+    load_train(self, run)
+    self._lp:set_epoch_data(cfg_for(self))
+    restore_pending(self)
+  end
+  return self._train_loader
+end
+
 -- reload_dataloaders_every_n_epochs: at a training epoch's start (host.event), new loaders from the data hooks
 -- and the loops' batch counts from them (Lightning reloads the training loader at the fit loop's advance
 -- start and the validation loaders at the validation loop's start: the same epochs).
@@ -843,9 +943,10 @@ local function start_fit(run)
     -- configure_callbacks, prepare_data, setup
     model_callbacks(self)
     call_hook(self, "prepare_data")
-    -- the data hooks give the loaders, after setup: the training loader when none was given (a datamodule, or
-    -- the model's train_dataloader), the validation loaders when none were given and the source defines
-    -- val_dataloader (Lightning's _DataLoaderSource: the datamodule, else the model)
+    -- the data hooks give the loaders when the loops start (_load_fit_loaders): the training loader when none
+    -- was given (a datamodule, or the model's train_dataloader), the validation loaders when none were given
+    -- and the source defines val_dataloader (Lightning's _DataLoaderSource: the datamodule, else the model)
+    self._sanity_loaders_pending, self._ckpt_pending = false, nil
     run.train_from_hook = run.train == nil
     run.val_from_hook = run.val == nil and (run.train_from_hook or type(model.val_dataloader) == "function")
     local from_hooks = run.train_from_hook or run.val_from_hook
@@ -860,8 +961,17 @@ local function start_fit(run)
     if not okp then error(opts, 0) end
     self.optimizers, self.lr_scheduler_configs, self.optimizer_frequencies = opts, scheds, freqs
     self._loaders_from_hooks = from_hooks
-    if from_hooks then -- (Lightning asks for them when its loops start; lutra's loops need their lengths first)
-      self:_load_hook_loaders(run)
+    if from_hooks then -- the data hooks are asked when the loops start (_load_fit_loaders); given loaders now
+      run.train_pending, run.val_pending = run.train_from_hook, run.val_from_hook
+      if self._opts.overfit_batches > 0 and run.train_pending then run.val_pending = true end -- (val = train)
+      local train, val = (not run.train_pending) and run.train or nil, (not run.val_pending) and run.val or nil
+      if self._ddp then self._ddp:shard_loaders(self, train, val) end -- ddp: each rank its share
+      if train ~= nil then
+        configure_train(self, train)
+        configure_val_check(self)
+      end
+      if not run.val_pending then configure_val(self, model, val) end
+      pending_fit_config(self, run)
       self._loaders_epoch = 0
     end
     self._wrapped = nil
@@ -874,7 +984,7 @@ local function start_fit(run)
       end
       ck.restore_trainer(self, run.opts.ckpt_path)
     end
-    if self._ddp then self._ddp:setup_fit(self, model) end -- ddp: rank 0's weights, gradient reducer
+    if self._ddp then self._ddp:setup_fit(self, model, run.train_pending) end -- ddp: rank 0's weights, gradient reducer
     if model.hparams ~= nil then
       for _, lg in ipairs(self.loggers) do if lg.log_hyperparams then lg:log_hyperparams(model.hparams) end end
     end

@@ -42,6 +42,7 @@ typedef struct host {
   int fail_at_batch_end;    /* on_train_batch_end fails at this batch (-1: never) */
   int interrupt_at_step;    /* request an interrupt when global_step reaches it (-1: never) */
   int stop_every_batch;     /* set should_stop in on_train_batch_end */
+  int late_loaders;         /* the loaders' counts come with the loaders events (a datamodule's hooks) */
   int steps, zero_grads, eval_steps, events[LT_NEVENTS];
   double lr;
 } host;
@@ -170,6 +171,19 @@ static int h_event(void *ud, lt_event ev, lt_hook_args *a) {
   host *h = ud;
   (void)a;
   h->events[ev]++;
+  if (!h->late_loaders) return LT_OK;
+  lt_loop_cfg *cfg = &h->lp->cfg;
+  if (ev == LT_EV_SANITY_LOADERS) { /* the validation loader: 3 batches, a sanity check of 2 */
+    logf_(h, "sanity_loaders ");
+    cfg->val_loaders_pending = 0;
+    cfg->n_val_loaders = 1;
+    cfg->num_val_batches[0] = h->n_batches[LT_KIND_VAL] = 3;
+    cfg->num_sanity_val_batches[0] = 2;
+    cfg->enable_validation = 1;
+  } else if (ev == LT_EV_FIT_LOADERS) { /* the training loader: 2 batches */
+    logf_(h, "fit_loaders ");
+    cfg->num_training_batches = cfg->val_check_batch = h->n_batches[LT_KIND_TRAIN] = 2;
+  }
   return LT_OK;
 }
 
@@ -385,6 +399,23 @@ int main(void) {
   setup(&f, 0, 0);
   rc = fit(&f);
   check(rc == LT_OK && f.h.log[0] == 0, "no training batches: no hook at all");
+  teardown(&f);
+
+  /* 14. loaders that come with the events (after on_sanity_check_start, before on_train_start): the
+   * provisional counts run a sanity check and do not skip the fit loop, the events' counts are used */
+  setup(&f, 0, 0);
+  f.h.define_all = 1;
+  f.h.late_loaders = 1;
+  f.lp.cfg.num_training_batches = f.lp.cfg.val_check_batch = LT_INF_BATCHES;
+  f.lp.cfg.enable_validation = f.lp.cfg.val_loaders_pending = 1;
+  rc = fit(&f);
+  check(rc == LT_OK && f.h.eval_steps == 2 + 3 * 2, "sanity 2 + 2 validations of 3 batches (got %d)", f.h.eval_steps);
+  check(lt_loops_global_step(&f.lp) == 4, "2 epochs x 2 batches from the fit_loaders event");
+  check(strstr(f.h.log, "on_sanity_check_start sanity_loaders on_validation_model_eval") == f.h.log,
+        "the validation counts come after on_sanity_check_start");
+  check(strstr(f.h.log, "on_sanity_check_end fit_loaders on_train_start on_train_epoch_start") != NULL,
+        "the training counts come before on_train_start");
+  check(f.h.events[LT_EV_SANITY_LOADERS] == 1 && f.h.events[LT_EV_FIT_LOADERS] == 1, "each event once");
   teardown(&f);
 
   printf("%d passed, %d failed\n", npass, nfail);

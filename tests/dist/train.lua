@@ -1,6 +1,7 @@
 -- tests/dist/train.lua — a small Trainer run under mpirun, for tests/dist_spec.lua.
 --   train.lua OUTDIR MODE [batch_size]
 -- MODE: "equiv"   a few SGD steps of an MLP (batch_size per rank); writes the final weights
+--       "dm"      equiv's run with the loaders from a datamodule (and a validation loader): writes the weights
 --       "log"     logs a rank-dependent value with and without sync_dist, CSVLogger in OUTDIR
 --       "raise"   rank 1 raises in on_train_batch_end at batch_idx 3
 --       "kill"    rank 1 kills itself (SIGKILL) at batch_idx 3
@@ -73,6 +74,19 @@ if mode == "equiv" then
   write(trainer.global_rank, { weights = weights(m), world_size = trainer.world_size, global_rank = trainer.global_rank,
     is_global_zero = trainer.is_global_zero, strategy = trainer.strategy, global_step = trainer.global_step,
     batches = #loader, steps_seen = m.steps_seen })
+elseif mode == "dm" then -- equiv's run, its loaders from a datamodule (asked for after on_fit_start, then sharded)
+  local m = new_model(10 + rank)
+  local Data = lt.DataModule:extend("Data")
+  function Data:train_dataloader() return lt.data.DataLoader(ds, { batch_size = bs, shuffle = true, seed = 5 }) end
+  function Data:val_dataloader()
+    return lt.data.DataLoader(lt.data.TensorDataset(X:narrow(1, 1, 64), Y:narrow(1, 1, 64)), { batch_size = 16 })
+  end
+  function m:validation_step() self.val_batches = (self.val_batches or 0) + 1 end
+  local trainer = lt.Trainer { max_epochs = 2, logger = false, enable_checkpointing = false, enable_progress_bar = false,
+    enable_model_summary = false }
+  trainer:fit(m, Data())
+  write(trainer.global_rank, { weights = weights(m), global_step = trainer.global_step, val_batches = m.val_batches,
+    num_training_batches = trainer.num_training_batches })
 elseif mode == "accum" then -- accumulate_grad_batches = 2: gradients reduced once per optimizer step
   local m = new_model(10)
   local loader = lt.data.DataLoader(ds, { batch_size = bs, shuffle = true, seed = 5 })

@@ -210,7 +210,7 @@ function LRF:init(opts)
 end
 
 function LRF:on_fit_start(trainer, model)
-  self.optimal_lr = M.run(trainer, model, trainer._train_loader, self._o)
+  self.optimal_lr = M.run(trainer, model, trainer:_fit_train_loader(), self._o)
   local s = self.optimal_lr:suggestion()
   if self._o.update_attr and s ~= nil then
     for _, opt in ipairs(trainer.optimizers) do

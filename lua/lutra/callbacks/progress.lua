@@ -300,8 +300,16 @@ end
 
 local EVAL_DESC = { validation = "Validation", test = "Testing", predict = "Predicting" }
 
+-- The sanity check's total, at its validation's start: the data hooks' loaders (and their counts) arrive
+-- after on_sanity_check_start.
+function ProgressBar:_sanity_total(trainer)
+  local st = self._stage
+  if st and st.kind == "sanity" then st.total = total_of(trainer.num_sanity_val_batches) end
+end
+
 function ProgressBar:_eval_start(trainer, kind)
-  if not self.enabled or trainer.sanity_checking then return end
+  if not self.enabled then return end
+  if trainer.sanity_checking then return self:_sanity_total(trainer) end
   local totals = kind == "validation" and trainer.num_val_batches or kind == "test" and trainer.num_test_batches
     or trainer.num_predict_batches
   local total

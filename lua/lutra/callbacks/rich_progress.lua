@@ -164,7 +164,8 @@ end
 
 function Rich:_eval_start(trainer, kind)
   if not self.multiline then return ProgressBar._eval_start(self, trainer, kind) end
-  if not self.enabled or trainer.sanity_checking then return end
+  if not self.enabled then return end
+  if trainer.sanity_checking then return self:_sanity_total(trainer) end
   local totals = kind == "validation" and trainer.num_val_batches or kind == "test" and trainer.num_test_batches
     or trainer.num_predict_batches
   local total = 0

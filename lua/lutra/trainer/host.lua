@@ -310,6 +310,11 @@ function M.event(self, name, _a, b)
       local epoch = self.current_epoch
       if epoch - (self._loaders_epoch or 0) >= n then self:_reload_dataloaders(epoch) end
     end
+  elseif name == "sanity_loaders" or name == "fit_loaders" then
+    -- the data hooks' loaders (lua/lutra/trainer.lua's _load_fit_loaders): a hook's error as it is, the
+    -- trainer's own (configuration) errors as the trainer raises them, without a traceback
+    local ok, err = pcall(self._load_fit_loaders, self, name == "sanity_loaders")
+    if not ok then error(type(err) == "table" and err or { lutra_hook_error = true, msg = err }, 0) end
   elseif name == "train_epoch_end_reached" then
     self._results_train.epoch_end_reached = true
     local raw = R[RUN.train_out] -- the last batch's raw outputs are not needed any more
