@@ -160,7 +160,7 @@ void l_check(lua_State *L, int status) {
  * the collector's pause (collectgarbage("setpause"), default 200: as much as the heap), the pause Lua makes
  * between cycles of its own, without which a large heap would be traversed back to back. Dead tensors can thus
  * hold up to ~1.5x the host's Lua heap (a cycle's own length, then the pause); a host that wants less sets a
- * smaller pause. With lutra's own small heap (a few hundred KB) the pause is at least L_GC_REST_MIN_KB:
+ * smaller pause (down to the floor below). With lutra's own small heap (a few hundred KB) the pause is at least L_GC_REST_MIN_KB:
  * a cycle every few hundred KB traversed the heap ~30 times per step of a small GPT (22 MB of tensors), 5% of
  * its time; 4 MB of dead tensors at most is what that costs in memory, and C memory stays flat.
  *

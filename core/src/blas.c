@@ -224,6 +224,11 @@ static void set_threads(int want) {
   }
 }
 
+int lt_blas_threads_pay(int64_t m, int64_t n, int64_t k) {
+  return m >= GEMM_THREADS_MIN_DIM && n >= GEMM_THREADS_MIN_DIM && k >= GEMM_THREADS_MIN_DIM &&
+         (double)m * (double)n * (double)k >= GEMM_THREADS_MIN_MACS;
+}
+
 void lt_blas_serial_begin(void) {
   lt_blas_init();
   set_threads(1);
@@ -236,14 +241,7 @@ static void sgemm_call(int transa, int transb, int m, int n, int k, float alpha,
                        const float *b, int ldb, float beta, float *c, int ldc) {
   /* Changing OpenBLAS's thread count is cheap itself, but the next threaded call after a change pays ~30 us
    * (measured): calls that OpenBLAS runs on one thread anyway (<= 262,144 multiply-adds) leave it as it is. */
-  double macs = (double)m * n * k;
-  if (macs > GEMM_OPENBLAS_SINGLE) {
-    int want = B.info.threads;
-    if (m < GEMM_THREADS_MIN_DIM || n < GEMM_THREADS_MIN_DIM || k < GEMM_THREADS_MIN_DIM ||
-        macs < GEMM_THREADS_MIN_MACS)
-      want = 1;
-    set_threads(want);
-  }
+  if ((double)m * n * k > GEMM_OPENBLAS_SINGLE) set_threads(lt_blas_threads_pay(m, n, k) ? B.info.threads : 1);
   B.sgemm(CblasRowMajor, transa ? CblasTrans : CblasNoTrans, transb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda,
           b, ldb, beta, c, ldc);
 }

@@ -35,6 +35,9 @@ int lt_set_flush_denormal(int on);
  * work only, never around code that calls the Lua API or Lua code (core/bind/l_loop.c's with_state says why). */
 unsigned lt_fp_enter(int flush_denormal);
 void lt_fp_leave(unsigned saved);
+/* Whether an [m x k] x [k x n] GEMM is large enough that lt_blas_sgemm runs it on every thread (smaller ones,
+ * and thin ones, run faster on one: core/src/blas.c says what was measured). */
+int lt_blas_threads_pay(int64_t m, int64_t n, int64_t k);
 /* Between these, OpenBLAS runs every GEMM on the thread that calls it (its thread count held at one), so the
  * parts of a job on lutra's pool (lt_pool.h) may each call lt_blas_sgemm: GEMMs run side by side on the
  * pool's threads instead of one at a time on OpenBLAS's. Called by the thread submitting the job. */

@@ -15,6 +15,7 @@
 #define LT_E_DIM_RANGE "%s: dim %d out of range for a %d-dimensional tensor (expected 1..%d, or -%d..-1)"
 /* op, index (1-based), size, dim (1-based) */
 #define LT_E_INDEX_RANGE "%s: index %lld out of range 1..%lld of dim %d"
+#define LT_E_BLAS_SIZE "matmul: sizes beyond 2^31 are not supported by the BLAS"
 #define LT_E_MATMUL_SHAPE "matmul: shape mismatch: a is %s, b is %s (a:size(%d) must equal b:size(%d))"
 #define LT_E_INPLACE_GRAD \
   "%s: in-place operation on a tensor that requires grad (use it inside lt.no_grad, or on x:detach())"

@@ -225,9 +225,8 @@ static void sdpa_backward(const att_geom *g, int64_t b0, int64_t b1, const att_m
 
 typedef struct att_job {
   const att_geom *g;
-  float *scratch; /* [nparts x per] */
-  int64_t per;    /* scratch floats per part */
-  int nparts;
+  float *scratch;       /* [nparts x per] */
+  int64_t per;          /* scratch floats per part */
   float *out, *lse, *w; /* forward */
   att_mat dO;           /* backward */
   const float *O, *lse_in;
@@ -262,7 +261,6 @@ static int run_units(lt_ctx *c, const att_geom *g, lt_pool_fn fn, att_job *j, in
   if (parts > g->nbh) parts = g->nbh > 0 ? (int)g->nbh : 1;
   j->g = g;
   j->per = per;
-  j->nparts = parts;
   j->scratch = scratch(c, parts * per);
   if (!j->scratch) return LT_ERR;
   if (parts > 1) {

@@ -11,9 +11,6 @@
 #include "lt_pool.h"
 #include "lt_simd.h"
 
-/* below this many multiply-adds per GEMM, one thread (lt_blas_sgemm's own rule for threading a GEMM) */
-#define PAIR_MIN_MACS 6e6
-
 typedef struct lin_grads {
   const float *g, *x, *w;
   float *gx, *gw, *gb;
@@ -60,9 +57,8 @@ static void part(void *arg, int i, int n) {
 void lt_linear_grads_f32(lt_ctx *c, const float *g, const float *x, const float *w, float *gx, float *gw, float beta_w,
                          float *gb, int64_t rows, int64_t in_f, int64_t out_f) {
   lin_grads j = { g, x, w, gx, gw, gb, beta_w, rows, in_f, out_f, 1 };
-  double macs = (double)rows * (double)in_f * (double)out_f;
   int nt = c->num_threads < lt_pool_threads() ? c->num_threads : lt_pool_threads();
-  if (gx && (gw || gb) && nt >= 2 && macs >= PAIR_MIN_MACS && rows >= 32 && in_f >= 32 && out_f >= 32) {
+  if (gx && (gw || gb) && nt >= 2 && lt_blas_threads_pay(rows, in_f, out_f)) {
     j.k = nt / 2;
     lt_blas_serial_begin();
     lt_pool_run(part, &j, 2 * j.k);

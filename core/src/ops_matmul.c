@@ -10,7 +10,7 @@
 int lt_gemm(lt_ctx *c, int transa, int transb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
             int64_t lda, const float *b, int64_t ldb, float beta, float *cc, int64_t ldc) {
   if (m > INT_MAX || n > INT_MAX || k > INT_MAX || lda > INT_MAX || ldb > INT_MAX || ldc > INT_MAX)
-    return lt_fail(c, "matmul: sizes beyond 2^31 are not supported by the BLAS");
+    return lt_fail(c, LT_E_BLAS_SIZE);
   if (m == 0 || n == 0) return LT_OK;
   if (k == 0) {
     for (int64_t i = 0; i < m; i++)
@@ -212,7 +212,7 @@ static int linear_grads(lt_ctx *c, lt_node *n, lt_tensor *gc, lt_tensor **gin) {
   lt_tensor *gx = NULL, *gw = NULL, *gb = NULL;
   if (!wc) goto fail;
   if (rows > INT_MAX || in_f > INT_MAX || out_f > INT_MAX) {
-    lt_fail(c, "matmul: sizes beyond 2^31 are not supported by the BLAS");
+    lt_fail(c, LT_E_BLAS_SIZE);
     goto fail;
   }
   /* gx [rows, in] = g [rows, out] @ W [out, in] */
