@@ -139,9 +139,9 @@ static int resolve_target(const char *op, const char *path, char **target, struc
   if (!S_ISREG(st->st_mode)) {
     char what[64];
     snprintf(what, sizeof what, "is %s", kind_of(st->st_mode));
-    if (strcmp(cur, path) == 0)
+    if (strcmp(cur, path) == 0) {
       set_err(err, errlen, op, path, what, ", not a regular file; nothing was written", 0);
-    else {
+    } else {
       char where[4200];
       snprintf(where, sizeof where, "%s, which %s, not a regular file; nothing was written", cur, what);
       set_err(err, errlen, op, path, "is a symbolic link to ", where, 0);
@@ -185,8 +185,7 @@ static int open_temp(const char *target, mode_t mode, char **tmp) {
   long tid = (long)syscall(SYS_gettid);
   int fd = -1;
   for (unsigned attempt = 0; attempt < TEMP_TRIES; attempt++) {
-    snprintf(name, cap, "%s.tmp.%ld.%ld.%016llx", target, (long)getpid(), tid,
-             (unsigned long long)name_bits(attempt));
+    snprintf(name, cap, "%s.tmp.%ld.%ld.%016llx", target, (long)getpid(), tid, (unsigned long long)name_bits(attempt));
     fd = open(name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
     if (fd >= 0 || (errno != EEXIST && errno != EINTR)) break;
   }
