@@ -309,11 +309,9 @@ function M.svg(csv_path, out_path)
   out_path = out_path or default_out(csv_path)
   local data = M.read(csv_path)
   local text = M.render(data)
-  local f, err = io.open(out_path, "wb")
-  if not f then fail("cannot write %s: %s", out_path, (err or "?"):gsub("^[^:]*: ", "")) end
-  local ok, werr = f:write(text)
-  f:close()
-  if not ok then fail("cannot write %s: %s", out_path, tostring(werr)) end
+  -- atomically, as every whole file lutra writes (docs/reliability.md): never half an SVG under the name
+  local ok, err = pcall(require("lutra")._io.write_atomic, out_path, text)
+  if not ok then fail("cannot write %s", (tostring(err):gsub("^write: ", ""))) end
   return out_path, #data.metrics
 end
 

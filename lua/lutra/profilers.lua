@@ -151,10 +151,8 @@ function Profiler:_report(stage)
     local dir = self.dirpath or (self._trainer and self._trainer.default_root_dir) or "."
     lt._io.mkdirs(dir)
     local path = fmt("%s/%s-%s.txt", dir, stage, self.filename)
-    local f, err = io.open(path, "w")
-    if not f then error(fmt("%s: cannot write %s: %s", self.__name, path, tostring(err)), 0) end
-    f:write(text, "\n")
-    f:close()
+    local ok, err = pcall(lt._io.write_atomic, path, text .. "\n") -- atomically, as every whole file lutra writes
+    if not ok then error(fmt("%s: cannot write %s", self.__name, (tostring(err):gsub("^write: ", ""))), 0) end
     self.report_path = path
   else
     for line in (text .. "\n"):gmatch("(.-)\n") do lt._note(line) end

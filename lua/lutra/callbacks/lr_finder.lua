@@ -57,6 +57,9 @@ end
 --- finder:plot([path][, {suggest = true}]): the loss against log10(lr) as SVG (lua/lutra/plot.lua), written to
 --- path when given; returns the SVG text.
 function Finder:plot(path, opts)
+  if path ~= nil and type(path) ~= "string" then
+    error("LRFinder:plot: path must be a string (the SVG file to write), got " .. type(path), 2)
+  end
   opts = util.check_options("LRFinder:plot", opts, { suggest = "boolean" })
   local xs, ys = {}, {}
   for i, lr in ipairs(self.results.lr) do
@@ -74,10 +77,8 @@ function Finder:plot(path, opts)
   local svg = require("lutra.plot").render { path = title, x_name = "log10(lr)",
     metrics = { { name = "loss", xs = xs, ys = ys } } }
   if path ~= nil then
-    local f, err = io.open(path, "wb")
-    if not f then error(fmt("LRFinder:plot: cannot write %s: %s", path, tostring(err)), 2) end
-    f:write(svg)
-    f:close()
+    local ok, err = pcall(lt._io.write_atomic, path, svg) -- atomically, as every whole file lutra writes
+    if not ok then error(fmt("LRFinder:plot: cannot write %s", (tostring(err):gsub("^write: ", ""))), 2) end
   end
   return svg
 end
