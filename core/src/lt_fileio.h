@@ -5,20 +5,31 @@
  *   char err[512];
  *   if (lt_file_write_atomic("save", "ckpt/last.safetensors", parts, 2, err, sizeof err) != 0)
  *     ... err says e.g. "save: ckpt/last.safetensors: cannot create temporary file
- *         ckpt/last.safetensors.tmp.4242: No such file or directory"
+ *         ckpt/last.safetensors.tmp.4242.4242.9f86d081884c7d65: No such file or directory"
  *
  *   void *buf; size_t len;
  *   if (lt_file_read_all("load", path, &buf, &len, err, sizeof err) != 0) ...
  *   ... use buf[0 .. len) (buf[len] is a NUL byte, for convenience) ...
  *   lt_file_free(buf);
  *
- * Atomic write: the chunks go to "<path>.tmp.<pid>" in the same directory, which is fsync'ed, closed
- * and renamed over <path>; then the directory is fsync'ed so the rename itself is durable. On any failure
- * before the rename the temporary file is removed and an existing <path> is left untouched; a crash
- * (SIGKILL, power loss) at any moment leaves either the old complete file or the new complete file (plus,
- * at worst, a stale "<path>.tmp.<pid>", which the next atomic write of the same path removes once that
- * pid is no longer alive; another live process's temp file is never touched). The new file gets mode
- * 0666 & ~umask.
+ * Atomic write. What it replaces: the regular file at <path>, or, when <path> is a symbolic link (a chain of
+ * up to 40), the file at the end of the chain: the links stay links and the target is replaced in its own
+ * directory (a dangling link's target is created). A directory, FIFO, character or block device or socket at
+ * <path> (or at the end of its links) is refused before anything is written: "<op>: <path>: is a FIFO (named
+ * pipe), not a regular file; nothing was written".
+ * How: the chunks go to a temporary file "<target>.tmp.<pid>.<thread id>.<16 random hex digits>" beside the
+ * target, created with O_CREAT|O_EXCL|O_NOFOLLOW (a file or link planted under that name is never written
+ * through: another name is tried, up to 16), which is written, given the replaced file's owner (as far as the
+ * process may: root keeps owner and group) and permission bits, fsync'ed, closed and renamed over the target;
+ * then the directory is fsync'ed so the rename itself is durable. A new file gets 0666 & ~umask; the
+ * temporary file of a replaced one is 0600 until it gets the old mode, so the new content is never open to
+ * anyone the old file's mode kept out. Two threads (two lua_States) or processes writing one path each rename a whole
+ * file of their own: the last rename wins and a reader never sees a mix.
+ * On any failure before the rename the temporary file is removed and the old file is untouched; a crash
+ * (SIGKILL, power loss) at any moment leaves either the old complete file or the new complete file (plus, at
+ * worst, a stale temporary file, which the next atomic write of the same target removes once its pid is no
+ * longer alive; another live process's temporary file, or anything not a regular file of this user, is never
+ * touched). A hard link to the old file keeps the old content (the name gets a new file).
  *
  * Both functions return 0 on success and -1 on failure, with a message "<op>: <path>: <what>: <strerror>"
  * in err (op defaults to "write" / "read" when NULL). No globals, no printing; memory via malloc.
