@@ -195,7 +195,9 @@ static int open_temp(const char *target, mode_t mode, char **tmp) {
 
 /* Gives the temporary file the replaced file's owner (as far as the process may: root keeps both, others at
  * most the group) and then its permission bits (after the chown, which may clear set-id bits; set-id bits are
- * dropped when the owner could not be kept). Returns 0 or an errno value. */
+ * dropped when the owner could not be kept). A file system without Unix modes (vfat, some network mounts)
+ * refuses fchmod with EPERM or ENOTSUP: its mount options decide every file's mode, so that is no failure.
+ * Returns 0 or an errno value. */
 static int keep_owner_and_mode(int fd, const struct stat *old) {
   mode_t mode = old->st_mode & 07777;
   if (old->st_uid != geteuid() || old->st_gid != getegid()) {
@@ -205,7 +207,8 @@ static int keep_owner_and_mode(int fd, const struct stat *old) {
       }
     }
   }
-  return fchmod(fd, mode) == 0 ? 0 : errno;
+  if (fchmod(fd, mode) == 0 || errno == EPERM || errno == ENOTSUP) return 0;
+  return errno;
 }
 
 /* Removes "<base>.tmp.<pid>[.<anything>]" files of target left in its directory by processes that no longer
