@@ -92,7 +92,7 @@ static int resolve_target(const char *op, const char *path, char **target, struc
     }
     if (!S_ISLNK(st->st_mode)) break;
     if (hop == LINK_HOPS_MAX) {
-      set_err(err, errlen, op, path, "too many levels of symbolic links", "", ELOOP);
+      set_err(err, errlen, op, path, "cannot follow its symbolic links", "", ELOOP);
       free(cur);
       return -1;
     }
