@@ -112,6 +112,22 @@ describe("lt.loggers.JSONLinesLogger", function()
 end)
 
 describe("lt.loggers.TensorBoardLogger", function()
+  it("creates a new event file: never writes through a file or a symbolic link planted under its name", function()
+    local core = require "lutra.core"
+    local dir = tmpdir()
+    local victim, path = dir .. "/victim", dir .. "/events.out.tfevents.1.host"
+    assert.is_true(select(2, sh("mkdir -p " .. dir)))
+    local f = assert(io.open(victim, "w")); f:write("victim"); f:close()
+    assert.is_true(select(2, sh("ln -s " .. victim .. " " .. path)))
+    local w1, p1 = core._tb_open(path, 1)
+    assert.are.equal(path .. ".1", p1) -- the planted link's name is taken: the next name
+    local w2, p2 = core._tb_open(path, 1)
+    assert.are.equal(path .. ".2", p2) -- two writers of one name in one second: two files
+    w1:close(); w2:close()
+    f = assert(io.open(victim, "r")); assert.are.equal("victim", f:read("*a")); f:close()
+    assert.is_true(#assert(io.open(p1, "rb")):read("*a") > 0)
+  end)
+
   it("writes an event file that an independent reader parses: CRCs, steps, wall times, scalars", function()
     local dir = tmpdir()
     local tb = lt.loggers.TensorBoardLogger { save_dir = dir, name = "tb" }

@@ -1,6 +1,7 @@
 /*
  * l_tb.c — TensorBoard event files (core/src/lt_tb.h) for lua/lutra/loggers_more.lua:
- *   core._tb_open(path, wall_time) -> writer      (the file starts with its file_version event)
+ *   core._tb_open(path, wall_time) -> writer, the path it created (path, or path.1 ... when path is taken;
+ *                                                  the file starts with its file_version event)
  *   w:scalars(step, wall_time, tags, values)       one Event: a Summary with a simple_value per tag
  *   w:hparams(wall_time, names, values, metric_tags)  the HParams plugin's three summaries (lt_tb_hparams):
  *                                                  values[i] (a number, string or boolean) is names[i]'s
@@ -33,7 +34,8 @@ static int l_tb_open(lua_State *L) {
   lua_setmetatable(L, -2);
   b->w = lt_tb_open(L_CTX(L), path, wall);
   if (!b->w) return luaL_error(L, "%s", L_CTX(L)->err);
-  return 1;
+  lua_pushstring(L, lt_tb_path(b->w));
+  return 2;
 }
 
 static int l_tb_scalars(lua_State *L) {

@@ -26,9 +26,12 @@ uint32_t lt_crc32c(uint32_t crc, const void *data, size_t n);
 /* TFRecord's masked form of a CRC. */
 uint32_t lt_crc32c_mask(uint32_t crc);
 
-/* Creates the file (truncating) and writes the first event (file_version "brain.Event:2"); NULL on failure
- * with the message in c->err naming the path. */
+/* Creates a new file at path (never an existing file or a symbolic link: a taken name gets ".1", ".2", ...)
+ * and writes the first event (file_version "brain.Event:2"); NULL on failure with the message in c->err naming
+ * the path. */
 lt_tb_writer *lt_tb_open(lt_ctx *c, const char *path, double wall_time);
+/* The path of the file lt_tb_open created. */
+const char *lt_tb_path(const lt_tb_writer *w);
 /* One Event at `step` holding n scalar values (tag, simple_value). */
 int lt_tb_scalars(lt_ctx *c, lt_tb_writer *w, int64_t step, double wall_time, int n, const char *const *tags,
                   const float *values);

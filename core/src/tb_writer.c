@@ -2,11 +2,17 @@
 #include "lt_tb.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
 #include "tb_event.pb-c.h"
+
+/* How many names lt_tb_open tries: the given one, then ".1" ... */
+#define TB_NAME_TRIES 100
 
 struct lt_tb_writer {
   FILE *f;
@@ -65,10 +71,26 @@ lt_tb_writer *lt_tb_open(lt_ctx *c, const char *path, double wall_time) {
     lt_fail(c, "TensorBoardLogger: out of memory");
     return NULL;
   }
-  snprintf(w->path, sizeof w->path, "%s", path);
-  w->f = fopen(path, "wb");
+  /* A new file, never one that is there: O_EXCL so a file or a symbolic link planted under the predictable
+   * name (a shared log directory) is not written through, O_NOFOLLOW for a link at the name itself. A name
+   * taken (two loggers of one directory in one second) gets ".1", ".2", ... as TensorBoard reads every file
+   * whose name holds "tfevents". */
+  int fd = -1;
+  for (int k = 0; k < TB_NAME_TRIES; k++) {
+    int len = k == 0 ? snprintf(w->path, sizeof w->path, "%s", path)
+                     : snprintf(w->path, sizeof w->path, "%s.%d", path, k);
+    if (len < 0 || (size_t)len >= sizeof w->path) {
+      lt_fail(c, "TensorBoardLogger: the event file's path is longer than %zu bytes: %s", sizeof w->path - 1, path);
+      free(w);
+      return NULL;
+    }
+    fd = open(w->path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd >= 0 || errno != EEXIST) break;
+  }
+  w->f = fd >= 0 ? fdopen(fd, "wb") : NULL;
   if (!w->f) {
-    lt_fail(c, "TensorBoardLogger: cannot create %s: %s", path, strerror(errno));
+    lt_fail(c, "TensorBoardLogger: cannot create %s: %s", w->path, strerror(errno));
+    if (fd >= 0) close(fd);
     free(w);
     return NULL;
   }
@@ -83,6 +105,8 @@ lt_tb_writer *lt_tb_open(lt_ctx *c, const char *path, double wall_time) {
   }
   return w;
 }
+
+const char *lt_tb_path(const lt_tb_writer *w) { return w->path; }
 
 int lt_tb_scalars(lt_ctx *c, lt_tb_writer *w, int64_t step, double wall_time, int n, const char *const *tags,
                   const float *values) {

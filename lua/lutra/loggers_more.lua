@@ -157,8 +157,9 @@ function TensorBoardLogger:_writer()
     self:_ensure_dir()
     local wall = core._wall_time()
     local path = fmt("%s/events.out.tfevents.%d.%s", self:_log_dir(), math.floor(wall), hostname())
-    rawset(self, "_w", core._tb_open(path, wall))
-    rawset(self, "event_file_path", path)
+    local w, created = core._tb_open(path, wall)
+    rawset(self, "_w", w)
+    rawset(self, "event_file_path", created)
     rawset(self, "_flushed", IO.now())
   end
   return self._w
