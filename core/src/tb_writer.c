@@ -77,8 +77,8 @@ lt_tb_writer *lt_tb_open(lt_ctx *c, const char *path, double wall_time) {
    * whose name holds "tfevents". */
   int fd = -1;
   for (int k = 0; k < TB_NAME_TRIES; k++) {
-    int len = k == 0 ? snprintf(w->path, sizeof w->path, "%s", path)
-                     : snprintf(w->path, sizeof w->path, "%s.%d", path, k);
+    int len =
+        k == 0 ? snprintf(w->path, sizeof w->path, "%s", path) : snprintf(w->path, sizeof w->path, "%s.%d", path, k);
     if (len < 0 || (size_t)len >= sizeof w->path) {
       lt_fail(c, "TensorBoardLogger: the event file's path is longer than %zu bytes: %s", sizeof w->path - 1, path);
       free(w);
