@@ -1144,12 +1144,9 @@ function Trainer:_eval(kind, model, loaders, opts)
   if kind ~= "predict" and type(model[STEP_OF[kind]]) ~= "function" then
     error(fmt("%s: the model has no %s", what, STEP_OF[kind]), 3)
   end
-  if opts.ckpt_path ~= nil then
-    -- the weights of that checkpoint, once the call is known to be valid (a refused call leaves the model as
-    -- it was) and before any hook runs (Lightning restores them at the run's start)
-    local path = eval_ckpt_path(self, what, opts.ckpt_path)
-    require("lutra.checkpoint").load(path, model)
-  end
+  -- "best"/"last" resolved now, so that a refused call leaves the model as it was; the weights are loaded
+  -- after setup (below), as Lightning 1.6 restores them: a model that builds its layers in setup has them
+  local ckpt = opts.ckpt_path ~= nil and eval_ckpt_path(self, what, opts.ckpt_path) or nil
   self._busy = what
   attach_datamodule(self, opts.datamodule)
   self.profiler:_clock(true) -- [tools: profiler] validate/test/predict are timed too
@@ -1173,6 +1170,7 @@ function Trainer:_eval(kind, model, loaders, opts)
     model_callbacks(self)
     call_hook(self, "prepare_data")
     call_hook(self, "setup", what)
+    if ckpt ~= nil then require("lutra.checkpoint").load(ckpt, model) end
     if loaders == nil then -- the data hooks, after setup (as Lightning's evaluation loop asks for them)
       local given = hook_loaders(self, HOOK_OF[kind])
       if given == nil then error(fmt("%s: the datamodule has no %s", what, HOOK_OF[kind]), 0) end
