@@ -372,10 +372,12 @@ local function loader_len(l, what)
   error(fmt("%s: the loader must have a length (#loader) and iter(), got a %s", what, tl), 0)
 end
 
-local function check_loader(l, what)
+-- (level: as error's, for a check made before the run starts; none inside a run, whose errors carry no position)
+local function check_loader(l, what, level)
   local ok, it = pcall(function() return l.iter end)
   if not ok or type(it) ~= "function" then
-    error(fmt("%s: expected a DataLoader (a table with iter() and a length), got a %s", what, type(l)), 0)
+    error(fmt("%s: expected a DataLoader (a table with iter() and a length), got a %s", what, type(l)),
+      level and level + 1 or 0)
   end
 end
 
@@ -735,25 +737,26 @@ local FIT_OPTS = { ckpt_path = true, datamodule = function(v)
   if not is_datamodule(v) then return "must be a lt.DataModule (or a table with *_dataloader methods), got " .. type(v) end
 end }
 
+-- Errors point at the line that called fit or fit_run: both call new_run, which calls this (level 4).
 local function check_fit_args(model, train, val, opts)
-  if type(model) ~= "table" then error("fit: the model must be a table, got " .. type(model), 3) end
-  util.check_options("fit", opts, FIT_OPTS, 3)
+  if type(model) ~= "table" then error("fit: the model must be a table, got " .. type(model), 4) end
+  util.check_options("fit", opts, FIT_OPTS, 4)
   local dm = opts and opts.datamodule
   if dm ~= nil then
     if train ~= nil or val ~= nil then
-      error("fit: give the loaders or a datamodule, not both (fit(model, {datamodule = dm}))", 3)
+      error("fit: give the loaders or a datamodule, not both (fit(model, {datamodule = dm}))", 4)
     end
     return
   end
   if train == nil then
     if type(model.train_dataloader) == "function" then return end -- the model's own data hooks
     error("fit: no training dataloader given (fit(model, train_loader[, val_loader]), fit(model, {datamodule = dm}) " ..
-      "or a train_dataloader hook)", 3)
+      "or a train_dataloader hook)", 4)
   end
   -- the loaders are checked here too, so fit_run refuses what fit refuses when it is called, not at the
   -- first run:advance (start_fit checks them again after a ddp strategy has sharded them)
-  check_loader(train, "fit")
-  for i, l in ipairs(as_list(val)) do check_loader(l, "fit (val loader " .. i .. ")") end
+  check_loader(train, "fit", 4)
+  for i, l in ipairs(as_list(val)) do check_loader(l, "fit (val loader " .. i .. ")", 4) end
 end
 
 local function is_options(t)
@@ -776,11 +779,16 @@ local function fit_args(train, val, opts)
 end
 
 --- trainer:fit_run(model, train[, val][, {ckpt_path=, datamodule=}]): a run to advance step by step.
-function Trainer:fit_run(model, train, val, opts)
-  train, val, opts = fit_args(train, val, opts)
+local function new_run(self, model, train, val, opts) -- (called by fit and fit_run: see check_fit_args)
   check_fit_args(model, train, val, opts)
   local run = setmetatable({ trainer = self, model = model, train = train, val = val, opts = opts or {},
     stage = "new" }, Run)
+  return run
+end
+
+function Trainer:fit_run(model, train, val, opts)
+  train, val, opts = fit_args(train, val, opts)
+  local run = new_run(self, model, train, val, opts)
   return run
 end
 
@@ -982,7 +990,8 @@ local function start_fit(run)
       if type(ck.restore_trainer) ~= "function" then
         error("fit: ckpt_path needs lutra.checkpoint.restore_trainer, which is not available", 0)
       end
-      ck.restore_trainer(self, run.opts.ckpt_path)
+      local restored = ck.restore_trainer(self, run.opts.ckpt_path)
+      run.ckpt_stopped = type(restored) == "table" and restored.should_stop == true -- (for nothing_trained)
     end
     if self._ddp then self._ddp:setup_fit(self, model, run.train_pending) end -- ddp: rank 0's weights, gradient reducer
     if model.hparams ~= nil then
@@ -1004,11 +1013,44 @@ local function start_fit(run)
     lt.nn.train(model, true)
     self.training = true
   end)
+  run.batches_before = self._lp:progress(loops.ID.fit_epoch).total.started
   run.stage = "fit"
+end
+
+-- A fit that trained no batch says why (Lightning's loop would stop as silently): the trainer had already
+-- reached max_epochs / max_steps (fit called again on a finished trainer), should_stop was set (by a callback,
+-- or kept from the checkpoint it resumed), or the training loader is empty. nil: nothing to say (a fit that
+-- trained, or limit_train_batches = 0, which asks for no training).
+local function nothing_trained(self, run)
+  if self._lp:progress(loops.ID.fit_epoch).total.started ~= run.batches_before then return nil end
+  local o = self._opts
+  local why
+  if self.num_training_batches == 0 then
+    if o.limit_train_batches == 0 then return nil end
+    why = "the training loader has no batches"
+  elseif self.should_stop and run.ckpt_stopped then
+    why = fmt("the checkpoint %s was saved after trainer.should_stop was set (EarlyStopping or another callback " ..
+      "stopped that run at global_step %d) and a resumed run keeps that decision, as the run would have " ..
+      "stopped there without the interruption; to train on, fit from the start or from an earlier checkpoint",
+      tostring(rawget(self, "ckpt_path") or run.opts.ckpt_path), self.global_step)
+  elseif self.should_stop then
+    why = "trainer.should_stop was set before the first batch (by a callback or the model)"
+  elseif self.max_steps ~= -1 and self.global_step >= self.max_steps then
+    why = fmt("max_steps=%d reached (global_step %d); raise trainer.max_steps to train more", self.max_steps,
+      self.global_step)
+  elseif self.max_epochs ~= -1 and self.current_epoch >= self.max_epochs then
+    why = fmt("max_epochs=%d reached (this trainer has trained %d epochs); raise trainer.max_epochs to train more, " ..
+      "or use a new Trainer to start again", self.max_epochs, self.current_epoch)
+  else
+    return nil
+  end
+  return "fit: nothing to train: " .. why
 end
 
 local function finish_fit(run)
   local self = run.trainer
+  local idle = nothing_trained(self, run)
+  if idle then lt._note("lutra: " .. idle) end
   self:_guard(function()
     self.training = false
     call_hook(self, "on_fit_end")
@@ -1020,6 +1062,16 @@ local function finish_fit(run)
   run.stage = "done"
   self._run = nil
   self:_end_run("finished")
+end
+
+-- Where an interrupted fit stopped and how to go on (Lightning says "Detected KeyboardInterrupt, attempting
+-- graceful shutdown..."; lutra's fit stops at a batch boundary and can continue).
+local function interrupted_at(self, run)
+  local done = self._lp:progress(loops.ID.fit_epoch).current.completed
+  local n = self.num_training_batches
+  return fmt("fit interrupted in epoch %d after %s batches (global_step %d); %s continues from there", self.current_epoch,
+    (n ~= INF and n > 0) and fmt("%d of %d", done, n) or tostring(done), self.global_step,
+    run.from_fit and "trainer:fit(model, ...) again with this trainer and model" or "run:advance()")
 end
 
 -- run:advance{batches = n} | {seconds = s} | nil (to the end)
@@ -1062,6 +1114,7 @@ function Run:advance(budget)
     trainer.interrupted = true
     trainer.state.status = "interrupted"
     trainer:_on_exception("interrupted")
+    lt._note("lutra: " .. interrupted_at(trainer, self))
     trainer._busy = nil
     trainer.profiler:_clock(false)
     return false
@@ -1084,7 +1137,8 @@ function Trainer:fit(model, train, val, opts)
     run:advance()
     return
   end
-  run = self:fit_run(model, train, val, opts)
+  run = new_run(self, model, train, val, opts)
+  run.from_fit = true -- (an interruption says "trainer:fit again", not "run:advance")
   run:advance()
 end
 
@@ -1183,6 +1237,8 @@ function Trainer:_eval(kind, model, loaders, opts)
       lt.interrupt_clear()
       self.interrupted = true
       self:_on_exception("interrupted")
+      lt._note(fmt("lutra: %s interrupted; its %s cover the batches before the interruption", what,
+        kind == "predict" and "predictions" or "results"))
     end
     call_hook(self, "teardown", what)
     if kind ~= "predict" then
@@ -1206,9 +1262,19 @@ function Trainer:_eval(kind, model, loaders, opts)
   return results
 end
 
-function Trainer:validate(model, loaders, opts) return self:_eval("validation", model, loaders, opts) end
-function Trainer:test(model, loaders, opts) return self:_eval("test", model, loaders, opts) end
-function Trainer:predict(model, loaders, opts) return self:_eval("predict", model, loaders, opts) end
+-- (not tail calls: _eval's errors name the caller's line at level 3, which a tail call would skip on LuaJIT and 5.1)
+function Trainer:validate(model, loaders, opts)
+  local r = self:_eval("validation", model, loaders, opts)
+  return r
+end
+function Trainer:test(model, loaders, opts)
+  local r = self:_eval("test", model, loaders, opts)
+  return r
+end
+function Trainer:predict(model, loaders, opts)
+  local r = self:_eval("predict", model, loaders, opts)
+  return r
+end
 
 -- ---- lightning: the learning-rate range test (lua/lutra/callbacks/lr_finder.lua) --------------------------
 
