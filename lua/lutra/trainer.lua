@@ -198,9 +198,10 @@ function Trainer._is_instance(obj, cls)
   return false
 end
 
-local function new(_, opts)
-  opts = check_options(opts)
-  local self = {}
+-- The options as a trainer runs with them: Lightning 1.6's defaults filled in, fast_dev_run and
+-- overfit_batches applied. new() reads it, and so does the config CLI's --print_config (Trainer._resolve_options).
+-- An option still nil is its documented default that no value writes down (the whole loader, no clipping ...).
+local function resolve_options(opts)
   local o = {}
   for k, v in pairs(opts) do o[k] = v end
   -- Lightning 1.6's defaults
@@ -227,6 +228,24 @@ local function new(_, opts)
     o.limit_train_batches = o.overfit_batches
     o.limit_val_batches = o.overfit_batches
   end
+  if o.logger == nil then o.logger = true end
+  return o, embedded
+end
+
+-- enable_progress_bar's default (resolved apart: an explicit false, unlike this default, removes a user's ProgressBar)
+local function default_progress_bar(embedded) return stdout_is_tty() and not embedded end
+
+--- The Trainer's options as lt.Trainer(opts) would run with them, for the config CLI's --print_config.
+function Trainer._resolve_options(opts)
+  local o, embedded = resolve_options(check_options(opts))
+  if o.enable_progress_bar == nil then o.enable_progress_bar = default_progress_bar(embedded) end
+  return o
+end
+
+local function new(_, opts)
+  opts = check_options(opts)
+  local self = {}
+  local o, embedded = resolve_options(opts)
   self._opts = o
   -- ddp: strategy "ddp" (or "auto" under mpirun with several ranks) initialises MPI, sets world_size,
   -- global_rank, is_global_zero, and turns off logger, progress bar and summary on ranks other than 0
@@ -253,7 +272,7 @@ local function new(_, opts)
     end
     if o.enable_model_summary and not has(cbm.ModelSummary) then cbs[#cbs + 1] = cbm.ModelSummary {} end
     local bar = o.enable_progress_bar
-    if bar == nil then bar = stdout_is_tty() and not embedded end
+    if bar == nil then bar = default_progress_bar(embedded) end
     if bar and not has(cbm.ProgressBar) then cbs[#cbs + 1] = cbm.ProgressBar {} end
     if o.enable_progress_bar == false then -- [checkpoint] only an explicit false removes a user's ProgressBar
       for i = #cbs, 1, -1 do if Trainer._is_instance(cbs[i], cbm.ProgressBar) then table.remove(cbs, i) end end
