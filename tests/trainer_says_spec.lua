@@ -144,16 +144,20 @@ describe("argument errors", function()
 
   it("name the caller's line for fit, fit_run, validate, test and predict", function()
     local t = lt.Trainer(quiet())
-    local ok, err, at
-    ok, err = pcall(function() at = where(); t:fit(nil, data(8)) end)
-    assert.is_false(ok)
+    local at
+    local function err_of(f)
+      local ok, err = pcall(f)
+      assert.is_false(ok)
+      return err
+    end
+    local err = err_of(function() at = where(); t:fit(nil, data(8)) end)
     assert.matches(at .. "fit: the model must be a table, got nil", err, 1, true)
-    ok, err = pcall(function() at = where(); t:fit(model(), 5) end)
+    err = err_of(function() at = where(); t:fit(model(), 5) end)
     assert.matches(at .. "fit: expected a DataLoader", err, 1, true)
-    ok, err = pcall(function() at = where(); t:fit_run(model()) end)
+    err = err_of(function() at = where(); t:fit_run(model()) end)
     assert.matches(at .. "fit: no training dataloader given", err, 1, true)
     for _, what in ipairs { "validate", "test", "predict" } do
-      ok, err = pcall(function() at = where(); t[what](t, nil, data(8)) end)
+      err = err_of(function() at = where(); t[what](t, nil, data(8)) end)
       assert.matches(at .. what .. ": the model must be a table, got nil", err, 1, true)
     end
   end)
