@@ -138,6 +138,23 @@ describe("an interrupted fit", function()
   end)
 end)
 
+describe("an interrupted evaluation", function()
+  it("says its results cover the batches before the interruption", function()
+    local m = model()
+    local seen = 0
+    function m:validation_step(batch, batch_idx)
+      seen = seen + 1
+      self:log("val_loss", lt.F.mse_loss(self.net(batch[1]), batch[2]))
+      if batch_idx == 1 then lt.interrupt() end
+    end
+    local t = lt.Trainer(quiet())
+    local lines = notes(function() t:validate(m, data(16)) end)
+    assert.are.equal(2, seen)
+    assert.is_true(t.interrupted)
+    assert.are.same({ "lutra: validate interrupted; its results cover the batches before the interruption" }, lines)
+  end)
+end)
+
 describe("argument errors", function()
   -- each call is on one line: the message must start with this file and that line
   local function where() return "trainer_says_spec.lua:" .. debug.getinfo(2, "l").currentline .. ": " end
