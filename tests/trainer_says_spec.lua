@@ -70,7 +70,7 @@ describe("a fit with nothing to train", function()
     local m, t = model(), lt.Trainer(quiet { max_epochs = 2 })
     assert.are.equal(0, #notes(function() t:fit(m, data(8)) end))
     local lines = notes(function() t:fit(m, data(8)) end)
-    assert.are.same({ "lutra: fit: nothing to train: max_epochs=2 reached (this trainer has trained 2 epochs); " ..
+    assert.are.same({ "lutra: fit: nothing to train: max_epochs=2 reached (current_epoch 2); " ..
       "raise trainer.max_epochs to train more, or use a new Trainer to start again" }, lines)
     -- as it says: a higher max_epochs trains on
     t.max_epochs = 3

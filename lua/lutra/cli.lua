@@ -212,12 +212,14 @@ local function apply_overrides(cfg, overrides)
   end
 end
 
+-- v as a YAML scalar, quoted as the loggers' to_yaml quotes it
+local function scalar(v) return (require("lutra.loggers").to_yaml({ x = v }):match("^x: (.-)\n$")) end
+
 -- The trainer section of --print_config: every option in the documented order with the value the Trainer runs
 -- with (lt.Trainer._resolve_options: the config's, the command line's, else the default), as LightningCLI prints
 -- the whole resolved config. An option with no value to write down prints null and its default's meaning; the
 -- callbacks by name, a logger object by its tostring.
 local function trainer_yaml(tcfg)
-  local to_yaml = require("lutra.loggers").to_yaml
   local resolved = lt.Trainer._resolve_options(tcfg)
   local lines = {}
   for _, o in ipairs(lt.Trainer._option_list()) do
@@ -228,13 +230,13 @@ local function trainer_yaml(tcfg)
       local list = (next(v) ~= nil and v[1] == nil) and { v } or v -- (one callback, as the Trainer takes it)
       local state_key = require("lutra.callbacks").state_key
       if #list == 0 then lines[#lines + 1] = "callbacks: []" else lines[#lines + 1] = "callbacks:" end
-      for _, cb in ipairs(list) do lines[#lines + 1] = "  - " .. to_yaml({ x = state_key(cb) }):match("^x: (.-)\n$") end
+      for _, cb in ipairs(list) do lines[#lines + 1] = "  - " .. scalar(state_key(cb)) end
     elseif type(v) == "table" then -- a logger or a list of them
       local list = type(v.log_metrics) == "function" and { v } or v
       lines[#lines + 1] = o.name .. ":"
-      for _, l in ipairs(list) do lines[#lines + 1] = "  - " .. to_yaml({ x = tostring(l) }):match("^x: (.-)\n$") end
+      for _, l in ipairs(list) do lines[#lines + 1] = "  - " .. scalar(tostring(l)) end
     else
-      lines[#lines + 1] = (to_yaml({ [o.name] = v }):gsub("\n$", ""))
+      lines[#lines + 1] = o.name .. ": " .. scalar(v)
     end
   end
   return lines
@@ -253,7 +255,7 @@ local function config_yaml(cmd, cfg, ckpt_path)
     end
     for _, line in ipairs(lines) do out[#out + 1] = "  " .. line end
   end
-  out[#out + 1] = "ckpt_path: " .. (ckpt_path and to_yaml({ x = ckpt_path }):match("^x: (.-)\n$") or "null")
+  out[#out + 1] = "ckpt_path: " .. (ckpt_path and scalar(ckpt_path) or "null")
   return table.concat(out, "\n") .. "\n"
 end
 

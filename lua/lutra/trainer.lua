@@ -1055,11 +1055,12 @@ local function nothing_trained(self, run)
   elseif self.should_stop then
     why = "trainer.should_stop was set before the first batch (by a callback or the model)"
   elseif self.max_steps ~= -1 and self.global_step >= self.max_steps then
-    why = fmt("max_steps=%d reached (global_step %d); raise trainer.max_steps to train more", self.max_steps,
-      self.global_step)
+    why = fmt("max_steps=%d reached (global_step %d%s); raise trainer.max_steps to train more", self.max_steps,
+      self.global_step, run.opts.ckpt_path and ", restored from the checkpoint" or "")
   elseif self.max_epochs ~= -1 and self.current_epoch >= self.max_epochs then
-    why = fmt("max_epochs=%d reached (this trainer has trained %d epochs); raise trainer.max_epochs to train more, " ..
-      "or use a new Trainer to start again", self.max_epochs, self.current_epoch)
+    why = fmt("max_epochs=%d reached (current_epoch %d%s); raise trainer.max_epochs to train more, " ..
+      "or use a new Trainer to start again", self.max_epochs, self.current_epoch,
+      run.opts.ckpt_path and ", restored from the checkpoint" or "")
   else
     return nil
   end
