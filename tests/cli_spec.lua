@@ -154,6 +154,45 @@ describe("lutra binary", function()
       os.remove(s)
     end)
 
+    it("print one traceback for an error inside a trainer hook, down to the script's line #core", function()
+      local s = script([[
+local lt = require "lutra"
+local m = { net = lt.nn.Linear(2, 1) }
+function m:training_step(batch) error("boom in step") end
+function m:configure_optimizers() return lt.optim.SGD(self.net:parameters(), { lr = 0.1 }) end
+local loader = lt.data.DataLoader(lt.data.TensorDataset(lt.randn(4, 2)), { batch_size = 2 })
+lt.Trainer{ logger = false, enable_checkpointing = false, enable_progress_bar = false,
+  enable_model_summary = false }:fit(m, loader)
+]])
+      local r = lutra({ s })
+      assert.are.equal(1, r.code)
+      assert.truthy(r.err:find("^lutra: training_step: " .. s:gsub("%p", "%%%0") .. ":3: boom in step\n"), r.err)
+      local _, n = r.err:gsub("stack traceback:", "")
+      assert.are.equal(1, n, r.err)
+      assert.truthy(r.err:find(s .. ":7: in main chunk", 1, true), r.err)
+      assert.falsy(r.err:find("[C]: at 0x", 1, true), r.err)
+      os.remove(s)
+    end)
+
+    it("say how to iterate a DataLoader given to ipairs or pairs #core", function()
+      for _, f in ipairs { "ipairs", "pairs" } do
+        local s = script(([[
+local lt = require "lutra"
+local loader = lt.data.DataLoader(lt.data.TensorDataset(lt.randn(4, 2)), { batch_size = 2 })
+for i, batch in %s(loader) do end
+]]):format(f))
+        local r = lutra({ s })
+        assert.are.equal(1, r.code)
+        assert.truthy(r.err:find(s .. ":3: bad argument #1 to '" .. f .. "' (table expected, got userdata): " ..
+          "DataLoader is not a table: iterate it with loader:iter() (for batch in loader:iter() do ... end)\n",
+          1, true), r.err)
+        os.remove(s)
+      end
+      -- any other userdata: Lua's message as it is
+      local r = lutra({ "-e", "ipairs(newproxy())" })
+      assert.truthy(r.err:find("(table expected, got userdata)\nstack traceback:", 1, true), r.err)
+    end)
+
     it("report -e errors with the (command line) chunk name", function()
       local r = lutra({ "-e", "error('bad thing')" })
       assert.are.equal(1, r.code)

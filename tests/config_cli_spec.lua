@@ -57,6 +57,35 @@ describe("config CLI (lutra fit|validate|test|predict CONFIG.lua)", function()
     assert.matches("data:\n  batch_size: 8\n", r.out, 1, true)
   end)
 
+  it("--print_config shows the resolved config: every Trainer option with the value it runs with", function()
+    local r = run { "fit", "config.lua", "--trainer.max_steps", "10", "--print_config" }
+    assert.are.equal(0, r.code, r.err)
+    local trainer = r.out:match("\ntrainer:\n(.-)\nmodel:\n")
+    assert.truthy(trainer, r.out)
+    local lines = {}
+    for line in trainer:gmatch("[^\n]+") do lines[#lines + 1] = line end
+    local names = {}
+    for _, o in ipairs(require("lutra").Trainer._option_list()) do names[#names + 1] = o.name end
+    local keys = {}
+    for _, line in ipairs(lines) do keys[#keys + 1] = line:match("^  ([%w_]+):") end
+    assert.are.same(names, keys) -- all of them, in the documented order
+    for _, want in ipairs {
+      "  max_epochs: 1", -- the config's
+      "  max_steps: 10", -- the command line's
+      "  min_epochs: 1", "  min_steps: 0", "  accumulate_grad_batches: 1", "  num_sanity_val_steps: 2", -- defaults
+      "  logger: true", "  enable_checkpointing: true", "  enable_progress_bar: false", "  fast_dev_run: 0",
+      "  limit_train_batches: null  # default 1.0", "  seed: null", '  default_root_dir: "."' } do
+      assert.matches("\n" .. want .. "\n", "\n" .. trainer .. "\n", 1, true)
+    end
+    assert.matches("\nckpt_path: null\n$", r.out)
+    -- a computed default: max_epochs is -1 with max_steps set and no max_epochs
+    spit(dir .. "/steps.lua", (CONFIG:gsub("max_epochs = 1, ", "")))
+    r = run { "fit", "steps.lua", "--trainer.max_steps", "10", "--print_config" }
+    assert.matches("\n  max_epochs: %-1\n", r.out)
+    r = run { "fit", "steps.lua", "--print_config" }
+    assert.matches("\n  max_epochs: 1000\n", r.out)
+  end)
+
   it("fit trains for --trainer.max_epochs and saves checkpoints; test --ckpt_path evaluates those weights", function()
     local before = run { "test", "config.lua" }
     assert.are.equal(0, before.code, before.err)

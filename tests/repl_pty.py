@@ -429,6 +429,24 @@ def _(s):
           "after continuing: %r (expected false, %d steps, %d calls, epoch 3, finished)" % (out, FIT_TOTAL, FIT_TOTAL))
 
 
+@scenario("ctrl_c during fit says where it stopped and how to go on")
+def _(s):
+    _type_fit_setup(s)
+    s.send("t:fit(m, loader)\r")
+    s.expect("t:fit(m, loader)")
+    s.expect("TRAINING", timeout=30)
+    time.sleep(0.3)
+    s.send(CTRL_C)
+    out = s.expect_prompt(timeout=10)
+    said = re.search(r"fit interrupted in epoch (\d+) after (\d+) of 100 batches \(global_step (\d+)\); "
+                     r"trainer:fit\(model, \.\.\.\) again with this trainer and model continues from there", out)
+    check(said is not None, "no word on where the fit stopped: %r" % out)
+    epoch, done, step = (int(g) for g in said.groups())
+    out = s.run("t.current_epoch, t.global_step")
+    check(out == "%d\t%d" % (epoch, step), "the message says epoch %d, step %d; the trainer %r" % (epoch, step, out))
+    check(step == epoch * 100 + done, "epoch %d, %d batches done, global_step %d" % (epoch, done, step))
+
+
 @scenario("hooks defined at the prompt after ctrl_c take effect at the next epoch start")
 def _(s):
     epoch, step = _start_fit_and_interrupt(s)

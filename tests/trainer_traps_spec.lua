@@ -112,6 +112,36 @@ describe("validate/test/predict {ckpt_path = ...}", function()
     assert.matches("test: the model has no test_step", err, 1, true)
     assert.are.equal(100, m.net.weight:max():item())
   end)
+
+  it("loads the checkpoint after setup, so a model that builds its layers in setup can be evaluated", function()
+    local function built_in_setup()
+      local m = regression_model()
+      m.net = nil
+      function m:setup(stage)
+        self.stages = (self.stages or "") .. stage .. ","
+        if self.net == nil then self.net = lt.nn.Linear(3, 1) end
+      end
+      return m
+    end
+    local m = built_in_setup()
+    local ckpt = lt.callbacks.ModelCheckpoint { dirpath = dir, monitor = "val_loss" }
+    local t = lt.Trainer(quiet { max_epochs = 2, enable_checkpointing = true, callbacks = { ckpt } })
+    t:fit(m, data(16), data(8))
+    local saved = lt.load(ckpt.best_model_path)["net.weight"]
+    for _, what in ipairs { "test", "validate", "predict" } do
+      local fresh = built_in_setup() -- no layers until setup
+      local t2 = lt.Trainer(quiet())
+      t2[what](t2, fresh, data(8), { ckpt_path = ckpt.best_model_path })
+      assert.are.equal(what .. ",", fresh.stages)
+      assert.is_true(fresh.net.weight:allclose(saved, 0, 0), what)
+    end
+    -- fit's resume too (it restores after setup and configure_optimizers)
+    local fresh = built_in_setup()
+    local t3 = lt.Trainer(quiet { max_epochs = 3 })
+    t3:fit(fresh, data(16), data(8), { ckpt_path = ckpt.best_model_path })
+    assert.are.equal("fit,", fresh.stages)
+    assert.are.equal(3, t3.current_epoch)
+  end)
 end)
 
 describe("lt.seed_everything", function()

@@ -131,6 +131,7 @@ typedef struct l_loops {
   int params_cap;
   int log_every_n_steps;
   int has_logger;
+  int nil_step_warned; /* env.nil_training_step was called in this fit (once per fit, reset by fit_begin) */
 } l_loops;
 
 static char err_sentinel; /* raised (as a light userdata) by the closure: the message is already kept */
@@ -613,7 +614,11 @@ static int classify_output(l_loops *H, lua_State *L, lt_tensor **loss) {
   int automatic = H->lp.cfg.automatic_optimization;
   int t = lua_type(L, -1);
   *loss = NULL;
-  if (t == LUA_TNIL) return LT_OK;
+  if (t == LUA_TNIL) { /* a skipped batch: with automatic optimization, said once per fit */
+    if (!automatic || H->nil_step_warned) return LT_OK;
+    H->nil_step_warned = 1;
+    return call_env(H, L, "nil_training_step", 0, 0);
+  }
   lt_tensor *x = l_totensor(L, -1);
   if (x) {
     *loss = x;
@@ -1194,6 +1199,7 @@ static int l_set_optimizers(lua_State *L) {
 static int l_fit_begin(lua_State *L) {
   l_loops *H = check_idle_loops(L, "fit_begin");
   lt_loops_fit_begin(&H->lp);
+  H->nil_step_warned = 0;
   return 0;
 }
 

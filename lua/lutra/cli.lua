@@ -212,19 +212,50 @@ local function apply_overrides(cfg, overrides)
   end
 end
 
+-- v as a YAML scalar, quoted as the loggers' to_yaml quotes it
+local function scalar(v) return (require("lutra.loggers").to_yaml({ x = v }):match("^x: (.-)\n$")) end
+
+-- The trainer section of --print_config: every option in the documented order with the value the Trainer runs
+-- with (lt.Trainer._resolve_options: the config's, the command line's, else the default), as LightningCLI prints
+-- the whole resolved config. An option with no value to write down prints null and its default's meaning; the
+-- callbacks by name, a logger object by its tostring.
+local function trainer_yaml(tcfg)
+  local resolved = lt.Trainer._resolve_options(tcfg)
+  local lines = {}
+  for _, o in ipairs(lt.Trainer._option_list()) do
+    local v = resolved[o.name]
+    if v == nil then
+      lines[#lines + 1] = fmt("%s: null%s", o.name, o.default ~= "nil" and "  # default " .. o.default or "")
+    elseif o.name == "callbacks" then
+      local list = (next(v) ~= nil and v[1] == nil) and { v } or v -- (one callback, as the Trainer takes it)
+      local state_key = require("lutra.callbacks").state_key
+      if #list == 0 then lines[#lines + 1] = "callbacks: []" else lines[#lines + 1] = "callbacks:" end
+      for _, cb in ipairs(list) do lines[#lines + 1] = "  - " .. scalar(state_key(cb)) end
+    elseif type(v) == "table" then -- a logger or a list of them
+      local list = type(v.log_metrics) == "function" and { v } or v
+      lines[#lines + 1] = o.name .. ":"
+      for _, l in ipairs(list) do lines[#lines + 1] = "  - " .. scalar(tostring(l)) end
+    else
+      lines[#lines + 1] = o.name .. ": " .. scalar(v)
+    end
+  end
+  return lines
+end
+
 local function config_yaml(cmd, cfg, ckpt_path)
   local to_yaml = require("lutra.loggers").to_yaml
-  local t = {}
-  for k, v in pairs(cfg.trainer) do if type(v) ~= "table" and type(v) ~= "function" then t[k] = v end end
-  local doc = { trainer = t, model = settable_fields(cfg.model), data = settable_fields(cfg.data) }
   local out = { "# lutra " .. cmd }
   for _, sec in ipairs(SECTIONS) do
     out[#out + 1] = sec .. ":"
-    local body = to_yaml(doc[sec])
-    if body == "" then out[#out + 1] = "  {}" end
-    for line in body:gmatch("[^\n]+") do out[#out + 1] = "  " .. line end
+    local lines = {}
+    if sec == "trainer" then
+      lines = trainer_yaml(cfg.trainer)
+    else
+      for line in to_yaml(settable_fields(cfg[sec])):gmatch("[^\n]+") do lines[#lines + 1] = line end
+    end
+    for _, line in ipairs(lines) do out[#out + 1] = "  " .. line end
   end
-  if ckpt_path then out[#out + 1] = "ckpt_path: " .. ckpt_path end
+  out[#out + 1] = "ckpt_path: " .. (ckpt_path and scalar(ckpt_path) or "null")
   return table.concat(out, "\n") .. "\n"
 end
 

@@ -198,9 +198,10 @@ function Trainer._is_instance(obj, cls)
   return false
 end
 
-local function new(_, opts)
-  opts = check_options(opts)
-  local self = {}
+-- The options as a trainer runs with them: Lightning 1.6's defaults filled in, fast_dev_run and
+-- overfit_batches applied. new() reads it, and so does the config CLI's --print_config (Trainer._resolve_options).
+-- An option still nil is its documented default that no value writes down (the whole loader, no clipping ...).
+local function resolve_options(opts)
   local o = {}
   for k, v in pairs(opts) do o[k] = v end
   -- Lightning 1.6's defaults
@@ -227,6 +228,24 @@ local function new(_, opts)
     o.limit_train_batches = o.overfit_batches
     o.limit_val_batches = o.overfit_batches
   end
+  if o.logger == nil then o.logger = true end
+  return o, embedded
+end
+
+-- enable_progress_bar's default (resolved apart: an explicit false, unlike this default, removes a user's ProgressBar)
+local function default_progress_bar(embedded) return stdout_is_tty() and not embedded end
+
+--- The Trainer's options as lt.Trainer(opts) would run with them, for the config CLI's --print_config.
+function Trainer._resolve_options(opts)
+  local o, embedded = resolve_options(check_options(opts))
+  if o.enable_progress_bar == nil then o.enable_progress_bar = default_progress_bar(embedded) end
+  return o
+end
+
+local function new(_, opts)
+  opts = check_options(opts)
+  local self = {}
+  local o, embedded = resolve_options(opts)
   self._opts = o
   -- ddp: strategy "ddp" (or "auto" under mpirun with several ranks) initialises MPI, sets world_size,
   -- global_rank, is_global_zero, and turns off logger, progress bar and summary on ranks other than 0
@@ -253,7 +272,7 @@ local function new(_, opts)
     end
     if o.enable_model_summary and not has(cbm.ModelSummary) then cbs[#cbs + 1] = cbm.ModelSummary {} end
     local bar = o.enable_progress_bar
-    if bar == nil then bar = stdout_is_tty() and not embedded end
+    if bar == nil then bar = default_progress_bar(embedded) end
     if bar and not has(cbm.ProgressBar) then cbs[#cbs + 1] = cbm.ProgressBar {} end
     if o.enable_progress_bar == false then -- [checkpoint] only an explicit false removes a user's ProgressBar
       for i = #cbs, 1, -1 do if Trainer._is_instance(cbs[i], cbm.ProgressBar) then table.remove(cbs, i) end end
@@ -372,10 +391,12 @@ local function loader_len(l, what)
   error(fmt("%s: the loader must have a length (#loader) and iter(), got a %s", what, tl), 0)
 end
 
-local function check_loader(l, what)
+-- (level: as error's, for a check made before the run starts; none inside a run, whose errors carry no position)
+local function check_loader(l, what, level)
   local ok, it = pcall(function() return l.iter end)
   if not ok or type(it) ~= "function" then
-    error(fmt("%s: expected a DataLoader (a table with iter() and a length), got a %s", what, type(l)), 0)
+    error(fmt("%s: expected a DataLoader (a table with iter() and a length), got a %s", what, type(l)),
+      level and level + 1 or 0)
   end
 end
 
@@ -735,25 +756,26 @@ local FIT_OPTS = { ckpt_path = true, datamodule = function(v)
   if not is_datamodule(v) then return "must be a lt.DataModule (or a table with *_dataloader methods), got " .. type(v) end
 end }
 
+-- Errors point at the line that called fit or fit_run: both call new_run, which calls this (level 4).
 local function check_fit_args(model, train, val, opts)
-  if type(model) ~= "table" then error("fit: the model must be a table, got " .. type(model), 3) end
-  util.check_options("fit", opts, FIT_OPTS, 3)
+  if type(model) ~= "table" then error("fit: the model must be a table, got " .. type(model), 4) end
+  util.check_options("fit", opts, FIT_OPTS, 4)
   local dm = opts and opts.datamodule
   if dm ~= nil then
     if train ~= nil or val ~= nil then
-      error("fit: give the loaders or a datamodule, not both (fit(model, {datamodule = dm}))", 3)
+      error("fit: give the loaders or a datamodule, not both (fit(model, {datamodule = dm}))", 4)
     end
     return
   end
   if train == nil then
     if type(model.train_dataloader) == "function" then return end -- the model's own data hooks
     error("fit: no training dataloader given (fit(model, train_loader[, val_loader]), fit(model, {datamodule = dm}) " ..
-      "or a train_dataloader hook)", 3)
+      "or a train_dataloader hook)", 4)
   end
   -- the loaders are checked here too, so fit_run refuses what fit refuses when it is called, not at the
   -- first run:advance (start_fit checks them again after a ddp strategy has sharded them)
-  check_loader(train, "fit")
-  for i, l in ipairs(as_list(val)) do check_loader(l, "fit (val loader " .. i .. ")") end
+  check_loader(train, "fit", 4)
+  for i, l in ipairs(as_list(val)) do check_loader(l, "fit (val loader " .. i .. ")", 4) end
 end
 
 local function is_options(t)
@@ -776,11 +798,16 @@ local function fit_args(train, val, opts)
 end
 
 --- trainer:fit_run(model, train[, val][, {ckpt_path=, datamodule=}]): a run to advance step by step.
-function Trainer:fit_run(model, train, val, opts)
-  train, val, opts = fit_args(train, val, opts)
+local function new_run(self, model, train, val, opts) -- (called by fit and fit_run: see check_fit_args)
   check_fit_args(model, train, val, opts)
   local run = setmetatable({ trainer = self, model = model, train = train, val = val, opts = opts or {},
     stage = "new" }, Run)
+  return run
+end
+
+function Trainer:fit_run(model, train, val, opts)
+  train, val, opts = fit_args(train, val, opts)
+  local run = new_run(self, model, train, val, opts)
   return run
 end
 
@@ -982,7 +1009,8 @@ local function start_fit(run)
       if type(ck.restore_trainer) ~= "function" then
         error("fit: ckpt_path needs lutra.checkpoint.restore_trainer, which is not available", 0)
       end
-      ck.restore_trainer(self, run.opts.ckpt_path)
+      local restored = ck.restore_trainer(self, run.opts.ckpt_path)
+      run.ckpt_stopped = type(restored) == "table" and restored.should_stop == true -- (for nothing_trained)
     end
     if self._ddp then self._ddp:setup_fit(self, model, run.train_pending) end -- ddp: rank 0's weights, gradient reducer
     if model.hparams ~= nil then
@@ -1004,11 +1032,45 @@ local function start_fit(run)
     lt.nn.train(model, true)
     self.training = true
   end)
+  run.batches_before = self._lp:progress(loops.ID.fit_epoch).total.started
   run.stage = "fit"
+end
+
+-- A fit that trained no batch says why (Lightning's loop would stop as silently): the trainer had already
+-- reached max_epochs / max_steps (fit called again on a finished trainer), should_stop was set (by a callback,
+-- or kept from the checkpoint it resumed), or the training loader is empty. nil: nothing to say (a fit that
+-- trained, or limit_train_batches = 0, which asks for no training).
+local function nothing_trained(self, run)
+  if self._lp:progress(loops.ID.fit_epoch).total.started ~= run.batches_before then return nil end
+  local o = self._opts
+  local why
+  if self.num_training_batches == 0 then
+    if o.limit_train_batches == 0 then return nil end
+    why = "the training loader has no batches"
+  elseif self.should_stop and run.ckpt_stopped then
+    why = fmt("the checkpoint %s was saved after trainer.should_stop was set (EarlyStopping or another callback " ..
+      "stopped that run at global_step %d) and a resumed run keeps that decision, as the run would have " ..
+      "stopped there without the interruption; to train on, fit from the start or from an earlier checkpoint",
+      tostring(rawget(self, "ckpt_path") or run.opts.ckpt_path), self.global_step)
+  elseif self.should_stop then
+    why = "trainer.should_stop was set before the first batch (by a callback or the model)"
+  elseif self.max_steps ~= -1 and self.global_step >= self.max_steps then
+    why = fmt("max_steps=%d reached (global_step %d%s); raise trainer.max_steps to train more", self.max_steps,
+      self.global_step, run.opts.ckpt_path and ", restored from the checkpoint" or "")
+  elseif self.max_epochs ~= -1 and self.current_epoch >= self.max_epochs then
+    why = fmt("max_epochs=%d reached (current_epoch %d%s); raise trainer.max_epochs to train more, " ..
+      "or use a new Trainer to start again", self.max_epochs, self.current_epoch,
+      run.opts.ckpt_path and ", restored from the checkpoint" or "")
+  else
+    return nil
+  end
+  return "fit: nothing to train: " .. why
 end
 
 local function finish_fit(run)
   local self = run.trainer
+  local idle = nothing_trained(self, run)
+  if idle then lt._note("lutra: " .. idle) end
   self:_guard(function()
     self.training = false
     call_hook(self, "on_fit_end")
@@ -1020,6 +1082,16 @@ local function finish_fit(run)
   run.stage = "done"
   self._run = nil
   self:_end_run("finished")
+end
+
+-- Where an interrupted fit stopped and how to go on (Lightning says "Detected KeyboardInterrupt, attempting
+-- graceful shutdown..."; lutra's fit stops at a batch boundary and can continue).
+local function interrupted_at(self, run)
+  local done = self._lp:progress(loops.ID.fit_epoch).current.completed
+  local n = self.num_training_batches
+  return fmt("fit interrupted in epoch %d after %s batches (global_step %d); %s continues from there", self.current_epoch,
+    (n ~= INF and n > 0) and fmt("%d of %d", done, n) or tostring(done), self.global_step,
+    run.from_fit and "trainer:fit(model, ...) again with this trainer and model" or "run:advance()")
 end
 
 -- run:advance{batches = n} | {seconds = s} | nil (to the end)
@@ -1062,6 +1134,7 @@ function Run:advance(budget)
     trainer.interrupted = true
     trainer.state.status = "interrupted"
     trainer:_on_exception("interrupted")
+    lt._note("lutra: " .. interrupted_at(trainer, self))
     trainer._busy = nil
     trainer.profiler:_clock(false)
     return false
@@ -1084,7 +1157,8 @@ function Trainer:fit(model, train, val, opts)
     run:advance()
     return
   end
-  run = self:fit_run(model, train, val, opts)
+  run = new_run(self, model, train, val, opts)
+  run.from_fit = true -- (an interruption says "trainer:fit again", not "run:advance")
   run:advance()
 end
 
@@ -1144,12 +1218,9 @@ function Trainer:_eval(kind, model, loaders, opts)
   if kind ~= "predict" and type(model[STEP_OF[kind]]) ~= "function" then
     error(fmt("%s: the model has no %s", what, STEP_OF[kind]), 3)
   end
-  if opts.ckpt_path ~= nil then
-    -- the weights of that checkpoint, once the call is known to be valid (a refused call leaves the model as
-    -- it was) and before any hook runs (Lightning restores them at the run's start)
-    local path = eval_ckpt_path(self, what, opts.ckpt_path)
-    require("lutra.checkpoint").load(path, model)
-  end
+  -- "best"/"last" resolved now, so that a refused call leaves the model as it was; the weights are loaded
+  -- after setup (below), as Lightning 1.6 restores them: a model that builds its layers in setup has them
+  local ckpt = opts.ckpt_path ~= nil and eval_ckpt_path(self, what, opts.ckpt_path) or nil
   self._busy = what
   attach_datamodule(self, opts.datamodule)
   self.profiler:_clock(true) -- [tools: profiler] validate/test/predict are timed too
@@ -1173,6 +1244,7 @@ function Trainer:_eval(kind, model, loaders, opts)
     model_callbacks(self)
     call_hook(self, "prepare_data")
     call_hook(self, "setup", what)
+    if ckpt ~= nil then require("lutra.checkpoint").load(ckpt, model) end
     if loaders == nil then -- the data hooks, after setup (as Lightning's evaluation loop asks for them)
       local given = hook_loaders(self, HOOK_OF[kind])
       if given == nil then error(fmt("%s: the datamodule has no %s", what, HOOK_OF[kind]), 0) end
@@ -1185,6 +1257,8 @@ function Trainer:_eval(kind, model, loaders, opts)
       lt.interrupt_clear()
       self.interrupted = true
       self:_on_exception("interrupted")
+      lt._note(fmt("lutra: %s interrupted; its %s cover the batches before the interruption", what,
+        kind == "predict" and "predictions" or "results"))
     end
     call_hook(self, "teardown", what)
     if kind ~= "predict" then
@@ -1208,9 +1282,19 @@ function Trainer:_eval(kind, model, loaders, opts)
   return results
 end
 
-function Trainer:validate(model, loaders, opts) return self:_eval("validation", model, loaders, opts) end
-function Trainer:test(model, loaders, opts) return self:_eval("test", model, loaders, opts) end
-function Trainer:predict(model, loaders, opts) return self:_eval("predict", model, loaders, opts) end
+-- (not tail calls: _eval's errors name the caller's line at level 3, which a tail call would skip on LuaJIT and 5.1)
+function Trainer:validate(model, loaders, opts)
+  local r = self:_eval("validation", model, loaders, opts)
+  return r
+end
+function Trainer:test(model, loaders, opts)
+  local r = self:_eval("test", model, loaders, opts)
+  return r
+end
+function Trainer:predict(model, loaders, opts)
+  local r = self:_eval("predict", model, loaders, opts)
+  return r
+end
 
 -- ---- lightning: the learning-rate range test (lua/lutra/callbacks/lr_finder.lua) --------------------------
 

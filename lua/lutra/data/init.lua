@@ -67,6 +67,7 @@ local function new_object(class, fields)
   mt.__newindex = fields
   mt.__len = class.__len
   mt.__tostring = class.__tostring
+  mt.__pairs, mt.__ipairs = class.__pairs, class.__ipairs -- (not_a_table below)
   classes[p] = class
   fields_of[p] = fields
   return p
@@ -513,6 +514,30 @@ function M.default_collate(samples)
   local first = samples[1]
   if type(first) == "table" then return collate_column(samples, nil) end
   return { collate_column(samples, "the sample") }
+end
+
+-- ---- used as a table -------------------------------------------------------------------------------------
+-- ipairs(loader), pairs(ds) or loader[1] is a mistake (a loader is iterated with iter(), a dataset read with
+-- get(i)); each says so instead of iterating nothing. Where that can be done from the object: an integer key
+-- (loader[1], and PUC 5.3/5.4's ipairs, which indexes through __index) and __pairs/__ipairs (PUC 5.2+, or a
+-- LuaJIT built with LUA52COMPAT). A stock LuaJIT's ipairs/pairs raise their own "table expected, got
+-- userdata" before asking the object: the lutra binary's error handler (core/cli/main.c) finds the object in
+-- the failing call and appends M._not_a_table's text to that message.
+local NOT_A_TABLE = {
+  [DataLoader] = "DataLoader is not a table: iterate it with loader:iter() (for batch in loader:iter() do ... end)",
+  [TensorDataset] = "a dataset is not a table: read sample i with ds:get(i), i = 1 .. #ds, or batch it with " ..
+    "lt.data.DataLoader(ds, opts)",
+}
+NOT_A_TABLE[Subset] = NOT_A_TABLE[TensorDataset]
+for class, text in pairs(NOT_A_TABLE) do
+  local function refuse() error(text, 2) end
+  class.__pairs, class.__ipairs = refuse, refuse
+  setmetatable(class, { __index = function(_, k) if type(k) == "number" then error(text, 2) end end })
+end
+
+--- The text above for a lutra data object (x), nil for anything else (core/cli/main.c's error handler).
+function M._not_a_table(x)
+  return type(x) == "userdata" and NOT_A_TABLE[classes[x]] or nil
 end
 
 --- lt.data.DataLoader(ds, {batch_size=1, shuffle=false, drop_last=false, seed=nil, collate_fn=nil})

@@ -112,6 +112,13 @@ function M.setup_env(self)
     lt._note(DEPRECATION)
   end
 
+  -- training_step returned nil under automatic optimization: the C loops skip the batch and call this once
+  -- per fit (Lightning 1.6's warning; its manual optimization expects nil and says nothing)
+  function env.nil_training_step()
+    lt._warn("training_step returned nil. If this was on purpose, ignore this warning... (the batch is skipped: " ..
+      "no backward, the weights do not change; said once per fit)")
+  end
+
   function env.data_start(kind, dl)
     if kind == "train" then
       env.R[RUN.train_iter] = make_iter(self._train_loader)
