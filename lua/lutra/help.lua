@@ -279,23 +279,28 @@ local function resolve(q)
   return nil
 end
 
--- Levenshtein distance, stopping early past `limit`
+-- edit distance with transpositions (optimal string alignment: "veiw" is 1 from "view"), stopping early past
+-- `limit`
 local function distance(a, b, limit)
   if math.abs(#a - #b) > limit then return limit + 1 end
-  local prev = {}
+  local before, prev = nil, {}
   for j = 0, #b do prev[j] = j end
   for i = 1, #a do
     local cur, best = { [0] = i }, i
     local ai = a:byte(i)
     for j = 1, #b do
-      local c = prev[j - 1] + (ai == b:byte(j) and 0 or 1)
+      local bj = b:byte(j)
+      local c = prev[j - 1] + (ai == bj and 0 or 1)
       if prev[j] + 1 < c then c = prev[j] + 1 end
       if cur[j - 1] + 1 < c then c = cur[j - 1] + 1 end
+      if before and j > 1 and ai == b:byte(j - 1) and a:byte(i - 1) == bj and before[j - 2] + 1 < c then
+        c = before[j - 2] + 1
+      end
       cur[j] = c
       if c < best then best = c end
     end
     if best > limit then return limit + 1 end
-    prev = cur
+    before, prev = prev, cur
   end
   return prev[#b]
 end
