@@ -247,6 +247,65 @@ describe("lutra.plot", function()
       assert.truthy(svg:find(">train_loss_step, val_loss</text>", 1, true))
     end)
 
+    -- a PNG's width and height (its IHDR), and, through Python's zlib, how many pixels have each colour
+    local PNG_PIXELS = [[
+import sys, zlib, struct
+data = open(sys.argv[1], 'rb').read()
+assert data[:8] == b'\x89PNG\r\n\x1a\n'
+pos, idat, w, h, ctype = 8, b'', 0, 0, 0
+while pos < len(data):
+    n, kind = struct.unpack('>I4s', data[pos:pos + 8]); body = data[pos + 8:pos + 8 + n]; pos += 12 + n
+    if kind == b'IHDR': w, h, depth, ctype = struct.unpack('>IIBB', body[:10])
+    if kind == b'IDAT': idat += body
+bpp = {2: 3, 6: 4}[ctype]
+raw, stride, prev, out, i = zlib.decompress(idat), w * bpp, bytearray(w * bpp), {}, 0
+for y in range(h):
+    f, line = raw[i], bytearray(raw[i + 1:i + 1 + stride]); i += 1 + stride
+    for x in range(stride):
+        a = line[x - bpp] if x >= bpp else 0; b = prev[x]; c = prev[x - bpp] if x >= bpp else 0
+        if f == 1: line[x] = (line[x] + a) & 255
+        elif f == 2: line[x] = (line[x] + b) & 255
+        elif f == 3: line[x] = (line[x] + (a + b) // 2) & 255
+        elif f == 4:
+            p = a + b - c; pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+            line[x] = (line[x] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+    for x in range(0, stride, bpp):
+        k = '#%02x%02x%02x' % tuple(line[x:x + 3]); out[k] = out.get(k, 0) + 1
+    prev = line
+print(w, h, out.get('#1f77b4', 0), out.get('#ff7f0e', 0), out.get('#ffffff', 0))
+]]
+
+    it("writes a PNG image when the output ends in .png: the figure at twice its size, the runs' colours", function()
+      local a = spit(dir .. "/version_0.csv", GAPPY)
+      local b = spit(dir .. "/version_1.jsonl", JSONL)
+      local opts = { metrics = { { "train_loss_step", "val_loss" } } }
+      opts.out = dir .. "/two.svg"
+      plot.draw({ a, b }, opts)
+      local svg = slurp(dir .. "/two.svg")
+      local sw, shh = svg:match('<svg [^>]*width="(%d+)" height="(%d+)"')
+      opts.out = dir .. "/two.png"
+      local out, n = plot.draw({ a, b }, opts)
+      assert.are.equal(dir .. "/two.png", out)
+      assert.are.equal(1, n)
+      local png = slurp(out)
+      assert.are.equal("\137PNG\r\n\26\n", png:sub(1, 8))
+      local function u32(s, i) local b1, b2, b3, b4 = s:byte(i, i + 3) return ((b1 * 256 + b2) * 256 + b3) * 256 + b4 end
+      assert.are.equal(2 * tonumber(sw), u32(png, 17))
+      assert.are.equal(2 * tonumber(shh), u32(png, 21))
+      if not exists(PYTHON) then return end
+      local script = spit(dir .. "/png_pixels.py", PNG_PIXELS)
+      local r = sh(PYTHON .. " " .. q(script) .. " " .. q(out))
+      assert.are.equal(0, r.code, r.err)
+      local w, h, blue, orange, white = r.out:match("(%d+) (%d+) (%d+) (%d+) (%d+)")
+      assert.are.equal(2 * tonumber(sw), tonumber(w))
+      assert.are.equal(2 * tonumber(shh), tonumber(h))
+      -- the two runs' curves and legend swatches are drawn in their colours (hundreds of pixels each); the
+      -- background is white
+      assert.is_true(tonumber(blue) > 300, "blue pixels: " .. blue)
+      assert.is_true(tonumber(orange) > 300, "orange pixels: " .. orange)
+      assert.is_true(tonumber(white) > tonumber(w) * tonumber(h) / 2, "white pixels: " .. white)
+    end)
+
     it("one panel per --metrics group", function()
       local csv = spit(dir .. "/m.csv", GAPPY)
       local _, n = plot.draw(csv, { metrics = { "val_loss,val_acc", { "train_loss_step" } }, out = dir .. "/g.svg" })

@@ -420,6 +420,13 @@ function SvgCanvas:finish()
   self:add("</svg>")
   return concat(self.out, "\n") .. "\n"
 end
+function SvgCanvas:save(path)
+  local f, err = io.open(path, "wb")
+  if not f then fail("cannot write %s: %s", path, (err or "?"):gsub("^[^:]*: ", "")) end
+  local ok, werr = f:write(self:finish())
+  f:close()
+  if not ok then fail("cannot write %s: %s", path, tostring(werr)) end
+end
 
 -- rough width of a label in pixels at font size 11 (DejaVu Sans averages ~0.6 em a character)
 local function text_w(s) return #s * 6.6 end
@@ -511,7 +518,8 @@ local function draw_panel(cv, index, p, runs, style, x_name, xaxis, ox, oy, head
   cv:group_end()
 end
 
--- The figure on a canvas: make(width, height, title) returns the canvas (svg_canvas, or plot_png's).
+-- The figure on a canvas: make(width, height, title) returns the canvas (svg_canvas, or plot_png's); returns
+-- the canvas, drawn, and the number of panels.
 local function draw(runs, opts, make)
   opts = opts or {}
   local panels, order = make_panels(runs, opts.groups)
@@ -590,7 +598,7 @@ local function draw(runs, opts, make)
     local oy = head + floor((i - 1) / cols) * panel_h
     draw_panel(cv, i, p, runs, style, x_name, xaxis, ox, oy, panel_head, opts.smooth)
   end
-  return cv:finish(), #panels
+  return cv, #panels
 end
 
 local function as_runs(data)
@@ -604,7 +612,7 @@ end
 --- What read returned (one run, or a list of runs), as SVG text. opts: groups ({{"a", "b"}, {"c"}}), smooth
 --- (K points), title.
 function M.render(data, opts)
-  return (draw(as_runs(data), opts, svg_canvas))
+  return (draw(as_runs(data), opts, svg_canvas)):finish()
 end
 
 local function default_out(path)
@@ -662,17 +670,9 @@ function M.draw(paths, opts)
   for i, p in ipairs(paths) do runs[i] = M.read(p, { x = opts.x }) end
   local out = opts.out or default_out(paths[1])
   local dopts = { groups = parse_groups(opts.metrics), smooth = k, title = opts.title }
-  local bytes, n
-  if out:lower():match("%.png$") then
-    bytes, n = draw(runs, dopts, require("lutra.plot_png").canvas)
-  else
-    bytes, n = draw(runs, dopts, svg_canvas)
-  end
-  local f, err = io.open(out, "wb")
-  if not f then fail("cannot write %s: %s", out, (err or "?"):gsub("^[^:]*: ", "")) end
-  local ok, werr = f:write(bytes)
-  f:close()
-  if not ok then fail("cannot write %s: %s", out, tostring(werr)) end
+  local png = out:lower():match("%.png$")
+  local cv, n = draw(runs, dopts, png and require("lutra.plot_png").canvas or svg_canvas)
+  cv:save(out)
   return out, n
 end
 
