@@ -12,8 +12,7 @@ typedef struct lutra_doc_page {
 } lutra_doc_page;
 extern const lutra_doc_page lutra_doc_pages[];
 
-static int l_doc_pages(lua_State *L)
-{
+static int l_doc_pages(lua_State *L) {
   lua_newtable(L);
   for (const lutra_doc_page *p = lutra_doc_pages; p->name; p++) {
     lua_pushlstring(L, p->text, p->len);
@@ -22,8 +21,7 @@ static int l_doc_pages(lua_State *L)
   return 1;
 }
 
-void l_docs_register(lua_State *L)
-{
+void l_docs_register(lua_State *L) {
   static const luaL_Reg fns[] = { { "_doc_pages", l_doc_pages }, { NULL, NULL } };
   l_setfuncs(L, fns);
 }
