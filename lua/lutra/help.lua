@@ -343,7 +343,6 @@ local function entry_text(e)
 end
 
 local function page_text(p)
-  local idx = build()
   local out = { p.title, "", "Entries (lt.help(name) prints one):" }
   local line = " "
   for _, n in ipairs(p.names) do
@@ -354,7 +353,6 @@ local function page_text(p)
   if #p.names == 0 then out[#out] = "(no entries: a guide page)" end
   out[#out + 1] = ""
   out[#out + 1] = "(docs/reference/" .. p.file .. ")"
-  local _ = idx
   return concat(out, "\n")
 end
 
@@ -371,7 +369,9 @@ local function overview_text()
   local w = 0
   for _, p in ipairs(idx.pages) do if #p.stem > w then w = #p.stem end end
   for _, p in ipairs(idx.pages) do
-    out[#out + 1] = fmt("  %-" .. w .. "s  %s", p.stem, p.title)
+    local line = fmt("  %-" .. w .. "s  %s", p.stem, p.title)
+    if #line > 100 then line = line:sub(1, 99):gsub("[%s,:;]*[^%s,:;]*$", "") .. " ..." end -- whole words
+    out[#out + 1] = line
   end
   return concat(out, "\n")
 end
