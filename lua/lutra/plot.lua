@@ -13,6 +13,8 @@
 -- `epoch`, else the row number) or the column asked for; values of one metric on consecutive rows with the
 -- same x are drawn as their mean (`x = "epoch"`: one point per epoch).
 --
+-- Reading the files: lua/lutra/plot_read.lua; the SVG and PNG canvases: lua/lutra/plot_svg.lua, plot_png.lua.
+--
 -- The drawing: one panel (one y axis) per group of metrics. By default metrics of one kind share a panel:
 -- the kind is the name without a train/val/valid/validation/test prefix and a _step/_epoch suffix, so
 -- `train_loss_step` and `val_loss` go together ("loss"), `val_acc` apart ("acc"); `metrics` = a list of
@@ -31,7 +33,10 @@ local floor, ceil, abs, max = math.floor, math.ceil, math.abs, math.max
 local log10 = math.log10 or function(x) return math.log(x, 10) end
 local fmt, concat = string.format, table.concat
 
-local PREFIX = "lutra.plot: "
+local R = require "lutra.plot_read"
+local svg_canvas = require("lutra.plot_svg").canvas
+local PREFIX, fail = R.PREFIX, R.fail
+
 local COLORS = {
   "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
   "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
@@ -41,171 +46,9 @@ local PAD_L, PAD_R, PAD_T, PAD_B = 70, 18, 40, 48 -- plot area inside a panel
 local MARGIN = 16
 local DOTS_BELOW = 30
 
-local function fail(msg, ...)
-  error(PREFIX .. fmt(msg, ...), 0)
-end
-
--- CSV (RFC 4180: quoted fields, doubled quotes, CRLF or LF). Returns a list of rows (lists of strings).
-local function parse_csv(text, path)
-  local rows, row = {}, {}
-  local i, n = 1, #text
-  if text:sub(1, 3) == "\239\187\191" then i = 4 end -- UTF-8 byte order mark
-  local function finish_row()
-    if not (#row == 1 and row[1] == "") then rows[#rows + 1] = row end -- skip blank lines
-    row = {}
-  end
-  while i <= n do
-    local field
-    if text:sub(i, i) == '"' then
-      local parts = {}
-      i = i + 1
-      while true do
-        local j = text:find('"', i, true)
-        if not j then fail("%s: unterminated quoted field on row %d", path, #rows + 1) end
-        parts[#parts + 1] = text:sub(i, j - 1)
-        if text:sub(j + 1, j + 1) == '"' then
-          parts[#parts + 1] = '"'
-          i = j + 2
-        else
-          i = j + 1
-          break
-        end
-      end
-      local j = text:find("[,\r\n]", i) or n + 1 -- tolerate junk after the closing quote
-      parts[#parts + 1] = text:sub(i, j - 1)
-      field, i = concat(parts), j
-    else
-      local j = text:find("[,\r\n]", i) or n + 1
-      field, i = text:sub(i, j - 1), j
-    end
-    row[#row + 1] = field
-    local d = text:sub(i, i)
-    if d == "," then
-      i = i + 1
-      if i > n then row[#row + 1] = "" end
-    else
-      if d == "\r" and text:sub(i + 1, i + 1) == "\n" then i = i + 2 else i = i + 1 end
-      finish_row()
-    end
-  end
-  if #row > 0 then finish_row() end
-  return rows
-end
-
-local function number(cell)
-  if cell == nil or cell == "" then return nil end
-  local v = tonumber(cell)
-  if v == nil or v ~= v or v == math.huge or v == -math.huge then return nil end
-  return v
-end
-
--- JSON lines: each non-blank line an object; returns the column names (in order of first appearance, a
--- line's new keys sorted) and the rows (name -> cell, numbers or strings).
-local function parse_jsonl(text, path)
-  local decode = require("lutra")._io.json_decode
-  local names, seen, rows = {}, {}, {}
-  local n = 0
-  for line in (text .. "\n"):gmatch("([^\n]*)\n") do
-    n = n + 1
-    if line:match("%S") then
-      local v, msg = decode(line)
-      if type(v) ~= "table" or (v[1] ~= nil) then
-        fail("%s:%d: not a JSON object (%s)", path, n, v == nil and tostring(msg) or "got " .. line:sub(1, 40))
-      end
-      local new = {}
-      for k in pairs(v) do
-        if type(k) == "string" and not seen[k] then seen[k] = true; new[#new + 1] = k end
-      end
-      table.sort(new)
-      for _, k in ipairs(new) do names[#names + 1] = k end
-      rows[#rows + 1] = v
-    end
-  end
-  return names, rows
-end
-
-local function is_jsonl(path, text)
-  if path:match("%.jsonl?$") then return true end
-  if path:match("%.csv$") then return false end
-  return text:match("^%s*{") ~= nil
-end
-
--- a JSON cell: a number, or the strings JSONLinesLogger writes for NaN and infinities (skipped)
-local function json_number(v)
-  if type(v) ~= "number" or v ~= v or v == math.huge or v == -math.huge then return nil end
-  return v
-end
-
---- Reads a metrics file (CSV or JSON lines): { path, x_name, metrics = { {name, xs, ys}, ... } } (metrics in
---- column order). opts.x: "step" or "epoch" (default: step, else epoch, else the row number).
-function M.read(path, opts)
-  opts = opts or {}
-  if opts.x ~= nil and opts.x ~= "step" and opts.x ~= "epoch" then
-    fail("x must be 'step' or 'epoch', got '%s'", tostring(opts.x))
-  end
-  local f, err = io.open(path, "rb")
-  if not f then fail("cannot open %s: %s", path, (err or "?"):gsub("^[^:]*: ", "")) end
-  local text = f:read("*a")
-  f:close()
-  if text == nil then fail("cannot read %s", path) end
-  local names, cell
-  local rows = {}
-  if is_jsonl(path, text) then
-    names, rows = parse_jsonl(text, path)
-    if #rows == 0 then fail("%s: no JSON line (the file is empty)", path) end
-    cell = function(r, name) return json_number(rows[r][name]) end
-  else
-    local csv = parse_csv(text, path)
-    local header = csv[1]
-    if header == nil or (#header == 1 and header[1]:match("^%s*$")) then
-      fail("%s: no header row (the file is empty)", path)
-    end
-    names = {}
-    local col = {}
-    for j, name in ipairs(header) do
-      name = name:match("^%s*(.-)%s*$")
-      if col[name] == nil and name ~= "" then col[name] = j; names[#names + 1] = name end
-    end
-    if col.step == nil and col.epoch == nil and number(header[1]) ~= nil then
-      fail("%s: no header row (the first row holds numbers: %s)", path, concat(header, ","))
-    end
-    for r = 2, #csv do rows[r - 1] = csv[r] end
-    cell = function(r, name) return number(rows[r][col[name]]) end
-  end
-  local has = {}
-  for _, name in ipairs(names) do has[name] = true end
-  local x_name = opts.x or (has.step and "step") or (has.epoch and "epoch") or "row"
-  if opts.x and not has[opts.x] then
-    fail("%s: no '%s' column for x (columns: %s)", path, opts.x, concat(names, ", "))
-  end
-
-  local metrics = {}
-  for _, name in ipairs(names) do
-    if name ~= "step" and name ~= "epoch" then
-      local xs, ys, runs = {}, {}, {}
-      for r = 1, #rows do
-        local y = cell(r, name)
-        local x
-        if x_name == "row" then x = r else x = cell(r, x_name) end
-        if y ~= nil and x ~= nil then
-          local k = #xs
-          if k > 0 and xs[k] == x then -- the same x again: the mean of the run of values
-            runs[k] = runs[k] + 1
-            ys[k] = ys[k] + (y - ys[k]) / runs[k]
-          else
-            xs[k + 1], ys[k + 1], runs[k + 1] = x, y, 1
-          end
-        end
-      end
-      if #ys > 0 then metrics[#metrics + 1] = { name = name, xs = xs, ys = ys } end
-    end
-  end
-  if #metrics == 0 then
-    fail("%s: no numeric metric column (columns: %s; %d data row%s)", path, concat(names, ", "), #rows,
-      #rows == 1 and "" or "s")
-  end
-  return { path = path, x_name = x_name, metrics = metrics }
-end
+--- Reads a metrics file (CSV or JSON lines): { path, x_name, metrics = { {name, xs, ys}, ... } }; opts.x: "step"
+--- or "epoch" (lua/lutra/plot_read.lua).
+M.read = R.read
 
 -- The nice number (1, 2 or 5 x 10^k) nearest to x.
 local function nice(x)
@@ -236,12 +79,6 @@ end
 local function value_label(v)
   if v == floor(v) and abs(v) < 1e9 then return fmt("%d", v) end
   return (fmt("%.4g", v))
-end
-
-local function esc(s)
-  return (tostring(s):gsub("[&<>\"']", {
-    ["&"] = "&amp;", ["<"] = "&lt;", [">"] = "&gt;", ['"'] = "&quot;", ["'"] = "&apos;",
-  }))
 end
 
 local function all_integers(t)
@@ -366,68 +203,6 @@ end
 
 local DASHES = { nil, "7 4", "2 3", "9 3 2 3", "4 4" }
 
-local SvgCanvas = {}
-SvgCanvas.__index = SvgCanvas
-
-local function svg_canvas(width, height, title)
-  local c = setmetatable({ width = width, height = height, out = {
-    '<?xml version="1.0" encoding="UTF-8"?>',
-    fmt('<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" ' ..
-      'font-family="DejaVu Sans, Helvetica, Arial, sans-serif" font-size="11">', width, height, width, height),
-    fmt("<title>%s</title>", esc(title)),
-  } }, SvgCanvas)
-  return c
-end
-
-function SvgCanvas:add(s) self.out[#self.out + 1] = s end
-function SvgCanvas:group(class, id)
-  self:add(id and fmt('<g class="%s" id="%s">', class, id) or fmt('<g class="%s">', class))
-end
-function SvgCanvas:group_end() self:add("</g>") end
-function SvgCanvas:rect(x, y, w, h, fill, stroke)
-  self:add(fmt('<rect x="%.2f" y="%.2f" width="%.2f" height="%.2f" fill="%s"%s/>', x, y, w, h, fill or "none",
-    stroke and fmt(' stroke="%s"', stroke) or ""))
-end
-function SvgCanvas:line(x1, y1, x2, y2, color, width, dash)
-  self:add(fmt('<line x1="%.2f" y1="%.2f" x2="%.2f" y2="%.2f" stroke="%s"%s%s/>', x1, y1, x2, y2, color,
-    width and fmt(' stroke-width="%g"', width) or "", dash and fmt(' stroke-dasharray="%s"', dash) or ""))
-end
-function SvgCanvas:path(xs, ys, color, width, dash, opacity, class)
-  local d = {}
-  for i = 1, #xs do d[i] = fmt("%s%.2f %.2f", i == 1 and "M" or " L", xs[i], ys[i]) end
-  self:add(fmt('<path%s d="%s" fill="none" stroke="%s" stroke-width="%g" stroke-linejoin="round"%s%s/>',
-    class and fmt(' class="%s"', class) or "", concat(d), color, width,
-    dash and fmt(' stroke-dasharray="%s"', dash) or "", opacity and fmt(' stroke-opacity="%g"', opacity) or ""))
-end
-function SvgCanvas:circle(x, y, r, color) self:add(fmt('<circle cx="%.2f" cy="%.2f" r="%g" fill="%s"/>', x, y, r, color)) end
--- opts: anchor ("start", "middle", "end"), size, bold, color, middle (vertically centred), rotate (-90)
-function SvgCanvas:text(x, y, s, opts)
-  opts = opts or {}
-  local attrs = {}
-  if opts.anchor and opts.anchor ~= "start" then attrs[#attrs + 1] = fmt('text-anchor="%s"', opts.anchor) end
-  if opts.middle then attrs[#attrs + 1] = 'dominant-baseline="middle"' end
-  if opts.size then attrs[#attrs + 1] = fmt('font-size="%d"', opts.size) end
-  if opts.bold then attrs[#attrs + 1] = 'font-weight="bold"' end
-  if opts.color then attrs[#attrs + 1] = fmt('fill="%s"', opts.color) end
-  local a = #attrs > 0 and " " .. concat(attrs, " ") or ""
-  if opts.rotate then
-    self:add(fmt('<text transform="translate(%.2f,%.2f) rotate(%d)"%s>%s</text>', x, y, opts.rotate, a, esc(s)))
-  else
-    self:add(fmt('<text x="%.2f" y="%.2f"%s>%s</text>', x, y, a, esc(s)))
-  end
-end
-function SvgCanvas:finish()
-  self:add("</svg>")
-  return concat(self.out, "\n") .. "\n"
-end
-function SvgCanvas:save(path)
-  local f, err = io.open(path, "wb")
-  if not f then fail("cannot write %s: %s", path, (err or "?"):gsub("^[^:]*: ", "")) end
-  local ok, werr = f:write(self:finish())
-  f:close()
-  if not ok then fail("cannot write %s: %s", path, tostring(werr)) end
-end
-
 -- rough width of a label in pixels at font size 11 (DejaVu Sans averages ~0.6 em a character)
 local function text_w(s) return #s * 6.6 end
 
@@ -518,7 +293,7 @@ local function draw_panel(cv, index, p, runs, style, x_name, xaxis, ox, oy, head
   cv:group_end()
 end
 
--- The figure on a canvas: make(width, height, title) returns the canvas (svg_canvas, or plot_png's); returns
+-- The figure on a canvas: make(width, height, title) returns the canvas (lutra.plot_svg's or plot_png's); returns
 -- the canvas, drawn, and the number of panels.
 local function draw(runs, opts, make)
   opts = opts or {}

@@ -10,6 +10,7 @@
 local M = {}
 
 local floor, ceil, min, max, sqrt = math.floor, math.ceil, math.min, math.max, math.sqrt
+local fail = require("lutra.plot_read").fail
 
 local SCALE = 2
 
@@ -60,7 +61,7 @@ local function rgb(color)
     r, g, b = color:match("^#(%x)(%x)(%x)$")
     if r then r, g, b = r .. r, g .. g, b .. b end
   end
-  if not r then error("lutra.plot: the PNG canvas has no colour '" .. tostring(color) .. "'", 0) end
+  if not r then fail("the PNG canvas has no colour '%s'", tostring(color)) end
   return { tonumber(r, 16) / 255, tonumber(g, 16) / 255, tonumber(b, 16) / 255 }
 end
 
