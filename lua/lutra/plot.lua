@@ -286,8 +286,8 @@ local function draw_panel(cv, index, p, runs, style, x_name, xaxis, ox, oy, head
     else
       cv:path(xs, ys, color, 1.6, dash, nil, "curve")
     end
-    if #m.xs < DOTS_BELOW then
-      for i = 1, #m.xs do cv:circle(xs[i], py(m.ys[i]), 2.6, color) end
+    if #m.xs < DOTS_BELOW then -- the data's points (faint, as the raw curve, when the curve is smoothed)
+      for i = 1, #m.xs do cv:circle(xs[i], py(m.ys[i]), 2.6, color, smooth_k and smooth_k > 1 and 0.35 or nil) end
     end
   end
   cv:group_end()
@@ -355,8 +355,12 @@ local function draw(runs, opts, make)
   local panel_head = PAD_T + legend_rows * LEGEND_ITEM_H
   local panel_h = panel_head + PANEL_H
   local height = head + grid_rows * panel_h + MARGIN
-  local title = (opts.title or "learning curves: ") .. concat(multi and labels or { runs[1].path }, ", ")
-  if opts.title and not multi then title = opts.title end
+  local title = opts.title
+  if not title then -- several runs: the legend names them
+    title = multi and fmt("learning curves of %d runs", #runs) or "learning curves: " .. runs[1].path
+  end
+  local room = floor((width - 2 * MARGIN) / 9.6) -- characters of the 16-pixel title that fit
+  if #title > room then title = title:sub(1, 18) .. "..." .. title:sub(#title - room + 22) end
 
   local cv = make(width, height, title)
   cv:rect(0, 0, width, height, "white")

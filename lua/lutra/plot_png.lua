@@ -69,24 +69,23 @@ local Canvas = {}
 Canvas.__index = Canvas
 
 --- A canvas of the figure's size (the image is SCALE times larger); :save(path) writes the PNG file.
+--- Only the pixels drawn on are kept (sparse tables by pixel index); the rest are the background colour.
 function M.canvas(width, height, title)
   local W, H = ceil(width * SCALE), ceil(height * SCALE)
-  local c = setmetatable({ W = W, H = H, title = title, r = {}, g = {}, b = {} }, Canvas)
-  for i = 1, W * H do c.r[i], c.g[i], c.b[i] = 1, 1, 1 end
-  return c
+  return setmetatable({ W = W, H = H, title = title, bg = NAMED.white, r = {}, g = {}, b = {} }, Canvas)
 end
 
 -- blends colour col into pixel (x, y) (0-based) with opacity a
 function Canvas:blend(x, y, col, a)
   if x < 0 or y < 0 or x >= self.W or y >= self.H or a <= 0 then return end
   local i = y * self.W + x + 1
+  local r, g, b = self.r, self.g, self.b
   if a >= 1 then
-    self.r[i], self.g[i], self.b[i] = col[1], col[2], col[3]
+    r[i], g[i], b[i] = col[1], col[2], col[3]
   else
-    local r, g, b = self.r, self.g, self.b
-    r[i] = r[i] + (col[1] - r[i]) * a
-    g[i] = g[i] + (col[2] - g[i]) * a
-    b[i] = b[i] + (col[3] - b[i]) * a
+    local bg = self.bg
+    local pr, pg, pb = r[i] or bg[1], g[i] or bg[2], b[i] or bg[3]
+    r[i], g[i], b[i] = pr + (col[1] - pr) * a, pg + (col[2] - pg) * a, pb + (col[3] - pb) * a
   end
 end
 
@@ -98,8 +97,12 @@ function Canvas:rect(x, y, w, h, fill, stroke)
   if f then
     local x0, y0 = max(0, floor(x * SCALE + 0.5)), max(0, floor(y * SCALE + 0.5))
     local x1, y1 = min(self.W, floor((x + w) * SCALE + 0.5)), min(self.H, floor((y + h) * SCALE + 0.5))
-    for py = y0, y1 - 1 do
-      for px = x0, x1 - 1 do self:blend(px, py, f, 1) end
+    if x0 == 0 and y0 == 0 and x1 == self.W and y1 == self.H then -- the whole image: its background
+      self.bg, self.r, self.g, self.b = f, {}, {}, {}
+    else
+      for py = y0, y1 - 1 do
+        for px = x0, x1 - 1 do self:blend(px, py, f, 1) end
+      end
     end
   end
   if stroke then
@@ -189,10 +192,10 @@ function Canvas:line(x1, y1, x2, y2, color, width, dash)
   self:path({ x1, x2 }, { y1, y2 }, color, width or 1, dash)
 end
 
-function Canvas:circle(x, y, r, color)
+function Canvas:circle(x, y, r, color, opacity)
   local cov = {}
   self:segment(cov, x * SCALE, y * SCALE, x * SCALE, y * SCALE, 2 * r * SCALE)
-  self:fill_coverage(cov, rgb(color), 1)
+  self:fill_coverage(cov, rgb(color), opacity or 1)
 end
 
 -- opts as the SVG canvas's: anchor, size, bold, color, middle, rotate (-90)
@@ -233,14 +236,22 @@ function Canvas:text(x, y, s, opts)
   end
 end
 
---- Writes the image to path as a PNG file (atomically, as lt.utils.save_image).
+--- Writes the image to path as a PNG file (atomically, as lt.utils.save_image): the background, with the
+--- drawn pixels scattered into it.
 function Canvas:save(path)
   local lt = require "lutra"
-  local W, H = self.W, self.H
-  local flat = {}
-  local n = W * H
-  for i = 1, n do flat[i], flat[n + i], flat[2 * n + i] = self.r[i], self.g[i], self.b[i] end
-  lt.utils.save_image(lt.tensor(flat):view(3, H, W), path, { padding = 0 })
+  local n = self.W * self.H
+  local idx, r, g, b = {}, {}, {}, {}
+  for i, v in pairs(self.r) do
+    local k = #idx + 1
+    idx[k], r[k], g[k], b[k] = i, v, self.g[i], self.b[i]
+  end
+  local img = lt.empty(3, n)
+  for c = 1, 3 do img:narrow(1, c, 1):fill_(self.bg[c]) end
+  if #idx > 0 then
+    img = img:scatter(2, lt.tensor({ idx, idx, idx }, "int64"), lt.tensor { r, g, b })
+  end
+  lt.utils.save_image(img:view(3, self.H, self.W), path, { padding = 0 })
 end
 
 return M

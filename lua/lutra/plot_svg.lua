@@ -46,7 +46,10 @@ function SvgCanvas:path(xs, ys, color, width, dash, opacity, class)
     class and fmt(' class="%s"', class) or "", concat(d), color, width,
     dash and fmt(' stroke-dasharray="%s"', dash) or "", opacity and fmt(' stroke-opacity="%g"', opacity) or ""))
 end
-function SvgCanvas:circle(x, y, r, color) self:add(fmt('<circle cx="%.2f" cy="%.2f" r="%g" fill="%s"/>', x, y, r, color)) end
+function SvgCanvas:circle(x, y, r, color, opacity)
+  self:add(fmt('<circle cx="%.2f" cy="%.2f" r="%g" fill="%s"%s/>', x, y, r, color,
+    opacity and fmt(' fill-opacity="%g"', opacity) or ""))
+end
 -- opts: anchor ("start", "middle", "end"), size, bold, color, middle (vertically centred), rotate (-90)
 function SvgCanvas:text(x, y, s, opts)
   opts = opts or {}
