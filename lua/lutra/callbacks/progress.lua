@@ -15,7 +15,7 @@
 --   Epoch 3: 1000/1000 batches [00:05, 192.31it/s, loss=0.512, val_loss=0.401, v_num=0]
 -- Metrics: "loss" (the mean training loss over the last 20 batches, from training_step's output), the
 -- trainer's progress_bar_metrics (self:log(..., {prog_bar=true})) sorted by name, and "v_num" (the
--- logger's version). Numbers show 3 significant digits, the rate too.
+-- logger's version). Numbers show 3 significant digits (the shorter of 0.000312 and 3.12e-4), the rate too.
 -- The terminal line fits the terminal's width: the bar shrinks (40 cells down to 10), then v_num and the
 -- rate go, then the bar; only then are metrics left out, whole, from the last, with "…" in their place. At
 -- 80 columns:
@@ -70,13 +70,17 @@ local function clock(s)
   return fmt("%02d:%02d", m, sec)
 end
 
+local function short_exp(s) return (s:gsub("e%+0*(%d)", "e+%1"):gsub("e%-0*(%d)", "e-%1")) end
+
+-- 3 significant digits (Lightning's .3g), in the shorter of the plain and the scientific form, as tqdm's
+-- format_num: 0.512, 3.12e-4 (not 0.000312), 1.23e+5
 local function num(v)
   if type(v) ~= "number" then return tostring(v) end
   if v ~= v then return "nan" end
   if v == floor(v) and math.abs(v) < 1e15 then return fmt("%d", v) end
-  local s = fmt("%.3g", v)
-  s = s:gsub("e%+0*(%d)", "e+%1"):gsub("e%-0*(%d)", "e-%1")
-  return s
+  local g, e = short_exp(fmt("%.3g", v)), short_exp(fmt("%.2e", v))
+  if #e < #g then return e end
+  return g
 end
 
 -- 3 significant digits (88.1it/s, 7.25it/s, 1234it/s), as the metrics: the bar's line is short
