@@ -285,6 +285,15 @@ describe("ProgressBar", function()
     end)
   end
 
+  it("shows numbers with 3 significant digits in the shorter of the plain and the scientific form", function()
+    local num = lt.callbacks.ProgressBar._format.num
+    assert.are.same({ "0.512", "3.12e-4", "1.48e-8", "1.23e+5", "0.05", "0.00123", "7", "nan" },
+      { num(0.51234), num(0.00031234), num(1.4812e-8), num(123456.7), num(0.05), num(0.0012345), num(7), num(0 / 0) })
+    local rate = lt.callbacks.ProgressBar._format.rate_text
+    assert.are.same({ "88.1it/s", "7.25it/s", "1234it/s", "2.50s/it" },
+      { rate(881, 10), rate(29, 4), rate(12340, 10), rate(2, 5) })
+  end)
+
   it("RichProgressBar's metrics line keeps whole metrics in a narrow terminal", function()
     local lines = drawn_lines(lt.callbacks.RichProgressBar, 40, { multiline = true, color = false })
     local metric_lines = 0
