@@ -35,7 +35,7 @@ local function has_text(lines)
 end
 
 local function parse_page(file, text, idx)
-  local page = { file = file, stem = file:gsub("%.md$", ""), names = {} }
+  local page = { file = file, stem = file:gsub("%.md$", ""), names = {}, seen = {} }
   local entry, in_code = nil, false
   local function close()
     if entry then trim_blank(entry.body) end
@@ -49,7 +49,7 @@ local function parse_page(file, text, idx)
       local name = title:match("^`([^`({%s]+)")
       if #hashes == 1 and not page.title then page.title = title:gsub("`", "") end
       if name then
-        if not (entry and not has_text(entry.body)) then -- headings in a row share the text below them
+        if entry == nil or has_text(entry.body) then -- (headings in a row share the text below them)
           close()
           entry = { file = file, headings = {}, body = {} }
         end
@@ -62,9 +62,12 @@ local function parse_page(file, text, idx)
           idx.by_last[last] = idx.by_last[last] or {}
           local l = idx.by_last[last]
           l[#l + 1] = name
+        end
+        if list[#list] ~= entry then list[#list + 1] = entry end
+        if not page.seen[name] then
+          page.seen[name] = true
           page.names[#page.names + 1] = name
         end
-        list[#list + 1] = entry
       else
         close()
       end
