@@ -33,77 +33,10 @@ local function documented_names()
   return names
 end
 
--- The keys a table loads on first use: the string keys of the tables its metatable's __index function
--- closes over (lutra's lazy submodule lists). Reading them loads the submodule, as a user's access would.
-local function lazy_keys(t)
-  local keys = {}
-  local mt = getmetatable(t)
-  if type(mt) == "table" and type(mt.__index) == "function" then
-    local i = 1
-    while true do
-      local name, v = debug.getupvalue(mt.__index, i)
-      if not name then break end
-      if type(v) == "table" and name ~= "_ENV" then -- 5.2+: _ENV is the globals, not a submodule list
-        for k in pairs(v) do if type(k) == "string" then keys[#keys + 1] = k end end
-      end
-      i = i + 1
-    end
-  end
-  return keys
-end
-
-local function public_keys(t)
-  local keys = {}
-  for k in pairs(t) do
-    if type(k) == "string" and k:sub(1, 1) ~= "_" then keys[k] = true end
-  end
-  for _, k in ipairs(lazy_keys(t)) do
-    if k:sub(1, 1) ~= "_" then keys[k] = true end
-  end
-  local list = {}
-  for k in pairs(keys) do list[#list + 1] = k end
-  table.sort(list)
-  return list
-end
-
--- Every public name, as the docs spell it: "lt.x", "lt.nn.Linear", "x:method", "trainer:fit", ...
--- Submodules (tables that lutra returns as namespaces) are walked; classes are walked with their prefix.
-local function public_api(lt)
-  local names, errors = {}, {}
-  local namespaces = { lt = true, ["lt.nn"] = true, ["lt.F"] = true, ["lt.optim"] = true,
-    ["lt.optim.lr_scheduler"] = true, ["lt.data"] = true, ["lt.callbacks"] = true, ["lt.loggers"] = true,
-    ["lt.nn.init"] = true, ["lt.nn.utils"] = true, ["lt.plot"] = true, ["lt.distributed"] = true,
-    ["lt.metrics"] = true, ["lt.utils"] = true }
-  local classes = { ["lt.Trainer"] = "trainer:", ["lt.Loop"] = "loop:", ["lt.nn.Module"] = "m:" }
-  local function walk(prefix, t)
-    for _, k in ipairs(public_keys(t)) do
-      local full = prefix .. "." .. k
-      names[#names + 1] = full
-      local ok, v = pcall(function() return t[k] end)
-      if not ok then
-        errors[#errors + 1] = full .. " does not load: " .. tostring(v)
-      elseif type(v) == "table" and namespaces[full] then
-        walk(full, v)
-      elseif type(v) == "table" and classes[full] then
-        for _, m in ipairs(public_keys(v)) do
-          if type(v[m]) == "function" then names[#names + 1] = classes[full] .. m end
-        end
-      end
-    end
-  end
-  -- load the namespaces whose loaders are not table-driven (lt.optim.lr_scheduler), as a user's access does
-  for full in pairs(namespaces) do
-    local t = lt
-    for part in full:gmatch("[^.]+") do
-      if part ~= "lt" and type(t) == "table" then
-        local ok, v = pcall(function() return t[part] end)
-        t = ok and v or nil
-      end
-    end
-  end
-  walk("lt", lt)
-  for _, m in ipairs(public_keys(lt.Tensor.methods)) do names[#names + 1] = "x:" .. m end
-  table.sort(names)
+-- Every public name, as the docs spell it: "lt.x", "lt.nn.Linear", "x:method", "trainer:fit", ... (the walk
+-- lt.help's index is checked against too: lua/lutra/help.lua, public_api), and the names that failed to load.
+local function public_api()
+  local names, _, errors = require("lutra.help").public_api()
   return names, errors
 end
 

@@ -217,6 +217,96 @@ describe("ProgressBar", function()
     return table.concat(buf)
   end
 
+  -- Every line a terminal bar of `width` columns drew while fitting with the running loss, a long prog_bar
+  -- metric and the logger's v_num: returns the lines (ESC[K and \r removed).
+  local function drawn_lines(bar_class, width, extra)
+    local buf = {}
+    local opts = { tty = true, width = width, stream = { write = function(_, ...)
+      for _, s in ipairs { ... } do buf[#buf + 1] = s end end, flush = function() end } }
+    for k, v in pairs(extra or {}) do opts[k] = v end
+    lt.manual_seed(0)
+    local ds = lt.data.TensorDataset(lt.randn(40, 2), lt.randn(40, 1))
+    local model = { fc = lt.nn.Linear(2, 1) }
+    function model:training_step(b)
+      local l = lt.F.mse_loss(self.fc(b[1]), b[2])
+      self:log("val_accuracy", 0.87654, { prog_bar = true })
+      return l
+    end
+    function model:configure_optimizers() return lt.optim.SGD(lt.nn.parameters(self), { lr = 0.1 }) end
+    local root = tmpdir()
+    local t = lt.Trainer { max_epochs = 1, enable_checkpointing = false, enable_model_summary = false,
+      default_root_dir = root, callbacks = { bar_class(opts) } }
+    -- a clock that advances a second per reading: every batch is drawn
+    local now, clock = lt._io.now, 0
+    lt._io.now = function() clock = clock + 1 return clock end
+    local ok, err = pcall(t.fit, t, model, lt.data.DataLoader(ds, { batch_size = 4 }))
+    lt._io.now = now
+    rmrf(root)
+    assert(ok, err)
+    local lines = {}
+    for line in table.concat(buf):gsub("\27%[K", ""):gsub("\27%[%d*A", "\n"):gmatch("[^\r\n]+") do
+      lines[#lines + 1] = line
+    end
+    return lines
+  end
+
+  local function ulen(s) return select(2, s:gsub("[^\128-\191]", "")) end
+  local NAMES = { loss = true, val_accuracy = true, v_num = true }
+
+  for _, width in ipairs { 80, 60 } do
+    it("at " .. width .. " columns keeps the line within the width, every metric name whole", function()
+      local lines = drawn_lines(lt.callbacks.ProgressBar, width)
+      assert.is_true(#lines >= 10, #lines .. " lines")
+      local shown = 0
+      for _, l in ipairs(lines) do
+        assert.is_true(ulen(l) <= width - 1, ulen(l) .. " cells: " .. l)
+        assert.matches("^Epoch 0: +%d+%%.* %d+/10 %[%d%d:%d%d<[%d:?]+.*%]$", l) -- nothing cut at the end
+        local tail = l:match("%[(.*)%]$")
+        for item in tail:gmatch("[^,]+") do
+          item = item:match("^%s*(.-)%s*$")
+          local name = item:match("^([%w_]+)=")
+          if name then
+            assert.is_true(NAMES[name], "a cut name '" .. name .. "' in: " .. l)
+            assert.matches("^[%w_]+=%-?[%d.]+[%de%-]*$", item)
+            shown = shown + 1
+          else
+            item = item:gsub("^%d+/10 %[", "")
+            assert.truthy(item:match("^[%d:<?]+$") or item:match("^[%d.?]+it/s$") or item == "…", item)
+          end
+        end
+      end
+      assert.is_true(shown > 0, "no metric shown at " .. width .. " columns")
+      if width == 80 then -- the bar shrinks and stays (v_num and the rate give way): both metrics fit beside it
+        assert.matches("^Epoch 0: 100%%|[^|]+| 10/10 %[%d%d:%d%d<00:00, loss=[%d.e%-]+, val_accuracy=0.877%]$",
+          lines[#lines])
+      else -- at 60 the last metrics go whole, an ellipsis in their place
+        assert.matches(", …%]$", lines[#lines])
+      end
+    end)
+  end
+
+  it("shows numbers with 3 significant digits in the shorter of the plain and the scientific form", function()
+    local num = lt.callbacks.ProgressBar._format.num
+    assert.are.same({ "0.512", "3.12e-4", "1.48e-8", "1.23e+5", "0.05", "0.00123", "7", "nan" },
+      { num(0.51234), num(0.00031234), num(1.4812e-8), num(123456.7), num(0.05), num(0.0012345), num(7), num(0 / 0) })
+    local rate = lt.callbacks.ProgressBar._format.rate_text
+    assert.are.same({ "88.1it/s", "7.25it/s", "1234it/s", "2.50s/it" },
+      { rate(881, 10), rate(29, 4), rate(12340, 10), rate(2, 5) })
+  end)
+
+  it("RichProgressBar's metrics line keeps whole metrics in a narrow terminal", function()
+    local lines = drawn_lines(lt.callbacks.RichProgressBar, 40, { multiline = true, color = false })
+    local metric_lines = 0
+    for _, l in ipairs(lines) do
+      assert.is_true(ulen(l) <= 39, l)
+      if l:find("^loss: ") then
+        metric_lines = metric_lines + 1
+        assert.matches("^loss: [%d.e%-]+  val_accuracy: 0.877  …$", l)
+      end
+    end
+    assert.is_true(metric_lines > 0, table.concat(lines, "\n"))
+  end)
+
   it("writes to a given stream, plain when it is not the terminal", function()
     assert.matches("^Epoch 0: 3/3 batches %[00:00, [%d.]+it/s, loss=[%d.e%-]+%]\n$", fit_into_buffer(6, 2, {}))
   end)

@@ -39,6 +39,7 @@ void l_metrics_register(lua_State *L); /* l_metrics.c: the counting kernels of l
 void l_prof_register(lua_State *L);      /* l_prof.c: _detect_anomaly */
 void l_tb_register(lua_State *L);        /* l_tb.c: _tb_open (TensorBoard event files) */
 void l_json_line_register(lua_State *L); /* l_json_line.c: _json_line (JSON-lines rows) */
+void l_docs_register(lua_State *L);      /* l_docs.c: _doc_pages (the reference pages, for lt.help) */
 /* recurrent layers */
 void l_nn_rnn_register(lua_State *L); /* l_nn_rnn.c: _nn.rnn_layer (RNN, GRU, LSTM) */
 
@@ -186,6 +187,7 @@ static int open_with_upvalues(lua_State *L) {
   l_prof_register(L);      /* [tools: profiler, loggers] */
   l_tb_register(L);
   l_json_line_register(L);
+  l_docs_register(L);
   l_nn_rnn_register(L); /* recurrent layers (after l_nn_register: adds to _nn) */
   static const luaL_Reg misc[] = { { "interrupt", l_interrupt },
                                    { "interrupt_pending", l_interrupt_pending },

@@ -6,7 +6,8 @@
  *   lutra -i [SCRIPT]               runs the script, then opens the REPL
  *   lutra                           the REPL when stdin is a terminal, else runs stdin as a script
  *   lutra --version                 lutra <version> (LuaJIT ...)
- *   lutra plot METRICS.csv [-o out.svg]   learning curves as SVG (lua/lutra/plot.lua)
+ *   lutra plot METRICS.csv|METRICS.jsonl ... [--metrics a,b] [--x step|epoch] [--smooth K] [-o out.svg|out.png]
+ *                                   learning curves of one or several runs (lua/lutra/plot.lua)
  *   lutra fit|validate|test|predict CONFIG.lua [--trainer.K V] ...   the config CLI (lua/lutra/cli.lua)
  *
  * `require "lutra"` works everywhere (lutra_preload); `lt` is a global only in the REPL.
@@ -33,7 +34,8 @@
 static void cli_usage(FILE *f)
 {
   fputs("usage: lutra [options] [script [args...]]\n"
-        "       lutra plot METRICS.csv [-o out.svg]\n"
+        "       lutra plot METRICS.csv|METRICS.jsonl ... [--metrics a,b] [--x step|epoch] [--smooth K]\n"
+        "                  [-o out.svg|out.png]\n"
         "       lutra fit|validate|test|predict CONFIG.lua [--trainer.KEY VALUE] [--help]\n"
         "Options:\n"
         "  -e chunk   run the string 'chunk' (may repeat)\n"
@@ -317,8 +319,8 @@ static int cli_stdin_script(lua_State *L)
   return cli_status(L, status);
 }
 
-/* A subcommand: require(module).main([command, ]args) returns the exit status. `lutra plot METRICS.csv
- * [-o out.svg]` (lutra.plot: main(args)); `lutra fit|validate|test|predict CONFIG.lua ...` (lutra.cli:
+/* A subcommand: require(module).main([command, ]args) returns the exit status. `lutra plot FILES... [options]`
+ * (lutra.plot: main(args), which reads its options); `lutra fit|validate|test|predict CONFIG.lua ...` (lutra.cli:
  * main(command, args)). */
 static int cli_subcommand(lua_State *L, const char *module, int with_command, char **argv, int argc)
 {

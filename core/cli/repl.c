@@ -14,7 +14,7 @@
  *   see sigint.c. The chunk's own code runs with the JIT off so that `while true do end` typed at the
  *   prompt can be interrupted; functions it defines are compiled as usual.
  * - `lt` is a global here (and only here): `lt = require "lutra"`, loaded on first use, and only if the
- *   require succeeds.
+ *   require succeeds; so is `help` (lua/lutra/help.lua): `help` shows the topics, `help(x)` an entry.
  * When stdin is not a terminal (`lutra -i < file`), lines are read with fgets and no editing.
  */
 #include <errno.h>
@@ -288,20 +288,30 @@ static void repl_edit_init(void)
 
 /* ---- evaluation ----------------------------------------------------------------------------- */
 
-/* `lt` on first use: a metatable on _G whose __index loads lutra (once) when "lt" is read. */
+/* `lt` and `help` on first use: a metatable on _G whose __index loads lutra (once) when "lt" is read, and
+ * lutra.help's `help` (prints the overview when shown, an entry when called: help(lt.nn.Linear)) when "help" is. */
 static const char repl_lt_code[] =
-    "if rawget(_G, 'lt') ~= nil then return end\n"
-    "local function load()\n"
-    "  local ok, mod = pcall(require, 'lutra')\n"
-    "  if ok then rawset(_G, 'lt', mod) return mod end\n"
-    "  io.stderr:write('lutra: require \"lutra\" failed, so `lt` is not defined: ', tostring(mod), '\\n')\n"
+    "local lazy = {}\n"
+    "if rawget(_G, 'lt') == nil then lazy.lt = true end\n"
+    "if rawget(_G, 'help') == nil then lazy.help = true end\n"
+    "if next(lazy) == nil then return end\n"
+    "local function load(k)\n"
+    "  local ok, mod = pcall(require, k == 'lt' and 'lutra' or 'lutra.help')\n"
+    "  if ok then\n"
+    "    local v = k == 'lt' and mod or mod.repl_help\n"
+    "    rawset(_G, k, v)\n"
+    "    return v\n"
+    "  end\n"
+    "  io.stderr:write('lutra: require \"', k == 'lt' and 'lutra' or 'lutra.help', '\" failed, so `', k,\n"
+    "    '` is not defined: ', tostring(mod), '\\n')\n"
     "end\n"
-    "if getmetatable(_G) ~= nil then load() return end\n"
-    "local mt = { __lazy = { lt = true } }\n"
+    "if getmetatable(_G) ~= nil then for k in pairs(lazy) do load(k) end return end\n"
+    "local mt = { __lazy = lazy }\n"
     "function mt.__index(t, k)\n"
-    "  if k ~= 'lt' then return nil end\n"
-    "  if getmetatable(_G) == mt then setmetatable(_G, nil) end\n"
-    "  return load()\n"
+    "  if not lazy[k] then return nil end\n"
+    "  lazy[k] = nil\n"
+    "  if next(lazy) == nil and getmetatable(_G) == mt then setmetatable(_G, nil) end\n"
+    "  return load(k)\n"
     "end\n"
     "setmetatable(_G, mt)\n";
 

@@ -15,7 +15,11 @@
 --   Epoch 3: 1000/1000 batches [00:05, 192.31it/s, loss=0.512, val_loss=0.401, v_num=0]
 -- Metrics: "loss" (the mean training loss over the last 20 batches, from training_step's output), the
 -- trainer's progress_bar_metrics (self:log(..., {prog_bar=true})) sorted by name, and "v_num" (the
--- logger's version). Numbers show 3 significant digits.
+-- logger's version). Numbers show 3 significant digits (the shorter of 0.000312 and 3.12e-4), the rate too.
+-- The terminal line fits the terminal's width: the bar shrinks (40 cells down to 10), then v_num and the
+-- rate go, then the bar; only then are metrics left out, whole, from the last, with "…" in their place. At
+-- 80 columns:
+--   Epoch 3:  45%|█████▍      | 450/1000 [00:05<00:06, loss=0.512, val_acc=0.871]
 --
 -- Options: refresh_rate (1: redraw at most every n batches), stream (io.stdout), tty (default: the stream
 -- is stdout and stdout is a terminal), width (default: the terminal's width, else 100).
@@ -66,20 +70,31 @@ local function clock(s)
   return fmt("%02d:%02d", m, sec)
 end
 
+local function short_exp(s) return (s:gsub("e%+0*(%d)", "e+%1"):gsub("e%-0*(%d)", "e-%1")) end
+
+-- 3 significant digits (Lightning's .3g), in the shorter of the plain and the scientific form, as tqdm's
+-- format_num: 0.512, 3.12e-4 (not 0.000312), 1.23e+5
 local function num(v)
   if type(v) ~= "number" then return tostring(v) end
   if v ~= v then return "nan" end
   if v == floor(v) and math.abs(v) < 1e15 then return fmt("%d", v) end
-  local s = fmt("%.3g", v)
-  s = s:gsub("e%+0*(%d)", "e+%1"):gsub("e%-0*(%d)", "e-%1")
-  return s
+  local g, e = short_exp(fmt("%.3g", v)), short_exp(fmt("%.2e", v))
+  if #e < #g then return e end
+  return g
+end
+
+-- 3 significant digits (88.1it/s, 7.25it/s, 1234it/s), as the metrics: the bar's line is short
+local function per(r)
+  if r >= 100 then return fmt("%.0f", r) end
+  if r >= 10 then return fmt("%.1f", r) end
+  return fmt("%.2f", r)
 end
 
 local function rate_text(n, dt)
   if dt <= 0 or n == 0 then return "?it/s" end
   local r = n / dt
-  if r >= 1 then return fmt("%.2fit/s", r) end
-  return fmt("%.2fs/it", 1 / r)
+  if r >= 1 then return per(r) .. "it/s" end
+  return per(1 / r) .. "s/it"
 end
 
 -- number of characters (UTF-8 code points) of s
@@ -112,6 +127,30 @@ local function bar(frac, width)
     s = s .. string.rep(" ", width - full - 1)
   end
   return s
+end
+
+-- s cut to at most w code points at a word boundary (a space or ", "), never inside a name; "…" marks the cut
+local function cut_words(s, w)
+  if ulen(s) <= w then return s end
+  local head = utrunc(s, math.max(0, w - 1))
+  local at = head:match("^.*()[ ,]") -- the last boundary
+  if at then head = head:sub(1, at - 1):gsub("[ ,]+$", "") end
+  return head .. "…"
+end
+
+-- The metrics that fit in `room` columns, whole, joined by `sep`: the first k items, then "…" when some are
+-- left out (the ellipsis is counted in `room`). Returns the text and k.
+local function fit_items(items, sep, room)
+  local all = concat(items, sep)
+  if ulen(all) <= room then return all, #items end
+  for k = #items - 1, 0, -1 do
+    local parts = {}
+    for i = 1, k do parts[i] = items[i] end
+    parts[k + 1] = "…"
+    local s = concat(parts, sep)
+    if ulen(s) <= room then return s, k end
+  end
+  return "", 0
 end
 
 function ProgressBar:_width()
@@ -171,39 +210,77 @@ function ProgressBar:_begin(kind, desc, total)
   self._stage = { kind = kind, desc = desc, total = total, n = 0, t0 = IO.now(), last_draw = -1, last_n = 0 }
 end
 
+local MAX_BAR, MIN_BAR = 40, 10 -- cells
+
+-- The terminal line in `limit` columns. p: head ("Epoch 3: "), frac (nil: no total, no bar), pct ("45%"),
+-- count ("450/1000 [00:05<00:06"), rate ("88.1it/s"), metrics ({"loss=0.512", ...}), vnum ("v_num=0" or nil).
+-- When the whole line is too long, what gives way, in this order: the bar shrinks (40 cells down to 10); v_num
+-- goes, then the it/s rate; then the bar (the percentage stays); then metrics, whole, from the last, with "…"
+-- in their place. A metric's name is never cut; a line too narrow for even one is cut at a word boundary.
+local function fit_line(p, limit)
+  local function tail(k, rate, vnum)
+    local t = { p.count }
+    if rate then t[#t + 1] = p.rate end
+    for i = 1, k do t[#t + 1] = p.metrics[i] end
+    if k < #p.metrics then t[#t + 1] = "…" end
+    if vnum and p.vnum then t[#t + 1] = p.vnum end
+    return concat(t, ", ") .. "]"
+  end
+  local n = #p.metrics
+  if p.frac then
+    local left = p.head .. p.pct .. "|"
+    for _, v in ipairs { { true, true }, { true, false }, { false, false } } do
+      local t = tail(n, v[1], v[2])
+      local bw = math.min(MAX_BAR, limit - ulen(left) - 2 - ulen(t))
+      if bw >= MIN_BAR then return left .. bar(p.frac, bw) .. "| " .. t end
+    end
+  else
+    for _, v in ipairs { { true, true }, { true, false } } do
+      local t = p.head .. tail(n, v[1], v[2])
+      if ulen(t) <= limit then return t end
+    end
+  end
+  local head = p.frac and p.head .. p.pct .. " " or p.head
+  local room = limit - ulen(head) - ulen(p.count) - 3 -- ", " and "]"
+  local m, k = fit_items(p.metrics, ", ", room)
+  if k == 0 and m ~= "…" then return cut_words(head .. tail(0, false, false), limit) end
+  local t = p.count .. ", " .. m .. "]"
+  if p.frac then -- metrics are left out in any case: the bar comes back if it fits beside those that stay
+    local left = p.head .. p.pct .. "|"
+    local bw = math.min(MAX_BAR, limit - ulen(left) - 2 - ulen(t))
+    if bw >= MIN_BAR then return left .. bar(p.frac, bw) .. "| " .. t end
+  end
+  return head .. t
+end
+
 function ProgressBar:_text(trainer, final)
   local st = self._stage
   local dt = IO.now() - st.t0
-  local m = metrics_text(self:get_metrics(trainer))
+  local metrics = self:get_metrics(trainer)
   if not self.tty then
+    local m = metrics_text(metrics)
     local count = st.total and fmt("%d/%d batches", st.n, st.total) or fmt("%d batches", st.n)
     local tail = clock(dt) .. ", " .. rate_text(st.n, dt)
     if m ~= "" then tail = tail .. ", " .. m end
     return fmt("%s: %s [%s]", st.desc, count, tail)
   end
-  local width = self:_width()
-  local rate = rate_text(st.n, dt)
-  local tail
+  local p = { head = st.desc .. ": ", rate = rate_text(st.n, dt), metrics = {} }
+  for _, kv in ipairs(metrics) do
+    if kv[1] == "v_num" then p.vnum = "v_num=" .. num(kv[2])
+    else p.metrics[#p.metrics + 1] = kv[1] .. "=" .. num(kv[2]) end
+  end
   if st.total then
     local eta = st.n > 0 and (st.total - st.n) * dt / st.n or math.huge
     if final then eta = 0 end
-    tail = fmt("%d/%d [%s<%s, %s", st.n, st.total, clock(dt), clock(eta), rate)
-  else
-    tail = fmt("%dit [%s, %s", st.n, clock(dt), rate)
-  end
-  if m ~= "" then tail = tail .. ", " .. m end
-  tail = tail .. "]"
-  local head = st.desc .. ": "
-  if st.total and st.total > 0 then
-    local pct = floor(100 * st.n / st.total)
-    local left = fmt("%s%3d%%|", head, pct)
-    local bw = width - 1 - ulen(left) - 2 - ulen(tail)
-    if bw >= 6 then
-      return left .. bar(st.n / st.total, math.min(bw, 40)) .. "| " .. tail
+    p.count = fmt("%d/%d [%s<%s", st.n, st.total, clock(dt), clock(eta))
+    if st.total > 0 then
+      p.frac = st.n / st.total
+      p.pct = fmt("%3d%%", floor(100 * st.n / st.total))
     end
-    return utrunc(left:sub(1, -2) .. " " .. tail, width - 1)
+  else
+    p.count = fmt("%dit [%s", st.n, clock(dt))
   end
-  return utrunc(head .. tail, width - 1)
+  return fit_line(p, self:_width() - 1)
 end
 
 function ProgressBar:_write(s)
@@ -404,6 +481,6 @@ end
 
 -- for lua/lutra/callbacks/rich_progress.lua (the multi-line bar draws the same numbers)
 ProgressBar._format = { clock = clock, num = num, rate_text = rate_text, ulen = ulen, utrunc = utrunc,
-  total_of = total_of, metrics_text = metrics_text, EVAL_DESC = EVAL_DESC }
+  total_of = total_of, metrics_text = metrics_text, fit_items = fit_items, EVAL_DESC = EVAL_DESC }
 
 return ProgressBar

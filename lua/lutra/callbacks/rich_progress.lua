@@ -64,7 +64,7 @@ function Rich:_lines(trainer, final)
   local parts = {}
   for _, kv in ipairs(self:get_metrics(trainer)) do parts[#parts + 1] = kv[1] .. ": " .. F.num(kv[2]) end
   if #parts > 0 and (self._train or self._eval) then
-    lines[#lines + 1] = F.utrunc(paint(self, "2", concat(parts, "  ")), self:_width() - 1 + (self.color and 8 or 0))
+    lines[#lines + 1] = paint(self, "2", (F.fit_items(parts, "  ", self:_width() - 1))) -- whole metrics, "…" for the rest
   end
   return lines
 end
