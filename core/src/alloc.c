@@ -94,7 +94,7 @@ void *lt_alloc(size_t nbytes) {
     A.st.system_allocs++;
   }
   A.st.live_bytes += r;
-  A.st.total_allocated += r;
+  __atomic_add_fetch(&A.st.total_allocated, r, __ATOMIC_RELAXED); /* read without the lock (lt_alloc_total_allocated) */
   pthread_mutex_unlock(&A.lock);
   return p;
 }
@@ -129,8 +129,9 @@ uint64_t lt_alloc_total_allocated(void) { return __atomic_load_n(&A.st.total_all
 void lt_alloc_set_cache_limit(size_t bytes) {
   pthread_mutex_lock(&A.lock);
   A.cache_limit = bytes;
+  int over = A.st.cached_bytes > bytes;
   pthread_mutex_unlock(&A.lock);
-  if (A.st.cached_bytes > bytes) lt_alloc_trim();
+  if (over) lt_alloc_trim();
 }
 
 void lt_alloc_trim(void) {

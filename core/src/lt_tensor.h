@@ -9,6 +9,7 @@
 #ifndef LT_TENSOR_H
 #define LT_TENSOR_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -18,8 +19,11 @@
 
 typedef enum lt_dtype { LT_F32 = 0, LT_I64 = 1 } lt_dtype;
 
+/* Storages and tensor headers may be shared by threads (Lua states of their own, a C host's threads), so their
+ * counts are atomic (tensor.c: relaxed increments, acq_rel decrements); autograd nodes never leave the thread
+ * that built them and keep a plain count. A storage's `data` never changes after creation. */
 typedef struct lt_storage {
-  int64_t refcount;
+  _Atomic int64_t refcount;
   size_t nbytes;
   void *data;
 } lt_storage;
@@ -27,7 +31,7 @@ typedef struct lt_storage {
 struct lt_node;
 
 typedef struct lt_tensor {
-  int64_t refcount;
+  _Atomic int64_t refcount;
   lt_storage *storage;
   int64_t offset; /* in elements */
   int ndim;
