@@ -10,6 +10,7 @@
 local lt = require "lutra"
 local core = require "lutra.core"
 local H = require "lutra.nn.helpers"
+local util = require "lutra.util"
 local C = core._nn
 local FL = require "lutra.F_losses"
 
@@ -58,20 +59,24 @@ end
 --- embedding(indices int64 1-based, weight [n, d][, padding_idx])
 function F.embedding(idx, weight, padding_idx) return C.embedding(idx, weight, padding_idx) end
 
-function F.relu(x) return x:relu() end
-function F.leaky_relu(x, slope) return x:leaky_relu(slope or 0.01) end
+-- the activations that are tensor methods: argument 1 checked here (x:relu() of a number says nothing useful)
+local function tensor_in(fname, x) return util.check_arg(fname, 1, x, "tensor", 2) end
+
+function F.relu(x) return tensor_in("relu", x):relu() end
+function F.leaky_relu(x, slope) return tensor_in("leaky_relu", x):leaky_relu(slope or 0.01) end
 --- gelu(x[, {approximate = "none"|"tanh"}]): exact GELU (erf), or its tanh approximation (PyTorch's forms)
 function F.gelu(x, opts)
   local o = H.check_opts("gelu", opts, { approximate = "string" })
   local a = o.approximate or "none"
+  tensor_in("gelu", x)
   if a == "none" then return x:gelu() end
   if a == "tanh" then return core._gelu_tanh(x) end
   error("gelu: approximate must be \"none\" or \"tanh\", got \"" .. a .. "\"", 2)
 end
-function F.tanh(x) return x:tanh() end
-function F.sigmoid(x) return x:sigmoid() end
-function F.softmax(x, dim) return x:softmax(dim) end
-function F.log_softmax(x, dim) return x:log_softmax(dim) end
+function F.tanh(x) return tensor_in("tanh", x):tanh() end
+function F.sigmoid(x) return tensor_in("sigmoid", x):sigmoid() end
+function F.softmax(x, dim) return tensor_in("softmax", x):softmax(dim) end
+function F.log_softmax(x, dim) return tensor_in("log_softmax", x):log_softmax(dim) end
 
 -- ---- losses -----------------------------------------------------------------------------------------
 

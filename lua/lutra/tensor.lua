@@ -12,7 +12,8 @@ local function fmt_number(v, dtype, width, prec)
   return string.format("%" .. width .. "." .. prec .. "f", v)
 end
 
-local shape_str = require("lutra.util").shape_str
+local util = require "lutra.util"
+local shape_str = util.shape_str
 
 local MAX_SHOWN = 6 -- per dim, before eliding with "..."
 
@@ -93,8 +94,9 @@ end
 -- ---- reductions and helpers composed of the core's ops (autograd comes with them) ---------------------
 
 local function var_of(fname, x, dim, keepdim, opts)
-  opts = require("lutra.util").check_options(fname, opts, { unbiased = "boolean" }, 3)
+  opts = util.check_options(fname, opts, { unbiased = "boolean" }, 3)
   local unbiased = opts.unbiased ~= false
+  if dim ~= nil then dim = util.check_dim(fname, dim, x:dim(), 3) end
   local n = dim == nil and x:numel() or x:size(dim)
   local centred = x - (dim == nil and x:mean() or x:mean(dim, true))
   local ss = dim == nil and centred:square():sum() or centred:square():sum(dim, keepdim)
@@ -111,7 +113,7 @@ function methods.std(x, dim, keepdim, opts) return var_of("std", x, dim, keepdim
 --- x:argmin([dim[, keepdim]]): 1-based index of the minimum (the first one), over all elements (flat) or along dim.
 function methods.argmin(x, dim, keepdim)
   if dim == nil then return select(2, x:reshape(-1):min(1)) end
-  return select(2, x:min(dim, keepdim))
+  return select(2, x:min(util.check_dim("argmin", dim, x:dim()), keepdim))
 end
 
 --- x:split(size[, dim = 1]): views of x along dim in pieces of `size` (the last may be shorter), as a list.
@@ -134,7 +136,7 @@ function methods.chunk(x, n, dim)
 end
 
 for _, name in ipairs { "var", "std", "argmin", "split", "chunk", "allclose" } do
-  if rawget(core, name) == nil then core[name] = methods[name] end
+  if rawget(core, name) == nil then core[name] = util.tensor_function(name, methods[name]) end
 end
 
 

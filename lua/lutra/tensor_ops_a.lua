@@ -2,6 +2,7 @@
 -- (values gathered at argsort's indices), logsumexp, any/all, logical ops, repeat/tile, flip, roll, unbind
 -- and unflatten. Each is a tensor method and an lt.* function, with torch's names, 1-based dims.
 local core = require "lutra.core"
+local util = require "lutra.util"
 local methods = core.Tensor.methods
 
 local M = {}
@@ -33,13 +34,7 @@ local function options(fname, opts, known)
 end
 
 -- a 1-based dim (negative counts from the end) of a tensor with n dims, as a positive one
-local function norm_dim(fname, d, n)
-  if type(d) ~= "number" or d ~= math.floor(d) or d == 0 or d > n or d < -n then
-    error(string.format("%s: dim %s out of range for a %d-dimensional tensor (expected 1..%d, or -%d..-1)",
-      fname, tostring(d), n, n, n), 3)
-  end
-  return d < 0 and n + d + 1 or d
-end
+local function norm_dim(fname, d, n) return util.check_dim(fname, d, n, 3) end
 
 -- sizes given as varargs or as one table
 local function size_list(fname, ...)
@@ -85,20 +80,19 @@ end
 --- x:any([dim[, keepdim]]) / x:all(...): 0/1 float tensors (1 where any / all elements are non-zero)
 function M.any(x, dim, keepdim)
   if dim == nil then return x:ne(0):sum():gt(0) end
-  return x:ne(0):sum(dim, keepdim):gt(0)
+  return x:ne(0):sum(norm_dim("any", dim, x:dim()), keepdim):gt(0)
 end
 function M.all(x, dim, keepdim)
   if dim == nil then return x:eq(0):sum():eq(0) end
-  return x:eq(0):sum(dim, keepdim):eq(0)
+  return x:eq(0):sum(norm_dim("all", dim, x:dim()), keepdim):eq(0)
 end
 
-local function as_tensor(fname, v)
-  if not core.is_tensor(v) then error(fname .. ": expected a tensor, got " .. type(v), 3) end
-  return v
+local function as_tensor(fname, n, v) return util.check_arg(fname, n, v, "tensor", 2) end
+function M.logical_and(a, b) return as_tensor("logical_and", 1, a):ne(0) * as_tensor("logical_and", 2, b):ne(0) end
+function M.logical_or(a, b)
+  return (as_tensor("logical_or", 1, a):ne(0) + as_tensor("logical_or", 2, b):ne(0)):gt(0)
 end
-function M.logical_and(a, b) return as_tensor("logical_and", a):ne(0) * as_tensor("logical_and", b):ne(0) end
-function M.logical_or(a, b) return (as_tensor("logical_or", a):ne(0) + as_tensor("logical_or", b):ne(0)):gt(0) end
-function M.logical_not(a) return as_tensor("logical_not", a):eq(0) end
+function M.logical_not(a) return as_tensor("logical_not", 1, a):eq(0) end
 
 -- x repeated sizes[i] times along dim i (x's dims aligned to the last sizes): x seen as [1, s1, 1, s2, ...],
 -- expanded to [r1, s1, r2, s2, ...], then merged pairwise
@@ -256,10 +250,13 @@ function M.unflatten(x, dim, sizes)
   return x:view(out)
 end
 
+-- (logical_* take tensors in every position and check them all themselves)
+local plain = { logical_and = true, logical_or = true, logical_not = true }
 for name, f in pairs(M) do
   methods[name] = f
-  if rawget(core, name) == nil then core[name] = f end
+  if rawget(core, name) == nil then core[name] = plain[name] and f or util.tensor_function(name, f) end
 end
-core.norm, core.round = M.norm, M.round -- they replace the C forms they wrap
+-- they replace the C forms they wrap
+core.norm, core.round = util.tensor_function("norm", M.norm), util.tensor_function("round", M.round)
 
 return M
