@@ -451,7 +451,7 @@ describe("fuzz: data", function()
     { "DataLoader samples of different shapes", function()
       local dl = D.DataLoader({ len = function() return 3 end, get = function(_, i) return { z(i) } end }, { batch_size = 2 })
       for _ in dl:iter() do end
-    end, "^DataLoader: cannot stack field 1 of the samples: stack: tensor 2 has shape %[2%], tensor 1 has %[1%]" },
+    end, "^default_collate: cannot stack field 1 of the samples: stack: tensor 2 has shape %[2%], tensor 1 has %[1%]" },
     { "DataLoader get returning nil", function()
       local dl = D.DataLoader({ len = function() return 3 end, get = function() return nil end }, { batch_size = 2 })
       for _ in dl:iter() do end
