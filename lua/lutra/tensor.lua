@@ -73,7 +73,9 @@ methods.shape_str = shape_str
 --- torch.allclose): NaN is close to nothing, equal infinities are close; shapes that cannot be broadcast are an error.
 function methods.allclose(a, b, rtol, atol)
   rtol, atol = rtol or 1e-5, atol or 1e-8
-  if not core.is_tensor(b) then error("allclose: expected a tensor to compare with, got " .. type(b), 2) end
+  util.check_arg("allclose", 2, b, "tensor")
+  util.check_arg("allclose", 3, rtol, "number")
+  util.check_arg("allclose", 4, atol, "number")
   -- the broadcast rule checked here, not by catching the subtraction's error: any other failure (out of
   -- memory) keeps its own message
   local sa, sb = a:shape(), b:shape()

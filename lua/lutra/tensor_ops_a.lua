@@ -47,9 +47,10 @@ end
 function M.sort(x, dim, opts)
   if type(dim) == "table" then dim, opts = nil, dim end
   opts = options("sort", opts, { descending = "boolean", stable = "boolean" })
+  local d = norm_dim("sort", dim or -1, x:dim())
   if x:dim() == 0 then return x:clone(), core.tensor(1, "int64") end
-  local i = x:argsort(dim or -1, { descending = opts.descending == true })
-  return x:gather(dim or -1, i), i
+  local i = x:argsort(d, { descending = opts.descending == true })
+  return x:gather(d, i), i
 end
 
 --- x:topk(k[, dim = -1][, {largest = true, sorted = true}]) -> values, 1-based int64 indices

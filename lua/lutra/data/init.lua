@@ -220,7 +220,8 @@ function M.Subset(ds, indices)
     if f.kind then rawset(fields_of[sub], "data", ts[1]); rawset(fields_of[sub], "targets", ts[2]) end
     return sub
   end
-  if type(ds.get) ~= "function" then error("Subset: the dataset has no get(i) method", 2) end
+  local ok, get = pcall(function() return ds.get end) -- (a tensor raises on a missing method)
+  if not ok or type(get) ~= "function" then error("Subset: the dataset has no get(i) method", 2) end
   return new_object(Subset, { dataset = ds, indices = list, n = n })
 end
 
