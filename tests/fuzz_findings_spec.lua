@@ -24,3 +24,18 @@ describe("fuzz findings: read_csv", function()
     assert.truthy(errmsg(lt.data.read_csv, p, { dtype = "int64" }):find(":2: field 1 is not an integer: '1e300'", 1, true))
   end)
 end)
+
+-- The API fuzzer (tests/fuzz/api_fuzz.lua, tests/fuzz/api_run): each finding, by the call that showed it.
+describe("fuzz findings: the API fuzzer", function()
+  -- seed 1185247745, call 1: an input with 0 channels and a weight of 0 slopes divided by zero (SIGFPE) in the
+  -- kernel's layout; torch returns the empty input's shape
+  it("prelu of an input with 0 channels and a weight of 0 slopes is empty, forward and backward", function()
+    local x = lt.ones(2, 0, 3):requires_grad(true)
+    local w = lt.zeros(0):requires_grad(true)
+    local y = lt.F.prelu(x, w)
+    assert.are.same({ 2, 0, 3 }, y:shape())
+    y:sum():backward()
+    assert.are.same({ 2, 0, 3 }, x.grad:shape())
+    assert.are.same({ 0 }, w.grad:shape())
+  end)
+end)
