@@ -120,7 +120,7 @@ end
 
 --- x:split(size[, dim = 1]): views of x along dim in pieces of `size` (the last may be shorter), as a list.
 function methods.split(x, size, dim)
-  dim = dim or 1
+  dim = util.check_dim("split", dim or 1, x:dim())
   if type(size) ~= "number" or size < 1 or size ~= math.floor(size) then
     error("split: size must be a positive integer, got " .. tostring(size), 2)
   end
@@ -134,7 +134,8 @@ function methods.chunk(x, n, dim)
   if type(n) ~= "number" or n < 1 or n ~= math.floor(n) then
     error("chunk: the number of chunks must be a positive integer, got " .. tostring(n), 2)
   end
-  return methods.split(x, math.max(1, math.ceil(x:size(dim or 1) / n)), dim)
+  dim = util.check_dim("chunk", dim or 1, x:dim())
+  return methods.split(x, math.max(1, math.ceil(x:size(dim) / n)), dim)
 end
 
 for _, name in ipairs { "var", "std", "argmin", "split", "chunk", "allclose" } do

@@ -89,10 +89,16 @@ function M.all(x, dim, keepdim)
 end
 
 local function as_tensor(fname, n, v) return util.check_arg(fname, n, v, "tensor", 2) end
-function M.logical_and(a, b) return as_tensor("logical_and", 1, a):ne(0) * as_tensor("logical_and", 2, b):ne(0) end
-function M.logical_or(a, b)
-  return (as_tensor("logical_or", 1, a):ne(0) + as_tensor("logical_or", 2, b):ne(0)):gt(0)
+-- a and b that cannot be broadcast: the error names the logical op (the product or sum that found it follows)
+local function combine(fname, f, a, b)
+  local ok, r = pcall(f, as_tensor(fname, 1, a):ne(0), as_tensor(fname, 2, b):ne(0))
+  if not ok then error(fname .. ": " .. tostring(r):gsub("^[^\n]-:%d+: ", ""), 3) end
+  return r
 end
+local function mul(x, y) return x * y end
+local function add_gt0(x, y) return (x + y):gt(0) end
+function M.logical_and(a, b) return combine("logical_and", mul, a, b) end
+function M.logical_or(a, b) return combine("logical_or", add_gt0, a, b) end
 function M.logical_not(a) return as_tensor("logical_not", 1, a):eq(0) end
 
 -- x repeated sizes[i] times along dim i (x's dims aligned to the last sizes): x seen as [1, s1, 1, s2, ...],
