@@ -19,7 +19,6 @@ local function restoring()
     lt.set_grad_enabled(grad)
     lt.set_interactive(interactive)
     lt.set_rng_state(rng)
-    lt.set_flush_denormal(true)
     lt.interrupt_clear()
   end
 end
@@ -61,7 +60,9 @@ describe("API walk: bad arguments name the function", function()
   it("lt.* functions, with the bad value first and after a tensor", function()
     local list, made = {}, 0
     for _, k in ipairs(public_functions(lt)) do
-      if k ~= "interrupt" then -- it takes no argument and flags the running fit: walked below
+      -- interrupt takes no argument and flags the running fit (walked below); set_flush_denormal takes any value
+      -- by its truth and sets this thread's floating-point mode, which cannot be put back to "never set"
+      if k ~= "interrupt" and k ~= "set_flush_denormal" then
         made = made + walk(list, "lt." .. k, { k }, lt[k])
         made = made + walk(list, "lt." .. k, { k }, lt[k], lt.ones(2, 3))
       end

@@ -118,6 +118,7 @@ static int creation(lua_State *L, const char *name, int kind) {
     case 3: t = lt_op_rand(c, ndim, shape); break;
     case 4: t = lt_op_randn(c, ndim, shape); break;
   }
+  if (!t) return l_error_as(L, name);
   return l_push(L, t);
 }
 static int l_zeros(lua_State *L) { return creation(L, "zeros", 0); }
@@ -133,7 +134,9 @@ static int l_full(lua_State *L) {
   double v = l_checknumber(L, 2);
   lt_dtype dt = l_checkdtype(L, 3, LT_F32, "full");
   if (dt == LT_I64 && !l_is_int64(v)) return l_errorf(L, "full: value %.14g is not an int64 value", v);
-  return l_push(L, lt_op_full(L_CTX(L), dt, ndim, shape, v));
+  lt_tensor *t = lt_op_full(L_CTX(L), dt, ndim, shape, v);
+  if (!t) return l_error_as(L, "full");
+  return l_push(L, t);
 }
 
 static int l_arange(lua_State *L) {

@@ -162,6 +162,14 @@ int l_errorf(lua_State *L, const char *fmt, ...) {
 
 int l_error(lua_State *L) { return luaL_error(L, "%s", L_CTX(L)->err); }
 
+int l_error_as(lua_State *L, const char *fname) {
+  const char *msg = L_CTX(L)->err;
+  size_t n = strlen(fname);
+  if (!strncmp(msg, fname, n) && msg[n] == ':') return luaL_error(L, "%s", msg);
+  if (!strncmp(msg, "tensor: ", 8)) return luaL_error(L, "%s: %s", fname, msg + 8);
+  return luaL_error(L, "%s: %s", fname, msg);
+}
+
 void l_check(lua_State *L, int status) {
   if (status != LT_OK) l_error(L);
 }

@@ -142,4 +142,11 @@ end
 -- gpt area: scaled_dot_product_attention (lua/lutra/F_attention.lua)
 for k, v in pairs(require "lutra.F_attention") do F[k] = v end
 
+-- The functions composed in Lua of other ops: an error of an inner op (cosine_similarity's sum, instance_norm's
+-- group_norm, conv1d's conv2d) is named by the function called first (util.call_as: one pcall per call).
+for _, k in ipairs { "normalize", "cosine_similarity", "instance_norm", "conv1d", "pad", "cross_entropy" } do
+  local f = F[k]
+  F[k] = function(...) return util.call_as(k, f, ...) end
+end
+
 return require("lutra.names").strict(F, "lt.F")

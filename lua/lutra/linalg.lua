@@ -28,6 +28,14 @@ local function check_scale_opts(fname, opts)
   return opts.beta or 1, opts.alpha or 1
 end
 
+-- beta * M + alpha * (A @ B)
+local function scaled_sum(m, a, b, beta, alpha)
+  local p = a:matmul(b)
+  if alpha ~= 1 then p = p * alpha end
+  if beta == 0 then return p end -- M is not read (its NaNs stay out, as torch)
+  return beta == 1 and p + m or p + m * beta
+end
+
 -- addmm and baddbmm: one check of the operands, one formula. batched: A [b x n x k], B [b x k x m].
 local function add_matmul(fname, m, a, b, opts, batched)
   local beta, alpha = check_scale_opts(fname, opts)
@@ -39,10 +47,7 @@ local function add_matmul(fname, m, a, b, opts, batched)
     error(string.format("%s: expected A %s and B %s, got %s and %s", fname, batched and "[b x n x k]" or "[n x k]",
       batched and "[b x k x m]" or "[k x m]", shape_str(a), shape_str(b)), 3)
   end
-  local p = a:matmul(b)
-  if alpha ~= 1 then p = p * alpha end
-  if beta == 0 then return p end -- M is not read (its NaNs stay out, as torch)
-  return beta == 1 and p + m or p + m * beta
+  return util.call_as(fname, scaled_sum, m, a, b, beta, alpha) -- (M that cannot be broadcast: named by fname)
 end
 
 --- lt.addmm(M, A, B[, {beta = 1, alpha = 1}]): beta * M + alpha * (A @ B); A [n x k], B [k x m], M broadcast

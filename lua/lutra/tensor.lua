@@ -120,6 +120,7 @@ end
 
 --- x:split(size[, dim = 1]): views of x along dim in pieces of `size` (the last may be shorter), as a list.
 function methods.split(x, size, dim)
+  if x:dim() == 0 then error("split: a 0-dim tensor has no dim to split", 2) end
   dim = util.check_dim("split", dim or 1, x:dim())
   if type(size) ~= "number" or size < 1 or size ~= math.floor(size) then
     error("split: size must be a positive integer, got " .. tostring(size), 2)
@@ -134,6 +135,7 @@ function methods.chunk(x, n, dim)
   if type(n) ~= "number" or n < 1 or n ~= math.floor(n) then
     error("chunk: the number of chunks must be a positive integer, got " .. tostring(n), 2)
   end
+  if x:dim() == 0 then error("chunk: a 0-dim tensor has no dim to split", 2) end
   dim = util.check_dim("chunk", dim or 1, x:dim())
   return methods.split(x, math.max(1, math.ceil(x:size(dim) / n)), dim)
 end

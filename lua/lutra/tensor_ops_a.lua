@@ -71,6 +71,13 @@ end
 function M.logsumexp(x, dim, keepdim)
   if dim == nil then error("logsumexp: dim is required (as in torch.logsumexp)", 2) end
   local d = norm_dim("logsumexp", dim, math.max(x:dim(), 1))
+  if x:dim() > 0 and x:size(d) == 0 then -- the log of an empty sum: -inf, as torch.logsumexp
+    local shape = x:shape()
+    shape[d] = 1
+    local r = core.full(shape, -math.huge)
+    if keepdim then return r end
+    return r:squeeze(d)
+  end
   local m = x:max(d, true):detach()
   m = core.where(m:isinf(), 0, m) -- an infinite max: exp(x - m) would be NaN
   local r = (x - m):exp():sum(d, true):log() + m
@@ -89,16 +96,15 @@ function M.all(x, dim, keepdim)
 end
 
 local function as_tensor(fname, n, v) return util.check_arg(fname, n, v, "tensor", 2) end
--- a and b that cannot be broadcast: the error names the logical op (the product or sum that found it follows)
-local function combine(fname, f, a, b)
-  local ok, r = pcall(f, as_tensor(fname, 1, a):ne(0), as_tensor(fname, 2, b):ne(0))
-  if not ok then error(fname .. ": " .. tostring(r):gsub("^[^\n]-:%d+: ", ""), 3) end
-  return r
-end
+-- (a and b that cannot be broadcast: the error names the logical op, then the product or sum that found it)
 local function mul(x, y) return x * y end
 local function add_gt0(x, y) return (x + y):gt(0) end
-function M.logical_and(a, b) return combine("logical_and", mul, a, b) end
-function M.logical_or(a, b) return combine("logical_or", add_gt0, a, b) end
+function M.logical_and(a, b)
+  return util.call_as("logical_and", mul, as_tensor("logical_and", 1, a):ne(0), as_tensor("logical_and", 2, b):ne(0))
+end
+function M.logical_or(a, b)
+  return util.call_as("logical_or", add_gt0, as_tensor("logical_or", 1, a):ne(0), as_tensor("logical_or", 2, b):ne(0))
+end
 function M.logical_not(a) return as_tensor("logical_not", 1, a):eq(0) end
 
 -- x repeated sizes[i] times along dim i (x's dims aligned to the last sizes): x seen as [1, s1, 1, s2, ...],
@@ -116,6 +122,7 @@ local function repeat_of(x, sizes)
   if k == 0 then return x:clone() end
   return x:reshape(view):expand(big):reshape(out)
 end
+local function repeat_as(fname, x, sizes) return util.call_as(fname, repeat_of, x, sizes) end
 
 --- x["repeat"](x, sizes...): as torch's Tensor.repeat (at least x:dim() sizes)
 M["repeat"] = function(x, ...)
@@ -124,7 +131,7 @@ M["repeat"] = function(x, ...)
     error(string.format("repeat: the number of sizes (%d) can not be smaller than the number of dims of the tensor "
       .. "(%d)", #sizes, x:dim()), 2)
   end
-  return repeat_of(x, sizes)
+  return repeat_as("repeat", x, sizes)
 end
 
 --- x:tile(sizes...): as torch.tile (fewer sizes than dims are padded with leading 1s)
@@ -133,7 +140,7 @@ function M.tile(x, ...)
   local full = {}
   for i = 1, x:dim() - #sizes do full[i] = 1 end
   for i = 1, #sizes do full[#full + 1] = sizes[i] end
-  return repeat_of(x, full)
+  return repeat_as("tile", x, full)
 end
 
 local function dim_list(fname, dims, n)

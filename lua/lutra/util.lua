@@ -4,6 +4,7 @@
 --   util.check_arg(what, n, v, want[, level]) -> v                           the one positional-argument checker
 --   util.check_dim(what, d, ndim[, level]) -> d (1..ndim)         a 1-based dim (negative from the end), checked
 --   util.tensor_function(name, method) -> f                 lt.name(x, ...) of a Lua tensor method, x checked
+--   util.call_as(what, f, ...) -> f(...)          f's error named by `what` (a composite op's inner op failed)
 --   util.shape_str(t) -> "[2 x 3]"                          a tensor's shape (or a list of sizes) for messages
 --   util.sorted_keys(t) -> {k1, k2, ...}                                    a table's keys, sorted
 --   util.closest(name, names) -> the name in names nearest to name (a typo's fix), or nil
@@ -137,6 +138,18 @@ function M.tensor_function(name, method)
     return method(x, ...)
   end
 end
+
+local function call_as_result(what, ok, ...)
+  if ok then return ... end
+  local msg = tostring((...)):gsub("^[^\n]-:%d+: ", "")
+  if msg:sub(1, #what + 1) == what .. ":" then error(msg, 3) end
+  error(what .. ": " .. msg, 3)
+end
+
+--- Calls f(...) and returns what it returns; an error it raises is raised again at the caller of call_as' caller
+--- with `what` first ("tile: expand: size 1 is too large, got 1e+300"), unless it already starts so. For the
+--- ops composed in Lua of other ops: the inner op's message says what is wrong, `what` says which call it was.
+function M.call_as(what, f, ...) return call_as_result(what, pcall(f, ...)) end
 
 --- Checks a table of named options: nil gives {}; a non-table, an unknown name or a bad value is an error
 --- naming `what` and the option. spec maps each known name to what its value must be: a type name ("number",
