@@ -133,8 +133,8 @@ describe("fuzz: queries and views", function()
     { "expand a non-1 dim", function() return x:expand(4, 3) end, "^expand: cannot expand %[2 x 3%] to %[4 x 3%]" },
     { "flatten(2, 1)", function() return x:flatten(2, 1) end, "^flatten: start dim 2 is after end dim 1" },
     { "type('int32')", function() return x:type("int32") end, "^type: unknown dtype 'int32'" },
-    { "long() of NaN", function() return lt.tensor { 1, NAN }:long() end, "^to int64: element 2 %(flat, 1%-based%) is .*nan, which has no int64 value" },
-    { "long() of 1e30", function() return lt.tensor { 1e30 }:long() end, "^to int64: element 1 .* is 1e%+30" },
+    { "long() of NaN", function() return lt.tensor { 1, NAN }:long() end, "^long: to int64: element 2 %(flat, 1%-based%) is .*nan, which has no int64 value" },
+    { "long() of 1e30", function() return lt.tensor { 1e30 }:long() end, "^long: to int64: element 1 .* is 1e%+30" },
     { "requires_grad on int64", function() return z(2, "int64"):requires_grad(true) end, "^requires_grad: only float32 tensors can require grad, got int64" },
     { "param of int64", function() return lt.param(z(2, "int64")) end, "^param: only float32 tensors" },
   }

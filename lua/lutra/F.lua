@@ -144,7 +144,8 @@ for k, v in pairs(require "lutra.F_attention") do F[k] = v end
 
 -- The functions composed in Lua of other ops: an error of an inner op (cosine_similarity's sum, instance_norm's
 -- group_norm, conv1d's conv2d) is named by the function called first (util.call_as: one pcall per call).
-for _, k in ipairs { "normalize", "cosine_similarity", "instance_norm", "conv1d", "pad", "cross_entropy" } do
+for _, k in ipairs { "normalize", "cosine_similarity", "instance_norm", "group_norm", "conv1d", "pad", "cross_entropy",
+  "max_pool1d", "avg_pool1d", "adaptive_avg_pool1d", "adaptive_max_pool1d" } do
   local f = F[k]
   F[k] = function(...) return util.call_as(k, f, ...) end
 end

@@ -137,6 +137,7 @@ local function run_sequence(seed, verbose, report)
     debug.sethook()
     lt.set_grad_enabled(true)
     calls = calls + 1
+    if verbose then io.write("  -> ", ok and describe_value(res) or "error: " .. tostring(res):gsub("\n.*", ""), "\n") end
     local bad = rule.violation(ok, res, { t[2] })
     if bad then report(seed, c, t[1], bad) end
     if ok and lt.is_tensor(res) and res:numel() <= MAX_NUMEL then pool[r(POOL)] = res end

@@ -19,7 +19,7 @@ end
 -- The core's op behind a public name that reaches it under another: its message names the core's op. An in-place
 -- form (sub_, exp_) is named by its op (sub, exp) with "in place" in the text, so it needs no row here.
 local CORE_OP = {
-  argmax = "max", argmin = "min", long = "to int64", int64 = "to int64", float = "to float32",
+  argmax = "max", argmin = "min",
   max = "maximum", min = "minimum", -- x:max(y), x:min(y): the elementwise forms
 }
 
