@@ -496,13 +496,30 @@ describe("lt.data.DataLoader", function()
     it("names a sample that cannot be stacked", function()
       local ds = setmetatable({ get = function(_, i) return { lt.zeros(i) } end }, { __len = function() return 2 end })
       has(errmsg(lt.data.DataLoader(ds, { batch_size = 2 }):iter()),
-        "DataLoader: cannot stack field 1 of the samples: stack: tensor 2 has shape [2], tensor 1 has [1]")
+        "default_collate: cannot stack field 1 of the samples: stack: tensor 2 has shape [2], tensor 1 has [1]")
       local missing = setmetatable({ get = function(_, i) return i == 1 and { x = 1, y = 2 } or { x = 1 } end },
         { __len = function() return 2 end })
-      has(errmsg(lt.data.DataLoader(missing, { batch_size = 2 }):iter()), "DataLoader: field y is missing in sample 2")
+      has(errmsg(lt.data.DataLoader(missing, { batch_size = 2 }):iter()),
+        "default_collate: field y is missing in sample 2 (samples must have the same fields)")
       local mixed = setmetatable({ get = function(_, i) return { i == 1 and 1 or "a" } end }, { __len = function() return 2 end })
       has(errmsg(lt.data.DataLoader(mixed, { batch_size = 2 }):iter()),
-        "DataLoader: field 1 of sample 2 is a string, sample 1 has a number")
+        "default_collate: field 1 of sample 2 is a string, sample 1 has a number")
+    end)
+
+    -- a field sample 1 has not used to be dropped without a word (PyTorch raises: "each element in list of
+    -- batch should be of equal size")
+    it("refuses a sample with a field that sample 1 has not, naming the sample and the field", function()
+      local dc = lt.data.default_collate
+      has(errmsg(dc, { { x = 1, y = 2 }, { x = 1, y = 2, z = 3 } }),
+        "default_collate: field z of sample 2 is not in sample 1 (samples must have the same fields)")
+      has(errmsg(dc, { { 1, 2 }, { 1, 2 }, { 1, 2, 3 } }), "default_collate: field 3 of sample 3 is not in sample 1")
+      has(errmsg(dc, { { 1, 2, 3 }, { 1, 2 } }), "default_collate: field 3 is missing in sample 2")
+      has(errmsg(dc, { { a = { b = 1 } }, { a = { b = 1, c = 2 } } }),
+        "default_collate: field a.c of sample 2 is not in sample 1")
+      local extra = setmetatable({ get = function(_, i) return i == 1 and { lt.zeros(2) } or { lt.zeros(2), 7 } end },
+        { __len = function() return 2 end })
+      has(errmsg(lt.data.DataLoader(extra, { batch_size = 2 }):iter()), "default_collate: field 2 of sample 2 is not in sample 1")
+      has(errmsg(dc, 5), "bad argument #1 to 'default_collate' (table expected, got number)")
     end)
 
     it("wraps a bare tensor sample into a one-element batch table", function()

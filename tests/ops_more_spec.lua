@@ -305,7 +305,7 @@ describe("elementwise: rounding, special functions, classification, logic", func
     assert.are.same({ { 0, 0 }, { 1, 0 } }, a:logical_and(b):tolist())
     assert.are.same({ { 1, 1 }, { 1, 0 } }, lt.logical_or(a, b):tolist())
     assert.are.same({ { 1, 0 }, { 0, 1 } }, a:logical_not():tolist())
-    err(function() return a:logical_and(1) end, "logical_and: expected a tensor, got number")
+    err(function() return a:logical_and(1) end, "bad argument #2 to 'logical_and' (tensor expected, got number)")
   end)
   it("int64 input: rounding keeps int64, the rest goes to float32", function()
     local i = lt.tensor({ 1, -2 }, "int64")

@@ -78,7 +78,8 @@ static int l_tensor_new(lua_State *L) {
       lt_tensor_release(r);
       r = lt_op_clone(L_CTX(L), src);
     }
-    if (r && r->grad_fn) {
+    if (!r) return l_error_as(L, "tensor");
+    if (r->grad_fn) {
       lt_node_release(r->grad_fn);
       r->grad_fn = NULL;
       r->requires_grad = 0;
@@ -118,6 +119,7 @@ static int creation(lua_State *L, const char *name, int kind) {
     case 3: t = lt_op_rand(c, ndim, shape); break;
     case 4: t = lt_op_randn(c, ndim, shape); break;
   }
+  if (!t) return l_error_as(L, name);
   return l_push(L, t);
 }
 static int l_zeros(lua_State *L) { return creation(L, "zeros", 0); }
@@ -133,7 +135,9 @@ static int l_full(lua_State *L) {
   double v = l_checknumber(L, 2);
   lt_dtype dt = l_checkdtype(L, 3, LT_F32, "full");
   if (dt == LT_I64 && !l_is_int64(v)) return l_errorf(L, "full: value %.14g is not an int64 value", v);
-  return l_push(L, lt_op_full(L_CTX(L), dt, ndim, shape, v));
+  lt_tensor *t = lt_op_full(L_CTX(L), dt, ndim, shape, v);
+  if (!t) return l_error_as(L, "full");
+  return l_push(L, t);
 }
 
 static int l_arange(lua_State *L) {
@@ -350,15 +354,22 @@ static int l_flatten(lua_State *L) {
 static int l_contiguous(lua_State *L) { return l_push(L, lt_op_contiguous(L_CTX(L), T(1, "contiguous"))); }
 static int l_clone(lua_State *L) { return l_push(L, lt_op_clone(L_CTX(L), T(1, "clone"))); }
 static int l_detach(lua_State *L) { return l_push(L, lt_op_detach(L_CTX(L), T(1, "detach"))); }
-static int l_float(lua_State *L) { return l_push(L, lt_op_to_dtype(L_CTX(L), T(1, "float"), LT_F32)); }
-static int l_long(lua_State *L) { return l_push(L, lt_op_to_dtype(L_CTX(L), T(1, "long"), LT_I64)); }
+/* a conversion's failure (a NaN to int64) is named by the function called: the core's op is "to int64" */
+static int to_dtype(lua_State *L, lt_tensor *t, const char *fname, lt_dtype dt) {
+  lt_tensor *r = lt_op_to_dtype(L_CTX(L), t, dt);
+  if (!r) return l_error_as(L, fname);
+  return l_push(L, r);
+}
+static int l_float(lua_State *L) { return to_dtype(L, T(1, "float"), "float", LT_F32); }
+static int l_long(lua_State *L) { return to_dtype(L, T(1, "long"), "long", LT_I64); }
+static int l_int64(lua_State *L) { return to_dtype(L, T(1, "int64"), "int64", LT_I64); }
 static int l_type(lua_State *L) {
   lt_tensor *t = T(1, "type");
   if (lua_isnoneornil(L, 2)) {
     lua_pushstring(L, lt_dtype_name(t->dtype));
     return 1;
   }
-  return l_push(L, lt_op_to_dtype(L_CTX(L), t, l_checkdtype(L, 2, LT_F32, "type")));
+  return to_dtype(L, t, "type", l_checkdtype(L, 2, LT_F32, "type"));
 }
 
 /* ---- maths ------------------------------------------------------------------------------------ */
@@ -813,7 +824,7 @@ static int l_random_integer(lua_State *L) { /* lt.random_integer(n) in 1..n, fro
 static int l_randperm(lua_State *L) { /* 1-based permutation as int64 tensor (Fisher-Yates) */
   int64_t n = l_checkint(L, 1, "randperm", "n", 0, L_INT_MAX);
   lt_tensor *t = lt_tensor_new(L_CTX(L), LT_I64, 1, &n);
-  if (!t) return l_error(L);
+  if (!t) return l_error_as(L, "randperm");
   int64_t *p = lt_i64(t);
   for (int64_t i = 0; i < n; i++) p[i] = i + 1;
   for (int64_t i = n - 1; i > 0; i--) {
@@ -933,7 +944,7 @@ static const luaL_Reg methods[] = { { "view", l_view },
                                     { "detach", l_detach },
                                     { "float", l_float },
                                     { "long", l_long },
-                                    { "int64", l_long },
+                                    { "int64", l_int64 },
                                     { "type", l_type },
                                     { "add", l_add },
                                     { "sub", l_sub },

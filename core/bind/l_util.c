@@ -69,31 +69,43 @@ void l_setmethods(lua_State *L, const luaL_Reg *funcs) { set_funcs(L, funcs, 1, 
 void l_setops(lua_State *L, const luaL_Reg *funcs) { set_funcs(L, funcs, 0, 1); }
 void l_setopmethods(lua_State *L, const luaL_Reg *funcs) { set_funcs(L, funcs, 1, 1); }
 
+/* The name the binding registered the running C function under (l_setfuncs), copied into name[size]; NULL
+ * when it has none (a closure built elsewhere). *method: it was registered as a method (self is argument 1). */
+static const char *registered_name(lua_State *L, char *name, size_t size, int *method) {
+  lua_Debug ar;
+  const char *found = NULL;
+  *method = 0;
+  if (!lua_getstack(L, 0, &ar) || !lua_getinfo(L, "f", &ar)) return NULL;
+  lua_getfield(L, LUA_REGISTRYINDEX, L_FNAMES);
+  if (lua_istable(L, -1)) {
+    lua_pushvalue(L, -2);
+    lua_rawget(L, -2);
+    const char *reg = lua_tostring(L, -1);
+    if (reg) {
+      if (reg[0] == ':') {
+        *method = 1;
+        reg++;
+      }
+      snprintf(name, size, "%s", reg);
+      found = name;
+    }
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 2); /* the names table (or nil) and the function */
+  return found;
+}
+
 int l_argerror(lua_State *L, int narg, const char *extramsg) {
   lua_Debug ar;
   char name[64] = "?";
-  int method = 0;
-  if (lua_getstack(L, 0, &ar) && lua_getinfo(L, "nf", &ar)) {
+  int method = 0, reg_method;
+  if (lua_getstack(L, 0, &ar) && lua_getinfo(L, "n", &ar)) {
     /* what the call site says (nothing for a tail call), then the registered name, which wins: it is the
      * function's own name even when the caller holds it in a local of another name */
     if (ar.name) snprintf(name, sizeof name, "%s", ar.name);
     method = ar.namewhat && !strcmp(ar.namewhat, "method");
-    lua_getfield(L, LUA_REGISTRYINDEX, L_FNAMES);
-    if (lua_istable(L, -1)) {
-      lua_pushvalue(L, -2);
-      lua_rawget(L, -2);
-      const char *reg = lua_tostring(L, -1);
-      if (reg) {
-        /* a tail-called method: how it was called is lost with the call site; x:f() is the usual way */
-        if (reg[0] == ':') {
-          if (!ar.name) method = 1;
-          reg++;
-        }
-        snprintf(name, sizeof name, "%s", reg);
-      }
-      lua_pop(L, 1);
-    }
-    lua_pop(L, 2); /* the names table (or nil) and the function */
+    /* a tail-called method: how it was called is lost with the call site; x:f() is the usual way */
+    if (registered_name(L, name, sizeof name, &reg_method) && reg_method && !ar.name) method = 1;
   }
   if (method && --narg == 0) return l_errorf(L, "calling '%s' on bad self (%s)", name, extramsg);
   return l_errorf(L, "bad argument #%d to '%s' (%s)", narg, name, extramsg);
@@ -127,8 +139,13 @@ lt_tensor *l_totensor(lua_State *L, int idx) {
 lt_tensor *l_checktensor(lua_State *L, int idx, const char *fname) {
   lt_tensor *t = l_totensor(L, idx);
   if (!t) {
+    /* a tensor method's registered name wins over fname: one C function serves aliases (add_ and add, tolist
+     * and totable); a private module's function keeps fname, the public Lua wrapper's name */
+    char name[64];
+    int method;
+    const char *reg = registered_name(L, name, sizeof name, &method);
     const char *got = luaL_typename(L, idx);
-    l_errorf(L, "bad argument #%d to '%s' (tensor expected, got %s)", idx, fname, got);
+    l_errorf(L, "bad argument #%d to '%s' (tensor expected, got %s)", idx, reg && method ? reg : fname, got);
   }
   return t;
 }
@@ -144,6 +161,14 @@ int l_errorf(lua_State *L, const char *fmt, ...) {
 }
 
 int l_error(lua_State *L) { return luaL_error(L, "%s", L_CTX(L)->err); }
+
+int l_error_as(lua_State *L, const char *fname) {
+  const char *msg = L_CTX(L)->err;
+  size_t n = strlen(fname);
+  if (!strncmp(msg, fname, n) && msg[n] == ':') return luaL_error(L, "%s", msg);
+  if (!strncmp(msg, "tensor: ", 8)) return luaL_error(L, "%s: %s", fname, msg + 8);
+  return luaL_error(L, "%s: %s", fname, msg);
+}
 
 void l_check(lua_State *L, int status) {
   if (status != LT_OK) l_error(L);

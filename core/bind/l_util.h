@@ -55,6 +55,10 @@ void l_push_retained(lua_State *L, lt_tensor *t);
 int l_errorf(lua_State *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Raises the core message of the last failure. */
 int l_error(lua_State *L);
+/* The same, named by the public function fname that reached the core under another name: the core's generic
+ * "tensor: " (creating a tensor) becomes "fname: ", any other message is prefixed "fname: " unless it already
+ * starts so. For functions whose core op has another name (lt.zeros creates through lt_tensor_new). */
+int l_error_as(lua_State *L, const char *fname);
 /* Checks a core status; on failure raises. */
 void l_check(lua_State *L, int status);
 

@@ -187,7 +187,7 @@ static void prelu_layout(const lt_tensor *x, int64_t nw, int64_t *outer, int64_t
   }
   *inner = 1;
   for (int d = 2; d < x->ndim; d++) *inner *= x->shape[d];
-  *outer = *inner > 0 ? n / (nw * *inner) : 0;
+  *outer = *inner > 0 && nw > 0 ? n / (nw * *inner) : 0; /* 0 channels (weight [0]): nothing to do, no division */
 }
 
 static int prelu_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {

@@ -322,6 +322,12 @@ lt_tensor *lt_op_expand(lt_ctx *c, lt_tensor *t, int ndim, const int64_t *shape)
   for (int d = 0; d < ndim; d++) {
     int td = d - (ndim - t->ndim);
     int64_t want = shape[d] == -1 && td >= 0 ? t->shape[td] : shape[d];
+    if (want < 0) { /* (-1 keeps a dim's size; a new leading dim has none to keep) */
+      lt_fail(c, "expand: cannot expand %s to %s (size %lld of dim %d is negative%s)", lt_shape_str(t, b1, sizeof b1),
+              lt_dims_str(ndim, shape, b2, sizeof b2), (long long)want, d + 1,
+              want == -1 ? ": -1 keeps a size only for the tensor's own dims" : "");
+      return NULL;
+    }
     if (td >= 0 && t->shape[td] != 1 && t->shape[td] != want) {
       lt_fail(c, "expand: cannot expand %s to %s (dim %d has size %lld, not 1)", lt_shape_str(t, b1, sizeof b1),
               lt_dims_str(ndim, shape, b2, sizeof b2), td + 1, (long long)t->shape[td]);

@@ -10,6 +10,7 @@
 local lt = require "lutra"
 local core = require "lutra.core"
 local H = require "lutra.nn.helpers"
+local util = require "lutra.util"
 local C = core._nn
 local FL = require "lutra.F_losses"
 
@@ -58,20 +59,24 @@ end
 --- embedding(indices int64 1-based, weight [n, d][, padding_idx])
 function F.embedding(idx, weight, padding_idx) return C.embedding(idx, weight, padding_idx) end
 
-function F.relu(x) return x:relu() end
-function F.leaky_relu(x, slope) return x:leaky_relu(slope or 0.01) end
+-- the activations that are tensor methods: argument 1 checked here (x:relu() of a number says nothing useful)
+local function tensor_in(fname, x) return util.check_arg(fname, 1, x, "tensor", 2) end
+
+function F.relu(x) return tensor_in("relu", x):relu() end
+function F.leaky_relu(x, slope) return tensor_in("leaky_relu", x):leaky_relu(slope or 0.01) end
 --- gelu(x[, {approximate = "none"|"tanh"}]): exact GELU (erf), or its tanh approximation (PyTorch's forms)
 function F.gelu(x, opts)
   local o = H.check_opts("gelu", opts, { approximate = "string" })
   local a = o.approximate or "none"
+  tensor_in("gelu", x)
   if a == "none" then return x:gelu() end
   if a == "tanh" then return core._gelu_tanh(x) end
   error("gelu: approximate must be \"none\" or \"tanh\", got \"" .. a .. "\"", 2)
 end
-function F.tanh(x) return x:tanh() end
-function F.sigmoid(x) return x:sigmoid() end
-function F.softmax(x, dim) return x:softmax(dim) end
-function F.log_softmax(x, dim) return x:log_softmax(dim) end
+function F.tanh(x) return tensor_in("tanh", x):tanh() end
+function F.sigmoid(x) return tensor_in("sigmoid", x):sigmoid() end
+function F.softmax(x, dim) return tensor_in("softmax", x):softmax(dim) end
+function F.log_softmax(x, dim) return tensor_in("log_softmax", x):log_softmax(dim) end
 
 -- ---- losses -----------------------------------------------------------------------------------------
 
@@ -136,5 +141,13 @@ for k, v in pairs(require "lutra.F_vision") do
 end
 -- gpt area: scaled_dot_product_attention (lua/lutra/F_attention.lua)
 for k, v in pairs(require "lutra.F_attention") do F[k] = v end
+
+-- The functions composed in Lua of other ops: an error of an inner op (cosine_similarity's sum, instance_norm's
+-- group_norm, conv1d's conv2d) is named by the function called first (util.call_as: one pcall per call).
+for _, k in ipairs { "normalize", "cosine_similarity", "instance_norm", "group_norm", "conv1d", "pad", "cross_entropy",
+  "max_pool1d", "avg_pool1d", "adaptive_avg_pool1d", "adaptive_max_pool1d" } do
+  local f = F[k]
+  F[k] = function(...) return util.call_as(k, f, ...) end
+end
 
 return require("lutra.names").strict(F, "lt.F")

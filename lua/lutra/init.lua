@@ -4,6 +4,7 @@
 local lt = require "lutra.core"
 local compat = require "lutra._compat"
 local pack, unpack = compat.pack, compat.unpack
+local util = require "lutra.util"
 
 require "lutra.tensor" -- printing and Lua-side tensor helpers
 require "lutra.linalg" -- addmm, baddbmm, einsum
@@ -54,9 +55,7 @@ end
 
 --- Runs fn(...) with gradient recording off; returns what fn returns.
 function lt.no_grad(fn, ...)
-  if type(fn) ~= "function" then
-    error("no_grad: expected a function, got " .. type(fn), 2)
-  end
+  util.check_arg("no_grad", 1, fn, "function")
   local was = lt.set_grad_enabled(false)
   local res = pack(pcall(fn, ...))
   lt.set_grad_enabled(was)
@@ -65,6 +64,7 @@ function lt.no_grad(fn, ...)
 end
 
 function lt.enable_grad(fn, ...)
+  util.check_arg("enable_grad", 1, fn, "function")
   local was = lt.set_grad_enabled(true)
   local res = pack(pcall(fn, ...))
   lt.set_grad_enabled(was)

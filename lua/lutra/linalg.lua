@@ -5,6 +5,7 @@
 --   local s = lt.einsum("bhqd,bhkd->bhqk", q, k)                     -- attention scores
 --   local o = lt.einsum("bi,oij,bj->bo", x1, W, x2)                  -- a bilinear layer
 local core = require "lutra.core"
+local util = require "lutra.util"
 local methods = core.Tensor.methods
 
 local M = {}
@@ -27,23 +28,26 @@ local function check_scale_opts(fname, opts)
   return opts.beta or 1, opts.alpha or 1
 end
 
+-- beta * M + alpha * (A @ B)
+local function scaled_sum(m, a, b, beta, alpha)
+  local p = a:matmul(b)
+  if alpha ~= 1 then p = p * alpha end
+  if beta == 0 then return p end -- M is not read (its NaNs stay out, as torch)
+  return beta == 1 and p + m or p + m * beta
+end
+
 -- addmm and baddbmm: one check of the operands, one formula. batched: A [b x n x k], B [b x k x m].
 local function add_matmul(fname, m, a, b, opts, batched)
   local beta, alpha = check_scale_opts(fname, opts)
-  for i, t in ipairs { m, a, b } do
-    if not core.is_tensor(t) then
-      error(string.format("%s: argument %d must be a tensor, got %s", fname, i, type(t)), 3)
-    end
-  end
+  util.check_arg(fname, 1, m, "tensor", 2)
+  util.check_arg(fname, 2, a, "tensor", 2)
+  util.check_arg(fname, 3, b, "tensor", 2)
   local nd, o = batched and 3 or 2, batched and 1 or 0
   if a:dim() ~= nd or b:dim() ~= nd or a:size(o + 2) ~= b:size(o + 1) or (batched and a:size(1) ~= b:size(1)) then
     error(string.format("%s: expected A %s and B %s, got %s and %s", fname, batched and "[b x n x k]" or "[n x k]",
       batched and "[b x k x m]" or "[k x m]", shape_str(a), shape_str(b)), 3)
   end
-  local p = a:matmul(b)
-  if alpha ~= 1 then p = p * alpha end
-  if beta == 0 then return p end -- M is not read (its NaNs stay out, as torch)
-  return beta == 1 and p + m or p + m * beta
+  return util.call_as(fname, scaled_sum, m, a, b, beta, alpha) -- (M that cannot be broadcast: named by fname)
 end
 
 --- lt.addmm(M, A, B[, {beta = 1, alpha = 1}]): beta * M + alpha * (A @ B); A [n x k], B [k x m], M broadcast

@@ -12,7 +12,8 @@ local function fmt_number(v, dtype, width, prec)
   return string.format("%" .. width .. "." .. prec .. "f", v)
 end
 
-local shape_str = require("lutra.util").shape_str
+local util = require "lutra.util"
+local shape_str = util.shape_str
 
 local MAX_SHOWN = 6 -- per dim, before eliding with "..."
 
@@ -72,7 +73,9 @@ methods.shape_str = shape_str
 --- torch.allclose): NaN is close to nothing, equal infinities are close; shapes that cannot be broadcast are an error.
 function methods.allclose(a, b, rtol, atol)
   rtol, atol = rtol or 1e-5, atol or 1e-8
-  if not core.is_tensor(b) then error("allclose: expected a tensor to compare with, got " .. type(b), 2) end
+  util.check_arg("allclose", 2, b, "tensor")
+  util.check_arg("allclose", 3, rtol, "number")
+  util.check_arg("allclose", 4, atol, "number")
   -- the broadcast rule checked here, not by catching the subtraction's error: any other failure (out of
   -- memory) keeps its own message
   local sa, sb = a:shape(), b:shape()
@@ -93,8 +96,9 @@ end
 -- ---- reductions and helpers composed of the core's ops (autograd comes with them) ---------------------
 
 local function var_of(fname, x, dim, keepdim, opts)
-  opts = require("lutra.util").check_options(fname, opts, { unbiased = "boolean" }, 3)
+  opts = util.check_options(fname, opts, { unbiased = "boolean" }, 3)
   local unbiased = opts.unbiased ~= false
+  if dim ~= nil then dim = util.check_dim(fname, dim, x:dim(), 3) end
   local n = dim == nil and x:numel() or x:size(dim)
   local centred = x - (dim == nil and x:mean() or x:mean(dim, true))
   local ss = dim == nil and centred:square():sum() or centred:square():sum(dim, keepdim)
@@ -111,12 +115,13 @@ function methods.std(x, dim, keepdim, opts) return var_of("std", x, dim, keepdim
 --- x:argmin([dim[, keepdim]]): 1-based index of the minimum (the first one), over all elements (flat) or along dim.
 function methods.argmin(x, dim, keepdim)
   if dim == nil then return select(2, x:reshape(-1):min(1)) end
-  return select(2, x:min(dim, keepdim))
+  return select(2, x:min(util.check_dim("argmin", dim, x:dim()), keepdim))
 end
 
 --- x:split(size[, dim = 1]): views of x along dim in pieces of `size` (the last may be shorter), as a list.
 function methods.split(x, size, dim)
-  dim = dim or 1
+  if x:dim() == 0 then error("split: a 0-dim tensor has no dim to split", 2) end
+  dim = util.check_dim("split", dim or 1, x:dim())
   if type(size) ~= "number" or size < 1 or size ~= math.floor(size) then
     error("split: size must be a positive integer, got " .. tostring(size), 2)
   end
@@ -130,11 +135,13 @@ function methods.chunk(x, n, dim)
   if type(n) ~= "number" or n < 1 or n ~= math.floor(n) then
     error("chunk: the number of chunks must be a positive integer, got " .. tostring(n), 2)
   end
-  return methods.split(x, math.max(1, math.ceil(x:size(dim or 1) / n)), dim)
+  if x:dim() == 0 then error("chunk: a 0-dim tensor has no dim to split", 2) end
+  dim = util.check_dim("chunk", dim or 1, x:dim())
+  return methods.split(x, math.max(1, math.ceil(x:size(dim) / n)), dim)
 end
 
 for _, name in ipairs { "var", "std", "argmin", "split", "chunk", "allclose" } do
-  if rawget(core, name) == nil then core[name] = methods[name] end
+  if rawget(core, name) == nil then core[name] = util.tensor_function(name, methods[name]) end
 end
 
 

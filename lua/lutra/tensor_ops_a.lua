@@ -2,6 +2,7 @@
 -- (values gathered at argsort's indices), logsumexp, any/all, logical ops, repeat/tile, flip, roll, unbind
 -- and unflatten. Each is a tensor method and an lt.* function, with torch's names, 1-based dims.
 local core = require "lutra.core"
+local util = require "lutra.util"
 local methods = core.Tensor.methods
 
 local M = {}
@@ -33,13 +34,7 @@ local function options(fname, opts, known)
 end
 
 -- a 1-based dim (negative counts from the end) of a tensor with n dims, as a positive one
-local function norm_dim(fname, d, n)
-  if type(d) ~= "number" or d ~= math.floor(d) or d == 0 or d > n or d < -n then
-    error(string.format("%s: dim %s out of range for a %d-dimensional tensor (expected 1..%d, or -%d..-1)",
-      fname, tostring(d), n, n, n), 3)
-  end
-  return d < 0 and n + d + 1 or d
-end
+local function norm_dim(fname, d, n) return util.check_dim(fname, d, n, 3) end
 
 -- sizes given as varargs or as one table
 local function size_list(fname, ...)
@@ -52,9 +47,10 @@ end
 function M.sort(x, dim, opts)
   if type(dim) == "table" then dim, opts = nil, dim end
   opts = options("sort", opts, { descending = "boolean", stable = "boolean" })
+  local d = norm_dim("sort", dim or -1, x:dim())
   if x:dim() == 0 then return x:clone(), core.tensor(1, "int64") end
-  local i = x:argsort(dim or -1, { descending = opts.descending == true })
-  return x:gather(dim or -1, i), i
+  local i = x:argsort(d, { descending = opts.descending == true })
+  return x:gather(d, i), i
 end
 
 --- x:topk(k[, dim = -1][, {largest = true, sorted = true}]) -> values, 1-based int64 indices
@@ -75,6 +71,13 @@ end
 function M.logsumexp(x, dim, keepdim)
   if dim == nil then error("logsumexp: dim is required (as in torch.logsumexp)", 2) end
   local d = norm_dim("logsumexp", dim, math.max(x:dim(), 1))
+  if x:dim() > 0 and x:size(d) == 0 then -- the log of an empty sum: -inf, as torch.logsumexp
+    local shape = x:shape()
+    shape[d] = 1
+    local r = core.full(shape, -math.huge)
+    if keepdim then return r end
+    return r:squeeze(d)
+  end
   local m = x:max(d, true):detach()
   m = core.where(m:isinf(), 0, m) -- an infinite max: exp(x - m) would be NaN
   local r = (x - m):exp():sum(d, true):log() + m
@@ -85,20 +88,24 @@ end
 --- x:any([dim[, keepdim]]) / x:all(...): 0/1 float tensors (1 where any / all elements are non-zero)
 function M.any(x, dim, keepdim)
   if dim == nil then return x:ne(0):sum():gt(0) end
-  return x:ne(0):sum(dim, keepdim):gt(0)
+  return x:ne(0):sum(norm_dim("any", dim, x:dim()), keepdim):gt(0)
 end
 function M.all(x, dim, keepdim)
   if dim == nil then return x:eq(0):sum():eq(0) end
-  return x:eq(0):sum(dim, keepdim):eq(0)
+  return x:eq(0):sum(norm_dim("all", dim, x:dim()), keepdim):eq(0)
 end
 
-local function as_tensor(fname, v)
-  if not core.is_tensor(v) then error(fname .. ": expected a tensor, got " .. type(v), 3) end
-  return v
+local function as_tensor(fname, n, v) return util.check_arg(fname, n, v, "tensor", 2) end
+-- (a and b that cannot be broadcast: the error names the logical op, then the product or sum that found it)
+local function mul(x, y) return x * y end
+local function add_gt0(x, y) return (x + y):gt(0) end
+function M.logical_and(a, b)
+  return util.call_as("logical_and", mul, as_tensor("logical_and", 1, a):ne(0), as_tensor("logical_and", 2, b):ne(0))
 end
-function M.logical_and(a, b) return as_tensor("logical_and", a):ne(0) * as_tensor("logical_and", b):ne(0) end
-function M.logical_or(a, b) return (as_tensor("logical_or", a):ne(0) + as_tensor("logical_or", b):ne(0)):gt(0) end
-function M.logical_not(a) return as_tensor("logical_not", a):eq(0) end
+function M.logical_or(a, b)
+  return util.call_as("logical_or", add_gt0, as_tensor("logical_or", 1, a):ne(0), as_tensor("logical_or", 2, b):ne(0))
+end
+function M.logical_not(a) return as_tensor("logical_not", 1, a):eq(0) end
 
 -- x repeated sizes[i] times along dim i (x's dims aligned to the last sizes): x seen as [1, s1, 1, s2, ...],
 -- expanded to [r1, s1, r2, s2, ...], then merged pairwise
@@ -115,6 +122,7 @@ local function repeat_of(x, sizes)
   if k == 0 then return x:clone() end
   return x:reshape(view):expand(big):reshape(out)
 end
+local function repeat_as(fname, x, sizes) return util.call_as(fname, repeat_of, x, sizes) end
 
 --- x["repeat"](x, sizes...): as torch's Tensor.repeat (at least x:dim() sizes)
 M["repeat"] = function(x, ...)
@@ -123,7 +131,7 @@ M["repeat"] = function(x, ...)
     error(string.format("repeat: the number of sizes (%d) can not be smaller than the number of dims of the tensor "
       .. "(%d)", #sizes, x:dim()), 2)
   end
-  return repeat_of(x, sizes)
+  return repeat_as("repeat", x, sizes)
 end
 
 --- x:tile(sizes...): as torch.tile (fewer sizes than dims are padded with leading 1s)
@@ -132,7 +140,7 @@ function M.tile(x, ...)
   local full = {}
   for i = 1, x:dim() - #sizes do full[i] = 1 end
   for i = 1, #sizes do full[#full + 1] = sizes[i] end
-  return repeat_of(x, full)
+  return repeat_as("tile", x, full)
 end
 
 local function dim_list(fname, dims, n)
@@ -256,10 +264,13 @@ function M.unflatten(x, dim, sizes)
   return x:view(out)
 end
 
+-- (logical_* take tensors in every position and check them all themselves)
+local plain = { logical_and = true, logical_or = true, logical_not = true }
 for name, f in pairs(M) do
   methods[name] = f
-  if rawget(core, name) == nil then core[name] = f end
+  if rawget(core, name) == nil then core[name] = plain[name] and f or util.tensor_function(name, f) end
 end
-core.norm, core.round = M.norm, M.round -- they replace the C forms they wrap
+-- they replace the C forms they wrap
+core.norm, core.round = util.tensor_function("norm", M.norm), util.tensor_function("round", M.round)
 
 return M

@@ -1,12 +1,17 @@
 -- lutra.util — small helpers lutra's Lua modules share (internal: not part of the user API).
 --
 --   util.check_options(what, opts, spec[, level]) -> opts (or {} for nil)   the one option checker
+--   util.check_arg(what, n, v, want[, level]) -> v                           the one positional-argument checker
+--   util.check_dim(what, d, ndim[, level]) -> d (1..ndim)         a 1-based dim (negative from the end), checked
+--   util.tensor_function(name, method) -> f                 lt.name(x, ...) of a Lua tensor method, x checked
+--   util.call_as(what, f, ...) -> f(...)          f's error named by `what` (a composite op's inner op failed)
 --   util.shape_str(t) -> "[2 x 3]"                          a tensor's shape (or a list of sizes) for messages
 --   util.sorted_keys(t) -> {k1, k2, ...}                                    a table's keys, sorted
 --   util.closest(name, names) -> the name in names nearest to name (a typo's fix), or nil
 local M = {}
 
 local fmt = string.format
+local core = require "lutra.core"
 
 -- (numbers first, in order; then strings, in order; other keys by their text)
 function M.sorted_keys(t)
@@ -66,12 +71,14 @@ local function is_type(v, ty, nan_ok)
   if ty == "integer" then return type(v) == "number" and v == math.floor(v) end
   if ty == "number" then return type(v) == "number" and (v == v or nan_ok) end -- NaN: a mistake, unless the
                                                                                  -- caller's range check says so
-  if ty == "tensor" then return require("lutra").is_tensor(v) end
+  if ty == "tensor" then return core.is_tensor(v) end
   return type(v) == ty
 end
 
--- The value check of one option: nil when v is fine, else what is wrong ("must be ..., got ...").
-local function value_error(want, v, nan_ok)
+-- What is wrong with v against want (a spec as check_options' values): nil when v is fine; else the list of
+-- types wanted and what was got (its type, or its value for a number where a number is wanted: nan, 1.5);
+-- or, for a function spec, its own text as the first result.
+local function mismatch(want, v, nan_ok)
   if want == true then return nil end
   if type(want) == "function" then return want(v) end
   local list = want
@@ -84,12 +91,65 @@ local function value_error(want, v, nan_ok)
     if is_type(v, ty, nan_ok) then return nil end
     numeric = numeric or ty == "number" or ty == "integer"
   end
+  return list, numeric and type(v) == "number" and tostring(v) or type(v)
+end
+
+-- The value check of one option: nil when v is fine, else what is wrong ("must be ..., got ...").
+local function value_error(want, v, nan_ok)
+  local list, got = mismatch(want, v, nan_ok)
+  if type(list) ~= "table" then return list end
   local names = {}
   for i, ty in ipairs(list) do names[i] = i == 1 and article(ty) or ty end
-  -- a number where a number is wanted: its value is what is wrong (nan, 1.5)
-  local got = numeric and type(v) == "number" and tostring(v) or type(v)
   return fmt("must be %s, got %s", table.concat(names, " or "), got)
 end
+
+--- Checks positional argument n of the function `what`: v must match want (a type name, alternatives
+--- "tensor|number", or a function(v) returning what is wrong, as check_options' values). On a mismatch raises the
+--- binding's message for the same mistake, "bad argument #1 to 'all' (tensor expected, got number)", at the
+--- caller of the checking function (level as check_options'). Returns v.
+function M.check_arg(what, n, v, want, level)
+  local list, got = mismatch(want, v)
+  if list == nil then return v end
+  local msg = type(list) == "table" and fmt("%s expected, got %s", table.concat(list, " or "), got) or list
+  error(fmt("bad argument #%d to '%s' (%s)", n, what, msg), (level or 2) + 1)
+end
+
+--- Checks a dim d (1-based; negative counts from the end) of a tensor with ndim dims (a 0-dim tensor has the
+--- one dim 1 or -1, as the binding's l_checkdim says); returns it as 1..ndim. The same messages as the binding.
+function M.check_dim(what, d, ndim, level)
+  level = (level or 2) + 1
+  local n = math.max(ndim, 1)
+  if type(d) ~= "number" then error(fmt("%s: dim must be a number, got %s", what, type(d)), level) end
+  if d ~= math.floor(d) then error(fmt("%s: dim must be an integer, got %s", what, tostring(d)), level) end
+  if d >= 1 and d <= n then return d end
+  if d < 0 and -d <= n then return n + d + 1 end
+  if ndim == 0 then
+    error(fmt("%s: dim %s out of range for a 0-dimensional tensor (expected 1 or -1)", what, tostring(d)), level)
+  end
+  error(fmt("%s: dim %s out of range for a %d-dimensional tensor (expected 1..%d, or -%d..-1)", what, tostring(d),
+    ndim, n, n), level)
+end
+
+--- The lt.name(x, ...) form of a tensor method written in Lua: argument 1 is checked to be a tensor (as a
+--- method's self always is, so the method itself need not check), then the method is called.
+function M.tensor_function(name, method)
+  return function(x, ...)
+    if not core.is_tensor(x) then M.check_arg(name, 1, x, "tensor") end
+    return method(x, ...)
+  end
+end
+
+local function call_as_result(what, ok, ...)
+  if ok then return ... end
+  local msg = tostring((...)):gsub("^[^\n]-:%d+: ", "")
+  if msg:sub(1, #what + 1) == what .. ":" then error(msg, 3) end
+  error(what .. ": " .. msg, 3)
+end
+
+--- Calls f(...) and returns what it returns; an error it raises is raised again at the caller of call_as' caller
+--- with `what` first ("tile: expand: size 1 is too large, got 1e+300"), unless it already starts so. For the
+--- ops composed in Lua of other ops: the inner op's message says what is wrong, `what` says which call it was.
+function M.call_as(what, f, ...) return call_as_result(what, pcall(f, ...)) end
 
 --- Checks a table of named options: nil gives {}; a non-table, an unknown name or a bad value is an error
 --- naming `what` and the option. spec maps each known name to what its value must be: a type name ("number",

@@ -221,7 +221,8 @@ function M.Subset(ds, indices)
     if f.kind then rawset(fields_of[sub], "data", ts[1]); rawset(fields_of[sub], "targets", ts[2]) end
     return sub
   end
-  if type(ds.get) ~= "function" then error("Subset: the dataset has no get(i) method", 2) end
+  local ok, get = pcall(function() return ds.get end) -- (a tensor raises on a missing method)
+  if not ok or type(get) ~= "function" then error("Subset: the dataset has no get(i) method", 2) end
   return new_object(Subset, { dataset = ds, indices = list, n = n })
 end
 
@@ -469,39 +470,54 @@ end
 
 function DataLoader:len() return #self end
 
--- Default collate: a batch is a table; tensors are stacked, numbers become a tensor, tables recurse.
+-- Default collate: a batch is a table; tensors are stacked, numbers become a tensor, tables recurse. Samples
+-- must agree: every sample has the fields of sample 1 and no others (PyTorch raises for both, "each element
+-- in list of batch should be of equal size"); a sample is named by its position in the batch.
+local function field_name(where, key)
+  return where and (where .. "." .. tostring(key)) or ("field " .. tostring(key))
+end
+
 local function collate_column(col, where)
   local first = col[1]
   if is_tensor(first) then
     local ok, r = pcall(lt.stack, col)
-    if not ok then error(string.format("DataLoader: cannot stack %s of the samples: %s", where, tostring(r)), 0) end
+    if not ok then error(string.format("default_collate: cannot stack %s of the samples: %s", where, tostring(r)), 0) end
     return r
   elseif type(first) == "number" then
     local ints = true
     for k = 1, #col do
       local v = col[k]
       if type(v) ~= "number" then
-        error(string.format("DataLoader: %s of sample %d is a %s, sample 1 has a number", where, k, type(v)), 0)
+        error(string.format("default_collate: %s of sample %d is a %s, sample 1 has a number", where, k, type(v)), 0)
       end
       if ints and v ~= math.floor(v) then ints = false end
     end
     return lt.tensor(col, ints and "int64" or "float32")
   elseif type(first) == "table" then
+    for k = 2, #col do
+      local s = col[k]
+      if type(s) ~= "table" then
+        error(string.format("default_collate: %s of sample %d is a %s, sample 1 has a table", where or "sample", k,
+          type(s)), 0)
+      end
+      for key in pairs(s) do -- a field sample 1 has not (a longer list, an extra key) would be dropped
+        if first[key] == nil then
+          error(string.format("default_collate: %s of sample %d is not in sample 1 (samples must have the same "
+            .. "fields)", field_name(where, key), k), 0)
+        end
+      end
+    end
     local out = {}
     for key in pairs(first) do
       local sub = {}
       for k = 1, #col do
-        local s = col[k]
-        if type(s) ~= "table" then
-          error(string.format("DataLoader: %s of sample %d is a %s, sample 1 has a table", where or "sample", k, type(s)), 0)
-        end
-        sub[k] = s[key]
+        sub[k] = col[k][key]
         if sub[k] == nil then
-          error(string.format("DataLoader: %s is missing in sample %d",
-            where and (where .. "." .. tostring(key)) or ("field " .. tostring(key)), k), 0)
+          error(string.format("default_collate: %s is missing in sample %d (samples must have the same fields)",
+            field_name(where, key), k), 0)
         end
       end
-      out[key] = collate_column(sub, where and (where .. "." .. tostring(key)) or ("field " .. tostring(key)))
+      out[key] = collate_column(sub, field_name(where, key))
     end
     return out
   else
@@ -510,6 +526,7 @@ local function collate_column(col, where)
 end
 
 function M.default_collate(samples)
+  util.check_arg("default_collate", 1, samples, "table")
   if #samples == 0 then return {} end
   local first = samples[1]
   if type(first) == "table" then return collate_column(samples, nil) end

@@ -5,6 +5,7 @@
 --   local net = lt.nn.Sequential{ lt.nn.Linear(784, 512), lt.nn.ReLU(), lt.nn.Linear(512, 10) }
 --   local loss = lt.F.cross_entropy(net(x), y)
 local MM = require "lutra.nn.module"
+local util = require "lutra.util"
 
 local nn = {
   Module = MM.Module,
@@ -22,16 +23,23 @@ for k, v in pairs(require "lutra.nn.loss") do nn[k] = v end
 for k, v in pairs(require "lutra.nn.containers") do nn[k] = v end
 for k, v in pairs(require "lutra.nn.activation_more") do nn[k] = v end
 
--- functions over any model table (a Module or a plain table of modules)
+-- functions over any model table (a Module or a plain table of modules); the model is checked to be a table here
+-- (as a method, m:parameters(), it always is)
+local function model_function(name, f)
+  return function(root, ...)
+    util.check_arg(name, 1, root, "table")
+    return f(root, ...)
+  end
+end
 for _, k in ipairs { "parameters", "named_parameters", "buffers", "named_buffers", "state_dict", "state_dict_keys",
   "load_state_dict", "modules", "children", "train", "zero_grad", "assign_paths" } do
-  nn[k] = MM[k]
+  nn[k] = model_function(k, MM[k])
 end
-function nn.eval(root) return MM.train(root, false) end
+nn.eval = model_function("eval", function(root) return MM.train(root, false) end)
 nn.is_module = MM.is_module_instance
 -- lightning: freezing and hyper-parameters on plain model tables (docs/reference/callbacks_more.md)
-function nn.requires_grad_(root, on) return MM.requires_grad_(root, on) end
-function nn.save_hyperparameters(model, ...) return MM.save_hyperparameters(model, ...) end
+nn.requires_grad_ = model_function("requires_grad_", MM.requires_grad_)
+nn.save_hyperparameters = model_function("save_hyperparameters", MM.save_hyperparameters)
 
 -- more layers, utils and init load when first used
 local lazy = {
