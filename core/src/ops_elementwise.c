@@ -13,6 +13,7 @@
 #include "lt_ops.h"
 #include "lt_pool.h"
 #include "lt_simd.h"
+#include "lt_size.h"
 
 static const char *const binop_names[] = { "add", "sub", "mul", "div", "pow", "maximum", "minimum",
                                            "eq",  "ne",  "lt",  "le",  "gt",  "ge" };
@@ -44,7 +45,7 @@ int lt_broadcast_shape(lt_ctx *c, const char *op, const lt_tensor *a, const lt_t
     shape[d] = sa == 1 ? sb : sa;
   }
   *ndim = n;
-  return LT_OK;
+  return lt_check_size(c, op, n, shape); /* [2^31 x 1] + [1 x 2^32] has 2^63 elements */
 }
 
 /* ---- splitting over threads ------------------------------------------------------------------- */
