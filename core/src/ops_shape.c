@@ -390,7 +390,7 @@ lt_tensor *lt_op_cat(lt_ctx *c, int n, lt_tensor *const *ts, int dim) {
               lt_dtype_name(t0->dtype), dim + 1);
       return NULL;
     }
-    if (lt_size_add(sh[dim], t->shape[dim], &sh[dim])) sh[dim] = INT64_MAX; /* past the limit: fails below */
+    if (__builtin_add_overflow(sh[dim], t->shape[dim], &sh[dim])) sh[dim] = INT64_MAX; /* fails the check below */
   }
   if (lt_check_size(c, "cat", t0->ndim, sh)) return NULL;
   lt_tensor *out = lt_tensor_new(c, t0->dtype, t0->ndim, sh);
