@@ -21,10 +21,8 @@
 #endif
 
 __attribute__((always_inline)) static inline float lt_expf(float x0) {
-  /* ternaries vectorise; fmaxf does not. The first is written so that NaN fails it and takes the bound: the
-   * conversion of n to int below must see a finite value (a NaN's is undefined), and the result is NaN at the end */
-  float x = x0 > -87.3365447504019f ? x0 : -87.3365447504019f;
-  x = x > 88.7228391116729996f ? 88.7228391116729996f : x; /* ln(FLT_MAX): n <= 128 below */
+  float x = x0 < -87.3365447504019f ? -87.3365447504019f : x0; /* ternaries vectorise; fmaxf does not */
+  x = x > 88.7228391116729996f ? 88.7228391116729996f : x;     /* ln(FLT_MAX); a NaN passes both */
   /* exp(x) = 2^n * exp(r), n = floor(x / ln2 + 1/2), r = x - n ln2 */
   /* explicit fmaf (see lt_erff below): -std=c11 turns contraction off, and fmaf rounds alike on every CPU */
   float n = __builtin_floorf(__builtin_fmaf(x, 1.44269504088896341f, 0.5f));
@@ -37,19 +35,24 @@ __attribute__((always_inline)) static inline float lt_expf(float x0) {
   p = __builtin_fmaf(p, r, 1.6666665459e-1f);
   p = __builtin_fmaf(p, r, 5.0000001201e-1f);
   p = __builtin_fmaf(p, r2, r + 1.0f);
-  /* 2^n as two factors 2^(n/2) and 2^(n - n/2): n runs from -126 to 128 and a float's exponent field holds
-   * -126..127, so one factor cannot be 2^128, which exp(x) needs from x = 88.38 up to ln(FLT_MAX) = 88.72 (a
-   * single factor meant clamping x at 88.38: exp(88.5) came out 12% low). Both products are exact. */
-  int32_t ni = (int32_t)n, nh = ni / 2;
+  /* 2^n without converting n to an int, which is undefined for a NaN (UBSan's float-cast-overflow): n plus
+   * 1.5 * 2^23 holds n in its low mantissa bits, read as unsigned (for a NaN they are garbage, but p is NaN then
+   * and so is the result). n runs from -126 to 128 and a float's exponent from -126 to 127, so 2^n is two
+   * factors 2^(a - 63) 2^(b - 64) with a + b = n + 127 (one factor meant clamping x at 88.38: exp(88.5) came out
+   * 12% low). Both products are exact but the last, so the result is the same as p * 2^n rounded once. */
   union {
-    int32_t i;
     float f;
-  } s1 = { .i = (nh + 127) << 23 }, s2 = { .i = (ni - nh + 127) << 23 };
+    uint32_t u;
+  } nb = { .f = n + 12582912.0f };
+  uint32_t e = nb.u - 0x4B400000u + 127u, a = e >> 1, b = e - a;
+  union {
+    uint32_t u;
+    float f;
+  } s1 = { .u = (a + 64u) << 23 }, s2 = { .u = (b + 63u) << 23 };
   float y = p * s1.f * s2.f;
   /* Out of range: exp(-inf) = 0 (a softmax over a -inf mask gives exact zeros, as PyTorch's), results below
    * FLT_MIN are flushed as lutra's compute threads flush denormals, and overflow is inf. NaN stays NaN. */
   y = x0 < -87.3365447504019f ? 0.0f : y;
-  y = x0 != x0 ? x0 : y;
   return x0 > 88.7228391116729996f ? __builtin_inff() : y;
 }
 
