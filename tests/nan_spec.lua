@@ -166,6 +166,9 @@ describe("NaN and infinities where a float becomes an integer", function()
     assert.is_true(isnan(ln[1][1]))
     local up = lt.F.interpolate(x, { scale_factor = 2 })
     assert.are.same({ 1, 1, 8, 8 }, up:shape())
+    for _, s in ipairs { NAN, INF, 1e30 } do
+      assert.is.truthy(err_of(function() return lt.F.interpolate(x, { scale_factor = s }) end):find("interpolate"))
+    end
   end)
 
   it("histogram-like and rounding ops on huge values do not convert them to integers", function()
