@@ -24,6 +24,7 @@ static int l_randint(lua_State *L) {
                     luaL_typename(L, size_at));
   int64_t shape[LT_MAX_DIM];
   int ndim = l_checkshape_only(L, size_at, shape, "randint");
+  l_check_new_shape(L, ndim, shape, "randint");
   return l_push(L, lt_op_randint(L_CTX(L), low, high, ndim, shape));
 }
 

@@ -111,6 +111,7 @@ static int creation(lua_State *L, const char *name, int kind) {
   int ndim = l_checkshape(L, 1, shape, name);
   int next = lua_istable(L, 1) ? 2 : ndim + 1;
   lt_ctx *c = L_CTX(L);
+  l_check_new_shape(L, ndim, shape, name);
   lt_tensor *t = NULL;
   switch (kind) {
     case 0: t = lt_tensor_zeros(c, l_checkdtype(L, next, LT_F32, name), ndim, shape); break;
@@ -132,6 +133,7 @@ static int l_full(lua_State *L) {
   int64_t shape[LT_MAX_DIM];
   if (!lua_istable(L, 1)) l_errorf(L, "bad argument #1 to 'full' (shape table expected, got %s)", luaL_typename(L, 1));
   int ndim = l_checkshape(L, 1, shape, "full");
+  l_check_new_shape(L, ndim, shape, "full");
   double v = l_checknumber(L, 2);
   lt_dtype dt = l_checkdtype(L, 3, LT_F32, "full");
   if (dt == LT_I64 && !l_is_int64(v)) return l_errorf(L, "full: value %.14g is not an int64 value", v);

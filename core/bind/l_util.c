@@ -9,6 +9,7 @@
 
 #include "lt_alloc.h"
 #include "lt_prof.h"
+#include "lt_size.h"
 
 void l_push_upvalues(lua_State *L) {
   lua_pushvalue(L, lua_upvalueindex(1));
@@ -347,6 +348,15 @@ int l_checkshape(lua_State *L, int first, int64_t *shape, const char *fname) {
     n++;
   }
   return n;
+}
+
+void l_check_new_shape(lua_State *L, int ndim, const int64_t *shape, const char *fname) {
+  char b[256];
+  for (int d = 0; d < ndim; d++)
+    if (shape[d] < 0)
+      l_errorf(L, "%s: size %lld of dim %d is negative (shape %s)", fname, (long long)shape[d], d + 1,
+               lt_dims_str(ndim, shape, b, sizeof b));
+  if (lt_check_size(L_CTX(L), fname, ndim, shape)) l_error(L);
 }
 
 int l_checkshape_only(lua_State *L, int first, int64_t *shape, const char *fname) {

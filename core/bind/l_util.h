@@ -103,6 +103,8 @@ int l_checkdim_nz(lua_State *L, int idx, int ndim, const char *fname);
 int l_optdim(lua_State *L, int idx, int ndim, const char *fname, int def);
 /* Shape from varargs of integers or one table, starting at stack index first. Returns ndim. */
 int l_checkshape(lua_State *L, int first, int64_t *shape, const char *fname);
+/* The shape of a tensor to create: no negative size, and at most 2^62 elements (lt_size.h); errors name fname. */
+void l_check_new_shape(lua_State *L, int ndim, const int64_t *shape, const char *fname);
 /* The same, for calls where nothing may follow the sizes (view, reshape, expand, permute). */
 int l_checkshape_only(lua_State *L, int first, int64_t *shape, const char *fname);
 lt_dtype l_checkdtype(lua_State *L, int idx, lt_dtype def, const char *fname);

@@ -4,7 +4,9 @@
 #include "lt_simd.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
+#include <sys/mman.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +32,8 @@ static struct {
   void (*set_threads)(int);
   int cur_threads; /* what OpenBLAS is set to now (lt_blas_sgemm chooses per call, up to info.threads) */
   int serial;      /* > 0: OpenBLAS held at one thread (lt_blas_serial_begin) */
-} B = { PTHREAD_ONCE_INIT, { 0 }, NULL, NULL, NULL, 0, 0 };
+  int ws_threads;  /* lt_blas_ready found room for this many OpenBLAS buffers (0: not yet) */
+} B = { PTHREAD_ONCE_INIT, { 0 }, NULL, NULL, NULL, 0, 0, 0 };
 
 typedef struct cpu_feats {
   int avx, avx2, fma, avx512f, avx512bw, avx512dq, avx512vl, avx512cd;
@@ -148,6 +151,41 @@ static void init_once(void) {
 }
 
 void lt_blas_init(void) { pthread_once(&B.once, init_once); }
+
+/* OpenBLAS 0.3.21's BUFFER_SIZE on x86-64 (common_x86_64.h: 32 << 22), what blas_memory_alloc maps per thread
+ * (mmap of BUFFER_SIZE, or malloc of BUFFER_SIZE + FIXED_PAGESIZE when the map fails; measured with strace) */
+#define OPENBLAS_BUFFER ((size_t)128 << 20)
+#define OPENBLAS_PAGE ((size_t)4096)
+
+int lt_blas_ready(lt_ctx *c) {
+  int want = B.info.threads > 0 ? B.info.threads : 1;
+  if (__atomic_load_n(&B.ws_threads, __ATOMIC_ACQUIRE) >= want) return LT_OK;
+  lt_blas_init();
+  want = B.info.threads > 0 ? B.info.threads : 1;
+  if (!B.set_threads) { /* not OpenBLAS (lutra's own GEMM, or another BLAS): no such buffers */
+    __atomic_store_n(&B.ws_threads, 1 << 30, __ATOMIC_RELEASE);
+    return LT_OK;
+  }
+  /* the same kind of map OpenBLAS makes, held all at once (its threads' buffers live together), never touched */
+  void *maps[256];
+  int n = want < 256 ? want : 256, got = 0, err = 0;
+  for (; got < n; got++) {
+    maps[got] = mmap(NULL, OPENBLAS_BUFFER + OPENBLAS_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (maps[got] == MAP_FAILED) {
+      err = errno;
+      break;
+    }
+  }
+  for (int i = 0; i < got; i++) munmap(maps[i], OPENBLAS_BUFFER + OPENBLAS_PAGE);
+  if (got < n)
+    return lt_fail(c,
+                   "out of memory: GEMM workspace: OpenBLAS needs %d buffer%s of %zu MiB (one per thread) and the "
+                   "process could map %d (%s; a `ulimit -v`?): raise the limit, or use fewer threads "
+                   "(lt.set_num_threads(1) needs one buffer)",
+                   n, n == 1 ? "" : "s", (OPENBLAS_BUFFER + OPENBLAS_PAGE) >> 20, got, strerror(err));
+  __atomic_store_n(&B.ws_threads, want, __ATOMIC_RELEASE);
+  return LT_OK;
+}
 
 const lt_blas_info *lt_blas_get_info(void) {
   lt_blas_init();

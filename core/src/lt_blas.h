@@ -12,6 +12,8 @@
 
 #include <stdint.h>
 
+#include "lt_ctx.h"
+
 typedef struct lt_blas_info {
   const char *library;    /* path that was loaded, or "builtin" */
   char coretype[32];      /* the kernel family OpenBLAS was told, or "" */
@@ -43,6 +45,13 @@ int lt_blas_threads_pay(int64_t m, int64_t n, int64_t k);
  * pool's threads instead of one at a time on OpenBLAS's. Called by the thread submitting the job. */
 void lt_blas_serial_begin(void);
 void lt_blas_serial_end(void);
+/* LT_OK when OpenBLAS can have the workspace its GEMMs need, else fails with "out of memory: GEMM workspace ...".
+ * OpenBLAS 0.3.21 maps one 128 MiB buffer for each thread that runs a GEMM, the first time that thread runs one,
+ * and when the map fails it retries forever (driver/others/memory.c, blas_memory_alloc): under `ulimit -v` the
+ * first GEMM never returned. So before the first GEMM lutra maps as many buffers as OpenBLAS may run threads
+ * (then unmaps them); once that succeeded for this thread count the check is one load. Ops that call
+ * lt_blas_sgemm call this first (lt_gemm does). */
+int lt_blas_ready(lt_ctx *c);
 /* Row-major sgemm, C = alpha * op(A) op(B) + beta * C. */
 void lt_blas_sgemm(int transa, int transb, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
                    int ldb, float beta, float *c, int ldc);

@@ -6,6 +6,13 @@
 
 #include <stdint.h>
 
+#include "lt_ctx.h"
+
+/* The sizes a convolution derives from its input, weight and options: its output oshape [N x O x HO x WO] and the
+ * unfolded input [K x PH x PW] of one item (K rows of PH*PW positions) must hold at most 2^62 elements each
+ * (lt_size.h), checked before any of them is computed or allocated; fails naming op and the shape. */
+int lt_conv_check_sizes(lt_ctx *c, const char *op, const int64_t *oshape, int64_t K, int64_t PH, int64_t PW);
+
 /* range [lo, hi) of output positions o (of nout) whose input position o*S - P + off lies in [0, n): the columns an
  * unfolded kernel tap at offset off reads from the input, the rest being padding */
 static inline void lt_conv_valid_range(int64_t off, int64_t S, int64_t P, int64_t n, int64_t nout, int64_t *lo,

@@ -6,6 +6,9 @@
 #define LT_ERRORS_H
 
 #define LT_E_OOM "out of memory: could not allocate %zu bytes"
+/* op, shape: an element count or byte size past 2^62 (lt_size.h) */
+#define LT_E_SIZE "%s: the result %s has more than 2^62 elements"
+#define LT_E_SIZE_BYTES "%s: the result %s needs more than 2^62 bytes"
 /* op, a shape, b shape, hint */
 #define LT_E_BROADCAST "%s: shapes %s and %s cannot be broadcast (sizes must match or be 1 in each dim, from the last)"
 /* op, which, expected dtype, got dtype */

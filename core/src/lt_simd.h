@@ -22,7 +22,7 @@
 
 __attribute__((always_inline)) static inline float lt_expf(float x0) {
   float x = x0 < -87.3365447504019f ? -87.3365447504019f : x0; /* ternaries vectorise; fmaxf does not */
-  x = x > 88.3762626647949f ? 88.3762626647949f : x;
+  x = x > 88.7228391116729996f ? 88.7228391116729996f : x;     /* ln(FLT_MAX); a NaN passes both */
   /* exp(x) = 2^n * exp(r), n = floor(x / ln2 + 1/2), r = x - n ln2 */
   /* explicit fmaf (see lt_erff below): -std=c11 turns contraction off, and fmaf rounds alike on every CPU */
   float n = __builtin_floorf(__builtin_fmaf(x, 1.44269504088896341f, 0.5f));
@@ -35,11 +35,21 @@ __attribute__((always_inline)) static inline float lt_expf(float x0) {
   p = __builtin_fmaf(p, r, 1.6666665459e-1f);
   p = __builtin_fmaf(p, r, 5.0000001201e-1f);
   p = __builtin_fmaf(p, r2, r + 1.0f);
+  /* 2^n without converting n to an int, which is undefined for a NaN (UBSan's float-cast-overflow): n plus
+   * 1.5 * 2^23 holds n in its low mantissa bits, read as unsigned (for a NaN they are garbage, but p is NaN then
+   * and so is the result). n runs from -126 to 128 and a float's exponent from -126 to 127, so 2^n is two
+   * factors 2^(a - 63) 2^(b - 64) with a + b = n + 127 (one factor meant clamping x at 88.38: exp(88.5) came out
+   * 12% low). Both products are exact but the last, so the result is the same as p * 2^n rounded once. */
   union {
-    int32_t i;
     float f;
-  } scale = { .i = ((int32_t)n + 127) << 23 };
-  float y = p * scale.f;
+    uint32_t u;
+  } nb = { .f = n + 12582912.0f };
+  uint32_t e = nb.u - 0x4B400000u + 127u, a = e >> 1, b = e - a;
+  union {
+    uint32_t u;
+    float f;
+  } s1 = { .u = (a + 64u) << 23 }, s2 = { .u = (b + 63u) << 23 };
+  float y = p * s1.f * s2.f;
   /* Out of range: exp(-inf) = 0 (a softmax over a -inf mask gives exact zeros, as PyTorch's), results below
    * FLT_MIN are flushed as lutra's compute threads flush denormals, and overflow is inf. NaN stays NaN. */
   y = x0 < -87.3365447504019f ? 0.0f : y;

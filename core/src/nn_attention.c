@@ -394,6 +394,7 @@ static void state_free(att_state *s) {
 static int geom_init(lt_ctx *c, att_geom *g, att_state *s, lt_tensor *q, lt_tensor *k, lt_tensor *v, lt_tensor *m,
                      int causal, double p, double scale, int binary) {
   memset(s, 0, sizeof *s);
+  if (lt_blas_ready(c)) return LT_ERR; /* forward and backward run GEMMs (lt_blas.h) */
   int n = q->ndim, nb = n - 2;
   int64_t nbh = 1;
   for (int i = 0; i < nb; i++) nbh *= q->shape[i];

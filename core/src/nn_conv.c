@@ -10,6 +10,7 @@
  * One input channel at stride 1 (the first layer of an image net) takes a direct convolution instead when the
  * input does not require grad (see "direct convolution" below).
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "lt_alloc.h"
@@ -19,6 +20,7 @@
 #include "lt_nn.h"
 #include "lt_pool.h"
 #include "lt_simd.h"
+#include "lt_size.h"
 
 typedef struct conv_geom {
   int64_t N, C, H, W, O, KH, KW, SH, SW, PH, PW, HO, WO;
@@ -193,6 +195,15 @@ static void fold(const conv_geom *g, const float *col, int64_t ld, float *gx) {
 /* dst = src + bias (one output plane out of the GEMM's [O, m*P] block), compiled per CPU */
 LT_VECTOR_FN static void add_bias_row(float *restrict dst, const float *restrict src, float bias, int64_t n) {
   for (int64_t p = 0; p < n; p++) dst[p] = src[p] + bias;
+}
+
+int lt_conv_check_sizes(lt_ctx *c, const char *op, const int64_t *oshape, int64_t K, int64_t PH, int64_t PW) {
+  if (lt_check_size(c, op, 4, oshape)) return LT_ERR;
+  int64_t n;
+  if (!lt_size_mul(K, PH, &n) && !lt_size_mul(n, PW, &n)) return LT_OK;
+  char b[96];
+  snprintf(b, sizeof b, "unfolded input [%lld x %lld x %lld]", (long long)K, (long long)PH, (long long)PW);
+  return lt_fail(c, LT_E_SIZE, op, b);
 }
 
 static float *scratch(lt_ctx *c, int64_t n) {
@@ -572,8 +583,9 @@ lt_tensor *lt_nn_conv2d_act(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b,
   }
   g.HO = (g.H + 2 * g.PH - g.KH) / g.SH + 1;
   g.WO = (g.W + 2 * g.PW - g.KW) / g.SW + 1;
-  const int64_t K = geom_k(&g), P = geom_p(&g), CHW = g.C * g.H * g.W, nb = chunk_items(&g);
   int64_t oshape[4] = { g.N, g.O, g.HO, g.WO };
+  if (lt_conv_check_sizes(c, "conv2d", oshape, geom_k(&g), g.HO, g.WO)) return NULL;
+  const int64_t K = geom_k(&g), P = geom_p(&g), CHW = g.C * g.H * g.W, nb = chunk_items(&g);
   float *col = NULL, *tmp = NULL;
   lt_tensor *out = lt_tensor_new(c, LT_F32, 4, oshape);
   lt_tensor *xc = out ? lt_op_contiguous(c, x) : NULL;

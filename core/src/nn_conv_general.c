@@ -22,6 +22,7 @@
 #include "lt_nn.h"
 #include "lt_pool.h"
 #include "lt_simd.h"
+#include "lt_size.h"
 
 typedef struct gconv_geom {
   int64_t N, C, H, W, O, KH, KW, SH, SW, PH, PW, DH, DW, HO, WO, G;
@@ -306,17 +307,20 @@ lt_tensor *lt_nn_conv2d_ex(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, 
             lt_shape_str(w, b1, sizeof b1));
     return NULL;
   }
-  if (x->shape[1] != w->shape[1] * groups) {
-    lt_fail(c, "%s: input has %lld channels, expected %lld = weight's %lld x %d groups (input %s, weight %s)", op,
-            (long long)x->shape[1], (long long)(w->shape[1] * groups), (long long)w->shape[1], groups,
-            lt_shape_str(x, b1, sizeof b1), lt_shape_str(w, b2, sizeof b2));
+  if (x->shape[1] / groups != w->shape[1]) { /* x->shape[1] is a multiple of groups (check_common) */
+    lt_fail(c, "%s: input has %lld channels, expected weight's %lld x %d groups (input %s, weight %s)", op,
+            (long long)x->shape[1], (long long)w->shape[1], groups, lt_shape_str(x, b1, sizeof b1),
+            lt_shape_str(w, b2, sizeof b2));
     return NULL;
   }
   gconv_geom g = {
     x->shape[0], x->shape[1], x->shape[2], x->shape[3], w->shape[0], w->shape[2], w->shape[3], stride[0], stride[1],
     padding[0],  padding[1],  dilation[0], dilation[1], 0,           0,           groups,      0
   };
-  const int64_t eh = g.DH * (g.KH - 1) + 1, ew = g.DW * (g.KW - 1) + 1; /* the dilated kernel's extent */
+  /* the dilated kernel's extent; past 2^62 it is larger than any padded input (H <= 2^62, padding < 2^31) */
+  int64_t eh = LT_SIZE_LIMIT, ew = LT_SIZE_LIMIT;
+  if (!lt_size_mul(g.DH, g.KH - 1, &eh)) eh++;
+  if (!lt_size_mul(g.DW, g.KW - 1, &ew)) ew++;
   if (g.H + 2 * g.PH < eh || g.W + 2 * g.PW < ew) {
     lt_fail(c,
             "%s: output size would be <= 0: dilated kernel %lldx%lld is larger than the padded input %lldx%lld "
@@ -327,6 +331,8 @@ lt_tensor *lt_nn_conv2d_ex(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, 
   }
   g.HO = (g.H + 2 * g.PH - eh) / g.SH + 1;
   g.WO = (g.W + 2 * g.PW - ew) / g.SW + 1;
+  const int64_t oshape[4] = { g.N, g.O, g.HO, g.WO };
+  if (lt_conv_check_sizes(c, op, oshape, g_kg(&g), g.HO, g.WO)) return NULL;
   return run_forward(c, op, &g, x, w, b);
 }
 
@@ -334,11 +340,23 @@ lt_tensor *lt_nn_conv2d_ex(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, 
 /* The node keeps the geometry of the adjoint convolution (from the output space [N, Cout, HO, WO] back to the
  * input space [N, Cin, H, W]) with T = 1. */
 
+/* (n - 1) s - 2 p + d (k - 1) + op + 1, a transposed convolution's output size (n >= 0, k >= 1, the options
+ * checked); 1 when a term is past 2^62 */
+static int transpose_out_size(int64_t n, int64_t k, int64_t s, int64_t p, int64_t op, int64_t d, int64_t *out) {
+  int64_t a, b;
+  if (lt_size_mul(d, k - 1, &b) || lt_size_add(b, op + 1, &b)) return 1;
+  if (n == 0) a = b - s;
+  else if (lt_size_mul(n - 1, s, &a) || lt_size_add(a, b, &a)) return 1;
+  *out = a - 2 * p;
+  return 0;
+}
+
 lt_tensor *lt_nn_conv_transpose2d(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, const int *stride,
                                   const int *padding, const int *output_padding, const int *dilation, int groups) {
   const char *op = "conv_transpose2d";
   char b1[128], b2[128];
-  const int64_t cout = w->ndim == 4 ? w->shape[1] * groups : 0;
+  int64_t cout = 0; /* past 2^62: no bias matches, and the output check below names it */
+  if (w->ndim == 4 && lt_size_mul(w->shape[1], groups, &cout)) cout = LT_SIZE_LIMIT + 1;
   if (check_common(c, op, x, w, b, cout, stride, padding, dilation, groups)) return NULL;
   if (x->shape[1] != w->shape[0]) {
     lt_fail(c,
@@ -355,8 +373,14 @@ lt_tensor *lt_nn_conv_transpose2d(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tens
       return NULL;
     }
   const int64_t H = x->shape[2], W = x->shape[3], KH = w->shape[2], KW = w->shape[3];
-  const int64_t HO = (H - 1) * stride[0] - 2 * padding[0] + dilation[0] * (KH - 1) + output_padding[0] + 1;
-  const int64_t WO = (W - 1) * stride[1] - 2 * padding[1] + dilation[1] * (KW - 1) + output_padding[1] + 1;
+  int64_t HO, WO;
+  if (transpose_out_size(H, KH, stride[0], padding[0], output_padding[0], dilation[0], &HO) ||
+      transpose_out_size(W, KW, stride[1], padding[1], output_padding[1], dilation[1], &WO)) {
+    lt_fail(c, "%s: an output size is past 2^62 (input %s, weight %s, stride %dx%d, dilation %dx%d)", op,
+            lt_shape_str(x, b1, sizeof b1), lt_shape_str(w, b2, sizeof b2), stride[0], stride[1], dilation[0],
+            dilation[1]);
+    return NULL;
+  }
   if (HO < 1 || WO < 1) {
     lt_fail(c, "%s: output size %lldx%lld is <= 0 (input %s, weight %s, stride %dx%d, padding %dx%d, dilation %dx%d)",
             op, (long long)HO, (long long)WO, lt_shape_str(x, b1, sizeof b1), lt_shape_str(w, b2, sizeof b2), stride[0],
@@ -366,5 +390,7 @@ lt_tensor *lt_nn_conv_transpose2d(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tens
   /* the adjoint convolution: [N, Cout, HO, WO] -> [N, Cin, H, W], weight [Cin, Cout/G, KH, KW] */
   gconv_geom g = { x->shape[0], cout,       HO,          WO,          x->shape[1], KH, KW,     stride[0], stride[1],
                    padding[0],  padding[1], dilation[0], dilation[1], H,           W,  groups, 1 };
+  const int64_t oshape[4] = { g.N, cout, HO, WO };
+  if (lt_conv_check_sizes(c, op, oshape, g_kg(&g), H, W)) return NULL;
   return run_forward(c, op, &g, x, w, b);
 }

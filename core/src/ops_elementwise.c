@@ -13,6 +13,7 @@
 #include "lt_ops.h"
 #include "lt_pool.h"
 #include "lt_simd.h"
+#include "lt_size.h"
 
 static const char *const binop_names[] = { "add", "sub", "mul", "div", "pow", "maximum", "minimum",
                                            "eq",  "ne",  "lt",  "le",  "gt",  "ge" };
@@ -44,7 +45,7 @@ int lt_broadcast_shape(lt_ctx *c, const char *op, const lt_tensor *a, const lt_t
     shape[d] = sa == 1 ? sb : sa;
   }
   *ndim = n;
-  return LT_OK;
+  return lt_check_size(c, op, n, shape); /* [2^31 x 1] + [1 x 2^32] has 2^63 elements */
 }
 
 /* ---- splitting over threads ------------------------------------------------------------------- */
@@ -585,7 +586,7 @@ __attribute__((always_inline)) static inline float un_f(lt_unop op, float x) {
     case LT_ABS: return fabsf(x);
     case LT_TANH: return lt_tanhf(x);
     case LT_SIGMOID: return lt_sigmoidf(x);
-    case LT_RELU: return x > 0 ? x : 0.0f;
+    case LT_RELU: return x < 0 ? 0.0f : x; /* NaN stays NaN (and -0 stays -0), as PyTorch's */
     case LT_SIN: return sinf(x);
     case LT_COS: return cosf(x);
     case LT_GELU: return gelu_f(x);
@@ -724,7 +725,7 @@ LT_VECTOR_FN static void unary_grad_kernel(lt_unop op, const float *px, const fl
       for (int64_t i = 0; i < N; i++) pr[i] = pg[i] * py[i] * (1.0f - py[i]);
       break;
     case LT_RELU:
-      for (int64_t i = 0; i < N; i++) pr[i] = px[i] > 0 ? pg[i] : 0.0f;
+      for (int64_t i = 0; i < N; i++) pr[i] = px[i] <= 0 ? 0.0f : pg[i]; /* a NaN passes g, as PyTorch's */
       break;
     case LT_SIN:
       for (int64_t i = 0; i < N; i++) pr[i] = pg[i] * cosf(px[i]);
@@ -1080,11 +1081,11 @@ lt_tensor *lt_op_masked_fill(lt_ctx *c, lt_tensor *x, lt_tensor *mask, double va
 /* ---- ReLU fused into the op before it (linear, conv2d: lt_act) ------------------------------------------ */
 
 LT_VECTOR_FN void lt_relu_inplace_f32(float *y, int64_t n) {
-  for (int64_t i = 0; i < n; i++) y[i] = y[i] > 0.0f ? y[i] : 0.0f;
+  for (int64_t i = 0; i < n; i++) y[i] = y[i] < 0.0f ? 0.0f : y[i]; /* NaN stays NaN, as PyTorch's */
 }
 
 LT_VECTOR_FN static void relu_mask(int64_t n, const float *restrict y, const float *g, float *r) { /* r may be g */
-  for (int64_t i = 0; i < n; i++) r[i] = y[i] > 0.0f ? g[i] : 0.0f;
+  for (int64_t i = 0; i < n; i++) r[i] = y[i] <= 0.0f ? 0.0f : g[i];
 }
 
 lt_tensor *lt_relu_grad(lt_ctx *c, lt_tensor *g, const lt_tensor *y) {

@@ -5,6 +5,7 @@
 
 #include "lt_errors.h"
 #include "lt_ops.h"
+#include "lt_size.h"
 
 /* --- view / reshape ------------------------------------------------------------------------------ */
 
@@ -49,7 +50,7 @@ static int infer_shape(lt_ctx *c, const char *op, const lt_tensor *t, int ndim, 
     return lt_fail(c, LT_E_VIEW_NUMEL, op, lt_dims_str(ndim, shape, b1, sizeof b1), (long long)n,
                    lt_shape_str(t, b2, sizeof b2));
   }
-  return LT_OK;
+  return lt_check_size(c, op, ndim, out); /* a shape with a 0 holds 0 elements, but its strides must fit */
 }
 
 static lt_tensor *make_view(lt_ctx *c, lt_tensor *t, int ndim, const int64_t *shape, const int64_t *stride,
@@ -333,8 +334,14 @@ lt_tensor *lt_op_expand(lt_ctx *c, lt_tensor *t, int ndim, const int64_t *shape)
               lt_dims_str(ndim, shape, b2, sizeof b2), td + 1, (long long)t->shape[td]);
       return NULL;
     }
+    if (want < 0) {
+      lt_fail(c, "expand: cannot expand %s to %s (size %lld of dim %d is negative)", lt_shape_str(t, b1, sizeof b1),
+              lt_dims_str(ndim, shape, b2, sizeof b2), (long long)want, d + 1);
+      return NULL;
+    }
     sh[d] = want;
   }
+  if (lt_check_size(c, "expand", ndim, sh)) return NULL;
   lt_tensor *v = lt_broadcast_alias(c, t, ndim, sh);
   if (!v) return NULL;
   lt_node *nd;
@@ -389,8 +396,9 @@ lt_tensor *lt_op_cat(lt_ctx *c, int n, lt_tensor *const *ts, int dim) {
               lt_dtype_name(t0->dtype), dim + 1);
       return NULL;
     }
-    sh[dim] += t->shape[dim];
+    if (__builtin_add_overflow(sh[dim], t->shape[dim], &sh[dim])) sh[dim] = INT64_MAX; /* fails the check below */
   }
+  if (lt_check_size(c, "cat", t0->ndim, sh)) return NULL;
   lt_tensor *out = lt_tensor_new(c, t0->dtype, t0->ndim, sh);
   if (!out) return NULL;
   int64_t start = 0;

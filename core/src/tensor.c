@@ -6,6 +6,7 @@
 
 #include "lt_alloc.h"
 #include "lt_errors.h"
+#include "lt_size.h"
 
 static int64_t live_tensors;
 
@@ -74,7 +75,7 @@ lt_tensor *lt_tensor_new(lt_ctx *c, lt_dtype dt, int ndim, const int64_t *shape)
     lt_fail(c, "tensor: %d dimensions requested, at most %d are supported", ndim, LT_MAX_DIM);
     return NULL;
   }
-  int64_t n = 1;
+  int64_t n = 1, nbytes;
   for (int d = 0; d < ndim; d++) {
     if (shape[d] < 0) {
       char buf[128];
@@ -82,15 +83,13 @@ lt_tensor *lt_tensor_new(lt_ctx *c, lt_dtype dt, int ndim, const int64_t *shape)
               lt_dims_str(ndim, shape, buf, sizeof buf));
       return NULL;
     }
-    if (shape[d] > 0 && n > (INT64_C(1) << 46) / shape[d]) {
-      lt_fail(c, "tensor: shape too large to allocate");
-      return NULL;
-    }
-    n *= shape[d];
   }
+  if (lt_check_size(c, "tensor", ndim, shape)) return NULL;
+  for (int d = 0; d < ndim; d++) n *= shape[d]; /* within the span just checked (zeros count as 1 there) */
+  if (lt_check_bytes(c, "tensor", ndim, shape, n, (int64_t)lt_dtype_size(dt), &nbytes)) return NULL;
   lt_tensor *t = header_new(c);
   if (!t) return NULL;
-  t->storage = storage_new(c, (size_t)n * lt_dtype_size(dt));
+  t->storage = storage_new(c, (size_t)nbytes);
   if (!t->storage) {
     lt_tensor_release(t);
     return NULL;
@@ -118,6 +117,8 @@ lt_tensor *lt_tensor_scalar(lt_ctx *c, double v) {
 
 lt_tensor *lt_tensor_alias(lt_ctx *c, const lt_tensor *base, int ndim, const int64_t *shape, const int64_t *stride,
                            int64_t offset) {
+  /* the ops that make views check their shapes naming themselves; this guards the ones that derive a shape */
+  if (lt_check_size(c, "view", ndim, shape)) return NULL;
   lt_tensor *t = header_new(c);
   if (!t) return NULL;
   t->storage = base->storage;

@@ -204,6 +204,11 @@ function M.interpolate(x, opts)
     if sizes[i] < 1 or sizes[i] ~= math.floor(sizes[i]) then
       error(string.format("interpolate: output size %s must be a positive integer", tostring(sizes[i])), 2)
     end
+    -- the interpolation matrices are built row by row as Lua tables: an infinite or huge scale_factor
+    -- would exhaust the Lua heap before any tensor size check could refuse it
+    if sizes[i] >= 2 ^ 31 then
+      error(string.format("interpolate: output size %.14g is too large (at most 2^31 - 1 per dim)", sizes[i]), 2)
+    end
   end
   local ac = o.align_corners == true
   local y = x
