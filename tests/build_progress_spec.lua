@@ -88,13 +88,13 @@ PROJECTS := core app tool test_a other
 
 all: $(PROJECTS)
 
-core: 
+core:
 	@echo "==== Building core ($(config)) ===="
 app: core
 	@echo "==== Building app ($(config)) ===="
 test_a: app
 	@echo "==== Building test_a ($(config)) ===="
-other: 
+other:
 	@echo "==== Building other ($(config)) ===="
 clean:
 	@${MAKE} --no-print-directory -C . -f core.make clean
