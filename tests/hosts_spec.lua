@@ -249,7 +249,7 @@ io.write(tostring(D.available()), "\n", select(2, pcall(D.init)))]]))
 end)
 
 -- ./lutra install: the layout, a C host built from the installed prefix only (pkg-config, shared and
--- --static), the installed binary and Lua module.
+-- --static) that runs without LD_LIBRARY_PATH (lutra.pc's rpath), the installed binary and Lua module.
 describe("hosts: ./lutra install and lutra.pc", function()
   local T
   setup(function()
@@ -296,12 +296,11 @@ describe("hosts: ./lutra install and lutra.pc", function()
     local _, e, status = sh("cc -o " .. q(exe) .. " examples/embed/host.c $(" .. pc .. ") -lm" .. san)
     assert.are.equal(0, status, "cc: " .. e)
     local o
-    -- a prefix outside the loader's paths: LD_LIBRARY_PATH, as its user would set it
-    o, e, status = sh("LD_LIBRARY_PATH=" .. q(prefix .. "/lib") .. " " .. q(exe) ..
-      " --frames 120 --every 60 --script examples/embed/world.lua")
+    -- a prefix outside the loader's paths, and no LD_LIBRARY_PATH: lutra.pc's rpath finds liblutra.so
+    o, e, status = sh("env -u LD_LIBRARY_PATH " .. q(exe) .. " --frames 120 --every 60 --script examples/embed/world.lua")
     assert.are.equal(0, status, e)
     assert.is_truthy(o:find("training steps %d+"), o)
-    return (sh("LD_LIBRARY_PATH=" .. q(prefix .. "/lib") .. " ldd " .. q(exe)))
+    return (sh("env -u LD_LIBRARY_PATH ldd " .. q(exe)))
   end
 
   it("a C host builds from the installed prefix with pkg-config alone, and runs", function()
@@ -309,8 +308,10 @@ describe("hosts: ./lutra install and lutra.pc", function()
     sh("./lutra install --prefix " .. q(T .. "/p"))
     local libs = select(1, sh("PKG_CONFIG_PATH=" .. q(T .. "/p/lib/pkgconfig") .. " pkg-config --libs lutra"))
     assert.is_truthy(libs:find("-L" .. T .. "/p/lib", 1, true), libs)
+    assert.is_truthy(libs:find("-Wl,-rpath," .. T .. "/p/lib", 1, true), libs)
     local ldd = build_and_run(T .. "/p", false, T .. "/host_shared")
-    assert.is_truthy(ldd:find(T .. "/p/lib/liblutra.so", 1, true), ldd)
+    assert.is_truthy(ldd:find("liblutra.so => " .. T .. "/p/lib/liblutra.so", 1, true), ldd)
+    assert.is_truthy(select(1, sh("readelf -d " .. q(T .. "/host_shared"))):find("[" .. T .. "/p/lib]", 1, true))
     assert.is_nil(ldd:find("libmpi", 1, true), ldd)
   end)
 
