@@ -11,8 +11,10 @@
 --     such line is a step. LABEL is what is built ("release").
 --     tty: one line on the terminal, rewritten in place at each step ("\r...\27[K"), ended by a newline.
 --     lines: for a log or a pipe, a line at each quarter (25%, 50%, 75%, 100%): a few lines, never one a file.
---     At the end the count is what make did ("[n/n] 100%"), also when TOTAL was above or below it.
---     make's own output is not repeated (./lutra keeps it in make.log).
+--     The last line of the input is make's exit status, "make: exit status N" (./lutra adds it): when 0, the
+--     count ends at what make did ("[n/n] 100%"), also when TOTAL was above or below it; otherwise it stays
+--     where make stopped (./lutra then shows the errors). make's own output is not repeated (./lutra keeps it
+--     in make.log).
 local function usage()
   io.stderr:write("build_progress.lua: usage: luajit core/build_progress.lua count MAKEFILE\n" ..
     "       luajit core/build_progress.lua show TOTAL LABEL tty|lines\n")
@@ -71,7 +73,9 @@ local function show(total, label, mode)
   local function head(n, of)
     return string.format("lutra: building (%s) [%d/%d] %3d%%", label, n, of, math.floor(100 * n / of))
   end
+  local make_status
   for line in io.lines() do
+    make_status = tonumber(line:match("^make: exit status (%d+)$")) or make_status
     local step = line:match(SOURCE) or line:match(SOURCE_CPP) or line:match("^Linking %S+$")
     if step then
       done = done + 1
@@ -87,10 +91,12 @@ local function show(total, label, mode)
       end
     end
   end
-  -- make has finished: every step it had is done
-  if mode == "tty" and done > 0 then
+  if done == 0 then return end
+  if make_status ~= 0 then -- failed (or stopped): the line stays where make stopped
+    if mode == "tty" then io.write("\n") end
+  elseif mode == "tty" then -- every step make had is done
     io.write("\r", head(done, done), "\27[K\n")
-  elseif done > 0 and last ~= head(done, done) then
+  elseif last ~= head(done, done) then
     io.write(head(done, done), "\n")
   end
 end

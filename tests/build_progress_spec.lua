@@ -33,7 +33,8 @@ end
 -- make's output as premake's makefiles print it under `make -s`
 local MAKE_OUT = table.concat({ "==== Building lutra_static (release) ====", "Running pre-build commands", "a.c", "b.c",
   "tensor.c: In function 'f':", "tensor.c:3:5: warning: unused variable 'x' [-Wunused-variable]", "c.c", "d.c",
-  "Linking lutra_static", "==== Building lutra (release) ====", "main.c", "repl.c", "Linking lutra" }, "\n") .. "\n"
+  "Linking lutra_static", "==== Building lutra (release) ====", "main.c", "repl.c", "Linking lutra",
+  "make: exit status 0" }, "\n") .. "\n"
 
 describe("build progress: core/build_progress.lua show", function()
   it("writes a line per quarter when not on a terminal, without the file names or make's own output", function()
@@ -69,6 +70,18 @@ describe("build progress: core/build_progress.lua show", function()
       local n, of = line:match("%[(%d+)/(%d+)%]")
       assert.is_true(tonumber(n) <= tonumber(of), line)
     end
+  end)
+
+  it("stays where make stopped when it failed", function()
+    local failed = MAKE_OUT:gsub("make: exit status 0", "make: exit status 2")
+    local o = progress("show 8 release lines", failed)
+    assert.are.same({ "lutra: building (release) [2/8]  25%", "lutra: building (release) [4/8]  50%",
+      "lutra: building (release) [6/8]  75%", "lutra: building (release) [8/8] 100%" }, lines_of(o))
+    local stopped = "a.c\nb.c\nc.c\nx.c:1:1: error: expected ';'\nmake: exit status 2\n"
+    assert.are.same({ "lutra: building (release) [2/8]  25%" }, lines_of((progress("show 8 release lines", stopped))))
+    o = progress("show 8 release tty", stopped)
+    local tail = "\rlutra: building (release) [3/8]  37% c.c\27[K\n"
+    assert.are.equal(tail, o:sub(-#tail))
   end)
 
   it("prints nothing when make had nothing to do, and rejects bad arguments with its usage", function()
