@@ -1,10 +1,11 @@
--- core/build_progress.lua — the build's progress, for ./lutra. Two commands, each reading make's output on stdin:
+-- core/build_progress.lua — the build's progress, for ./lutra. Two commands:
 --
---   luajit core/build_progress.lua count MAKEFILE < (make -n output)
---     prints the number of steps the build will run: the compiles the dry run lists ("echo name.c") and the
---     links ("echo Linking P"), plus the links a dry run cannot list: a project that links a library being
---     relinked is relinked too (MAKEFILE, premake's solution makefile, says which project depends on which:
---     "P: dep1 dep2").
+--   luajit core/build_progress.lua count BUILD CONFIG
+--     prints the number of steps `make -C BUILD config=CONFIG` will run, from its dry run (make -n -k: -k
+--     because in a fresh tree the dry run cannot go past a link whose library is not built yet): the compiles
+--     it lists ("echo name.c") and the links ("echo Linking P"), plus the links a dry run cannot list: a
+--     project that links a library being relinked is relinked too (BUILD/Makefile, premake's solution
+--     makefile, says which project depends on which: "P: dep1 dep2").
 --
 --   luajit core/build_progress.lua show TOTAL LABEL tty|lines < (make's output)
 --     premake's makefiles print each source's name as they compile it and "Linking P" as they link; each
@@ -16,7 +17,7 @@
 --     where make stopped (./lutra then shows the errors). make's own output is not repeated (./lutra keeps it
 --     in make.log).
 local function usage()
-  io.stderr:write("build_progress.lua: usage: luajit core/build_progress.lua count MAKEFILE\n" ..
+  io.stderr:write("build_progress.lua: usage: luajit core/build_progress.lua count BUILD CONFIG\n" ..
     "       luajit core/build_progress.lua show TOTAL LABEL tty|lines\n")
   os.exit(2)
 end
@@ -24,7 +25,10 @@ end
 local SOURCE = "^[%w_.+-]+%.c$"
 local SOURCE_CPP = "^[%w_.+-]+%.cpp$"
 
-local function count(makefile_path)
+local function q(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+
+local function count(build, config)
+  local makefile_path = build .. "/Makefile"
   local f = io.open(makefile_path)
   if not f then
     io.stderr:write("build_progress.lua: cannot read ", makefile_path, "\n")
@@ -40,7 +44,8 @@ local function count(makefile_path)
   end
   f:close()
   local compiles, links = 0, {}
-  for line in io.lines() do
+  local dry = assert(io.popen("make -n -k -C " .. q(build) .. " config=" .. q(config) .. " 2>/dev/null"))
+  for line in dry:lines() do
     local cmd = line:match("^echo (.*)$")
     if cmd then
       if cmd:match(SOURCE) or cmd:match(SOURCE_CPP) then compiles = compiles + 1 end
@@ -48,6 +53,7 @@ local function count(makefile_path)
       if p then links[p] = true end
     end
   end
+  dry:close()
   -- a project relinks when one it depends on relinks (to a fixed point: the chains are short)
   local changed = true
   while changed do
@@ -101,8 +107,8 @@ local function show(total, label, mode)
   end
 end
 
-if arg[1] == "count" and arg[2] then
-  count(arg[2])
+if arg[1] == "count" and arg[2] and arg[3] then
+  count(arg[2], arg[3])
 elseif arg[1] == "show" then
   local total = tonumber(arg[2])
   if not total or total < 0 or not arg[3] or (arg[4] ~= "tty" and arg[4] ~= "lines") then usage() end
