@@ -15,10 +15,11 @@ local fs = require "helpers.fs"
 local q, write = fs.q, fs.spit
 local function slurp(path) return fs.slurp(path) or "" end
 
--- runs a shell command line; returns its stdout, stderr and exit status
+-- runs a shell command line; returns its stdout, stderr and exit status. LUTRA_QUIET unset: the quiet rule is
+-- tested here, which tests/run's LUTRA_QUIET=0 would decide for every child.
 local function sh(cmdline)
   local out, err = os.tmpname(), os.tmpname()
-  local p = io.popen("(" .. cmdline .. ") </dev/null >" .. q(out) .. " 2>" .. q(err) .. "; echo $?")
+  local p = io.popen("(unset LUTRA_QUIET; " .. cmdline .. ") </dev/null >" .. q(out) .. " 2>" .. q(err) .. "; echo $?")
   local status = tonumber(p:read("*a"))
   p:close()
   local o, e = slurp(out), slurp(err)

@@ -13,5 +13,3 @@ if _VERSION ~= "Lua 5.1" then
     return ok and 0 or code
   end
 end
--- the helper of the other tasks, which this one replaces (.busted)
-dofile("tests/helpers/interactive.lua")
