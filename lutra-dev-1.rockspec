@@ -1,8 +1,10 @@
--- lutra-dev-1.rockspec — `luarocks make` (from the repository root) builds lutra and installs its Lua module
--- for LuaJIT (Lua 5.1's module directories): `luajit -e 'require "lutra"'` then works with no path set when
--- the tree is one LuaJIT searches (the default /usr/local; `luarocks --tree T path` prints the paths of T).
--- `luarocks --lua-version=5.4 make` (or 5.3) builds and installs the PUC Lua build of that version instead
--- (core/luarocks.mk picks it from the interpreter luarocks names).
+-- lutra-dev-1.rockspec — `luarocks make` (from the repository root) builds lutra and installs its Lua module,
+-- the build matching the Lua luarocks targets (core/luarocks.mk asks that interpreter what it is):
+--   luarocks --lua-version=5.1 make LUA=/usr/bin/luajit LUA_INCDIR=/usr/include/luajit-2.1   LuaJIT's build
+--   luarocks --lua-version=5.4 make (or 5.3, 5.1)                                              PUC Lua's build
+-- LuaJIT and PUC Lua 5.1 share Lua 5.1's tree (/usr/local/lib/lua/5.1, on both their default paths), so LuaJIT
+-- is named with LUA= (luarocks would otherwise pick lua5.1 when installed). Lua 5.2 is refused with what to run.
+-- `luarocks --tree T path` prints the paths of a tree T.
 rockspec_format = "3.0"
 package = "lutra"
 version = "dev-1"

@@ -99,14 +99,18 @@ project "lutra_static"
   excludes { "core/bind/module_so.c" }
   prebuildcommands { "luajit ../core/bind/embed_lua.lua ../lua gen/lutra_lua.c" }
 
--- The same as a shared library, liblutra.so, for C hosts that link it dynamically (`./lutra install`, lutra.pc).
+-- The same as a shared library, liblutra.so, for C hosts that link it dynamically (`./lutra install`, lutra.pc):
+-- linked from the whole of liblutra.a, whose objects are position-independent (-fPIC above), rather than
+-- compiled a second time: a first build compiles each source once.
 project "lutra_shared"
   kind "SharedLib"
   targetname "lutra"
-  files { "core/src/*.c", "core/bind/*.c", BUILD .. "/gen/lutra_lua.c",
-          BUILD .. "/gen/tb_event.pb-c.c", -- [tools: loggers] protoc-c's output of core/src/tb_event.proto
-          BUILD .. "/gen/tb_hparams.pb-c.c" } -- and of core/src/tb_hparams.proto (./lutra)
-  excludes { "core/bind/module_so.c" }
+  links { "lutra_static" } -- the build order, and a relink when liblutra.a changes
+  for _, cfg in ipairs { "release", "debug", "asan" } do
+    filter("configurations:" .. cfg)
+      linkoptions { "-Wl,--whole-archive", "bin/" .. cfg .. "/liblutra.a", "-Wl,--no-whole-archive" }
+  end
+  filter {}
   -- a PUC build leaves the Lua API to the host that links it, as core.so does
   if IS_LUAJIT then links { "luajit-5.1" } end
   links { "jansson", "z", "dl", "m" }
@@ -115,7 +119,6 @@ project "lutra_shared"
   linkoptions { "-Wl,-soname,liblutra.so" }
   -- its own folder: beside liblutra.a, `links { "lutra_static" }` (-llutra) would pick the .so instead
   targetdirs("shared")
-  prebuildcommands { "luajit ../core/bind/embed_lua.lua ../lua gen/lutra_lua.c" }
 
 -- The Lua module for plain `luajit` (or lua5.x): lutra/core.so on package.cpath; Lua files come from
 -- package.path. It does not link the Lua library: the interpreter that loads it provides the Lua API.

@@ -135,7 +135,9 @@ describe("epoch outputs", function()
     f = assert(io.open(path, "w"))
     f:write(script)
     f:close()
-    local cmd = string.format(LUA_EXE .. " -e 'package.path=%q..package.path; package.cpath=%q..package.cpath' %s 2>&1",
+    -- LUTRA_QUIET=0: the line is a warning, which a script whose stdout is not a terminal keeps quiet
+    local cmd = string.format("LUTRA_QUIET=0 " .. LUA_EXE ..
+      " -e 'package.path=%q..package.path; package.cpath=%q..package.cpath' %s 2>&1",
       "./lua/?.lua;./lua/?/init.lua;", package.cpath .. ";", path)
     local p = io.popen(cmd)
     local out = p:read("*a")

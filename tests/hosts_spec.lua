@@ -1,5 +1,5 @@
 -- tests/hosts_spec.lua — lutra inside other programs (docs/guide-hosts.md): the quiet rule (outside the
--- `lutra` binary and a plain lua/luajit running a script, lutra writes nothing it was not asked for;
+-- `lutra` binary and a plain lua/luajit running a script on a terminal, lutra writes nothing it was not asked for;
 -- lt.set_interactive and LUTRA_QUIET decide explicitly). Each case runs in a child process.
 local BIN = os.getenv("LUTRA_BIN") or "build/bin/release/cli/lutra"
 local CONFIG = os.getenv("LUTRA_CONFIG") or "release"
@@ -15,10 +15,11 @@ local fs = require "helpers.fs"
 local q, write = fs.q, fs.spit
 local function slurp(path) return fs.slurp(path) or "" end
 
--- runs a shell command line; returns its stdout, stderr and exit status
+-- runs a shell command line; returns its stdout, stderr and exit status. LUTRA_QUIET unset: the quiet rule is
+-- tested here, which tests/run's LUTRA_QUIET=0 would decide for every child.
 local function sh(cmdline)
   local out, err = os.tmpname(), os.tmpname()
-  local p = io.popen("(" .. cmdline .. ") </dev/null >" .. q(out) .. " 2>" .. q(err) .. "; echo $?")
+  local p = io.popen("(unset LUTRA_QUIET; " .. cmdline .. ") </dev/null >" .. q(out) .. " 2>" .. q(err) .. "; echo $?")
   local status = tonumber(p:read("*a"))
   p:close()
   local o, e = slurp(out), slurp(err)
@@ -85,9 +86,26 @@ describe("hosts: the quiet rule", function()
     assert_quiet(fit("LUTRA_QUIET=1 ", q(BIN) .. " " .. q(script)))
   end)
 
-  it("plain " .. LUA .. " running a script is interactive; with LUTRA_QUIET=1 it is quiet", function()
-    assert_loud(fit(LUA_ENV, LUA .. " " .. q(script)))
-    assert_quiet(fit(LUA_ENV .. "LUTRA_QUIET=1 ", LUA .. " " .. q(script)))
+  -- the same under a terminal (script(1) gives the command a pty): stdout and stderr both arrive on it
+  local function fit_on_terminal(prefix, how)
+    local o, e, said = fit("", "script -qec " .. q(prefix .. "HOSTS_OUT=" .. q(answer) .. " " .. how) .. " /dev/null")
+    return o .. e, said
+  end
+
+  it("plain " .. LUA .. " running a script with a terminal on stdout is interactive; LUTRA_QUIET=1 quiets it", function()
+    local out, said = fit_on_terminal(LUA_ENV, LUA .. " " .. q(script))
+    assert.are.equal("true", said)
+    assert.is_truthy(out:find("Total params", 1, true), "the model summary: " .. out)
+    assert.is_truthy(out:find("is deprecated", 1, true), "the deprecation warning: " .. out)
+    out, said = fit_on_terminal(LUA_ENV .. "LUTRA_QUIET=1 ", LUA .. " " .. q(script))
+    assert.are.equal("false", said)
+    assert.are.equal("", out)
+  end)
+
+  it("plain " .. LUA .. " running a script with stdout to a file or pipe is quiet (luajit game.lua >log)", function()
+    assert_quiet(fit(LUA_ENV, LUA .. " " .. q(script)))
+    assert_quiet(fit(LUA_ENV, LUA .. " " .. q(script) .. " | cat"))
+    assert_loud(fit(LUA_ENV .. "LUTRA_QUIET=0 ", LUA .. " " .. q(script))) -- asked for: output even into a file
   end)
 
   it("a program that loads lutra without running a script is quiet (" .. LUA .. " -e, as a host's require)", function()
@@ -249,7 +267,7 @@ io.write(tostring(D.available()), "\n", select(2, pcall(D.init)))]]))
 end)
 
 -- ./lutra install: the layout, a C host built from the installed prefix only (pkg-config, shared and
--- --static), the installed binary and Lua module.
+-- --static) that runs without LD_LIBRARY_PATH (lutra.pc's rpath), the installed binary and Lua module.
 describe("hosts: ./lutra install and lutra.pc", function()
   local T
   setup(function()
@@ -296,12 +314,11 @@ describe("hosts: ./lutra install and lutra.pc", function()
     local _, e, status = sh("cc -o " .. q(exe) .. " examples/embed/host.c $(" .. pc .. ") -lm" .. san)
     assert.are.equal(0, status, "cc: " .. e)
     local o
-    -- a prefix outside the loader's paths: LD_LIBRARY_PATH, as its user would set it
-    o, e, status = sh("LD_LIBRARY_PATH=" .. q(prefix .. "/lib") .. " " .. q(exe) ..
-      " --frames 120 --every 60 --script examples/embed/world.lua")
+    -- a prefix outside the loader's paths, and no LD_LIBRARY_PATH: lutra.pc's rpath finds liblutra.so
+    o, e, status = sh("env -u LD_LIBRARY_PATH " .. q(exe) .. " --frames 120 --every 60 --script examples/embed/world.lua")
     assert.are.equal(0, status, e)
     assert.is_truthy(o:find("training steps %d+"), o)
-    return (sh("LD_LIBRARY_PATH=" .. q(prefix .. "/lib") .. " ldd " .. q(exe)))
+    return (sh("env -u LD_LIBRARY_PATH ldd " .. q(exe)))
   end
 
   it("a C host builds from the installed prefix with pkg-config alone, and runs", function()
@@ -309,8 +326,10 @@ describe("hosts: ./lutra install and lutra.pc", function()
     sh("./lutra install --prefix " .. q(T .. "/p"))
     local libs = select(1, sh("PKG_CONFIG_PATH=" .. q(T .. "/p/lib/pkgconfig") .. " pkg-config --libs lutra"))
     assert.is_truthy(libs:find("-L" .. T .. "/p/lib", 1, true), libs)
+    assert.is_truthy(libs:find("-Wl,-rpath," .. T .. "/p/lib", 1, true), libs)
     local ldd = build_and_run(T .. "/p", false, T .. "/host_shared")
-    assert.is_truthy(ldd:find(T .. "/p/lib/liblutra.so", 1, true), ldd)
+    assert.is_truthy(ldd:find("liblutra.so => " .. T .. "/p/lib/liblutra.so", 1, true), ldd)
+    assert.is_truthy(select(1, sh("readelf -d " .. q(T .. "/host_shared"))):find("[" .. T .. "/p/lib]", 1, true))
     assert.is_nil(ldd:find("libmpi", 1, true), ldd)
   end)
 
@@ -345,30 +364,79 @@ describe("hosts: ./lutra install and lutra.pc", function()
 end)
 
 describe("hosts: luarocks make", function()
-  -- luarocks' default tree (Lua 5.1's directories) gets the LuaJIT build; --lua-version=5.4 the lua5.4 build
+  -- the build matching the Lua luarocks targets (core/luarocks.mk asks the interpreter): LuaJIT, named with
+  -- LUA= on the command line, gets LuaJIT's build in Lua 5.1's tree; lua5.1, 5.3 and 5.4 their PUC build
   local version = rawget(_G, "jit") and "5.1" or _VERSION:match("%d+%.%d+")
-  local flag = rawget(_G, "jit") and "" or ("--lua-version=" .. version .. " ")
+  local luajit = select(1, sh("command -v luajit")):gsub("%s+$", "")
+  local flag = "--lua-version=" .. version .. " "
+  local vars = rawget(_G, "jit") and (" LUA=" .. q(luajit) .. " LUA_INCDIR=/usr/include/luajit-2.1") or ""
   it("installs lutra into a tree that " .. LUA .. " then loads it from, with that tree's paths only", function()
-    if version == "5.1" and not rawget(_G, "jit") then
-      return pending("luarocks' Lua 5.1 tree is LuaJIT's: lua5.1 hosts build with LUTRA_LUA=5.1 ./lutra")
-    end
     local so = io.open(BUILD .. "/bin/release/lutra/core.so")
     if so then so:close() else
-      pending("the rockspec installs the release build: ./lutra --build-only first")
+      pending("the rockspec installs the release build: " ..
+        (rawget(_G, "jit") and "" or "LUTRA_LUA=" .. version .. " ") .. "./lutra --build-only first")
       return
     end
     local T = os.tmpname()
     os.remove(T)
-    local _, e, status = sh("luarocks " .. flag .. "--tree " .. q(T) .. " make lutra-dev-1.rockspec")
+    local _, e, status = sh("luarocks " .. flag .. "--tree " .. q(T) .. " make lutra-dev-1.rockspec" .. vars)
     assert.are.equal(0, status, e)
     local o
     o, e, status = sh("eval \"$(luarocks " .. flag .. "--tree " .. q(T) .. " path)\" && cd / && " .. LUA .. " -e " ..
       q([[
 local lt = require "lutra"
-io.write(package.searchpath("lutra.core", package.cpath), " ", (lt.ones(2, 3) * 2):sum():item())]]))
+local function searchpath(name) -- package.searchpath, which Lua 5.1 lacks
+  for template in package.cpath:gmatch("[^;]+") do
+    local path = template:gsub("%?", (name:gsub("%.", "/")))
+    local f = io.open(path)
+    if f then f:close() return path end
+  end
+end
+io.write(searchpath("lutra.core"), " ", (lt.ones(2, 3) * 2):sum():item())]]))
     os.execute("rm -rf " .. q(T))
     assert.are.equal(0, status, e)
-    assert.are.equal(T .. "/lib/lua/" .. version .. "/lutra/core.so 12", o)
+    assert.are.equal(T .. "/lib/lua/" .. version .. "/lutra/core.so 12", (o:gsub("12%.0$", "12")))
+  end)
+
+  -- what core/luarocks.mk builds for each interpreter: stand-ins that answer as LuaJIT, Lua 5.1 or 5.2 would
+  -- (the real lua5.1 is not on every machine; the --lua 5.1 run of this spec installs with it)
+  local function fake_lua(answer)
+    local path = os.tmpname()
+    write(path, "#!/bin/sh\nprintf '%s' " .. q(answer) .. "\n")
+    os.execute("chmod +x " .. q(path))
+    return path
+  end
+  local function rockspec_make(lua)
+    return sh("make -n -f core/luarocks.mk all LUA=" .. q(lua))
+  end
+
+  it("builds for the interpreter luarocks targets, asked what it is: PUC Lua 5.1 gets the 5.1 build", function()
+    local o, e, status = rockspec_make(luajit)
+    assert.are.equal(0, status, e)
+    assert.are.equal("LUTRA_LUA=luajit ./lutra --build-only\n", o)
+    for answer, build in pairs({ ["5.1"] = "5.1", ["5.4"] = "5.4", ["luajit"] = "luajit" }) do
+      local lua = fake_lua(answer)
+      o, e, status = rockspec_make(lua)
+      os.remove(lua)
+      assert.are.equal(0, status, e)
+      assert.are.equal("LUTRA_LUA=" .. build .. " ./lutra --build-only\n", o)
+    end
+  end)
+
+  it("refuses Lua 5.2, or an interpreter that does not run, saying what to run instead", function()
+    local lua = fake_lua("5.2")
+    local _, e, status = sh("make -f core/luarocks.mk all LUA=" .. q(lua))
+    assert.are_not.equal(0, status)
+    assert.is_truthy(e:find("lutra: luarocks targets " .. lua .. " (Lua 5.2); lutra builds for LuaJIT and PUC Lua " ..
+      "5.1, 5.3 and 5.4: run luarocks --lua-version=5.4 make (or 5.3, 5.1), or for LuaJIT luarocks " ..
+      "--lua-version=5.1 make LUA=/usr/bin/luajit LUA_INCDIR=/usr/include/luajit-2.1", 1, true), e)
+    _, e, status = sh("make -f core/luarocks.mk install LUA=" .. q(lua) .. " LUADIR=/nonexistent LIBDIR=/nonexistent")
+    os.remove(lua)
+    assert.are_not.equal(0, status)
+    assert.is_truthy(e:find("(Lua 5.2); lutra builds for", 1, true), e)
+    _, e, status = sh("make -f core/luarocks.mk all LUA=/nonexistent/lua")
+    assert.are_not.equal(0, status)
+    assert.is_truthy(e:find("lutra: luarocks targets /nonexistent/lua (which does not run)", 1, true), e)
   end)
 end)
 

@@ -68,11 +68,13 @@ static void process_argv0(char *buf, size_t size) {
   buf[n] = 0; /* argv[0] ends at its NUL */
 }
 
-/* A plain command-line interpreter running a script: the process is lua/luajit (lua5.4, luajit-2.1 ...)
- * and the global `arg` holds a script name. LÖVE, Neovim or a C host loading lutra with require are not.
- * Without a script (`lua5.4 -e ...`) PUC Lua 5.2+ still sets arg[0], to the interpreter's own argv[0]
- * (LuaJIT and 5.1 set no `arg`): that is not a script. */
+/* A plain command-line interpreter running a script with a terminal on stdout: the process is lua/luajit
+ * (lua5.4, luajit-2.1 ...), the global `arg` holds a script name, and stdout is a terminal. LÖVE, Neovim or a
+ * C host loading lutra with require are not; nor is `luajit game.lua >game.log`, where a summary or a bar
+ * would land in the game's log. Without a script (`lua5.4 -e ...`) PUC Lua 5.2+ still sets arg[0], to the
+ * interpreter's own argv[0] (LuaJIT and 5.1 set no `arg`): that is not a script. */
 static int plain_interpreter(lua_State *L) {
+  if (!isatty(STDOUT_FILENO)) return 0;
   char exe[4096];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (n <= 0) return 0;
@@ -97,7 +99,7 @@ static int plain_interpreter(lua_State *L) {
 
 /* The quiet rule (docs/guide-hosts.md): lt.set_interactive from Lua, else LUTRA_QUIET (1 quiet, 0 not), else
  * lutra_set_interactive (the `lutra` binary says 1), else a host that called lutra_preload is quiet, else
- * only a plain interpreter running a script is interactive. */
+ * only a plain interpreter running a script with a terminal on stdout is interactive. */
 static int is_interactive(lua_State *L) {
   if (lua_interactive >= 0) return lua_interactive;
   const char *q = getenv("LUTRA_QUIET");
