@@ -183,6 +183,10 @@ lt_tensor *lt_nn_batch_norm(lt_ctx *c, lt_tensor *x, lt_tensor *rm, lt_tensor *r
     }
   }
   lt_tensor_release(xc);
+  if (training && rm) { /* the running statistics were updated in place */
+    lt_mark_modified(rm);
+    lt_mark_modified(rv);
+  }
   lt_tensor *ins[3] = { x, w, b };
   lt_node *nd;
   if (lt_record(c, out, op, batch_norm_backward, 3, ins, &nd)) goto fail;

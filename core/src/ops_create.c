@@ -96,9 +96,11 @@ int lt_op_fill_(lt_ctx *c, lt_tensor *t, double v) {
     /* NaN fails the first test, +-inf and 2^63 the range: their casts to int64 are undefined */
     if (!(v == floor(v) && v >= -0x1p63 && v < 0x1p63))
       return lt_fail(c, "fill_: value %.14g is not an int64 value (the tensor is int64)", v);
+    lt_mark_modified(t);
     int64_t iv = (int64_t)v, *p = lt_i64(t);
     FOR_EACH_ELEMENT(t, o, p[o] = iv);
   } else {
+    lt_mark_modified(t);
     float fv = (float)v, *p = lt_f32(t);
     if (lt_is_contiguous(t)) {
       int64_t n = lt_numel(t);
@@ -113,6 +115,7 @@ int lt_op_fill_(lt_ctx *c, lt_tensor *t, double v) {
 int lt_op_zero_(lt_ctx *c, lt_tensor *t) {
   if (lt_check_inplace(c, "zero_", t)) return LT_ERR;
   if (lt_is_contiguous(t)) {
+    lt_mark_modified(t);
     memset((char *)t->storage->data + t->offset * (int64_t)lt_dtype_size(t->dtype), 0,
            (size_t)lt_numel(t) * lt_dtype_size(t->dtype));
     return LT_OK;
@@ -124,6 +127,7 @@ int lt_op_uniform_(lt_ctx *c, lt_tensor *t, double a, double b) {
   if (lt_check_inplace(c, "uniform_", t)) return LT_ERR;
   if (lt_check_dtype(c, "uniform_", "the tensor", t, LT_F32)) return LT_ERR;
   if (!(a <= b)) return lt_fail(c, "uniform_: expected a <= b, got a=%g, b=%g", a, b);
+  lt_mark_modified(t);
   float *p = lt_f32(t);
   FOR_EACH_ELEMENT(t, o, p[o] = (float)(a + (b - a) * lt_rng_uniform(&c->rng)));
   return LT_OK;
@@ -133,6 +137,7 @@ int lt_op_normal_(lt_ctx *c, lt_tensor *t, double mean, double std) {
   if (lt_check_inplace(c, "normal_", t)) return LT_ERR;
   if (lt_check_dtype(c, "normal_", "the tensor", t, LT_F32)) return LT_ERR;
   if (!(std >= 0)) return lt_fail(c, "normal_: std must be >= 0, got %g", std);
+  lt_mark_modified(t);
   if (lt_is_contiguous(t)) {
     lt_normal_fill_f32(c, lt_f32(t), lt_numel(t), mean, std);
     return LT_OK;
@@ -220,6 +225,7 @@ int lt_op_copy_(lt_ctx *c, lt_tensor *dst, lt_tensor *src) {
   float bad;
   int64_t at = dst->dtype == LT_I64 ? first_unrepresentable(src, &bad) : -1;
   if (at >= 0) return fail_unrepresentable(c, "copy_", at, bad);
+  lt_mark_modified(dst);
   if (src->storage == dst->storage && !(src->offset == dst->offset && lt_is_contiguous(src) && lt_is_contiguous(dst))) {
     /* overlapping memory: go through a temporary */
     lt_tensor *tmp = lt_tensor_new(c, src->dtype, src->ndim, src->shape);

@@ -378,11 +378,13 @@ int lt_op_binary_(lt_ctx *c, lt_binop op, lt_tensor *a, lt_tensor *b) {
     if (b->dtype != LT_I64 || op == LT_DIV || op == LT_POW || is_compare(op))
       return lt_fail(c, "%s_: cannot update an int64 tensor in place with a %s result", name,
                      b->dtype == LT_I64 ? "float32" : lt_dtype_name(b->dtype));
+    lt_mark_modified(a);
     binary_i64(op, ndim, shape, a, a, b);
     return LT_OK;
   }
   lt_tensor *fb = lt_op_to_dtype(c, b, LT_F32);
   if (!fb) return LT_ERR;
+  lt_mark_modified(a);
   binary_f32(c, op, ndim, shape, a, a, fb);
   lt_tensor_release(fb);
   return LT_OK;
@@ -461,7 +463,7 @@ lt_tensor *lt_op_binary_scalar(lt_ctx *c, lt_binop op, lt_tensor *a, double s, i
   if (!fa) return NULL;
   lt_tensor *out = lt_tensor_new(c, LT_F32, a->ndim, a->shape);
   lt_tensor sv = { 0 };
-  lt_storage ss = { 1, sizeof(float), NULL };
+  lt_storage ss = { 1, sizeof(float), NULL, 0 };
   float sval = (float)s;
   ss.data = &sval;
   sv.refcount = 1;
@@ -498,17 +500,19 @@ int lt_op_binary_scalar_(lt_ctx *c, lt_binop op, lt_tensor *a, double s) {
       return lt_fail(c, "%s_: cannot update an int64 tensor in place with a non-integer result", name);
     lt_tensor *sv = lt_op_full(c, LT_I64, 0, NULL, s);
     if (!sv) return LT_ERR;
+    lt_mark_modified(a);
     binary_i64(op, a->ndim, a->shape, a, a, sv);
     lt_tensor_release(sv);
     return LT_OK;
   }
   lt_tensor sv = { 0 };
-  lt_storage ss = { 1, sizeof(float), NULL };
+  lt_storage ss = { 1, sizeof(float), NULL, 0 };
   float sval = (float)s;
   ss.data = &sval;
   sv.refcount = 1;
   sv.storage = &ss;
   sv.dtype = LT_F32;
+  lt_mark_modified(a);
   binary_f32(c, op, a->ndim, a->shape, a, a, &sv);
   return LT_OK;
 }
@@ -559,6 +563,7 @@ int lt_op_axpy_(lt_ctx *c, lt_tensor *a, double alpha, lt_tensor *b) {
   lt_broadcast_strides(b, ndim, shape, sb);
   const int64_t *st[2] = { sa, sb };
   float al = (float)alpha;
+  lt_mark_modified(a);
   ew_job j = { .po = lt_f32(a), .px = lt_f32(b), .py = &al };
   lt_iter_init(&j.it, ndim, shape, 2, st);
   j.total = j.it.rows * j.it.n;
@@ -798,6 +803,7 @@ lt_tensor *lt_op_unary(lt_ctx *c, lt_unop op, lt_tensor *a) {
 int lt_op_unary_(lt_ctx *c, lt_unop op, lt_tensor *a) {
   if (lt_check_inplace(c, unop_names[op], a)) return LT_ERR;
   if (lt_check_dtype(c, unop_names[op], "the tensor updated in place", a, LT_F32)) return LT_ERR;
+  lt_mark_modified(a);
   unary_f32(c, op, a, a);
   return LT_OK;
 }
@@ -919,6 +925,7 @@ int lt_op_clamp_(lt_ctx *c, lt_tensor *a, double lo, double hi) {
   if (lt_check_inplace(c, "clamp_", a)) return LT_ERR;
   if (lt_check_dtype(c, "clamp_", "the tensor updated in place", a, LT_F32)) return LT_ERR;
   if (lo > hi) return lt_fail(c, "clamp_: min %g is greater than max %g", lo, hi);
+  lt_mark_modified(a);
   if (lt_is_contiguous(a)) {
     map_job j = { MAP_CLAMP, lt_f32(a), NULL, lt_f32(a), (float)lo, (float)hi, lt_numel(a) };
     map_run(c, &j);

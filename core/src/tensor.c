@@ -28,6 +28,7 @@ static lt_storage *storage_new(lt_ctx *c, size_t nbytes) {
   }
   s->refcount = 1;
   s->nbytes = nbytes;
+  s->version = 0;
   return s;
 }
 
