@@ -92,6 +92,7 @@ typedef int (*lt_backward_fn)(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor 
 /* node->reads when an op records: the backward may read the values of every input (of the first
  * LT_NODE_INLINE; an op with more inputs saves what it reads in saved[]). */
 #define LT_READS_ALL 0xFFu
+#define LT_READS(i) (1u << (i))
 struct lt_node {
   int64_t refcount;
   const char *op; /* for messages: "matmul", "add", ... */

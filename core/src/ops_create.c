@@ -255,6 +255,7 @@ lt_tensor *lt_op_clone(lt_ctx *c, lt_tensor *t) {
     lt_tensor_release(out);
     return NULL;
   }
+  if (t->dtype == LT_F32 && nd) nd->reads = 0; /* clone then change: what the error message advises */
   return out;
 }
 

@@ -347,8 +347,15 @@ lt_tensor *lt_op_binary(lt_ctx *c, lt_binop op, lt_tensor *a, lt_tensor *b) {
         lt_tensor_release(out);
         out = NULL;
       } else if (nd) {
+        /* what binary_backward reads for the gradients that will be asked for (as PyTorch saves) */
+        int need_a = fa->requires_grad, need_b = fb->requires_grad;
         nd->i[0] = op;
-        if ((op == LT_DIV || op == LT_POW) && lt_node_save_output(c, nd, 0, out)) {
+        nd->reads = op == LT_MUL                       ? (need_b ? LT_READS(0) : 0) | (need_a ? LT_READS(1) : 0)
+                    : op == LT_DIV                     ? LT_READS(1)
+                    : op == LT_POW                     ? LT_READS(0) | (need_a ? LT_READS(1) : 0)
+                    : op == LT_MAXIMUM || op == LT_MINIMUM ? LT_READS(0) | LT_READS(1)
+                                                       : 0;
+        if ((op == LT_DIV || op == LT_POW) && need_b && lt_node_save_output(c, nd, 0, out)) {
           lt_tensor_release(out);
           out = NULL;
         }
@@ -481,7 +488,11 @@ lt_tensor *lt_op_binary_scalar(lt_ctx *c, lt_binop op, lt_tensor *a, double s, i
         nd->i[0] = op;
         nd->i[1] = scalar_first;
         nd->f[0] = s;
-        if ((op == LT_DIV || op == LT_POW) && lt_node_save_output(c, nd, 0, out)) {
+        /* s / a reads a and the output, a ^ s reads a, s ^ a the output, max/min a (scalar_backward) */
+        int reads_a = (op == LT_DIV && scalar_first) || (op == LT_POW && !scalar_first) || op == LT_MAXIMUM ||
+                      op == LT_MINIMUM;
+        nd->reads = reads_a ? LT_READS(0) : 0;
+        if ((op == LT_DIV || op == LT_POW) && scalar_first && lt_node_save_output(c, nd, 0, out)) {
           lt_tensor_release(out);
           out = NULL;
         }
@@ -790,6 +801,8 @@ lt_tensor *lt_op_unary(lt_ctx *c, lt_unop op, lt_tensor *a) {
       out = NULL;
     } else if (nd) {
       nd->i[0] = op;
+      /* the backward of these reads the saved output (or nothing: neg), not the input */
+      if (unary_saves_output(op) || op == LT_NEG) nd->reads = 0;
       if (unary_saves_output(op) && lt_node_save_output(c, nd, 0, out)) {
         lt_tensor_release(out);
         out = NULL;
@@ -1046,7 +1059,10 @@ lt_tensor *lt_op_where(lt_ctx *c, lt_tensor *cond, lt_tensor *a, lt_tensor *b) {
     if (lt_record(c, out, "where", where_backward, 2, ins, &nd)) {
       lt_tensor_release(out);
       out = NULL;
-    } else if (nd) lt_node_save(nd, 0, cond);
+    } else if (nd) {
+      nd->reads = 0; /* the backward reads only the condition */
+      lt_node_save(nd, 0, cond);
+    }
   }
   lt_tensor_release(fa);
   lt_tensor_release(fb);
@@ -1078,7 +1094,10 @@ lt_tensor *lt_op_masked_fill(lt_ctx *c, lt_tensor *x, lt_tensor *mask, double va
     if (lt_record(c, out, "masked_fill", masked_fill_backward, 1, &x, &node)) {
       lt_tensor_release(out);
       out = NULL;
-    } else if (node) lt_node_save(node, 0, fm);
+    } else if (node) {
+      node->reads = 0; /* the backward reads only the mask */
+      lt_node_save(node, 0, fm);
+    }
   }
   lt_tensor_release(fm);
   return out;
