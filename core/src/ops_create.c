@@ -13,6 +13,7 @@ lt_tensor *lt_op_full(lt_ctx *c, lt_dtype dt, int ndim, const int64_t *shape, do
     lt_tensor_release(t);
     return NULL;
   }
+  if (t) t->storage->version = 0; /* a new tensor starts at version 0 (as PyTorch's): its first fill is no change */
   return t;
 }
 
@@ -66,12 +67,14 @@ lt_tensor *lt_op_eye(lt_ctx *c, int64_t n, int64_t m) {
 lt_tensor *lt_op_rand(lt_ctx *c, int ndim, const int64_t *shape) {
   lt_tensor *t = lt_tensor_new(c, LT_F32, ndim, shape);
   if (t) lt_op_uniform_(c, t, 0.0, 1.0);
+  if (t) t->storage->version = 0; /* as lt_op_full */
   return t;
 }
 
 lt_tensor *lt_op_randn(lt_ctx *c, int ndim, const int64_t *shape) {
   lt_tensor *t = lt_tensor_new(c, LT_F32, ndim, shape);
   if (t) lt_op_normal_(c, t, 0.0, 1.0);
+  if (t) t->storage->version = 0; /* as lt_op_full */
   return t;
 }
 
