@@ -100,7 +100,7 @@ struct lt_node {
   int ninputs;
   lt_tensor **inputs; /* retained; points at inline_inputs when ninputs <= LT_NODE_INLINE */
   lt_tensor *inline_inputs[LT_NODE_INLINE];
-  lt_tensor *saved[3];           /* retained tensors the backward needs (outputs, masks, indices) */
+  lt_tensor *saved[3]; /* retained tensors the backward needs (outputs, masks, indices) */
   /* In-place detection: the storage versions of the inputs when recorded and of saved[] when saved. Bit i of
    * `reads` says the backward reads input i's values (its version is compared); an op whose backward does
    * not (add, views, sums) clears its bit after lt_record, as PyTorch saves only what a formula uses. */

@@ -324,6 +324,19 @@ static int binary_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin)
 
 /* ---- binary forward --------------------------------------------------------------------------- */
 
+/* The inputs binary_backward reads for the gradients that will be asked for (node->reads), as PyTorch saves
+ * an operand only for a formula that uses it: a * b reads b for a's gradient and a for b's. */
+static unsigned binary_reads(lt_binop op, int need_a, int need_b) {
+  switch (op) {
+    case LT_MUL: return (need_b ? LT_READS(0) : 0) | (need_a ? LT_READS(1) : 0);
+    case LT_DIV: return LT_READS(1);                              /* g / b, and -g out / b */
+    case LT_POW: return LT_READS(0) | (need_a ? LT_READS(1) : 0); /* g b a^(b-1), and g out log a */
+    case LT_MAXIMUM:
+    case LT_MINIMUM: return LT_READS(0) | LT_READS(1);
+    default: return 0; /* add, sub */
+  }
+}
+
 lt_tensor *lt_op_binary(lt_ctx *c, lt_binop op, lt_tensor *a, lt_tensor *b) {
   const char *name = binop_names[op];
   int ndim;
@@ -347,14 +360,9 @@ lt_tensor *lt_op_binary(lt_ctx *c, lt_binop op, lt_tensor *a, lt_tensor *b) {
         lt_tensor_release(out);
         out = NULL;
       } else if (nd) {
-        /* what binary_backward reads for the gradients that will be asked for (as PyTorch saves) */
         int need_a = fa->requires_grad, need_b = fb->requires_grad;
         nd->i[0] = op;
-        nd->reads = op == LT_MUL                       ? (need_b ? LT_READS(0) : 0) | (need_a ? LT_READS(1) : 0)
-                    : op == LT_DIV                     ? LT_READS(1)
-                    : op == LT_POW                     ? LT_READS(0) | (need_a ? LT_READS(1) : 0)
-                    : op == LT_MAXIMUM || op == LT_MINIMUM ? LT_READS(0) | LT_READS(1)
-                                                       : 0;
+        nd->reads = binary_reads(op, need_a, need_b);
         if ((op == LT_DIV || op == LT_POW) && need_b && lt_node_save_output(c, nd, 0, out)) {
           lt_tensor_release(out);
           out = NULL;
@@ -489,8 +497,8 @@ lt_tensor *lt_op_binary_scalar(lt_ctx *c, lt_binop op, lt_tensor *a, double s, i
         nd->i[1] = scalar_first;
         nd->f[0] = s;
         /* s / a reads a and the output, a ^ s reads a, s ^ a the output, max/min a (scalar_backward) */
-        int reads_a = (op == LT_DIV && scalar_first) || (op == LT_POW && !scalar_first) || op == LT_MAXIMUM ||
-                      op == LT_MINIMUM;
+        int reads_a =
+            (op == LT_DIV && scalar_first) || (op == LT_POW && !scalar_first) || op == LT_MAXIMUM || op == LT_MINIMUM;
         nd->reads = reads_a ? LT_READS(0) : 0;
         if ((op == LT_DIV || op == LT_POW) && scalar_first && lt_node_save_output(c, nd, 0, out)) {
           lt_tensor_release(out);
