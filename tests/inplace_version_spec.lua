@@ -28,6 +28,15 @@ describe("a saved tensor changed in place before backward", function()
     assert.is_nil(x.grad) -- nothing was accumulated
   end)
 
+  it("the check runs before any rule: a branch that backward would reach first accumulates nothing", function()
+    local x = lt.tensor({ 1, 2, 3 }):requires_grad(true)
+    local a = lt.tensor({ 10, 20, 30 })
+    local loss = (x * a):sum() + (x * 2):sum() -- the x * 2 branch runs first
+    a:mul_(3)
+    assert.are.equal(modified("mul", "input 2", 0, 1), backward_error(loss))
+    assert.is_nil(x.grad)
+  end)
+
   it("the same graph without the change gives the true gradient", function()
     local x = lt.tensor({ 1, 2, 3 }):requires_grad(true)
     local a = lt.tensor({ 10, 20, 30 })

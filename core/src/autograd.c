@@ -141,8 +141,8 @@ static int modified_fail(lt_ctx *c, const lt_node *n, const char *what, int64_t 
   return lt_fail(c, LT_E_MODIFIED_INPLACE, n->op, what, (long long)then, (long long)now);
 }
 
-/* Before a node's backward rule runs: each input it reads and each tensor it saved must still hold the values
- * it had in the forward. Costs a compare per saved tensor. */
+/* Before a backward runs any rule: each input a node's rule reads and each tensor it saved must still hold the
+ * values it had in the forward. Costs a compare per saved tensor. */
 static int check_versions(lt_ctx *c, const lt_node *n) {
   char what[48];
   int nin = n->ninputs < LT_NODE_INLINE ? n->ninputs : LT_NODE_INLINE;
@@ -304,11 +304,12 @@ static int backward(lt_ctx *c, lt_tensor *root, lt_tensor *grad) {
   const lt_grad_hook *hook = c->grad_sync_off ? NULL : c->grad_hook;
   leaf_tab leaves = { 0 };
 
-  /* 1. find every node reachable from the root and count its consumers */
+  /* 1. find every node reachable from the root and count its consumers; check that what each one saved is
+   * unchanged before any rule runs, so that a failed backward has accumulated nothing */
   lt_node *r = root->grad_fn;
   r->mark = 1;
   r->deps = 0;
-  if (vec_push(c, &all, r) || vec_push(c, &stack, r)) {
+  if (vec_push(c, &all, r) || vec_push(c, &stack, r) || check_versions(c, r)) {
     rc = LT_ERR;
     goto done;
   }
@@ -329,7 +330,7 @@ static int backward(lt_ctx *c, lt_tensor *root, lt_tensor *grad) {
       if (!m->mark) {
         m->mark = 1;
         m->deps = 0;
-        if (vec_push(c, &all, m) || vec_push(c, &stack, m)) {
+        if (vec_push(c, &all, m) || vec_push(c, &stack, m) || check_versions(c, m)) {
           rc = LT_ERR;
           goto done;
         }
@@ -356,8 +357,7 @@ static int backward(lt_ctx *c, lt_tensor *root, lt_tensor *grad) {
         goto done;
       }
     }
-    if (n->grad_acc && check_versions(c, n) != LT_OK) rc = LT_ERR;
-    else if (n->grad_acc && (c->watch ? watched_backward(c, n, gin) : n->backward(c, n, n->grad_acc, gin)) != LT_OK) {
+    if (n->grad_acc && (c->watch ? watched_backward(c, n, gin) : n->backward(c, n, n->grad_acc, gin)) != LT_OK) {
       lt_fail_prefix(c, "backward");
       rc = LT_ERR;
     }
