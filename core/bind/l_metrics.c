@@ -46,6 +46,7 @@ static int l_binary_counts(lua_State *L) {
   if (nl < 1 || lt_numel(st) != 4 * nl || m % nl || lt_numel(a.p) != m)
     return l_errorf(L, "%s: preds (%lld values), target (%lld) and state (%lld) do not match", a.name,
                     (long long)lt_numel(a.p), (long long)m, (long long)lt_numel(st));
+  lt_mark_modified(st); /* the counts are added into the state */
   l_check(L, lt_metric_binary_counts(L_CTX(L), a.name, a.pf, a.pi, lt_i64(a.t), m / nl, nl, thr, lt_i64(st)));
   return 0;
 }
@@ -69,6 +70,7 @@ static int l_multiclass_stats(lua_State *L) {
   if (!(k >= 1 && k <= (lua_Number)C && k == floor(k)))
     return l_errorf(L, "%s: top_k must be an integer in 1..%lld, got %g", a.name, (long long)C, (double)k);
   if (a.pi && k != 1) return l_errorf(L, "%s: top_k > 1 needs preds as scores [N x C]", a.name);
+  lt_mark_modified(st); /* the counts are added into the state */
   l_check(L, lt_metric_multiclass_stats(L_CTX(L), a.name, a.pf, a.pi, lt_i64(a.t), n, C, (int64_t)k, lt_i64(st)));
   return 0;
 }
@@ -79,6 +81,7 @@ static int l_multiclass_confmat(lua_State *L) {
   int64_t C = st->ndim == 2 ? st->shape[0] : 0;
   if (C < 1 || st->shape[1] != C) return l_errorf(L, "%s: the state must be a [C x C] matrix", a.name);
   int64_t n = multiclass_rows(L, &a, C);
+  lt_mark_modified(st); /* the counts are added into the state */
   l_check(L, lt_metric_multiclass_confmat(L_CTX(L), a.name, a.pf, a.pi, lt_i64(a.t), n, C, lt_i64(st)));
   return 0;
 }

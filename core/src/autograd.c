@@ -4,6 +4,7 @@
  * result never keeps a step's activations alive.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -107,7 +108,9 @@ int lt_record(lt_ctx *c, lt_tensor *out, const char *op, lt_backward_fn bw, int 
     /* every input is kept (a backward rule may need the values of one that needs no gradient);
        gradients flow only to inputs with requires_grad */
     nd->inputs[i] = lt_tensor_retain(inputs[i]);
+    if (i < LT_NODE_INLINE && inputs[i]) nd->in_version[i] = inputs[i]->storage->version;
   }
+  nd->reads = LT_READS_ALL;
   nd->out_ndim = out->ndim;
   memcpy(nd->out_shape, out->shape, sizeof out->shape);
   out->grad_fn = nd;
@@ -119,6 +122,8 @@ int lt_record(lt_ctx *c, lt_tensor *out, const char *op, lt_backward_fn bw, int 
 void lt_node_save(lt_node *n, int slot, lt_tensor *t) {
   lt_tensor_release(n->saved[slot]);
   n->saved[slot] = lt_tensor_retain(t);
+  n->saved_output &= ~(1u << slot);
+  if (t) n->saved_version[slot] = t->storage->version;
 }
 
 int lt_node_save_output(lt_ctx *c, lt_node *n, int slot, lt_tensor *out) {
@@ -126,6 +131,39 @@ int lt_node_save_output(lt_ctx *c, lt_node *n, int slot, lt_tensor *out) {
   if (!alias) return LT_ERR;
   lt_tensor_release(n->saved[slot]);
   n->saved[slot] = alias;
+  n->saved_output |= 1u << slot;
+  n->saved_version[slot] = alias->storage->version;
+  return LT_OK;
+}
+
+/* The error for a tensor the node saved whose storage changed since (version counters, lt_mark_modified). */
+static int modified_fail(lt_ctx *c, const lt_node *n, const char *what, int64_t then, int64_t now) {
+  return lt_fail(c, LT_E_MODIFIED_INPLACE, n->op, what, (long long)then, (long long)now);
+}
+
+/* Before a backward runs any rule: each input a node's rule reads and each tensor it saved must still hold the
+ * values it had in the forward. Costs a compare per saved tensor. */
+static int check_versions(lt_ctx *c, const lt_node *n) {
+  char what[48];
+  int nin = n->ninputs < LT_NODE_INLINE ? n->ninputs : LT_NODE_INLINE;
+  for (int i = 0; i < nin; i++) {
+    const lt_tensor *in = n->inputs[i];
+    if (!(n->reads & (1u << i)) || !in || in->storage->version == n->in_version[i]) continue;
+    snprintf(what, sizeof what, "input %d", i + 1);
+    return modified_fail(c, n, what, n->in_version[i], in->storage->version);
+  }
+  for (int s = 0; s < 3; s++) {
+    const lt_tensor *t = n->saved[s];
+    if (!t || t->storage->version == n->saved_version[s]) continue;
+    if (n->saved_output & (1u << s)) snprintf(what, sizeof what, "output");
+    else snprintf(what, sizeof what, "saved tensor %d", s + 1);
+    for (int i = 0; i < n->ninputs && !(n->saved_output & (1u << s)); i++)
+      if (n->inputs[i] && n->inputs[i]->storage == t->storage) {
+        snprintf(what, sizeof what, "input %d", i + 1);
+        break;
+      }
+    return modified_fail(c, n, what, n->saved_version[s], t->storage->version);
+  }
   return LT_OK;
 }
 
@@ -266,11 +304,12 @@ static int backward(lt_ctx *c, lt_tensor *root, lt_tensor *grad) {
   const lt_grad_hook *hook = c->grad_sync_off ? NULL : c->grad_hook;
   leaf_tab leaves = { 0 };
 
-  /* 1. find every node reachable from the root and count its consumers */
+  /* 1. find every node reachable from the root and count its consumers; check that what each one saved is
+   * unchanged before any rule runs, so that a failed backward has accumulated nothing */
   lt_node *r = root->grad_fn;
   r->mark = 1;
   r->deps = 0;
-  if (vec_push(c, &all, r) || vec_push(c, &stack, r)) {
+  if (vec_push(c, &all, r) || vec_push(c, &stack, r) || check_versions(c, r)) {
     rc = LT_ERR;
     goto done;
   }
@@ -291,7 +330,7 @@ static int backward(lt_ctx *c, lt_tensor *root, lt_tensor *grad) {
       if (!m->mark) {
         m->mark = 1;
         m->deps = 0;
-        if (vec_push(c, &all, m) || vec_push(c, &stack, m)) {
+        if (vec_push(c, &all, m) || vec_push(c, &stack, m) || check_versions(c, m)) {
           rc = LT_ERR;
           goto done;
         }

@@ -262,7 +262,10 @@ int lt_dist_broadcast(lt_ctx *c, lt_tensor *t, int src) {
   int64_t sig[2] = { lt_numel(t), (int64_t)t->dtype };
   if (check_same(c, "broadcast", desc_tensor, 2, sig)) return LT_ERR;
   size_t bytes = (size_t)lt_numel(t) * lt_dtype_size(t->dtype);
-  if (lt_is_contiguous(t)) return lt_dist_broadcast_bytes(c, tensor_data(t), bytes, src);
+  if (lt_is_contiguous(t)) {
+    lt_mark_modified(t); /* received in place (version counters: lt_tensor.h) */
+    return lt_dist_broadcast_bytes(c, tensor_data(t), bytes, src);
+  }
   lt_tensor *tmp = lt_op_contiguous(c, t);
   if (!tmp) return LT_ERR;
   int rc = lt_dist_broadcast_bytes(c, tensor_data(tmp), bytes, src);
@@ -657,6 +660,7 @@ int lt_dist_allreduce(lt_ctx *c, int n, lt_tensor *const *ts, lt_dist_op op, siz
   lt_tensor **f32 = malloc(sizeof *f32 * (size_t)(n > 0 ? n : 1));
   if (!f32) return lt_fail(c, LT_E_OOM, sizeof *f32 * (size_t)n);
   int rc = LT_OK;
+  for (int i = 0; i < n; i++) lt_mark_modified(ts[i]); /* each is reduced in place */
   for (int i = 0; i < n && rc == LT_OK; i++) {
     lt_tensor *t = ts[i];
     if (t->dtype == LT_F32) {

@@ -29,6 +29,9 @@
   "backward: the tensor does not require grad and has no grad_fn (did you call x:requires_grad(true)?)"
 #define LT_E_BACKWARD_SCALAR \
   "backward: grad can be implicitly created only for a tensor with one element, got shape %s (pass a gradient)"
+/* op, which saved tensor ("input 2", "output", "saved tensor 1"), version when saved, version now */
+#define LT_E_MODIFIED_INPLACE \
+  "backward: %s's %s was modified in place (version %lld -> %lld) after it was saved; clone it before changing it"
 #define LT_E_GRAPH_FREED "backward: the graph of this result was already freed by an earlier backward() (%s)"
 
 #endif

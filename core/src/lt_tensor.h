@@ -26,6 +26,11 @@ typedef struct lt_storage {
   _Atomic int64_t refcount;
   size_t nbytes;
   void *data;
+  /* Bumped by every in-place change of the data (lt_mark_modified); every view of the storage shares it, as
+   * PyTorch's version counter is shared by a base and its views. An autograd node compares it with the version
+   * it recorded when it saved a tensor, so a value changed between forward and backward is an error, not a
+   * silently wrong gradient. */
+  int64_t version;
 } lt_storage;
 
 struct lt_node;
@@ -66,6 +71,10 @@ int64_t lt_numel(const lt_tensor *t);
 int lt_is_contiguous(const lt_tensor *t);
 static inline float *lt_f32(const lt_tensor *t) { return (float *)t->storage->data + t->offset; }
 static inline int64_t *lt_i64(const lt_tensor *t) { return (int64_t *)t->storage->data + t->offset; }
+/* Every write into an existing tensor's memory (in-place ops, copies, fills, optimizer updates, loads) calls
+ * this once, after its arguments were checked: it is what makes a later backward that needs the old values
+ * fail instead of computing with the new ones. */
+static inline void lt_mark_modified(lt_tensor *t) { t->storage->version++; }
 /* "[64 x 256]" (a 0-dim tensor prints as "[]"). Returns buf. */
 char *lt_shape_str(const lt_tensor *t, char *buf, size_t n);
 char *lt_dims_str(int ndim, const int64_t *shape, char *buf, size_t n);
@@ -84,6 +93,10 @@ typedef struct lt_node lt_node;
 typedef int (*lt_backward_fn)(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin);
 
 #define LT_NODE_INLINE 3
+/* node->reads when an op records: the backward may read the values of every input (of the first
+ * LT_NODE_INLINE; an op with more inputs saves what it reads in saved[]). */
+#define LT_READS_ALL 0xFFu
+#define LT_READS(i) (1u << (i))
 struct lt_node {
   int64_t refcount;
   const char *op; /* for messages: "matmul", "add", ... */
@@ -91,7 +104,14 @@ struct lt_node {
   int ninputs;
   lt_tensor **inputs; /* retained; points at inline_inputs when ninputs <= LT_NODE_INLINE */
   lt_tensor *inline_inputs[LT_NODE_INLINE];
-  lt_tensor *saved[3];           /* retained tensors the backward needs (outputs, masks, indices) */
+  lt_tensor *saved[3]; /* retained tensors the backward needs (outputs, masks, indices) */
+  /* In-place detection: the storage versions of the inputs when recorded and of saved[] when saved. Bit i of
+   * `reads` says the backward reads input i's values (its version is compared); an op whose backward does
+   * not (add, views, sums) clears its bit after lt_record, as PyTorch saves only what a formula uses. */
+  unsigned reads;
+  unsigned saved_output; /* bit s: saved[s] is the op's output (lt_node_save_output), for the message */
+  int64_t in_version[LT_NODE_INLINE];
+  int64_t saved_version[3];
   double f[4];                   /* scalar arguments */
   int64_t i[2 * LT_MAX_DIM + 4]; /* integer arguments (dims, sizes, offsets) */
   int out_ndim;

@@ -618,7 +618,10 @@ lt_tensor *lt_nn_conv2d_act(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b,
     lt_tensor_release(out);
     return NULL;
   }
-  if (nd) memcpy(nd->i, &g, sizeof g);
+  if (nd) {
+    memcpy(nd->i, &g, sizeof g);
+    nd->reads = (w->requires_grad ? LT_READS(0) : 0) | (x->requires_grad ? LT_READS(1) : 0); /* x for gw, w for gx */
+  }
   if (nd && act == LT_ACT_RELU && lt_node_save_output(c, nd, 0, out)) {
     lt_tensor_release(out);
     return NULL;

@@ -291,7 +291,10 @@ static lt_tensor *run_forward(lt_ctx *c, const char *op, const gconv_geom *g, lt
     lt_tensor_release(out);
     return NULL;
   }
-  if (nd) memcpy(nd->i, g, sizeof *g);
+  if (nd) {
+    nd->reads = (w->requires_grad ? LT_READS(0) : 0) | (x->requires_grad ? LT_READS(1) : 0); /* x for gw, w for gx */
+    memcpy(nd->i, g, sizeof *g);
+  }
   return out;
 }
 

@@ -47,7 +47,10 @@ lt_tensor *lt_nn_dropout(lt_ctx *c, lt_tensor *x, double p, int training) {
     lt_tensor_release(mask);
     return NULL;
   }
-  if (nd) lt_node_save(nd, 0, mask);
+  if (nd) {
+    nd->reads = 0; /* the saved mask */
+    lt_node_save(nd, 0, mask);
+  }
   lt_tensor_release(mask);
   return out;
 }

@@ -78,6 +78,7 @@ lt_tensor *lt_nn_embedding_pad(lt_ctx *c, lt_tensor *idx, lt_tensor *w, int64_t 
     return NULL;
   }
   if (nd) {
+    nd->reads = 0; /* the weight only for its shape; the indices are saved */
     nd->i[0] = padding_idx;
     lt_node_save(nd, 0, ic);
   }

@@ -175,6 +175,7 @@ lt_tensor *lt_nn_group_norm(lt_ctx *c, lt_tensor *x, int64_t groups, lt_tensor *
     return NULL;
   }
   if (nd) {
+    nd->reads = LT_READS(0) | LT_READS(1); /* x and the weight, not the bias */
     memcpy(nd->i, &g, sizeof g);
     lt_node_save(nd, 0, stats);
   }

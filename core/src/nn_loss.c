@@ -303,6 +303,7 @@ lt_tensor *lt_nn_nll_loss(lt_ctx *c, lt_tensor *x, lt_tensor *target, lt_tensor 
   lt_node *nd;
   if (lt_record(c, out, op, nll_backward, 1, &x, &nd)) goto fail;
   if (nd) {
+    nd->reads = 0; /* x only for its shape; the targets and weights are saved */
     class_node_dims(nd, red, ignore, N, C, inner);
     nd->f[0] = scale;
     lt_node_save(nd, 0, tc);

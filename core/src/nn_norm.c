@@ -183,10 +183,15 @@ lt_tensor *lt_nn_batch_norm(lt_ctx *c, lt_tensor *x, lt_tensor *rm, lt_tensor *r
     }
   }
   lt_tensor_release(xc);
+  if (training && rm) { /* the running statistics were updated in place */
+    lt_mark_modified(rm);
+    lt_mark_modified(rv);
+  }
   lt_tensor *ins[3] = { x, w, b };
   lt_node *nd;
   if (lt_record(c, out, op, batch_norm_backward, 3, ins, &nd)) goto fail;
   if (nd) {
+    nd->reads = LT_READS(0) | LT_READS(1); /* x and the weight, not the bias */
     nd->i[0] = training;
     nd->i[1] = N;
     nd->i[2] = C;
@@ -317,6 +322,7 @@ lt_tensor *lt_nn_layer_norm(lt_ctx *c, lt_tensor *x, int k, lt_tensor *w, lt_ten
   lt_node *nd;
   if (lt_record(c, out, op, layer_norm_backward, 3, ins, &nd)) goto fail;
   if (nd) {
+    nd->reads = LT_READS(0); /* x; the weight is read from saved[1] */
     nd->i[0] = R;
     nd->i[1] = M;
     lt_node_save(nd, 0, stats);

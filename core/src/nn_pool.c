@@ -210,6 +210,7 @@ lt_tensor *lt_nn_max_pool2d_dilated(lt_ctx *c, lt_tensor *x, int kh, int kw, int
   lt_node *nd;
   if (lt_record(c, out, "max_pool2d", lt_nn_max_pool_backward, 1, &x, &nd)) goto fail;
   if (nd) {
+    nd->reads = 0; /* the saved argmax indices route g */
     memcpy(nd->i, &g, sizeof g);
     lt_node_save(nd, 0, ind);
   }
@@ -279,6 +280,9 @@ lt_tensor *lt_nn_avg_pool2d(lt_ctx *c, lt_tensor *x, int kh, int kw, int sh, int
     lt_tensor_release(out);
     return NULL;
   }
-  if (nd) memcpy(nd->i, &g, sizeof g);
+  if (nd) {
+    nd->reads = 0; /* g spread over each window */
+    memcpy(nd->i, &g, sizeof g);
+  }
   return out;
 }

@@ -105,6 +105,7 @@ static lt_tensor *adaptive_pool(lt_ctx *c, const char *op, lt_tensor *x, int64_t
     return NULL;
   }
   if (nd) {
+    nd->reads = 0; /* saved indices (max) or windows (avg) */
     memcpy(nd->i, &g, sizeof g);
     if (is_max) lt_node_save(nd, 0, ind);
   }

@@ -367,6 +367,7 @@ lt_tensor *lt_nn_rnn_layer(lt_ctx *c, lt_rnn_mode mode, lt_tensor *xg, lt_tensor
   lt_node *nd;
   if (lt_record(c, out, "rnn_layer", rnn_layer_backward, (int)pos, ins, &nd)) goto fail;
   if (nd) {
+    nd->reads = 0; /* the weights it multiplies by and the workspace are in saved[] */
     nd->i[I_MODE] = mode;
     nd->i[I_T] = T;
     nd->i[I_B] = B;

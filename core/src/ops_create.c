@@ -13,6 +13,7 @@ lt_tensor *lt_op_full(lt_ctx *c, lt_dtype dt, int ndim, const int64_t *shape, do
     lt_tensor_release(t);
     return NULL;
   }
+  if (t) t->storage->version = 0; /* a new tensor starts at version 0 (as PyTorch's): its first fill is no change */
   return t;
 }
 
@@ -66,12 +67,14 @@ lt_tensor *lt_op_eye(lt_ctx *c, int64_t n, int64_t m) {
 lt_tensor *lt_op_rand(lt_ctx *c, int ndim, const int64_t *shape) {
   lt_tensor *t = lt_tensor_new(c, LT_F32, ndim, shape);
   if (t) lt_op_uniform_(c, t, 0.0, 1.0);
+  if (t) t->storage->version = 0; /* as lt_op_full */
   return t;
 }
 
 lt_tensor *lt_op_randn(lt_ctx *c, int ndim, const int64_t *shape) {
   lt_tensor *t = lt_tensor_new(c, LT_F32, ndim, shape);
   if (t) lt_op_normal_(c, t, 0.0, 1.0);
+  if (t) t->storage->version = 0; /* as lt_op_full */
   return t;
 }
 
@@ -96,9 +99,11 @@ int lt_op_fill_(lt_ctx *c, lt_tensor *t, double v) {
     /* NaN fails the first test, +-inf and 2^63 the range: their casts to int64 are undefined */
     if (!(v == floor(v) && v >= -0x1p63 && v < 0x1p63))
       return lt_fail(c, "fill_: value %.14g is not an int64 value (the tensor is int64)", v);
+    lt_mark_modified(t);
     int64_t iv = (int64_t)v, *p = lt_i64(t);
     FOR_EACH_ELEMENT(t, o, p[o] = iv);
   } else {
+    lt_mark_modified(t);
     float fv = (float)v, *p = lt_f32(t);
     if (lt_is_contiguous(t)) {
       int64_t n = lt_numel(t);
@@ -113,6 +118,7 @@ int lt_op_fill_(lt_ctx *c, lt_tensor *t, double v) {
 int lt_op_zero_(lt_ctx *c, lt_tensor *t) {
   if (lt_check_inplace(c, "zero_", t)) return LT_ERR;
   if (lt_is_contiguous(t)) {
+    lt_mark_modified(t);
     memset((char *)t->storage->data + t->offset * (int64_t)lt_dtype_size(t->dtype), 0,
            (size_t)lt_numel(t) * lt_dtype_size(t->dtype));
     return LT_OK;
@@ -124,6 +130,7 @@ int lt_op_uniform_(lt_ctx *c, lt_tensor *t, double a, double b) {
   if (lt_check_inplace(c, "uniform_", t)) return LT_ERR;
   if (lt_check_dtype(c, "uniform_", "the tensor", t, LT_F32)) return LT_ERR;
   if (!(a <= b)) return lt_fail(c, "uniform_: expected a <= b, got a=%g, b=%g", a, b);
+  lt_mark_modified(t);
   float *p = lt_f32(t);
   FOR_EACH_ELEMENT(t, o, p[o] = (float)(a + (b - a) * lt_rng_uniform(&c->rng)));
   return LT_OK;
@@ -133,6 +140,7 @@ int lt_op_normal_(lt_ctx *c, lt_tensor *t, double mean, double std) {
   if (lt_check_inplace(c, "normal_", t)) return LT_ERR;
   if (lt_check_dtype(c, "normal_", "the tensor", t, LT_F32)) return LT_ERR;
   if (!(std >= 0)) return lt_fail(c, "normal_: std must be >= 0, got %g", std);
+  lt_mark_modified(t);
   if (lt_is_contiguous(t)) {
     lt_normal_fill_f32(c, lt_f32(t), lt_numel(t), mean, std);
     return LT_OK;
@@ -220,6 +228,7 @@ int lt_op_copy_(lt_ctx *c, lt_tensor *dst, lt_tensor *src) {
   float bad;
   int64_t at = dst->dtype == LT_I64 ? first_unrepresentable(src, &bad) : -1;
   if (at >= 0) return fail_unrepresentable(c, "copy_", at, bad);
+  lt_mark_modified(dst);
   if (src->storage == dst->storage && !(src->offset == dst->offset && lt_is_contiguous(src) && lt_is_contiguous(dst))) {
     /* overlapping memory: go through a temporary */
     lt_tensor *tmp = lt_tensor_new(c, src->dtype, src->ndim, src->shape);
@@ -249,6 +258,7 @@ lt_tensor *lt_op_clone(lt_ctx *c, lt_tensor *t) {
     lt_tensor_release(out);
     return NULL;
   }
+  if (t->dtype == LT_F32 && nd) nd->reads = 0; /* clone then change: what the error message advises */
   return out;
 }
 

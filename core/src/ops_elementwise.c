@@ -325,6 +325,19 @@ static int binary_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin)
 
 /* ---- binary forward --------------------------------------------------------------------------- */
 
+/* The inputs binary_backward reads for the gradients that will be asked for (node->reads), as PyTorch saves
+ * an operand only for a formula that uses it: a * b reads b for a's gradient and a for b's. */
+static unsigned binary_reads(lt_binop op, int need_a, int need_b) {
+  switch (op) {
+    case LT_MUL: return (need_b ? LT_READS(0) : 0) | (need_a ? LT_READS(1) : 0);
+    case LT_DIV: return LT_READS(1);                              /* g / b, and -g out / b */
+    case LT_POW: return LT_READS(0) | (need_a ? LT_READS(1) : 0); /* g b a^(b-1), and g out log a */
+    case LT_MAXIMUM:
+    case LT_MINIMUM: return LT_READS(0) | LT_READS(1);
+    default: return 0; /* add, sub */
+  }
+}
+
 lt_tensor *lt_op_binary(lt_ctx *c, lt_binop op, lt_tensor *a, lt_tensor *b) {
   const char *name = binop_names[op];
   int ndim;
@@ -348,8 +361,10 @@ lt_tensor *lt_op_binary(lt_ctx *c, lt_binop op, lt_tensor *a, lt_tensor *b) {
         lt_tensor_release(out);
         out = NULL;
       } else if (nd) {
+        int need_a = fa->requires_grad, need_b = fb->requires_grad;
         nd->i[0] = op;
-        if ((op == LT_DIV || op == LT_POW) && lt_node_save_output(c, nd, 0, out)) {
+        nd->reads = binary_reads(op, need_a, need_b);
+        if ((op == LT_DIV || op == LT_POW) && need_b && lt_node_save_output(c, nd, 0, out)) {
           lt_tensor_release(out);
           out = NULL;
         }
@@ -379,11 +394,13 @@ int lt_op_binary_(lt_ctx *c, lt_binop op, lt_tensor *a, lt_tensor *b) {
     if (b->dtype != LT_I64 || op == LT_DIV || op == LT_POW || is_compare(op))
       return lt_fail(c, "%s_: cannot update an int64 tensor in place with a %s result", name,
                      b->dtype == LT_I64 ? "float32" : lt_dtype_name(b->dtype));
+    lt_mark_modified(a);
     binary_i64(op, ndim, shape, a, a, b);
     return LT_OK;
   }
   lt_tensor *fb = lt_op_to_dtype(c, b, LT_F32);
   if (!fb) return LT_ERR;
+  lt_mark_modified(a);
   binary_f32(c, op, ndim, shape, a, a, fb);
   lt_tensor_release(fb);
   return LT_OK;
@@ -462,7 +479,7 @@ lt_tensor *lt_op_binary_scalar(lt_ctx *c, lt_binop op, lt_tensor *a, double s, i
   if (!fa) return NULL;
   lt_tensor *out = lt_tensor_new(c, LT_F32, a->ndim, a->shape);
   lt_tensor sv = { 0 };
-  lt_storage ss = { 1, sizeof(float), NULL };
+  lt_storage ss = { 1, sizeof(float), NULL, 0 };
   float sval = (float)s;
   ss.data = &sval;
   sv.refcount = 1;
@@ -480,7 +497,11 @@ lt_tensor *lt_op_binary_scalar(lt_ctx *c, lt_binop op, lt_tensor *a, double s, i
         nd->i[0] = op;
         nd->i[1] = scalar_first;
         nd->f[0] = s;
-        if ((op == LT_DIV || op == LT_POW) && lt_node_save_output(c, nd, 0, out)) {
+        /* s / a reads a and the output, a ^ s reads a, s ^ a the output, max/min a (scalar_backward) */
+        int reads_a =
+            (op == LT_DIV && scalar_first) || (op == LT_POW && !scalar_first) || op == LT_MAXIMUM || op == LT_MINIMUM;
+        nd->reads = reads_a ? LT_READS(0) : 0;
+        if ((op == LT_DIV || op == LT_POW) && scalar_first && lt_node_save_output(c, nd, 0, out)) {
           lt_tensor_release(out);
           out = NULL;
         }
@@ -499,17 +520,19 @@ int lt_op_binary_scalar_(lt_ctx *c, lt_binop op, lt_tensor *a, double s) {
       return lt_fail(c, "%s_: cannot update an int64 tensor in place with a non-integer result", name);
     lt_tensor *sv = lt_op_full(c, LT_I64, 0, NULL, s);
     if (!sv) return LT_ERR;
+    lt_mark_modified(a);
     binary_i64(op, a->ndim, a->shape, a, a, sv);
     lt_tensor_release(sv);
     return LT_OK;
   }
   lt_tensor sv = { 0 };
-  lt_storage ss = { 1, sizeof(float), NULL };
+  lt_storage ss = { 1, sizeof(float), NULL, 0 };
   float sval = (float)s;
   ss.data = &sval;
   sv.refcount = 1;
   sv.storage = &ss;
   sv.dtype = LT_F32;
+  lt_mark_modified(a);
   binary_f32(c, op, a->ndim, a->shape, a, a, &sv);
   return LT_OK;
 }
@@ -560,6 +583,7 @@ int lt_op_axpy_(lt_ctx *c, lt_tensor *a, double alpha, lt_tensor *b) {
   lt_broadcast_strides(b, ndim, shape, sb);
   const int64_t *st[2] = { sa, sb };
   float al = (float)alpha;
+  lt_mark_modified(a);
   ew_job j = { .po = lt_f32(a), .px = lt_f32(b), .py = &al };
   lt_iter_init(&j.it, ndim, shape, 2, st);
   j.total = j.it.rows * j.it.n;
@@ -786,6 +810,8 @@ lt_tensor *lt_op_unary(lt_ctx *c, lt_unop op, lt_tensor *a) {
       out = NULL;
     } else if (nd) {
       nd->i[0] = op;
+      /* the backward of these reads the saved output (or nothing: neg), not the input */
+      if (unary_saves_output(op) || op == LT_NEG) nd->reads = 0;
       if (unary_saves_output(op) && lt_node_save_output(c, nd, 0, out)) {
         lt_tensor_release(out);
         out = NULL;
@@ -799,6 +825,7 @@ lt_tensor *lt_op_unary(lt_ctx *c, lt_unop op, lt_tensor *a) {
 int lt_op_unary_(lt_ctx *c, lt_unop op, lt_tensor *a) {
   if (lt_check_inplace(c, unop_names[op], a)) return LT_ERR;
   if (lt_check_dtype(c, unop_names[op], "the tensor updated in place", a, LT_F32)) return LT_ERR;
+  lt_mark_modified(a);
   unary_f32(c, op, a, a);
   return LT_OK;
 }
@@ -920,6 +947,7 @@ int lt_op_clamp_(lt_ctx *c, lt_tensor *a, double lo, double hi) {
   if (lt_check_inplace(c, "clamp_", a)) return LT_ERR;
   if (lt_check_dtype(c, "clamp_", "the tensor updated in place", a, LT_F32)) return LT_ERR;
   if (lo > hi) return lt_fail(c, "clamp_: min %g is greater than max %g", lo, hi);
+  lt_mark_modified(a);
   if (lt_is_contiguous(a)) {
     map_job j = { MAP_CLAMP, lt_f32(a), NULL, lt_f32(a), (float)lo, (float)hi, lt_numel(a) };
     map_run(c, &j);
@@ -1040,7 +1068,10 @@ lt_tensor *lt_op_where(lt_ctx *c, lt_tensor *cond, lt_tensor *a, lt_tensor *b) {
     if (lt_record(c, out, "where", where_backward, 2, ins, &nd)) {
       lt_tensor_release(out);
       out = NULL;
-    } else if (nd) lt_node_save(nd, 0, cond);
+    } else if (nd) {
+      nd->reads = 0; /* the backward reads only the condition */
+      lt_node_save(nd, 0, cond);
+    }
   }
   lt_tensor_release(fa);
   lt_tensor_release(fb);
@@ -1072,7 +1103,10 @@ lt_tensor *lt_op_masked_fill(lt_ctx *c, lt_tensor *x, lt_tensor *mask, double va
     if (lt_record(c, out, "masked_fill", masked_fill_backward, 1, &x, &node)) {
       lt_tensor_release(out);
       out = NULL;
-    } else if (node) lt_node_save(node, 0, fm);
+    } else if (node) {
+      node->reads = 0; /* the backward reads only the mask */
+      lt_node_save(node, 0, fm);
+    }
   }
   lt_tensor_release(fm);
   return out;

@@ -84,6 +84,7 @@ lt_tensor *lt_op_gather(lt_ctx *c, lt_tensor *a, int dim, lt_tensor *idx) {
     }
     if (nd) {
       nd->i[0] = dim;
+      nd->reads = 0; /* only the saved index (and a's shape) */
       lt_node_save(nd, 0, idx);
     }
   }
@@ -164,6 +165,7 @@ lt_tensor *lt_op_index_select(lt_ctx *c, lt_tensor *a, int dim, lt_tensor *idx) 
     }
     if (nd) {
       nd->i[0] = dim;
+      nd->reads = 0; /* only the saved index (and a's shape) */
       lt_node_save(nd, 0, idx);
     }
   }

@@ -77,13 +77,14 @@ static float math_grad(lt_mathop op, float x, float y, float g) {
 
 static int math_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
   lt_mathop op = (lt_mathop)n->i[0];
-  lt_tensor *x = lt_op_contiguous(c, n->inputs[0]), *y = lt_op_contiguous(c, n->saved[0]);
+  lt_tensor *x = lt_op_contiguous(c, n->inputs[0]);
+  lt_tensor *y = n->saved[0] ? lt_op_contiguous(c, n->saved[0]) : NULL;
   lt_tensor *gc = lt_op_contiguous(c, g);
-  lt_tensor *r = x && y && gc ? lt_tensor_new_like(c, x) : NULL;
+  lt_tensor *r = x && (y || !n->saved[0]) && gc ? lt_tensor_new_like(c, x) : NULL;
   if (r) {
-    const float *px = lt_f32(x), *py = lt_f32(y), *pg = lt_f32(gc);
+    const float *px = lt_f32(x), *py = y ? lt_f32(y) : NULL, *pg = lt_f32(gc);
     float *pr = lt_f32(r);
-    for (int64_t i = 0, N = lt_numel(x); i < N; i++) pr[i] = math_grad(op, px[i], py[i], pg[i]);
+    for (int64_t i = 0, N = lt_numel(x); i < N; i++) pr[i] = math_grad(op, px[i], py ? py[i] : 0.0f, pg[i]);
   }
   lt_tensor_release(x);
   lt_tensor_release(y);
@@ -108,7 +109,10 @@ lt_tensor *lt_op_math(lt_ctx *c, lt_mathop op, lt_tensor *a) {
       out = NULL;
     } else if (nd) {
       nd->i[0] = op;
-      if (lt_node_save_output(c, nd, 0, out)) {
+      /* math_grad reads x for erf, the output for erfinv, reciprocal and expm1, neither for the others */
+      nd->reads = op == LT_ERF ? LT_READS(0) : 0;
+      int needs_y = op == LT_ERFINV || op == LT_RECIPROCAL || op == LT_EXPM1;
+      if (needs_y && lt_node_save_output(c, nd, 0, out)) {
         lt_tensor_release(out);
         out = NULL;
       }
@@ -165,6 +169,7 @@ lt_tensor *lt_op_tri(lt_ctx *c, lt_tensor *a, int64_t diagonal, int upper) {
     return NULL;
   }
   if (nd) {
+    nd->reads = 0; /* the gradient is g's triangle */
     nd->i[0] = diagonal;
     nd->i[1] = upper;
   }

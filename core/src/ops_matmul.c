@@ -150,6 +150,8 @@ static lt_tensor *matmul_nd(lt_ctx *c, lt_tensor *a, lt_tensor *b) {
     lt_tensor_release(out);
     return NULL;
   }
+  /* a's gradient multiplies by b, b's by a: each operand is read only for the other's gradient */
+  if (nd) nd->reads = (b->requires_grad ? LT_READS(0) : 0) | (a->requires_grad ? LT_READS(1) : 0);
   return out;
 fail:
   lt_tensor_release(ac);
@@ -318,6 +320,8 @@ lt_tensor *lt_op_linear_act(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b,
     lt_tensor_release(out);
     return NULL;
   }
+  /* x is read for the weight's gradient, w for the input's; the bias never */
+  if (nd) nd->reads = (w->requires_grad ? LT_READS(0) : 0) | (x->requires_grad ? LT_READS(1) : 0);
   if (nd && act == LT_ACT_RELU && lt_node_save_output(c, nd, 0, out)) {
     lt_tensor_release(out);
     return NULL;

@@ -241,6 +241,9 @@ static int reduce_impl(lt_ctx *c, lt_redop op, lt_tensor *a, int dim, int keepdi
     if (nd) {
       nd->i[0] = dim;
       nd->f[0] = op == LT_RMEAN ? 1.0 / (double)n : 1.0;
+      /* sum and mean spread g; max/min along a dim route it by the saved indices, over all elements they
+       * look for the ties in the input */
+      nd->reads = is_sel && dim < 0 ? LT_READS(0) : 0;
       if (is_sel) lt_node_save(nd, 0, idx);
     }
   }

@@ -128,7 +128,10 @@ static lt_tensor *scan(lt_ctx *c, lt_tensor *a, int dim, int prod) {
     lt_tensor_release(out);
     return NULL;
   }
-  if (nd) nd->i[0] = dim;
+  if (nd) {
+    nd->i[0] = dim;
+    if (!prod) nd->reads = 0; /* cumsum's gradient is a reversed cumsum of g */
+  }
   return out;
 }
 

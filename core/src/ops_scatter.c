@@ -102,6 +102,7 @@ lt_tensor *lt_op_scatter(lt_ctx *c, lt_tensor *x, int dim, lt_tensor *idx, lt_te
     return NULL;
   }
   if (nd) {
+    nd->reads = 0; /* the backward reads only the saved index */
     nd->i[0] = dim;
     nd->i[1] = src != NULL;
     nd->i[2] = add;
@@ -201,6 +202,7 @@ lt_tensor *lt_op_index_add(lt_ctx *c, lt_tensor *x, int dim, lt_tensor *idx, lt_
     return NULL;
   }
   if (nd) {
+    nd->reads = 0; /* the backward reads only the saved index */
     nd->i[0] = dim;
     nd->f[0] = alpha;
     lt_node_save(nd, 0, idx);
@@ -230,6 +232,7 @@ lt_tensor *lt_op_index_fill(lt_ctx *c, lt_tensor *x, int dim, lt_tensor *idx, do
     return NULL;
   }
   if (nd) {
+    nd->reads = 0; /* the backward reads only the saved index */
     nd->i[0] = dim;
     lt_node_save(nd, 0, idx);
   }
@@ -281,7 +284,10 @@ lt_tensor *lt_op_masked_select(lt_ctx *c, lt_tensor *x, lt_tensor *mask) {
     if (lt_record(c, out, "masked_select", masked_select_backward, 1, &x, &node)) {
       lt_tensor_release(out);
       out = NULL;
-    } else if (node) lt_node_save(node, 0, m);
+    } else if (node) {
+      node->reads = 0; /* only the saved mask */
+      lt_node_save(node, 0, m);
+    }
   }
   lt_tensor_release(m);
   lt_tensor_release(xs);

@@ -61,6 +61,7 @@ static lt_tensor *make_view(lt_ctx *c, lt_tensor *t, int ndim, const int64_t *sh
     lt_tensor_release(v);
     return NULL;
   }
+  if (*node) (*node)->reads = 0; /* a view's gradient needs only shapes */
   return v;
 }
 
@@ -349,6 +350,7 @@ lt_tensor *lt_op_expand(lt_ctx *c, lt_tensor *t, int ndim, const int64_t *shape)
     lt_tensor_release(v);
     return NULL;
   }
+  if (nd) nd->reads = 0;
   return v;
 }
 
@@ -424,7 +426,10 @@ lt_tensor *lt_op_cat(lt_ctx *c, int n, lt_tensor *const *ts, int dim) {
     lt_tensor_release(out);
     return NULL;
   }
-  if (out->grad_fn) out->grad_fn->i[0] = dim;
+  if (out->grad_fn) {
+    out->grad_fn->i[0] = dim;
+    out->grad_fn->reads = 0; /* the gradient is g split by sizes */
+  }
   return out;
 }
 

@@ -208,6 +208,7 @@ static lt_tensor *softmax_impl(lt_ctx *c, lt_tensor *a, int dim, int log_form) {
   if (nd) {
     nd->i[0] = dim;
     nd->i[1] = log_form;
+    nd->reads = 0; /* the backward reads the saved output only */
     if (lt_node_save_output(c, nd, 0, y)) {
       lt_tensor_release(y);
       return NULL;

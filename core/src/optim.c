@@ -576,6 +576,9 @@ static int step_param(lt_ctx *c, lt_optimizer *o, lt_param_group *pg, int g, int
       break;
     default: rc = lt_optim_more_step(c, o->kind, h, s, p, lt_f32(pc), lt_f32(gc), n); break;
   }
+  /* the update wrote p's memory (pc is p, or p's copy written back below): a graph that saved p must not use
+   * it in a backward (version counters, lt_mark_modified) */
+  lt_mark_modified(pc);
   if (rc == LT_OK) s->initialized = 1;
   if (rc == LT_OK && pc != p) rc = lt_op_copy_(c, p, pc); /* strided parameter: write back */
   lt_tensor_release(pc);

@@ -29,6 +29,7 @@ static lt_storage *storage_new(lt_ctx *c, size_t nbytes) {
   }
   atomic_init(&s->refcount, 1); /* not yet seen by another thread */
   s->nbytes = nbytes;
+  s->version = 0;
   return s;
 }
 

@@ -100,6 +100,30 @@ int main(void) {
     lt_pool_set_threads(1);
   }
 
+  /* version counters: an operand a backward reads, changed in place through a view after the forward, fails
+   * the backward (graph kept, nothing accumulated); an operand it does not read may change */
+  {
+    int64_t n3[1] = { 3 };
+    lt_tensor *x = from(c, 1, n3, (float[]){ 1, 2, 3 });
+    lt_tensor *k = from(c, 1, n3, (float[]){ 10, 20, 30 });
+    x->requires_grad = 1;
+    lt_tensor *prod = lt_op_binary(c, LT_MUL, x, k), *sum = lt_op_binary(c, LT_ADD, x, k);
+    lt_tensor *kv = lt_op_narrow(c, k, 0, 1, 1);
+    CHECK(k->storage->version == 0 && lt_op_fill_(c, kv, 5.0) == LT_OK && k->storage->version == 1,
+          "a write through a view bumps the shared version");
+    lt_tensor *loss = lt_op_reduce(c, LT_RSUM, prod, -1, 0);
+    CHECK(lt_backward(c, loss, NULL) == LT_ERR &&
+              !strcmp(c->err, "backward: mul's input 2 was modified in place (version 0 -> 1) after it was saved; "
+                              "clone it before changing it") &&
+              !x->grad && !loss->grad_fn->released,
+          "backward of x * k after k changed: error naming mul's input 2, graph kept");
+    lt_tensor *loss2 = lt_op_reduce(c, LT_RSUM, sum, -1, 0);
+    CHECK(lt_backward(c, loss2, NULL) == LT_OK && x->grad && lt_f32(x->grad)[1] == 1,
+          "add reads neither operand: its backward runs after k changed");
+    lt_tensor *tmp[] = { x, k, prod, sum, kv, loss, loss2 };
+    for (size_t i = 0; i < sizeof tmp / sizeof *tmp; i++) lt_tensor_release(tmp[i]);
+  }
+
   lt_tensor *all[] = { a, b, m, s, v4, tr, row };
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) lt_tensor_release(all[i]);
   CHECK(lt_tensor_live_count() == 0, "every tensor released");
