@@ -164,6 +164,18 @@ describe("lt.metrics state", function()
     assert.are.equal(a:compute(), b:compute())
   end)
 
+  it("normalizes a confusion matrix with an empty row to 0, not NaN, with denormals flushed", function()
+    local was = lt.set_flush_denormal(true)
+    local ok, got = pcall(function()
+      local cm = metrics.ConfusionMatrix { task = "multiclass", num_classes = 3, normalize = "true" }
+      cm:update(lt.tensor({ 1, 2, 1 }, "int64"), lt.tensor({ 1, 2, 2 }, "int64")) -- class 3 never a target
+      return cm:compute():totable()
+    end)
+    lt.set_flush_denormal(was)
+    assert(ok, got)
+    assert.are.same({ { 1, 0, 0 }, { 0.5, 0.5, 0 }, { 0, 0, 0 } }, got)
+  end)
+
   it("stays the same size over 10k updates (counts in int64, no growth)", function()
     local acc = metrics.Accuracy { task = "multiclass", num_classes = 3, top_k = 2 }
     local cm = metrics.ConfusionMatrix { task = "multiclass", num_classes = 3 }

@@ -212,7 +212,9 @@ local function normalize(m, how)
   if how == "true" then den = m:sum(d, true)
   elseif how == "pred" then den = m:sum(d - 1, true)
   else den = m:sum(d, true):sum(d - 1, true) end
-  return m:div(den:clamp(1e-38)) -- a zero denominator has a zero numerator: 0 / tiny = 0
+  -- a zero denominator has a zero numerator: 0 / tiny = 0. tiny is float32's smallest normal number: a
+  -- denormal one (1e-38) reads as 0 once lt.set_flush_denormal(true) has run, and 0 / 0 is NaN
+  return m:div(den:clamp(2 ^ -126))
 end
 
 function CM:_compute()
