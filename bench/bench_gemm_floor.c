@@ -17,6 +17,7 @@
 
 #include "lt_alloc.h"
 #include "lt_blas.h"
+#include "lt_fpmode.h"
 
 typedef struct call { int ta, tb, m, n, k; float beta; float *a, *b, *c; } call;
 

@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include "lt_blas.h"
+#include "lt_fpmode.h"
 #include "lt_ops.h"
 
 static double now(void) {

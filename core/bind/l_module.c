@@ -211,7 +211,7 @@ static int open_with_upvalues(lua_State *L) {
 
 int luaopen_lutra_core(lua_State *L) {
   /* choose the BLAS kernel family before OpenBLAS is loaded; the host's floating-point mode stays its own
-   * (lutra sets its own only while it computes: lt_fp_enter in core/src/lt_blas.h) */
+   * (lutra sets its own only while it computes: lt_fp_enter in core/src/lt_fpmode.h) */
   lt_blas_init();
   l_state *S = lua_newuserdata(L, sizeof *S);
   memset(S, 0, sizeof *S);

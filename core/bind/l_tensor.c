@@ -11,6 +11,7 @@
 #include "l_util.h"
 #include "lt_alloc.h"
 #include "lt_blas.h"
+#include "lt_fpmode.h"
 #include "lt_pool.h"
 
 #define T(i, name) l_checktensor(L, (i), (name))

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "lt_alloc.h"
-#include "lt_blas.h"
+#include "lt_fpmode.h"
 #include "lt_errors.h"
 #include "lt_ops.h"
 #include "lt_prof.h"
@@ -412,7 +412,7 @@ done:
 }
 
 int lt_backward(lt_ctx *c, lt_tensor *root, lt_tensor *grad) {
-  unsigned fp = lt_fp_enter(c->flush_denormal); /* lutra's floating-point mode while it computes (lt_blas.h) */
+  unsigned fp = lt_fp_enter(c->flush_denormal); /* lutra's floating-point mode while it computes (lt_fpmode.h) */
   int rc = backward(c, root, grad);
   lt_fp_leave(fp);
   return rc;

@@ -28,15 +28,6 @@ void lt_blas_init(void); /* idempotent, thread-safe */
 const lt_blas_info *lt_blas_get_info(void);
 void lt_blas_set_threads(int n);
 int lt_blas_cpu_count(void);
-/* Sets FTZ/DAZ on the calling thread (x86 MXCSR) until changed again; returns the previous state. */
-int lt_set_flush_denormal(int on);
-/* The caller's floating-point mode is the caller's: lutra flushes denormals (FTZ/DAZ, when c->flush_denormal)
- * only while it computes. lt_fp_enter sets lutra's mode on the calling thread and returns the caller's, which
- * lt_fp_leave puts back (both cost a few cycles; nothing is written when the mode is already right). Used
- * around backward and the optimizer step, and the pool's threads have lutra's mode for every job: pure C
- * work only, never around code that calls the Lua API or Lua code (core/bind/l_loop.c's with_state says why). */
-unsigned lt_fp_enter(int flush_denormal);
-void lt_fp_leave(unsigned saved);
 /* Whether an [m x k] x [k x n] GEMM is large enough that lt_blas_sgemm runs it on every thread (smaller ones,
  * and thin ones, run faster on one: core/src/blas.c says what was measured). */
 int lt_blas_threads_pay(int64_t m, int64_t n, int64_t k);

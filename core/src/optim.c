@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "lt_alloc.h"
-#include "lt_blas.h"
+#include "lt_fpmode.h"
 #include "lt_errors.h"
 #include "lt_ops.h"
 #include "lt_pool.h"
@@ -587,7 +587,7 @@ static int step_param(lt_ctx *c, lt_optimizer *o, lt_param_group *pg, int g, int
 }
 
 int lt_optim_step(lt_ctx *c, lt_optimizer *o) {
-  unsigned fp = lt_fp_enter(c->flush_denormal); /* decaying state buffers reach denormals: see lt_blas.h */
+  unsigned fp = lt_fp_enter(c->flush_denormal); /* decaying state buffers reach denormals: see lt_fpmode.h */
   int was = c->grad_enabled;
   c->grad_enabled = 0; /* updates are not recorded, and may touch tensors that require grad */
   int rc = LT_OK;

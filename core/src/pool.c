@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "lt_blas.h"
+#include "lt_fpmode.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>

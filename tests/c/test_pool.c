@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "lt_blas.h"
+#include "lt_fpmode.h"
 #include "lt_pool.h"
 
 #include "check.h"
