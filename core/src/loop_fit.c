@@ -26,16 +26,6 @@ int64_t lt_loops_global_step(const lt_loops *lp) {
 
 int64_t lt_loops_current_epoch(const lt_loops *lp) { return lp->fit_loop.epoch_progress.current.completed; }
 
-lt_hook_args lt__args(const lt_loops *lp) {
-  lt_hook_args a = { 0 };
-  a.dataloader_idx = -1;
-  a.optimizer_idx = -1;
-  a.scheduler_idx = -1;
-  a.epoch = lt_loops_current_epoch(lp);
-  a.batch_idx = lp->fit_loop.epoch_loop.batch_idx;
-  return a;
-}
-
 static void init_eval(lt_eval_loop *V, lt_kind kind, lt_slot slot) {
   V->kind = kind;
   V->epoch_slot = slot;

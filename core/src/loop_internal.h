@@ -25,6 +25,19 @@ static inline int lt__run_custom(lt_loops *lp, int slot) {
   return lp->host->run_custom(lp->host->ud, slot, &a);
 }
 
+/* A hook's arguments with no index set and the fit loop's epoch and batch. Here, reading the counters
+ * itself (the same as lt_loops_current_epoch), so that loop_eval.c needs nothing from loop_fit.c: the fit
+ * loop runs the evaluation loop, not the other way round. */
+static inline lt_hook_args lt__args(const lt_loops *lp) {
+  lt_hook_args a = { 0 };
+  a.dataloader_idx = -1;
+  a.optimizer_idx = -1;
+  a.scheduler_idx = -1;
+  a.epoch = lp->fit_loop.epoch_progress.current.completed;
+  a.batch_idx = lp->fit_loop.epoch_loop.batch_idx;
+  return a;
+}
+
 /* The profiler's timing points around a phase (lt_prof.h): one test when profiling is off. */
 #define LT_PROF_IN(lp, row)                           \
   do {                                                \
@@ -43,7 +56,6 @@ static inline int lt__run_custom(lt_loops *lp, int slot) {
     if (prc_ != LT_OK) return prc_; \
   } while (0)
 
-lt_hook_args lt__args(const lt_loops *lp);
 int lt__should_accumulate(const lt_loops *lp);
 int lt__eval_loop_run(lt_loops *lp, lt_eval_loop *V);
 
