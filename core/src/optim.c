@@ -21,7 +21,6 @@
 #include "lt_fpmode.h"
 #include "lt_errors.h"
 #include "lt_ops.h"
-#include "lt_pool.h"
 #include "optim_internal.h"
 
 typedef struct lt_param_group {
@@ -37,17 +36,6 @@ struct lt_optimizer {
   int ngroups, cap;
   lt_param_group *groups;
 };
-
-static const char *const kind_names[LT_OPTIM_NKINDS] = { "SGD",      "Adam",   "AdamW", "RMSprop", "Adagrad",
-                                                         "Adadelta", "Adamax", "NAdam", "RAdam",   "ASGD" };
-static const char *const buf_names[LT_OPTIM_NBUFS] = { "momentum_buffer", "exp_avg",  "exp_avg_sq", "max_exp_avg_sq",
-                                                       "square_avg",      "grad_avg", "sum",        "acc_delta",
-                                                       "exp_inf",         "ax" };
-static const char *const scalar_names[LT_OPTIM_NSCALARS] = { "mu_product", "eta", "mu" };
-
-const char *lt_optim_kind_name(lt_optim_kind k) { return k < LT_OPTIM_NKINDS ? kind_names[k] : "optimizer"; }
-const char *lt_optim_buf_name(lt_optim_buf b) { return b < LT_OPTIM_NBUFS ? buf_names[b] : "?"; }
-const char *lt_optim_scalar_name(lt_optim_scalar s) { return s < LT_OPTIM_NSCALARS ? scalar_names[s] : "?"; }
 
 int lt_optim_kind_has_buf(lt_optim_kind k, lt_optim_buf b) {
   switch (k) {
@@ -68,12 +56,6 @@ int lt_optim_kind_has_buf(lt_optim_kind k, lt_optim_buf b) {
 int lt_optim_kind_has_scalar(lt_optim_kind k, lt_optim_scalar s) {
   return (k == LT_OPTIM_NADAM && s == LT_OPTIM_MU_PRODUCT) ||
          (k == LT_OPTIM_ASGD && (s == LT_OPTIM_ETA || s == LT_OPTIM_MU));
-}
-
-int lt_optim_kind_from_name(const char *name) {
-  for (int k = 0; k < LT_OPTIM_NKINDS; k++)
-    if (!strcmp(name, kind_names[k])) return k;
-  return -1;
 }
 
 const char *const *lt_optim_hparam_names(lt_optim_kind k) {
@@ -286,7 +268,7 @@ int lt_optim_set_state_buf(lt_ctx *c, lt_optimizer *o, int g, int i, lt_optim_bu
     if (!lt_same_shape(t, p)) {
       char b1[128], b2[128];
       return lt_fail(c, "%s: state %s of parameter %d in group %d has shape %s, the parameter has %s",
-                     lt_optim_kind_name(o->kind), buf_names[b], i + 1, g + 1, lt_shape_str(t, b1, sizeof b1),
+                     lt_optim_kind_name(o->kind), lt_optim_buf_name(b), i + 1, g + 1, lt_shape_str(t, b1, sizeof b1),
                      lt_shape_str(p, b2, sizeof b2));
     }
     copy = lt_tensor_new(c, LT_F32, p->ndim, p->shape);
@@ -452,38 +434,9 @@ static void task_range(const optim_task *t, int64_t lo, int64_t hi) {
 #undef AT
 }
 
-/* Large parameters are updated on lutra's pool (lt_pool.h: persistent threads, nothing created per step).
- * The updates are memory-bound, so two cores stream about twice the bytes; from 64K elements a split pays
- * (measured: an MLP step at batch 64 ~5% faster, at batch 1 ~20%). Elementwise rules make the result
- * independent of the split. */
-#define OPTIM_PAR_MIN (INT64_C(1) << 16)
-
 static void task_range_fn(void *arg, int64_t lo, int64_t hi) { task_range(arg, lo, hi); }
 
 static void task_run(lt_ctx *c, const optim_task *t, int64_t n) { lt_optim_parallel(c, task_range_fn, (void *)t, n); }
-
-typedef struct fn_split {
-  lt_optim_range_fn fn;
-  void *arg;
-  int64_t n;
-} fn_split;
-
-static void fn_split_part(void *arg, int i, int nparts) {
-  const fn_split *s = arg;
-  int64_t per = ((s->n + nparts - 1) / nparts + 15) & ~INT64_C(15);
-  int64_t lo = i * per, hi = lo + per < s->n ? lo + per : s->n;
-  if (lo < hi) s->fn(s->arg, lo, hi);
-}
-
-void lt_optim_parallel(lt_ctx *c, lt_optim_range_fn fn, void *arg, int64_t n) {
-  int nt = c->num_threads < lt_pool_threads() ? c->num_threads : lt_pool_threads();
-  if (nt <= 1 || n < OPTIM_PAR_MIN) {
-    fn(arg, 0, n);
-    return;
-  }
-  fn_split s = { fn, arg, n };
-  lt_pool_run(fn_split_part, &s, nt);
-}
 
 /* ---- step ----------------------------------------------------------------------------------------------- */
 
