@@ -1,6 +1,6 @@
 /*
  * cli.h — shared declarations of the `lutra` binary (core/cli): the script runner (main.c),
- * the REPL (repl.c) and the Ctrl-C policy (sigint.c).
+ * the REPL (repl.c), the protected calls both use (docall.c) and the Ctrl-C policy (sigint.c).
  */
 #ifndef LUTRA_CLI_H
 #define LUTRA_CLI_H
@@ -28,6 +28,7 @@ void cli_int_prompt(void);
 /* Returns 1 (and clears the flag) when Ctrl-C was pressed at the prompt. Async-signal-safe to poll. */
 int cli_int_take_prompt(void);
 
+/* Protected calls (docall.c). */
 /* Error handler for lua_pcall: turns the error object into "message\nstack traceback:...". */
 int cli_traceback(lua_State *L);
 /* Runs the function at the top of the stack (below it nothing of ours) with nargs arguments above it,
