@@ -23,6 +23,7 @@
 
 #include "l_optim.h"
 #include "l_prof.h"
+#include "l_run.h"
 #include "l_util.h"
 #include "lt_interrupt.h"
 #include "lt_loop.h"
@@ -980,9 +981,6 @@ static int l_detach(lua_State *L) {
   lt_loops_clear(&H->lp);
   return 0;
 }
-
-void l_run_enter(void); /* l_module.c: the process-wide count behind lutra_run_active() */
-void l_run_leave(void);
 
 static int with_state(lua_State *L, l_loops *H, int (*fn)(l_loops *, void *), void *arg) {
   lua_State *saved = H->L;

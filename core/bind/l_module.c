@@ -43,17 +43,11 @@ void l_docs_register(lua_State *L);      /* l_docs.c: _doc_pages (the reference 
 /* recurrent layers */
 void l_nn_rnn_register(lua_State *L); /* l_nn_rnn.c: _nn.rnn_layer (RNN, GRU, LSTM) */
 
-/* ---- process-wide run state (what a host or a signal handler may ask) ---------------------------- */
+/* ---- process-wide run state (what a host or a signal handler may ask; the run count: l_run.c) ------ */
 
-static int run_depth;            /* runs in progress, nested or in several states; atomic */
 static int interactive = -1;     /* lutra_set_interactive (a C host, the binary): -1 not said, 0 quiet, 1 not */
 static int lua_interactive = -1; /* lt.set_interactive from Lua: -1 not said */
 static int preloaded;            /* lutra_preload was called: a host opened lutra */
-
-/* Called by the loops binding (l_loop.c) around every run of the C loops. */
-void l_run_enter(void) { __atomic_add_fetch(&run_depth, 1, __ATOMIC_SEQ_CST); }
-void l_run_leave(void) { __atomic_sub_fetch(&run_depth, 1, __ATOMIC_SEQ_CST); }
-int lutra_run_active(void) { return __atomic_load_n(&run_depth, __ATOMIC_SEQ_CST) > 0; }
 
 void lutra_set_interactive(int on) { interactive = on != 0; }
 void lutra_empty_cache(void) { lt_alloc_trim(); }
