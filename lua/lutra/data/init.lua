@@ -538,7 +538,7 @@ end
 -- get(i)); each says so instead of iterating nothing. Where that can be done from the object: an integer key
 -- (loader[1], and PUC 5.3/5.4's ipairs, which indexes through __index) and __pairs/__ipairs (PUC 5.2+, or a
 -- LuaJIT built with LUA52COMPAT). A stock LuaJIT's ipairs/pairs raise their own "table expected, got
--- userdata" before asking the object: the lutra binary's error handler (core/cli/main.c) finds the object in
+-- userdata" before asking the object: the lutra binary's error handler (core/cli/docall.c) finds the object in
 -- the failing call and appends M._not_a_table's text to that message.
 local NOT_A_TABLE = {
   [DataLoader] = "DataLoader is not a table: iterate it with loader:iter() (for batch in loader:iter() do ... end)",
@@ -552,7 +552,7 @@ for class, text in pairs(NOT_A_TABLE) do
   setmetatable(class, { __index = function(_, k) if type(k) == "number" then error(text, 2) end end })
 end
 
---- The text above for a lutra data object (x), nil for anything else (core/cli/main.c's error handler).
+--- The text above for a lutra data object (x), nil for anything else (core/cli/docall.c's error handler).
 function M._not_a_table(x)
   return type(x) == "userdata" and NOT_A_TABLE[classes[x]] or nil
 end
