@@ -35,14 +35,9 @@ void lt_pool_set_flush_denormal(int on);
 /* How many parts to split a kernel into: 1 below min_work units of work (a job hand-off costs a few
  * microseconds, more when a worker has gone to sleep); else the caller's thread policy capped by the pool,
  * and up to 4 parts per thread while each keeps at least min_work / 2, so a worker that wakes late, or
- * shares its core, takes what is left instead of holding the caller up with a whole half. */
-static inline int lt_pool_parts(int threads, int64_t work, int64_t min_work) {
-  int nt = lt_pool_threads();
-  if (threads < nt) nt = threads;
-  if (work < min_work || nt <= 1) return 1;
-  int64_t parts = work / (min_work / 2 > 0 ? min_work / 2 : 1);
-  return parts < nt ? nt : parts > 4 * nt ? 4 * nt : (int)parts;
-}
+ * shares its core, takes what is left instead of holding the caller up with a whole half. In pool.c, not inline
+ * here: it reads the pool's size, and the call it replaces (lt_pool_threads) was one already. */
+int lt_pool_parts(int threads, int64_t work, int64_t min_work);
 
 /* Part i of [0, n) split into nparts ranges whose starts are multiples of align (64-byte lines for floats at
  * align 16), so two threads never write the same cache line of an aligned buffer. */

@@ -192,6 +192,14 @@ void lt_pool_set_threads(int n) {
 
 int lt_pool_threads(void) { return P.want; }
 
+int lt_pool_parts(int threads, int64_t work, int64_t min_work) {
+  int nt = lt_pool_threads();
+  if (threads < nt) nt = threads;
+  if (work < min_work || nt <= 1) return 1;
+  int64_t parts = work / (min_work / 2 > 0 ? min_work / 2 : 1);
+  return parts < nt ? nt : parts > 4 * nt ? 4 * nt : (int)parts;
+}
+
 void lt_pool_set_flush_denormal(int on) { P.flush_denormal = on != 0; }
 
 void lt_pool_run(lt_pool_fn fn, void *arg, int nparts) {
