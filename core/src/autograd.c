@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "lt_alloc.h"
-#include "lt_fpmode.h"
 #include "lt_errors.h"
+#include "lt_fpmode.h"
 #include "lt_ops.h"
 #include "lt_prof.h"
 
