@@ -4,9 +4,13 @@
 -- `timeout`, so a hang fails the test (exit status 124) instead of hanging the suite.
 local lt = require "lutra"
 
-local BIN = os.getenv("LUTRA_BIN") or "build/bin/release/cli/lutra"
--- AddressSanitizer reserves terabytes of address space for its shadow memory: no `ulimit -v` run under it
-local SANITIZED = os.getenv("LUTRA_SANITIZER") ~= nil
+-- the child: the lutra binary under LuaJIT; under a PUC Lua (tests/run --lua 5.4), that interpreter with the module
+-- built for it (the binary embeds LuaJIT)
+local puc = require "helpers.puc"
+local CONFIG = os.getenv("LUTRA_CONFIG") or "release"
+local RUNNER = rawget(_G, "jit") and '"' .. (os.getenv("LUTRA_BIN") or "build/bin/release/cli/lutra") .. '"'
+  or string.format('env LUA_PATH="./lua/?.lua;./lua/?/init.lua;;" LUA_CPATH="./build-%s/bin/%s/?.so;;" %s',
+    puc.lua_exe, CONFIG, puc.lua_exe)
 
 -- runs source in a lutra process limited to kb KB of address space, for at most 30 s; returns output, seconds, status
 local function run_limited(kb, source)
@@ -15,7 +19,8 @@ local function run_limited(kb, source)
   f:write(source)
   f:close()
   local t0 = lt._wall_time and lt._wall_time() or os.time()
-  local p = io.popen(string.format("bash -c 'ulimit -v %d; exec timeout 30 %q %q' 2>&1; echo \"status=$?\"", kb, BIN, script))
+  local p = io.popen(string.format("bash -c 'ulimit -v %d; exec timeout 30 %s \"%s\"' 2>&1; echo \"status=$?\"", kb,
+    RUNNER, script))
   local out = p:read("*a")
   p:close()
   local t1 = lt._wall_time and lt._wall_time() or os.time()
