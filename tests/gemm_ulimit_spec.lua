@@ -11,6 +11,8 @@ local CONFIG = os.getenv("LUTRA_CONFIG") or "release"
 local RUNNER = rawget(_G, "jit") and '"' .. (os.getenv("LUTRA_BIN") or "build/bin/release/cli/lutra") .. '"'
   or string.format('env LUA_PATH="./lua/?.lua;./lua/?/init.lua;;" LUA_CPATH="./build-%s/bin/%s/?.so;;" %s',
     puc.lua_exe, CONFIG, puc.lua_exe)
+-- AddressSanitizer reserves terabytes of address space for its shadow memory: no `ulimit -v` run under it
+local SANITIZED = os.getenv("LUTRA_SANITIZER") ~= nil
 
 -- runs source in a lutra process limited to kb KB of address space, for at most 30 s; returns output, seconds, status
 local function run_limited(kb, source)
