@@ -58,6 +58,13 @@ describe("fuzz findings: the API fuzzer", function()
     assert.are.same({ 2, 1, 3 }, lt.ones(2, 0, 3):logsumexp(2, true):shape())
   end)
 
+  it("norm over several dims of a tensor with no elements (was a reshape error)", function()
+    local x = lt.zeros(0, 3, 2)
+    assert.are.same({ 0 }, x:norm(2, { 2, 3 }):shape()) -- torch: Size([0])
+    assert.are.same({ 0, 0 }, x:norm(2, { 1, 2 }):totable()) -- torch: tensor([0., 0.])
+    assert.are.same({ 0, 1, 1 }, x:norm(2, { 2, 3 }, true):shape())
+  end)
+
   -- errors that named an inner op (or lt_tensor_new's "tensor") instead of the function called
   it("composite ops and creation name the function called", function()
     local function starts(prefix, fn)
@@ -76,5 +83,10 @@ describe("fuzz findings: the API fuzzer", function()
     starts("avg_pool1d: avg_pool2d: ", function() return lt.F.avg_pool1d(lt.ones(1, 1, 3), 5) end)
     starts("split: a 0-dim tensor has no dim to split", function() return lt.tensor(1):split(1) end)
     starts("addmm: add: ", function() return lt.addmm(lt.ones(5), lt.ones(2, 3), lt.ones(3, 4)) end)
+    starts("eye: the result [9007199254740992 x 9007199254740992] has more than 2^62 elements",
+      function() return lt.eye(2 ^ 53) end)
+    starts("one_hot: num_classes must be a positive integer, got inf",
+      function() return lt.F.one_hot(lt.tensor({ 1, 2 }, "int64"), math.huge) end)
+    starts("one_hot: arange: ", function() return lt.F.one_hot(lt.tensor({ 1, 2 }, "int64"), 2 ^ 63) end)
   end)
 end)

@@ -159,7 +159,9 @@ static int l_arange(lua_State *L) {
 static int l_eye(lua_State *L) {
   int64_t n = l_checkint(L, 1, "eye", "n", 0, L_INT_MAX);
   int64_t m = lua_isnoneornil(L, 2) ? n : l_checkint(L, 2, "eye", "m", 0, L_INT_MAX);
-  return l_push(L, lt_op_eye(L_CTX(L), n, m));
+  lt_tensor *t = lt_op_eye(L_CTX(L), n, m);
+  if (!t) return l_error_as(L, "eye"); /* the core's "tensor: the result [...] ..." is eye's */
+  return l_push(L, t);
 }
 
 static int like(lua_State *L, const char *name, double v) {

@@ -22,6 +22,8 @@ local function dim_of(fname, x, dim)
   return dim < 0 and dim + n + 1 or dim
 end
 
+local function one_hot_of(t, C) return t:unsqueeze(-1):eq(lt.arange(1, C + 1, 1, "int64")):long() end
+
 --- one_hot(t int64 1..C[, num_classes = max(t)]) -> int64 [..., C]
 function M.one_hot(t, num_classes)
   check_tensor("one_hot", t, "input")
@@ -31,7 +33,7 @@ function M.one_hot(t, num_classes)
     if t:numel() == 0 then error("one_hot: cannot infer num_classes of an empty tensor", 2) end
     C = t:max():item()
   end
-  if type(C) ~= "number" or C < 1 or C ~= math.floor(C) then
+  if type(C) ~= "number" or C < 1 or C ~= math.floor(C) or C == math.huge then
     error("one_hot: num_classes must be a positive integer, got " .. tostring(C), 2)
   end
   if t:numel() > 0 then
@@ -40,7 +42,8 @@ function M.one_hot(t, num_classes)
       error(string.format("one_hot: class %d is out of range 1..%d (classes are 1-based)", lo < 1 and lo or hi, C), 2)
     end
   end
-  return t:unsqueeze(-1):eq(lt.arange(1, C + 1, 1, "int64")):long()
+  -- a num_classes too large to allocate fails in arange or eq: that error is one_hot's
+  return require("lutra.util").call_as("one_hot", one_hot_of, t, C)
 end
 
 -- 1-based source indices of a padded dim of size n: before, the body, after.

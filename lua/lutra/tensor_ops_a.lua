@@ -223,8 +223,9 @@ function M.norm(x, p, dim, keepdim)
     if not inside[d] then perm[#perm + 1], kept[#kept + 1] = d, shape[d] end
     keep_shape[d] = inside[d] and 1 or shape[d]
   end
-  for _, d in ipairs(ds) do perm[#perm + 1] = d end
-  kept[#kept + 1] = -1
+  local merged = 1 -- the normed dims' sizes multiplied, not -1: -1 cannot be inferred when x has no elements
+  for _, d in ipairs(ds) do perm[#perm + 1], merged = d, merged * shape[d] end
+  kept[#kept + 1] = merged
   local r = norm_one_dim(x:permute(perm):reshape(kept), p, #kept, false)
   if keepdim then return r:view(keep_shape) end
   return r
