@@ -88,5 +88,6 @@ describe("fuzz findings: the API fuzzer", function()
     starts("one_hot: num_classes must be a positive integer, got inf",
       function() return lt.F.one_hot(lt.tensor({ 1, 2 }, "int64"), math.huge) end)
     starts("one_hot: arange: ", function() return lt.F.one_hot(lt.tensor({ 1, 2 }, "int64"), 2 ^ 63) end)
+    starts("linspace: out of memory", function() return lt.linspace(0, 1, 2 ^ 53) end) -- 2^55 bytes: no malloc has them
   end)
 end)

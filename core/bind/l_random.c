@@ -47,7 +47,7 @@ static int l_multinomial(lua_State *L) {
     }
   }
   lt_tensor *r = lt_op_multinomial(L_CTX(L), p, n, replacement);
-  if (!r) return l_error(L);
+  if (!r) return l_error_as(L, "multinomial");
   int64_t *pi = lt_i64(r);
   for (int64_t i = 0, m = lt_numel(r); i < m; i++) pi[i] += 1;
   return l_push(L, r);
@@ -76,7 +76,9 @@ static int l_full_like(lua_State *L) {
 static int l_linspace(lua_State *L) {
   double a = l_checknumber(L, 1), b = l_checknumber(L, 2);
   int64_t n = l_checkint(L, 3, "linspace", "steps", 0, L_INT_MAX);
-  return l_push(L, lt_op_linspace(L_CTX(L), a, b, n));
+  lt_tensor *r = lt_op_linspace(L_CTX(L), a, b, n);
+  if (!r) return l_error_as(L, "linspace"); /* an allocation failure is linspace's */
+  return l_push(L, r);
 }
 
 void l_random_register(lua_State *L) {

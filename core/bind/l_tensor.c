@@ -153,7 +153,9 @@ static int l_arange(lua_State *L) {
   double step = l_optnumber(L, 3, 1.0);
   int all_int = a == floor(a) && b == floor(b) && step == floor(step);
   lt_dtype dt = l_checkdtype(L, 4, all_int && lua_isstring(L, 4) ? LT_I64 : LT_F32, "arange");
-  return l_push(L, lt_op_arange(L_CTX(L), a, b, step, dt));
+  lt_tensor *t = lt_op_arange(L_CTX(L), a, b, step, dt);
+  if (!t) return l_error_as(L, "arange"); /* an allocation failure is arange's */
+  return l_push(L, t);
 }
 
 static int l_eye(lua_State *L) {
