@@ -8,9 +8,8 @@ local lt = require "lutra"
 -- built for it (the binary embeds LuaJIT)
 local puc = require "helpers.puc"
 local CONFIG = os.getenv("LUTRA_CONFIG") or "release"
-local RUNNER = rawget(_G, "jit") and '"' .. (os.getenv("LUTRA_BIN") or "build/bin/release/cli/lutra") .. '"'
-  or string.format('env LUA_PATH="./lua/?.lua;./lua/?/init.lua;;" LUA_CPATH="./build-%s/bin/%s/?.so;;" %s',
-    puc.lua_exe, CONFIG, puc.lua_exe)
+local RUNNER = rawget(_G, "jit") and (os.getenv("LUTRA_BIN") or "build/bin/release/cli/lutra")
+  or "env " .. puc.module_env(CONFIG) .. puc.lua_exe
 -- AddressSanitizer reserves terabytes of address space for its shadow memory: no `ulimit -v` run under it
 local SANITIZED = os.getenv("LUTRA_SANITIZER") ~= nil
 
@@ -21,8 +20,8 @@ local function run_limited(kb, source)
   f:write(source)
   f:close()
   local t0 = lt._wall_time and lt._wall_time() or os.time()
-  local p = io.popen(string.format("bash -c 'ulimit -v %d; exec timeout 30 %s \"%s\"' 2>&1; echo \"status=$?\"", kb,
-    RUNNER, script))
+  local p = io.popen(string.format("(ulimit -v %d; exec timeout 30 %s '%s') 2>&1; echo \"status=$?\"", kb, RUNNER,
+    script))
   local out = p:read("*a")
   p:close()
   local t1 = lt._wall_time and lt._wall_time() or os.time()

@@ -7,9 +7,9 @@ local CONFIG = os.getenv("LUTRA_CONFIG") or "release"
 -- (tests/run --lua 5.4: lua5.4 and build-lua5.4/); the lutra binary and the LuaJIT hosts need LuaJIT
 local puc = require "helpers.puc"
 local LUA = puc.lua_exe
-local BUILD = rawget(_G, "jit") and "build" or ("build-" .. LUA)
+local BUILD = puc.build_dir
 local NO_BINARY = puc.needs_luajit("the lutra binary embeds LuaJIT")
-local LUA_ENV = "LUA_PATH='./lua/?.lua;./lua/?/init.lua;;' LUA_CPATH='./" .. BUILD .. "/bin/" .. CONFIG .. "/?.so;;' "
+local LUA_ENV = puc.module_env(CONFIG)
 
 local fs = require "helpers.fs"
 local q, write = fs.q, fs.spit

@@ -12,4 +12,13 @@ end
 --- The interpreter running the specs, for the child processes a spec starts ("luajit", "lua5.4", ...).
 M.lua_exe = rawget(_G, "jit") and "luajit" or ("lua" .. _VERSION:match("%d+%.%d+"))
 
+--- The build folder of the module for that interpreter: build/ for LuaJIT, build-lua5.4/ for lua5.4 ...
+M.build_dir = rawget(_G, "jit") and "build" or ("build-" .. M.lua_exe)
+
+--- The environment assignments, as a shell prefix ending in a space, under which a child process of lua_exe
+--- loads lutra from this tree: its Lua files and the module built for that interpreter in `config`.
+function M.module_env(config)
+  return "LUA_PATH='./lua/?.lua;./lua/?/init.lua;;' LUA_CPATH='./" .. M.build_dir .. "/bin/" .. config .. "/?.so;;' "
+end
+
 return M
