@@ -29,6 +29,7 @@ void l_random_register(lua_State *L);    /* l_random.c: randint, multinomial, be
 /* modules and images (issue 17) */
 void l_activation_register(lua_State *L); /* l_activation.c: silu, elu, softplus, mish, hard*, prelu */
 void l_image_register(lua_State *L);      /* l_image.c: PNG files through libpng (lt.utils.save_image) */
+void l_vision_register(lua_State *L);     /* l_vision.c: image decoding and pixel kernels (lt.vision) */
 /* vision */
 void l_nn_vision_register(lua_State *L); /* l_nn_vision.c: grouped/transposed conv, adaptive pools, group norm */
 /* gpt area */
@@ -177,6 +178,7 @@ static int open_with_upvalues(lua_State *L) {
   l_random_register(L);
   l_activation_register(L); /* modules and images (issue 17) */
   l_image_register(L);
+  l_vision_register(L);
   l_nn_vision_register(L); /* vision */
   l_attention_register(L); /* gpt area */
   l_metrics_register(L);   /* metrics */
