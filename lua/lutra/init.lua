@@ -19,6 +19,7 @@ local submodules = {
   profilers = "lutra.profilers", -- [tools: profiler]
 }
 submodules.utils = "lutra.utils" -- modules area (issue 17): save_image, make_grid
+submodules.vision = "lutra.vision" -- images as data: io, transforms, datasets (lua/lutra/vision/)
 submodules.help = { "lutra.help", "help" } -- lt.help(name_or_object): the reference entry (lua/lutra/help.lua)
 
 -- a missing name is an error naming it (lua/lutra/names.lua); submodules load on first use
