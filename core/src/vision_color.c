@@ -21,9 +21,9 @@ static void hue_pixel8(float *r, float *g, float *b, unsigned shift) {
   if (minc != maxc) {
     float cr = (float)(maxc - minc), s = cr / (float)maxc;
     float rc = (float)(maxc - R) / cr, gc = (float)(maxc - G) / cr, bc = (float)(maxc - B) / cr, h;
-    if (R == maxc) h = bc - gc;
-    else if (G == maxc) h = 2.0f + rc - bc;
-    else h = 4.0f + gc - rc;
+    if (R == maxc) h = bc - gc; /* (Pillow adds the constants in double, then stores a float) */
+    else if (G == maxc) h = (float)(2.0 + rc - bc);
+    else h = (float)(4.0 + gc - rc);
     h = (float)fmod(h / 6.0 + 1.0, 1.0);
     uh = clip8i((int)(h * 255.0));
     us = clip8i((int)(s * 255.0));

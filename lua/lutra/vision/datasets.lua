@@ -35,11 +35,11 @@ local function list(path, fname)
   return names
 end
 
--- the folders under dir, itself first, in the order of Python's sorted(os.walk(dir)) (sorted by path)
+-- dir and the folders under it, following symlinks as torchvision's os.walk(followlinks=True)
 local function walk(dir, out, depth)
   out[#out + 1] = dir
   if depth > 64 then error("ImageFolder: folders nested more than 64 deep under " .. dir .. " (a symlink loop?)", 5) end
-  for _, n in ipairs(sorted(list(dir, "ImageFolder"))) do
+  for _, n in ipairs(list(dir, "ImageFolder")) do
     if is_dir(dir .. "/" .. n) then walk(dir .. "/" .. n, out, depth + 1) end
   end
   return out
@@ -124,7 +124,7 @@ function M.ImageFolder(root, opts)
   local samples, targets, empty = {}, {}, {}
   for i, c in ipairs(classes) do
     local n0 = #samples
-    for _, dir in ipairs(walk(root .. "/" .. c, {}, 0)) do
+    for _, dir in ipairs(sorted(walk(root .. "/" .. c, {}, 0))) do -- sorted(os.walk(...)): by path
       local files = {}
       for _, n in ipairs(list(dir, "ImageFolder")) do
         local p = dir .. "/" .. n

@@ -85,7 +85,7 @@ local function fill_list(fname, fill, ch)
     return fill
   end
   error(string.format("%s: fill must be a number or a list of 1 or %d numbers (one per channel), got %s", fname, ch,
-    tostring(fill)), 4)
+    type(fill) == "table" and "a list of " .. #fill or type(fill)), 4)
 end
 
 local INTERPOLATIONS = { bilinear = true, nearest = true }
