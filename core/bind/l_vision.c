@@ -76,9 +76,12 @@ static int l_adjust_hue(lua_State *L) {
 }
 
 void l_vision_register(lua_State *L) {
-  static const luaL_Reg fns[] = { { "decode", l_decode },       { "resize", l_resize },
-                                  { "pad", l_pad },             { "rotate", l_rotate },
-                                  { "gaussian_blur", l_gaussian_blur }, { "adjust_hue", l_adjust_hue },
+  static const luaL_Reg fns[] = { { "decode", l_decode },
+                                  { "resize", l_resize },
+                                  { "pad", l_pad },
+                                  { "rotate", l_rotate },
+                                  { "gaussian_blur", l_gaussian_blur },
+                                  { "adjust_hue", l_adjust_hue },
                                   { NULL, NULL } };
   lua_newtable(L);
   l_setfuncs(L, fns);

@@ -115,8 +115,9 @@ lt_tensor *lt_vision_gaussian_blur(lt_ctx *c, lt_tensor *img, int kx, int ky, do
   if (!x) return NULL;
   int64_t h = x->shape[1], w = x->shape[2];
   if (kx / 2 >= w || ky / 2 >= h) {
-    lt_fail(c, "gaussian_blur: kernel_size (%d, %d) needs an image larger than half of it (reflect padding), got "
-               "%lld x %lld pixels",
+    lt_fail(c,
+            "gaussian_blur: kernel_size (%d, %d) needs an image larger than half of it (reflect padding), got "
+            "%lld x %lld pixels",
             kx, ky, (long long)h, (long long)w);
     lt_tensor_release(x);
     return NULL;

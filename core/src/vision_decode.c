@@ -80,8 +80,7 @@ static lt_tensor *decode_png(lt_ctx *c, const char *what, const void *bytes, siz
   lt_tensor *t = NULL;
   if (!png_image_finish_read(&im, NULL, pix, 0, NULL))
     lt_fail(c, "%s: the PNG data is damaged or truncated (libpng: %s)", what, im.message);
-  else
-    t = to_tensor(c, pix, im.width, im.height, ch, mode);
+  else t = to_tensor(c, pix, im.width, im.height, ch, mode);
   png_image_free(&im);
   lt_free(pix, nbytes);
   return t;

@@ -67,10 +67,8 @@ lt_tensor *lt_vision_pad(lt_ctx *c, lt_tensor *img, const int64_t pad[4], lt_pad
         for (int64_t xx = 0; xx < ow; xx++) {
           int64_t sx = xx - pad[0];
           float *d = o + (k * oh + y) * ow + xx;
-          if (mode == LT_PAD_CONSTANT)
-            *d = inside_y && sx >= 0 && sx < w ? s[(k * h + sy) * w + sx] : f;
-          else
-            *d = s[(k * h + sy) * w + fold(sx, w, mode)];
+          if (mode == LT_PAD_CONSTANT) *d = inside_y && sx >= 0 && sx < w ? s[(k * h + sy) * w + sx] : f;
+          else *d = s[(k * h + sy) * w + fold(sx, w, mode)];
         }
       }
     }

@@ -10,7 +10,6 @@
 -- one of `extensions` (default .jpg, .jpeg, .png: the formats lutra decodes). ds:get(i) = {image, target}: the
 -- image read by `loader` (default: read_image(path, "rgb"), a pixel image) and passed through `transform`, the
 -- target through `target_transform`.
-local lt = require "lutra"
 local IO = require("lutra.core")._io
 local vio = require "lutra.vision.io"
 local newproxy = require("lutra._compat").newproxy
