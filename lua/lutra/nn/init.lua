@@ -5,7 +5,7 @@
 --   local net = lt.nn.Sequential{ lt.nn.Linear(784, 512), lt.nn.ReLU(), lt.nn.Linear(512, 10) }
 --   local loss = lt.F.cross_entropy(net(x), y)
 local MM = require "lutra.nn.module"
-local util = require "lutra.util"
+local util = require "lutra.utils.check"
 
 local nn = {
   Module = MM.Module,
