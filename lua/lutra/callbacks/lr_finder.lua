@@ -16,7 +16,7 @@
 -- own, so a LearningRateFinder can run it from inside the outer fit.
 local cbs = require "lutra.callbacks"
 local lt = require "lutra"
-local util = require "lutra.util"
+local util = require "lutra.utils.check"
 
 local fmt = string.format
 

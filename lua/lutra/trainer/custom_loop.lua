@@ -1,4 +1,4 @@
--- lutra.loop — lt.Loop: the base of custom loops written in Lua, with Lightning's template.
+-- lutra.trainer.custom_loop — lt.Loop: the base of custom loops written in Lua, with Lightning's template.
 --
 --   local MyEpochLoop = lt.Loop:extend()
 --   function MyEpochLoop:reset() self.n = 0 end

@@ -8,7 +8,7 @@
 -- Trainer option by the option table (lt.Trainer._option_list, the table the Trainer checks its options
 -- with), a model or data field by its current value. core/cli/main.c runs M.main(command, args).
 local lt = require "lutra"
-local util = require "lutra.util"
+local util = require "lutra.utils.check"
 
 local M = {}
 

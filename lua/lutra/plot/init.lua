@@ -33,8 +33,8 @@ local floor, ceil, abs, max = math.floor, math.ceil, math.abs, math.max
 local log10 = math.log10 or function(x) return math.log(x, 10) end
 local fmt, concat = string.format, table.concat
 
-local R = require "lutra.plot_read"
-local svg_canvas = require("lutra.plot_svg").canvas
+local R = require "lutra.plot.read"
+local svg_canvas = require("lutra.plot.svg").canvas
 local PREFIX, fail = R.PREFIX, R.fail
 
 local COLORS = {
@@ -293,7 +293,7 @@ local function draw_panel(cv, index, p, runs, style, x_name, xaxis, ox, oy, head
   cv:group_end()
 end
 
--- The figure on a canvas: make(width, height, title) returns the canvas (lutra.plot_svg's or plot_png's); returns
+-- The figure on a canvas: make(width, height, title) returns the canvas (lutra.plot.svg's or plot_png's); returns
 -- the canvas, drawn, and the number of panels.
 local function draw(runs, opts, make)
   opts = opts or {}
@@ -450,7 +450,7 @@ function M.draw(paths, opts)
   local out = opts.out or default_out(paths[1])
   local dopts = { groups = parse_groups(opts.metrics), smooth = k, title = opts.title }
   local png = out:lower():match("%.png$")
-  local cv, n = draw(runs, dopts, png and require("lutra.plot_png").canvas or svg_canvas)
+  local cv, n = draw(runs, dopts, png and require("lutra.plot.png").canvas or svg_canvas)
   cv:save(out)
   return out, n
 end

@@ -1,4 +1,4 @@
--- lutra.loggers_more — lt.loggers.JSONLinesLogger and lt.loggers.TensorBoardLogger (docs/reference/loggers.md).
+-- lutra.loggers.tensorboard — lt.loggers.JSONLinesLogger and lt.loggers.TensorBoardLogger (docs/reference/loggers.md).
 -- Both keep CSVLogger's directory rule (lua/lutra/loggers.lua): <save_dir>/<name>/version_N, N the next free one.
 --
 --   JSONLinesLogger{save_dir=".", name="lutra_logs", version=nil, prefix=""}
@@ -19,7 +19,7 @@ local loggers = require "lutra.loggers"
 local M = {}
 local fmt = string.format
 local IO = lt._io
-local check_options = require("lutra.util").check_options
+local check_options = require("lutra.utils.check").check_options
 local CSV = loggers.CSVLogger_class
 
 local function scalar(what, v)

@@ -1,4 +1,4 @@
--- lutra.plot_read — reading metrics files for lutra.plot: a CSVLogger's metrics.csv (RFC 4180 CSV with a header
+-- lutra.plot.read — reading metrics files for lutra.plot: a CSVLogger's metrics.csv (RFC 4180 CSV with a header
 -- row) or a JSONLinesLogger's metrics.jsonl (one JSON object a line, decoded by Jansson through lt._io), as
 -- { path, x_name, metrics = { {name, xs, ys}, ... } }. Errors start with "lutra.plot: " and name the file.
 local M = {}

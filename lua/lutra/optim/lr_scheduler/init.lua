@@ -19,7 +19,7 @@
 -- Every scheduler has sched.optimizer, sched.last_epoch (0 after construction), sched.base_lrs,
 -- get_last_lr(), state_dict()/load_state_dict(sd) (plain numbers, strings and lists: JSON-safe; LambdaLR
 -- leaves out its functions). ReduceLROnPlateau has sched.is_plateau = true.
-local util = require "lutra.util"
+local util = require "lutra.utils.check"
 
 local M = {}
 
@@ -534,7 +534,7 @@ end
 
 -- LinearLR, ConstantLR, MultiplicativeLR, PolynomialLR, CosineAnnealingWarmRestarts, CyclicLR, SequentialLR,
 -- ChainedScheduler: on the same base, in their own file
-require("lutra.optim.lr_scheduler_more")(M, {
+require("lutra.optim.lr_scheduler.cyclic")(M, {
   class = class, options = options, init_base = init_base, check_optimizer = check_optimizer,
   current_lrs = current_lrs, groups_of = groups_of, deepcopy = deepcopy, per_group = per_group,
   lambdas_of = lambdas_of,

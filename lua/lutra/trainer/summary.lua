@@ -1,7 +1,7 @@
--- lutra.summary — the model summary table printed at fit start (Lightning's ModelSummary).
+-- lutra.trainer.summary — the model summary table printed at fit start (Lightning's ModelSummary).
 --
---   print(require("lutra.summary").summarize(model))               -- max_depth = 1
---   require("lutra.summary").summarize(model, {max_depth = 2})
+--   print(require("lutra.trainer.summary").summarize(model))               -- max_depth = 1
+--   require("lutra.trainer.summary").summarize(model, {max_depth = 2})
 --
 --     | Name | Type       | Params | In sizes  | Out sizes
 --   -------------------------------------------------------
@@ -102,7 +102,7 @@ end
 
 --- summarize(model[, {max_depth = 1}]) -> the table as a string.
 function M.summarize(model, opts)
-  opts = require("lutra.util").check_options("summarize", opts, { max_depth = "integer" })
+  opts = require("lutra.utils.check").check_options("summarize", opts, { max_depth = "integer" })
   local max_depth = opts.max_depth or 1
   local rows = {}
   if max_depth ~= 0 then

@@ -40,7 +40,7 @@ local RUN = core._seam().run -- the slots of the run's R table (env.R), named by
 local Trainer = {}
 local TrainerMT = {}
 
-local util = require "lutra.util"
+local util = require "lutra.utils.check"
 
 local fmt = string.format
 local INF = math.huge
@@ -126,12 +126,12 @@ local OPTIONS = {
     "seed lutra's RNG when the trainer is built" },
   { "strategy", strategy, "string", nil, '"auto"', '"auto", "ddp" or "none" (lt.distributed)' },
   -- [tools: profiler, debugging options] lua/lutra/profilers.lua, lua/lutra/trainer_debug.lua
-  { "profiler", function(v) return require("lutra.profilers")._check_option(v) end, "string", nil, "nil",
+  { "profiler", function(v) return require("lutra.trainer.profilers")._check_option(v) end, "string", nil, "nil",
     '"simple", "advanced" or a profiler object: time per action (docs/reference/profiler.md)' },
   { "detect_anomaly", boolean, "boolean", false, nil, "name the first op that makes a NaN/inf (forward or backward)" },
-  { "track_grad_norm", function(v) return require("lutra.trainer_debug").check_grad_norm(v) end, "number", -1, nil,
+  { "track_grad_norm", function(v) return require("lutra.trainer.debug").check_grad_norm(v) end, "number", -1, nil,
     "log the gradients' p-norm (-1: off)" },
-  { "max_time", function(v) return require("lutra.trainer_debug").check_max_time(v) end, "string", nil, "nil",
+  { "max_time", function(v) return require("lutra.trainer.debug").check_max_time(v) end, "string", nil, "nil",
     'stop fit after this long: "DD:HH:MM:SS", {days=, hours=, minutes=, seconds=} or seconds' },
 }
 local OPTION_CHECKS = {}
@@ -320,9 +320,9 @@ local function new(_, opts)
   self._lp = core._loops_new()
   self._env = {}
   -- [tools: profiler, debugging options]
-  self.profiler = require("lutra.profilers")._from_option(o.profiler)
+  self.profiler = require("lutra.trainer.profilers")._from_option(o.profiler)
   self.profiler:_attach(self)
-  require("lutra.trainer_debug").init(self, o)
+  require("lutra.trainer.debug").init(self, o)
   setmetatable(self, TrainerMT)
   self.fit_loop, self.validate_loop, self.test_loop, self.predict_loop = loops.build(self)
   return self
@@ -634,7 +634,7 @@ local function order_callbacks(self, extra)
   self.callbacks = first
   self._cb_order = first
   if self._env then self._env.cb_order = first end
-  require("lutra.profilers")._set_names(self) -- [tools: profiler] the names of the dispatch targets' actions
+  require("lutra.trainer.profilers")._set_names(self) -- [tools: profiler] the names of the dispatch targets' actions
 end
 
 local function check_status(_, status, err)
@@ -692,13 +692,13 @@ function Trainer:_begin_run(model, fn)
   order_callbacks(self)
   self._lp:attach(self._env, self, model)
   host.setup_env(self)
-  require("lutra.trainer_debug").begin_run(self) -- [tools: detect_anomaly]
+  require("lutra.trainer.debug").begin_run(self) -- [tools: detect_anomaly]
   check_status(self, self._lp:refresh(false)) -- the dispatch lists of the run's first hooks
 end
 
 function Trainer:_end_run(status)
   self.profiler:_clock(false) -- [tools: profiler]
-  require("lutra.trainer_debug").end_run(self) -- [tools: detect_anomaly]
+  require("lutra.trainer.debug").end_run(self) -- [tools: detect_anomaly]
   if self._ddp then self._ddp:teardown(self, status) end -- ddp
   self._running = false
   self._busy = nil
@@ -749,7 +749,7 @@ end
 local Run = {}
 Run.__index = Run
 
-local DataModule = require "lutra.datamodule"
+local DataModule = require "lutra.data.datamodule"
 local is_datamodule = DataModule._is_datamodule
 
 local FIT_OPTS = { ckpt_path = true, datamodule = function(v)

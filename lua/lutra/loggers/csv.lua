@@ -25,7 +25,7 @@ local IO = lt._io
 local M = {}
 local fmt, concat = string.format, table.concat
 
-local check_options = require("lutra.util").check_options
+local check_options = require("lutra.utils.check").check_options
 
 -- A number that is an integer a double holds exactly (NaN, inf, fractions and |v| >= 2^53 are not).
 local function is_count(v) return type(v) == "number" and v == math.floor(v) and v > -2 ^ 53 and v < 2 ^ 53 end
@@ -104,7 +104,7 @@ local function yaml_scalar(v)
   return yaml_string(tostring(v))
 end
 
-local sorted_keys = require("lutra.util").sorted_keys
+local sorted_keys = require("lutra.utils.check").sorted_keys
 
 --- YAML text of a table of hyper-parameters (nested tables indented; lists as "- item").
 function M.to_yaml(t)
@@ -320,7 +320,7 @@ end
 M.CSVLogger_class = CSVLogger
 
 -- [tools: loggers] JSON lines and TensorBoard event files (lua/lutra/loggers_more.lua), loaded on first use
-function M.JSONLinesLogger(opts) return require("lutra.loggers_more").JSONLinesLogger(opts) end
-function M.TensorBoardLogger(opts) return require("lutra.loggers_more").TensorBoardLogger(opts) end
+function M.JSONLinesLogger(opts) return require("lutra.loggers.tensorboard").JSONLinesLogger(opts) end
+function M.TensorBoardLogger(opts) return require("lutra.loggers.tensorboard").TensorBoardLogger(opts) end
 
 return require("lutra.names").strict(M, "lt.loggers")

@@ -9,7 +9,7 @@
 -- 8-bit PNG through libpng (core/src/image_png.c): value v in [0, 1] becomes floor(v * 255 + 0.5), clamped.
 local lt = require "lutra"
 local core = require "lutra.core"
-local util = require "lutra.util"
+local util = require "lutra.utils.check"
 
 local U = {}
 

@@ -1,4 +1,4 @@
--- lutra.repl_complete — tab completion for the lutra REPL (core/cli/repl.c calls M.complete).
+-- lutra.cli.repl_complete — tab completion for the lutra REPL (core/cli/repl.c calls M.complete).
 --
 --   M.complete("string.fo")  --> { "string.format(" }
 --   M.complete("x:sh")       --> { "x:shape(" }      (methods: functions only)

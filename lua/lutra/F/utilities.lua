@@ -43,7 +43,7 @@ function M.one_hot(t, num_classes)
     end
   end
   -- a num_classes too large to allocate fails in arange or eq: that error is one_hot's
-  return require("lutra.util").call_as("one_hot", one_hot_of, t, C)
+  return require("lutra.utils.check").call_as("one_hot", one_hot_of, t, C)
 end
 
 -- 1-based source indices of a padded dim of size n: before, the body, after.

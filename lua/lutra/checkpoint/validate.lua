@@ -1,4 +1,4 @@
--- lutra.checkpoint_validate — checks the contents of a checkpoint after its checksum passed (the checksum
+-- lutra.checkpoint.validate — checks the contents of a checkpoint after its checksum passed (the checksum
 -- says the bytes are what was written, not that what was written is sane). Used by lutra.checkpoint on
 -- every read; each error is "<path>: key '<dotted key>': <what is wrong>".
 --

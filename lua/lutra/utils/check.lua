@@ -1,4 +1,4 @@
--- lutra.util — small helpers lutra's Lua modules share (internal: not part of the user API).
+-- lutra.utils.check — small helpers lutra's Lua modules share (internal: not part of the user API).
 --
 --   util.check_options(what, opts, spec[, level]) -> opts (or {} for nil)   the one option checker
 --   util.check_arg(what, n, v, want[, level]) -> v                           the one positional-argument checker

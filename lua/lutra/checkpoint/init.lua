@@ -27,7 +27,7 @@
 -- checked (lua/lutra/checkpoint_validate.lua): types, ranges, consistency, each error naming the key.
 local pack, unpack = require("lutra._compat").pack, require("lutra._compat").unpack
 local lt = require "lutra"
-local validate = require "lutra.checkpoint_validate"
+local validate = require "lutra.checkpoint.validate"
 
 local C = lt._io
 local IO_stat = lt._io.stat

@@ -2,7 +2,7 @@
 -- (values gathered at argsort's indices), logsumexp, any/all, logical ops, repeat/tile, flip, roll, unbind
 -- and unflatten. Each is a tensor method and an lt.* function, with torch's names, 1-based dims.
 local core = require "lutra.core"
-local util = require "lutra.util"
+local util = require "lutra.utils.check"
 local methods = core.Tensor.methods
 
 local M = {}

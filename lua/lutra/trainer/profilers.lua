@@ -1,4 +1,4 @@
--- lutra.profilers — lt.profilers: where a fit's wall time goes (Lightning 1.6's profilers).
+-- lutra.trainer.profilers — lt.profilers: where a fit's wall time goes (Lightning 1.6's profilers).
 --
 --   local trainer = lt.Trainer{profiler = "simple"}          -- or lt.profilers.SimpleProfiler{filename = "prof"}
 --   trainer:fit(model, loader)                               -- prints the table at the end (unless quiet)
@@ -16,7 +16,7 @@
 -- core/bind/l_util.c) and "[backward] <node>" for the autograd backward kernels (core/src/autograd.c), exclusive
 -- like every row (an op's time is not in its training_step's row).
 local lt = require "lutra"
-local util = require "lutra.util"
+local util = require "lutra.utils.check"
 
 local M = {}
 local fmt = string.format

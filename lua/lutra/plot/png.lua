@@ -1,4 +1,4 @@
--- lutra.plot_png — the PNG canvas of lutra.plot: the same drawing calls as its SVG canvas (rect, line, path,
+-- lutra.plot.png — the PNG canvas of lutra.plot: the same drawing calls as its SVG canvas (rect, line, path,
 -- circle, text), rasterised in Lua into an RGB image written by lt.utils.save_image (libpng,
 -- core/src/image_png.c). `lutra plot ... -o curves.png` and lt.plot.draw(files, {out = "x.png"}) use it.
 --
@@ -10,7 +10,7 @@
 local M = {}
 
 local floor, ceil, min, max, sqrt = math.floor, math.ceil, math.min, math.max, math.sqrt
-local fail = require("lutra.plot_read").fail
+local fail = require("lutra.plot.read").fail
 
 local SCALE = 2
 

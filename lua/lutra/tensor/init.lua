@@ -12,7 +12,7 @@ local function fmt_number(v, dtype, width, prec)
   return string.format("%" .. width .. "." .. prec .. "f", v)
 end
 
-local util = require "lutra.util"
+local util = require "lutra.utils.check"
 local shape_str = util.shape_str
 
 local MAX_SHOWN = 6 -- per dim, before eliding with "..."
@@ -145,6 +145,6 @@ for _, name in ipairs { "var", "std", "argmin", "split", "chunk", "allclose" } d
 end
 
 
-require "lutra.tensor_ops_a" -- sort, topk, logsumexp, any/all, repeat, flip, roll, unbind ...
+require "lutra.tensor.shape" -- sort, topk, logsumexp, any/all, repeat, flip, roll, unbind ...
 
 return methods

@@ -1,4 +1,4 @@
--- lutra.datamodule — lt.DataModule: Lightning's LightningDataModule, the data of an experiment in one object
+-- lutra.data.datamodule — lt.DataModule: Lightning's LightningDataModule, the data of an experiment in one object
 -- (docs/reference/datamodule.md).
 --
 --   local Data = lt.DataModule:extend("Data")
@@ -11,7 +11,7 @@
 -- datamodule is the first target of prepare_data, setup and teardown, and the only source of the
 -- *_dataloader hooks when a run has one). A plain table with *_dataloader methods works as well: the class
 -- adds the defaults (hooks that do nothing, an empty state_dict) and `extend`.
-local util = require "lutra.util"
+local util = require "lutra.utils.check"
 
 local fmt = string.format
 

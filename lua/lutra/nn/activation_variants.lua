@@ -5,7 +5,7 @@
 local lt = require "lutra"
 local Module = require("lutra.nn.module").Module
 local H = require "lutra.nn.helpers"
-local FA = require "lutra.F_activation"
+local FA = require "lutra.F.activation"
 
 local A = {}
 

@@ -5,7 +5,7 @@
 --   local s = lt.einsum("bhqd,bhkd->bhqk", q, k)                     -- attention scores
 --   local o = lt.einsum("bi,oij,bj->bo", x1, W, x2)                  -- a bilinear layer
 local core = require "lutra.core"
-local util = require "lutra.util"
+local util = require "lutra.utils.check"
 local methods = core.Tensor.methods
 
 local M = {}

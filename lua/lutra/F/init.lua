@@ -10,9 +10,9 @@
 local lt = require "lutra"
 local core = require "lutra.core"
 local H = require "lutra.nn.helpers"
-local util = require "lutra.util"
+local util = require "lutra.utils.check"
 local C = core._nn
-local FL = require "lutra.F_losses"
+local FL = require "lutra.F.losses"
 
 local F = {}
 
@@ -129,18 +129,18 @@ end
 
 -- modules area (issue 17): silu, elu, softplus, mish, hardtanh, hardswish, hardsigmoid, prelu
 -- (lua/lutra/F_activation.lua)
-for k, v in pairs(require "lutra.F_activation") do F[k] = v end
+for k, v in pairs(require "lutra.F.activation") do F[k] = v end
 
 -- one_hot, pad, normalize, cosine_similarity, interpolate (lua/lutra/F_ops.lua)
-for k, v in pairs(require "lutra.F_ops") do F[k] = v end
+for k, v in pairs(require "lutra.F.utilities") do F[k] = v end
 
 -- vision: conv1d/2d, conv_transpose2d, max/avg/adaptive pools, group_norm, instance_norm, dropout2d
 -- (lua/lutra/F_vision.lua; its _-prefixed helpers stay there)
-for k, v in pairs(require "lutra.F_vision") do
+for k, v in pairs(require "lutra.F.vision") do
   if k:sub(1, 1) ~= "_" then F[k] = v end
 end
 -- gpt area: scaled_dot_product_attention (lua/lutra/F_attention.lua)
-for k, v in pairs(require "lutra.F_attention") do F[k] = v end
+for k, v in pairs(require "lutra.F.attention") do F[k] = v end
 
 -- The functions composed in Lua of other ops: an error of an inner op (cosine_similarity's sum, instance_norm's
 -- group_norm, conv1d's conv2d) is named by the function called first (util.call_as: one pcall per call).

@@ -1,10 +1,10 @@
--- lutra.plot_svg — the SVG canvas of lutra.plot: the drawing calls the figure is made of (rect, line, path,
+-- lutra.plot.svg — the SVG canvas of lutra.plot: the drawing calls the figure is made of (rect, line, path,
 -- circle, text, group), written as the elements of a self-contained SVG file (plain text, no dependency).
 -- lua/lutra/plot_png.lua has the same calls for PNG images.
 local M = {}
 
 local fmt, concat = string.format, table.concat
-local fail = require("lutra.plot_read").fail
+local fail = require("lutra.plot.read").fail
 
 local function esc(s)
   return (tostring(s):gsub("[&<>\"']", {
