@@ -15,7 +15,8 @@
 #include "lutra.h"
 
 /* Each binding area registers its functions into the module table on top of the stack. */
-void l_tensor_register(lua_State *L);
+void l_tensor_register(lua_State *L);    /* l_tensor*.c: the tensor userdata, its methods by topic */
+void l_runtime_register(lua_State *L);   /* l_runtime.c: threads, denormals, BLAS info, allocator stats */
 void l_nn_register(lua_State *L);        /* l_nn.c: conv, pooling, norms, losses, dropout, embedding */
 void l_optim_register(lua_State *L);     /* l_optim.c: optimizers (fused C updates) */
 void l_data_register(lua_State *L);      /* l_data.c: IDX reading, batching */
@@ -165,6 +166,7 @@ static int l_interrupt_clear(lua_State *L) {
 static int open_with_upvalues(lua_State *L) {
   lua_newtable(L);
   l_tensor_register(L);
+  l_runtime_register(L);
   l_ops_a_register(L);
   l_nn_register(L);
   l_optim_register(L);
