@@ -1,8 +1,9 @@
 /*
  * l_tensor.c — the tensor userdata: its box and metatable (__gc, #x, x.grad, x[i], x[i] = v, the method
- * lookup with the nearest name for a missing one), the check for writes into an expand()ed view, and the
- * registration of the methods and lt.* functions of each topic (l_tensor_create.c, l_tensor_shape.c,
- * l_tensor_math.c, l_tensor_grad.c). Dims and indices are 1-based here and 0-based in the core.
+ * lookup with the nearest name for a missing one), the check for writes into an expand()ed view, and how a
+ * topic adds its methods and lt.* functions (l_tensor_add: l_tensor_create.c, l_tensor_shape.c,
+ * l_tensor_math.c, l_tensor_grad.c, each registered after this file by l_module.c). Dims and indices are 1-based
+ * here and 0-based in the core.
  */
 #include <string.h>
 
@@ -115,24 +116,24 @@ static int l_is_tensor(lua_State *L) {
   return 1;
 }
 
-void l_tensor_add(lua_State *L, const luaL_Reg *accessors, const luaL_Reg *methods, const luaL_Reg *functions) {
+void l_tensor_add(lua_State *L, const luaL_Reg *plain, const luaL_Reg *ops, const luaL_Reg *fns) {
   int mod = lua_gettop(L);
   lua_pushvalue(L, lua_upvalueindex(2)); /* the tensor metatable */
   lua_getfield(L, -1, "methods");
   int meth = lua_gettop(L);
-  if (accessors) l_setmethods(L, accessors);
-  if (methods) l_setopmethods(L, methods);
+  if (plain) l_setmethods(L, plain);
+  if (ops) l_setopmethods(L, ops);
   /* every method is also lt.name(x, ...) */
-  for (const luaL_Reg *f = accessors; f && f->name; f++) {
+  for (const luaL_Reg *f = plain; f && f->name; f++) {
     lua_getfield(L, meth, f->name);
     lua_setfield(L, mod, f->name);
   }
-  for (const luaL_Reg *f = methods; f && f->name; f++) {
+  for (const luaL_Reg *f = ops; f && f->name; f++) {
     lua_getfield(L, meth, f->name);
     lua_setfield(L, mod, f->name);
   }
   lua_settop(L, mod);
-  if (functions) l_setops(L, functions);
+  if (fns) l_setops(L, fns);
 }
 
 /* Expects the module table on top; the two upvalues must be pushable (called from luaopen). */
@@ -155,10 +156,6 @@ void l_tensor_register(lua_State *L) {
   lua_pushstring(L, "lutra.Tensor");
   lua_setfield(L, mt, "__name");
   lua_settop(L, mod);
-  static const luaL_Reg functions[] = { { "is_tensor", l_is_tensor }, { NULL, NULL } };
-  l_setops(L, functions);
-  l_tensor_create_register(L);
-  l_tensor_shape_register(L);
-  l_tensor_math_register(L);
-  l_tensor_grad_register(L);
+  static const luaL_Reg box_functions[] = { { "is_tensor", l_is_tensor }, { NULL, NULL } };
+  l_setops(L, box_functions);
 }

@@ -255,5 +255,5 @@ static const luaL_Reg functions[] = { { "tensor", l_tensor_new },
                                       { "randperm", l_randperm },
                                       { NULL, NULL } };
 
-/* Creation, fills and the RNG (called by l_tensor_register, the module table on top) */
+/* Creation, fills and the RNG: expects the module table on top, after l_tensor_register. */
 void l_tensor_create_register(lua_State *L) { l_tensor_add(L, NULL, methods, functions); }

@@ -83,5 +83,5 @@ static const luaL_Reg functions[] = { { "param", l_param },
                                       { "is_grad_enabled", l_is_grad_enabled },
                                       { NULL, NULL } };
 
-/* Autograd and grad mode (called by l_tensor_register, the module table on top) */
+/* Autograd and grad mode: expects the module table on top, after l_tensor_register. */
 void l_tensor_grad_register(lua_State *L) { l_tensor_add(L, accessors, methods, functions); }

@@ -251,7 +251,7 @@ static const luaL_Reg methods[] = { { "add", l_add },
                                     { NULL, NULL } };
 static const luaL_Reg functions[] = { { "where", l_where }, { "linear", l_linear }, { NULL, NULL } };
 
-/* Maths, with the arithmetic metamethods (called by l_tensor_register, the module table on top) */
+/* Maths, with the arithmetic metamethods: expects the module table on top, after l_tensor_register. */
 void l_tensor_math_register(lua_State *L) {
   l_tensor_add(L, NULL, methods, functions);
   static const luaL_Reg arith[] = { { "__add", l_add }, { "__sub", l_sub }, { "__mul", l_mul }, { "__div", l_div },

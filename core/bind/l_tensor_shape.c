@@ -300,5 +300,5 @@ static const luaL_Reg methods[] = { { "view", l_view },
                                     { NULL, NULL } };
 static const luaL_Reg functions[] = { { "cat", l_cat }, { "stack", l_stack }, { NULL, NULL } };
 
-/* Queries, views, conversions, joins (called by l_tensor_register, the module table on top) */
+/* Queries, views, conversions, joins: expects the module table on top, after l_tensor_register. */
 void l_tensor_shape_register(lua_State *L) { l_tensor_add(L, accessors, methods, functions); }
