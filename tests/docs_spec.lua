@@ -195,6 +195,17 @@ describe("docs", function()
     assert(#broken == 0, #broken .. " broken links:\n  " .. table.concat(broken, "\n  "))
   end)
 
+  it("lists every reference page in docs/reference/README.md", function()
+    local index = assert(fs.slurp(DOCS .. "/reference/README.md"))
+    local listed, unlisted = {}, {}
+    for target in index:gmatch("%]%(([%w_%-]+%.md)%)") do listed[target] = true end
+    for _, path in ipairs(list_md(DOCS .. "/reference")) do
+      local name = path:match("([^/]+)$")
+      if name ~= "README.md" and not listed[name] then unlisted[#unlisted + 1] = name end
+    end
+    assert(#unlisted == 0, "pages docs/reference/README.md does not list: " .. table.concat(unlisted, ", "))
+  end)
+
   it("finds every docs/....md path that code, comments and messages mention", function()
     local files = {}
     local p = io.popen("git ls-files lua core examples tests models bench lutra README.md 2>/dev/null")

@@ -114,8 +114,8 @@ function M.broken_links(paths)
   return problems
 end
 
---- The mentions of documentation files that do not exist in the files `paths`: `docs/X.md` (from the
---- repository root) anywhere, and `reference/X.md` inside docs/ (from docs/), as "file:line: path".
+--- The mentions of documentation files that do not exist in the files `paths`: `docs/<page>.md` (from the
+--- repository root) anywhere, and `reference/<page>.md` inside docs/ (from docs/), as "file:line: path".
 function M.broken_mentions(paths)
   local problems = {}
   for _, path in ipairs(paths) do
