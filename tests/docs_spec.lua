@@ -14,7 +14,8 @@
 --    definitions every other block of the page sees, and each other block runs in its own scope (a
 --    function of its own), so an entry's example stands alone;
 --  * every relative link and #anchor of docs/ and README.md resolves, and every `docs/....md` path that
---    code, comments and error messages mention exists (tests/helpers/md_links.lua).
+--    code, comments and error messages mention exists, and every source file the docs name exists
+--    (tests/helpers/md_links.lua).
 local fs = require "tests.helpers.fs"
 local md_links = require "tests.helpers.md_links"
 
@@ -218,6 +219,17 @@ describe("docs", function()
     assert(#broken == 0, #broken .. " mentions of missing docs:\n  " .. table.concat(broken, "\n  "))
   end)
 
+  -- (design-*.md plan files that do not exist yet)
+  it("finds every source file the docs name (lua/lutra/..., core/src/..., tests/...)", function()
+    local files = { "README.md" }
+    for _, path in ipairs(list_md(DOCS)) do
+      if not path:match("/design%-[^/]*$") then files[#files + 1] = path end
+    end
+    local broken = md_links.broken_source_mentions(files)
+    assert(#broken == 0, #broken .. " source files named in the docs do not exist (moved? renamed?):\n  " ..
+      table.concat(broken, "\n  "))
+  end)
+
   it("the link checker finds a missing page, a missing #anchor and a mentioned page that does not exist", function()
     local dir = fs.tmpdir()
     fs.spit(dir .. "/a.md", "# Title\n\n## The loops (`lt.Loop`)\n\n## Twice\n\n## Twice\n\n```\n## Not a heading\n```\n")
@@ -233,6 +245,9 @@ describe("docs", function()
     local missing = "docs/reference/nn_" .. "nothing.md" -- (not spelled whole: this file is checked too)
     local code = fs.spit(dir .. "/c.lua", "-- see docs/reference/nn.md and " .. missing .. "\n")
     assert.are.same({ code .. ":1: " .. missing }, md_links.broken_mentions({ code }))
+    local gone = "lua/lutra/" .. "nothing.lua"
+    local doc = fs.spit(dir .. "/d.md", "`lua/lutra/nn/module.lua`, core/src/*.h, lua/lutra/nn/, " .. gone .. ".\n")
+    assert.are.same({ doc .. ":1: " .. gone }, md_links.broken_source_mentions({ doc }))
     fs.rmrf(dir)
   end)
 end)
