@@ -14,7 +14,7 @@
 -- The kernels are C (core/src/vision_*.c) or whole-tensor ops: no per-pixel Lua.
 local lt = require "lutra"
 local C = require("lutra.core")._images
-local shape_str = require("lutra.util").shape_str
+local shape_str = require("lutra.utils.check").shape_str
 
 local F = {}
 
