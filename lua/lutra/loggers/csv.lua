@@ -319,7 +319,7 @@ end
 
 M.CSVLogger_class = CSVLogger
 
--- [tools: loggers] JSON lines and TensorBoard event files (lua/lutra/loggers_more.lua), loaded on first use
+-- [tools: loggers] JSON lines and TensorBoard event files (lua/lutra/loggers/tensorboard.lua), loaded on first use
 function M.JSONLinesLogger(opts) return require("lutra.loggers.tensorboard").JSONLinesLogger(opts) end
 function M.TensorBoardLogger(opts) return require("lutra.loggers.tensorboard").TensorBoardLogger(opts) end
 

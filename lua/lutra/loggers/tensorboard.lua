@@ -1,5 +1,5 @@
 -- lutra.loggers.tensorboard — lt.loggers.JSONLinesLogger and lt.loggers.TensorBoardLogger (docs/reference/loggers_more.md).
--- Both keep CSVLogger's directory rule (lua/lutra/loggers.lua): <save_dir>/<name>/version_N, N the next free one.
+-- Both keep CSVLogger's directory rule (lua/lutra/loggers/csv.lua): <save_dir>/<name>/version_N, N the next free one.
 --
 --   JSONLinesLogger{save_dir=".", name="lutra_logs", version=nil, prefix=""}
 --     log_dir/metrics.jsonl: one JSON object a line (Jansson, core/bind/l_json_line.c), {"step": s, <metric>: v, ...}

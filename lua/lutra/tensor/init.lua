@@ -1,4 +1,4 @@
--- tensor.lua — the Lua side of the tensor type: printing (tostring) and small conveniences that read
+-- tensor/init.lua — the Lua side of the tensor type: printing (tostring) and small conveniences that read
 -- better in Lua than in C.
 local core = require "lutra.core"
 local mt = core.Tensor

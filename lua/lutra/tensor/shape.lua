@@ -1,4 +1,4 @@
--- tensor_ops_a.lua — tensor ops composed of the core's ops (their gradients come with them): sort and topk
+-- tensor/shape.lua — tensor ops composed of the core's ops (their gradients come with them): sort and topk
 -- (values gathered at argsort's indices), logsumexp, any/all, logical ops, repeat/tile, flip, roll, unbind
 -- and unflatten. Each is a tensor method and an lt.* function, with torch's names, 1-based dims.
 local core = require "lutra.core"

@@ -1,4 +1,4 @@
--- optim/lr_scheduler_more.lua — more of PyTorch 1.13's schedulers on lr_scheduler.lua's base (its chainable
+-- optim/lr_scheduler/cyclic.lua — more of PyTorch 1.13's schedulers on lr_scheduler.lua's base (its chainable
 -- get_lr forms, so step() sequences match PyTorch's; step(epoch) uses the closed forms where PyTorch has
 -- them):
 --

@@ -14,7 +14,7 @@
 --   cooldown = 0, min_lr = 0, eps = 1e-8}: sched:step(metric).
 --
 -- LinearLR, ConstantLR, MultiplicativeLR, PolynomialLR, CosineAnnealingWarmRestarts, CyclicLR, SequentialLR and
--- ChainedScheduler are in lr_scheduler_more.lua (on the same base).
+-- ChainedScheduler are in lr_scheduler/cyclic.lua (on the same base).
 --
 -- Every scheduler has sched.optimizer, sched.last_epoch (0 after construction), sched.base_lrs,
 -- get_last_lr(), state_dict()/load_state_dict(sd) (plain numbers, strings and lists: JSON-safe; LambdaLR
