@@ -2,7 +2,7 @@
  * l_math_ops.c — bindings of sorting, scans, products, norms, triangles and more elementwise maths
  * (core/src/ops_sort.c, ops_scan.c, ops_math.c) as tensor methods and lt.* functions. Dims are 1-based
  * here; argsort's indices come back 1-based. sort, topk, logsumexp, any/all, flip, roll, repeat and the
- * other compositions live in lua/lutra/tensor/shape.lua.
+ * other compositions live in lua/lutra/tensor/ (sort.lua, reduce.lua, shape.lua, compare.lua).
  */
 #include <math.h>
 #include <string.h>
@@ -55,7 +55,7 @@ static int l_argsort(lua_State *L) {
   return 1;
 }
 
-/* core._topk_indices(x, k, dim): 1-based int64 indices of topk (lua/lutra/tensor/shape.lua checks the
+/* core._topk_indices(x, k, dim): 1-based int64 indices of topk (lua/lutra/tensor/sort.lua checks the
  * arguments and gathers the values) */
 static int l_topk_indices(lua_State *L) {
   lt_tensor *t = T(1, "topk");
