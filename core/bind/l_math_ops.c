@@ -136,7 +136,7 @@ static const luaL_Reg functions[] = { { "_topk_indices", l_topk_indices }, { NUL
 
 /* Expects the module table on top (after l_tensor_register made the methods table); every method is also
  * lt.name(x, ...). */
-void l_ops_a_register(lua_State *L) {
+void l_math_ops_register(lua_State *L) {
   int mod = lua_gettop(L);
   lua_pushvalue(L, lua_upvalueindex(2)); /* the tensor metatable */
   lua_getfield(L, -1, "methods");

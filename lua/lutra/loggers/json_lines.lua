@@ -1,4 +1,4 @@
--- loggers/json_lines.lua — lt.loggers.JSONLinesLogger (docs/reference/loggers_more.md), with the directory rule of
+-- loggers/json_lines.lua — lt.loggers.JSONLinesLogger (docs/reference/loggers.md), with the directory rule of
 -- every file logger (lua/lutra/loggers/files.lua): <save_dir>/<name>/version_N, N the next free one.
 --
 --   JSONLinesLogger{save_dir=".", name="lutra_logs", version=nil, prefix=""}

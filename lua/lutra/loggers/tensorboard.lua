@@ -1,4 +1,4 @@
--- loggers/tensorboard.lua — lt.loggers.TensorBoardLogger (docs/reference/loggers_more.md), with the directory rule
+-- loggers/tensorboard.lua — lt.loggers.TensorBoardLogger (docs/reference/loggers.md), with the directory rule
 -- of every file logger (lua/lutra/loggers/files.lua): <save_dir>/<name>/version_N, N the next free one.
 --
 --   TensorBoardLogger{save_dir=".", name="lutra_logs", version=nil, prefix="", flush_secs=nil, default_hp_metric=true}
