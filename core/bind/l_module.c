@@ -147,6 +147,17 @@ static int l_gc_stats(lua_State *L) {
   return 1;
 }
 
+/* lt.set_gc_pacing(on) -> the previous setting: whether lutra asks this state's collector for work in
+ * proportion to the tensor bytes it hands out (l_util.c, l_gc_account) */
+static int l_set_gc_pacing(lua_State *L) {
+  if (!lua_isboolean(L, 1)) return l_errorf(L, "set_gc_pacing: expected a boolean, got %s", luaL_typename(L, 1));
+  l_state *S = L_STATE(L);
+  lua_pushboolean(L, !S->gc_off);
+  S->gc_off = !lua_toboolean(L, 1);
+  S->gc_debt = 0;
+  return 1;
+}
+
 static int l_interrupt(lua_State *L) {
   (void)L;
   lt_interrupt_request();
@@ -191,6 +202,7 @@ static int open_with_upvalues(lua_State *L) {
                                    { "embedded", l_embedded },
                                    { "run_active", l_run_active },
                                    { "_gc_stats", l_gc_stats },
+                                   { "set_gc_pacing", l_set_gc_pacing },
                                    { "set_interactive", l_set_interactive },
                                    { "is_interactive", l_is_interactive },
                                    { "_newproxy", l_compat_newproxy },

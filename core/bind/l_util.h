@@ -19,6 +19,7 @@ typedef struct l_state {
   uint64_t gc_debt;                 /* bytes of tensors handed to Lua not yet paid to the GC as a step */
   uint64_t gc_rest_kb;              /* KB of tensors to hand out before the next step (the pause after a cycle) */
   int gc_gen;                       /* Lua 5.4: the collector was generational when last asked (l_util.c) */
+  int gc_off;                       /* lt.set_gc_pacing(false): the host paces the collector itself */
   uint64_t gc_major_kb, gc_live_kb; /* Lua 5.4 generational: KB handed out since the last major collection,
                                        KB of live tensors after it */
   struct {
