@@ -42,6 +42,7 @@ void l_json_line_register(lua_State *L); /* l_json_line.c: _json_line (JSON-line
 void l_docs_register(lua_State *L);      /* l_docs.c: _doc_pages (the reference pages, for lt.help) */
 /* recurrent layers */
 void l_nn_rnn_register(lua_State *L); /* l_nn_rnn.c: _nn.rnn_layer (RNN, GRU, LSTM) */
+void l_carry_register(lua_State *L);  /* l_carry.c: _carry_pack, _carry_unpack (tests) */
 
 /* ---- process-wide run state (what a host or a signal handler may ask; the run count: l_run.c) ------ */
 
@@ -196,6 +197,7 @@ static int open_with_upvalues(lua_State *L) {
   l_json_line_register(L);
   l_docs_register(L);
   l_nn_rnn_register(L); /* recurrent layers (after l_nn_register: adds to _nn) */
+  l_carry_register(L);  /* values carried between Lua states (issue 27) */
   static const luaL_Reg misc[] = { { "interrupt", l_interrupt },
                                    { "interrupt_pending", l_interrupt_pending },
                                    { "interrupt_clear", l_interrupt_clear },
@@ -247,6 +249,10 @@ static int load_embedded(lua_State *L) {
 
 void lutra_preload(lua_State *L) {
   preloaded = 1;
+  l_preload_modules(L);
+}
+
+void l_preload_modules(lua_State *L) {
   lua_getglobal(L, "package");
   lua_getfield(L, -1, "preload");
   lua_pushcfunction(L, luaopen_lutra_core);

@@ -113,6 +113,10 @@ lt_dtype l_checkdtype(lua_State *L, int idx, lt_dtype def, const char *fname);
 /* Accounts C memory to the Lua GC: a step of work in proportion to bytes allocated since the last. */
 void l_gc_account(lua_State *L, l_state *S);
 
+/* package.preload gets lutra.core and lutra's embedded Lua modules (lutra_preload without making the process
+ * a host: the Lua states of lt.thread's workers) */
+void l_preload_modules(lua_State *L);
+
 /* Converts a 1-based int64 index tensor (from Lua) to a 0-based copy; errors on values < 1. */
 lt_tensor *l_index_from_lua(lua_State *L, lt_tensor *idx, const char *fname);
 /* An int64 tensor of 1-based values as a 0-based copy; a value below `min` is an error naming fname and
