@@ -43,6 +43,7 @@ void l_docs_register(lua_State *L);      /* l_docs.c: _doc_pages (the reference 
 /* recurrent layers */
 void l_nn_rnn_register(lua_State *L); /* l_nn_rnn.c: _nn.rnn_layer (RNN, GRU, LSTM) */
 void l_carry_register(lua_State *L);  /* l_carry.c: _carry_pack, _carry_unpack (tests) */
+void l_thread_register(lua_State *L); /* l_thread.c: _thread_* (lua/lutra/thread.lua) */
 
 /* ---- process-wide run state (what a host or a signal handler may ask; the run count: l_run.c) ------ */
 
@@ -197,7 +198,8 @@ static int open_with_upvalues(lua_State *L) {
   l_json_line_register(L);
   l_docs_register(L);
   l_nn_rnn_register(L); /* recurrent layers (after l_nn_register: adds to _nn) */
-  l_carry_register(L);  /* values carried between Lua states (issue 27) */
+  l_carry_register(L);  /* values carried between Lua states, and lt.thread's workers (issue 27) */
+  l_thread_register(L);
   static const luaL_Reg misc[] = { { "interrupt", l_interrupt },
                                    { "interrupt_pending", l_interrupt_pending },
                                    { "interrupt_clear", l_interrupt_clear },

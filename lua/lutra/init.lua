@@ -17,6 +17,7 @@ local submodules = {
   -- lightning: DataModule (lua/lutra/datamodule.lua)
   DataModule = "lutra.datamodule",
   profilers = "lutra.profilers", -- [tools: profiler]
+  thread = "lutra.thread", -- workers in Lua states of their own (lua/lutra/thread.lua)
 }
 submodules.utils = "lutra.utils" -- modules area (issue 17): save_image, make_grid
 submodules.help = { "lutra.help", "help" } -- lt.help(name_or_object): the reference entry (lua/lutra/help.lua)

@@ -2,9 +2,11 @@
  * test_states.c — a C host with two lua_States that both load lutra (docs/reference/thread.md): values carried
  * from one state to the other on one thread (core._carry_pack in A, core._carry_unpack in B: a tensor arrives
  * as the same storage, a function with its upvalues, lutra's functions by name), either state closed first
- * with the other still using the shared tensor.
+ * with the other still using the shared tensor, and workers of both states (lt.thread) trading tensors, with
+ * a worker blocked in receive stopped and joined when its state closes (no thread left: /proc/self/task).
  * Run in the release and ASan builds (tests/run --config asan).
  */
+#include <dirent.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -16,6 +18,16 @@
 #include "lutra.h"
 
 #include "check.h"
+
+static int tasks(void) {
+  DIR *d = opendir("/proc/self/task");
+  int n = 0;
+  if (!d) return -1;
+  for (struct dirent *e; (e = readdir(d));)
+    if (e->d_name[0] != '.') n++;
+  closedir(d);
+  return n;
+}
 
 static lua_State *new_state(void) {
   lua_State *L = luaL_newstate();
@@ -73,9 +85,34 @@ static void two_states_one_thread(int first) {
   CHECK(lt_tensor_live_count() == live0, "every tensor freed once both states closed");
 }
 
+/* both states spawn workers; a worker gets a tensor from its state and sends back its sum; each state has a
+ * worker blocked in receive when it closes */
+static void workers_of_two_states(int first) {
+  int t0 = tasks();
+  lua_State *A = new_state(), *B = new_state();
+  const char *code = "x = lt.ones(256, 256)\n"
+                     "w = lt.thread.spawn(function()\n"
+                     "  local lt = require 'lutra'\n"
+                     "  local t = lt.thread.parent:receive()\n"
+                     "  lt.thread.parent:send({ sum = t:sum():item(), ptr = t:data_ptr() == nil })\n"
+                     "  lt.thread.parent:receive() -- waits until the state closes\n"
+                     "end)\n"
+                     "w:send(x)\n"
+                     "local r = w:receive(10)\n"
+                     "ok = r and r.sum == 65536";
+  CHECK(run(A, code) && global_true(A, "ok"), "a worker of A sums A's tensor");
+  CHECK(run(B, code) && global_true(B, "ok"), "a worker of B sums B's tensor");
+  CHECK(tasks() >= t0 + 2, "two worker threads run");
+  lua_close(first == 0 ? A : B);
+  lua_close(first == 0 ? B : A);
+  CHECK(tasks() == t0, "no worker thread left once both states closed (blocked workers stopped and joined)");
+}
+
 int main(void) {
   two_states_one_thread(0);
   two_states_one_thread(1);
+  workers_of_two_states(0);
+  workers_of_two_states(1);
   printf("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }
