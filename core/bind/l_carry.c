@@ -243,6 +243,11 @@ static void encode_function(lua_State *L, enc *e, int idx) {
     lua_pushinteger(L, (lua_Integer)id * 256 + i);
     lua_rawset(L, e->upvals);
 #endif
+    if (name && !strcmp(name, "_ENV")) { /* 5.2+: the receiver's globals, as on 5.1 (below) */
+      lua_pop(L, 1);
+      put_u8(L, e, T_GLOBALS);
+      continue;
+    }
     path_frame *f = push_frame(L, e, "upvalue");
     f->str = name && *name ? name : "?";
     snprintf(f->where, sizeof f->where, "%s", where);
@@ -250,9 +255,9 @@ static void encode_function(lua_State *L, enc *e, int idx) {
     e->depth--;
     lua_pop(L, 1);
   }
-  /* Lua 5.1/LuaJIT: the environment (getfenv) is not carried: the function gets the receiving state's
-   * globals, as a function loaded there would. Environments are mostly proxies of the globals (a test
-   * runner's, a sandbox's), whose copy would drag the whole sender's state along. */
+  /* Lua 5.1/LuaJIT: the environment (getfenv) is not carried either: the function gets the receiving state's
+   * globals, as a function loaded there would. Environments (5.1's or an _ENV upvalue) are mostly proxies of
+   * the globals (a test runner's, a sandbox's), whose copy would drag the whole sender's state along. */
 }
 
 static void encode(lua_State *L, enc *e, int idx) {
