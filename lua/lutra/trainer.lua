@@ -705,7 +705,7 @@ function Trainer:_end_run(status)
   self._eval_active = false
   self._lp:detach()
   self._env.R = nil
-  self._env.splits, self._env.hiddens = nil, nil
+  self._env.num_splits = nil
   self._outputs = nil
   self.state.status = status
   self.training, self.validating, self.testing, self.predicting = false, false, false, false
@@ -716,13 +716,10 @@ local function unwrap_error(e)
   return e
 end
 
--- on_exception for every callback (errors inside it are ignored: the original error wins).
+-- on_exception for every callback, through the dispatcher's collecting mode: each target runs whatever the
+-- others raise, and their errors are dropped (the original error wins).
 function Trainer:_on_exception(err)
-  local model = self.model
-  for _, cb in ipairs(self._cb_order or self.callbacks) do
-    local f = cb.on_exception
-    if type(f) == "function" then pcall(f, cb, self, model, err) end
-  end
+  self._lp:call_hook_all("on_exception", err)
 end
 
 local function keep_error(e) return e end
