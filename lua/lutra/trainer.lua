@@ -374,6 +374,9 @@ TrainerMT.__tostring = function(t) return fmt("Trainer(max_epochs=%s, max_steps=
 -- the callbacks defining it in dispatch order, then the model; one order and one error text for all. It
 -- returns the model's first result and how many targets ran.
 local function call_hook(self, name, ...) return self._lp:call_hook(name, ...) end
+-- Whether obj defines hook name: the dispatcher's own test (core/bind/l_loop_dispatch.c), for the checks made
+-- before its lists exist.
+local defines = core._hook_defined
 
 -- ---- the env: functions the C loops call -------------------------------------------------------------
 
@@ -541,7 +544,7 @@ local function configure_val(self, model, val)
   self.num_val_batches = nval
   local total_val = 0
   for _, n in ipairs(nval) do total_val = total_val + n end
-  local enable_val = #vals > 0 and type(model.validation_step) == "function" and total_val > 0
+  local enable_val = #vals > 0 and defines(model, "validation_step") and total_val > 0
   self.enable_validation = enable_val
   local sanity = {}
   for i, n in ipairs(nval) do sanity[i] = math.min(self.num_sanity_val_steps, n) end
@@ -765,7 +768,7 @@ local function check_fit_args(model, train, val, opts)
     return
   end
   if train == nil then
-    if type(model.train_dataloader) == "function" then return end -- the model's own data hooks
+    if defines(model, "train_dataloader") then return end -- the model's own data hooks
     error("fit: no training dataloader given (fit(model, train_loader[, val_loader]), fit(model, {datamodule = dm}) " ..
       "or a train_dataloader hook)", 4)
   end
@@ -848,8 +851,8 @@ end
 -- Whether the run's validation source defines val_dataloader (Lightning's _DataLoaderSource.is_defined).
 local function val_source_defined(self, model)
   local dm = rawget(self, "datamodule")
-  if dm ~= nil then return type(dm.val_dataloader) == "function" end
-  return type(model.val_dataloader) == "function"
+  if dm ~= nil then return defines(dm, "val_dataloader") end
+  return defines(model, "val_dataloader")
 end
 
 -- The counts before the loaders arrive: the fit loop is not skipped (no count of training batches yet, as
@@ -866,7 +869,7 @@ local function pending_fit_config(self, run)
     self._val_loaders, self._eval_loaders, self._n_eval_loaders = {}, {}, 0
     self.num_val_batches, self.num_sanity_val_batches = {}, {}
     local source = run.val ~= nil or o.overfit_batches > 0 or val_source_defined(self, run.model)
-    local due = source and type(run.model.validation_step) == "function" and o.limit_val_batches ~= 0
+    local due = source and defines(run.model, "validation_step") and o.limit_val_batches ~= 0
     self.enable_validation = due
     self._sanity_loaders_pending = due and self.num_sanity_val_steps > 0
   end
@@ -948,10 +951,10 @@ local function start_fit(run)
   self:_begin_run(model, "fit")
   self._run = run
   self:_guard(function()
-    if type(model.training_step) ~= "function" then
+    if not defines(model, "training_step") then
       error("fit: the model has no training_step (define function model:training_step(batch, batch_idx))", 0)
     end
-    if type(model.configure_optimizers) ~= "function" then
+    if not defines(model, "configure_optimizers") then
       error("fit: the model has no configure_optimizers (define it to return an optimizer)", 0)
     end
     if not self._automatic then
@@ -972,7 +975,7 @@ local function start_fit(run)
     -- and the source defines val_dataloader (Lightning's _DataLoaderSource: the datamodule, else the model)
     self._sanity_loaders_pending, self._ckpt_pending = false, nil
     run.train_from_hook = run.train == nil
-    run.val_from_hook = run.val == nil and (run.train_from_hook or type(model.val_dataloader) == "function")
+    run.val_from_hook = run.val == nil and (run.train_from_hook or defines(model, "val_dataloader"))
     local from_hooks = run.train_from_hook or run.val_from_hook
     if not from_hooks then
       if self._ddp then self._ddp:shard_loaders(self, run.train, run.val) end -- ddp: each rank its share
