@@ -216,6 +216,21 @@ static int has_table(lua_State *L, int t, const char *k) {
   return is;
 }
 
+/* accumulate_grad_batches of the table at index 2, if given: the loops' config is the setting's one owner
+ * (the trainer reads it back through lp:get). */
+static void read_accumulate(lua_State *L, lt_loop_cfg *c) {
+  lua_getfield(L, 2, "accumulate_grad_batches");
+  if (!lua_isnil(L, -1)) {
+    lua_Number v = lua_tonumber(L, -1);
+    if (lua_type(L, -1) != LUA_TNUMBER)
+      l_errorf(L, "Trainer: accumulate_grad_batches must be an integer >= 1, got a %s", luaL_typename(L, -1));
+    if (!(v >= 1 && v <= 0x1p62) || v != floor(v))
+      l_errorf(L, "Trainer: accumulate_grad_batches must be an integer >= 1, got %.17g", v);
+    c->accumulate_grad_batches = (int64_t)v;
+  }
+  lua_pop(L, 1);
+}
+
 /* lp:set_cfg{...}: the numbers the trainer computed (lt_loop_cfg). */
 /* lp:set_epoch_data{num_training_batches=, val_check_batch=, num_val_batches=, num_sanity_val_batches=,
  * enable_validation=, val_loaders_pending=, accumulate_grad_batches=}: the loaders' sizes again inside a run:
@@ -243,9 +258,7 @@ static int l_set_epoch_data(lua_State *L) {
   if (has_table(L, 2, "num_sanity_val_batches"))
     read_int_list(L, 2, "num_sanity_val_batches", c->num_sanity_val_batches, NULL);
   /* GradientAccumulationScheduler (lua/lutra/callbacks/grad_accum.lua): the factor of this epoch */
-  int64_t acc = opt_int(L, 2, "accumulate_grad_batches", c->accumulate_grad_batches);
-  if (acc < 1) return luaL_error(L, "set_epoch_data: accumulate_grad_batches must be >= 1, got %d", (int)acc);
-  c->accumulate_grad_batches = acc;
+  read_accumulate(L, c);
   return 0;
 }
 
@@ -277,7 +290,7 @@ static int l_set_cfg(lua_State *L) {
   read_int_list(L, 2, "num_sanity_val_batches", c->num_sanity_val_batches, &n);
   if (has_table(L, 2, "num_eval_batches"))
     read_int_list(L, 2, "num_eval_batches", c->num_eval_batches, &c->n_eval_loaders);
-  c->accumulate_grad_batches = opt_int(L, 2, "accumulate_grad_batches", c->accumulate_grad_batches);
+  read_accumulate(L, c);
   c->n_optimizers = (int)opt_int(L, 2, "n_optimizers", c->n_optimizers);
   lua_getfield(L, 2, "frequencies"); /* {k1, k2, ...} one per optimizer, or {} (every optimizer, every batch) */
   if (lua_istable(L, -1)) {
@@ -572,6 +585,8 @@ static int l_get(lua_State *L) {
   else if (!strcmp(k, "active_optimizer"))
     lua_pushinteger(L, lt_loops_active_optimizer(lp, lp->fit_loop.epoch_loop.batch_idx));
   else if (!strcmp(k, "fit_running")) lua_pushboolean(L, lp->fit_stage);
+  else if (!strcmp(k, "accumulate_grad_batches")) lua_pushinteger(L, (lua_Integer)lp->cfg.accumulate_grad_batches);
+  else if (!strcmp(k, "should_accumulate")) lua_pushboolean(L, lt_loops_should_accumulate(lp));
   else if (!strcmp(k, "eval_dl")) {
     const lt_eval_loop *V = lp->eval_kind == LT_KIND_VAL       ? &lp->validate_loop
                             : lp->eval_kind == LT_KIND_TEST    ? &lp->test_loop

@@ -295,7 +295,6 @@ local function new(_, opts)
 
   self.default_root_dir = o.default_root_dir
   self.max_epochs, self.min_epochs, self.max_steps, self.min_steps = o.max_epochs, o.min_epochs, o.max_steps, o.min_steps
-  self.accumulate_grad_batches = o.accumulate_grad_batches
   self.gradient_clip_val, self.gradient_clip_algorithm = o.gradient_clip_val, o.gradient_clip_algorithm
   self.log_every_n_steps = o.log_every_n_steps
   self.check_val_every_n_epoch = o.check_val_every_n_epoch
@@ -318,6 +317,7 @@ local function new(_, opts)
   self._results_train = logging.new_results(true)
   self._results_eval = logging.new_results(false)
   self._lp = core._loops_new()
+  self._lp:set_cfg({ accumulate_grad_batches = o.accumulate_grad_batches }) -- (the loops own it: dynamic below)
   self._env = {}
   -- [tools: profiler, debugging options]
   self.profiler = require("lutra.profilers")._from_option(o.profiler)
@@ -351,6 +351,8 @@ function dynamic.checkpoint_callbacks(t)
 end
 function dynamic.checkpoint_callback(t) return dynamic.checkpoint_callbacks(t)[1] end
 function dynamic.is_last_batch(t) return t._lp:state().is_last_batch end
+-- the loops' config owns it (set by the constructor's option and GradientAccumulationScheduler)
+function dynamic.accumulate_grad_batches(t) return t._lp:get("accumulate_grad_batches") end
 
 TrainerMT.__index = function(t, k)
   local f = dynamic[k]
@@ -360,6 +362,9 @@ end
 TrainerMT.__newindex = function(t, k, v)
   if k == "should_stop" then
     t._lp:set("should_stop", v and true or false)
+  elseif k == "accumulate_grad_batches" then -- into the loops' config, its owner (checked there)
+    local ok, err = pcall(t._lp.set_epoch_data, t._lp, { accumulate_grad_batches = v == nil and false or v })
+    if not ok then error(err, 2) end
   elseif dynamic[k] then
     error(fmt("Trainer: field '%s' is read-only", k), 2)
   else
@@ -602,7 +607,7 @@ local function cfg_for(self, extra)
     check_val_every_n_epoch = self.check_val_every_n_epoch, enable_validation = self.enable_validation and 1 or 0,
     val_loaders_pending = self._sanity_loaders_pending and 1 or 0,
     num_val_batches = self.num_val_batches, num_sanity_val_batches = self.num_sanity_val_batches,
-    accumulate_grad_batches = self.accumulate_grad_batches, n_optimizers = math.max(1, #self.optimizers),
+    n_optimizers = math.max(1, #self.optimizers),
     frequencies = self.optimizer_frequencies or {},
     automatic_optimization = self._automatic and 1 or 0, tbptt_steps = self._tbptt or 0,
     gradient_clip_val = self.gradient_clip_val or 0,
@@ -940,7 +945,6 @@ function Trainer:_set_accumulate_grad_batches(n)
   if not self._automatic and n > 1 then
     error("GradientAccumulationScheduler: accumulate_grad_batches > 1 is not supported with manual optimization", 0)
   end
-  self.accumulate_grad_batches = n
   self._lp:set_epoch_data({ accumulate_grad_batches = n })
 end
 
