@@ -440,17 +440,17 @@ static int call_hook(lua_State *L, int collect) {
     errors = lua_gettop(L);
   }
   lua_pushnil(L); /* the model's result */
-  for (int k = 0; k < nargs; k++) lua_pushvalue(L, 3 + k);
+  int res = lua_gettop(L);
+  l_stack_args sa = { 3, nargs };
   lua_State *saved = H->L;
   H->L = L;
-  int rc = l_hook_dispatch(H, L, (lt_hook)h, nargs, errors);
+  int rc = l_hook_dispatch(H, L, (lt_hook)h, l_push_stack_args, &sa, res, errors);
   H->L = saved;
   if (rc != LT_OK) return raise_status(L, H, LT_ERR);
   if (collect) {
     lua_settop(L, errors);
     return 1;
   }
-  lua_pop(L, nargs);
   lua_pushinteger(L, H->ntargets[h]);
   return 2;
 }

@@ -97,8 +97,14 @@ int l_docall(l_loops *H, lua_State *L, int handler, int nres, int hook, const ch
 int l_call_env_as(l_loops *H, lua_State *L, const char *name, int nargs, int nres, int hook, const char *what);
 int l_call_env(l_loops *H, lua_State *L, const char *name, int nargs, int nres);
 void l_push_optimizer(l_loops *H, lua_State *L, int idx);
-int l_hook_dispatch(l_loops *H, lua_State *L, lt_hook h, int nargs, int errors);
-int l_hook_call(l_loops *H, lua_State *L, lt_hook h, lt_hook_args *a);
+/* pushes the arguments of hook h after target t's own; returns how many */
+typedef int (*l_push_args)(l_loops *H, lua_State *L, lt_hook h, const l_target *t, const void *ctx);
+typedef struct l_stack_args {
+  int first, nargs; /* the arguments on the stack: nargs values from index first */
+} l_stack_args;
+int l_hook_dispatch(l_loops *H, lua_State *L, lt_hook h, l_push_args push, const void *ctx, int res, int errors);
+int l_push_stack_args(l_loops *H, lua_State *L, lt_hook h, const l_target *t, const void *ctx);
+int l_hook_call(l_loops *H, lua_State *L, lt_hook h, const lt_hook_args *a, int keep);
 void l_clear_targets(l_loops *H, lua_State *L);
 int l_refresh_targets(void *ud, lt_loops *lp, int epoch_start);
 int l_hook_call_host(void *ud, lt_hook h, lt_hook_args *a);

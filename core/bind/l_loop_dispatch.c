@@ -8,7 +8,7 @@
  * lp->defined. An absent hook is an empty list the core does not even call. "Is hook h defined on t" is
  * asked in one place, hook_fn (also core._hook_defined for the trainer's checks before a run).
  *
- * Calls: l_hook_dispatch calls each target of a hook with the arguments its caller put on the stack, through
+ * Calls: l_hook_dispatch calls each target of a hook with the arguments its caller gives (a pusher), through
  * l_docall and the one message handler (l_msgh.h). Its callers:
  *   - the C loops: host->call = l_hook_call_host (arguments from lt_hook_args, push_args below);
  *   - training_step and the evaluation steps (l_loop_host.c, through l_hook_call);
@@ -185,19 +185,18 @@ static int push_target(l_loops *H, lua_State *L, const l_target *t) {
   return handler;
 }
 
-/* The one way a hook is called. The stack holds [result, arg1 .. argN] (nargs arguments above a result slot
- * the caller pushed): each target of h, in dispatch order, gets the arguments after its own (push_target);
- * the result slot receives the first result of the model's (or, for a data hook, the datamodule's) call.
- * errors == 0: the first failure stops the call (LT_ERR, the message kept: failed); errors = the index of a
- * table: every target runs and each failure's message is appended there (on_exception's mode). The stack is
- * left as it was. */
-int l_hook_dispatch(l_loops *H, lua_State *L, lt_hook h, int nargs, int errors) {
-  int first = lua_gettop(L) - nargs + 1;
+/* The one way a hook is called: each target of h, in dispatch order, gets its own arguments (push_target)
+ * and then the hook's, which push(H, L, h, t, ctx) pushes (returning how many): from the C loops'
+ * lt_hook_args (push_c_args) or copied from the stack (push_stack_args), so the loops' calls move nothing
+ * more than one call each. res > 0: the index of a slot that receives the first result of the model's (or,
+ * for a data hook, the datamodule's) call. errors == 0: the first failure stops the call (LT_ERR, the
+ * message kept: failed); errors = the index of a table: every target runs and each failure's message is
+ * appended there (on_exception's mode). The stack is left as it was. */
+int l_hook_dispatch(l_loops *H, lua_State *L, lt_hook h, l_push_args push, const void *ctx, int res, int errors) {
   for (int i = 0; i < H->ntargets[h]; i++) {
     const l_target *t = &H->targets[h][i];
     int handler = push_target(H, L, t);
-    int m = t->trim && nargs > 0 ? nargs - 1 : nargs;
-    for (int k = 0; k < m; k++) lua_pushvalue(L, first + k);
+    push(H, L, h, t, ctx);
     if (H->lp.prof) lt_prof_enter(H->lp.prof, t->prof_row);
     int rc = l_docall(H, L, handler, 1, h, lt_hook_names[h], t->cb);
     if (H->lp.prof) lt_prof_exit(H->lp.prof);
@@ -209,14 +208,27 @@ int l_hook_dispatch(l_loops *H, lua_State *L, lt_hook h, int nargs, int errors) 
       lua_rawseti(L, errors, (int)lua_objlen(L, errors) + 1);
       continue;
     }
-    if (t->cb < 0) lua_replace(L, first - 1);
+    if (res > 0 && t->cb < 0) lua_replace(L, res);
     lua_settop(L, handler - 1);
   }
   return LT_OK;
 }
 
-/* The arguments after the target's own of the hooks the C loops call, from their lt_hook_args. */
-static int push_args(l_loops *H, lua_State *L, lt_hook h, const lt_hook_args *a) {
+/* The arguments given on the stack (l_stack_args: nargs values from index first), for a target; an
+ * on_train_epoch_end target without an outputs parameter gets them less the last (the outputs). */
+int l_push_stack_args(l_loops *H, lua_State *L, lt_hook h, const l_target *t, const void *ctx) {
+  (void)H;
+  (void)h;
+  const l_stack_args *sa = ctx;
+  int m = t->trim && sa->nargs > 0 ? sa->nargs - 1 : sa->nargs;
+  for (int k = 0; k < m; k++) lua_pushvalue(L, sa->first + k);
+  return m;
+}
+
+/* The arguments after the target's own of the hooks the C loops call, from their lt_hook_args (ctx). */
+static int push_c_args(l_loops *H, lua_State *L, lt_hook h, const l_target *t, const void *ctx) {
+  (void)t;
+  const lt_hook_args *a = ctx;
   const lt_loop_cfg *cfg = &H->lp.cfg;
   switch (h) {
     case LT_HOOK_TRAINING_STEP: /* (batch or split, batch_idx[, optimizer_idx][, hiddens]) */
@@ -321,7 +333,8 @@ static int call_lua_side(l_loops *H, lua_State *L, lt_hook h, const lt_hook_args
   lua_pushinteger(L, a->optimizer_idx);
   lua_pushinteger(L, a->scheduler_idx);
   if (l_call_env_as(H, L, "hook_args", 5, LUA_MULTRET, h, name) != LT_OK) goto fail;
-  if (l_hook_dispatch(H, L, h, lua_gettop(L) - base - 1, 0) != LT_OK) goto fail;
+  l_stack_args sa = { base + 2, lua_gettop(L) - base - 1 };
+  if (l_hook_dispatch(H, L, h, l_push_stack_args, &sa, base + 1, 0) != LT_OK) goto fail;
   lua_settop(L, base + 1);
   lua_pushstring(L, name);
   lua_insert(L, -2);
@@ -335,17 +348,13 @@ fail:
   return LT_ERR;
 }
 
-/* Calls hook h with the C loops' arguments a; leaves the model's first result on the stack (nil when it has
- * none). */
-int l_hook_call(l_loops *H, lua_State *L, lt_hook h, lt_hook_args *a) {
-  lua_pushnil(L);
-  int nargs = push_args(H, L, h, a);
-  if (l_hook_dispatch(H, L, h, nargs, 0) != LT_OK) {
-    lua_pop(L, nargs + 1);
-    return LT_ERR;
-  }
-  lua_pop(L, nargs);
-  return LT_OK;
+/* Calls hook h with the C loops' arguments a; with keep, leaves the model's first result on the stack (nil
+ * when it has none). */
+int l_hook_call(l_loops *H, lua_State *L, lt_hook h, const lt_hook_args *a, int keep) {
+  if (keep) lua_pushnil(L);
+  if (l_hook_dispatch(H, L, h, push_c_args, a, keep ? lua_gettop(L) : 0, 0) == LT_OK) return LT_OK;
+  if (keep) lua_pop(L, 1);
+  return LT_ERR;
 }
 
 /* host->call: a hook of the C loops. The loops call it only for a defined hook (lp->defined), but for the
@@ -362,16 +371,18 @@ int l_hook_call_host(void *ud, lt_hook h, lt_hook_args *a) {
   }
   int in = H->in_opt_step;
   if (h == LT_HOOK_OPTIMIZER_STEP) H->in_opt_step = 1;
-  int rc = l_hook_call(H, L, h, a);
+  int batch_start = h == LT_HOOK_ON_TRAIN_BATCH_START;
+  int rc = l_hook_call(H, L, h, a, batch_start);
   H->in_opt_step = in;
   if (loss_slot) {
     lua_pushnil(L);
     set_R(H, L, R_LOSS);
   }
   if (rc != LT_OK) return LT_ERR;
-  /* the model's on_train_batch_start returning -1 skips the rest of the epoch (Lightning's) */
-  if (h == LT_HOOK_ON_TRAIN_BATCH_START && lua_type(L, -1) == LUA_TNUMBER && lua_tonumber(L, -1) == -1) a->ret = -1;
-  lua_pop(L, 1);
+  if (batch_start) { /* the model's on_train_batch_start returning -1 skips the rest of the epoch (Lightning's) */
+    if (lua_type(L, -1) == LUA_TNUMBER && lua_tonumber(L, -1) == -1) a->ret = -1;
+    lua_pop(L, 1);
+  }
   return LT_OK;
 }
 

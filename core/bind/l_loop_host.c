@@ -138,7 +138,7 @@ static int h_training_step(void *ud, lt_hook_args *a, lt_tensor **loss) {
   int slot = a->split_idx * nopt + opt + 1;
   int base = lua_gettop(L);
   if (H->ntargets[LT_HOOK_TRAINING_STEP] == 0) return lt_fail(H->lp.c, "fit: the model has no training_step");
-  if (l_hook_call(H, L, LT_HOOK_TRAINING_STEP, a) != LT_OK) return LT_ERR;
+  if (l_hook_call(H, L, LT_HOOK_TRAINING_STEP, a, 1) != LT_OK) return LT_ERR;
   if (H->lp.cfg.tbptt_steps > 0) { /* the hiddens for the next split: env.keep_hiddens(output) */
     lua_pushvalue(L, -1);
     if (l_call_env_as(H, L, "keep_hiddens", 1, 0, LT_HOOK_TRAINING_STEP, "training_step") != LT_OK) {
@@ -168,7 +168,7 @@ static int h_eval_step(void *ud, lt_hook_args *a) {
     lua_pushinteger(L, (lua_Integer)a->batch_idx);
     lua_pushinteger(L, (lua_Integer)a->dataloader_idx);
     if (l_call_env_as(H, L, "default_predict_step", 3, 1, step, lt_hook_names[step]) != LT_OK) return LT_ERR;
-  } else if (l_hook_call(H, L, step, a) != LT_OK) {
+  } else if (l_hook_call(H, L, step, a, 1) != LT_OK) {
     return LT_ERR;
   }
   int keep = a->kind == LT_KIND_PREDICT || H->lp.defined[E->epoch_end_model];

@@ -47,6 +47,11 @@ static int cli_not_a_table_hint(lua_State *L)
 int cli_traceback(lua_State *L)
 {
   l_msgh_with(L, cli_not_a_table_hint);
+  if (lua_istable(L, -1)) { /* a lutra hook error that reached the top: its message (named, with its traceback) */
+    lua_getfield(L, -1, "msg");
+    if (lua_isstring(L, -1)) lua_replace(L, -2);
+    else lua_pop(L, 1);
+  }
   { /* drop the frame of the binary's own C entry point at the bottom ("[C]: at 0x...") */
     size_t len;
     const char *tb = lua_tolstring(L, -1, &len);
