@@ -92,8 +92,33 @@ static inline void set_R(l_loops *H, lua_State *L, int slot) { /* pops the value
 
 /* ---- l_loop_dispatch.c ---- */
 void l_hook_targets_init(void);
-int l_push_handler(l_loops *H, lua_State *L);
-int l_docall(l_loops *H, lua_State *L, int handler, int nres, int hook, const char *what, int cb);
+int l_hook_failed(l_loops *H, lua_State *L, const char *what, int cb);
+
+/* The one protected call of the binding (as `docall` in Lua's lua.c), in two steps so the per-batch calls
+ * move no stack slots: l_push_handler pushes the message handler (returns its index), the caller pushes the
+ * function and its nargs arguments above it, l_docall makes `hook` the running hook (for self:log's checks;
+ * -1 keeps the current one), calls and restores the hook. On success the handler stays under the nres
+ * results (the caller's lua_settop(L, handler - 1) removes both); on failure l_docall keeps the message,
+ * prefixed "<what>[ (callback #cb+1)]: " (l_hook_failed), leaves nothing of the call (not the handler
+ * either) and returns LT_ERR. Inline: they are on every batch's path. */
+static inline int l_push_handler(l_loops *H, lua_State *L) {
+  lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_msgh);
+  return lua_gettop(L);
+}
+
+static inline int l_docall(l_loops *H, lua_State *L, int handler, int nres, int hook, const char *what, int cb) {
+  int prev = H->cur_hook;
+  if (hook >= 0) H->cur_hook = hook;
+  int rc = lua_pcall(L, lua_gettop(L) - handler - 1, nres, handler);
+  H->cur_hook = prev;
+  if (rc) {
+    rc = l_hook_failed(H, L, what, cb);
+    lua_settop(L, handler - 1);
+    return rc;
+  }
+  return LT_OK;
+}
+
 int l_call_env_as(l_loops *H, lua_State *L, const char *name, int nargs, int nres, int hook, const char *what);
 int l_call_env(l_loops *H, lua_State *L, const char *name, int nargs, int nres);
 void l_push_optimizer(l_loops *H, lua_State *L, int idx);

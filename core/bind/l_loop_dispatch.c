@@ -92,7 +92,7 @@ static void hook_where(lua_State *L, const char *what, int cb) {
 }
 
 /* After a failed pcall (error value on top): keep the formatted message, set ctx->err. */
-static int failed(l_loops *H, lua_State *L, const char *what, int cb) {
+int l_hook_failed(l_loops *H, lua_State *L, const char *what, int cb) {
   lt_ctx *c = H->lp.c;
   if (lua_touserdata(L, -1) == &l_err_sentinel) { /* already reported by an inner call */
     lua_pop(L, 1);
@@ -122,32 +122,7 @@ static int l_hook_where(lua_State *L) {
   return 1;
 }
 
-/* ---- the protected call ------------------------------------------------------------------------------- */
-
-/* The one protected call of the binding (as `docall` in Lua's lua.c), in two steps so the per-batch calls
- * move no stack slots: l_push_handler pushes the message handler (returns its index), the caller pushes the
- * function and its nargs arguments above it, l_docall makes `hook` the running hook (for self:log's checks;
- * -1 keeps the current one), calls and restores the hook. On success the handler stays under the nres
- * results (the caller's lua_settop(L, handler - 1) removes both); on failure l_docall keeps the message,
- * prefixed "<what>[ (callback #cb+1)]: " (failed), leaves nothing of the call (not the handler either) and
- * returns LT_ERR. */
-int l_push_handler(l_loops *H, lua_State *L) {
-  lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_msgh);
-  return lua_gettop(L);
-}
-
-int l_docall(l_loops *H, lua_State *L, int handler, int nres, int hook, const char *what, int cb) {
-  int prev = H->cur_hook;
-  if (hook >= 0) H->cur_hook = hook;
-  int rc = lua_pcall(L, lua_gettop(L) - handler - 1, nres, handler);
-  H->cur_hook = prev;
-  if (rc) {
-    rc = failed(H, L, what, cb);
-    lua_settop(L, handler - 1);
-    return rc;
-  }
-  return LT_OK;
-}
+/* ---- the protected call (l_push_handler, l_docall: l_loop.h) ------------------------------------------ */
 
 /* env[name](...) with nargs arguments on the stack, through l_docall; leaves nres results (no handler). */
 int l_call_env_as(l_loops *H, lua_State *L, const char *name, int nargs, int nres, int hook, const char *what) {
@@ -192,7 +167,8 @@ static int push_target(l_loops *H, lua_State *L, const l_target *t) {
  * for a data hook, the datamodule's) call. errors == 0: the first failure stops the call (LT_ERR, the
  * message kept: failed); errors = the index of a table: every target runs and each failure's message is
  * appended there (on_exception's mode). The stack is left as it was. */
-int l_hook_dispatch(l_loops *H, lua_State *L, lt_hook h, l_push_args push, const void *ctx, int res, int errors) {
+static inline __attribute__((always_inline)) int dispatch(l_loops *H, lua_State *L, lt_hook h, l_push_args push,
+                                                          const void *ctx, int res, int errors) {
   for (int i = 0; i < H->ntargets[h]; i++) {
     const l_target *t = &H->targets[h][i];
     int handler = push_target(H, L, t);
@@ -212,6 +188,10 @@ int l_hook_dispatch(l_loops *H, lua_State *L, lt_hook h, l_push_args push, const
     lua_settop(L, handler - 1);
   }
   return LT_OK;
+}
+
+int l_hook_dispatch(l_loops *H, lua_State *L, lt_hook h, l_push_args push, const void *ctx, int res, int errors) {
+  return dispatch(H, L, h, push, ctx, res, errors);
 }
 
 /* The arguments given on the stack (l_stack_args: nargs values from index first), for a target; an
@@ -352,7 +332,7 @@ fail:
  * when it has none). */
 int l_hook_call(l_loops *H, lua_State *L, lt_hook h, const lt_hook_args *a, int keep) {
   if (keep) lua_pushnil(L);
-  if (l_hook_dispatch(H, L, h, push_c_args, a, keep ? lua_gettop(L) : 0, 0) == LT_OK) return LT_OK;
+  if (dispatch(H, L, h, push_c_args, a, keep ? lua_gettop(L) : 0, 0) == LT_OK) return LT_OK; /* (push_c_args inlined) */
   if (keep) lua_pop(L, 1);
   return LT_ERR;
 }
