@@ -1,5 +1,5 @@
 /*
- * l_loop.c — the loops (core/src/lt_loop.h) as a Lua object, which lua/lutra/trainer.lua drives: attach the
+ * l_loop.c — the loops (core/src/lt_loop.h) as a Lua object, which lua/lutra/trainer/init.lua drives: attach the
  * run's env, trainer and model, set the configuration, advance the fit, run the evaluation loops, call a hook
  * (lp:call_hook, through the dispatcher of l_loop_dispatch.c), read and restore the progress counters, the
  * profiler; and core._seam, the contract between these loops and the Lua side.
@@ -235,7 +235,7 @@ static void read_accumulate(lua_State *L, lt_loop_cfg *c) {
 /* lp:set_epoch_data{num_training_batches=, val_check_batch=, num_val_batches=, num_sanity_val_batches=,
  * enable_validation=, val_loaders_pending=, accumulate_grad_batches=}: the loaders' sizes again inside a run:
  * when the data hooks' loaders arrive (the sanity_loaders and fit_loaders events) and at a training epoch
- * start (reload_dataloaders_every_n_epochs, GradientAccumulationScheduler: lua/lutra/trainer.lua's
+ * start (reload_dataloaders_every_n_epochs, GradientAccumulationScheduler: lua/lutra/trainer/init.lua's
  * reload_dataloaders, from the train_epoch_start event, before the epoch's first fetch). */
 static int l_set_epoch_data(lua_State *L) {
   l_loops *H = check_loops(L);
