@@ -509,18 +509,20 @@ static int l_thread_id(lua_State *L) {
 }
 
 void l_thread_register(lua_State *L) {
-  if (luaL_newmetatable(L, HANDLE_MT)) {
-    static const luaL_Reg methods[] = { { "send", w_send },     { "receive", w_receive }, { "join", w_join },
-                                        { "status", w_status }, { "close", w_close },     { "id", w_id },
-                                        { NULL, NULL } };
-    lua_newtable(L);
-    l_setmethods(L, methods);
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, w_close);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, w_tostring);
-    lua_setfield(L, -2, "__tostring");
-  }
+  /* The methods are set again each time lutra's core is opened in this state (busted reloads it between spec
+   * files): they are closures over the tensor metatable of this opening, which l_totensor compares with, so
+   * methods kept from an earlier opening would take this opening's tensors for foreign userdata. */
+  luaL_newmetatable(L, HANDLE_MT);
+  static const luaL_Reg methods[] = { { "send", w_send },     { "receive", w_receive }, { "join", w_join },
+                                      { "status", w_status }, { "close", w_close },     { "id", w_id },
+                                      { NULL, NULL } };
+  lua_newtable(L);
+  l_setmethods(L, methods);
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, w_close);
+  lua_setfield(L, -2, "__gc");
+  lua_pushcfunction(L, w_tostring);
+  lua_setfield(L, -2, "__tostring");
   lua_pop(L, 1);
   static const luaL_Reg funcs[] = { { "_thread_spawn", l_thread_spawn },
                                     { "_thread_run", l_thread_run },
