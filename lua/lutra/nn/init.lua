@@ -56,7 +56,8 @@ local lazy = {
   Upsample = { "lutra.nn.upsample", "Upsample" }, UpsamplingNearest2d = { "lutra.nn.upsample", "UpsamplingNearest2d" },
   UpsamplingBilinear2d = { "lutra.nn.upsample", "UpsamplingBilinear2d" },
   GroupNorm = { "lutra.nn.group_norm", "GroupNorm" }, InstanceNorm1d = { "lutra.nn.group_norm", "InstanceNorm1d" },
-  InstanceNorm2d = { "lutra.nn.group_norm", "InstanceNorm2d" }, Dropout2d = { "lutra.nn.dropout2d" },
+  InstanceNorm2d = { "lutra.nn.group_norm", "InstanceNorm2d" }, Dropout2d = { "lutra.nn.dropout2d", "Dropout2d" },
+  Dropout3d = { "lutra.nn.dropout2d", "Dropout3d" },
   -- attention and transformer (nn/attention.lua, nn/transformer.lua)
   MultiheadAttention = { "lutra.nn.attention" },
   TransformerEncoderLayer = { "lutra.nn.transformer", "TransformerEncoderLayer" },

@@ -4,7 +4,6 @@
 --   local crit = lt.nn.CrossEntropyLoss{label_smoothing = 0.1}
 --   local loss = crit(logits, targets)
 --   local trip = lt.nn.TripletMarginLoss{margin = 0.5}; trip(anchor, positive, negative)
-local Module = require("lutra.nn.module").Module
 local H = require "lutra.nn.helpers"
 
 local LOSSES = {}
@@ -30,7 +29,7 @@ local SPECS = {
 
 for name, spec in pairs(SPECS) do
   local fname, nargs, opts_spec = spec[1], spec[2], spec[3]
-  local cls = Module:extend(name)
+  local cls = H.class(name)
   local full_spec = { reduction = "string" }
   for k, v in pairs(opts_spec) do full_spec[k] = v end
   function cls:init(opts)

@@ -21,6 +21,8 @@
 -- parameter, named by its first path in that order (parameters and optimizers see it once); state_dict
 -- lists it under every name that holds it, as PyTorch's, and load_state_dict fills it from any of them.
 local lt = require "lutra"
+local util = require "lutra.util"
+local unpack = require("lutra._compat").unpack
 
 local Module = { __lutra_module = true }
 Module.__index = Module
@@ -416,10 +418,34 @@ end
 
 local class_mt = {}
 class_mt.__index = function(cls, k) local super = rawget(cls, "super"); return super and super[k] end
+-- The arguments of a class with PyTorch's signature (cls._signature, lua/lutra/signatures.lua): PyTorch's positional
+-- values and the options table merged by name (util.merge_positional), then handed to init as its `pos` leading
+-- arguments and an options table of the rest (which init checks). An init without options (sig.no_options)
+-- gets none: what is left over is an unknown option.
+local function signature_args(cls, sig, ...)
+  local all = util.merge_positional(cls.__name, sig, 3, ...) -- 3: here, __call, the caller
+  local args = {}
+  for i = 1, sig.pos do
+    args[i] = all[sig[i]]
+    all[sig[i]] = nil
+  end
+  if sig.no_options then
+    local known = {}
+    for _, n in ipairs(sig) do known[n] = true end
+    util.check_options(cls.__name, all, known, 3)
+    return unpack(args, 1, sig.pos)
+  end
+  args[sig.pos + 1] = all
+  return unpack(args, 1, sig.pos + 1)
+end
+
 class_mt.__call = function(cls, ...)
   local o = setmetatable({ training = true }, cls)
   local init = cls.init
-  if init then init(o, ...) end
+  if init then
+    local sig = rawget(cls, "_signature")
+    if sig then init(o, signature_args(cls, sig, ...)) else init(o, ...) end
+  end
   return o
 end
 class_mt.__tostring = function(cls) return "lt.nn." .. cls.__name .. " (class)" end

@@ -14,6 +14,8 @@ local lt = require "lutra"
 local MM = require "lutra.nn.module"
 local Module = MM.Module
 local H = require "lutra.nn.helpers"
+local util = require "lutra.util"
+local unpack = require("lutra._compat").unpack
 local MHA = require "lutra.nn.attention"
 local Linear = require "lutra.nn.linear"
 local Dropout = require "lutra.nn.dropout"
@@ -25,29 +27,11 @@ local T = {}
 
 -- ---- arguments: PyTorch's positional parameters stay positional, the rest go in a trailing table ---------
 
-local function is_options(v) return type(v) == "table" and getmetatable(v) == nil end
-
--- Fills names[i] from the leading positional values of ..., then the trailing options table; a name given
--- both ways is an error. spec: the option types (util.check_options).
+-- names[i] from the leading positional values, then the trailing options table (util.arguments: PyTorch's
+-- convention, as every constructor's)
 local function arguments(where, names, spec, ...)
-  local n, args = select("#", ...), { ... }
-  local opts = {}
-  if n > 0 and is_options(args[n]) then
-    opts = H.check_opts(where, args[n], spec, 4)
-    n = n - 1
-  end
-  if n > #names then error(string.format("%s: expected at most %d positional arguments, got %d", where, #names, n), 4) end
-  local out = {}
-  for k, v in pairs(opts) do out[k] = v end
-  for i = 1, n do
-    if args[i] ~= nil then
-      if opts[names[i]] ~= nil then
-        error(string.format("%s: %s given both as argument #%d and as an option", where, names[i], i), 4)
-      end
-      out[names[i]] = H.check_opts(where, { [names[i]] = args[i] }, spec, 4)[names[i]]
-    end
-  end
-  return out
+  local o = util.arguments(where, names, spec, 3, ...) -- (not a tail call: the level counts this function)
+  return o
 end
 
 local function is_callable(f)
@@ -225,11 +209,11 @@ local function stack_init(self, where, layer, num_layers, rest)
     error(string.format("%s: the first argument must be a layer module, got %s", where, type(layer)), 4)
   end
   H.check_int(where, "num_layers", num_layers, 1, 4)
-  local norm, opts = rest[1], rest[2]
-  if is_options(norm) and opts == nil then norm, opts = nil, norm end
-  opts = H.check_opts(where, opts, { norm = "table", enable_nested_tensor = "boolean" }, 4)
-  if norm ~= nil and opts.norm ~= nil then error(where .. ": norm given both as argument #3 and as an option", 4) end
-  norm = norm or opts.norm
+  -- after layer and num_layers: PyTorch's norm[, enable_nested_tensor], then the options table
+  local names = where == "TransformerEncoder" and { "norm", "enable_nested_tensor" } or { "norm" }
+  local opts = util.arguments(where, names, { norm = "table", enable_nested_tensor = "boolean" }, 4,
+    unpack(rest, 1, rest.n))
+  local norm = opts.norm
   if norm ~= nil and not is_callable(norm) then
     error(string.format("%s: norm must be a module (e.g. lt.nn.LayerNorm(d_model)), got %s", where, type(norm)), 4)
   end
@@ -243,7 +227,7 @@ local Encoder = Module:extend("TransformerEncoder")
 
 --- TransformerEncoder(encoder_layer, num_layers[, norm][, {norm, enable_nested_tensor}])
 function Encoder:init(layer, num_layers, ...)
-  stack_init(self, "TransformerEncoder", layer, num_layers, { ... })
+  stack_init(self, "TransformerEncoder", layer, num_layers, { n = select("#", ...), ... })
 end
 
 function Encoder:extra_repr() return "num_layers=" .. self.num_layers end
@@ -263,7 +247,7 @@ local Decoder = Module:extend("TransformerDecoder")
 
 --- TransformerDecoder(decoder_layer, num_layers[, norm][, {norm}])
 function Decoder:init(layer, num_layers, ...)
-  stack_init(self, "TransformerDecoder", layer, num_layers, { ... })
+  stack_init(self, "TransformerDecoder", layer, num_layers, { n = select("#", ...), ... })
 end
 
 Decoder.extra_repr = Encoder.extra_repr
