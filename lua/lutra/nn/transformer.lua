@@ -15,7 +15,6 @@ local MM = require "lutra.nn.module"
 local Module = MM.Module
 local H = require "lutra.nn.helpers"
 local util = require "lutra.util"
-local unpack = require("lutra._compat").unpack
 local MHA = require "lutra.nn.attention"
 local Linear = require "lutra.nn.linear"
 local Dropout = require "lutra.nn.dropout"
@@ -204,15 +203,21 @@ local function deep_copy(m)
   return copy(m)
 end
 
-local function stack_init(self, where, layer, num_layers, rest)
+local STACK_NAMES = {
+  TransformerEncoder = { "encoder_layer", "num_layers", "norm", "enable_nested_tensor" },
+  TransformerDecoder = { "decoder_layer", "num_layers", "norm" },
+}
+
+-- PyTorch's (layer, num_layers[, norm[, enable_nested_tensor]]) and/or an options table of the same names
+local function stack_init(self, where, ...)
+  local names = STACK_NAMES[where]
+  local opts = util.arguments(where, names, { [names[1]] = true, num_layers = true, norm = "table",
+    enable_nested_tensor = names[4] and "boolean" or nil }, 4, ...)
+  local layer, num_layers = opts[names[1]], opts.num_layers
   if not MM.is_module_instance(layer) and not (type(layer) == "table" and type(layer.forward) == "function") then
     error(string.format("%s: the first argument must be a layer module, got %s", where, type(layer)), 4)
   end
   H.check_int(where, "num_layers", num_layers, 1, 4)
-  -- after layer and num_layers: PyTorch's norm[, enable_nested_tensor], then the options table
-  local names = where == "TransformerEncoder" and { "norm", "enable_nested_tensor" } or { "norm" }
-  local opts = util.arguments(where, names, { norm = "table", enable_nested_tensor = "boolean" }, 4,
-    unpack(rest, 1, rest.n))
   local norm = opts.norm
   if norm ~= nil and not is_callable(norm) then
     error(string.format("%s: norm must be a module (e.g. lt.nn.LayerNorm(d_model)), got %s", where, type(norm)), 4)
@@ -226,8 +231,8 @@ end
 local Encoder = Module:extend("TransformerEncoder")
 
 --- TransformerEncoder(encoder_layer, num_layers[, norm][, {norm, enable_nested_tensor}])
-function Encoder:init(layer, num_layers, ...)
-  stack_init(self, "TransformerEncoder", layer, num_layers, { n = select("#", ...), ... })
+function Encoder:init(...)
+  stack_init(self, "TransformerEncoder", ...)
 end
 
 function Encoder:extra_repr() return "num_layers=" .. self.num_layers end
@@ -246,8 +251,8 @@ T.TransformerEncoder = Encoder
 local Decoder = Module:extend("TransformerDecoder")
 
 --- TransformerDecoder(decoder_layer, num_layers[, norm][, {norm}])
-function Decoder:init(layer, num_layers, ...)
-  stack_init(self, "TransformerDecoder", layer, num_layers, { n = select("#", ...), ... })
+function Decoder:init(...)
+  stack_init(self, "TransformerDecoder", ...)
 end
 
 Decoder.extra_repr = Encoder.extra_repr
