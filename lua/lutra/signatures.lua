@@ -4,8 +4,9 @@
 -- lutra's own options) goes in the trailing options table; any name can also be given there.
 --
 -- Module entries: `pos` says how many of the names the module's init takes as leading arguments (the rest reach
--- it in its options table); `no_options`: its init takes those arguments only. PyTorch's deprecated size_average and reduce are listed so that a positional
--- reduction lands in its place; given, they are refused as unknown options (use reduction).
+-- it in its options table); `no_options`: its init takes those arguments only. PyTorch's deprecated size_average
+-- and reduce are listed so that a positional reduction lands in its place; given, they are refused as unknown
+-- options (use reduction).
 -- device and dtype are left out: lutra's modules are created on the CPU in float32 (Module:to).
 local S = {}
 
@@ -41,8 +42,8 @@ S.nn = {
   Upsample = { pos = 0, "size", "scale_factor", "mode", "align_corners", "recompute_scale_factor" },
   UpsamplingNearest2d = { pos = 0, "size", "scale_factor" },
   UpsamplingBilinear2d = { pos = 0, "size", "scale_factor" },
-  PixelShuffle = { pos = 1, "upscale_factor" },
-  PixelUnshuffle = { pos = 1, "downscale_factor" },
+  PixelShuffle = { pos = 1, no_options = true, "upscale_factor" },
+  PixelUnshuffle = { pos = 1, no_options = true, "downscale_factor" },
   -- dropout
   Dropout = { pos = 0, "p", "inplace" },
   Dropout2d = { pos = 0, "p", "inplace" },

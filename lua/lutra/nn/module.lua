@@ -416,8 +416,38 @@ function Module:num_parameters()
   return n
 end
 
+-- PyTorch nn.Module's methods that lutra's modules lack: looking one up (m:cuda()) is an error naming the class,
+-- as a tensor's missing method is, instead of "attempt to call method 'cuda' (a nil value)". Only these names: any
+-- other missing key is nil, as module code tests fields (`if self.bias then`).
+local TORCH_ONLY = {}
+for name in ([[add_module bfloat16 cpu cuda double float get_buffer get_extra_state get_parameter get_submodule half
+  ipu named_modules register_backward_hook register_buffer register_forward_hook register_forward_pre_hook
+  register_full_backward_hook register_load_state_dict_post_hook register_module register_parameter set_extra_state
+  share_memory to_empty xpu]]):gmatch("%S+") do
+  TORCH_ONLY[name] = true
+end
+
+-- (a function of its own: lt.help reads the tables __index closes over as lazy names)
+local function check_torch_only(cls, k)
+  if TORCH_ONLY[k] then
+    error(string.format("%s has no method '%s' (PyTorch's nn.Module has it; lutra's modules do not)",
+      rawget(cls, "__name") or "Module", k), 3)
+  end
+end
+
 local class_mt = {}
-class_mt.__index = function(cls, k) local super = rawget(cls, "super"); return super and super[k] end
+-- a class's missing key: looked up along the chain of super classes (cls is the class first asked)
+class_mt.__index = function(cls, k)
+  local c = rawget(cls, "super")
+  while c ~= nil do
+    local v = rawget(c, k)
+    if v ~= nil then return v end
+    if getmetatable(c) ~= class_mt then return c[k] end -- a base that is not a lutra class
+    c = rawget(c, "super")
+  end
+  check_torch_only(cls, k)
+  return nil
+end
 -- The arguments of a class with PyTorch's signature (cls._signature, lua/lutra/signatures.lua): PyTorch's positional
 -- values and the options table merged by name (util.merge_positional), then handed to init as its `pos` leading
 -- arguments and an options table of the rest (which init checks). An init without options (sig.no_options)
@@ -449,6 +479,41 @@ class_mt.__call = function(cls, ...)
   return o
 end
 class_mt.__tostring = function(cls) return "lt.nn." .. cls.__name .. " (class)" end
+
+--- m:class_name(): the name of m's class ("Conv2d"; a class made by Module:extend(name) has that name).
+function Module:class_name()
+  local mt = getmetatable(self)
+  if mt == class_mt then return self.__name end -- asked of a class
+  return mt and rawget(mt, "__name") or "Module"
+end
+
+local function is_class(c) return type(c) == "table" and getmetatable(c) == class_mt end
+
+--- isinstance(m, cls): whether m is an instance of cls or of a class derived from it (PyTorch's isinstance);
+--- cls may be a list of classes (any of them).
+function M.isinstance(m, cls)
+  if type(cls) == "table" and not is_class(cls) then
+    for i, c in ipairs(cls) do
+      if not is_class(c) then
+        error(string.format("isinstance: class %d of the list is a %s, expected a module class (e.g. lt.nn.Conv2d)", i,
+          type(c)), 2)
+      end
+      if M.isinstance(m, c) then return true end
+    end
+    return false
+  end
+  if not is_class(cls) then
+    error("isinstance: argument #2 must be a module class (e.g. lt.nn.Conv2d) or a list of them, got " .. type(cls), 2)
+  end
+  if type(m) ~= "table" then return false end
+  local c = getmetatable(m)
+  if not is_class(c) then return false end
+  while c ~= nil do
+    if c == cls then return true end
+    c = rawget(c, "super")
+  end
+  return false
+end
 
 --- A new module class deriving from self: `local Net = lt.nn.Module:extend("Net")`; define
 --- Net:init(...) (the constructor) and Net:forward(...); `Net(...)` builds an instance.
