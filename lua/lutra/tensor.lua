@@ -146,5 +146,6 @@ end
 
 
 require "lutra.tensor_ops_a" -- sort, topk, logsumexp, any/all, repeat, flip, roll, unbind ...
+require "lutra.tensor_index" -- Torch7's x[{1, {2, 3}}]
 
 return methods
