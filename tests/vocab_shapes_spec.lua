@@ -24,7 +24,7 @@ local RUN = {
 
 describe("PyTorch 1.13 fixtures (vocab3.json)", function()
   for _, c in ipairs(CASES) do
-    it(c.name .. ": output and input gradient", function()
+    if RUN[c.op] then it(c.name .. ": output and input gradient", function()
       local x = T(c.x):requires_grad(true)
       local y = RUN[c.op](x, c)
       X.check(c.name .. " y", y, c.y, 0, 0)
@@ -32,7 +32,7 @@ describe("PyTorch 1.13 fixtures (vocab3.json)", function()
       local loss = (y * T(c.g)):sum()
       loss:backward()
       X.check(c.name .. " dx", x.grad, c.dx, 1e-5, 1e-6)
-    end)
+    end) end -- (the torch7_* cases are vocab_torch7_spec's)
   end
 end)
 

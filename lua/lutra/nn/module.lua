@@ -409,6 +409,67 @@ function Module:to(...)
   return self
 end
 
+-- ---- Torch7: getParameters ----------------------------------------------------------------------------------
+
+-- whether the flat pair of an earlier call still holds every parameter of root, in order; their gradients are
+-- linked to the flat grads again (zero_grad(true) drops a .grad: the next backward would make a new one)
+local function flat_still_holds(flat, list)
+  if not flat or #flat.views ~= #list then return false end
+  for i, p in ipairs(list) do
+    if flat.views[i] ~= p then return false end
+  end
+  lt.no_grad(function()
+    for i, p in ipairs(list) do
+      local g, view = p.grad, flat.grad_views[i]
+      if g then view:copy_(g) else view:zero_() end
+      p.grad = view
+    end
+  end)
+  return true
+end
+
+--- m:getParameters() -> params, grads: Torch7's flat views. params is one 1-D tensor holding every parameter of m
+--- (m:parameters()'s order) and grads one holding their gradients; each parameter field of m (and of its
+--- sub-modules, tied fields included) becomes a view into params, its .grad a view into grads, so updating params
+--- in place updates the model and backward accumulates into grads. Called again while the parameters are those
+--- views, it returns the same two tensors; after the model changed (a parameter replaced or added) it flattens
+--- anew, and tensors from the earlier call no longer follow the model. Call it before building an optimizer over
+--- m:parameters() (the optimizer holds the tensors it was given).
+function Module:getParameters()
+  local list = M.parameters(self)
+  local flat = rawget(self, "_flat_parameters")
+  if flat_still_holds(flat, list) then return flat.params, flat.grads end
+  local n = 0
+  for _, p in ipairs(list) do n = n + p:numel() end
+  local params, grads = lt.zeros(n), lt.zeros(n)
+  local views, grad_views, new_of = {}, {}, {}
+  local offset = 1
+  lt.no_grad(function()
+    for i, p in ipairs(list) do
+      local k = p:numel()
+      local v = params:narrow(1, offset, k):view(p:shape())
+      v:copy_(p)
+      local g = grads:narrow(1, offset, k):view(p:shape())
+      if p.grad then g:copy_(p.grad) end
+      views[i], grad_views[i], new_of[p] = v, g, v
+      offset = offset + k
+    end
+  end)
+  for i, p in ipairs(list) do
+    local v = views[i]
+    if frozen[p] then frozen[v] = true else v:requires_grad(true) end
+    v.grad = grad_views[i]
+  end
+  -- every field that held a parameter now holds its view (the tables the walk visits: modules and plain tables)
+  walk(self, { module = function(t)
+    for k, x in pairs(t) do
+      if lt.is_tensor(x) and new_of[x] then rawset(t, k, new_of[x]) end
+    end
+  end })
+  rawset(self, "_flat_parameters", { params = params, grads = grads, views = views, grad_views = grad_views })
+  return params, grads
+end
+
 --- Number of parameter elements.
 function Module:num_parameters()
   local n = 0

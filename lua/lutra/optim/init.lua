@@ -28,6 +28,8 @@ local M = {
   LBFGS = require "lutra.optim.lbfgs",
   is_optimizer = require("lutra.core").is_optimizer,
 }
+-- Torch7 optim's functional form: lt.optim.sgd(feval, x, config, state), lt.optim.adam(...) (optim/functional.lua)
+for k, f in pairs(require "lutra.optim.functional") do M[k] = f end
 
 -- the C kinds of core/src/optim_more.c: nothing to add in Lua beyond building the object
 local util = require "lutra.optim.util"
