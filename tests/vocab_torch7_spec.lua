@@ -44,7 +44,7 @@ describe("Torch7 table indexing", function()
       err_of(function() return x[{ { 1, 2, 3 } }] end), 1, true)
     assert.matches("index: entry 1 of a Torch7 index must be a number or a {first, last} range, got string",
       err_of(function() return x[{ "a" }] end), 1, true)
-    assert.matches("index: a tensor is not a key here (Torch7's x[mask]): use x:masked_fill(mask, v)",
+    assert.matches("index: a tensor is not a key here (Torch7's x[mask]): use x:masked_select(mask) to read",
       err_of(function() return x[x:gt(1)] end), 1, true)
     assert.matches("index: a tensor is indexed by a row number x[i] or a Torch7 list x[{i, {first, last}}], got a "
       .. "boolean", err_of(function() return x[true] end), 1, true)

@@ -2,7 +2,7 @@
 -- says the bytes are what was written, not that what was written is sane). Used by lutra.checkpoint on
 -- every read; each error is "<path>: key '<dotted key>': <what is wrong>".
 --
--- The rule (docs/reference/checkpoints_more.md):
+-- The rule (docs/reference/checkpoints.md):
 --   * a counter (epoch, global_step, each ready/started/processed/completed of a loop's progress, every
 --     other number under `loops`, an optimizer state's `step`, a scheduler's `_step_count`, a loader's
 --     numbers) is an integer in 0 .. 2^40 (about 1.1e12: far beyond any run; 1e15 is refused);

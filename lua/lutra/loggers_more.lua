@@ -1,4 +1,4 @@
--- lutra.loggers_more — lt.loggers.JSONLinesLogger and lt.loggers.TensorBoardLogger (docs/reference/loggers_more.md).
+-- lutra.loggers_more — lt.loggers.JSONLinesLogger and lt.loggers.TensorBoardLogger (docs/reference/loggers.md).
 -- Both keep CSVLogger's directory rule (lua/lutra/loggers.lua): <save_dir>/<name>/version_N, N the next free one.
 --
 --   JSONLinesLogger{save_dir=".", name="lutra_logs", version=nil, prefix=""}

@@ -72,8 +72,8 @@ end
 
 local function other_key(key)
   if core.is_tensor(key) then
-    error("index: a tensor is not a key here (Torch7's x[mask]): use x:masked_fill(mask, v), or x:index_select(dim, "
-      .. "indices) for rows", 3)
+    error("index: a tensor is not a key here (Torch7's x[mask]): use x:masked_select(mask) to read, "
+      .. "x:masked_fill(mask, v) to write", 3)
   end
   error(fmt("index: a tensor is indexed by a row number x[i] or a Torch7 list x[{i, {first, last}}], got a %s",
     type(key)), 3)

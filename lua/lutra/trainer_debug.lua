@@ -1,5 +1,5 @@
 -- lutra.trainer_debug — the Trainer's debugging options (Lightning 1.6's): detect_anomaly, track_grad_norm,
--- max_time (docs/reference/trainer_debug.md).
+-- max_time (docs/reference/trainer.md).
 --
 --   detect_anomaly=true   while a run of the trainer is going, every op the autograd records checks its output
 --                         and every backward kernel its gradients (core/src/autograd.c): the first op that makes

@@ -131,7 +131,7 @@ local lazy = {
   Timer = "lutra.callbacks.timer",
   ProgressBar = "lutra.callbacks.progress",
   ModelSummary = "lutra.callbacks.model_summary",
-  -- lightning: more callbacks (docs/reference/callbacks_more.md)
+  -- lightning: more callbacks (docs/reference/callbacks.md)
   StochasticWeightAveraging = "lutra.callbacks.swa",
   EMA = "lutra.callbacks.ema",
   GradientAccumulationScheduler = "lutra.callbacks.grad_accum",

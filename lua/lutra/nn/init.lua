@@ -38,7 +38,7 @@ end
 nn.eval = model_function("eval", function(root) return MM.train(root, false) end)
 nn.is_module = MM.is_module_instance
 nn.isinstance = MM.isinstance
--- lightning: freezing and hyper-parameters on plain model tables (docs/reference/callbacks_more.md)
+-- lightning: freezing and hyper-parameters on plain model tables (docs/reference/nn.md)
 nn.requires_grad_ = model_function("requires_grad_", MM.requires_grad_)
 nn.save_hyperparameters = model_function("save_hyperparameters", MM.save_hyperparameters)
 

@@ -588,7 +588,7 @@ function Module:extend(name)
   return setmetatable(cls, class_mt)
 end
 
--- ---- lightning: apply, requires_grad_, freeze, unfreeze, save_hyperparameters (docs/reference/callbacks_more.md)
+-- ---- lightning: apply, requires_grad_, freeze, unfreeze, save_hyperparameters (docs/reference/nn.md)
 
 --- m:apply(fn): fn(module) on every sub-module, children first, then m itself (torch's post-order); returns m.
 function Module:apply(fn)
