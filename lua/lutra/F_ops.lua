@@ -268,7 +268,7 @@ function M.pixel_shuffle(x, upscale_factor)
     error(string.format("pixel_shuffle: the channels (dim %d of %s: %d) must be divisible by upscale_factor^2 = %d",
       x:dim() - 2, x:shape_str(), C, r * r), 2)
   end
-  local c = C / (r * r)
+  local c = math.floor(C / (r * r)) -- (an integer: Lua 5.3 keeps / a float)
   local y = x:reshape(with_lead(lead, c, r, r, Hh, W)):permute(perm_after(#lead, 1, 4, 2, 5, 3))
   return y:reshape(with_lead(lead, c, Hh * r, W * r))
 end
@@ -281,7 +281,7 @@ function M.pixel_unshuffle(x, downscale_factor)
     error(string.format("pixel_unshuffle: the height and width (%d x %d of %s) must be divisible by "
       .. "downscale_factor %d", Hh, W, x:shape_str(), r), 2)
   end
-  local h, w = Hh / r, W / r
+  local h, w = math.floor(Hh / r), math.floor(W / r)
   local y = x:reshape(with_lead(lead, C, h, r, w, r)):permute(perm_after(#lead, 1, 3, 5, 2, 4))
   return y:reshape(with_lead(lead, C * r * r, h, w))
 end
