@@ -14,7 +14,8 @@
 --    definitions every other block of the page sees, and each other block runs in its own scope (a
 --    function of its own), so an entry's example stands alone;
 --  * every relative link and #anchor of docs/ and README.md resolves, and every `docs/....md` path that
---    code, comments and error messages mention exists (tests/helpers/md_links.lua).
+--    code, comments and error messages mention exists, and every source file the docs name exists
+--    (tests/helpers/md_links.lua).
 local fs = require "tests.helpers.fs"
 local md_links = require "tests.helpers.md_links"
 
@@ -195,6 +196,17 @@ describe("docs", function()
     assert(#broken == 0, #broken .. " broken links:\n  " .. table.concat(broken, "\n  "))
   end)
 
+  it("lists every reference page in docs/reference/README.md", function()
+    local index = assert(fs.slurp(DOCS .. "/reference/README.md"))
+    local listed, unlisted = {}, {}
+    for target in index:gmatch("%]%(([%w_%-]+%.md)%)") do listed[target] = true end
+    for _, path in ipairs(list_md(DOCS .. "/reference")) do
+      local name = path:match("([^/]+)$")
+      if name ~= "README.md" and not listed[name] then unlisted[#unlisted + 1] = name end
+    end
+    assert(#unlisted == 0, "pages docs/reference/README.md does not list: " .. table.concat(unlisted, ", "))
+  end)
+
   it("finds every docs/....md path that code, comments and messages mention", function()
     local files = {}
     local p = io.popen("git ls-files lua core examples tests models bench lutra README.md 2>/dev/null")
@@ -205,6 +217,17 @@ describe("docs", function()
     assert.is_true(#files > 100, "git ls-files found " .. #files .. " files")
     local broken = md_links.broken_mentions(files)
     assert(#broken == 0, #broken .. " mentions of missing docs:\n  " .. table.concat(broken, "\n  "))
+  end)
+
+  -- (design-*.md plan files that do not exist yet)
+  it("finds every source file the docs name (lua/lutra/..., core/src/..., tests/...)", function()
+    local files = { "README.md" }
+    for _, path in ipairs(list_md(DOCS)) do
+      if not path:match("/design%-[^/]*$") then files[#files + 1] = path end
+    end
+    local broken = md_links.broken_source_mentions(files)
+    assert(#broken == 0, #broken .. " source files named in the docs do not exist (moved? renamed?):\n  " ..
+      table.concat(broken, "\n  "))
   end)
 
   it("the link checker finds a missing page, a missing #anchor and a mentioned page that does not exist", function()
@@ -222,6 +245,9 @@ describe("docs", function()
     local missing = "docs/reference/nn_" .. "nothing.md" -- (not spelled whole: this file is checked too)
     local code = fs.spit(dir .. "/c.lua", "-- see docs/reference/nn.md and " .. missing .. "\n")
     assert.are.same({ code .. ":1: " .. missing }, md_links.broken_mentions({ code }))
+    local gone = "lua/lutra/" .. "nothing.lua"
+    local doc = fs.spit(dir .. "/d.md", "`lua/lutra/nn/module.lua`, core/src/*.h, lua/lutra/nn/, " .. gone .. ".\n")
+    assert.are.same({ doc .. ":1: " .. gone }, md_links.broken_source_mentions({ doc }))
     fs.rmrf(dir)
   end)
 end)

@@ -5,7 +5,7 @@
 -- one cannot miss the convention.
 local lt = require "lutra"
 local err_of = require "tests.helpers.err_of"
-local SIG = require "lutra.signatures"
+local SIG = require "lutra.utils.signatures"
 local unpack = require("lutra._compat").unpack
 
 local nn, S = lt.nn, lt.optim.lr_scheduler

@@ -2,7 +2,8 @@
 -- ([text](path), [text](path#anchor), [text](#anchor)) names a file that exists and, for an anchor, a heading
 -- of that file (GitHub's anchors: the heading's text lower-cased, punctuation dropped, spaces as '-', a
 -- repeated heading getting -1, -2, ...); and every path `docs/....md` (or `reference/....md` inside docs/) that
--- code, comments and error messages mention exists. Plain Lua, no lutra.
+-- code, comments and error messages mention exists; and every source file the docs name exists. Plain Lua,
+-- no lutra.
 local M = {}
 
 local function slurp(path)
@@ -128,6 +129,34 @@ function M.broken_mentions(paths)
       if path:match("^docs/") then
         for before, mention in line:gmatch("(.?)(reference/[%w_%-]+%.md)") do
           if before ~= "/" and not exists("docs/" .. mention) then
+            problems[#problems + 1] = path .. ":" .. n .. ": " .. mention
+          end
+        end
+      end
+    end
+  end
+  return problems
+end
+
+-- the folders of the repository whose files the docs name
+local SOURCE_DIRS = { "lua/", "core/", "tests/", "examples/", "models/", "bench/" }
+local SOURCE_EXT = { lua = true, c = true, h = true, py = true, sh = true, md = true, proto = true }
+
+--- The source files the Markdown files `paths` name (`lua/lutra/nn/module.lua`, `core/src/ops_binary.c`, ...)
+--- that do not exist, as "file:line: path". A path with a wildcard (`core/src/*.h`) or without a file name
+--- is not checked.
+function M.broken_source_mentions(paths)
+  local problems = {}
+  for _, path in ipairs(paths) do
+    local n = 0
+    for line in ((slurp(path) or "") .. "\n"):gmatch("([^\n]*)\n") do
+      n = n + 1
+      for _, dir in ipairs(SOURCE_DIRS) do
+        for at, mention in line:gmatch("()(" .. dir:gsub("%p", "%%%0") .. "[%w_./%-]+)") do
+          mention = mention:gsub("[.]+$", "")
+          local ext = mention:match("%.(%w+)$")
+          local before = at > 1 and line:sub(at - 1, at - 1) or ""
+          if ext and SOURCE_EXT[ext] and not before:match("[%w_./%-]") and not exists(mention) then
             problems[#problems + 1] = path .. ":" .. n .. ": " .. mention
           end
         end

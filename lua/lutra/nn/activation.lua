@@ -1,6 +1,6 @@
 -- nn/activation.lua — ReLU([inplace]), LeakyReLU([negative_slope=0.01[, inplace]]), GELU({approximate="none"|"tanh"}),
 -- Tanh, Sigmoid, Softmax(dim), LogSoftmax(dim) (dim 1-based; negative counts from the end). No parameters.
--- Arguments as PyTorch's, positionally or in an options table (lua/lutra/signatures.lua).
+-- Arguments as PyTorch's, positionally or in an options table (lua/lutra/utils/signatures.lua).
 local lt = require "lutra"
 local H = require "lutra.nn.helpers"
 

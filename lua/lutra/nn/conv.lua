@@ -6,7 +6,7 @@
 -- nn_conv.c's tuned im2col + GEMM (fused with a following ReLU in nn.Sequential); the rest nn_conv_general.c.
 local lt = require "lutra"
 local H = require "lutra.nn.helpers"
-local FV = require "lutra.F_vision"
+local FV = require "lutra.F.vision"
 
 local PADDING_MODES = { zeros = true, reflect = true, replicate = true, circular = true }
 

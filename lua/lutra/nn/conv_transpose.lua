@@ -6,7 +6,7 @@
 local lt = require "lutra"
 local H = require "lutra.nn.helpers"
 local F = require "lutra.F"
-local FV = require "lutra.F_vision"
+local FV = require "lutra.F.vision"
 
 local ConvTranspose2d = H.class("ConvTranspose2d")
 ConvTranspose2d._params = { "weight", "bias" }

@@ -1,6 +1,6 @@
 -- nn/dropout2d.lua — Dropout2d(p=0.5) and Dropout3d(p=0.5): in training, zero whole channels (one draw per item and
 -- channel from lt's RNG, so lt.manual_seed reproduces it) and scale the rest by 1/(1-p); in eval, the identity.
--- Inputs as PyTorch 1.13 takes them (lt.F.dropout2d/dropout3d, lua/lutra/F_vision.lua): Dropout2d [N, C, H, W] or
+-- Inputs as PyTorch 1.13 takes them (lt.F.dropout2d/dropout3d, lua/lutra/F/vision.lua): Dropout2d [N, C, H, W] or
 -- [N, C, L], other inputs of 2 dims or more with a warning; Dropout3d [N, C, D, H, W] or [C, D, H, W], others with a
 -- warning.
 local lt = require "lutra"

@@ -1,16 +1,16 @@
 -- nn/helpers.lua — small pieces shared by the module files: option checking and parameter creation.
 local lt = require "lutra"
-local util = require "lutra.util"
+local util = require "lutra.utils.check"
 
 local H = {}
 
-local SIGNATURES = require("lutra.signatures").nn
+local SIGNATURES = require("lutra.utils.signatures").nn
 
 --- A built-in module class: base:extend(name) (base: Module) with PyTorch's signature of that name
---- (lua/lutra/signatures.lua), so its constructor takes PyTorch's positional arguments and an options table.
+--- (lua/lutra/utils/signatures.lua), so its constructor takes PyTorch's positional arguments and an options table.
 function H.class(name, base)
   local sig = SIGNATURES[name]
-  if not sig then error("nn/helpers: no PyTorch signature declared for " .. name .. " (lua/lutra/signatures.lua)", 2) end
+  if not sig then error("nn/helpers: no PyTorch signature declared for " .. name .. " (lua/lutra/utils/signatures.lua)", 2) end
   local cls = (base or require("lutra.nn.module").Module):extend(name)
   cls._signature = sig
   return cls
@@ -27,7 +27,7 @@ end
 
 --- Checks an options table: a table (or nil), only known names, each of the expected Lua type.
 --- spec = { name = "number" | "boolean" | "table" | "number|table" | ... }
---- Checks an options table (lutra.util.check_options); spec = { name = "number" | "boolean" | "number|table" | ... }.
+--- Checks an options table (lutra.utils.check.check_options); spec = { name = "number" | "boolean" | "number|table" | ... }.
 --- A NaN number passes: the module's range checks say what is wrong with it.
 function H.check_opts(where, opts, spec, level)
   -- not a tail call: Lua 5.1 counts a tail call as a level of its own, LuaJIT and 5.2+ do not

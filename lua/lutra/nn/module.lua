@@ -21,7 +21,7 @@
 -- parameter, named by its first path in that order (parameters and optimizers see it once); state_dict
 -- lists it under every name that holds it, as PyTorch's, and load_state_dict fills it from any of them.
 local lt = require "lutra"
-local util = require "lutra.util"
+local util = require "lutra.utils.check"
 local unpack = require("lutra._compat").unpack
 
 local Module = { __lutra_module = true }
@@ -250,7 +250,7 @@ end
 
 function M.load_state_dict(root, sd, opts)
   if type(sd) ~= "table" then error("load_state_dict: expected a table of tensors, got " .. type(sd), 2) end
-  opts = require("lutra.util").check_options("load_state_dict", opts, { strict = "boolean" })
+  opts = require("lutra.utils.check").check_options("load_state_dict", opts, { strict = "boolean" })
   sd = upgrade_legacy_keys(root, sd)
   local strict = opts.strict ~= false
   local own, order, names_of = {}, {}, {}
@@ -509,7 +509,7 @@ class_mt.__index = function(cls, k)
   check_torch_only(cls, k)
   return nil
 end
--- The arguments of a class with PyTorch's signature (cls._signature, lua/lutra/signatures.lua): PyTorch's positional
+-- The arguments of a class with PyTorch's signature (cls._signature, lua/lutra/utils/signatures.lua): PyTorch's positional
 -- values and the options table merged by name (util.merge_positional), then handed to init as its `pos` leading
 -- arguments and an options table of the rest (which init checks). An init without options (sig.no_options)
 -- gets none: what is left over is an unknown option.

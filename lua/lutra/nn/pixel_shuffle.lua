@@ -1,5 +1,5 @@
 -- nn/pixel_shuffle.lua — PixelShuffle(upscale_factor) and PixelUnshuffle(downscale_factor): lt.F.pixel_shuffle and
--- pixel_unshuffle (lua/lutra/F_ops.lua) as modules; [... x C*r^2 x H x W] <-> [... x C x H*r x W*r]. No parameters.
+-- pixel_unshuffle (lua/lutra/F/utilities.lua) as modules; [... x C*r^2 x H x W] <-> [... x C x H*r x W*r]. No parameters.
 --
 --   local up = lt.nn.PixelShuffle(3)     -- super-resolution: [N, 9, 32, 32] -> [N, 1, 96, 96]
 local lt = require "lutra"

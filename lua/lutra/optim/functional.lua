@@ -9,7 +9,7 @@
 --     return loss:item(), grads end
 --   lt.optim.sgd(feval, params, {learningRate = 0.1, momentum = 0.9})
 local lt = require "lutra"
-local util = require "lutra.util"
+local util = require "lutra.utils.check"
 
 local M = {}
 

@@ -31,8 +31,8 @@ local M = {
 -- Torch7 optim's functional form: lt.optim.sgd(feval, x, config, state), lt.optim.adam(...) (optim/functional.lua)
 for k, f in pairs(require "lutra.optim.functional") do M[k] = f end
 
--- the C kinds of core/src/optim_more.c: nothing to add in Lua beyond building the object
-local util = require "lutra.optim.util"
+-- the C kinds of core/src/optim_adaptive.c: nothing to add in Lua beyond building the object
+local util = require "lutra.optim.param_groups"
 for _, kind in ipairs { "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "ASGD" } do
   M[kind] = function(params, ...)
     local opt = util.build(kind, params, ...) -- (not a tail call: errors point at the caller)
