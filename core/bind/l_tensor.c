@@ -47,8 +47,7 @@ static int l_index_lua(lua_State *L, const char *method, int nargs) {
   if (luaL_getmetafield(L, 1, "methods")) {
     lua_getfield(L, -1, method);
     lua_remove(L, -2);
-  } else
-    lua_pushnil(L);
+  } else lua_pushnil(L);
   if (lua_isnil(L, -1))
     return l_errorf(L, "index: a tensor is indexed by a row number x[i] (got a %s)", luaL_typename(L, 2));
   lua_insert(L, 1);
