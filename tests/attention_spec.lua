@@ -326,7 +326,7 @@ describe("transformer modules", function()
       "TransformerDecoderLayer: unknown option 'norm_frist' (known options: activation, batch_first, d_model, " ..
       "dim_feedforward, dropout, layer_norm_eps, nhead, norm_first)")
     assert.has_error(function() nn.TransformerEncoderLayer(8, 2, 16, { dim_feedforward = 32 }) end,
-      "TransformerEncoderLayer: dim_feedforward given both as argument #3 and as an option")
+      "TransformerEncoderLayer: option 'dim_feedforward' given both as argument #3 and in the options table")
     assert.has_error(function() nn.TransformerEncoderLayer(8, 2, { dropout = 0 / 0 }) end,
       "TransformerEncoderLayer: dropout must be a probability between 0 and 1, got " .. tostring(0 / 0))
     assert.has_error(function() nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2), 0) end,

@@ -17,7 +17,7 @@ describe("missing names", function()
     { "lt.nn", function() return lt.nn.Linaer end, "lt.nn has no 'Linaer' (did you mean 'Linear'?)" },
     { "lt.F", function() return lt.F.cross_entropi end, "lt.F has no 'cross_entropi' (did you mean 'cross_entropy'?)" },
     { "lt.optim", function() return lt.optim.Adamm end, "lt.optim has no 'Adamm' (did you mean 'Adam'?)" },
-    { "lt.optim (case)", function() return lt.optim.sgd end, "lt.optim has no 'sgd' (did you mean 'SGD'?)" },
+    { "lt.optim (case)", function() return lt.optim.adamw end, "lt.optim has no 'adamw' (did you mean 'AdamW'?)" },
     { "lt.optim.lr_scheduler", function() return lt.optim.lr_scheduler.StepRL end,
       "lt.optim.lr_scheduler has no 'StepRL' (did you mean 'StepLR'?)" },
     { "lt.data", function() return lt.data.DataLoder end, "lt.data has no 'DataLoder' (did you mean 'DataLoader'?)" },

@@ -110,11 +110,11 @@ describe("activation errors", function()
       err_of(F.prelu, x, lt.ones(2)), 1, true)
     assert.matches("Hardtanh: min_val 1 must be less than or equal to max_val -1", err_of(nn.Hardtanh, 1, -1), 1, true)
     assert.matches("Softplus: beta must not be 0", err_of(nn.Softplus, { beta = 0 }), 1, true)
-    assert.matches("SiLU: unknown option 'inplace'", err_of(nn.SiLU, { inplace = true }), 1, true)
-    assert.matches("ELU: takes alpha or one options table {alpha} (PyTorch's inplace is not supported)",
-      err_of(nn.ELU, 1, true), 1, true)
-    assert.matches("Hardtanh: takes min_val, max_val or one options table {min_val, max_val}",
-      err_of(nn.Hardtanh, -1, 1, true), 1, true)
+    assert.matches("SiLU: unknown option 'inplac' (known options: inplace)", err_of(nn.SiLU, { inplac = true }), 1, true)
+    assert.matches("ELU: options must be a table, got number (it takes at most 2 positional arguments: alpha, inplace)",
+      err_of(nn.ELU, 1, true, 3), 1, true)
+    assert.matches("Hardtanh: takes at most 3 positional arguments (min_val, max_val, inplace), got 5",
+      err_of(nn.Hardtanh, -1, 1, true, 2, 3), 1, true)
     assert.matches("elu: takes (x[, alpha])", err_of(F.elu, x, 1, true), 1, true)
     assert.matches("hardtanh: takes (x[, min_val[, max_val]])", err_of(F.hardtanh, x, -1, 1, true), 1, true)
     assert.matches("softplus: options come as one table, got another argument after it",

@@ -367,7 +367,7 @@ describe("lt.optim errors", function()
   local w = lt.param(lt.ones(2))
 
   it("rejects unknown options, naming them", function()
-    assert.matches("SGD: unknown option 'lrr' %(expected one of lr, momentum, dampening, weight_decay, nesterov, maximize%)",
+    assert.matches("SGD: unknown option 'lrr' %(known options: lr, momentum, dampening, weight_decay, nesterov, maximize%)",
       errmsg(lt.optim.SGD, { w }, { lr = 0.1, lrr = 1 }))
     assert.matches("Adam: unknown option 'momentum'", errmsg(lt.optim.Adam, { w }, { momentum = 0.9 }))
     assert.matches("SGD: unknown option 'foo'", errmsg(lt.optim.SGD, { { params = { w }, foo = 1 } }, { lr = 1 }))
@@ -378,7 +378,8 @@ describe("lt.optim errors", function()
     assert.matches("SGD: option 'nesterov' must be a boolean, got number",
       errmsg(lt.optim.SGD, { w }, { lr = 0.1, nesterov = 1 }))
     assert.matches("Adam: option 'betas' must be a table of two numbers", errmsg(lt.optim.Adam, { w }, { betas = 0.9 }))
-    assert.matches("SGD: options must be a table, got number", errmsg(lt.optim.SGD, { w }, 0.1))
+    assert.matches("SGD: options must be a table, got number (it takes at most 5 positional arguments: lr, momentum, "
+      .. "dampening, weight_decay, nesterov)", errmsg(lt.optim.SGD, { w }, 0.1, 0, 0, 0, false, 1), 1, true)
   end)
 
   it("rejects invalid values with PyTorch's checks", function()

@@ -121,7 +121,7 @@ static void unknown_option(lua_State *L, lt_optim_kind kind, const char *k, int 
   }
   if (allow_params) luaL_addstring(&b, ", params");
   luaL_pushresult(&b);
-  luaL_error(L, "%s: unknown option '%s' (expected one of %s)", lt_optim_kind_name(kind), k, lua_tostring(L, -1));
+  luaL_error(L, "%s: unknown option '%s' (known options: %s)", lt_optim_kind_name(kind), k, lua_tostring(L, -1));
 }
 
 /* Reads every key of the options table at idx into h (h holds the defaults on entry). Unknown keys are

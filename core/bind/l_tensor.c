@@ -40,6 +40,21 @@ lt_tensor *l_check_writable(lua_State *L, lt_tensor *t, const char *name) {
   return t;
 }
 
+/* x[key] for a key that is neither a name nor a row number (Torch7's x[{1, {2, 3}}], x[mask]): the tensor method
+ * written in Lua (lua/lutra/tensor_index.lua) answers or raises saying how; nargs: 2 (x, key) or 3 (x, key, v) */
+static int l_index_lua(lua_State *L, const char *method, int nargs) {
+  lua_settop(L, nargs);
+  if (luaL_getmetafield(L, 1, "methods")) {
+    lua_getfield(L, -1, method);
+    lua_remove(L, -2);
+  } else lua_pushnil(L);
+  if (lua_isnil(L, -1))
+    return l_errorf(L, "index: a tensor is indexed by a row number x[i] (got a %s)", luaL_typename(L, 2));
+  lua_insert(L, 1);
+  lua_call(L, nargs, nargs == 2 ? 1 : 0);
+  return nargs == 2 ? 1 : 0;
+}
+
 /* x.grad, x[i], then methods */
 static int l_index(lua_State *L) {
   lt_tensor *t = l_totensor(L, 1);
@@ -69,6 +84,7 @@ static int l_index(lua_State *L) {
     if (i < 0) i += t->shape[0] + 1;
     return l_push(L, lt_op_select(L_CTX(L), t, 0, i - 1));
   }
+  if (t && !lua_isnil(L, 2)) return l_index_lua(L, "_index_key", 2); /* x[{1, {2, 3}}], x[mask] */
   lua_pushnil(L);
   return 1;
 }
@@ -107,7 +123,8 @@ static int l_newindex(lua_State *L) {
     l_check(L, rc);
     return 0;
   }
-  return l_errorf(L, "tensor: cannot set field '%s' (tensors only accept x.grad = ... and x[i] = ...)",
+  if (lua_type(L, 2) != LUA_TSTRING && !lua_isnil(L, 2)) return l_index_lua(L, "_newindex_key", 3); /* x[{..}] = v */
+  return l_errorf(L, "tensor: cannot set field '%s' (tensors only accept x.grad = ..., x[i] = ... and x[{...}] = ...)",
                   lua_tostring(L, 2) ? lua_tostring(L, 2) : luaL_typename(L, 2));
 }
 

@@ -1,6 +1,7 @@
 -- F/utilities.lua — lt.F's tensor utilities (PyTorch's torch.nn.functional names): one_hot, pad, normalize,
--- cosine_similarity, interpolate. Composed of the core's differentiable ops (cat, index_select, matmul, sum,
--- clamp), so each has a backward. Dims are 1-based (PyTorch's default dim=1 is 2 here); classes are 1-based.
+-- cosine_similarity, interpolate, pixel_shuffle, pixel_unshuffle. Composed of the core's differentiable ops (cat,
+-- index_select, matmul, sum, clamp, reshape, permute), so each has a backward. Dims are 1-based (PyTorch's default
+-- dim=1 is 2 here); classes are 1-based.
 --
 --   local y = lt.F.one_hot(targets, 10)                                  -- [N] int64 1..10 -> [N x 10] int64
 --   local p = lt.F.pad(x, {1, 1, 2, 0}, {mode = "reflect"})             -- last dim by 1+1, the one before by 2+0
@@ -223,6 +224,66 @@ function M.interpolate(x, opts)
     y = ah:matmul(y)
   end
   return y
+end
+
+-- ---- pixel_shuffle, pixel_unshuffle ---------------------------------------------------------------------------
+
+-- x [..., C, H, W] checked: a tensor of 3 dims or more and a factor r >= 1; returns the leading dims (a list), C, H, W
+local function pixel_input(fname, x, r, what)
+  check_tensor(fname, x, "input")
+  if type(r) ~= "number" or r ~= math.floor(r) or r < 1 or r > 2 ^ 31 - 1 then
+    error(string.format("%s: %s must be an integer >= 1, got %s", fname, what, tostring(r)), 3)
+  end
+  local shape = x:shape()
+  local n = #shape
+  if n < 3 then
+    error(string.format("%s: input must be [... x C x H x W] (3 dims or more), got %s", fname, x:shape_str()), 3)
+  end
+  local lead = {}
+  for i = 1, n - 3 do lead[i] = shape[i] end
+  return lead, shape[n - 2], shape[n - 1], shape[n]
+end
+
+local function with_lead(lead, ...)
+  local out = {}
+  for i = 1, #lead do out[i] = lead[i] end
+  for _, v in ipairs { ... } do out[#out + 1] = v end
+  return out
+end
+
+-- the permutation of the 5 trailing dims after k leading ones
+local function perm_after(k, ...)
+  local p = {}
+  for i = 1, k do p[i] = i end
+  for _, d in ipairs { ... } do p[#p + 1] = k + d end
+  return p
+end
+
+--- pixel_shuffle(x [... x C*r^2 x H x W], r) -> [... x C x H*r x W*r]: each group of r^2 channels becomes an r x r
+--- block of pixels (PyTorch's layout: channel c*r^2 + i*r + j goes to pixel (h*r + i, w*r + j) of channel c).
+function M.pixel_shuffle(x, upscale_factor)
+  local r = upscale_factor
+  local lead, C, Hh, W = pixel_input("pixel_shuffle", x, r, "upscale_factor")
+  if C % (r * r) ~= 0 then
+    error(string.format("pixel_shuffle: the channels (dim %d of %s: %d) must be divisible by upscale_factor^2 = %d",
+      x:dim() - 2, x:shape_str(), C, r * r), 2)
+  end
+  local c = math.floor(C / (r * r)) -- (an integer: Lua 5.3 keeps / a float)
+  local y = x:reshape(with_lead(lead, c, r, r, Hh, W)):permute(perm_after(#lead, 1, 4, 2, 5, 3))
+  return y:reshape(with_lead(lead, c, Hh * r, W * r))
+end
+
+--- pixel_unshuffle(x [... x C x H*r x W*r], r) -> [... x C*r^2 x H x W]: pixel_shuffle's inverse.
+function M.pixel_unshuffle(x, downscale_factor)
+  local r = downscale_factor
+  local lead, C, Hh, W = pixel_input("pixel_unshuffle", x, r, "downscale_factor")
+  if Hh % r ~= 0 or W % r ~= 0 then
+    error(string.format("pixel_unshuffle: the height and width (%d x %d of %s) must be divisible by "
+      .. "downscale_factor %d", Hh, W, x:shape_str(), r), 2)
+  end
+  local h, w = math.floor(Hh / r), math.floor(W / r)
+  local y = x:reshape(with_lead(lead, C, h, r, w, r)):permute(perm_after(#lead, 1, 3, 5, 2, 4))
+  return y:reshape(with_lead(lead, C * r * r, h, w))
 end
 
 return M

@@ -1,6 +1,6 @@
 -- F/vision.lua — lt.F's convolution, pooling and normalisation functions for images and sequences
 -- (PyTorch's torch.nn.functional names): conv1d, conv2d, conv_transpose2d, max_pool1d/2d, avg_pool1d/2d,
--- adaptive_avg_pool1d/2d, adaptive_max_pool1d/2d, group_norm, instance_norm, dropout2d.
+-- adaptive_avg_pool1d/2d, adaptive_max_pool1d/2d, group_norm, instance_norm, dropout2d, dropout3d.
 -- The kernels are C (core/src/nn_conv.c, nn_conv_general.c, nn_pool.c, nn_pool_adaptive.c, nn_group_norm.c);
 -- 1-d forms run as 2-d ones on a height of 1.
 --
@@ -294,21 +294,66 @@ function M.instance_norm(x, opts)
   return V.group_norm(x, x:size(2), o.weight, o.bias, eps, o.running_mean, o.running_var, momentum)
 end
 
---- dropout2d(x [N x C x H x W] (or [N x C x L])[, p = 0.5[, training = true]]): zeroes whole channels (one draw per
---- item and channel from lt's RNG) and scales the rest by 1/(1-p)
-function M.dropout2d(x, p, training)
-  check_tensor("dropout2d", x, "input")
-  p = p or 0.5
-  if type(p) ~= "number" or not (p >= 0 and p <= 1) then
-    error("dropout2d: p must be a probability between 0 and 1, got " .. tostring(p), 2)
-  end
-  if x:dim() ~= 3 and x:dim() ~= 4 then
-    error("dropout2d: input must be [batch x channels x height x width] (or 3-D), got " .. x:shape_str(), 2)
-  end
+-- PyTorch 1.13 warns, once here, about the inputs its channel dropouts take but deprecate
+local warned = {}
+local function warn_once(key, msg)
+  if warned[key] then return end
+  warned[key] = true
+  lt._warn(msg)
+end
+
+-- PyTorch's feature dropout: one draw per item and channel (dims 1 and 2), shared by the rest of the dims; a 2-D
+-- input [N, C] gets one draw per element
+local function feature_dropout(x, p, training)
   if training == false or p == 0 then return x end
   local shape = x:shape()
   for d = 3, #shape do shape[d] = 1 end
   return x * C.dropout(lt.ones(shape), p, true)
+end
+
+local function check_p(fn, p)
+  if type(p) ~= "number" or not (p >= 0 and p <= 1) then
+    error(fn .. ": p must be a probability between 0 and 1, got " .. tostring(p), 3)
+  end
+end
+
+--- dropout2d(x [N x C x H x W] (or [N x C x L])[, p = 0.5[, training = true]]): zeroes whole channels (one draw per
+--- item and channel from lt's RNG) and scales the rest by 1/(1-p). As PyTorch 1.13: a 3-D input is [N, C, L] and
+--- any other input of 2 dims or more is taken as [N, C, ...] with a warning (a 2-D input drops single elements).
+function M.dropout2d(x, p, training)
+  check_tensor("dropout2d", x, "input")
+  p = p or 0.5
+  check_p("dropout2d", p)
+  local n = x:dim()
+  if n < 2 then
+    error("dropout2d: input must have at least 2 dimensions ([N x C x H x W]), got " .. x:shape_str(), 2)
+  end
+  if n == 3 then
+    warn_once("dropout2d3", "dropout2d: a 3-D input is taken as [N, C, L] (channel-wise 1-D dropout), as PyTorch "
+      .. "1.13 does; PyTorch's later releases read it as [C, H, W]")
+  elseif n ~= 4 then
+    warn_once("dropout2d" .. n, string.format("dropout2d: a %d-D input is deprecated (PyTorch 1.13): it is taken as "
+      .. "[N, C, ...]%s; dropout2d is for 3-D or 4-D inputs, use dropout for element-wise dropout", n,
+      n == 2 and ", which drops single elements" or ""))
+  end
+  return feature_dropout(x, p, training)
+end
+
+--- dropout3d(x [N x C x D x H x W] (or [C x D x H x W])[, p = 0.5[, training = true]]): zeroes whole channels, as
+--- dropout2d. As PyTorch 1.13: an input that is not 5-D is taken as one item without the batch dimension ([C, ...]),
+--- with a warning unless it is 4-D.
+function M.dropout3d(x, p, training)
+  check_tensor("dropout3d", x, "input")
+  p = p or 0.5
+  check_p("dropout3d", p)
+  local n = x:dim()
+  if n < 1 then error("dropout3d: input must have at least 1 dimension ([N x C x D x H x W]), got a scalar", 2) end
+  if n ~= 4 and n ~= 5 then
+    warn_once("dropout3d" .. n, string.format("dropout3d: a %d-D input is deprecated (PyTorch 1.13): it is taken as "
+      .. "one item [C, ...]; dropout3d is for 4-D or 5-D inputs, use dropout for element-wise dropout", n))
+  end
+  if n == 5 then return feature_dropout(x, p, training) end
+  return feature_dropout(x:unsqueeze(1), p, training):squeeze(1)
 end
 
 return M

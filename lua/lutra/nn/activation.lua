@@ -1,26 +1,32 @@
--- nn/activation.lua — ReLU, LeakyReLU({negative_slope=0.01}), GELU({approximate="none"|"tanh"}), Tanh, Sigmoid,
--- Softmax(dim), LogSoftmax(dim) (dim 1-based; negative counts from the end). No parameters.
+-- nn/activation.lua — ReLU([inplace]), LeakyReLU([negative_slope=0.01[, inplace]]), GELU({approximate="none"|"tanh"}),
+-- Tanh, Sigmoid, Softmax(dim), LogSoftmax(dim) (dim 1-based; negative counts from the end). No parameters.
+-- Arguments as PyTorch's, positionally or in an options table (lua/lutra/utils/signatures.lua).
 local lt = require "lutra"
-local Module = require("lutra.nn.module").Module
 local H = require "lutra.nn.helpers"
 
 local A = {}
 
-local function simple(name, method)
-  local cls = Module:extend(name)
-  function cls:init(opts) H.check_opts(name, opts, {}, 3) end
+local function simple(name, method, has_inplace)
+  local cls = H.class(name)
+  function cls:init(opts)
+    opts = H.check_opts(name, opts, has_inplace and { inplace = "boolean" } or {}, 3)
+    if has_inplace then self.inplace = opts.inplace == true end
+  end
+  if has_inplace then
+    function cls:extra_repr() return self.inplace and "inplace=true" or "" end
+  end
   function cls:forward(x)
     if not lt.is_tensor(x) then self:fail("expected a tensor input, got " .. type(x)) end
-    return x[method](x)
+    return H.inplace_result(self, x, x[method](x))
   end
   A[name] = cls
 end
-simple("ReLU", "relu")
+simple("ReLU", "relu", true)
 simple("Tanh", "tanh")
 simple("Sigmoid", "sigmoid")
 
 -- GELU([{approximate = "none"|"tanh"}]): the exact form (erf) or its tanh approximation, as F.gelu
-local GELU = Module:extend("GELU")
+local GELU = H.class("GELU")
 function GELU:init(opts)
   opts = H.check_opts("GELU", opts, { approximate = "string" }, 3)
   local a = opts.approximate or "none"
@@ -35,23 +41,24 @@ function GELU:forward(x)
 end
 A.GELU = GELU
 
-local LeakyReLU = Module:extend("LeakyReLU")
+local LeakyReLU = H.class("LeakyReLU")
 function LeakyReLU:init(opts)
-  if type(opts) == "number" then opts = { negative_slope = opts } end
-  opts = H.check_opts("LeakyReLU", opts, { negative_slope = "number" }, 3)
+  opts = H.check_opts("LeakyReLU", opts, { negative_slope = "number", inplace = "boolean" }, 3)
   self.negative_slope = H.check_finite("LeakyReLU", "negative_slope", opts.negative_slope or 0.01, nil, 3)
+  self.inplace = opts.inplace == true
 end
-function LeakyReLU:extra_repr() return "negative_slope=" .. self.negative_slope end
+function LeakyReLU:extra_repr()
+  return "negative_slope=" .. self.negative_slope .. (self.inplace and ", inplace=true" or "")
+end
 function LeakyReLU:forward(x)
   if not lt.is_tensor(x) then self:fail("expected a tensor input, got " .. type(x)) end
-  return x:leaky_relu(self.negative_slope)
+  return H.inplace_result(self, x, x:leaky_relu(self.negative_slope))
 end
 A.LeakyReLU = LeakyReLU
 
 local function softmax_like(name, method)
-  local cls = Module:extend(name)
+  local cls = H.class(name)
   function cls:init(dim)
-    if type(dim) == "table" then dim = dim.dim end
     if type(dim) ~= "number" or dim ~= math.floor(dim) or dim == 0 then
       error(string.format("%s: dim must be a non-zero integer (1-based; negative counts from the end), got %s",
         name, tostring(dim)), 3)

@@ -17,13 +17,12 @@
 -- that carry gradients; without, the fused kernel lt.F.scaled_dot_product_attention does it (lua/lutra/F/attention.lua),
 -- which never builds them (its dropout draws differ from the explicit path's).
 local lt = require "lutra"
-local Module = require("lutra.nn.module").Module
 local H = require "lutra.nn.helpers"
 local F = require "lutra.F"
 local init = require "lutra.nn.initializers"
 local Linear = require "lutra.nn.linear"
 
-local MHA = Module:extend("MultiheadAttention")
+local MHA = H.class("MultiheadAttention")
 
 function MHA:init(embed_dim, num_heads, opts)
   H.check_int("MultiheadAttention", "embed_dim", embed_dim, 1, 3)

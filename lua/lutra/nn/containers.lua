@@ -6,6 +6,7 @@
 --   self.heads = lt.nn.ModuleDict{ cls = lt.nn.Linear(8, 10) }     -- self.heads.cls(x)
 local lt = require "lutra"
 local MM = require "lutra.nn.module"
+local H = require "lutra.nn.helpers"
 local Module = MM.Module
 
 local C = {}
@@ -147,7 +148,7 @@ C.ModuleDict = ModuleDict
 
 -- ---- Unflatten --------------------------------------------------------------------------------------
 
-local Unflatten = Module:extend("Unflatten")
+local Unflatten = H.class("Unflatten")
 
 --- Unflatten(dim, sizes): dim (1-based, negative from the end) split into sizes (one may be -1), as x:unflatten.
 function Unflatten:init(dim, sizes)

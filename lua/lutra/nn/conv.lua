@@ -5,7 +5,6 @@
 -- Input [N, C, H, W] or unbatched [C, H, W] (Conv1d: [N, C, L] or [C, L]). Dilation 1 with one group runs
 -- nn_conv.c's tuned im2col + GEMM (fused with a following ReLU in nn.Sequential); the rest nn_conv_general.c.
 local lt = require "lutra"
-local Module = require("lutra.nn.module").Module
 local H = require "lutra.nn.helpers"
 local FV = require "lutra.F.vision"
 
@@ -78,7 +77,7 @@ local function check_input(self, x, nsp, dims_text)
   return d == nsp + 2
 end
 
-local Conv2d = Module:extend("Conv2d")
+local Conv2d = H.class("Conv2d")
 Conv2d._params = { "weight", "bias" }
 
 function Conv2d:init(cin, cout, k, opts) conv_init(self, "Conv2d", 2, cin, cout, k, opts) end
@@ -97,7 +96,7 @@ function Conv2d:forward(x) return conv2d(self, x, nil) end
 --- relu(self:forward(x)) as one fused op (nn.Sequential calls it for a Conv2d followed by a ReLU).
 function Conv2d:forward_relu(x) return conv2d(self, x, "relu") end
 
-local Conv1d = Module:extend("Conv1d")
+local Conv1d = H.class("Conv1d")
 Conv1d._params = { "weight", "bias" }
 
 function Conv1d:init(cin, cout, k, opts) conv_init(self, "Conv1d", 1, cin, cout, k, opts) end

@@ -4,12 +4,11 @@
 -- cout/groups * kh * kw (the weight's second dim times the kernel). Input [N, Cin, H, W] or [Cin, H, W]; output
 -- height (H - 1)*stride - 2*padding + dilation*(kh - 1) + output_padding + 1, the width likewise.
 local lt = require "lutra"
-local Module = require("lutra.nn.module").Module
 local H = require "lutra.nn.helpers"
 local F = require "lutra.F"
 local FV = require "lutra.F.vision"
 
-local ConvTranspose2d = Module:extend("ConvTranspose2d")
+local ConvTranspose2d = H.class("ConvTranspose2d")
 ConvTranspose2d._params = { "weight", "bias" }
 
 function ConvTranspose2d:init(cin, cout, k, opts)

@@ -1,18 +1,27 @@
--- nn/dropout2d.lua — Dropout2d(p=0.5): in training, zeroes whole channels of [N, C, H, W] (one draw per item and
--- channel from lt's RNG, so lt.manual_seed reproduces it) and scales the rest by 1/(1-p); in eval, the identity.
--- A 3-D input is taken as [N, C, L], as PyTorch 1.13 does.
+-- nn/dropout2d.lua — Dropout2d(p=0.5) and Dropout3d(p=0.5): in training, zero whole channels (one draw per item and
+-- channel from lt's RNG, so lt.manual_seed reproduces it) and scale the rest by 1/(1-p); in eval, the identity.
+-- Inputs as PyTorch 1.13 takes them (lt.F.dropout2d/dropout3d, lua/lutra/F/vision.lua): Dropout2d [N, C, H, W] or
+-- [N, C, L], other inputs of 2 dims or more with a warning; Dropout3d [N, C, D, H, W] or [C, D, H, W], others with a
+-- warning.
 local lt = require "lutra"
 local F = require "lutra.F"
+local H = require "lutra.nn.helpers"
+local Dropout = require "lutra.nn.dropout"
 
--- p, its check and the repr are Dropout's
-local Dropout2d = require("lutra.nn.dropout"):extend("Dropout2d")
+local D = {}
 
-function Dropout2d:forward(x)
-  if not lt.is_tensor(x) then self:fail("expected a tensor input, got " .. type(x)) end
-  if x:dim() ~= 3 and x:dim() ~= 4 then
-    self:fail("input must be [batch x channels x height x width] (or 3-D), got " .. x:shape_str())
+-- p, inplace, their checks and the repr are Dropout's
+local function channel_dropout(name, fn)
+  local cls = H.class(name, Dropout)
+  function cls:forward(x)
+    if not lt.is_tensor(x) then self:fail("expected a tensor input, got " .. type(x)) end
+    local ok, y = pcall(fn, x, self.p, self.training)
+    if not ok then self:fail((tostring(y):gsub("^[^\n]-:%d+: ", ""):gsub("^" .. name:lower() .. ": ", ""))) end
+    return H.inplace_result(self, x, y)
   end
-  return F.dropout2d(x, self.p, self.training)
+  D[name] = cls
 end
+channel_dropout("Dropout2d", F.dropout2d)
+channel_dropout("Dropout3d", F.dropout3d)
 
-return Dropout2d
+return D

@@ -3,10 +3,9 @@
 -- the padding row (1-based padding_idx) starts at zero and gets no gradient.
 local lt = require "lutra"
 local core = require "lutra.core"
-local Module = require("lutra.nn.module").Module
 local H = require "lutra.nn.helpers"
 
-local Embedding = Module:extend("Embedding")
+local Embedding = H.class("Embedding")
 Embedding._params = { "weight" }
 
 function Embedding:init(n, d, opts)

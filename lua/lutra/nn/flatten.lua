@@ -1,12 +1,11 @@
 -- nn/flatten.lua — Flatten([start_dim=2[, end_dim=-1]]) (1-based, PyTorch's start_dim=1):
 -- [N, C, H, W] -> [N, C*H*W]. A view when the layout allows, a copy otherwise.
 local lt = require "lutra"
-local Module = require("lutra.nn.module").Module
+local H = require "lutra.nn.helpers"
 
-local Flatten = Module:extend("Flatten")
+local Flatten = H.class("Flatten")
 
 function Flatten:init(start_dim, end_dim)
-  if type(start_dim) == "table" then start_dim, end_dim = start_dim.start_dim, start_dim.end_dim end
   self.start_dim, self.end_dim = start_dim or 2, end_dim or -1
 end
 

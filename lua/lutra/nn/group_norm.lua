@@ -6,13 +6,12 @@
 -- updated in training with the batch average of the instance statistics (unbiased variance), and eval
 -- normalises with them.
 local lt = require "lutra"
-local Module = require("lutra.nn.module").Module
 local H = require "lutra.nn.helpers"
 local F = require "lutra.F"
 
 local N = {}
 
-local GroupNorm = Module:extend("GroupNorm")
+local GroupNorm = H.class("GroupNorm")
 GroupNorm._params = { "weight", "bias" }
 
 function GroupNorm:init(groups, channels, opts)
@@ -47,7 +46,7 @@ end
 N.GroupNorm = GroupNorm
 
 local function instance_norm_class(name, nsp)
-  local cls = Module:extend(name)
+  local cls = H.class(name)
   cls._params = { "weight", "bias" }
   cls._buffers = { "running_mean", "running_var", "num_batches_tracked" }
   function cls:init(C, opts)

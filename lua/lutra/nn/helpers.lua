@@ -4,6 +4,27 @@ local util = require "lutra.utils.check"
 
 local H = {}
 
+local SIGNATURES = require("lutra.utils.signatures").nn
+
+--- A built-in module class: base:extend(name) (base: Module) with PyTorch's signature of that name
+--- (lua/lutra/utils/signatures.lua), so its constructor takes PyTorch's positional arguments and an options table.
+function H.class(name, base)
+  local sig = SIGNATURES[name]
+  if not sig then error("nn/helpers: no PyTorch signature declared for " .. name .. " (lua/lutra/utils/signatures.lua)", 2) end
+  local cls = (base or require("lutra.nn.module").Module):extend(name)
+  cls._signature = sig
+  return cls
+end
+
+--- The module's output y of input x, written into x when the module was built with inplace = true (PyTorch's
+--- nn.ReLU(inplace=True)) and no gradient is being recorded for x. lutra's autograd does not record in-place
+--- changes of a tensor that requires grad, so there the new tensor y is returned and x is left as it was: the
+--- values are PyTorch's either way.
+function H.inplace_result(self, x, y)
+  if self.inplace and not (x:requires_grad() and lt.is_grad_enabled()) then return x:copy_(y) end
+  return y
+end
+
 --- Checks an options table: a table (or nil), only known names, each of the expected Lua type.
 --- spec = { name = "number" | "boolean" | "table" | "number|table" | ... }
 --- Checks an options table (lutra.utils.check.check_options); spec = { name = "number" | "boolean" | "number|table" | ... }.

@@ -37,6 +37,7 @@ for _, k in ipairs { "parameters", "named_parameters", "buffers", "named_buffers
 end
 nn.eval = model_function("eval", function(root) return MM.train(root, false) end)
 nn.is_module = MM.is_module_instance
+nn.isinstance = MM.isinstance
 -- lightning: freezing and hyper-parameters on plain model tables (docs/reference/nn.md)
 nn.requires_grad_ = model_function("requires_grad_", MM.requires_grad_)
 nn.save_hyperparameters = model_function("save_hyperparameters", MM.save_hyperparameters)
@@ -47,7 +48,7 @@ local lazy = {
   LayerNorm = { "lutra.nn.norm", "LayerNorm" }, Embedding = { "lutra.nn.embedding" },
   utils = { "lutra.nn.utils" }, init = { "lutra.nn.initializers" },
   -- vision (lua/lutra/nn/conv.lua, conv_transpose.lua, pool.lua, pool_adaptive.lua, upsample.lua, group_norm.lua,
-  -- dropout2d.lua)
+  -- dropout2d.lua, pixel_shuffle.lua)
   Conv1d = { "lutra.nn.conv", "Conv1d" }, ConvTranspose2d = { "lutra.nn.conv_transpose" },
   AdaptiveAvgPool2d = { "lutra.nn.pool_adaptive", "AdaptiveAvgPool2d" },
   AdaptiveMaxPool2d = { "lutra.nn.pool_adaptive", "AdaptiveMaxPool2d" },
@@ -56,7 +57,10 @@ local lazy = {
   Upsample = { "lutra.nn.upsample", "Upsample" }, UpsamplingNearest2d = { "lutra.nn.upsample", "UpsamplingNearest2d" },
   UpsamplingBilinear2d = { "lutra.nn.upsample", "UpsamplingBilinear2d" },
   GroupNorm = { "lutra.nn.group_norm", "GroupNorm" }, InstanceNorm1d = { "lutra.nn.group_norm", "InstanceNorm1d" },
-  InstanceNorm2d = { "lutra.nn.group_norm", "InstanceNorm2d" }, Dropout2d = { "lutra.nn.dropout2d" },
+  InstanceNorm2d = { "lutra.nn.group_norm", "InstanceNorm2d" }, Dropout2d = { "lutra.nn.dropout2d", "Dropout2d" },
+  Dropout3d = { "lutra.nn.dropout2d", "Dropout3d" },
+  PixelShuffle = { "lutra.nn.pixel_shuffle", "PixelShuffle" },
+  PixelUnshuffle = { "lutra.nn.pixel_shuffle", "PixelUnshuffle" },
   -- attention and transformer (nn/attention.lua, nn/transformer.lua)
   MultiheadAttention = { "lutra.nn.attention" },
   TransformerEncoderLayer = { "lutra.nn.transformer", "TransformerEncoderLayer" },

@@ -1,10 +1,9 @@
 -- nn/linear.lua — Linear(in, out[, {bias=true}]): y = x W^T + b over the last dim, one fused GEMM.
 -- weight [out, in] ~ kaiming_uniform(a=sqrt(5)) = U(-1/sqrt(in), 1/sqrt(in)); bias [out] the same.
 local lt = require "lutra"
-local Module = require("lutra.nn.module").Module
 local H = require "lutra.nn.helpers"
 
-local Linear = Module:extend("Linear")
+local Linear = H.class("Linear")
 Linear._params = { "weight", "bias" }
 
 function Linear:init(in_features, out_features, opts)

@@ -4,7 +4,7 @@
 --   local crit = lt.nn.CrossEntropyLoss{label_smoothing = 0.1}
 --   local loss = crit(logits, targets)
 --   local trip = lt.nn.TripletMarginLoss{margin = 0.5}; trip(anchor, positive, negative)
-local Module = require("lutra.nn.module").Module
+local lt = require "lutra"
 local H = require "lutra.nn.helpers"
 
 local LOSSES = {}
@@ -28,9 +28,37 @@ local SPECS = {
   GaussianNLLLoss = { "gaussian_nll_loss", 3, { full = "boolean", eps = "number" } },
 }
 
+-- a detached copy of a float tensor argument that records its gradient; other arguments (class targets) as they are
+local function grad_leaf(v)
+  if lt.is_tensor(v) and v:dtype() ~= "int64" then return v:detach():requires_grad(true) end
+  return v
+end
+
+--- Torch7's criterion:backward(input, target): the gradient of the loss with respect to input, also kept as
+--- crit.gradInput (the input's own graph is not touched). A loss of three tensors returns the gradient of each of
+--- them that is a float tensor (nil for the others). The loss must be one number (reduction "mean" or "sum").
+local function torch7_backward(nargs)
+  return function(self, a, b, c)
+    local x, y, z = grad_leaf(a), grad_leaf(b), grad_leaf(c)
+    local loss
+    if nargs == 2 then loss = self:forward(x, y) else loss = self:forward(x, y, z) end
+    if loss:numel() ~= 1 then
+      self:fail('backward needs a loss of one number (reduction "mean" or "sum"), got ' .. loss:shape_str())
+    end
+    loss:backward()
+    local function grad(v) return lt.is_tensor(v) and v:requires_grad() and v.grad or nil end
+    if nargs == 2 then
+      self.gradInput = grad(x)
+      return self.gradInput
+    end
+    self.gradInput = { grad(x), grad(y), grad(z) }
+    return grad(x), grad(y), grad(z)
+  end
+end
+
 for name, spec in pairs(SPECS) do
   local fname, nargs, opts_spec = spec[1], spec[2], spec[3]
-  local cls = Module:extend(name)
+  local cls = H.class(name)
   local full_spec = { reduction = "string" }
   for k, v in pairs(opts_spec) do full_spec[k] = v end
   function cls:init(opts)
@@ -52,6 +80,7 @@ for name, spec in pairs(SPECS) do
   else
     function cls:forward(a, b, c) return require("lutra.F")[fname](a, b, c, self._opts) end
   end
+  cls.backward = torch7_backward(nargs)
   LOSSES[name] = cls
 end
 

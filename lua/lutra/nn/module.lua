@@ -21,6 +21,8 @@
 -- parameter, named by its first path in that order (parameters and optimizers see it once); state_dict
 -- lists it under every name that holds it, as PyTorch's, and load_state_dict fills it from any of them.
 local lt = require "lutra"
+local util = require "lutra.utils.check"
+local unpack = require("lutra._compat").unpack
 
 local Module = { __lutra_module = true }
 Module.__index = Module
@@ -407,6 +409,67 @@ function Module:to(...)
   return self
 end
 
+-- ---- Torch7: getParameters ----------------------------------------------------------------------------------
+
+-- whether the flat pair of an earlier call still holds every parameter of root, in order; their gradients are
+-- linked to the flat grads again (zero_grad(true) drops a .grad: the next backward would make a new one)
+local function flat_still_holds(flat, list)
+  if not flat or #flat.views ~= #list then return false end
+  for i, p in ipairs(list) do
+    if flat.views[i] ~= p then return false end
+  end
+  lt.no_grad(function()
+    for i, p in ipairs(list) do
+      local g, view = p.grad, flat.grad_views[i]
+      if g then view:copy_(g) else view:zero_() end
+      p.grad = view
+    end
+  end)
+  return true
+end
+
+--- m:getParameters() -> params, grads: Torch7's flat views. params is one 1-D tensor holding every parameter of m
+--- (m:parameters()'s order) and grads one holding their gradients; each parameter field of m (and of its
+--- sub-modules, tied fields included) becomes a view into params, its .grad a view into grads, so updating params
+--- in place updates the model and backward accumulates into grads. Called again while the parameters are those
+--- views, it returns the same two tensors; after the model changed (a parameter replaced or added) it flattens
+--- anew, and tensors from the earlier call no longer follow the model. Call it before building an optimizer over
+--- m:parameters() (the optimizer holds the tensors it was given).
+function Module:getParameters()
+  local list = M.parameters(self)
+  local flat = rawget(self, "_flat_parameters")
+  if flat_still_holds(flat, list) then return flat.params, flat.grads end
+  local n = 0
+  for _, p in ipairs(list) do n = n + p:numel() end
+  local params, grads = lt.zeros(n), lt.zeros(n)
+  local views, grad_views, new_of = {}, {}, {}
+  local offset = 1
+  lt.no_grad(function()
+    for i, p in ipairs(list) do
+      local k = p:numel()
+      local v = params:narrow(1, offset, k):view(p:shape())
+      v:copy_(p)
+      local g = grads:narrow(1, offset, k):view(p:shape())
+      if p.grad then g:copy_(p.grad) end
+      views[i], grad_views[i], new_of[p] = v, g, v
+      offset = offset + k
+    end
+  end)
+  for i, p in ipairs(list) do
+    local v = views[i]
+    if frozen[p] then frozen[v] = true else v:requires_grad(true) end
+    v.grad = grad_views[i]
+  end
+  -- every field that held a parameter now holds its view (the tables the walk visits: modules and plain tables)
+  walk(self, { module = function(t)
+    for k, x in pairs(t) do
+      if lt.is_tensor(x) and new_of[x] then rawset(t, k, new_of[x]) end
+    end
+  end })
+  rawset(self, "_flat_parameters", { params = params, grads = grads, views = views, grad_views = grad_views })
+  return params, grads
+end
+
 --- Number of parameter elements.
 function Module:num_parameters()
   local n = 0
@@ -414,15 +477,104 @@ function Module:num_parameters()
   return n
 end
 
+-- PyTorch nn.Module's methods that lutra's modules lack: looking one up (m:cuda()) is an error naming the class,
+-- as a tensor's missing method is, instead of "attempt to call method 'cuda' (a nil value)". Only these names: any
+-- other missing key is nil, as module code tests fields (`if self.bias then`).
+local TORCH_ONLY = {}
+for name in ([[add_module bfloat16 cpu cuda double float get_buffer get_extra_state get_parameter get_submodule half
+  ipu named_modules register_backward_hook register_buffer register_forward_hook register_forward_pre_hook
+  register_full_backward_hook register_load_state_dict_post_hook register_module register_parameter set_extra_state
+  share_memory to_empty xpu]]):gmatch("%S+") do
+  TORCH_ONLY[name] = true
+end
+
+-- (a function of its own: lt.help reads the tables __index closes over as lazy names)
+local function check_torch_only(cls, k)
+  if TORCH_ONLY[k] then
+    error(string.format("%s has no method '%s' (PyTorch's nn.Module has it; lutra's modules do not)",
+      rawget(cls, "__name") or "Module", k), 3)
+  end
+end
+
 local class_mt = {}
-class_mt.__index = function(cls, k) local super = rawget(cls, "super"); return super and super[k] end
+-- a class's missing key: looked up along the chain of super classes (cls is the class first asked)
+class_mt.__index = function(cls, k)
+  local c = rawget(cls, "super")
+  while c ~= nil do
+    local v = rawget(c, k)
+    if v ~= nil then return v end
+    if getmetatable(c) ~= class_mt then return c[k] end -- a base that is not a lutra class
+    c = rawget(c, "super")
+  end
+  check_torch_only(cls, k)
+  return nil
+end
+-- The arguments of a class with PyTorch's signature (cls._signature, lua/lutra/utils/signatures.lua): PyTorch's positional
+-- values and the options table merged by name (util.merge_positional), then handed to init as its `pos` leading
+-- arguments and an options table of the rest (which init checks). An init without options (sig.no_options)
+-- gets none: what is left over is an unknown option.
+local function signature_args(cls, sig, ...)
+  local all = util.merge_positional(cls.__name, sig, 3, ...) -- 3: here, __call, the caller
+  local args = {}
+  for i = 1, sig.pos do
+    args[i] = all[sig[i]]
+    all[sig[i]] = nil
+  end
+  if sig.no_options then
+    local known = {}
+    for _, n in ipairs(sig) do known[n] = true end
+    util.check_options(cls.__name, all, known, 3)
+    return unpack(args, 1, sig.pos)
+  end
+  args[sig.pos + 1] = all
+  return unpack(args, 1, sig.pos + 1)
+end
+
 class_mt.__call = function(cls, ...)
   local o = setmetatable({ training = true }, cls)
   local init = cls.init
-  if init then init(o, ...) end
+  if init then
+    local sig = rawget(cls, "_signature")
+    if sig then init(o, signature_args(cls, sig, ...)) else init(o, ...) end
+  end
   return o
 end
 class_mt.__tostring = function(cls) return "lt.nn." .. cls.__name .. " (class)" end
+
+--- m:class_name(): the name of m's class ("Conv2d"; a class made by Module:extend(name) has that name).
+function Module:class_name()
+  local mt = getmetatable(self)
+  if mt == class_mt then return self.__name end -- asked of a class
+  return mt and rawget(mt, "__name") or "Module"
+end
+
+local function is_class(c) return type(c) == "table" and getmetatable(c) == class_mt end
+
+--- isinstance(m, cls): whether m is an instance of cls or of a class derived from it (PyTorch's isinstance);
+--- cls may be a list of classes (any of them).
+function M.isinstance(m, cls)
+  if type(cls) == "table" and not is_class(cls) then
+    for i, c in ipairs(cls) do
+      if not is_class(c) then
+        error(string.format("isinstance: class %d of the list is a %s, expected a module class (e.g. lt.nn.Conv2d)", i,
+          type(c)), 2)
+      end
+      if M.isinstance(m, c) then return true end
+    end
+    return false
+  end
+  if not is_class(cls) then
+    error("isinstance: argument #2 must be a module class (e.g. lt.nn.Conv2d) or a list of them, got " .. type(cls), 2)
+  end
+  if type(m) ~= "table" then return false end
+  local c = getmetatable(m)
+  if not is_class(c) then return false end
+  while c ~= nil do
+    if c == cls then return true end
+    c = rawget(c, "super")
+  end
+  return false
+end
 
 --- A new module class deriving from self: `local Net = lt.nn.Module:extend("Net")`; define
 --- Net:init(...) (the constructor) and Net:forward(...); `Net(...)` builds an instance.

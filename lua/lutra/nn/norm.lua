@@ -8,13 +8,12 @@
 -- existed still load: the count then stays as it is.
 local lt = require "lutra"
 local core = require "lutra.core"
-local Module = require("lutra.nn.module").Module
 local H = require "lutra.nn.helpers"
 
 local N = {}
 
 local function batch_norm_class(name, dims_ok, dims_text)
-  local cls = Module:extend(name)
+  local cls = H.class(name)
   cls._params = { "weight", "bias" }
   cls._buffers = { "running_mean", "running_var", "num_batches_tracked" }
   cls._optional_buffers = { num_batches_tracked = true }
@@ -64,7 +63,7 @@ end
 N.BatchNorm1d = batch_norm_class("BatchNorm1d", { [2] = true, [3] = true }, "[batch x channels] or [batch x channels x length]")
 N.BatchNorm2d = batch_norm_class("BatchNorm2d", { [4] = true }, "[batch x channels x height x width]")
 
-local LayerNorm = Module:extend("LayerNorm")
+local LayerNorm = H.class("LayerNorm")
 LayerNorm._params = { "weight", "bias" }
 
 function LayerNorm:init(shape, opts)

@@ -3,13 +3,12 @@
 -- MaxPool1d / AvgPool1d (the same options) on [N, C, L] or [C, L]. Ceil mode keeps a last, partial window
 -- when it starts inside the input or its left padding (PyTorch's rule). No parameters.
 local lt = require "lutra"
-local Module = require("lutra.nn.module").Module
 local H = require "lutra.nn.helpers"
 local F = require "lutra.F"
 local FV = require "lutra.F.vision"
 
 local function make(name, nsp, fn, extra_opts)
-  local cls = Module:extend(name)
+  local cls = H.class(name)
   function cls:init(k, stride, opts)
     if type(stride) == "table" and stride[1] == nil then opts, stride = stride, nil end
     local spec = { stride = "number|table", padding = "number|table", ceil_mode = "boolean" }

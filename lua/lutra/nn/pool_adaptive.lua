@@ -4,13 +4,12 @@
 -- rows floor(i*H/h) .. ceil((i+1)*H/h) - 1 (PyTorch's windows).
 -- With return_indices the max forms also return the 1-based flat positions of the maxima within each plane.
 local lt = require "lutra"
-local Module = require("lutra.nn.module").Module
 local H = require "lutra.nn.helpers"
 local F = require "lutra.F"
 local FV = require "lutra.F.vision"
 
 local function make(name, nsp, fn, is_max)
-  local cls = Module:extend(name)
+  local cls = H.class(name)
   function cls:init(size, opts)
     if type(size) == "table" and size.output_size ~= nil and opts == nil then opts, size = size, size.output_size end
     opts = H.check_opts(name, opts, is_max and { output_size = true, return_indices = "boolean" }

@@ -12,7 +12,6 @@
 -- Each layer and direction: one GEMM for the input projection of all steps (lt.linear), then the recurrence
 -- and its fused cell in one C node (lt._nn.rnn_layer, core/src/nn_rnn.c); the cells are that node over one step.
 local lt = require "lutra"
-local Module = require("lutra.nn.module").Module
 local H = require "lutra.nn.helpers"
 local F = require "lutra.F"
 local rnn_layer = require("lutra.core")._nn.rnn_layer
@@ -54,7 +53,7 @@ end
 -- ---- RNN, GRU, LSTM ----------------------------------------------------------------------------------------
 
 local function make_layered(name, kind)
-  local cls = Module:extend(name)
+  local cls = H.class(name)
   local spec = { num_layers = "number", bias = "boolean", batch_first = "boolean", dropout = "number",
     bidirectional = "boolean" }
   if kind == "rnn" then spec.nonlinearity = "string" end
@@ -210,7 +209,7 @@ end
 -- ---- the cells -----------------------------------------------------------------------------------------------
 
 local function make_cell(name, kind)
-  local cls = Module:extend(name)
+  local cls = H.class(name)
   local spec = { bias = "boolean" }
   if kind == "rnn" then spec.nonlinearity = "string" end
 

@@ -14,6 +14,7 @@ local lt = require "lutra"
 local MM = require "lutra.nn.module"
 local Module = MM.Module
 local H = require "lutra.nn.helpers"
+local util = require "lutra.utils.check"
 local MHA = require "lutra.nn.attention"
 local Linear = require "lutra.nn.linear"
 local Dropout = require "lutra.nn.dropout"
@@ -25,29 +26,11 @@ local T = {}
 
 -- ---- arguments: PyTorch's positional parameters stay positional, the rest go in a trailing table ---------
 
-local function is_options(v) return type(v) == "table" and getmetatable(v) == nil end
-
--- Fills names[i] from the leading positional values of ..., then the trailing options table; a name given
--- both ways is an error. spec: the option types (util.check_options).
+-- names[i] from the leading positional values, then the trailing options table (util.arguments: PyTorch's
+-- convention, as every constructor's)
 local function arguments(where, names, spec, ...)
-  local n, args = select("#", ...), { ... }
-  local opts = {}
-  if n > 0 and is_options(args[n]) then
-    opts = H.check_opts(where, args[n], spec, 4)
-    n = n - 1
-  end
-  if n > #names then error(string.format("%s: expected at most %d positional arguments, got %d", where, #names, n), 4) end
-  local out = {}
-  for k, v in pairs(opts) do out[k] = v end
-  for i = 1, n do
-    if args[i] ~= nil then
-      if opts[names[i]] ~= nil then
-        error(string.format("%s: %s given both as argument #%d and as an option", where, names[i], i), 4)
-      end
-      out[names[i]] = H.check_opts(where, { [names[i]] = args[i] }, spec, 4)[names[i]]
-    end
-  end
-  return out
+  local o = util.arguments(where, names, spec, 3, ...) -- (not a tail call: the level counts this function)
+  return o
 end
 
 local function is_callable(f)
@@ -220,16 +203,22 @@ local function deep_copy(m)
   return copy(m)
 end
 
-local function stack_init(self, where, layer, num_layers, rest)
+local STACK_NAMES = {
+  TransformerEncoder = { "encoder_layer", "num_layers", "norm", "enable_nested_tensor" },
+  TransformerDecoder = { "decoder_layer", "num_layers", "norm" },
+}
+
+-- PyTorch's (layer, num_layers[, norm[, enable_nested_tensor]]) and/or an options table of the same names
+local function stack_init(self, where, ...)
+  local names = STACK_NAMES[where]
+  local opts = util.arguments(where, names, { [names[1]] = true, num_layers = true, norm = "table",
+    enable_nested_tensor = names[4] and "boolean" or nil }, 4, ...)
+  local layer, num_layers = opts[names[1]], opts.num_layers
   if not MM.is_module_instance(layer) and not (type(layer) == "table" and type(layer.forward) == "function") then
     error(string.format("%s: the first argument must be a layer module, got %s", where, type(layer)), 4)
   end
   H.check_int(where, "num_layers", num_layers, 1, 4)
-  local norm, opts = rest[1], rest[2]
-  if is_options(norm) and opts == nil then norm, opts = nil, norm end
-  opts = H.check_opts(where, opts, { norm = "table", enable_nested_tensor = "boolean" }, 4)
-  if norm ~= nil and opts.norm ~= nil then error(where .. ": norm given both as argument #3 and as an option", 4) end
-  norm = norm or opts.norm
+  local norm = opts.norm
   if norm ~= nil and not is_callable(norm) then
     error(string.format("%s: norm must be a module (e.g. lt.nn.LayerNorm(d_model)), got %s", where, type(norm)), 4)
   end
@@ -242,8 +231,8 @@ end
 local Encoder = Module:extend("TransformerEncoder")
 
 --- TransformerEncoder(encoder_layer, num_layers[, norm][, {norm, enable_nested_tensor}])
-function Encoder:init(layer, num_layers, ...)
-  stack_init(self, "TransformerEncoder", layer, num_layers, { ... })
+function Encoder:init(...)
+  stack_init(self, "TransformerEncoder", ...)
 end
 
 function Encoder:extra_repr() return "num_layers=" .. self.num_layers end
@@ -262,8 +251,8 @@ T.TransformerEncoder = Encoder
 local Decoder = Module:extend("TransformerDecoder")
 
 --- TransformerDecoder(decoder_layer, num_layers[, norm][, {norm}])
-function Decoder:init(layer, num_layers, ...)
-  stack_init(self, "TransformerDecoder", layer, num_layers, { ... })
+function Decoder:init(...)
+  stack_init(self, "TransformerDecoder", ...)
 end
 
 Decoder.extra_repr = Encoder.extra_repr

@@ -3,12 +3,11 @@
 -- scale_factor=} and UpsamplingBilinear2d{size= | scale_factor=} (bilinear with align_corners=true).
 -- Input [N, C, L] (nearest, linear) or [N, C, H, W] (nearest, bilinear). No parameters.
 local lt = require "lutra"
-local Module = require("lutra.nn.module").Module
 local H = require "lutra.nn.helpers"
 local F = require "lutra.F"
 
 local function make(name, fixed)
-  local cls = Module:extend(name)
+  local cls = H.class(name)
   function cls:init(opts)
     local spec = fixed and { size = "number|table", scale_factor = "number|table" }
       or { size = "number|table", scale_factor = "number|table", mode = "string", align_corners = "boolean" }

@@ -1,8 +1,8 @@
--- optim/adam.lua — lt.optim.Adam(params, opts): a C optimizer object with PyTorch 1.13's Adam update
+-- optim/adam.lua — lt.optim.Adam(params[, lr[, ...]][, opts]): a C optimizer object with PyTorch 1.13's Adam update
 -- (see core/src/optim.c for the rule and lua/lutra/optim/init.lua for the options).
 local util = require "lutra.optim.param_groups"
 
-return function(params, opts)
-  local opt = util.build("Adam", params, opts)
+return function(params, ...)
+  local opt = util.build("Adam", params, ...)
   return opt
 end

@@ -1,10 +1,11 @@
 -- lt.optim — optimizers (C objects with fused update steps) and, lazily, lt.optim.lr_scheduler.
 --
 --   local opt = lt.optim.SGD(model, {lr = 0.1, momentum = 0.9})       -- or a list of tensors / groups
+--   local opt = lt.optim.SGD(model:parameters(), 0.1, 0.9)            -- PyTorch's positional order (below)
 --   opt:zero_grad(); loss:backward(); opt:step()
 --   opt.param_groups[1].lr = 0.01                                      -- read and written in C
 --
--- Options and defaults (PyTorch 1.13's):
+-- Options and defaults (PyTorch 1.13's, positionally in this order after params, then an options table):
 --   SGD     {lr (required), momentum = 0, dampening = 0, nesterov = false, weight_decay = 0, maximize = false}
 --   Adam    {lr = 1e-3, betas = {0.9, 0.999}, eps = 1e-8, weight_decay = 0, amsgrad = false, maximize = false}
 --   AdamW   as Adam, weight_decay = 1e-2 (decoupled)
@@ -27,12 +28,14 @@ local M = {
   LBFGS = require "lutra.optim.lbfgs",
   is_optimizer = require("lutra.core").is_optimizer,
 }
+-- Torch7 optim's functional form: lt.optim.sgd(feval, x, config, state), lt.optim.adam(...) (optim/functional.lua)
+for k, f in pairs(require "lutra.optim.functional") do M[k] = f end
 
 -- the C kinds of core/src/optim_adaptive.c: nothing to add in Lua beyond building the object
 local util = require "lutra.optim.param_groups"
 for _, kind in ipairs { "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "ASGD" } do
-  M[kind] = function(params, opts)
-    local opt = util.build(kind, params, opts) -- (not a tail call: errors point at the caller)
+  M[kind] = function(params, ...)
+    local opt = util.build(kind, params, ...) -- (not a tail call: errors point at the caller)
     return opt
   end
 end

@@ -9,6 +9,7 @@
 -- of (y, s) pairs are flat float32 tensors, the scalars Lua numbers.
 local lt_core = require "lutra.core"
 local util = require "lutra.optim.param_groups"
+local lutil = require "lutra.utils.check"
 
 local LBFGS = {}
 LBFGS.__index = LBFGS
@@ -348,17 +349,11 @@ local function check_number(k, v, int)
   end
 end
 
-return function(params, opts)
-  if opts ~= nil and type(opts) ~= "table" then error("LBFGS: options must be a table, got " .. type(opts), 2) end
-  opts = opts or {}
+return function(params, ...)
+  local opts = util.options("LBFGS", 2, ...)
   local known = {}
   for _, k in ipairs(HPARAMS) do known[k] = true end
-  for k in pairs(opts) do
-    if not known[k] then
-      error(string.format("LBFGS: unknown option '%s' (expected one of %s)", tostring(k),
-        table.concat(HPARAMS, ", ")), 2)
-    end
-  end
+  lutil.check_options("LBFGS", opts, known, 2)
   local groups = util.param_groups("LBFGS", params)
   if #groups ~= 1 then error("LBFGS: doesn't support per-parameter options (parameter groups)", 2) end
   local group = { params = groups[1].params }

@@ -1,6 +1,8 @@
 -- optim/util.lua — what every optimizer constructor shares: turning `params` (a list of tensors, a list
 -- of param groups, or a module with :parameters()) into groups, and building the C optimizer object.
 local core = require "lutra.core"
+local lutil = require "lutra.utils.check"
+local SIGNATURES = require("lutra.utils.signatures").optim
 
 local M = {}
 
@@ -41,13 +43,20 @@ function M.param_groups(kind, params)
   return params
 end
 
---- Builds an optimizer of `kind` (C object) with the options as defaults and the params as groups.
-function M.build(kind, params, opts)
-  if opts ~= nil and type(opts) ~= "table" then
-    error(kind .. ": options must be a table, got " .. type(opts), 3)
-  end
+--- The options of `kind(params, ...)` given as PyTorch's: its positional hyper-parameters in PyTorch's order
+--- (lua/lutra/utils/signatures.lua), then an options table (`SGD(params, 0.1, 0.9)`, `SGD(params, 0.1, {nesterov =
+--- true})`, `SGD(params, {lr = 0.1})`), merged into one table (util.merge_positional). level: as error's, from the
+--- constructor (2: its caller).
+function M.options(kind, level, ...)
+  return lutil.merge_positional(kind, SIGNATURES[kind], level + 1, ...)
+end
+
+--- Builds an optimizer of `kind` (C object) from the constructor's arguments after params (M.options): the options
+--- are the defaults and the params the groups. Unknown options are named by the C reader.
+function M.build(kind, params, ...)
+  local opts = M.options(kind, 3, ...)
   local groups = M.param_groups(kind, params)
-  local ok, opt = pcall(core._optim_new, kind, opts or {})
+  local ok, opt = pcall(core._optim_new, kind, opts)
   if ok then
     ok, opt = pcall(function()
       for _, g in ipairs(groups) do opt:add_param_group(g) end

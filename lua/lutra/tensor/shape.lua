@@ -1,5 +1,6 @@
 -- tensor/shape.lua — shape ops composed of the core's views and index_select (autograd comes with them):
--- split, chunk, repeat, tile, flip, roll, unbind, unflatten. Tensor methods and lt.* functions, 1-based dims.
+-- split, chunk, repeat, tile, flip, roll, unbind, unflatten, view_as / reshape_as / expand_as / type_as. Tensor
+-- methods and lt.* functions, 1-based dims.
 local core = require "lutra.core"
 local util = require "lutra.utils.check"
 local A = require "lutra.tensor.args"
@@ -140,6 +141,26 @@ function M.unflatten(x, dim, sizes)
   for i = d + 1, #shape do out[#out + 1] = shape[i] end
   return x:view(out)
 end
+
+-- ---- view_as, reshape_as, expand_as, type_as: PyTorch's "*_as(other)" forms, other's shape or dtype ----------
+
+local function other_tensor(fname, other)
+  if not core.is_tensor(other) then util.check_arg(fname, 2, other, "tensor", 3) end
+  return other
+end
+
+--- x:view_as(other): x:view(other:shape()) (a view: the layout must allow it)
+function M.view_as(x, other) return util.call_as("view_as", x.view, x, other_tensor("view_as", other):shape()) end
+--- x:reshape_as(other): x:reshape(other:shape()) (a view when the layout allows, a copy otherwise)
+function M.reshape_as(x, other)
+  return util.call_as("reshape_as", x.reshape, x, other_tensor("reshape_as", other):shape())
+end
+--- x:expand_as(other): x:expand(other:shape()) (size-1 dims broadcast; no copy)
+function M.expand_as(x, other)
+  return util.call_as("expand_as", x.expand, x, other_tensor("expand_as", other):shape())
+end
+--- x:type_as(other): x in other's dtype (x:type(other:dtype()))
+function M.type_as(x, other) return x:type(other_tensor("type_as", other):dtype()) end
 
 A.register(M)
 

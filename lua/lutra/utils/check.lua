@@ -175,4 +175,59 @@ function M.check_options(what, opts, spec, level, nan_ok)
   return opts
 end
 
+-- A trailing options table: a plain table (no metatable: not a module, optimizer or class) without number keys
+-- ({5, 5} and {nil, 3} are tuple values; {} and {bias = false} are options).
+local function is_options_table(v)
+  if type(v) ~= "table" or getmetatable(v) ~= nil then return false end
+  for k in pairs(v) do
+    if type(k) == "number" then return false end
+  end
+  return true
+end
+M.is_options_table = is_options_table
+
+--- PyTorch's calling convention, for every constructor: `what(a1, a2, ..., [options])`. names: PyTorch's
+--- positional names in order. The leading values of ... fill names[i]; a trailing options table gives the rest
+--- by name. Returns one table of everything given (a copy), unchecked: the caller checks it with check_options.
+--- Errors (at level, as check_options'): more values than names, a name given both ways, a non-table in the
+--- options' place.
+function M.merge_positional(what, names, level, ...)
+  level = (level or 2) + 1
+  local n = select("#", ...)
+  while n > 0 and select(n, ...) == nil do n = n - 1 end -- f(a, nil) is f(a)
+  local opts = {}
+  if n > 0 and is_options_table((select(n, ...))) then
+    opts = select(n, ...)
+    n = n - 1
+  end
+  if n > #names then
+    local last = select(n, ...)
+    if n == #names + 1 and type(last) ~= "table" then
+      error(fmt("%s: options must be a table, got %s (it takes at most %d positional arguments: %s)", what,
+        type(last), #names, table.concat(names, ", ")), level)
+    end
+    error(fmt("%s: takes at most %d positional arguments (%s), got %d", what, #names, table.concat(names, ", "), n),
+      level)
+  end
+  local out = {}
+  for k, v in pairs(opts) do out[k] = v end
+  for i = 1, n do
+    local v = select(i, ...)
+    if v ~= nil then
+      if opts[names[i]] ~= nil then
+        error(fmt("%s: option '%s' given both as argument #%d and in the options table", what, names[i], i), level)
+      end
+      out[names[i]] = v
+    end
+  end
+  return out
+end
+
+--- merge_positional, then check_options(spec): the one way constructors read their arguments.
+function M.arguments(what, names, spec, level, ...)
+  level = (level or 2) + 1
+  local out = M.merge_positional(what, names, level, ...)
+  return M.check_options(what, out, spec, level, true)
+end
+
 return M

@@ -2,9 +2,10 @@
 -- PyTorch 1.13's step() exactly (its chainable forms; `sched:step(epoch)` with an explicit epoch uses the
 -- closed forms, as PyTorch does):
 --
---   local sched = lt.optim.lr_scheduler.StepLR(opt, {step_size = 30, gamma = 0.1})
+--   local sched = lt.optim.lr_scheduler.StepLR(opt, {step_size = 30, gamma = 0.1})  -- or StepLR(opt, 30, 0.1)
 --   for epoch = 1, 100 do train(); opt:step() ...; sched:step() end
 --
+-- Arguments after the optimizer as PyTorch 1.13's, positionally in its order or by name in an options table:
 -- StepLR{step_size, gamma = 0.1}, MultiStepLR{milestones, gamma = 0.1}, ExponentialLR{gamma},
 -- CosineAnnealingLR{T_max, eta_min = 0}, LambdaLR(fn | {fn, ...} | {lr_lambda = ...}),
 -- OneCycleLR{max_lr, total_steps | epochs + steps_per_epoch, pct_start = 0.3, anneal_strategy = "cos",
@@ -542,6 +543,14 @@ add_schedulers(M, {
   current_lrs = current_lrs, groups_of = groups_of, deepcopy = deepcopy, per_group = per_group,
   lambdas_of = lambdas_of,
 })
+
+-- PyTorch's positional arguments after the optimizer (lua/lutra/utils/signatures.lua: StepLR(opt, 1, 0.7)), merged with
+-- the options table by name; each constructor above reads one options table. (A tail call: the constructor's
+-- errors point at the caller.)
+for name, names in pairs(require("lutra.utils.signatures").lr_scheduler) do
+  local build = M[name]
+  M[name] = function(opt, ...) return build(opt, util.merge_positional(name, names, 2, ...)) end
+end
 
 Plateau.get_last_lr = Base.get_last_lr
 Plateau.state_dict = Base.state_dict
