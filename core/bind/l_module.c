@@ -42,6 +42,7 @@ void l_json_line_register(lua_State *L); /* l_json_line.c: _json_line (JSON-line
 void l_docs_register(lua_State *L);      /* l_docs.c: _doc_pages (the reference pages, for lt.help) */
 /* recurrent layers */
 void l_nn_rnn_register(lua_State *L); /* l_nn_rnn.c: _nn.rnn_layer (RNN, GRU, LSTM) */
+void l_infer_register(lua_State *L);  /* l_infer.c: _infer_new (inference plans, lt.infer) */
 
 /* ---- process-wide run state (what a host or a signal handler may ask; the run count: l_run.c) ------ */
 
@@ -185,6 +186,7 @@ static int open_with_upvalues(lua_State *L) {
   l_json_line_register(L);
   l_docs_register(L);
   l_nn_rnn_register(L); /* recurrent layers (after l_nn_register: adds to _nn) */
+  l_infer_register(L);  /* inference plans */
   static const luaL_Reg misc[] = { { "interrupt", l_interrupt },
                                    { "interrupt_pending", l_interrupt_pending },
                                    { "interrupt_clear", l_interrupt_clear },

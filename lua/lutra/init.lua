@@ -17,6 +17,7 @@ local submodules = {
   -- lightning: DataModule (lua/lutra/datamodule.lua)
   DataModule = "lutra.datamodule",
   profilers = "lutra.profilers", -- [tools: profiler]
+  infer = "lutra.infer", -- compiled inference plans, pure-Lua export (lua/lutra/infer/)
 }
 submodules.utils = "lutra.utils" -- modules area (issue 17): save_image, make_grid
 submodules.help = { "lutra.help", "help" } -- lt.help(name_or_object): the reference entry (lua/lutra/help.lua)
