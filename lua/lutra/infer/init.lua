@@ -22,6 +22,10 @@ local function class_of(m)
   return type(cls) == "table" and rawget(cls, "__name") or nil
 end
 
+local SUPPORTED = "Sequential, ModuleList, Linear, ReLU, Tanh, Sigmoid, GELU, LeakyReLU, SiLU, ELU, Softplus, " ..
+  "Hardtanh, PReLU, Softmax, LogSoftmax, LayerNorm, BatchNorm1d/2d (eval), Embedding, Conv1d/2d, MaxPool1d/2d, " ..
+  "AvgPool1d/2d, Dropout (eval), Flatten, Unflatten, Identity, LSTMCell, GRUCell, RNNCell"
+
 local function walk(m, st)
   local name = class_of(m)
   if type(m) ~= "table" or not lt.nn.is_module(m) then
@@ -29,16 +33,15 @@ local function walk(m, st)
   end
   if rawget(m, "forward") ~= nil then
     S.fail(st, m, "has a forward of its own on the instance, which lt.infer does not trace (Lua code may branch " ..
-      "on the data); compose the model from the modules listed in lt.help(\"lt.infer.compile\")")
+      "on the data); build the model from " .. SUPPORTED)
   end
-  local known = name and (name == "Sequential" or name == "ModuleList" or S[name])
   local ok, lib = pcall(function() return lt.nn[name] end)
-  if not known or not ok or lib ~= getmetatable(m) then
-    S.fail(st, m, "lt.infer does not support this module" .. (known and "" or
-      " (a module with its own forward is not traced: Lua code may branch on the data)") ..
-      "; supported: Sequential, ModuleList, Linear, activations, Softmax, LogSoftmax, LayerNorm, BatchNorm1d/2d " ..
-      "(eval), Embedding, Conv1d/2d, MaxPool1d/2d, AvgPool1d/2d, Dropout (eval), Flatten, Unflatten, Identity, " ..
-      "LSTMCell, GRUCell, RNNCell")
+  if not (ok and lib == getmetatable(m)) then
+    S.fail(st, m, "is not a module of lt.nn; lt.infer does not trace a module's own forward (Lua code may branch " ..
+      "on the data): build the model from " .. SUPPORTED)
+  end
+  if not (name == "Sequential" or name == "ModuleList" or S[name]) then
+    S.fail(st, m, "lt.infer does not support this module; supported: " .. SUPPORTED)
   end
   if name == "Sequential" or name == "ModuleList" then
     local path = st.path
