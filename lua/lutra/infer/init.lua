@@ -148,4 +148,4 @@ function M.export_lua(p, path, example)
 end
 
 M._Plan = Plan
-return M
+return require("lutra.names").strict(M, "lt.infer")
