@@ -70,7 +70,9 @@ local want = model(x):view(-1):totable()
 for name, got in pairs { plain = plain(inp), plan_run = plan:run(inp, out_plan), plan_call = plan(x):view(-1):totable(),
   exported = exported(inp, out_exp) } do
   for i = 1, 4 do
-    if math.abs(got[i] - want[i]) > 1e-5 then error(string.format("%s differs from model(x): %g vs %g", name, got[i], want[i])) end
+    if math.abs(got[i] - want[i]) > 1e-5 then
+      error(string.format("%s differs from model(x): %g vs %g", name, got[i], want[i]))
+    end
   end
 end
 

@@ -4,8 +4,6 @@
 -- it. The handler runs the module's own forward on `value` (so shapes and options come from the module itself),
 -- appends its steps, and leaves the output's tensor and buffer in the state. Each step is also kept as a plain
 -- description in state.steps, which lt.infer.export_lua turns into Lua code.
-local lt = require "lutra"
-
 local S = {}
 
 local function prod(shape, i, j)
