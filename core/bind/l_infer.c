@@ -76,10 +76,10 @@ static int l_infer_view(lua_State *L) {
   return l_push(L, lt_tensor_alias(L_CTX(L), buf, nd, shape, stride, 0));
 }
 
-static const char *const op_list[] = { "linear", "act", "softmax", "layernorm", "batchnorm", "embedding",
-                                       "conv", "pool", "cell", NULL };
-static const char *const act_list[] = { "relu", "leaky_relu", "tanh", "sigmoid", "gelu", "gelu_tanh", "silu",
-                                        "elu", "softplus", "hardtanh", "prelu", "copy", NULL };
+static const char *const op_list[] = { "linear",    "act",  "softmax", "layernorm", "batchnorm",
+                                       "embedding", "conv", "pool",    "cell",      NULL };
+static const char *const act_list[] = { "relu", "leaky_relu", "tanh",     "sigmoid", "gelu", "gelu_tanh", "silu",
+                                        "elu",  "softplus",   "hardtanh", "prelu",   "copy", NULL };
 static const char *const pool_list[] = { "max", "avg", "avg_exclude_pad", NULL };
 static const char *const cell_list[] = { "lstm", "gru", "rnn_tanh", "rnn_relu", NULL };
 
@@ -150,8 +150,8 @@ static void copy_in(const lt_tensor *x, float *dst) {
   }
   int64_t n = lt_numel(x), idx[LT_MAX_DIM] = { 0 }, off = x->offset;
   for (int64_t k = 0; k < n; k++) {
-    dst[k] = x->dtype == LT_F32 ? ((const float *)x->storage->data)[off]
-                                : (float)((const int64_t *)x->storage->data)[off];
+    dst[k] =
+        x->dtype == LT_F32 ? ((const float *)x->storage->data)[off] : (float)((const int64_t *)x->storage->data)[off];
     for (int d = x->ndim - 1; d >= 0; d--) {
       off += x->stride[d];
       if (++idx[d] < x->shape[d]) break;

@@ -19,7 +19,7 @@
 /* multiply-adds of one Linear step from which BLAS beats the tight loops (rows > 1 only) */
 #define LINEAR_BLAS_MACS (1 << 20)
 
-static const char *const op_names[] = { "Linear", "activation", "softmax", "LayerNorm", "BatchNorm",
+static const char *const op_names[] = { "Linear",    "activation",  "softmax", "LayerNorm",     "BatchNorm",
                                         "Embedding", "convolution", "pooling", "recurrent cell" };
 
 lt_infer_plan *lt_infer_new(lt_ctx *c) {
@@ -57,15 +57,16 @@ static int check_param(lt_ctx *c, const lt_infer_step *s, int k, const char *wha
     return lt_fail(c, "lt.infer: %s: %s is %s, expected float32 (convert the model with m:float())", op, what,
                    lt_dtype_name(t->dtype));
   if (!lt_is_contiguous(t))
-    return lt_fail(c, "lt.infer: %s: %s %s is not contiguous (assign it a contiguous tensor: w:contiguous())", op,
-                   what, lt_shape_str(t, sh, sizeof sh));
+    return lt_fail(c, "lt.infer: %s: %s %s is not contiguous (assign it a contiguous tensor: w:contiguous())", op, what,
+                   lt_shape_str(t, sh, sizeof sh));
   if (lt_numel(t) != numel)
     return lt_fail(c, "lt.infer: %s: %s %s has %lld elements, expected %lld", op, what, lt_shape_str(t, sh, sizeof sh),
                    (long long)lt_numel(t), (long long)numel);
   return LT_OK;
 }
 
-static int check_buf(lt_ctx *c, const lt_infer_plan *p, const lt_infer_step *s, int b, int64_t numel, const char *what) {
+static int check_buf(lt_ctx *c, const lt_infer_plan *p, const lt_infer_step *s, int b, int64_t numel,
+                     const char *what) {
   if (b < 0 || b >= p->nbufs) return lt_fail(c, "lt.infer: %s: %s buffer %d does not exist", op_names[s->op], what, b);
   if (lt_numel(p->bufs[b]) != numel)
     return lt_fail(c, "lt.infer: %s: %s buffer holds %lld values, the step needs %lld", op_names[s->op], what,
@@ -84,64 +85,66 @@ static int check_step(lt_ctx *c, const lt_infer_plan *p, const lt_infer_step *s)
   int64_t R = s->rows, I = s->n_in, O = s->n_out;
   if (R < 0 || I < 0 || O < 0) return lt_fail(c, "lt.infer: %s: negative size", op_names[s->op]);
   switch (s->op) {
-  case LT_INFER_LINEAR:
-    if (check_buf(c, p, s, s->in, R * I, "input") || check_buf(c, p, s, s->out, R * O, "output")) return LT_ERR;
-    if (check_param(c, s, 0, "weight", O * I, 0) || check_param(c, s, 1, "bias", O, 1)) return LT_ERR;
-    if (R > 1 && R * I * O >= LINEAR_BLAS_MACS) return lt_blas_ready(c);
-    return LT_OK;
-  case LT_INFER_ACT:
-    if (s->act < LT_INFER_RELU || s->act > LT_INFER_COPY) return lt_fail(c, "lt.infer: unknown activation %d", s->act);
-    if (s->act == LT_INFER_PRELU) {
-      if (g[0] <= 0 || g[1] <= 0 || I % (g[0] * g[1]) != 0)
-        return lt_fail(c, "lt.infer: PReLU: %lld values do not split into %lld channels", (long long)I, (long long)g[0]);
-      if (check_param(c, s, 0, "weight", lt_numel(s->t[0] ? s->t[0] : p->bufs[0]), 0)) return LT_ERR;
-      if (lt_numel(s->t[0]) != 1 && lt_numel(s->t[0]) != g[0])
-        return lt_fail(c, "lt.infer: PReLU: %lld slopes for %lld channels", (long long)lt_numel(s->t[0]),
-                       (long long)g[0]);
+    case LT_INFER_LINEAR:
+      if (check_buf(c, p, s, s->in, R * I, "input") || check_buf(c, p, s, s->out, R * O, "output")) return LT_ERR;
+      if (check_param(c, s, 0, "weight", O * I, 0) || check_param(c, s, 1, "bias", O, 1)) return LT_ERR;
+      if (R > 1 && R * I * O >= LINEAR_BLAS_MACS) return lt_blas_ready(c);
+      return LT_OK;
+    case LT_INFER_ACT:
+      if (s->act < LT_INFER_RELU || s->act > LT_INFER_COPY)
+        return lt_fail(c, "lt.infer: unknown activation %d", s->act);
+      if (s->act == LT_INFER_PRELU) {
+        if (g[0] <= 0 || g[1] <= 0 || I % (g[0] * g[1]) != 0)
+          return lt_fail(c, "lt.infer: PReLU: %lld values do not split into %lld channels", (long long)I,
+                         (long long)g[0]);
+        if (check_param(c, s, 0, "weight", lt_numel(s->t[0] ? s->t[0] : p->bufs[0]), 0)) return LT_ERR;
+        if (lt_numel(s->t[0]) != 1 && lt_numel(s->t[0]) != g[0])
+          return lt_fail(c, "lt.infer: PReLU: %lld slopes for %lld channels", (long long)lt_numel(s->t[0]),
+                         (long long)g[0]);
+      }
+      return check_buf(c, p, s, s->in, I, "input") || check_buf(c, p, s, s->out, I, "output");
+    case LT_INFER_SOFTMAX:
+      return check_buf(c, p, s, s->in, R * I * g[0], "input") || check_buf(c, p, s, s->out, R * I * g[0], "output");
+    case LT_INFER_LAYERNORM:
+      return check_buf(c, p, s, s->in, R * I, "input") || check_buf(c, p, s, s->out, R * I, "output") ||
+             check_param(c, s, 0, "weight", I, 1) || check_param(c, s, 1, "bias", I, 1);
+    case LT_INFER_BATCHNORM:
+      return check_buf(c, p, s, s->in, R * I * g[0], "input") || check_buf(c, p, s, s->out, R * I * g[0], "output") ||
+             check_param(c, s, 0, "running_mean", I, 0) || check_param(c, s, 1, "running_var", I, 0) ||
+             check_param(c, s, 2, "weight", I, 1) || check_param(c, s, 3, "bias", I, 1);
+    case LT_INFER_EMBEDDING:
+      return check_buf(c, p, s, s->in, R, "input") || check_buf(c, p, s, s->out, R * O, "output") ||
+             check_param(c, s, 0, "weight", g[0] * O, 0);
+    case LT_INFER_CONV:
+    case LT_INFER_POOL: {
+      int conv = s->op == LT_INFER_CONV;
+      if (!positive(s, LT_INFER_GEO_KW + 1) || g[LT_INFER_GEO_SH] <= 0 || g[LT_INFER_GEO_SW] <= 0 ||
+          g[LT_INFER_GEO_DH] <= 0 || g[LT_INFER_GEO_DW] <= 0 || g[LT_INFER_GEO_PH] < 0 || g[LT_INFER_GEO_PW] < 0)
+        return lt_fail(c, "lt.infer: %s: bad geometry", op_names[s->op]);
+      int64_t N = g[LT_INFER_GEO_N], Ci = g[LT_INFER_GEO_CIN], Co = g[LT_INFER_GEO_COUT];
+      int64_t G = conv ? g[LT_INFER_GEO_GROUPS] : 1;
+      if (G <= 0 || Ci % G || Co % G || (!conv && Ci != Co))
+        return lt_fail(c, "lt.infer: %s: %lld -> %lld channels in %lld groups", op_names[s->op], (long long)Ci,
+                       (long long)Co, (long long)G);
+      if (check_buf(c, p, s, s->in, N * Ci * g[LT_INFER_GEO_H] * g[LT_INFER_GEO_W], "input") ||
+          check_buf(c, p, s, s->out, N * Co * g[LT_INFER_GEO_OH] * g[LT_INFER_GEO_OW], "output"))
+        return LT_ERR;
+      if (!conv) return LT_OK;
+      return check_param(c, s, 0, "weight", Co * (Ci / G) * g[LT_INFER_GEO_KH] * g[LT_INFER_GEO_KW], 0) ||
+             check_param(c, s, 1, "bias", Co, 1);
     }
-    return check_buf(c, p, s, s->in, I, "input") || check_buf(c, p, s, s->out, I, "output");
-  case LT_INFER_SOFTMAX:
-    return check_buf(c, p, s, s->in, R * I * g[0], "input") || check_buf(c, p, s, s->out, R * I * g[0], "output");
-  case LT_INFER_LAYERNORM:
-    return check_buf(c, p, s, s->in, R * I, "input") || check_buf(c, p, s, s->out, R * I, "output") ||
-           check_param(c, s, 0, "weight", I, 1) || check_param(c, s, 1, "bias", I, 1);
-  case LT_INFER_BATCHNORM:
-    return check_buf(c, p, s, s->in, R * I * g[0], "input") || check_buf(c, p, s, s->out, R * I * g[0], "output") ||
-           check_param(c, s, 0, "running_mean", I, 0) || check_param(c, s, 1, "running_var", I, 0) ||
-           check_param(c, s, 2, "weight", I, 1) || check_param(c, s, 3, "bias", I, 1);
-  case LT_INFER_EMBEDDING:
-    return check_buf(c, p, s, s->in, R, "input") || check_buf(c, p, s, s->out, R * O, "output") ||
-           check_param(c, s, 0, "weight", g[0] * O, 0);
-  case LT_INFER_CONV:
-  case LT_INFER_POOL: {
-    int conv = s->op == LT_INFER_CONV;
-    if (!positive(s, LT_INFER_GEO_KW + 1) || g[LT_INFER_GEO_SH] <= 0 || g[LT_INFER_GEO_SW] <= 0 ||
-        g[LT_INFER_GEO_DH] <= 0 || g[LT_INFER_GEO_DW] <= 0 || g[LT_INFER_GEO_PH] < 0 || g[LT_INFER_GEO_PW] < 0)
-      return lt_fail(c, "lt.infer: %s: bad geometry", op_names[s->op]);
-    int64_t N = g[LT_INFER_GEO_N], Ci = g[LT_INFER_GEO_CIN], Co = g[LT_INFER_GEO_COUT];
-    int64_t G = conv ? g[LT_INFER_GEO_GROUPS] : 1;
-    if (G <= 0 || Ci % G || Co % G || (!conv && Ci != Co))
-      return lt_fail(c, "lt.infer: %s: %lld -> %lld channels in %lld groups", op_names[s->op], (long long)Ci,
-                     (long long)Co, (long long)G);
-    if (check_buf(c, p, s, s->in, N * Ci * g[LT_INFER_GEO_H] * g[LT_INFER_GEO_W], "input") ||
-        check_buf(c, p, s, s->out, N * Co * g[LT_INFER_GEO_OH] * g[LT_INFER_GEO_OW], "output"))
-      return LT_ERR;
-    if (!conv) return LT_OK;
-    return check_param(c, s, 0, "weight", Co * (Ci / G) * g[LT_INFER_GEO_KH] * g[LT_INFER_GEO_KW], 0) ||
-           check_param(c, s, 1, "bias", Co, 1);
-  }
-  case LT_INFER_CELL: {
-    int64_t G = s->act == LT_INFER_CELL_LSTM ? 4 : s->act == LT_INFER_CELL_GRU ? 3 : 1;
-    if (s->act < LT_INFER_CELL_LSTM || s->act > LT_INFER_CELL_RNN_RELU)
-      return lt_fail(c, "lt.infer: unknown cell %d", s->act);
-    if (check_buf(c, p, s, s->in, R * I, "input") || check_buf(c, p, s, s->out, R * O, "output") ||
-        check_buf(c, p, s, (int)g[0], R * O, "hidden state") ||
-        (s->act == LT_INFER_CELL_LSTM && check_buf(c, p, s, (int)g[1], R * O, "cell state")) ||
-        check_buf(c, p, s, (int)g[2], 2 * G * O, "gates"))
-      return LT_ERR;
-    return check_param(c, s, 0, "weight_ih", G * O * I, 0) || check_param(c, s, 1, "weight_hh", G * O * O, 0) ||
-           check_param(c, s, 2, "bias_ih", G * O, 1) || check_param(c, s, 3, "bias_hh", G * O, 1);
-  }
+    case LT_INFER_CELL: {
+      int64_t G = s->act == LT_INFER_CELL_LSTM ? 4 : s->act == LT_INFER_CELL_GRU ? 3 : 1;
+      if (s->act < LT_INFER_CELL_LSTM || s->act > LT_INFER_CELL_RNN_RELU)
+        return lt_fail(c, "lt.infer: unknown cell %d", s->act);
+      if (check_buf(c, p, s, s->in, R * I, "input") || check_buf(c, p, s, s->out, R * O, "output") ||
+          check_buf(c, p, s, (int)g[0], R * O, "hidden state") ||
+          (s->act == LT_INFER_CELL_LSTM && check_buf(c, p, s, (int)g[1], R * O, "cell state")) ||
+          check_buf(c, p, s, (int)g[2], 2 * G * O, "gates"))
+        return LT_ERR;
+      return check_param(c, s, 0, "weight_ih", G * O * I, 0) || check_param(c, s, 1, "weight_hh", G * O * O, 0) ||
+             check_param(c, s, 2, "bias_ih", G * O, 1) || check_param(c, s, 3, "bias_hh", G * O, 1);
+    }
   }
   return lt_fail(c, "lt.infer: unknown step %d", (int)s->op);
 }
@@ -178,15 +181,14 @@ void lt_infer_reset_state(const lt_infer_plan *p) {
     const lt_infer_step *s = &p->steps[i];
     if (s->op != LT_INFER_CELL) continue;
     memset(lt_f32(p->bufs[s->geo[0]]), 0, (size_t)(s->rows * s->n_out) * sizeof(float));
-    if (s->act == LT_INFER_CELL_LSTM) memset(lt_f32(p->bufs[s->geo[1]]), 0, (size_t)(s->rows * s->n_out) * sizeof(float));
+    if (s->act == LT_INFER_CELL_LSTM)
+      memset(lt_f32(p->bufs[s->geo[1]]), 0, (size_t)(s->rows * s->n_out) * sizeof(float));
   }
 }
 
 /* ---- kernels --------------------------------------------------------------------------------------------- */
 
-static inline float fold8(const float *a) {
-  return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
-}
+static inline float fold8(const float *a) { return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7])); }
 
 /* y[o] = b[o] + sum_i W[o, i] x[i] for o < O (b may be NULL): four weight rows at a time, eight lanes each. */
 LT_VECTOR_FN static void matvec(const float *restrict W, const float *restrict x, const float *restrict b, int64_t I,
@@ -246,51 +248,51 @@ LT_VECTOR_FN static void run_act(const lt_infer_plan *p, const lt_infer_step *s)
   int64_t n = s->n_in;
   float a = s->a, b = s->b;
   switch ((lt_infer_act)s->act) {
-  case LT_INFER_RELU:
-    for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : 0.0f;
-    break;
-  case LT_INFER_LEAKY_RELU:
-    for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : a * x[i];
-    break;
-  case LT_INFER_TANH:
-    for (int64_t i = 0; i < n; i++) y[i] = lt_tanhf(x[i]);
-    break;
-  case LT_INFER_SIGMOID:
-    for (int64_t i = 0; i < n; i++) y[i] = lt_sigmoidf(x[i]);
-    break;
-  case LT_INFER_GELU:
-    for (int64_t i = 0; i < n; i++) y[i] = 0.5f * x[i] * (1.0f + lt_erff(x[i] * 0.70710678118654752f));
-    break;
-  case LT_INFER_GELU_TANH:
-    for (int64_t i = 0; i < n; i++) {
-      float v = x[i];
-      y[i] = 0.5f * v * (1.0f + lt_tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+    case LT_INFER_RELU:
+      for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : 0.0f;
+      break;
+    case LT_INFER_LEAKY_RELU:
+      for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : a * x[i];
+      break;
+    case LT_INFER_TANH:
+      for (int64_t i = 0; i < n; i++) y[i] = lt_tanhf(x[i]);
+      break;
+    case LT_INFER_SIGMOID:
+      for (int64_t i = 0; i < n; i++) y[i] = lt_sigmoidf(x[i]);
+      break;
+    case LT_INFER_GELU:
+      for (int64_t i = 0; i < n; i++) y[i] = 0.5f * x[i] * (1.0f + lt_erff(x[i] * 0.70710678118654752f));
+      break;
+    case LT_INFER_GELU_TANH:
+      for (int64_t i = 0; i < n; i++) {
+        float v = x[i];
+        y[i] = 0.5f * v * (1.0f + lt_tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+      }
+      break;
+    case LT_INFER_SILU:
+      for (int64_t i = 0; i < n; i++) y[i] = x[i] * lt_sigmoidf(x[i]);
+      break;
+    case LT_INFER_ELU:
+      for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : a * (expf(x[i]) - 1.0f);
+      break;
+    case LT_INFER_SOFTPLUS:
+      for (int64_t i = 0; i < n; i++) y[i] = x[i] * a > b ? x[i] : log1pf(expf(a * x[i])) / a;
+      break;
+    case LT_INFER_HARDTANH:
+      for (int64_t i = 0; i < n; i++) y[i] = x[i] < a ? a : x[i] > b ? b : x[i];
+      break;
+    case LT_INFER_PRELU: {
+      const float *w = lt_f32(s->t[0]);
+      int64_t C = s->geo[0], inner = s->geo[1], one = lt_numel(s->t[0]) == 1;
+      for (int64_t i = 0; i < n; i++) {
+        float slope = one ? w[0] : w[(i / inner) % C];
+        y[i] = x[i] > 0 ? x[i] : slope * x[i];
+      }
+      break;
     }
-    break;
-  case LT_INFER_SILU:
-    for (int64_t i = 0; i < n; i++) y[i] = x[i] * lt_sigmoidf(x[i]);
-    break;
-  case LT_INFER_ELU:
-    for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : a * (expf(x[i]) - 1.0f);
-    break;
-  case LT_INFER_SOFTPLUS:
-    for (int64_t i = 0; i < n; i++) y[i] = x[i] * a > b ? x[i] : log1pf(expf(a * x[i])) / a;
-    break;
-  case LT_INFER_HARDTANH:
-    for (int64_t i = 0; i < n; i++) y[i] = x[i] < a ? a : x[i] > b ? b : x[i];
-    break;
-  case LT_INFER_PRELU: {
-    const float *w = lt_f32(s->t[0]);
-    int64_t C = s->geo[0], inner = s->geo[1], one = lt_numel(s->t[0]) == 1;
-    for (int64_t i = 0; i < n; i++) {
-      float slope = one ? w[0] : w[(i / inner) % C];
-      y[i] = x[i] > 0 ? x[i] : slope * x[i];
-    }
-    break;
-  }
-  case LT_INFER_COPY:
-    if (x != y) memcpy(y, x, (size_t)n * sizeof *y);
-    break;
+    case LT_INFER_COPY:
+      if (x != y) memcpy(y, x, (size_t)n * sizeof *y);
+      break;
   }
 }
 
@@ -457,28 +459,28 @@ static void run_cell(const lt_infer_plan *p, const lt_infer_step *s) {
     matvec(Wih, x + r * I, bih, I, G * Hd, gi);
     matvec(Whh, hr, bhh, Hd, G * Hd, gh);
     switch (s->act) {
-    case LT_INFER_CELL_LSTM: {
-      float *cr = cst + r * Hd;
-      for (int64_t j = 0; j < Hd; j++) {
-        float i = lt_sigmoidf(gi[j] + gh[j]), f = lt_sigmoidf(gi[Hd + j] + gh[Hd + j]);
-        float gg = lt_tanhf(gi[2 * Hd + j] + gh[2 * Hd + j]), o = lt_sigmoidf(gi[3 * Hd + j] + gh[3 * Hd + j]);
-        cr[j] = f * cr[j] + i * gg;
-        hr[j] = o * lt_tanhf(cr[j]);
+      case LT_INFER_CELL_LSTM: {
+        float *cr = cst + r * Hd;
+        for (int64_t j = 0; j < Hd; j++) {
+          float i = lt_sigmoidf(gi[j] + gh[j]), f = lt_sigmoidf(gi[Hd + j] + gh[Hd + j]);
+          float gg = lt_tanhf(gi[2 * Hd + j] + gh[2 * Hd + j]), o = lt_sigmoidf(gi[3 * Hd + j] + gh[3 * Hd + j]);
+          cr[j] = f * cr[j] + i * gg;
+          hr[j] = o * lt_tanhf(cr[j]);
+        }
+        break;
       }
-      break;
-    }
-    case LT_INFER_CELL_GRU:
-      for (int64_t j = 0; j < Hd; j++) {
-        float rr = lt_sigmoidf(gi[j] + gh[j]), z = lt_sigmoidf(gi[Hd + j] + gh[Hd + j]);
-        float nn = lt_tanhf(gi[2 * Hd + j] + rr * gh[2 * Hd + j]);
-        hr[j] = (1.0f - z) * nn + z * hr[j];
-      }
-      break;
-    case LT_INFER_CELL_RNN_TANH:
-      for (int64_t j = 0; j < Hd; j++) hr[j] = lt_tanhf(gi[j] + gh[j]);
-      break;
-    default:
-      for (int64_t j = 0; j < Hd; j++) hr[j] = gi[j] + gh[j] > 0 ? gi[j] + gh[j] : 0.0f;
+      case LT_INFER_CELL_GRU:
+        for (int64_t j = 0; j < Hd; j++) {
+          float rr = lt_sigmoidf(gi[j] + gh[j]), z = lt_sigmoidf(gi[Hd + j] + gh[Hd + j]);
+          float nn = lt_tanhf(gi[2 * Hd + j] + rr * gh[2 * Hd + j]);
+          hr[j] = (1.0f - z) * nn + z * hr[j];
+        }
+        break;
+      case LT_INFER_CELL_RNN_TANH:
+        for (int64_t j = 0; j < Hd; j++) hr[j] = lt_tanhf(gi[j] + gh[j]);
+        break;
+      default:
+        for (int64_t j = 0; j < Hd; j++) hr[j] = gi[j] + gh[j] > 0 ? gi[j] + gh[j] : 0.0f;
     }
     memcpy(y + r * Hd, hr, (size_t)Hd * sizeof *y);
   }
@@ -490,15 +492,15 @@ int lt_infer_run(lt_ctx *c, const lt_infer_plan *p) {
   for (int i = 0; i < p->nsteps && rc == LT_OK; i++) {
     const lt_infer_step *s = &p->steps[i];
     switch (s->op) {
-    case LT_INFER_LINEAR: run_linear(p, s); break;
-    case LT_INFER_ACT: run_act(p, s); break;
-    case LT_INFER_SOFTMAX: run_softmax(p, s); break;
-    case LT_INFER_LAYERNORM: run_layernorm(p, s); break;
-    case LT_INFER_BATCHNORM: run_batchnorm(p, s); break;
-    case LT_INFER_EMBEDDING: rc = run_embedding(c, p, s); break;
-    case LT_INFER_CONV: run_conv(p, s); break;
-    case LT_INFER_POOL: run_pool(p, s); break;
-    case LT_INFER_CELL: run_cell(p, s); break;
+      case LT_INFER_LINEAR: run_linear(p, s); break;
+      case LT_INFER_ACT: run_act(p, s); break;
+      case LT_INFER_SOFTMAX: run_softmax(p, s); break;
+      case LT_INFER_LAYERNORM: run_layernorm(p, s); break;
+      case LT_INFER_BATCHNORM: run_batchnorm(p, s); break;
+      case LT_INFER_EMBEDDING: rc = run_embedding(c, p, s); break;
+      case LT_INFER_CONV: run_conv(p, s); break;
+      case LT_INFER_POOL: run_pool(p, s); break;
+      case LT_INFER_CELL: run_cell(p, s); break;
     }
   }
   lt_fp_leave(fp);

@@ -54,18 +54,32 @@ enum { LT_INFER_CELL_LSTM = 0, LT_INFER_CELL_GRU = 1, LT_INFER_CELL_RNN_TANH = 2
 
 /* Geometry of LT_INFER_CONV and LT_INFER_POOL (pool: C = Cin = Cout, groups 1, no weight). */
 enum {
-  LT_INFER_GEO_N, LT_INFER_GEO_CIN, LT_INFER_GEO_H, LT_INFER_GEO_W, LT_INFER_GEO_COUT, LT_INFER_GEO_OH,
-  LT_INFER_GEO_OW, LT_INFER_GEO_KH, LT_INFER_GEO_KW, LT_INFER_GEO_SH, LT_INFER_GEO_SW, LT_INFER_GEO_PH,
-  LT_INFER_GEO_PW, LT_INFER_GEO_DH, LT_INFER_GEO_DW, LT_INFER_GEO_GROUPS, LT_INFER_GEO_COUNT
+  LT_INFER_GEO_N,
+  LT_INFER_GEO_CIN,
+  LT_INFER_GEO_H,
+  LT_INFER_GEO_W,
+  LT_INFER_GEO_COUT,
+  LT_INFER_GEO_OH,
+  LT_INFER_GEO_OW,
+  LT_INFER_GEO_KH,
+  LT_INFER_GEO_KW,
+  LT_INFER_GEO_SH,
+  LT_INFER_GEO_SW,
+  LT_INFER_GEO_PH,
+  LT_INFER_GEO_PW,
+  LT_INFER_GEO_DH,
+  LT_INFER_GEO_DW,
+  LT_INFER_GEO_GROUPS,
+  LT_INFER_GEO_COUNT
 };
 
 typedef struct lt_infer_step {
   lt_infer_op op;
-  int in, out;                /* buffer indexes */
-  int64_t rows, n_in, n_out;  /* per op, above */
-  int act;                    /* lt_infer_act, pool kind or cell kind */
-  float a, b;                 /* activation / norm parameters */
-  lt_tensor *t[4];            /* parameters, retained by the plan */
+  int in, out;               /* buffer indexes */
+  int64_t rows, n_in, n_out; /* per op, above */
+  int act;                   /* lt_infer_act, pool kind or cell kind */
+  float a, b;                /* activation / norm parameters */
+  lt_tensor *t[4];           /* parameters, retained by the plan */
   int64_t geo[LT_INFER_GEO_COUNT];
 } lt_infer_step;
 
