@@ -121,6 +121,42 @@ describe("lt.infer.compile", function()
     end
   end)
 
+  it("traces a forward of its own: sub-modules, residuals, numbers, constant tensors, nested modules", function()
+    local Block = nn.Module:extend("Block")
+    function Block:init(n)
+      self.fc = nn.Linear(n, n)
+      self.norm = nn.LayerNorm(n)
+    end
+    function Block:forward(x) return x + self.fc(self.norm(x)):gelu() end
+    local Net = nn.Module:extend("Net")
+    function Net:init()
+      self.inp = nn.Linear(6, 8)
+      self.blocks = nn.ModuleList { Block(8), Block(8) }
+      self.scale = lt.randn(8)
+      self.head = nn.Sequential { nn.ReLU(), nn.Linear(8, 3) }
+    end
+    function Net:forward(x)
+      local h = self.inp(x):tanh()
+      for _, b in ipairs(self.blocks) do h = b(h) end
+      h = h * self.scale + 0.5
+      h = (h - 1) / 2 + 1 - h:sigmoid() * h:relu() - self.scale
+      h = 2 / (h:abs() + 1) + h:exp():clamp(0, 3) + (h * h + 1):sqrt():log() + (-h):leaky_relu(0.2) - h:gelu()
+      if self.training then h = h * 0 end -- plain Lua state: fixed in the plan as traced (eval here)
+      return self.head(h:view(2, 8)):softmax(2)
+    end
+    local m = Net()
+    local plan = check(m, lt.randn(2, 6))
+    assert.is_true(#plan._steps > 20)
+    -- a forward set on one instance of a library class is traced too
+    local lin = nn.Linear(3, 3)
+    lin.forward = function(self, x) return x + lt.linear(x, self.weight, self.bias) * 0 end
+    assert.matches("its forward failed while traced", error_of(lt.infer.compile, lin, lt.randn(1, 3)), 1, true)
+    local outer = nn.Linear(3, 3)
+    local wrap = nn.Sequential { outer }
+    outer.forward = function(_, x) return (x * 2):tanh() end
+    check(wrap, lt.randn(1, 3))
+  end)
+
   it("sees in-place weight changes itself; refresh() after a tensor was replaced", function()
     local m = nn.Linear(4, 3)
     local x = lt.randn(1, 4)
@@ -173,22 +209,33 @@ describe("lt.infer.compile", function()
   it("refuses what it cannot run, naming the module", function()
     local Net = nn.Module:extend("Net")
     function Net:init() self.fc = nn.Linear(2, 2) end
-    function Net:forward(x) if x:sum():item() > 0 then return self.fc(x) end return x end
-    assert.has_error(function() lt.infer.compile(Net(), lt.randn(1, 2)) end,
-      "lt.infer.compile: model (Net): is not a module of lt.nn; lt.infer does not trace a module's own forward (Lua " ..
-      "code may branch on the data): build the model from Sequential, ModuleList, Linear, ReLU, Tanh, Sigmoid, " ..
-      "GELU, LeakyReLU, SiLU, ELU, Softplus, Hardtanh, PReLU, Softmax, LogSoftmax, LayerNorm, BatchNorm1d/2d " ..
-      "(eval), Embedding, Conv1d/2d, MaxPool1d/2d, AvgPool1d/2d, Dropout (eval), Flatten, Unflatten, Identity, " ..
-      "LSTMCell, GRUCell, RNNCell")
+    function Net:forward(x) if x:item() > 0 then return self.fc(x) end return x end
+    assert.has_error(function() lt.infer.compile(Net(), lt.randn(1, 1)) end,
+      "lt.infer.compile: model (Net): its forward reads its input's values (x:item()), which depends on the data: " ..
+      "lt.infer refuses a forward that reads tensor values (a plan replays one fixed list of kernels; it is not " ..
+      "traced per branch)")
+    function Net:forward(x) local h = self.fc(x) if h:max():item() > 0 then return h end return x end
+    assert.matches("model (Net): its forward uses x:max, which lt.infer cannot trace", error_of(lt.infer.compile, Net(),
+      lt.randn(1, 2)), 1, true)
+    function Net:forward(x) return lt.F.relu(self.fc(x)) end
+    assert.matches("model (Net): its forward failed while traced: ", error_of(lt.infer.compile, Net(), lt.randn(1, 2)),
+      1, true)
+    function Net:forward(x) return self.fc(x) * lt.ones(3, 1, 2) end
+    assert.matches("model (Net): its forward broadcasts a tensor computed from its input over a larger constant tensor",
+      error_of(lt.infer.compile, Net(), lt.randn(1, 2)), 1, true)
+    function Net:forward(x) return self.fc(x) + lt.ones(2, 1) end
+    assert.matches("model (Net): its forward broadcasts [2 x 2] with [2 x 1]; a plan repeats only a trailing block",
+      error_of(lt.infer.compile, Net(), lt.randn(2, 2)), 1, true)
+    function Net:forward(x) return self.fc(x), x end
+    assert.has_no_error(function() lt.infer.compile(Net(), lt.randn(1, 2)) end) -- the first result is the output
+    function Net:forward() return lt.zeros(1, 2) end
+    assert.matches("model (Net): its forward returned a userdata that is not computed from its input",
+      error_of(lt.infer.compile, Net(), lt.randn(1, 2)), 1, true)
     local err = error_of(lt.infer.compile, nn.Sequential { nn.Linear(2, 2), nn.Dropout(0.5) }, lt.randn(1, 2))
     assert.matches("model.2 (Dropout): is in training mode", err, 1, true)
     local bn = nn.Sequential { nn.Linear(2, 2), nn.BatchNorm1d(2) }
     err = error_of(lt.infer.compile, bn, lt.randn(3, 2))
     assert.matches("model.2 (BatchNorm1d): is in training mode", err, 1, true)
-    local lin = nn.Linear(2, 2)
-    lin.forward = function(self, x) return x end
-    err = error_of(lt.infer.compile, nn.Sequential { lin }, lt.randn(1, 2))
-    assert.matches("model.1 (Linear): has a forward of its own", err, 1, true)
     err = error_of(lt.infer.compile, nn.Sequential { nn.Linear(2, 2), nn.MultiheadAttention(2, 1) }, lt.randn(1, 2))
     assert.matches("model.2 (MultiheadAttention): lt.infer does not support this module;", err, 1, true)
     err = error_of(lt.infer.compile, nn.Linear(3, 2), lt.randn(1, 2))
@@ -289,6 +336,20 @@ describe("lt.infer.export_lua", function()
       { lt.randn(1, 2, 12) }, "conv1d")
     check_export(nn.Sequential { nn.Embedding(7, 3), nn.Flatten(), nn.Linear(6, 2) },
       { lt.tensor({ { 1, 7 } }):long(), lt.tensor({ { 4, 2 } }):long() }, "embedding")
+  end)
+
+  it("writes a traced forward (residuals, constants, numbers)", function()
+    lt.manual_seed(6)
+    local Net = nn.Module:extend("Net")
+    function Net:init()
+      self.a, self.b, self.shift = nn.Linear(4, 5), nn.Linear(5, 5), lt.randn(5)
+    end
+    function Net:forward(x)
+      local h = self.a(x):relu()
+      h = h + self.b(h) * self.shift - 0.25
+      return (2 / (h:abs() + 1) + (1 - h:exp():clamp(0, 2)) + (h * h + 1):sqrt():log()):log_softmax(2)
+    end
+    check_export(Net(), { lt.randn(1, 4), lt.randn(1, 4) }, "traced")
   end)
 
   it("carries a recurrent cell's state between calls, as the plan does", function()

@@ -76,10 +76,13 @@ static int l_infer_view(lua_State *L) {
   return l_push(L, lt_tensor_alias(L_CTX(L), buf, nd, shape, stride, 0));
 }
 
-static const char *const op_list[] = { "linear",    "act",  "softmax", "layernorm", "batchnorm",
-                                       "embedding", "conv", "pool",    "cell",      NULL };
+/* in the order of lt_infer_op, lt_infer_act and the LT_INFER_ADD.. enum (lt_infer.h) */
+static const char *const op_list[] = { "linear", "act",  "softmax", "layernorm", "batchnorm", "embedding",
+                                       "conv",   "pool", "binary",  "cell",      NULL };
 static const char *const act_list[] = { "relu", "leaky_relu", "tanh",     "sigmoid", "gelu", "gelu_tanh", "silu",
-                                        "elu",  "softplus",   "hardtanh", "prelu",   "copy", NULL };
+                                        "elu",  "softplus",   "hardtanh", "prelu",   "copy", "affine",    "rdiv",
+                                        "exp",  "log",        "abs",      "sqrt",    NULL };
+static const char *const binary_list[] = { "add", "sub", "mul", "div", NULL };
 static const char *const pool_list[] = { "max", "avg", "avg_exclude_pad", NULL };
 static const char *const cell_list[] = { "lstm", "gru", "rnn_tanh", "rnn_relu", NULL };
 
@@ -110,6 +113,7 @@ static int l_infer_add(lua_State *L) {
   if (s.op == LT_INFER_ACT) s.act = field_option(L, "act", act_list);
   if (s.op == LT_INFER_POOL) s.act = field_option(L, "act", pool_list);
   if (s.op == LT_INFER_CELL) s.act = field_option(L, "act", cell_list);
+  if (s.op == LT_INFER_BINARY) s.act = field_option(L, "act", binary_list);
   s.in = (int)field_number(L, "in", -1);
   s.out = (int)field_number(L, "out", -1);
   s.rows = (int64_t)field_number(L, "rows", 1);

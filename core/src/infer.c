@@ -19,8 +19,11 @@
 /* multiply-adds of one Linear step from which BLAS beats the tight loops (rows > 1 only) */
 #define LINEAR_BLAS_MACS (1 << 20)
 
-static const char *const op_names[] = { "Linear",    "activation",  "softmax", "LayerNorm",     "BatchNorm",
-                                        "Embedding", "convolution", "pooling", "recurrent cell" };
+/* in the order of lt_infer_op */
+static const char *const op_names[] = { "Linear",        "activation", "softmax",
+                                        "LayerNorm",     "BatchNorm",  "Embedding",
+                                        "convolution",   "pooling",    "elementwise operation",
+                                        "recurrent cell" };
 
 lt_infer_plan *lt_infer_new(lt_ctx *c) {
   lt_infer_plan *p = calloc(1, sizeof *p);
@@ -91,7 +94,7 @@ static int check_step(lt_ctx *c, const lt_infer_plan *p, const lt_infer_step *s)
       if (R > 1 && R * I * O >= LINEAR_BLAS_MACS) return lt_blas_ready(c);
       return LT_OK;
     case LT_INFER_ACT:
-      if (s->act < LT_INFER_RELU || s->act > LT_INFER_COPY)
+      if (s->act < LT_INFER_RELU || s->act > LT_INFER_SQRT)
         return lt_fail(c, "lt.infer: unknown activation %d", s->act);
       if (s->act == LT_INFER_PRELU) {
         if (g[0] <= 0 || g[1] <= 0 || I % (g[0] * g[1]) != 0)
@@ -133,6 +136,14 @@ static int check_step(lt_ctx *c, const lt_infer_plan *p, const lt_infer_step *s)
       return check_param(c, s, 0, "weight", Co * (Ci / G) * g[LT_INFER_GEO_KH] * g[LT_INFER_GEO_KW], 0) ||
              check_param(c, s, 1, "bias", Co, 1);
     }
+    case LT_INFER_BINARY:
+      if (s->act < LT_INFER_ADD || s->act > LT_INFER_DIV) return lt_fail(c, "lt.infer: unknown operation %d", s->act);
+      if (O <= 0 || I % O != 0)
+        return lt_fail(c, "lt.infer: elementwise operation: %lld values do not repeat %lld", (long long)I,
+                       (long long)O);
+      if (check_buf(c, p, s, s->in, I, "input") || check_buf(c, p, s, s->out, I, "output")) return LT_ERR;
+      if (g[0] >= 0) return check_buf(c, p, s, (int)g[0], O, "second operand");
+      return check_param(c, s, 0, "second operand", O, 0);
     case LT_INFER_CELL: {
       int64_t G = s->act == LT_INFER_CELL_LSTM ? 4 : s->act == LT_INFER_CELL_GRU ? 3 : 1;
       if (s->act < LT_INFER_CELL_LSTM || s->act > LT_INFER_CELL_RNN_RELU)
@@ -293,6 +304,56 @@ LT_VECTOR_FN static void run_act(const lt_infer_plan *p, const lt_infer_step *s)
     case LT_INFER_COPY:
       if (x != y) memcpy(y, x, (size_t)n * sizeof *y);
       break;
+    case LT_INFER_AFFINE:
+      for (int64_t i = 0; i < n; i++) y[i] = a * x[i] + b;
+      break;
+    case LT_INFER_RDIV:
+      for (int64_t i = 0; i < n; i++) y[i] = a / x[i];
+      break;
+    case LT_INFER_EXP:
+      for (int64_t i = 0; i < n; i++) y[i] = expf(x[i]);
+      break;
+    case LT_INFER_LOG:
+      for (int64_t i = 0; i < n; i++) y[i] = logf(x[i]);
+      break;
+    case LT_INFER_ABS:
+      for (int64_t i = 0; i < n; i++) y[i] = fabsf(x[i]);
+      break;
+    case LT_INFER_SQRT:
+      for (int64_t i = 0; i < n; i++) y[i] = sqrtf(x[i]);
+      break;
+  }
+}
+
+/* out = in (op) y, y repeating every n_out values (a bias row, a per-feature scale); b swaps the operands */
+LT_VECTOR_FN static void run_binary(const lt_infer_plan *p, const lt_infer_step *s) {
+  const float *x = lt_f32(p->bufs[s->in]);
+  const float *yv = s->geo[0] >= 0 ? lt_f32(p->bufs[s->geo[0]]) : lt_f32(s->t[0]);
+  float *out = lt_f32(p->bufs[s->out]);
+  int64_t n = s->n_in, m = s->n_out;
+  int swap = s->b != 0;
+  for (int64_t r = 0; r < n; r += m) {
+    const float *xr = x + r;
+    float *o = out + r;
+    switch (s->act) {
+      case LT_INFER_ADD:
+        for (int64_t i = 0; i < m; i++) o[i] = xr[i] + yv[i];
+        break;
+      case LT_INFER_SUB:
+        if (swap)
+          for (int64_t i = 0; i < m; i++) o[i] = yv[i] - xr[i];
+        else
+          for (int64_t i = 0; i < m; i++) o[i] = xr[i] - yv[i];
+        break;
+      case LT_INFER_MUL:
+        for (int64_t i = 0; i < m; i++) o[i] = xr[i] * yv[i];
+        break;
+      default:
+        if (swap)
+          for (int64_t i = 0; i < m; i++) o[i] = yv[i] / xr[i];
+        else
+          for (int64_t i = 0; i < m; i++) o[i] = xr[i] / yv[i];
+    }
   }
 }
 
@@ -500,6 +561,7 @@ int lt_infer_run(lt_ctx *c, const lt_infer_plan *p) {
       case LT_INFER_EMBEDDING: rc = run_embedding(c, p, s); break;
       case LT_INFER_CONV: run_conv(p, s); break;
       case LT_INFER_POOL: run_pool(p, s); break;
+      case LT_INFER_BINARY: run_binary(p, s); break;
       case LT_INFER_CELL: run_cell(p, s); break;
     }
   }

@@ -30,6 +30,8 @@ typedef enum lt_infer_op {
   LT_INFER_EMBEDDING, /* rows indices (1-based, stored as floats) -> rows x n_out; t = {weight [geo[0] x n_out]} */
   LT_INFER_CONV,      /* 2-d convolution (Conv1d has H = 1): geo = LT_INFER_GEO_*; t = {weight, bias or NULL} */
   LT_INFER_POOL,      /* 2-d max or average pooling: geo = LT_INFER_GEO_*; act = LT_INFER_POOL_MAX or _AVG */
+  LT_INFER_BINARY,    /* out[i] = in[i] (act) y[i % n_out] over n_in elements, y the buffer geo[0] or, when geo[0] < 0,
+                         the tensor t[0]; b != 0: y (act) in[i] instead (the operands swapped) */
   LT_INFER_CELL,      /* one step of an LSTM/GRU/RNN cell; act = LT_INFER_CELL_*; rows = batch, n_in = input,
                          n_out = hidden; state buffers geo[0] (h) and geo[1] (c, LSTM); t = {w_ih, w_hh, b_ih, b_hh} */
 } lt_infer_op;
@@ -47,9 +49,16 @@ typedef enum lt_infer_act {
   LT_INFER_HARDTANH, /* a = min, b = max */
   LT_INFER_PRELU,    /* t[0] = weight [1] or [channels]; geo[0] = channels, geo[1] = inner size */
   LT_INFER_COPY,     /* out = in (a reshape between buffers) */
+  LT_INFER_AFFINE,   /* a * x + b (a tensor and a number: x + 2, x * 0.5, 1 - x) */
+  LT_INFER_RDIV,     /* a / x */
+  LT_INFER_EXP,
+  LT_INFER_LOG,
+  LT_INFER_ABS,
+  LT_INFER_SQRT,
 } lt_infer_act;
 
 enum { LT_INFER_POOL_MAX = 0, LT_INFER_POOL_AVG = 1, LT_INFER_POOL_AVG_EXCLUDE_PAD = 2 };
+enum { LT_INFER_ADD = 0, LT_INFER_SUB = 1, LT_INFER_MUL = 2, LT_INFER_DIV = 3 };
 enum { LT_INFER_CELL_LSTM = 0, LT_INFER_CELL_GRU = 1, LT_INFER_CELL_RNN_TANH = 2, LT_INFER_CELL_RNN_RELU = 3 };
 
 /* Geometry of LT_INFER_CONV and LT_INFER_POOL (pool: C = Cin = Cout, groups 1, no weight). */

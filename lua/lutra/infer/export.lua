@@ -50,6 +50,12 @@ local acts = {
   elu = function(v, a) return v > 0 and v or a * (exp(v) - 1) end,
   softplus = function(v, a, b) if v * a > b then return v end return log(1 + exp(a * v)) / a end,
   hardtanh = function(v, a, b) if v < a then return a elseif v > b then return b end return v end,
+  affine = function(v, a, b) return a * v + b end,
+  rdiv = function(v, a) return a / v end,
+  exp = function(v) return exp(v) end,
+  log = function(v) return log(v) end,
+  abs = function(v) return v < 0 and -v or v end,
+  sqrt = function(v) return sqrt(v) end,
 }
 local function act(x, y, n, kind, a, b)
   local f = acts[kind]
@@ -60,6 +66,19 @@ local function prelu(x, y, n, w, C, inner)
     local v = x[i]
     local s = #w == 1 and w[1] or w[floor((i - 1) / inner) % C + 1]
     y[i] = v > 0 and v or s * v
+  end
+end]]
+K.binary = [[
+local binops = {
+  add = function(u, v) return u + v end, sub = function(u, v) return u - v end,
+  mul = function(u, v) return u * v end, div = function(u, v) return u / v end,
+}
+local function binary(x, y, out, n, m, kind, swapped)
+  local f = binops[kind]
+  for r = 0, n - 1, m do
+    for i = 1, m do
+      if swapped then out[r + i] = f(y[i], x[r + i]) else out[r + i] = f(x[r + i], y[i]) end
+    end
   end
 end]]
 K.softmax = [[
@@ -220,7 +239,7 @@ local function cell(x, y, kind, R, I, Hd, Wih, Whh, bih, bhh, h, c, gi, gh)
 end]]
 
 local NEEDS = { act = { "tanh", "sigmoid", "erf" }, cell = { "tanh", "sigmoid" } }
-local ORDER = { "tanh", "sigmoid", "erf", "linear", "act", "softmax", "layernorm", "batchnorm", "embedding", "conv",
+local ORDER = { "tanh", "sigmoid", "erf", "linear", "act", "binary", "softmax", "layernorm", "batchnorm", "embedding", "conv",
   "pool", "cell" }
 
 -- A float32 value as a Lua literal that reads back to the same float (9 significant digits).
@@ -306,6 +325,9 @@ function M.source(plan)
       call = string.format("prelu(%s, %s, %d, %s, %d, %d)", x, y, s.n_in, param(t[1]), s.geo[1], s.geo[2])
     elseif s.op == "act" then
       call = string.format("act(%s, %s, %d, %q, %s, %s)", x, y, s.n_in, s.act, lit(s.a), lit(s.b))
+    elseif s.op == "binary" then
+      local other = s.geo[1] >= 0 and "B" .. s.geo[1] or param(t[1])
+      call = string.format("binary(%s, %s, %s, %d, %d, %q, %s)", x, other, y, s.n_in, s.n_out, s.act, tostring(s.b == 1))
     elseif s.op == "softmax" then
       call = string.format("softmax(%s, %s, %d, %d, %d, %s)", x, y, s.rows, s.n_in, s.geo[1], tostring(s.a == 1))
     elseif s.op == "layernorm" then

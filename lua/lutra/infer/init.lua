@@ -7,10 +7,12 @@
 --
 -- Compiling walks the module tree (Sequential and ModuleList in order) and turns each module lutra knows into
 -- steps (infer/steps.lua). A module with a forward of its own (a user's class, or a forward set on an instance)
--- is refused: its Lua code may branch on the data, and a plan replays one fixed list of kernels.
+-- is traced op by op (infer/trace.lua); a forward that reads its tensors' values (and so may branch on the data)
+-- is refused: a plan replays one fixed list of kernels.
 local lt = require "lutra"
 local core = require "lutra.core"
 local S = require "lutra.infer.steps"
+local T = require "lutra.infer.trace"
 
 local M = {}
 
@@ -31,15 +33,12 @@ local function walk(m, st)
   if type(m) ~= "table" or not lt.nn.is_module(m) then
     error(string.format("lt.infer.compile: %s is a %s, expected a module", st.path, type(m)), 0)
   end
-  if rawget(m, "forward") ~= nil then
-    S.fail(st, m, "has a forward of its own on the instance, which lt.infer does not trace (Lua code may branch " ..
-      "on the data); build the model from " .. SUPPORTED)
-  end
   local ok, lib = pcall(function() return lt.nn[name] end)
-  if not (ok and lib == getmetatable(m)) then
-    S.fail(st, m, "is not a module of lt.nn; lt.infer does not trace a module's own forward (Lua code may branch " ..
-      "on the data): build the model from " .. SUPPORTED)
-  end
+  local library = ok and lib == getmetatable(m)
+  -- a forward of its own (a user's class, or one set on an instance) is traced op by op (infer/trace.lua)
+  local own = st.patched[m] -- while a parent is traced, its sub-modules' forwards are stand-ins; the saved one counts
+  if own == nil then own = rawget(m, "forward") elseif own == true then own = nil end
+  if not library or own ~= nil then return T.trace(m, st, walk) end
   if not (name == "Sequential" or name == "ModuleList" or S[name]) then
     S.fail(st, m, "lt.infer does not support this module; supported: " .. SUPPORTED)
   end
@@ -60,7 +59,7 @@ local OPTS = { batch = "number" }
 local function build(self)
   local x = self._example
   local c = core._infer_new()
-  local st = { plan = c, buf = c:buffer(x:numel()), value = x, path = "model", steps = {} }
+  local st = { plan = c, buf = c:buffer(x:numel()), value = x, path = "model", steps = {}, patched = {} }
   self._in_buf = st.buf
   lt.no_grad(walk, self._model, st)
   self._c, self._steps, self._stateful = c, st.steps, st.stateful
