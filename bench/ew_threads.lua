@@ -1,6 +1,6 @@
 -- ew_threads.lua — elementwise and softmax kernels on 1 thread vs 2 (lt.set_num_threads), alternating in one
 -- process so drift on a shared machine hits both alike. Prints "op elements t1_us t2_us t1/t2" per size (median
--- of rounds); below a kernel's split threshold (EW_PAR_MIN in core/src/ops_elementwise.c, SM_PAR_MIN in
+-- of rounds); below a kernel's split threshold (EW_PAR_MIN in core/src/ops_ew_internal.h, SM_PAR_MIN in
 -- ops_softmax.c) both columns run one thread. Used to pick those thresholds (with the threshold set to 0).
 --   ./lutra bench/ew_threads.lua [rounds]        EW_OPS=add,softmax: only ops whose name contains one of these
 --   EW_GAP_US=200 ./lutra bench/ew_threads.lua   the pool's worker asleep at each call (see below)

@@ -1,7 +1,7 @@
 -- threaded_ops_spec: elementwise and softmax kernels large enough to be split over lutra's thread pool give
 -- bitwise the results of one thread (each element or row is computed by the same code whatever the split),
 -- for contiguous, broadcast, strided and in-place operands; softmax's NaN and infinity rows behave as
--- PyTorch's. The sizes are above the split thresholds (ops_elementwise.c EW_PAR_MIN, ops_softmax.c
+-- PyTorch's. The sizes are above the split thresholds (ops_ew_internal.h EW_PAR_MIN, ops_softmax.c
 -- SM_PAR_MIN) and not multiples of 16, so split points fall inside rows.
 local skip = require("helpers.puc").needs_luajit("compares tensor memory bit by bit through LuaJIT's ffi")
 if skip then describe("threaded ops", function() pending(skip) end) return end

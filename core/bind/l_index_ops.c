@@ -1,7 +1,7 @@
 /*
  * l_index_ops.c — masks and indexed writes as Lua methods and lt.* functions: masked_fill, masked_select,
  * nonzero, scatter, scatter_add, index_add, index_fill (kernels in core/src/ops_scatter.c and
- * ops_elementwise.c). Index arguments are int64 and 1-based here, 0-based in the core; nonzero's result is
+ * ops_where.c). Index arguments are int64 and 1-based here, 0-based in the core; nonzero's result is
  * 1-based.
  */
 #include <string.h>

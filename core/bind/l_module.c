@@ -15,7 +15,8 @@
 #include "lutra.h"
 
 /* Each binding area registers its functions into the module table on top of the stack. */
-void l_tensor_register(lua_State *L);
+void l_tensor_register(lua_State *L);    /* l_tensor*.c: the tensor userdata, its methods by topic */
+void l_runtime_register(lua_State *L);   /* l_runtime.c: threads, denormals, BLAS info, allocator stats */
 void l_nn_register(lua_State *L);        /* l_nn.c: conv, pooling, norms, losses, dropout, embedding */
 void l_optim_register(lua_State *L);     /* l_optim.c: optimizers (fused C updates) */
 void l_data_register(lua_State *L);      /* l_data.c: IDX reading, batching */
@@ -42,6 +43,12 @@ void l_json_line_register(lua_State *L); /* l_json_line.c: _json_line (JSON-line
 void l_docs_register(lua_State *L);      /* l_docs.c: _doc_pages (the reference pages, for lt.help) */
 /* recurrent layers */
 void l_nn_rnn_register(lua_State *L); /* l_nn_rnn.c: _nn.rnn_layer (RNN, GRU, LSTM) */
+/* the tensor's methods by topic, after l_tensor_register (l_tensor.c: the userdata, its metatable) */
+void l_tensor_create_register(lua_State *L); /* l_tensor_create.c: construction, fills, the RNG */
+void l_tensor_shape_register(lua_State *L);  /* l_tensor_shape.c: queries, views, conversions, joins */
+void l_tensor_math_register(lua_State *L);   /* l_tensor_math.c: maths, arithmetic metamethods */
+void l_tensor_grad_register(lua_State *L);   /* l_tensor_grad.c: autograd, grad mode */
+void l_runtime_register(lua_State *L);       /* l_runtime.c: threads, denormals, BLAS info, allocator stats */
 void l_infer_register(lua_State *L);  /* l_infer.c: _infer_new (inference plans, lt.infer) */
 
 /* ---- process-wide run state (what a host or a signal handler may ask; the run count: l_run.c) ------ */
@@ -166,6 +173,12 @@ static int l_interrupt_clear(lua_State *L) {
 static int open_with_upvalues(lua_State *L) {
   lua_newtable(L);
   l_tensor_register(L);
+  l_tensor_create_register(L);
+  l_tensor_shape_register(L);
+  l_tensor_math_register(L);
+  l_tensor_grad_register(L);
+  l_runtime_register(L);
+  l_runtime_register(L);
   l_ops_a_register(L);
   l_nn_register(L);
   l_optim_register(L);

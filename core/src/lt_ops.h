@@ -48,7 +48,7 @@ lt_tensor *lt_op_expand(lt_ctx *c, lt_tensor *t, int ndim, const int64_t *shape)
 lt_tensor *lt_op_cat(lt_ctx *c, int n, lt_tensor *const *ts, int dim);
 lt_tensor *lt_op_stack(lt_ctx *c, int n, lt_tensor *const *ts, int dim);
 
-/* --- elementwise (ops_elementwise.c) ------------------------------------------------------------ */
+/* --- elementwise: binary (ops_binary.c), unary, activations (ops_unary.c), where (ops_where.c) -- */
 typedef enum lt_binop {
   LT_ADD,
   LT_SUB,
@@ -118,7 +118,7 @@ lt_tensor *lt_op_linear(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b);
 /* linear followed by an activation in one node: the activation runs on the GEMM's output while it is in
  * cache, and its backward masks the gradient in place (nn.Sequential fuses Linear, ReLU pairs into this). */
 typedef enum lt_act { LT_ACT_NONE = 0, LT_ACT_RELU } lt_act;
-/* For those fused ops (ops_elementwise.c): ReLU in place over n floats, and the gradient through the ReLU of
+/* For those fused ops (ops_unary.c): ReLU in place over n floats, and the gradient through the ReLU of
  * output y given g, contiguous, computed in place when the caller holds the only reference to a contiguous g
  * (a backward's incoming gradient usually is). */
 void lt_relu_inplace_f32(float *y, int64_t n);
@@ -175,7 +175,7 @@ lt_tensor *lt_op_index_fill(lt_ctx *c, lt_tensor *x, int dim, lt_tensor *index, 
 lt_tensor *lt_op_masked_select(lt_ctx *c, lt_tensor *x, lt_tensor *mask); /* 1-D, differentiable in x */
 lt_tensor *lt_op_nonzero(lt_ctx *c, lt_tensor *x);                        /* [n x ndim] int64, 0-based */
 
-/* Helpers shared by op files. */
+/* Checks shared by op files (ops_check.c). */
 int lt_check_dtype(lt_ctx *c, const char *op, const char *what, const lt_tensor *t, lt_dtype want);
 int lt_check_inplace(lt_ctx *c, const char *op, const lt_tensor *t);
 int lt_broadcast_shape(lt_ctx *c, const char *op, const lt_tensor *a, const lt_tensor *b, int *ndim, int64_t *shape);

@@ -3,7 +3,7 @@
  *   y = 0.5 x (1 + tanh(k (x + 0.044715 x^3))), k = sqrt(2 / pi)
  * forward and backward side by side, contiguous float32, split over lutra's pool (each element computed by the
  * same code whatever the split, so results are bitwise the same on any thread count). The exact GELU is the
- * unary op LT_GELU (ops_elementwise.c).
+ * unary op LT_GELU (ops_unary.c).
  */
 #include "lt_errors.h"
 #include "lt_ops.h"

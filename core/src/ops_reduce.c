@@ -144,7 +144,7 @@ static void sum_part(void *arg, int i, int nparts) {
   if (lo < hi) sum_range(j->x, j->n, j->inner, j->mean, j->out, lo, hi);
 }
 
-/* As elementwise kernels (ops_elementwise.c EW_PAR_MIN): one add per element, a split pays from ~64K. */
+/* As elementwise kernels (ops_ew_internal.h EW_PAR_MIN): one add per element, a split pays from ~64K. */
 #define SUM_PAR_MIN (INT64_C(1) << 16)
 
 /* Computes values (and 0-based indices for max/min) along dim of a contiguous float tensor. */

@@ -45,7 +45,7 @@
 -- "lutra: rank R of W failed: message" on stderr and ends the job (MPI_Abort).
 local core = require "lutra.core"
 local C = core._dist
-local check_options = require("lutra.util").check_options
+local check_options = require("lutra.utils.check").check_options
 
 local D = {}
 

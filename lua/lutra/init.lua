@@ -4,19 +4,19 @@
 local lt = require "lutra.core"
 local compat = require "lutra._compat"
 local pack, unpack = compat.pack, compat.unpack
-local util = require "lutra.util"
+local util = require "lutra.utils.check"
 
 require "lutra.tensor" -- printing and Lua-side tensor helpers
-require "lutra.linalg" -- addmm, baddbmm, einsum
+require "lutra.tensor.linalg" -- addmm, baddbmm, einsum
 
 local submodules = {
   nn = "lutra.nn", F = "lutra.F", optim = "lutra.optim", data = "lutra.data", callbacks = "lutra.callbacks",
-  loggers = "lutra.loggers", Trainer = "lutra.trainer", Loop = "lutra.loop", plot = "lutra.plot",
+  loggers = "lutra.loggers", Trainer = "lutra.trainer", Loop = "lutra.trainer.custom_loop", plot = "lutra.plot",
   distributed = "lutra.distributed",
   metrics = "lutra.metrics", -- metrics
   -- lightning: DataModule (lua/lutra/datamodule.lua)
-  DataModule = "lutra.datamodule",
-  profilers = "lutra.profilers", -- [tools: profiler]
+  DataModule = "lutra.data.datamodule",
+  profilers = "lutra.trainer.profilers", -- [tools: profiler]
   infer = "lutra.infer", -- compiled inference plans, pure-Lua export (lua/lutra/infer/)
 }
 submodules.utils = "lutra.utils" -- modules area (issue 17): save_image, make_grid

@@ -1,0 +1,99 @@
+/*
+ * ops_ew_internal.h — what the elementwise kernels share (ops_binary.c, ops_unary.c, ops_where.c): when a kernel
+ * is split over lutra's pool, the walk of an element range as strided row segments, the in-place overlap test,
+ * int64 arithmetic that wraps, and the job of a one-kernel split. Large float32 kernels are split into element
+ * ranges on the pool (lt_pool.h); each element is computed by the same code whatever the split, so results are
+ * bitwise the same on any number of threads.
+ */
+#ifndef OPS_EW_INTERNAL_H
+#define OPS_EW_INTERNAL_H
+
+#include "lt_iter.h"
+#include "lt_ops.h"
+#include "lt_pool.h"
+
+/* ---- splitting over threads ------------------------------------------------------------------- */
+
+/* Elementwise work of at least this many units (elements x the op's cost below) runs on the pool (the cost: 1 for a one-flop op, unary_cost in ops_unary.c, 4 for pow). Measured with
+ * bench/ew_threads.lua on this 2-vCPU machine (1 vs 2 threads): with the worker awake a split of a one-flop op
+ * (add, relu, x * 2) gains 1.5x at 16K elements and 1.7-2x from 32K; with the worker asleep (woken through a
+ * futex, as after a GEMM) it gains nothing below ~100K and ~1.1-1.7x above. From 64K the split pays in the
+ * first case and costs at most a few percent in the second. */
+#define EW_PAR_MIN (INT64_C(1) << 16)
+
+static inline int ew_parts(lt_ctx *c, int64_t n, int cost) {
+  return lt_pool_parts(c->num_threads, n * cost, EW_PAR_MIN);
+}
+
+/* Walks flat elements [lo, hi) of an iteration (row-major over its merged dims; lo < hi, it->n > 0) as row
+ * segments: o0..o2 are a segment's start offsets in the operands, len its length. The body sees a segment
+ * exactly as LT_ITER_ROWS would show (part of) a row, so a kernel can be split at any element. */
+/* kept as written: clang-format 14 does not reach a fixed point on these macros */
+// clang-format off
+#define EW_SEGMENTS(it, lo, hi, o0, o1, o2, len)                                                    \
+  {                                                                                                 \
+    const lt_iter *_it = (it);                                                                      \
+    int64_t _ix[LT_MAX_DIM] = { 0 }, _b[3] = { 0, 0, 0 };                                           \
+    int64_t _e = (lo), _end = (hi), _j = _e % _it->n, _r = _e / _it->n;                             \
+    for (int _d = _it->ndim - 2; _d >= 0; _d--) {                                                   \
+      _ix[_d] = _r % _it->shape[_d];                                                                \
+      _r /= _it->shape[_d];                                                                         \
+      for (int _k = 0; _k < 3; _k++) _b[_k] += _ix[_d] * _it->stride[_k][_d];                       \
+    }                                                                                               \
+    while (_e < _end) {                                                                             \
+      int64_t len = _it->n - _j < _end - _e ? _it->n - _j : _end - _e;                              \
+      int64_t o0 = _b[0] + _j * _it->s[0], o1 = _b[1] + _j * _it->s[1], o2 = _b[2] + _j * _it->s[2]; \
+      (void)o0; (void)o1; (void)o2;
+
+#define EW_SEGMENTS_END                                                                             \
+      _e += len;                                                                                    \
+      _j = 0;                                                                                       \
+      for (int _d = _it->ndim - 2; _d >= 0; _d--) {                                                 \
+        _ix[_d]++;                                                                                  \
+        for (int _k = 0; _k < 3; _k++) _b[_k] += _it->stride[_k][_d];                               \
+        if (_ix[_d] < _it->shape[_d]) break;                                                        \
+        for (int _k = 0; _k < 3; _k++) _b[_k] -= _it->stride[_k][_d] * _ix[_d];                     \
+        _ix[_d] = 0;                                                                                \
+      }                                                                                             \
+    }                                                                                               \
+  }
+// clang-format on
+
+/* An in-place update whose other operand shares storage with it but is not the same view (x:add_(x:t())), or
+ * whose target repeats elements (a stride-0 dim: the binding refuses those, a C host might not), reads or
+ * writes what another thread may be writing: such calls stay on one thread, as before. */
+static inline int overlaps(const lt_tensor *out, const lt_tensor *in) {
+  for (int d = 0; d < out->ndim; d++)
+    if (out->shape[d] > 1 && out->stride[d] == 0) return 1;
+  if (out == in || out->storage != in->storage) return 0;
+  if (out->offset != in->offset || out->ndim != in->ndim) return 1;
+  for (int d = 0; d < out->ndim; d++)
+    if (out->shape[d] != in->shape[d] || (out->shape[d] > 1 && out->stride[d] != in->stride[d])) return 1;
+  return 0;
+}
+
+/* int64 arithmetic wraps around on overflow, as PyTorch's does: computed in uint64 (defined behaviour in C)
+ * and converted back (two's complement on every target GCC supports). */
+static inline int64_t wrap_add(int64_t x, int64_t y) { return (int64_t)((uint64_t)x + (uint64_t)y); }
+static inline int64_t wrap_sub(int64_t x, int64_t y) { return (int64_t)((uint64_t)x - (uint64_t)y); }
+static inline int64_t wrap_mul(int64_t x, int64_t y) { return (int64_t)((uint64_t)x * (uint64_t)y); }
+
+/* One elementwise kernel over an iteration, split into element ranges on the pool. */
+typedef struct ew_job {
+  int op;
+  lt_iter it;
+  float *po;
+  const float *px, *py;
+  int64_t total;
+} ew_job;
+
+/* helper: op result reduced to the input's shape; consumes t */
+static inline lt_tensor *to_shape(lt_ctx *c, lt_tensor *t, const lt_tensor *like) {
+  if (!t) return NULL;
+  if (lt_same_shape(t, like)) return t;
+  lt_tensor *r = lt_op_sum_to(c, t, like->ndim, like->shape);
+  lt_tensor_release(t);
+  return r;
+}
+
+#endif

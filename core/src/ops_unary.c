@@ -1,0 +1,409 @@
+/*
+ * ops_unary.c — unary maths and activations (neg, exp, log ... gelu, square), leaky_relu and clamp, and the
+ * ReLU fused into the op before it, with their backward rules. The kernels are split over the pool like the
+ * other elementwise kernels (ops_ew_internal.h).
+ */
+#include <math.h>
+
+#include "lt_simd.h"
+#include "ops_ew_internal.h"
+
+static const char *const unop_names[] = { "neg", "exp", "log",  "sqrt",  "abs",  "tanh",  "sigmoid", "relu",
+                                          "sin", "cos", "gelu", "rsqrt", "sign", "log1p", "square" };
+
+/* ---- unary ------------------------------------------------------------------------------------ */
+
+static inline float gelu_f(float x) { /* 0.5 x (1 + erf(x / sqrt 2)) */
+  float h = 0.5f * x;
+  return __builtin_fmaf(h, lt_erff(x * 0.70710678118654752f), h);
+}
+
+__attribute__((always_inline)) static inline float un_f(lt_unop op, float x) {
+  switch (op) {
+    case LT_NEG: return -x;
+    case LT_EXP: return lt_expf(x);
+    case LT_LOG: return logf(x);
+    case LT_SQRT: return sqrtf(x);
+    case LT_ABS: return fabsf(x);
+    case LT_TANH: return lt_tanhf(x);
+    case LT_SIGMOID: return lt_sigmoidf(x);
+    case LT_RELU: return x < 0 ? 0.0f : x; /* NaN stays NaN (and -0 stays -0), as PyTorch's */
+    case LT_SIN: return sinf(x);
+    case LT_COS: return cosf(x);
+    case LT_GELU: return gelu_f(x);
+    case LT_RSQRT: return 1.0f / sqrtf(x);
+    case LT_SIGN: return (float)((x > 0) - (x < 0));
+    case LT_LOG1P: return log1pf(x);
+    case LT_SQUARE: return x * x;
+  }
+  return 0;
+}
+
+#define UN_CASE(OP)                                                                    \
+  case OP:                                                                             \
+    EW_SEGMENTS(it, lo, hi, o0, o1, o2, len) {                                         \
+      float *y = po + o0;                                                              \
+      const float *x = px + o1;                                                        \
+      if (it->s[0] == 1 && it->s[1] == 1)                                              \
+        for (int64_t i = 0; i < len; i++) y[i] = un_f(OP, x[i]);                       \
+      else                                                                             \
+        for (int64_t i = 0; i < len; i++) y[i * it->s[0]] = un_f(OP, x[i * it->s[1]]); \
+    }                                                                                  \
+    EW_SEGMENTS_END;                                                                   \
+    break;
+
+LT_VECTOR_FN static void unary_range(lt_unop op, const lt_iter *it, float *po, const float *px, int64_t lo,
+                                     int64_t hi) {
+  switch (op) {
+    // clang-format off
+    UN_CASE(LT_NEG) UN_CASE(LT_EXP) UN_CASE(LT_LOG) UN_CASE(LT_SQRT) UN_CASE(LT_ABS) UN_CASE(LT_TANH)
+    UN_CASE(LT_SIGMOID) UN_CASE(LT_RELU) UN_CASE(LT_SIN) UN_CASE(LT_COS) UN_CASE(LT_GELU) UN_CASE(LT_RSQRT)
+    UN_CASE(LT_SIGN) UN_CASE(LT_LOG1P) UN_CASE(LT_SQUARE)
+    // clang-format on
+  }
+}
+
+/* Work per element relative to a one-flop op: lt_expf-based ops vectorise (~0.6 ns an element on one core,
+ * twice a one-flop op), libm calls do not (log: ~5 ns). */
+static int unary_cost(lt_unop op) {
+  switch (op) {
+    case LT_EXP:
+    case LT_TANH:
+    case LT_SIGMOID:
+    case LT_SQRT:
+    case LT_RSQRT: return 2;
+    case LT_GELU: return 3; /* lt_erff + lt_expf, vectorised */
+    case LT_LOG:
+    case LT_SIN:
+    case LT_COS:
+    case LT_LOG1P: return 4;
+    default: return 1;
+  }
+}
+
+static void unary_part(void *arg, int i, int nparts) {
+  const ew_job *j = arg;
+  int64_t lo, hi;
+  lt_pool_range(j->total, i, nparts, 16, &lo, &hi);
+  if (lo < hi) unary_range((lt_unop)j->op, &j->it, j->po, j->px, lo, hi);
+}
+
+static void unary_f32(lt_ctx *c, lt_unop op, lt_tensor *out, const lt_tensor *x) {
+  const int64_t *st[2] = { out->stride, x->stride };
+  ew_job j = { .op = op, .po = lt_f32(out), .px = lt_f32(x) };
+  lt_iter_init(&j.it, x->ndim, x->shape, 2, st);
+  j.total = j.it.rows * j.it.n;
+  if (j.total == 0) return;
+  int parts = overlaps(out, x) ? 1 : ew_parts(c, j.total, unary_cost(op));
+  if (parts > 1) lt_pool_run(unary_part, &j, parts);
+  else unary_range(op, &j.it, j.po, j.px, 0, j.total);
+}
+
+LT_VECTOR_FN static void unary_grad_kernel(lt_unop op, const float *px, const float *py, const float *pg, float *pr,
+                                           int64_t N);
+
+typedef struct grad_job {
+  lt_unop op;
+  const float *px, *py, *pg;
+  float *pr;
+  int64_t n;
+} grad_job;
+
+static void unary_grad_part(void *arg, int i, int nparts) {
+  const grad_job *j = arg;
+  int64_t lo, hi;
+  lt_pool_range(j->n, i, nparts, 16, &lo, &hi);
+  if (lo < hi) unary_grad_kernel(j->op, j->px + lo, j->py ? j->py + lo : NULL, j->pg + lo, j->pr + lo, hi - lo);
+}
+
+/* One fused pass: gin = g * f'(x), using the saved output where that is cheaper. */
+static int unary_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
+  lt_unop op = (lt_unop)n->i[0];
+  lt_tensor *x = lt_op_contiguous(c, n->inputs[0]);
+  lt_tensor *y = n->saved[0] ? lt_op_contiguous(c, n->saved[0]) : NULL;
+  lt_tensor *gc = lt_op_contiguous(c, g);
+  lt_tensor *r = (x && gc) ? lt_tensor_new_like(c, x) : NULL;
+  if (!r || (n->saved[0] && !y)) {
+    lt_tensor_release(x);
+    lt_tensor_release(y);
+    lt_tensor_release(gc);
+    lt_tensor_release(r);
+    return LT_ERR;
+  }
+  grad_job j = { op, lt_f32(x), y ? lt_f32(y) : NULL, lt_f32(gc), lt_f32(r), lt_numel(x) };
+  int parts = ew_parts(c, j.n, unary_cost(op));
+  if (parts > 1) lt_pool_run(unary_grad_part, &j, parts);
+  else unary_grad_kernel(op, j.px, j.py, j.pg, j.pr, j.n);
+  lt_tensor_release(x);
+  lt_tensor_release(y);
+  lt_tensor_release(gc);
+  gin[0] = r;
+  return LT_OK;
+}
+
+LT_VECTOR_FN static void unary_grad_kernel(lt_unop op, const float *px, const float *py, const float *pg, float *pr,
+                                           int64_t N) {
+  switch (op) {
+    case LT_NEG:
+      for (int64_t i = 0; i < N; i++) pr[i] = -pg[i];
+      break;
+    case LT_EXP:
+      for (int64_t i = 0; i < N; i++) pr[i] = pg[i] * py[i];
+      break;
+    case LT_LOG:
+      for (int64_t i = 0; i < N; i++) pr[i] = pg[i] / px[i];
+      break;
+    case LT_SQRT:
+      for (int64_t i = 0; i < N; i++) pr[i] = pg[i] * 0.5f / py[i];
+      break;
+    case LT_ABS:
+      for (int64_t i = 0; i < N; i++) pr[i] = pg[i] * (float)((px[i] > 0) - (px[i] < 0));
+      break;
+    case LT_TANH:
+      for (int64_t i = 0; i < N; i++) pr[i] = pg[i] * (1.0f - py[i] * py[i]);
+      break;
+    case LT_SIGMOID:
+      for (int64_t i = 0; i < N; i++) pr[i] = pg[i] * py[i] * (1.0f - py[i]);
+      break;
+    case LT_RELU:
+      for (int64_t i = 0; i < N; i++) pr[i] = px[i] <= 0 ? 0.0f : pg[i]; /* a NaN passes g, as PyTorch's */
+      break;
+    case LT_SIN:
+      for (int64_t i = 0; i < N; i++) pr[i] = pg[i] * cosf(px[i]);
+      break;
+    case LT_COS:
+      for (int64_t i = 0; i < N; i++) pr[i] = -pg[i] * sinf(px[i]);
+      break;
+    case LT_GELU:
+      for (int64_t i = 0; i < N; i++) {
+        float v = px[i];
+        float cdf = 0.5f * (1.0f + lt_erff(v * 0.70710678118654752f));
+        float pdf = lt_expf(-0.5f * v * v) * 0.39894228040143268f;
+        pr[i] = pg[i] * (cdf + v * pdf);
+      }
+      break;
+    case LT_RSQRT:
+      for (int64_t i = 0; i < N; i++) pr[i] = -0.5f * pg[i] * py[i] * py[i] * py[i];
+      break;
+    case LT_SIGN:
+      for (int64_t i = 0; i < N; i++) pr[i] = 0.0f;
+      break;
+    case LT_LOG1P:
+      for (int64_t i = 0; i < N; i++) pr[i] = pg[i] / (1.0f + px[i]);
+      break;
+    case LT_SQUARE:
+      for (int64_t i = 0; i < N; i++) pr[i] = 2.0f * px[i] * pg[i];
+      break;
+  }
+}
+
+static int unary_saves_output(lt_unop op) {
+  return op == LT_EXP || op == LT_SQRT || op == LT_TANH || op == LT_SIGMOID || op == LT_RSQRT;
+}
+
+lt_tensor *lt_op_unary(lt_ctx *c, lt_unop op, lt_tensor *a) {
+  const char *name = unop_names[op];
+  if (a->dtype == LT_I64 && (op == LT_NEG || op == LT_ABS || op == LT_SIGN || op == LT_SQUARE)) {
+    lt_tensor *out = lt_tensor_new_like(c, a);
+    if (!out) return NULL;
+    int64_t *po = lt_i64(out);
+    for (int64_t i = 0, n = lt_numel(a); i < n; i++) {
+      int64_t v = lt_get_flat_i64(a, i), neg = wrap_sub(0, v); /* -INT64_MIN wraps to itself, as in PyTorch */
+      po[i] = op == LT_NEG    ? neg
+              : op == LT_ABS  ? (v < 0 ? neg : v)
+              : op == LT_SIGN ? (v > 0) - (v < 0)
+                              : wrap_mul(v, v);
+    }
+    return out;
+  }
+  lt_tensor *fa = lt_op_to_dtype(c, a, LT_F32);
+  if (!fa) return NULL;
+  lt_tensor *out = lt_tensor_new(c, LT_F32, fa->ndim, fa->shape);
+  if (out) {
+    unary_f32(c, op, out, fa);
+    lt_node *nd;
+    if (lt_record(c, out, name, unary_backward, 1, &fa, &nd)) {
+      lt_tensor_release(out);
+      out = NULL;
+    } else if (nd) {
+      nd->i[0] = op;
+      /* the backward of these reads the saved output (or nothing: neg), not the input */
+      if (unary_saves_output(op) || op == LT_NEG) nd->reads = 0;
+      if (unary_saves_output(op) && lt_node_save_output(c, nd, 0, out)) {
+        lt_tensor_release(out);
+        out = NULL;
+      }
+    }
+  }
+  lt_tensor_release(fa);
+  return out;
+}
+
+int lt_op_unary_(lt_ctx *c, lt_unop op, lt_tensor *a) {
+  if (lt_check_inplace(c, unop_names[op], a)) return LT_ERR;
+  if (lt_check_dtype(c, unop_names[op], "the tensor updated in place", a, LT_F32)) return LT_ERR;
+  lt_mark_modified(a);
+  unary_f32(c, op, a, a);
+  return LT_OK;
+}
+
+/* ---- leaky_relu, clamp, where ------------------------------------------------------------------ */
+
+/* The contiguous one-pass kernels of leaky_relu and clamp, forward and backward. */
+typedef enum { MAP_LEAKY, MAP_LEAKY_GRAD, MAP_CLAMP, MAP_CLAMP_GRAD } map_kind;
+typedef struct map_job {
+  map_kind kind;
+  const float *px, *pg; /* input, incoming gradient (backward) */
+  float *po;
+  float a, b; /* slope, or min and max */
+  int64_t n;
+} map_job;
+
+LT_VECTOR_FN static void map_range(const map_job *j, int64_t lo, int64_t hi) {
+  const float *px = j->px, *pg = j->pg;
+  float *po = j->po, a = j->a, b = j->b;
+  switch (j->kind) {
+    case MAP_LEAKY:
+      for (int64_t i = lo; i < hi; i++) po[i] = px[i] > 0 ? px[i] : a * px[i];
+      break;
+    case MAP_LEAKY_GRAD:
+      for (int64_t i = lo; i < hi; i++) po[i] = px[i] > 0 ? pg[i] : a * pg[i];
+      break;
+    case MAP_CLAMP:
+      for (int64_t i = lo; i < hi; i++) po[i] = px[i] < a ? a : (px[i] > b ? b : px[i]);
+      break;
+    case MAP_CLAMP_GRAD:
+      for (int64_t i = lo; i < hi; i++) po[i] = (px[i] >= a && px[i] <= b) ? pg[i] : 0.0f;
+      break;
+  }
+}
+
+static void map_part(void *arg, int i, int nparts) {
+  const map_job *j = arg;
+  int64_t lo, hi;
+  lt_pool_range(j->n, i, nparts, 16, &lo, &hi);
+  if (lo < hi) map_range(j, lo, hi);
+}
+
+static void map_run(lt_ctx *c, const map_job *j) {
+  int parts = ew_parts(c, j->n, 1);
+  if (parts > 1) lt_pool_run(map_part, (void *)j, parts);
+  else map_range(j, 0, j->n);
+}
+
+static int leaky_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
+  lt_tensor *x = lt_op_contiguous(c, n->inputs[0]);
+  lt_tensor *gc = x ? lt_op_contiguous(c, g) : NULL;
+  lt_tensor *r = gc ? lt_tensor_new_like(c, x) : NULL;
+  if (r) {
+    map_job j = { MAP_LEAKY_GRAD, lt_f32(x), lt_f32(gc), lt_f32(r), (float)n->f[0], 0, lt_numel(x) };
+    map_run(c, &j);
+  }
+  lt_tensor_release(x);
+  lt_tensor_release(gc);
+  gin[0] = r;
+  return r ? LT_OK : LT_ERR;
+}
+
+lt_tensor *lt_op_leaky_relu(lt_ctx *c, lt_tensor *a, double slope) {
+  if (lt_check_dtype(c, "leaky_relu", "input", a, LT_F32)) return NULL;
+  lt_tensor *x = lt_op_contiguous(c, a);
+  lt_tensor *out = x ? lt_tensor_new_like(c, x) : NULL;
+  if (out) {
+    map_job j = { MAP_LEAKY, lt_f32(x), NULL, lt_f32(out), (float)slope, 0, lt_numel(x) };
+    map_run(c, &j);
+    lt_node *nd;
+    if (lt_record(c, out, "leaky_relu", leaky_backward, 1, &a, &nd)) {
+      lt_tensor_release(out);
+      out = NULL;
+    } else if (nd) nd->f[0] = slope;
+  }
+  lt_tensor_release(x);
+  return out;
+}
+
+static int clamp_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
+  lt_tensor *x = lt_op_contiguous(c, n->inputs[0]);
+  lt_tensor *gc = x ? lt_op_contiguous(c, g) : NULL;
+  lt_tensor *r = gc ? lt_tensor_new_like(c, x) : NULL;
+  if (r) {
+    map_job j = { MAP_CLAMP_GRAD, lt_f32(x), lt_f32(gc), lt_f32(r), (float)n->f[0], (float)n->f[1], lt_numel(x) };
+    map_run(c, &j);
+  }
+  lt_tensor_release(x);
+  lt_tensor_release(gc);
+  gin[0] = r;
+  return r ? LT_OK : LT_ERR;
+}
+
+lt_tensor *lt_op_clamp(lt_ctx *c, lt_tensor *a, double lo, double hi) {
+  if (lt_check_dtype(c, "clamp", "input", a, LT_F32)) return NULL;
+  if (lo > hi) {
+    lt_fail(c, "clamp: min %g is greater than max %g", lo, hi);
+    return NULL;
+  }
+  lt_tensor *x = lt_op_contiguous(c, a);
+  lt_tensor *out = x ? lt_tensor_new_like(c, x) : NULL;
+  if (out) {
+    map_job j = { MAP_CLAMP, lt_f32(x), NULL, lt_f32(out), (float)lo, (float)hi, lt_numel(x) };
+    map_run(c, &j);
+    lt_node *nd;
+    if (lt_record(c, out, "clamp", clamp_backward, 1, &a, &nd)) {
+      lt_tensor_release(out);
+      out = NULL;
+    } else if (nd) {
+      nd->f[0] = lo;
+      nd->f[1] = hi;
+    }
+  }
+  lt_tensor_release(x);
+  return out;
+}
+
+int lt_op_clamp_(lt_ctx *c, lt_tensor *a, double lo, double hi) {
+  if (lt_check_inplace(c, "clamp_", a)) return LT_ERR;
+  if (lt_check_dtype(c, "clamp_", "the tensor updated in place", a, LT_F32)) return LT_ERR;
+  if (lo > hi) return lt_fail(c, "clamp_: min %g is greater than max %g", lo, hi);
+  lt_mark_modified(a);
+  if (lt_is_contiguous(a)) {
+    map_job j = { MAP_CLAMP, lt_f32(a), NULL, lt_f32(a), (float)lo, (float)hi, lt_numel(a) };
+    map_run(c, &j);
+    return LT_OK;
+  }
+  const int64_t *st[1] = { a->stride };
+  lt_iter it;
+  lt_iter_init(&it, a->ndim, a->shape, 1, st);
+  float l = (float)lo, h = (float)hi, *p = lt_f32(a);
+  LT_ITER_ROWS(&it, o0, o1, o2) {
+    for (int64_t i = 0; i < it.n; i++) {
+      float *v = p + o0 + i * it.s[0];
+      *v = *v < l ? l : (*v > h ? h : *v);
+    }
+  }
+  LT_ITER_ROWS_END(&it, o0, o1, o2);
+  return LT_OK;
+}
+
+/* ---- ReLU fused into the op before it (linear, conv2d: lt_act) ------------------------------------------ */
+
+LT_VECTOR_FN void lt_relu_inplace_f32(float *y, int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] = y[i] < 0.0f ? 0.0f : y[i]; /* NaN stays NaN, as PyTorch's */
+}
+
+LT_VECTOR_FN static void relu_mask(int64_t n, const float *restrict y, const float *g, float *r) { /* r may be g */
+  for (int64_t i = 0; i < n; i++) r[i] = y[i] <= 0.0f ? 0.0f : g[i];
+}
+
+lt_tensor *lt_relu_grad(lt_ctx *c, lt_tensor *g, const lt_tensor *y) {
+  lt_tensor *r;
+  if (lt_is_contiguous(g) && g->refcount == 1 && g->storage->refcount == 1) r = lt_tensor_retain(g);
+  else r = lt_tensor_new(c, LT_F32, g->ndim, g->shape);
+  lt_tensor *gc = r ? lt_op_contiguous(c, g) : NULL;
+  if (!gc) {
+    lt_tensor_release(r);
+    return NULL;
+  }
+  relu_mask(lt_numel(y), lt_f32(y), lt_f32(gc), lt_f32(r));
+  lt_tensor_release(gc);
+  return r;
+}

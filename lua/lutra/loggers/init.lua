@@ -1,0 +1,2 @@
+-- lutra.loggers — lt.loggers (the namespace; its loggers are in this folder).
+return require "lutra.loggers.csv"
