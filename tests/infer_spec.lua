@@ -157,6 +157,28 @@ describe("lt.infer.compile", function()
     check(wrap, lt.randn(1, 3))
   end)
 
+  it("steps LSTM, GRU and RNN one time step per call, every layer's state carried", function()
+    for _, make in ipairs { function() return nn.LSTM(5, 6, { num_layers = 2 }) end,
+      function() return nn.GRU(5, 6, { num_layers = 2, batch_first = true }) end,
+      function() return nn.RNN(5, 6) end } do
+      local rnn = make()
+      rnn:eval()
+      local xs = {}
+      for t = 1, 4 do xs[t] = rnn.batch_first and lt.randn(3, 1, 5) or lt.randn(1, 3, 5) end
+      local plan = lt.infer.compile(rnn, xs[1])
+      local state, y
+      for t = 1, 4 do
+        y, state = rnn(xs[t], state)
+        close(plan(xs[t]), y)
+      end
+    end
+    assert.matches("model (LSTM): a plan runs one time step per call (the state carries over between calls), so the " ..
+      "sequence length must be 1; got an example input [4 x 3 x 5]", error_of(lt.infer.compile, nn.LSTM(5, 6),
+      lt.randn(4, 3, 5)), 1, true)
+    assert.matches("model (GRU): is bidirectional", error_of(lt.infer.compile, nn.GRU(5, 6, { bidirectional = true }),
+      lt.randn(1, 3, 5)), 1, true)
+  end)
+
   it("sees in-place weight changes itself; refresh() after a tensor was replaced", function()
     local m = nn.Linear(4, 3)
     local x = lt.randn(1, 4)

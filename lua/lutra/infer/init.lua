@@ -26,7 +26,8 @@ end
 
 local SUPPORTED = "Sequential, ModuleList, Linear, ReLU, Tanh, Sigmoid, GELU, LeakyReLU, SiLU, ELU, Softplus, " ..
   "Hardtanh, PReLU, Softmax, LogSoftmax, LayerNorm, BatchNorm1d/2d (eval), Embedding, Conv1d/2d, MaxPool1d/2d, " ..
-  "AvgPool1d/2d, Dropout (eval), Flatten, Unflatten, Identity, LSTMCell, GRUCell, RNNCell"
+  "AvgPool1d/2d, Dropout (eval), Flatten, Unflatten, Identity, LSTMCell, GRUCell, RNNCell, LSTM, GRU, RNN " ..
+  "(one time step per call)"
 
 local function walk(m, st)
   local name = class_of(m)

@@ -176,4 +176,33 @@ local function cell(kind, G)
 end
 S.LSTMCell, S.GRUCell, S.RNNCell = cell("lstm", 4), cell("gru", 3), cell("rnn", 1)
 
+-- RNN, GRU, LSTM step one time step per call (a sequence of length 1), each layer a cell whose state stays in the
+-- plan; the plan's value after it is the last layer's h, shaped as the module's output.
+local GATES = { lstm = 4, gru = 3, rnn_tanh = 1, rnn_relu = 1 }
+local function layered(m, st)
+  if m.bidirectional then fail(st, m, "is bidirectional: a plan steps forward in time only") end
+  if (m.proj_size or 0) > 0 then fail(st, m, "has proj_size > 0, which lt.infer does not support") end
+  local shape = st.value:shape()
+  local T = #shape == 2 and shape[1] or (m.batch_first and shape[2] or shape[1])
+  if T ~= 1 then
+    fail(st, m, "a plan runs one time step per call (the state carries over between calls), so the sequence " ..
+      "length must be 1; got an example input " .. st.value:shape_str())
+  end
+  local y = forward(st, m)
+  local Hs, G = m.hidden_size, GATES[m.mode]
+  local B = y:numel() / Hs
+  local bias = function(k) return m.bias and m[k] or false end
+  for l = 0, m.num_layers - 1 do
+    local h = st.plan:buffer(B * Hs)
+    local c = m.mode == "lstm" and st.plan:buffer(B * Hs) or h
+    local gates = st.plan:buffer(2 * G * Hs)
+    local sfx = "_l" .. l
+    emit(st, m, y, { op = "cell", act = m.mode, rows = B, n_in = l == 0 and m.input_size or Hs, n_out = Hs,
+      geo = { h, c, gates }, t = { m["weight_ih" .. sfx], m["weight_hh" .. sfx], bias("bias_ih" .. sfx),
+        bias("bias_hh" .. sfx) } })
+  end
+  st.stateful = true
+end
+S.LSTM, S.GRU, S.RNN = layered, layered, layered
+
 return S
