@@ -66,9 +66,10 @@ static int l_infer_view(lua_State *L) {
     lua_pop(L, 1);
     n *= shape[d];
   }
-  for (int d = nd - 1, s = 1; d >= 0; d--) {
+  int64_t s = 1;
+  for (int d = nd - 1; d >= 0; d--) {
     stride[d] = s;
-    s *= (int)shape[d];
+    s *= shape[d];
   }
   lt_tensor *buf = lt_infer_buf(p, i);
   if (n != lt_numel(buf))

@@ -49,7 +49,7 @@ void l_tensor_shape_register(lua_State *L);  /* l_tensor_shape.c: queries, views
 void l_tensor_math_register(lua_State *L);   /* l_tensor_math.c: maths, arithmetic metamethods */
 void l_tensor_grad_register(lua_State *L);   /* l_tensor_grad.c: autograd, grad mode */
 void l_runtime_register(lua_State *L);       /* l_runtime.c: threads, denormals, BLAS info, allocator stats */
-void l_infer_register(lua_State *L);  /* l_infer.c: _infer_new (inference plans, lt.infer) */
+void l_infer_register(lua_State *L);         /* l_infer.c: _infer_new (inference plans, lt.infer) */
 
 /* ---- process-wide run state (what a host or a signal handler may ask; the run count: l_run.c) ------ */
 
