@@ -1,8 +1,8 @@
 /*
- * l_ops_a.c — bindings of sorting, scans, products, norms, triangles and more elementwise maths
+ * l_math_ops.c — bindings of sorting, scans, products, norms, triangles and more elementwise maths
  * (core/src/ops_sort.c, ops_scan.c, ops_math.c) as tensor methods and lt.* functions. Dims are 1-based
  * here; argsort's indices come back 1-based. sort, topk, logsumexp, any/all, flip, roll, repeat and the
- * other compositions live in lua/lutra/tensor_ops_a.lua.
+ * other compositions live in lua/lutra/tensor/ (sort.lua, reduce.lua, shape.lua, compare.lua).
  */
 #include <math.h>
 #include <string.h>
@@ -55,7 +55,7 @@ static int l_argsort(lua_State *L) {
   return 1;
 }
 
-/* core._topk_indices(x, k, dim): 1-based int64 indices of topk (lua/lutra/tensor_ops_a.lua checks the
+/* core._topk_indices(x, k, dim): 1-based int64 indices of topk (lua/lutra/tensor/sort.lua checks the
  * arguments and gathers the values) */
 static int l_topk_indices(lua_State *L) {
   lt_tensor *t = T(1, "topk");
@@ -136,7 +136,7 @@ static const luaL_Reg functions[] = { { "_topk_indices", l_topk_indices }, { NUL
 
 /* Expects the module table on top (after l_tensor_register made the methods table); every method is also
  * lt.name(x, ...). */
-void l_ops_a_register(lua_State *L) {
+void l_math_ops_register(lua_State *L) {
   int mod = lua_gettop(L);
   lua_pushvalue(L, lua_upvalueindex(2)); /* the tensor metatable */
   lua_getfield(L, -1, "methods");

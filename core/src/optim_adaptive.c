@@ -1,6 +1,6 @@
 /*
- * optim_more.c — the fused steps of Adagrad, Adadelta, Adamax, NAdam, RAdam and ASGD (PyTorch 1.13's
- * single-tensor rules; d = grad (negated under maximize) + weight_decay * p):
+ * optim_adaptive.c — the fused steps of the adaptive-rate optimizers Adagrad, Adadelta, Adamax, NAdam, RAdam,
+ * and of ASGD (PyTorch 1.13's single-tensor rules; d = grad (negated under maximize) + weight_decay * p):
  *
  *   Adagrad:  sum += d^2; p -= lr/(1 + (step-1)*lr_decay) * d / (sqrt(sum) + eps)
  *   Adadelta: sq = rho*sq + (1-rho)*d^2; delta = sqrt(acc + eps)/sqrt(sq + eps) * d;
@@ -25,7 +25,7 @@
 #include "lt_ops.h"
 #include "optim_internal.h"
 
-void lt_optim_more_defaults(lt_optim_kind k, lt_optim_hparams *h) {
+void lt_optim_adaptive_defaults(lt_optim_kind k, lt_optim_hparams *h) {
   switch (k) {
     case LT_OPTIM_ADAGRAD:
       h->lr = 1e-2;
@@ -52,7 +52,7 @@ void lt_optim_more_defaults(lt_optim_kind k, lt_optim_hparams *h) {
   }
 }
 
-const char *const *lt_optim_more_hparam_names(lt_optim_kind k) {
+const char *const *lt_optim_adaptive_hparam_names(lt_optim_kind k) {
   static const char *const adagrad[] = { "lr",       "lr_decay", "weight_decay", "initial_accumulator_value", "eps",
                                          "maximize", NULL };
   static const char *const adadelta[] = { "lr", "rho", "eps", "weight_decay", "maximize", NULL };
@@ -71,7 +71,7 @@ const char *const *lt_optim_more_hparam_names(lt_optim_kind k) {
 }
 
 /* Checks beyond the shared ones of lt_optim_check_hparams (lr, weight_decay, eps, betas). */
-int lt_optim_more_check_hparams(lt_ctx *c, lt_optim_kind k, const lt_optim_hparams *h) {
+int lt_optim_adaptive_check_hparams(lt_ctx *c, lt_optim_kind k, const lt_optim_hparams *h) {
   const char *n = lt_optim_kind_name(k);
   if (k == LT_OPTIM_ADAGRAD && !(h->lr_decay >= 0))
     return lt_fail(c, "%s: invalid lr_decay value: %g (lr_decay must be >= 0)", n, h->lr_decay);
@@ -232,8 +232,8 @@ static int ensure(lt_ctx *c, lt_optim_state *s, lt_optim_buf b, const lt_tensor 
   return s->buf[b] ? LT_OK : LT_ERR;
 }
 
-int lt_optim_more_step(lt_ctx *c, lt_optim_kind k, const lt_optim_hparams *h, lt_optim_state *s, const lt_tensor *like,
-                       float *p, const float *g, int64_t n) {
+int lt_optim_adaptive_step(lt_ctx *c, lt_optim_kind k, const lt_optim_hparams *h, lt_optim_state *s,
+                           const lt_tensor *like, float *p, const float *g, int64_t n) {
   more_args x = { .h = h, .p = p, .g = g };
   lt_optim_range_fn fn = NULL;
   lt_optim_buf ba = LT_OPTIM_EXP_AVG, bb = LT_OPTIM_EXP_AVG_SQ;

@@ -14,7 +14,7 @@ local submodules = {
   loggers = "lutra.loggers", Trainer = "lutra.trainer", Loop = "lutra.trainer.custom_loop", plot = "lutra.plot",
   distributed = "lutra.distributed",
   metrics = "lutra.metrics", -- metrics
-  -- lightning: DataModule (lua/lutra/datamodule.lua)
+  -- lightning: DataModule (lua/lutra/data/datamodule.lua)
   DataModule = "lutra.data.datamodule",
   profilers = "lutra.trainer.profilers", -- [tools: profiler]
   infer = "lutra.infer", -- compiled inference plans, pure-Lua export (lua/lutra/infer/)
@@ -28,7 +28,7 @@ names.strict(lt, "lt", submodules)
 local require_module = names.require_module
 
 --- lt.save(path, model_or_state_dict) / lt.load(path[, model]), lt.save_bytes(model_or_state_dict) /
---- lt.load_bytes(s[, model]): weights alone, in the checkpoint format (lua/lutra/checkpoint.lua).
+--- lt.load_bytes(s[, model]): weights alone, in the checkpoint format (lua/lutra/checkpoint/init.lua).
 function lt.save(...) return require_module("lutra.checkpoint").save(...) end
 function lt.load(...) return require_module("lutra.checkpoint").load(...) end
 function lt.save_bytes(...) return require_module("lutra.checkpoint").save_bytes(...) end

@@ -1,4 +1,4 @@
--- F_activation.lua — lt.F.silu, elu, softplus, mish, hardtanh, hardswish, hardsigmoid, prelu (kernels in
+-- F/activation.lua — lt.F.silu, elu, softplus, mish, hardtanh, hardswish, hardsigmoid, prelu (kernels in
 -- core/src/ops_activation.c). PyTorch's positional arguments stay positional, and may also come as one options
 -- table with PyTorch's names:
 --

@@ -1,4 +1,4 @@
--- F_attention.lua — lt.F.scaled_dot_product_attention, the option layer over the C kernel
+-- F/attention.lua — lt.F.scaled_dot_product_attention, the option layer over the C kernel
 -- (core/src/nn_attention.c). Semantics of PyTorch's F.scaled_dot_product_attention (math path):
 --
 --   local y = lt.F.scaled_dot_product_attention(q, k, v, {is_causal = true})      -- q [B, H, L, E]

@@ -20,7 +20,7 @@ local F = {}
 
 F.linear = lt.linear
 
--- conv1d, conv2d, conv_transpose2d and the pools: lua/lutra/F_vision.lua (merged below)
+-- conv1d, conv2d, conv_transpose2d and the pools: lua/lutra/F/vision.lua (merged below)
 
 --- dropout(x[, p = 0.5[, training = true]]): inverted dropout, mask from lt's RNG
 function F.dropout(x, p, training)
@@ -122,24 +122,24 @@ function F.binary_cross_entropy_with_logits(x, y, opts)
 end
 
 -- binary_cross_entropy, smooth_l1_loss, huber_loss, kl_div, cosine_embedding_loss, margin_ranking_loss,
--- triplet_margin_loss, poisson_nll_loss, gaussian_nll_loss (lua/lutra/F_losses.lua)
+-- triplet_margin_loss, poisson_nll_loss, gaussian_nll_loss (lua/lutra/F/losses.lua)
 for k, v in pairs(FL) do
   if k ~= "cross_entropy_probs" then F[k] = v end
 end
 
 -- modules area (issue 17): silu, elu, softplus, mish, hardtanh, hardswish, hardsigmoid, prelu
--- (lua/lutra/F_activation.lua)
+-- (lua/lutra/F/activation.lua)
 for k, v in pairs(require "lutra.F.activation") do F[k] = v end
 
--- one_hot, pad, normalize, cosine_similarity, interpolate (lua/lutra/F_ops.lua)
+-- one_hot, pad, normalize, cosine_similarity, interpolate (lua/lutra/F/utilities.lua)
 for k, v in pairs(require "lutra.F.utilities") do F[k] = v end
 
 -- vision: conv1d/2d, conv_transpose2d, max/avg/adaptive pools, group_norm, instance_norm, dropout2d
--- (lua/lutra/F_vision.lua; its _-prefixed helpers stay there)
+-- (lua/lutra/F/vision.lua; its _-prefixed helpers stay there)
 for k, v in pairs(require "lutra.F.vision") do
   if k:sub(1, 1) ~= "_" then F[k] = v end
 end
--- gpt area: scaled_dot_product_attention (lua/lutra/F_attention.lua)
+-- gpt area: scaled_dot_product_attention (lua/lutra/F/attention.lua)
 for k, v in pairs(require "lutra.F.attention") do F[k] = v end
 
 -- The functions composed in Lua of other ops: an error of an inner op (cosine_similarity's sum, instance_norm's

@@ -1,4 +1,4 @@
--- F_losses.lua — more losses of lt.F, PyTorch 1.13's formulas and options: binary_cross_entropy,
+-- F/losses.lua — more losses of lt.F, PyTorch 1.13's formulas and options: binary_cross_entropy,
 -- smooth_l1_loss and huber_loss (C kernels of core/src/nn_loss.c), and compositions of differentiable tensor
 -- ops (their gradients come from the ops' backward rules): kl_div, cross_entropy with class-probability
 -- targets, cosine_embedding_loss, margin_ranking_loss, triplet_margin_loss, poisson_nll_loss,

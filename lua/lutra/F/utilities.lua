@@ -1,4 +1,4 @@
--- F_ops.lua — lt.F's tensor utilities (PyTorch's torch.nn.functional names): one_hot, pad, normalize,
+-- F/utilities.lua — lt.F's tensor utilities (PyTorch's torch.nn.functional names): one_hot, pad, normalize,
 -- cosine_similarity, interpolate. Composed of the core's differentiable ops (cat, index_select, matmul, sum,
 -- clamp), so each has a backward. Dims are 1-based (PyTorch's default dim=1 is 2 here); classes are 1-based.
 --

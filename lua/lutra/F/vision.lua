@@ -1,4 +1,4 @@
--- F_vision.lua — lt.F's convolution, pooling and normalisation functions for images and sequences
+-- F/vision.lua — lt.F's convolution, pooling and normalisation functions for images and sequences
 -- (PyTorch's torch.nn.functional names): conv1d, conv2d, conv_transpose2d, max_pool1d/2d, avg_pool1d/2d,
 -- adaptive_avg_pool1d/2d, adaptive_max_pool1d/2d, group_norm, instance_norm, dropout2d.
 -- The kernels are C (core/src/nn_conv.c, nn_conv_general.c, nn_pool.c, nn_pool_adaptive.c, nn_group_norm.c);

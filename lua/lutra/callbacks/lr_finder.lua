@@ -54,7 +54,7 @@ function Finder:suggestion(skip_begin, skip_end)
   return lrs[self._optimal_idx]
 end
 
---- finder:plot([path][, {suggest = true}]): the loss against log10(lr) as SVG (lua/lutra/plot.lua), written to
+--- finder:plot([path][, {suggest = true}]): the loss against log10(lr) as SVG (lua/lutra/plot/init.lua), written to
 --- path when given; returns the SVG text.
 function Finder:plot(path, opts)
   if path ~= nil and type(path) ~= "string" then

@@ -24,7 +24,7 @@
 -- Decoding is Jansson's (lt._io.json_decode, core/bind/l_json.c: no Lua module outside lutra, and an
 -- allocation failure is an out-of-memory error, never an altered document); encoding is here, writing
 -- numbers with as many digits as they need to read back exactly. After decoding, the contents are
--- checked (lua/lutra/checkpoint_validate.lua): types, ranges, consistency, each error naming the key.
+-- checked (lua/lutra/checkpoint/validate.lua): types, ranges, consistency, each error naming the key.
 local pack, unpack = require("lutra._compat").pack, require("lutra._compat").unpack
 local lt = require "lutra"
 local validate = require "lutra.checkpoint.validate"
@@ -826,7 +826,7 @@ function M.restore_trainer(trainer, path)
 end
 
 -- The loaders' states of the checkpoint being resumed, and its RNG last (nothing before may draw from it).
--- Loaders that the data hooks give when the loops start (lua/lutra/trainer.lua's _load_fit_loaders) get
+-- Loaders that the data hooks give when the loops start (lua/lutra/trainer/init.lua's _load_fit_loaders) get
 -- theirs then, which calls this again; the RNG waits for them all, as their construction may draw from it.
 function M.restore_pending(trainer)
   local p = rawget(trainer, "_ckpt_pending")

@@ -1,4 +1,4 @@
--- lutra.loggers — lt.loggers: experiment loggers. CSVLogger is the default logger of the Trainer.
+-- loggers/csv.lua — lt.loggers.CSVLogger, the default logger of the Trainer.
 --
 --   local logger = lt.loggers.CSVLogger{save_dir = "runs", name = "mnist"}   -- runs/mnist/version_N/
 --   trainer = lt.Trainer{logger = logger}
@@ -17,37 +17,18 @@
 --   log_hyperparams(params): merged into hparams, written to hparams.yaml (atomically) at once.
 --   save(): flushes; finalize(status): flushes and closes ("success", "failed", "interrupted"...).
 --   state_dict(): nothing to restore (a resumed run logs into a new version, like Lightning).
--- A logger is any table with log_metrics (and optionally log_hyperparams, save, finalize, log_dir,
--- name, version); the Trainer calls them.
 local lt = require "lutra"
+local files = require "lutra.loggers.files"
+local yaml = require "lutra.loggers.yaml"
 
 local IO = lt._io
 local M = {}
 local fmt, concat = string.format, table.concat
 
 local check_options = require("lutra.utils.check").check_options
+local is_count = files.is_count
 
--- A number that is an integer a double holds exactly (NaN, inf, fractions and |v| >= 2^53 are not).
-local function is_count(v) return type(v) == "number" and v == math.floor(v) and v > -2 ^ 53 and v < 2 ^ 53 end
-
-local function is_dir(path)
-  local st = IO.stat(path)
-  return st ~= nil and st.type == "dir"
-end
-
---- The next free version number under root (0 when root does not exist or holds no version_N).
-function M.next_version(root)
-  local names = IO.listdir(root)
-  if not names then return 0 end
-  local best = -1
-  for _, n in ipairs(names) do
-    local v = n:match("^version_(%d+)$")
-    if v and is_dir(root .. "/" .. n) then best = math.max(best, tonumber(v)) end
-  end
-  return best + 1
-end
-
--- ---- values to CSV / YAML text -------------------------------------------------------------------
+-- ---- values to CSV text ---------------------------------------------------------------------------
 
 local function scalar(v)
   if lt.is_tensor(v) then
@@ -63,86 +44,13 @@ local function cell(v)
     if v ~= v then return "nan" end
     if v == math.huge then return "inf" end
     if v == -math.huge then return "-inf" end
-    if v == math.floor(v) and math.abs(v) < 2 ^ 53 then return fmt("%.0f", v) end
-    for digits = 15, 16 do
-      local s = fmt("%." .. digits .. "g", v)
-      if tonumber(s) == v then return s end
-    end
-    return fmt("%.17g", v)
+    return yaml.number(v)
   elseif tv == "boolean" then return v and "true" or "false"
   elseif v == nil then return ""
   end
   local s = tostring(v)
   if s:find('[,"\r\n]') then s = '"' .. s:gsub('"', '""') .. '"' end
   return s
-end
-
-local function yaml_string(s)
-  if s:match("^[%w_][%w_%.%-/ ]*$") and not s:match(" $") and not tonumber(s)
-    and not ({ ["true"] = 1, ["false"] = 1, ["null"] = 1, ["yes"] = 1, ["no"] = 1, ["on"] = 1, ["off"] = 1,
-      ["~"] = 1 })[s:lower()] then
-    return s
-  end
-  return '"' .. s:gsub('[%c"\\]', function(ch)
-    return ({ ['"'] = '\\"', ["\\"] = "\\\\", ["\n"] = "\\n", ["\t"] = "\\t" })[ch] or fmt("\\x%02x", ch:byte())
-  end) .. '"'
-end
-
-local function yaml_scalar(v)
-  local tv = type(v)
-  if tv == "number" then
-    if v ~= v then return ".nan" end
-    if v == math.huge then return ".inf" end
-    if v == -math.huge then return "-.inf" end
-    return cell(v)
-  elseif tv == "boolean" then return v and "true" or "false"
-  elseif tv == "string" then return yaml_string(v)
-  elseif lt.is_tensor(v) then
-    if v:numel() == 1 then return cell(v:item()) end
-    return yaml_string("tensor " .. v:shape_str())
-  end
-  return yaml_string(tostring(v))
-end
-
-local sorted_keys = require("lutra.utils.check").sorted_keys
-
---- YAML text of a table of hyper-parameters (nested tables indented; lists as "- item").
-function M.to_yaml(t)
-  local out = {}
-  local seen = {}
-  local function emit(tbl, indent)
-    if seen[tbl] then out[#out + 1] = indent .. "# (cycle)"; return end
-    seen[tbl] = true
-    local n = #tbl
-    local is_list = n > 0
-    for k in pairs(tbl) do if type(k) ~= "number" or k < 1 or k > n or k ~= math.floor(k) then is_list = false end end
-    if is_list then
-      for i = 1, n do
-        local v = tbl[i]
-        if type(v) == "table" and not lt.is_tensor(v) then
-          if next(v) == nil then out[#out + 1] = indent .. "- {}"
-          else out[#out + 1] = indent .. "-"; emit(v, indent .. "  ") end
-        else
-          out[#out + 1] = indent .. "- " .. yaml_scalar(v)
-        end
-      end
-    else
-      for _, k in ipairs(sorted_keys(tbl)) do
-        local v = tbl[k]
-        local key = yaml_string(tostring(k))
-        if type(v) == "table" and not lt.is_tensor(v) then
-          if next(v) == nil then out[#out + 1] = indent .. key .. ": {}"
-          else out[#out + 1] = indent .. key .. ":"; emit(v, indent .. "  ") end
-        elseif type(v) ~= "function" then -- (functions are not hyper-parameters one can write down)
-          out[#out + 1] = indent .. key .. ": " .. yaml_scalar(v)
-        end
-      end
-    end
-    seen[tbl] = nil
-  end
-  emit(t, "")
-  if #out == 0 then return "{}\n" end
-  return concat(out, "\n") .. "\n"
 end
 
 -- ---- CSVLogger -----------------------------------------------------------------------------------
@@ -158,28 +66,9 @@ CSVLogger.__name = "CSVLogger"
 
 local CSV_OPTIONS = { save_dir = true, name = true, version = true, prefix = true, flush_logs_every_n_steps = true }
 
---- The options every file logger shares (CSV, JSON lines, TensorBoard): save_dir, name, version, prefix,
---- checked, with their defaults; level as error's, from the logger's constructor.
-function M._dir_options(what, opts, level)
-  level = (level or 2) + 1
-  local save_dir = opts.save_dir or "."
-  if type(save_dir) ~= "string" then error(what .. ": option 'save_dir' must be a string, got " .. type(save_dir), level) end
-  local name = opts.name
-  if name == nil then name = "lutra_logs" end
-  if type(name) ~= "string" then error(what .. ": option 'name' must be a string, got " .. type(name), level) end
-  local version = opts.version
-  -- (inf is an integer to math.floor; below 2^53 a number is one exactly, and "%d" can print it)
-  if version ~= nil and type(version) ~= "string" and not (is_count(version) and version >= 0) then
-    error(what .. ": option 'version' must be an integer >= 0 or a string, got " .. tostring(version), level)
-  end
-  local prefix = opts.prefix or ""
-  if type(prefix) ~= "string" then error(what .. ": option 'prefix' must be a string, got " .. type(prefix), level) end
-  return save_dir, name, version, prefix
-end
-
 function M.CSVLogger(opts)
   opts = check_options("CSVLogger", opts, CSV_OPTIONS)
-  local save_dir, name, version, prefix = M._dir_options("CSVLogger", opts)
+  local save_dir, name, version, prefix = files.dir_options("CSVLogger", opts)
   -- accepted for Lightning's signature; every row is flushed when written anyway (rows are few and small)
   local flush_n = opts.flush_logs_every_n_steps
   if flush_n ~= nil and not (is_count(flush_n) and flush_n >= 1) then
@@ -195,25 +84,7 @@ function M.CSVLogger(opts)
   return self
 end
 
-function CSVLogger:_root_dir()
-  if self.name == "" then return self.save_dir end
-  return self.save_dir .. "/" .. self.name
-end
-
-function CSVLogger:_version()
-  if self._resolved_version == nil then
-    local v = self._version_opt
-    if v == nil then v = M.next_version(self:_root_dir()) end
-    rawset(self, "_resolved_version", v)
-  end
-  return self._resolved_version
-end
-
-function CSVLogger:_log_dir()
-  local v = self:_version()
-  local dir = type(v) == "string" and v or ("version_" .. fmt("%d", v))
-  return self:_root_dir() .. "/" .. dir
-end
+CSVLogger._root_dir, CSVLogger._version, CSVLogger._log_dir = files.root_dir, files.version, files.log_dir
 
 function CSVLogger:_ensure_dir()
   if not self._dir_made then
@@ -297,7 +168,7 @@ function CSVLogger:log_hyperparams(params)
   if type(params) ~= "table" then error("CSVLogger:log_hyperparams: expected a table, got " .. type(params), 2) end
   for k, v in pairs(params) do self.hparams[k] = v end
   self:_ensure_dir()
-  IO.write_atomic(self:_log_dir() .. "/hparams.yaml", M.to_yaml(self.hparams))
+  IO.write_atomic(self:_log_dir() .. "/hparams.yaml", yaml.to_yaml(self.hparams))
 end
 
 function CSVLogger:save()
@@ -319,8 +190,4 @@ end
 
 M.CSVLogger_class = CSVLogger
 
--- [tools: loggers] JSON lines and TensorBoard event files (lua/lutra/loggers_more.lua), loaded on first use
-function M.JSONLinesLogger(opts) return require("lutra.loggers.tensorboard").JSONLinesLogger(opts) end
-function M.TensorBoardLogger(opts) return require("lutra.loggers.tensorboard").TensorBoardLogger(opts) end
-
-return require("lutra.names").strict(M, "lt.loggers")
+return M

@@ -1,9 +1,6 @@
--- lutra.loggers.tensorboard — lt.loggers.JSONLinesLogger and lt.loggers.TensorBoardLogger (docs/reference/loggers.md).
--- Both keep CSVLogger's directory rule (lua/lutra/loggers.lua): <save_dir>/<name>/version_N, N the next free one.
+-- loggers/tensorboard.lua — lt.loggers.TensorBoardLogger (docs/reference/loggers.md), with the directory rule
+-- of every file logger (lua/lutra/loggers/files.lua): <save_dir>/<name>/version_N, N the next free one.
 --
---   JSONLinesLogger{save_dir=".", name="lutra_logs", version=nil, prefix=""}
---     log_dir/metrics.jsonl: one JSON object a line (Jansson, core/bind/l_json_line.c), {"step": s, <metric>: v, ...}
---     with keys sorted; NaN and infinities as the strings "nan", "inf", "-inf". hparams.json: the hyper-parameters.
 --   TensorBoardLogger{save_dir=".", name="lutra_logs", version=nil, prefix="", flush_secs=nil, default_hp_metric=true}
 --     log_dir/events.out.tfevents.<time>.<host>: TFRecord framing (masked CRC-32C) of Event protobufs
 --     (core/src/tb_event.proto through protobuf-c, core/src/tb_writer.c); each log_metrics call is one Event at
@@ -14,130 +11,24 @@
 -- Several loggers at once: lt.Trainer{logger = {csv, tb, jsonl}} (each gets every call).
 local lt = require "lutra"
 local core = require "lutra.core"
-local loggers = require "lutra.loggers"
+local files = require "lutra.loggers.files"
+local yaml = require "lutra.loggers.yaml"
 
 local M = {}
 local fmt = string.format
 local IO = lt._io
 local check_options = require("lutra.utils.check").check_options
-local CSV = loggers.CSVLogger_class
-
-local function scalar(what, v)
-  if lt.is_tensor(v) then
-    if v:numel() ~= 1 then error(fmt("%s: a logged tensor must have one element, got shape %s", what, v:shape_str()), 4) end
-    return v:item()
-  end
-  return v
-end
-
--- the directory methods of CSVLogger, which read save_dir, name and _version_opt
-local function dir_class(name)
-  local cls = {}
-  cls.__name = name
-  cls.__index = function(self, k)
-    if k == "log_dir" then return self:_log_dir() end
-    if k == "version" then return self:_version() end
-    if k == "experiment" then return self end
-    return cls[k]
-  end
-  cls._root_dir, cls._version, cls._log_dir = CSV._root_dir, CSV._version, CSV._log_dir
-  function cls:_ensure_dir()
-    if not self._dir_made then
-      local ok, err = pcall(IO.mkdirs, self:_log_dir())
-      if not ok then error(name .. ": cannot create the log directory: " .. tostring(err), 0) end
-      rawset(self, "_dir_made", true)
-    end
-  end
-  function cls:state_dict() return {} end
-  function cls:load_state_dict() end
-  function cls:__tostring() return fmt("%s(%s)", name, self._resolved_version and self:_log_dir() or self:_root_dir()) end
-  return cls
-end
-
--- metrics with the prefix ("<prefix>-<key>", as CSVLogger; epoch keeps its name), tensors read
-local function prefixed(what, prefix, metrics)
-  if type(metrics) ~= "table" then error(fmt("%s:log_metrics: expected a table of metrics, got %s", what, type(metrics)), 3) end
-  local out = {}
-  for k, v in pairs(metrics) do
-    local key = tostring(k)
-    if prefix ~= "" and key ~= "epoch" then key = prefix .. "-" .. key end
-    out[key] = scalar(what, v)
-  end
-  return out
-end
-
-local function merge_hparams(self, what, params)
-  if params == nil then return false end
-  if type(params) ~= "table" then error(fmt("%s:log_hyperparams: expected a table, got %s", what, type(params)), 3) end
-  for k, v in pairs(params) do self.hparams[k] = v end
-  self:_ensure_dir()
-  return true
-end
-
--- hyper-parameters as JSON can hold them: tensors of one element as numbers, others as their shape text
-local function plain(v, depth)
-  if lt.is_tensor(v) then return v:numel() == 1 and v:item() or ("tensor " .. v:shape_str()) end
-  if type(v) == "table" and depth < 16 then
-    local t = {}
-    for k, x in pairs(v) do if type(x) ~= "function" then t[k] = plain(x, depth + 1) end end
-    return t
-  end
-  if type(v) == "function" or type(v) == "userdata" or type(v) == "thread" then return tostring(v) end
-  return v
-end
-
--- ---- JSONLinesLogger ---------------------------------------------------------------------------------------
-
-local JSONLinesLogger = dir_class("JSONLinesLogger")
-M.JSONLinesLogger_class = JSONLinesLogger
-local JSON_OPTIONS = { save_dir = true, name = true, version = true, prefix = true }
-
-function M.JSONLinesLogger(opts)
-  opts = check_options("JSONLinesLogger", opts, JSON_OPTIONS)
-  local save_dir, name, version, prefix = loggers._dir_options("JSONLinesLogger", opts)
-  return setmetatable({ save_dir = save_dir, name = name, _version_opt = version, prefix = prefix, hparams = {},
-    _rows = 0 }, JSONLinesLogger)
-end
-
-function JSONLinesLogger:log_metrics(metrics, step)
-  local row = prefixed("JSONLinesLogger", self.prefix, metrics)
-  if step ~= nil then row.step = step end
-  local line = core._json_line(row)
-  self:_ensure_dir()
-  if not self._file then
-    local path = self:_log_dir() .. "/metrics.jsonl"
-    local f, err = io.open(path, self._rows == 0 and "wb" or "ab") -- a reused version starts afresh, as CSV
-    if not f then error("JSONLinesLogger: cannot open " .. tostring(err), 0) end
-    rawset(self, "_file", f)
-    rawset(self, "metrics_file_path", path)
-  end
-  self._file:write(line, "\n")
-  self._file:flush()
-  self._rows = self._rows + 1
-end
-
-function JSONLinesLogger:log_hyperparams(params)
-  if not merge_hparams(self, "JSONLinesLogger", params) then return end
-  IO.write_atomic(self:_log_dir() .. "/hparams.json", core._json_line(plain(self.hparams, 0)) .. "\n")
-end
-
-function JSONLinesLogger:save() if self._file then self._file:flush() end end
-
-function JSONLinesLogger:finalize(status)
-  if self._file then self._file:close(); rawset(self, "_file", nil) end
-  rawset(self, "status", status)
-end
 
 -- ---- TensorBoardLogger --------------------------------------------------------------------------------------
 
-local TensorBoardLogger = dir_class("TensorBoardLogger")
+local TensorBoardLogger = files.dir_class("TensorBoardLogger")
 M.TensorBoardLogger_class = TensorBoardLogger
 local TB_OPTIONS = { save_dir = true, name = true, version = true, prefix = true, flush_secs = "number",
   default_hp_metric = "boolean" }
 
 function M.TensorBoardLogger(opts)
   opts = check_options("TensorBoardLogger", opts, TB_OPTIONS)
-  local save_dir, name, version, prefix = loggers._dir_options("TensorBoardLogger", opts)
+  local save_dir, name, version, prefix = files.dir_options("TensorBoardLogger", opts)
   if opts.flush_secs ~= nil and not (opts.flush_secs >= 0) then
     error("TensorBoardLogger: option 'flush_secs' must be a number >= 0, got " .. tostring(opts.flush_secs), 2)
   end
@@ -189,7 +80,7 @@ local function tags_and_numbers(method, row)
 end
 
 function TensorBoardLogger:log_metrics(metrics, step)
-  local tags, values = tags_and_numbers("log_metrics", prefixed("TensorBoardLogger", self.prefix, metrics))
+  local tags, values = tags_and_numbers("log_metrics", files.prefixed("TensorBoardLogger", self.prefix, metrics))
   self:_writer():scalars(step or 0, core._wall_time(), tags, values)
   self:_flush_when_due()
 end
@@ -205,7 +96,7 @@ end
 -- a value the HParams plugin can hold: numbers, strings and booleans as they are, a one-element tensor as its
 -- number, a list as its JSON text, anything else (a larger tensor, a function) as its text
 local function hparam_value(v)
-  v = plain(v, 0)
+  v = files.plain(v, 0)
   if type(v) ~= "table" then return v end
   local ok, text = pcall(core._json_line, v)
   return ok and text or tostring(v)
@@ -240,10 +131,10 @@ function TensorBoardLogger:log_hyperparams(params, metrics)
   end
   local tags, values -- checked before anything is written
   if metrics ~= nil and next(metrics) ~= nil then
-    tags, values = tags_and_numbers("log_hyperparams", prefixed("TensorBoardLogger", self.prefix, metrics))
+    tags, values = tags_and_numbers("log_hyperparams", files.prefixed("TensorBoardLogger", self.prefix, metrics))
   end
-  merge_hparams(self, "TensorBoardLogger", params)
-  IO.write_atomic(self:_log_dir() .. "/hparams.yaml", loggers.to_yaml(self.hparams))
+  files.merge_hparams(self, "TensorBoardLogger", params)
+  IO.write_atomic(self:_log_dir() .. "/hparams.yaml", yaml.to_yaml(self.hparams))
   if not tags then return end
   local flat = flatten_hparams(params, "", {}, 0)
   local names, vals = {}, {}

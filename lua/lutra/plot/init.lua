@@ -1,5 +1,5 @@
 -- lutra.plot — learning curves from CSVLogger (metrics.csv) and JSONLinesLogger (metrics.jsonl) files, drawn as
--- a self-contained SVG file or a PNG image (lt.utils.save_image's libpng writer, lua/lutra/plot_png.lua).
+-- a self-contained SVG file or a PNG image (lt.utils.save_image's libpng writer, lua/lutra/plot/png.lua).
 --
 --   local plot = require "lutra.plot"
 --   plot.draw({"runs/a/metrics.csv", "runs/b/metrics.jsonl"}, {metrics = {{"train_loss", "val_loss"}},
@@ -13,7 +13,7 @@
 -- `epoch`, else the row number) or the column asked for; values of one metric on consecutive rows with the
 -- same x are drawn as their mean (`x = "epoch"`: one point per epoch).
 --
--- Reading the files: lua/lutra/plot_read.lua; the SVG and PNG canvases: lua/lutra/plot_svg.lua, plot_png.lua.
+-- Reading the files: lua/lutra/plot/read.lua; the SVG and PNG canvases: lua/lutra/plot/svg.lua, plot/png.lua.
 --
 -- The drawing: one panel (one y axis) per group of metrics. By default metrics of one kind share a panel:
 -- the kind is the name without a train/val/valid/validation/test prefix and a _step/_epoch suffix, so
@@ -47,7 +47,7 @@ local MARGIN = 16
 local DOTS_BELOW = 30
 
 --- Reads a metrics file (CSV or JSON lines): { path, x_name, metrics = { {name, xs, ys}, ... } }; opts.x: "step"
---- or "epoch" (lua/lutra/plot_read.lua).
+--- or "epoch" (lua/lutra/plot/read.lua).
 M.read = R.read
 
 -- The nice number (1, 2 or 5 x 10^k) nearest to x.
@@ -199,7 +199,7 @@ end
 
 -- ---- drawing -------------------------------------------------------------------------------------------
 -- The figure is drawn through a small canvas (rect, line, path, circle, text, group); the SVG canvas below
--- writes elements, lua/lutra/plot_png.lua's rasterises them.
+-- writes elements, lua/lutra/plot/png.lua's rasterises them.
 
 local DASHES = { nil, "7 4", "2 3", "9 3 2 3", "4 4" }
 
@@ -293,7 +293,7 @@ local function draw_panel(cv, index, p, runs, style, x_name, xaxis, ox, oy, head
   cv:group_end()
 end
 
--- The figure on a canvas: make(width, height, title) returns the canvas (lutra.plot.svg's or plot_png's); returns
+-- The figure on a canvas: make(width, height, title) returns the canvas (lutra.plot.svg's or lutra.plot.png's); returns
 -- the canvas, drawn, and the number of panels.
 local function draw(runs, opts, make)
   opts = opts or {}

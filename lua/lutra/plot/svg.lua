@@ -1,6 +1,6 @@
 -- lutra.plot.svg — the SVG canvas of lutra.plot: the drawing calls the figure is made of (rect, line, path,
 -- circle, text, group), written as the elements of a self-contained SVG file (plain text, no dependency).
--- lua/lutra/plot_png.lua has the same calls for PNG images.
+-- lua/lutra/plot/png.lua has the same calls for PNG images.
 local M = {}
 
 local fmt, concat = string.format, table.concat

@@ -1,4 +1,4 @@
--- linalg.lua — addmm, baddbmm and einsum, composed of the core's differentiable ops (matmul, permute,
+-- tensor/linalg.lua — addmm, baddbmm and einsum, composed of the core's differentiable ops (matmul, permute,
 -- reshape, sum, mul), so autograd comes with them and the heavy work is one batched GEMM per contraction.
 --
 --   local y = lt.addmm(bias, x, w, {beta = 1, alpha = 1})           -- beta * M + alpha * (A @ B)

@@ -85,7 +85,7 @@ local function logger(v)
 end
 
 -- The Trainer's options, the one table that the checks, the defaults of new() and the config CLI's --help
--- (lua/lutra/cli.lua) read: {name, check, type (what the command line parses), default (nil: computed or
+-- (lua/lutra/cli/init.lua) read: {name, check, type (what the command line parses), default (nil: computed or
 -- unset; a plain value is filled in by new), shown (the default as --help prints it, when not a plain value),
 -- help}. type "table": not settable from the command line.
 local OPTIONS = {
@@ -125,7 +125,7 @@ local OPTIONS = {
   { "seed", function(v) if not is_int(v) then return "must be an integer" end end, "integer", nil, "nil",
     "seed lutra's RNG when the trainer is built" },
   { "strategy", strategy, "string", nil, '"auto"', '"auto", "ddp" or "none" (lt.distributed)' },
-  -- [tools: profiler, debugging options] lua/lutra/profilers.lua, lua/lutra/trainer_debug.lua
+  -- [tools: profiler, debugging options] lua/lutra/trainer/profilers.lua, lua/lutra/trainer/debug.lua
   { "profiler", function(v) return require("lutra.trainer.profilers")._check_option(v) end, "string", nil, "nil",
     '"simple", "advanced" or a profiler object: time per action (docs/reference/profiler.md)' },
   { "detect_anomaly", boolean, "boolean", false, nil, "name the first op that makes a NaN/inf (forward or backward)" },

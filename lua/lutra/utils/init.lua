@@ -1,4 +1,4 @@
--- utils.lua — lt.utils: images out, as torchvision.utils.
+-- utils/init.lua — lt.utils: images out, as torchvision.utils.
 --
 --   lt.utils.save_image(samples:view(64, 1, 28, 28), "samples.png", {nrow = 8})   -- an 8 x 8 grid, PNG
 --   local grid = lt.utils.make_grid(batch, {nrow = 4, padding = 2, normalize = true})

@@ -13,8 +13,8 @@
 -- ReduceLROnPlateau{mode = "min", factor = 0.1, patience = 10, threshold = 1e-4, threshold_mode = "rel",
 --   cooldown = 0, min_lr = 0, eps = 1e-8}: sched:step(metric).
 --
--- LinearLR, ConstantLR, MultiplicativeLR, PolynomialLR, CosineAnnealingWarmRestarts, CyclicLR, SequentialLR and
--- ChainedScheduler are in lr_scheduler_more.lua (on the same base).
+-- LinearLR, ConstantLR, MultiplicativeLR, PolynomialLR (factor.lua), CosineAnnealingWarmRestarts, CyclicLR
+-- (cyclic.lua), SequentialLR and ChainedScheduler (chained.lua) are in this folder, on the same base.
 --
 -- Every scheduler has sched.optimizer, sched.last_epoch (0 after construction), sched.base_lrs,
 -- get_last_lr(), state_dict()/load_state_dict(sd) (plain numbers, strings and lists: JSON-safe; LambdaLR
@@ -532,9 +532,12 @@ function Plateau:step(metric, epoch)
   self._last_lr = current_lrs(self)
 end
 
--- LinearLR, ConstantLR, MultiplicativeLR, PolynomialLR, CosineAnnealingWarmRestarts, CyclicLR, SequentialLR,
--- ChainedScheduler: on the same base, in their own file
-require("lutra.optim.lr_scheduler.cyclic")(M, {
+-- LinearLR, ConstantLR, MultiplicativeLR, PolynomialLR (factor.lua), CosineAnnealingWarmRestarts, CyclicLR
+-- (cyclic.lua), SequentialLR, ChainedScheduler (chained.lua): on the same base, in their own files
+local function add_schedulers(into, helpers)
+  for _, file in ipairs { "factor", "cyclic", "chained" } do require("lutra.optim.lr_scheduler." .. file)(into, helpers) end
+end
+add_schedulers(M, {
   class = class, options = options, init_base = init_base, check_optimizer = check_optimizer,
   current_lrs = current_lrs, groups_of = groups_of, deepcopy = deepcopy, per_group = per_group,
   lambdas_of = lambdas_of,
