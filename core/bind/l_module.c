@@ -216,7 +216,7 @@ static int open_with_upvalues(lua_State *L) {
   l_nn_rnn_register(L); /* recurrent layers (after l_nn_register: adds to _nn) */
   l_carry_register(L);  /* values carried between Lua states, and lt.thread's workers (issue 27) */
   l_thread_register(L);
-  l_infer_register(L);  /* inference plans */
+  l_infer_register(L); /* inference plans */
   static const luaL_Reg misc[] = { { "interrupt", l_interrupt },
                                    { "interrupt_pending", l_interrupt_pending },
                                    { "interrupt_clear", l_interrupt_clear },
