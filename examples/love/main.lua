@@ -7,40 +7,61 @@
 -- frame gives training 4 ms: run:advance{seconds = 0.004}. The paddle moves towards the prediction, so it misses
 -- at first and catches more and more.
 --
---   love examples/love [--frames N] [--budget SECONDS]      (LUTRA_LOVE_FRAMES=N also sets the frame limit)
+-- The paddle asks the model through an lt.infer plan (no garbage per frame; the plan shares the weights that
+-- training updates). `--export FILE` writes the trained policy as plain Lua when the game ends
+-- (lt.infer.export_lua); a game folder or .love zip holding that file as policy.lua plays with it where lutra
+-- cannot be loaded (a .love zip cannot load C modules), without training.
+--
+--   love examples/love [--frames N] [--budget SECONDS] [--export FILE]
+--   (LUTRA_LOVE_FRAMES=N also sets the frame limit, LUTRA_LOVE_EXPORT=FILE the export)
 --
 -- With a frame limit the game quits by itself after N frames and prints one line:
 --   lutra-love: frames N steps S first_loss A last_loss B caught C missed M late_catch_rate R
-local lt = require "lutra"
+-- and, playing with policy.lua:
+--   lutra-love: frames N policy caught C missed M late_catch_rate R
+local has_lutra, lt = pcall(require, "lutra")
+local policy -- the exported policy (policy.lua), when lutra is not there
+if not has_lutra then
+  local ok, p = pcall(require, "policy")
+  if not ok then
+    error("examples/love: lutra cannot be loaded (" .. tostring(lt) .. ") and there is no policy.lua to play with " ..
+      "(write one with: love examples/love --frames 900 --export policy.lua)", 0)
+  end
+  policy, lt = p, nil
+end
 
 local W, H = 480, 360
 local PADDLE_W, BALL_R = 70, 6
 local BUFFER = 384             -- samples kept (the oldest are overwritten); training starts once it is full
 local DT = 1 / 60              -- the simulation's fixed step: the same game on any machine
 
-local opts = { frames = tonumber(os.getenv("LUTRA_LOVE_FRAMES") or ""), budget = 0.004 }
+local opts = { frames = tonumber(os.getenv("LUTRA_LOVE_FRAMES") or ""), budget = 0.004,
+  export = os.getenv("LUTRA_LOVE_EXPORT") }
 
 local game = {
   frame = 0, caught = 0, missed = 0, late_caught = 0, late_missed = 0,
   ball = nil, paddle_x = W / 2, trail = {}, filled = 0, next_slot = 1,
 }
 
--- the replay buffer: inputs and targets normalised to about [-1, 1]
-local X, Y = lt.zeros(BUFFER, 4), lt.zeros(BUFFER, 1)
 local function features(b) return { b.x / W * 2 - 1, b.y / H * 2 - 1, b.vx / 300, b.vy / 300 } end
 
-local model = {
-  net = lt.nn.Sequential { lt.nn.Linear(4, 64), lt.nn.Tanh(), lt.nn.Linear(64, 64), lt.nn.Tanh(), lt.nn.Linear(64, 1) },
-}
-function model:training_step(batch)
-  local loss = lt.F.mse_loss(self.net(batch[1]), batch[2])
-  self.last_loss = loss:item()
-  if not self.first_loss then self.first_loss = self.last_loss end
-  return loss
+local X, Y, model, plan, trainer, run
+if lt then
+  -- the replay buffer: inputs and targets normalised to about [-1, 1]
+  X, Y = lt.zeros(BUFFER, 4), lt.zeros(BUFFER, 1)
+  model = {
+    net = lt.nn.Sequential { lt.nn.Linear(4, 64), lt.nn.Tanh(), lt.nn.Linear(64, 64), lt.nn.Tanh(), lt.nn.Linear(64, 1) },
+  }
+  function model:training_step(batch)
+    local loss = lt.F.mse_loss(self.net(batch[1]), batch[2])
+    self.last_loss = loss:item()
+    if not self.first_loss then self.first_loss = self.last_loss end
+    return loss
+  end
+  function model:configure_optimizers() return lt.optim.Adam(lt.nn.parameters(self), { lr = 3e-3 }) end
+  -- the paddle's questions go through a plan: the same weights, no garbage per frame
+  plan = lt.infer.compile(model.net, lt.zeros(1, 4))
 end
-function model:configure_optimizers() return lt.optim.Adam(lt.nn.parameters(self), { lr = 3e-3 }) end
-
-local trainer, run
 local rng = love.math.newRandomGenerator(7)
 
 local function new_ball()
@@ -49,15 +70,16 @@ local function new_ball()
   return { x = 40 + rng:random() * (W - 80), y = 20, vx = math.sin(angle) * speed, vy = 60 + rng:random() * 80 }
 end
 
+local answer = {}
 local function predict(b)
+  if policy then return (policy(features(b), answer)[1] + 1) / 2 * W end
   if not run then return W / 2 end
-  local out
-  lt.no_grad(function() out = model.net(lt.tensor({ features(b) })):item() end)
-  return (out + 1) / 2 * W
+  return (plan:run(features(b), answer)[1] + 1) / 2 * W
 end
 
 -- a landing at x labels the trail of states since the last one
 local function learn_landing(x)
+  if not lt then return end
   local target = x / W * 2 - 1
   for _, f in ipairs(game.trail) do
     X:select(1, game.next_slot):copy_(lt.tensor(f))
@@ -93,18 +115,27 @@ end
 function love.load(args)
   for i = 1, #args do
     if args[i] == "--frames" then opts.frames = tonumber(args[i + 1])
-    elseif args[i] == "--budget" then opts.budget = tonumber(args[i + 1]) end
+    elseif args[i] == "--budget" then opts.budget = tonumber(args[i + 1])
+    elseif args[i] == "--export" then opts.export = args[i + 1] end
   end
-  lt.manual_seed(1)
   game.ball = new_ball()
+  if not lt then return end
+  lt.manual_seed(1)
   trainer = lt.Trainer { max_epochs = -1, logger = false, enable_checkpointing = false }
 end
 
 local function finish()
   local late = game.late_caught + game.late_missed
-  print(string.format("lutra-love: frames %d steps %d first_loss %.4f last_loss %.4f caught %d missed %d " ..
-    "late_catch_rate %.2f", game.frame, trainer.global_step, model.first_loss or -1, model.last_loss or -1,
-    game.caught, game.missed, late > 0 and game.late_caught / late or 0))
+  local rate = late > 0 and game.late_caught / late or 0
+  if policy then
+    print(string.format("lutra-love: frames %d policy caught %d missed %d late_catch_rate %.2f", game.frame,
+      game.caught, game.missed, rate))
+  else
+    print(string.format("lutra-love: frames %d steps %d first_loss %.4f last_loss %.4f caught %d missed %d " ..
+      "late_catch_rate %.2f", game.frame, trainer.global_step, model.first_loss or -1, model.last_loss or -1,
+      game.caught, game.missed, rate))
+    if opts.export then lt.infer.export_lua(plan, opts.export) end
+  end
   io.stdout:flush()
   love.event.quit(0)
 end
@@ -113,7 +144,7 @@ function love.update()
   game.frame = game.frame + 1
   step_world()
   -- training waits for a full replay buffer, then gets its budget every frame
-  if not run and game.filled == BUFFER then
+  if lt and not run and game.filled == BUFFER then
     run = trainer:fit_run(model, lt.data.DataLoader(lt.data.TensorDataset(X, Y), { batch_size = 32, shuffle = true }))
   end
   if run then run:advance { seconds = opts.budget } end
@@ -126,6 +157,10 @@ function love.draw()
   love.graphics.circle("fill", game.ball.x, game.ball.y, BALL_R)
   love.graphics.rectangle("fill", game.paddle_x - PADDLE_W / 2, H - 16, PADDLE_W, 8)
   love.graphics.setColor(0.6, 0.8, 1)
-  love.graphics.print(string.format("caught %d  missed %d  steps %d  loss %.4f", game.caught, game.missed,
-    trainer.global_step, model.last_loss or 0), 8, 8)
+  if policy then
+    love.graphics.print(string.format("caught %d  missed %d  (policy.lua)", game.caught, game.missed), 8, 8)
+  else
+    love.graphics.print(string.format("caught %d  missed %d  steps %d  loss %.4f", game.caught, game.missed,
+      trainer.global_step, model.last_loss or 0), 8, 8)
+  end
 end

@@ -18,6 +18,7 @@ local submodules = {
   DataModule = "lutra.data.datamodule",
   profilers = "lutra.trainer.profilers", -- [tools: profiler]
   thread = "lutra.thread", -- workers in Lua states of their own (lua/lutra/thread.lua)
+  infer = "lutra.infer", -- compiled inference plans, pure-Lua export (lua/lutra/infer/)
 }
 submodules.utils = "lutra.utils" -- modules area (issue 17): save_image, make_grid
 submodules.vision = "lutra.vision" -- images as data: io, transforms, datasets (lua/lutra/vision/)

@@ -1,0 +1,570 @@
+/*
+ * infer.c — inference plans (lt_infer.h): checking steps when they are added, and running them.
+ *
+ * The kernels here are written for the small shapes of a model asked once per frame: a [1 x 32] x [64 x 32]^T
+ * product is ~2000 multiply-adds, less than the cost of entering BLAS and far less than a hand-off to its threads,
+ * so rows are computed by matvec_rows (four weight rows at a time, eight lanes each: vectorises under
+ * LT_VECTOR_FN). Only a product large enough to pay (LINEAR_BLAS_MACS) goes to BLAS.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lt_alloc.h"
+#include "lt_blas.h"
+#include "lt_fpmode.h"
+#include "lt_infer.h"
+#include "lt_simd.h"
+
+/* multiply-adds of one Linear step from which BLAS beats the tight loops (rows > 1 only) */
+#define LINEAR_BLAS_MACS (1 << 20)
+
+/* in the order of lt_infer_op */
+static const char *const op_names[] = { "Linear",        "activation", "softmax",
+                                        "LayerNorm",     "BatchNorm",  "Embedding",
+                                        "convolution",   "pooling",    "elementwise operation",
+                                        "recurrent cell" };
+
+lt_infer_plan *lt_infer_new(lt_ctx *c) {
+  lt_infer_plan *p = calloc(1, sizeof *p);
+  if (!p) {
+    lt_fail(c, "lt.infer: out of memory");
+    return NULL;
+  }
+  p->flush_denormal = c->flush_denormal;
+  return p;
+}
+
+int lt_infer_buffer(lt_ctx *c, lt_infer_plan *p, int64_t numel) {
+  if (p->nbufs == p->bufcap) {
+    int cap = p->bufcap ? 2 * p->bufcap : 8;
+    lt_tensor **b = realloc(p->bufs, (size_t)cap * sizeof *b);
+    if (!b) return lt_fail(c, "lt.infer: out of memory"), -1;
+    p->bufs = b;
+    p->bufcap = cap;
+  }
+  lt_tensor *t = lt_tensor_zeros(c, LT_F32, 1, &numel);
+  if (!t) return -1;
+  p->bufs[p->nbufs] = t;
+  return p->nbufs++;
+}
+
+/* ---- checks ---------------------------------------------------------------------------------------------- */
+
+static int check_param(lt_ctx *c, const lt_infer_step *s, int k, const char *what, int64_t numel, int optional) {
+  const lt_tensor *t = s->t[k];
+  const char *op = op_names[s->op];
+  if (!t) return optional ? LT_OK : lt_fail(c, "lt.infer: %s: %s is missing", op, what);
+  char sh[64];
+  if (t->dtype != LT_F32)
+    return lt_fail(c, "lt.infer: %s: %s is %s, expected float32 (convert the model with m:float())", op, what,
+                   lt_dtype_name(t->dtype));
+  if (!lt_is_contiguous(t))
+    return lt_fail(c, "lt.infer: %s: %s %s is not contiguous (assign it a contiguous tensor: w:contiguous())", op, what,
+                   lt_shape_str(t, sh, sizeof sh));
+  if (lt_numel(t) != numel)
+    return lt_fail(c, "lt.infer: %s: %s %s has %lld elements, expected %lld", op, what, lt_shape_str(t, sh, sizeof sh),
+                   (long long)lt_numel(t), (long long)numel);
+  return LT_OK;
+}
+
+static int check_buf(lt_ctx *c, const lt_infer_plan *p, const lt_infer_step *s, int b, int64_t numel,
+                     const char *what) {
+  if (b < 0 || b >= p->nbufs) return lt_fail(c, "lt.infer: %s: %s buffer %d does not exist", op_names[s->op], what, b);
+  if (lt_numel(p->bufs[b]) != numel)
+    return lt_fail(c, "lt.infer: %s: %s buffer holds %lld values, the step needs %lld", op_names[s->op], what,
+                   (long long)lt_numel(p->bufs[b]), (long long)numel);
+  return LT_OK;
+}
+
+static int positive(const lt_infer_step *s, int n) {
+  for (int i = 0; i < n; i++)
+    if (s->geo[i] <= 0) return 0;
+  return 1;
+}
+
+static int check_step(lt_ctx *c, const lt_infer_plan *p, const lt_infer_step *s) {
+  const int64_t *g = s->geo;
+  int64_t R = s->rows, I = s->n_in, O = s->n_out;
+  if (R < 0 || I < 0 || O < 0) return lt_fail(c, "lt.infer: %s: negative size", op_names[s->op]);
+  switch (s->op) {
+    case LT_INFER_LINEAR:
+      if (check_buf(c, p, s, s->in, R * I, "input") || check_buf(c, p, s, s->out, R * O, "output")) return LT_ERR;
+      if (check_param(c, s, 0, "weight", O * I, 0) || check_param(c, s, 1, "bias", O, 1)) return LT_ERR;
+      if (R > 1 && R * I * O >= LINEAR_BLAS_MACS) return lt_blas_ready(c);
+      return LT_OK;
+    case LT_INFER_ACT:
+      if (s->act < LT_INFER_RELU || s->act > LT_INFER_SQRT)
+        return lt_fail(c, "lt.infer: unknown activation %d", s->act);
+      if (s->act == LT_INFER_PRELU) {
+        if (g[0] <= 0 || g[1] <= 0 || I % (g[0] * g[1]) != 0)
+          return lt_fail(c, "lt.infer: PReLU: %lld values do not split into %lld channels", (long long)I,
+                         (long long)g[0]);
+        if (check_param(c, s, 0, "weight", lt_numel(s->t[0] ? s->t[0] : p->bufs[0]), 0)) return LT_ERR;
+        if (lt_numel(s->t[0]) != 1 && lt_numel(s->t[0]) != g[0])
+          return lt_fail(c, "lt.infer: PReLU: %lld slopes for %lld channels", (long long)lt_numel(s->t[0]),
+                         (long long)g[0]);
+      }
+      return check_buf(c, p, s, s->in, I, "input") || check_buf(c, p, s, s->out, I, "output");
+    case LT_INFER_SOFTMAX:
+      return check_buf(c, p, s, s->in, R * I * g[0], "input") || check_buf(c, p, s, s->out, R * I * g[0], "output");
+    case LT_INFER_LAYERNORM:
+      return check_buf(c, p, s, s->in, R * I, "input") || check_buf(c, p, s, s->out, R * I, "output") ||
+             check_param(c, s, 0, "weight", I, 1) || check_param(c, s, 1, "bias", I, 1);
+    case LT_INFER_BATCHNORM:
+      return check_buf(c, p, s, s->in, R * I * g[0], "input") || check_buf(c, p, s, s->out, R * I * g[0], "output") ||
+             check_param(c, s, 0, "running_mean", I, 0) || check_param(c, s, 1, "running_var", I, 0) ||
+             check_param(c, s, 2, "weight", I, 1) || check_param(c, s, 3, "bias", I, 1);
+    case LT_INFER_EMBEDDING:
+      return check_buf(c, p, s, s->in, R, "input") || check_buf(c, p, s, s->out, R * O, "output") ||
+             check_param(c, s, 0, "weight", g[0] * O, 0);
+    case LT_INFER_CONV:
+    case LT_INFER_POOL: {
+      int conv = s->op == LT_INFER_CONV;
+      if (!positive(s, LT_INFER_GEO_KW + 1) || g[LT_INFER_GEO_SH] <= 0 || g[LT_INFER_GEO_SW] <= 0 ||
+          g[LT_INFER_GEO_DH] <= 0 || g[LT_INFER_GEO_DW] <= 0 || g[LT_INFER_GEO_PH] < 0 || g[LT_INFER_GEO_PW] < 0)
+        return lt_fail(c, "lt.infer: %s: bad geometry", op_names[s->op]);
+      int64_t N = g[LT_INFER_GEO_N], Ci = g[LT_INFER_GEO_CIN], Co = g[LT_INFER_GEO_COUT];
+      int64_t G = conv ? g[LT_INFER_GEO_GROUPS] : 1;
+      if (G <= 0 || Ci % G || Co % G || (!conv && Ci != Co))
+        return lt_fail(c, "lt.infer: %s: %lld -> %lld channels in %lld groups", op_names[s->op], (long long)Ci,
+                       (long long)Co, (long long)G);
+      if (check_buf(c, p, s, s->in, N * Ci * g[LT_INFER_GEO_H] * g[LT_INFER_GEO_W], "input") ||
+          check_buf(c, p, s, s->out, N * Co * g[LT_INFER_GEO_OH] * g[LT_INFER_GEO_OW], "output"))
+        return LT_ERR;
+      if (!conv) return LT_OK;
+      return check_param(c, s, 0, "weight", Co * (Ci / G) * g[LT_INFER_GEO_KH] * g[LT_INFER_GEO_KW], 0) ||
+             check_param(c, s, 1, "bias", Co, 1);
+    }
+    case LT_INFER_BINARY:
+      if (s->act < LT_INFER_ADD || s->act > LT_INFER_DIV) return lt_fail(c, "lt.infer: unknown operation %d", s->act);
+      if (O <= 0 || I % O != 0)
+        return lt_fail(c, "lt.infer: elementwise operation: %lld values do not repeat %lld", (long long)I,
+                       (long long)O);
+      if (check_buf(c, p, s, s->in, I, "input") || check_buf(c, p, s, s->out, I, "output")) return LT_ERR;
+      if (g[0] >= 0) return check_buf(c, p, s, (int)g[0], O, "second operand");
+      return check_param(c, s, 0, "second operand", O, 0);
+    case LT_INFER_CELL: {
+      int64_t G = s->act == LT_INFER_CELL_LSTM ? 4 : s->act == LT_INFER_CELL_GRU ? 3 : 1;
+      if (s->act < LT_INFER_CELL_LSTM || s->act > LT_INFER_CELL_RNN_RELU)
+        return lt_fail(c, "lt.infer: unknown cell %d", s->act);
+      if (check_buf(c, p, s, s->in, R * I, "input") || check_buf(c, p, s, s->out, R * O, "output") ||
+          check_buf(c, p, s, (int)g[0], R * O, "hidden state") ||
+          (s->act == LT_INFER_CELL_LSTM && check_buf(c, p, s, (int)g[1], R * O, "cell state")) ||
+          check_buf(c, p, s, (int)g[2], 2 * G * O, "gates"))
+        return LT_ERR;
+      return check_param(c, s, 0, "weight_ih", G * O * I, 0) || check_param(c, s, 1, "weight_hh", G * O * O, 0) ||
+             check_param(c, s, 2, "bias_ih", G * O, 1) || check_param(c, s, 3, "bias_hh", G * O, 1);
+    }
+  }
+  return lt_fail(c, "lt.infer: unknown step %d", (int)s->op);
+}
+
+int lt_infer_add(lt_ctx *c, lt_infer_plan *p, const lt_infer_step *s) {
+  if (check_step(c, p, s) != LT_OK) return LT_ERR;
+  if (p->nsteps == p->cap) {
+    int cap = p->cap ? 2 * p->cap : 8;
+    lt_infer_step *st = realloc(p->steps, (size_t)cap * sizeof *st);
+    if (!st) return lt_fail(c, "lt.infer: out of memory");
+    p->steps = st;
+    p->cap = cap;
+  }
+  lt_infer_step *d = &p->steps[p->nsteps++];
+  *d = *s;
+  for (int k = 0; k < 4; k++)
+    if (d->t[k]) lt_tensor_retain(d->t[k]);
+  return LT_OK;
+}
+
+void lt_infer_free(lt_infer_plan *p) {
+  if (!p) return;
+  for (int i = 0; i < p->nsteps; i++)
+    for (int k = 0; k < 4; k++)
+      if (p->steps[i].t[k]) lt_tensor_release(p->steps[i].t[k]);
+  for (int i = 0; i < p->nbufs; i++) lt_tensor_release(p->bufs[i]);
+  free(p->steps);
+  free(p->bufs);
+  free(p);
+}
+
+void lt_infer_reset_state(const lt_infer_plan *p) {
+  for (int i = 0; i < p->nsteps; i++) {
+    const lt_infer_step *s = &p->steps[i];
+    if (s->op != LT_INFER_CELL) continue;
+    memset(lt_f32(p->bufs[s->geo[0]]), 0, (size_t)(s->rows * s->n_out) * sizeof(float));
+    if (s->act == LT_INFER_CELL_LSTM)
+      memset(lt_f32(p->bufs[s->geo[1]]), 0, (size_t)(s->rows * s->n_out) * sizeof(float));
+  }
+}
+
+/* ---- kernels --------------------------------------------------------------------------------------------- */
+
+static inline float fold8(const float *a) { return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7])); }
+
+/* y[o] = b[o] + sum_i W[o, i] x[i] for o < O (b may be NULL): four weight rows at a time, eight lanes each. */
+LT_VECTOR_FN static void matvec(const float *restrict W, const float *restrict x, const float *restrict b, int64_t I,
+                                int64_t O, float *restrict y) {
+  int64_t o = 0, I8 = I & ~(int64_t)7;
+  for (; o + 4 <= O; o += 4) {
+    const float *w0 = W + o * I, *w1 = w0 + I, *w2 = w1 + I, *w3 = w2 + I;
+    float a0[8] = { 0 }, a1[8] = { 0 }, a2[8] = { 0 }, a3[8] = { 0 };
+    for (int64_t i = 0; i < I8; i += 8)
+      for (int k = 0; k < 8; k++) {
+        float v = x[i + k];
+        a0[k] += w0[i + k] * v;
+        a1[k] += w1[i + k] * v;
+        a2[k] += w2[i + k] * v;
+        a3[k] += w3[i + k] * v;
+      }
+    float s0 = fold8(a0), s1 = fold8(a1), s2 = fold8(a2), s3 = fold8(a3);
+    for (int64_t i = I8; i < I; i++) {
+      s0 += w0[i] * x[i];
+      s1 += w1[i] * x[i];
+      s2 += w2[i] * x[i];
+      s3 += w3[i] * x[i];
+    }
+    y[o] = s0 + (b ? b[o] : 0.0f);
+    y[o + 1] = s1 + (b ? b[o + 1] : 0.0f);
+    y[o + 2] = s2 + (b ? b[o + 2] : 0.0f);
+    y[o + 3] = s3 + (b ? b[o + 3] : 0.0f);
+  }
+  for (; o < O; o++) {
+    const float *w = W + o * I;
+    float a[8] = { 0 };
+    for (int64_t i = 0; i < I8; i += 8)
+      for (int k = 0; k < 8; k++) a[k] += w[i + k] * x[i + k];
+    float s = fold8(a);
+    for (int64_t i = I8; i < I; i++) s += w[i] * x[i];
+    y[o] = s + (b ? b[o] : 0.0f);
+  }
+}
+
+static void run_linear(const lt_infer_plan *p, const lt_infer_step *s) {
+  const float *x = lt_f32(p->bufs[s->in]), *W = lt_f32(s->t[0]), *b = s->t[1] ? lt_f32(s->t[1]) : NULL;
+  float *y = lt_f32(p->bufs[s->out]);
+  int64_t R = s->rows, I = s->n_in, O = s->n_out;
+  if (R > 1 && R * I * O >= LINEAR_BLAS_MACS) {
+    lt_blas_sgemm(0, 1, (int)R, (int)O, (int)I, 1.0f, x, (int)I, W, (int)I, 0.0f, y, (int)O);
+    if (b)
+      for (int64_t r = 0; r < R; r++)
+        for (int64_t o = 0; o < O; o++) y[r * O + o] += b[o];
+    return;
+  }
+  for (int64_t r = 0; r < R; r++) matvec(W, x + r * I, b, I, O, y + r * O);
+}
+
+LT_VECTOR_FN static void run_act(const lt_infer_plan *p, const lt_infer_step *s) {
+  const float *x = lt_f32(p->bufs[s->in]);
+  float *y = lt_f32(p->bufs[s->out]);
+  int64_t n = s->n_in;
+  float a = s->a, b = s->b;
+  switch ((lt_infer_act)s->act) {
+    case LT_INFER_RELU:
+      for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : 0.0f;
+      break;
+    case LT_INFER_LEAKY_RELU:
+      for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : a * x[i];
+      break;
+    case LT_INFER_TANH:
+      for (int64_t i = 0; i < n; i++) y[i] = lt_tanhf(x[i]);
+      break;
+    case LT_INFER_SIGMOID:
+      for (int64_t i = 0; i < n; i++) y[i] = lt_sigmoidf(x[i]);
+      break;
+    case LT_INFER_GELU:
+      for (int64_t i = 0; i < n; i++) y[i] = 0.5f * x[i] * (1.0f + lt_erff(x[i] * 0.70710678118654752f));
+      break;
+    case LT_INFER_GELU_TANH:
+      for (int64_t i = 0; i < n; i++) {
+        float v = x[i];
+        y[i] = 0.5f * v * (1.0f + lt_tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+      }
+      break;
+    case LT_INFER_SILU:
+      for (int64_t i = 0; i < n; i++) y[i] = x[i] * lt_sigmoidf(x[i]);
+      break;
+    case LT_INFER_ELU:
+      for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : a * (expf(x[i]) - 1.0f);
+      break;
+    case LT_INFER_SOFTPLUS:
+      for (int64_t i = 0; i < n; i++) y[i] = x[i] * a > b ? x[i] : log1pf(expf(a * x[i])) / a;
+      break;
+    case LT_INFER_HARDTANH:
+      for (int64_t i = 0; i < n; i++) y[i] = x[i] < a ? a : x[i] > b ? b : x[i];
+      break;
+    case LT_INFER_PRELU: {
+      const float *w = lt_f32(s->t[0]);
+      int64_t C = s->geo[0], inner = s->geo[1], one = lt_numel(s->t[0]) == 1;
+      for (int64_t i = 0; i < n; i++) {
+        float slope = one ? w[0] : w[(i / inner) % C];
+        y[i] = x[i] > 0 ? x[i] : slope * x[i];
+      }
+      break;
+    }
+    case LT_INFER_COPY:
+      if (x != y) memcpy(y, x, (size_t)n * sizeof *y);
+      break;
+    case LT_INFER_AFFINE:
+      for (int64_t i = 0; i < n; i++) y[i] = a * x[i] + b;
+      break;
+    case LT_INFER_RDIV:
+      for (int64_t i = 0; i < n; i++) y[i] = a / x[i];
+      break;
+    case LT_INFER_EXP:
+      for (int64_t i = 0; i < n; i++) y[i] = expf(x[i]);
+      break;
+    case LT_INFER_LOG:
+      for (int64_t i = 0; i < n; i++) y[i] = logf(x[i]);
+      break;
+    case LT_INFER_ABS:
+      for (int64_t i = 0; i < n; i++) y[i] = fabsf(x[i]);
+      break;
+    case LT_INFER_SQRT:
+      for (int64_t i = 0; i < n; i++) y[i] = sqrtf(x[i]);
+      break;
+  }
+}
+
+/* out = in (op) y, y repeating every n_out values (a bias row, a per-feature scale); b swaps the operands */
+LT_VECTOR_FN static void run_binary(const lt_infer_plan *p, const lt_infer_step *s) {
+  const float *x = lt_f32(p->bufs[s->in]);
+  const float *yv = s->geo[0] >= 0 ? lt_f32(p->bufs[s->geo[0]]) : lt_f32(s->t[0]);
+  float *out = lt_f32(p->bufs[s->out]);
+  int64_t n = s->n_in, m = s->n_out;
+  int swap = s->b != 0;
+  for (int64_t r = 0; r < n; r += m) {
+    const float *xr = x + r;
+    float *o = out + r;
+    switch (s->act) {
+      case LT_INFER_ADD:
+        for (int64_t i = 0; i < m; i++) o[i] = xr[i] + yv[i];
+        break;
+      case LT_INFER_SUB:
+        if (swap)
+          for (int64_t i = 0; i < m; i++) o[i] = yv[i] - xr[i];
+        else
+          for (int64_t i = 0; i < m; i++) o[i] = xr[i] - yv[i];
+        break;
+      case LT_INFER_MUL:
+        for (int64_t i = 0; i < m; i++) o[i] = xr[i] * yv[i];
+        break;
+      default:
+        if (swap)
+          for (int64_t i = 0; i < m; i++) o[i] = yv[i] / xr[i];
+        else
+          for (int64_t i = 0; i < m; i++) o[i] = xr[i] / yv[i];
+    }
+  }
+}
+
+static void run_softmax(const lt_infer_plan *p, const lt_infer_step *s) {
+  const float *x = lt_f32(p->bufs[s->in]);
+  float *y = lt_f32(p->bufs[s->out]);
+  int64_t outer = s->rows, n = s->n_in, inner = s->geo[0];
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t j = 0; j < inner; j++) {
+      const float *xr = x + o * n * inner + j;
+      float *yr = y + o * n * inner + j;
+      float m = -INFINITY;
+      for (int64_t i = 0; i < n; i++) m = xr[i * inner] > m ? xr[i * inner] : m;
+      double sum = 0;
+      for (int64_t i = 0; i < n; i++) sum += expf(xr[i * inner] - m);
+      if (s->a != 0) {
+        float lse = m + (float)log(sum);
+        for (int64_t i = 0; i < n; i++) yr[i * inner] = xr[i * inner] - lse;
+      } else {
+        float inv = (float)(1.0 / sum);
+        for (int64_t i = 0; i < n; i++) yr[i * inner] = expf(xr[i * inner] - m) * inv;
+      }
+    }
+}
+
+static void run_layernorm(const lt_infer_plan *p, const lt_infer_step *s) {
+  const float *x = lt_f32(p->bufs[s->in]);
+  float *y = lt_f32(p->bufs[s->out]);
+  const float *w = s->t[0] ? lt_f32(s->t[0]) : NULL, *b = s->t[1] ? lt_f32(s->t[1]) : NULL;
+  int64_t n = s->n_in;
+  for (int64_t r = 0; r < s->rows; r++) {
+    const float *xr = x + r * n;
+    float *yr = y + r * n;
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < n; i++) mean += xr[i];
+    mean /= (double)n;
+    for (int64_t i = 0; i < n; i++) var += (xr[i] - mean) * (xr[i] - mean);
+    float inv = (float)(1.0 / sqrt(var / (double)n + s->a)), m = (float)mean;
+    for (int64_t i = 0; i < n; i++) {
+      float v = (xr[i] - m) * inv;
+      yr[i] = (w ? v * w[i] : v) + (b ? b[i] : 0.0f);
+    }
+  }
+}
+
+static void run_batchnorm(const lt_infer_plan *p, const lt_infer_step *s) {
+  const float *x = lt_f32(p->bufs[s->in]);
+  float *y = lt_f32(p->bufs[s->out]);
+  const float *mean = lt_f32(s->t[0]), *var = lt_f32(s->t[1]);
+  const float *w = s->t[2] ? lt_f32(s->t[2]) : NULL, *b = s->t[3] ? lt_f32(s->t[3]) : NULL;
+  int64_t C = s->n_in, S = s->geo[0];
+  for (int64_t n = 0; n < s->rows; n++)
+    for (int64_t ch = 0; ch < C; ch++) {
+      float scale = 1.0f / sqrtf(var[ch] + s->a), shift;
+      if (w) scale *= w[ch];
+      shift = (b ? b[ch] : 0.0f) - mean[ch] * scale;
+      const float *xs = x + (n * C + ch) * S;
+      float *ys = y + (n * C + ch) * S;
+      for (int64_t i = 0; i < S; i++) ys[i] = xs[i] * scale + shift;
+    }
+}
+
+static int run_embedding(lt_ctx *c, const lt_infer_plan *p, const lt_infer_step *s) {
+  const float *x = lt_f32(p->bufs[s->in]), *W = lt_f32(s->t[0]);
+  float *y = lt_f32(p->bufs[s->out]);
+  int64_t D = s->n_out, V = s->geo[0];
+  for (int64_t r = 0; r < s->rows; r++) {
+    float v = x[r];
+    if (!(v >= 1 && v <= (float)V) || v != floorf(v))
+      return lt_fail(c, "lt.infer: Embedding: index %g is out of range [1, %lld] (input position %lld)", (double)v,
+                     (long long)V, (long long)r + 1);
+    memcpy(y + r * D, W + ((int64_t)v - 1) * D, (size_t)D * sizeof *y);
+  }
+  return LT_OK;
+}
+
+static void run_conv(const lt_infer_plan *p, const lt_infer_step *s) {
+  const int64_t *g = s->geo;
+  int64_t N = g[LT_INFER_GEO_N], Ci = g[LT_INFER_GEO_CIN], H = g[LT_INFER_GEO_H], Wd = g[LT_INFER_GEO_W];
+  int64_t Co = g[LT_INFER_GEO_COUT], OH = g[LT_INFER_GEO_OH], OW = g[LT_INFER_GEO_OW];
+  int64_t KH = g[LT_INFER_GEO_KH], KW = g[LT_INFER_GEO_KW], SH = g[LT_INFER_GEO_SH], SW = g[LT_INFER_GEO_SW];
+  int64_t PH = g[LT_INFER_GEO_PH], PW = g[LT_INFER_GEO_PW], DH = g[LT_INFER_GEO_DH], DW = g[LT_INFER_GEO_DW];
+  int64_t G = g[LT_INFER_GEO_GROUPS], cig = Ci / G, cog = Co / G;
+  const float *x = lt_f32(p->bufs[s->in]), *W = lt_f32(s->t[0]), *b = s->t[1] ? lt_f32(s->t[1]) : NULL;
+  float *y = lt_f32(p->bufs[s->out]);
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t oc = 0; oc < Co; oc++) {
+      float *yo = y + (n * Co + oc) * OH * OW;
+      float bias = b ? b[oc] : 0.0f;
+      for (int64_t i = 0; i < OH * OW; i++) yo[i] = bias;
+      int64_t ic0 = (oc / cog) * cig;
+      for (int64_t ic = 0; ic < cig; ic++) {
+        const float *xi = x + (n * Ci + ic0 + ic) * H * Wd;
+        for (int64_t ki = 0; ki < KH; ki++)
+          for (int64_t kj = 0; kj < KW; kj++) {
+            float w = W[((oc * cig + ic) * KH + ki) * KW + kj];
+            for (int64_t oh = 0; oh < OH; oh++) {
+              int64_t ih = oh * SH - PH + ki * DH;
+              if (ih < 0 || ih >= H) continue;
+              const float *xr = xi + ih * Wd;
+              float *yr = yo + oh * OW;
+              for (int64_t ow = 0; ow < OW; ow++) {
+                int64_t iw = ow * SW - PW + kj * DW;
+                if (iw >= 0 && iw < Wd) yr[ow] += w * xr[iw];
+              }
+            }
+          }
+      }
+    }
+}
+
+/* PyTorch's pooling windows: a window may reach past the input into the padding, or (ceil_mode) past that;
+ * average pooling divides by the window clipped to input + padding, or to the input alone (count_include_pad
+ * false). */
+static void run_pool(const lt_infer_plan *p, const lt_infer_step *s) {
+  const int64_t *g = s->geo;
+  int64_t NC = g[LT_INFER_GEO_N] * g[LT_INFER_GEO_CIN], H = g[LT_INFER_GEO_H], Wd = g[LT_INFER_GEO_W];
+  int64_t OH = g[LT_INFER_GEO_OH], OW = g[LT_INFER_GEO_OW], KH = g[LT_INFER_GEO_KH], KW = g[LT_INFER_GEO_KW];
+  int64_t SH = g[LT_INFER_GEO_SH], SW = g[LT_INFER_GEO_SW], PH = g[LT_INFER_GEO_PH], PW = g[LT_INFER_GEO_PW];
+  int64_t DH = g[LT_INFER_GEO_DH], DW = g[LT_INFER_GEO_DW];
+  const float *x = lt_f32(p->bufs[s->in]);
+  float *y = lt_f32(p->bufs[s->out]);
+  for (int64_t nc = 0; nc < NC; nc++) {
+    const float *xp = x + nc * H * Wd;
+    for (int64_t oh = 0; oh < OH; oh++)
+      for (int64_t ow = 0; ow < OW; ow++) {
+        int64_t h0 = oh * SH - PH, w0 = ow * SW - PW;
+        float r;
+        if (s->act == LT_INFER_POOL_MAX) {
+          r = -INFINITY;
+          for (int64_t ki = 0; ki < KH; ki++) {
+            int64_t ih = h0 + ki * DH;
+            if (ih < 0 || ih >= H) continue;
+            for (int64_t kj = 0; kj < KW; kj++) {
+              int64_t iw = w0 + kj * DW;
+              if (iw < 0 || iw >= Wd) continue;
+              float v = xp[ih * Wd + iw];
+              if (v > r || v != v) r = v;
+            }
+          }
+        } else {
+          int64_t h1 = h0 + KH < H + PH ? h0 + KH : H + PH, w1 = w0 + KW < Wd + PW ? w0 + KW : Wd + PW;
+          int64_t size = (h1 - h0) * (w1 - w0);
+          int64_t hs = h0 < 0 ? 0 : h0, ws = w0 < 0 ? 0 : w0, he = h1 < H ? h1 : H, we = w1 < Wd ? w1 : Wd;
+          if (s->act == LT_INFER_POOL_AVG_EXCLUDE_PAD) size = (he - hs) * (we - ws);
+          double sum = 0;
+          for (int64_t ih = hs; ih < he; ih++)
+            for (int64_t iw = ws; iw < we; iw++) sum += xp[ih * Wd + iw];
+          r = (float)(sum / (double)size);
+        }
+        y[(nc * OH + oh) * OW + ow] = r;
+      }
+  }
+}
+
+static void run_cell(const lt_infer_plan *p, const lt_infer_step *s) {
+  int64_t I = s->n_in, Hd = s->n_out, G = s->act == LT_INFER_CELL_LSTM ? 4 : s->act == LT_INFER_CELL_GRU ? 3 : 1;
+  const float *x = lt_f32(p->bufs[s->in]), *Wih = lt_f32(s->t[0]), *Whh = lt_f32(s->t[1]);
+  const float *bih = s->t[2] ? lt_f32(s->t[2]) : NULL, *bhh = s->t[3] ? lt_f32(s->t[3]) : NULL;
+  float *h = lt_f32(p->bufs[s->geo[0]]), *cst = s->act == LT_INFER_CELL_LSTM ? lt_f32(p->bufs[s->geo[1]]) : NULL;
+  float *gi = lt_f32(p->bufs[s->geo[2]]), *gh = gi + G * Hd, *y = lt_f32(p->bufs[s->out]);
+  for (int64_t r = 0; r < s->rows; r++) {
+    float *hr = h + r * Hd;
+    matvec(Wih, x + r * I, bih, I, G * Hd, gi);
+    matvec(Whh, hr, bhh, Hd, G * Hd, gh);
+    switch (s->act) {
+      case LT_INFER_CELL_LSTM: {
+        float *cr = cst + r * Hd;
+        for (int64_t j = 0; j < Hd; j++) {
+          float i = lt_sigmoidf(gi[j] + gh[j]), f = lt_sigmoidf(gi[Hd + j] + gh[Hd + j]);
+          float gg = lt_tanhf(gi[2 * Hd + j] + gh[2 * Hd + j]), o = lt_sigmoidf(gi[3 * Hd + j] + gh[3 * Hd + j]);
+          cr[j] = f * cr[j] + i * gg;
+          hr[j] = o * lt_tanhf(cr[j]);
+        }
+        break;
+      }
+      case LT_INFER_CELL_GRU:
+        for (int64_t j = 0; j < Hd; j++) {
+          float rr = lt_sigmoidf(gi[j] + gh[j]), z = lt_sigmoidf(gi[Hd + j] + gh[Hd + j]);
+          float nn = lt_tanhf(gi[2 * Hd + j] + rr * gh[2 * Hd + j]);
+          hr[j] = (1.0f - z) * nn + z * hr[j];
+        }
+        break;
+      case LT_INFER_CELL_RNN_TANH:
+        for (int64_t j = 0; j < Hd; j++) hr[j] = lt_tanhf(gi[j] + gh[j]);
+        break;
+      default:
+        for (int64_t j = 0; j < Hd; j++) hr[j] = gi[j] + gh[j] > 0 ? gi[j] + gh[j] : 0.0f;
+    }
+    memcpy(y + r * Hd, hr, (size_t)Hd * sizeof *y);
+  }
+}
+
+int lt_infer_run(lt_ctx *c, const lt_infer_plan *p) {
+  unsigned fp = lt_fp_enter(p->flush_denormal);
+  int rc = LT_OK;
+  for (int i = 0; i < p->nsteps && rc == LT_OK; i++) {
+    const lt_infer_step *s = &p->steps[i];
+    switch (s->op) {
+      case LT_INFER_LINEAR: run_linear(p, s); break;
+      case LT_INFER_ACT: run_act(p, s); break;
+      case LT_INFER_SOFTMAX: run_softmax(p, s); break;
+      case LT_INFER_LAYERNORM: run_layernorm(p, s); break;
+      case LT_INFER_BATCHNORM: run_batchnorm(p, s); break;
+      case LT_INFER_EMBEDDING: rc = run_embedding(c, p, s); break;
+      case LT_INFER_CONV: run_conv(p, s); break;
+      case LT_INFER_POOL: run_pool(p, s); break;
+      case LT_INFER_BINARY: run_binary(p, s); break;
+      case LT_INFER_CELL: run_cell(p, s); break;
+    }
+  }
+  lt_fp_leave(fp);
+  return rc;
+}

@@ -1,0 +1,116 @@
+/*
+ * lt_infer.h — inference plans: a fixed list of kernel calls over float buffers the plan owns, for a model
+ * run again and again on inputs of one shape (a game asking a policy for an action every frame).
+ *
+ *   lt_infer_plan *p = lt_infer_new(c);
+ *   int x = lt_infer_buffer(c, p, 32), h = lt_infer_buffer(c, p, 64);       // [1 x 32] in, [1 x 64] out
+ *   lt_infer_step s = { .op = LT_INFER_LINEAR, .in = x, .out = h, .rows = 1, .n_in = 32, .n_out = 64,
+ *                       .t = { weight, bias } };                              // weight [64 x 32], bias [64]
+ *   if (lt_infer_add(c, p, &s) != LT_OK) ... c->err names the step and the shapes ...
+ *   ... write the input into lt_f32(lt_infer_buf(p, x)) ...
+ *   if (lt_infer_run(c, p) != LT_OK) ...                                       // no allocation
+ *   lt_infer_free(p);
+ *
+ * Every check happens in lt_infer_add (shapes, dtypes, contiguity), so lt_infer_run is only the kernels. The
+ * parameters are the model's own tensors, retained, not copied: a step reads them through their storage at
+ * each run, so in-place changes (an optimizer step, a load) are seen by the next run. Batch-1 shapes run tight
+ * loops (no BLAS call, no thread hand-off); a GEMM large enough to pay goes to BLAS.
+ */
+#ifndef LT_INFER_H
+#define LT_INFER_H
+
+#include "lt_tensor.h"
+
+typedef enum lt_infer_op {
+  LT_INFER_LINEAR,    /* rows x n_in -> rows x n_out; t = {weight [n_out x n_in], bias [n_out] or NULL} */
+  LT_INFER_ACT,       /* elementwise activation over n_in elements (act, a, b) */
+  LT_INFER_SOFTMAX,   /* rows = outer, n_in = size of the dim, geo[0] = inner; a = 1 for log_softmax */
+  LT_INFER_LAYERNORM, /* rows x n_in, normalised over n_in; t = {weight or NULL, bias or NULL}; a = eps */
+  LT_INFER_BATCHNORM, /* rows = N, n_in = C, geo[0] = spatial; t = {mean, var, weight or NULL, bias or NULL}; a = eps */
+  LT_INFER_EMBEDDING, /* rows indices (1-based, stored as floats) -> rows x n_out; t = {weight [geo[0] x n_out]} */
+  LT_INFER_CONV,      /* 2-d convolution (Conv1d has H = 1): geo = LT_INFER_GEO_*; t = {weight, bias or NULL} */
+  LT_INFER_POOL,      /* 2-d max or average pooling: geo = LT_INFER_GEO_*; act = LT_INFER_POOL_MAX or _AVG */
+  LT_INFER_BINARY,    /* out[i] = in[i] (act) y[i % n_out] over n_in elements, y the buffer geo[0] or, when geo[0] < 0,
+                         the tensor t[0]; b != 0: y (act) in[i] instead (the operands swapped) */
+  LT_INFER_CELL,      /* one step of an LSTM/GRU/RNN cell; act = LT_INFER_CELL_*; rows = batch, n_in = input,
+                         n_out = hidden; state buffers geo[0] (h) and geo[1] (c, LSTM); t = {w_ih, w_hh, b_ih, b_hh} */
+} lt_infer_op;
+
+typedef enum lt_infer_act {
+  LT_INFER_RELU,
+  LT_INFER_LEAKY_RELU, /* a = negative slope */
+  LT_INFER_TANH,
+  LT_INFER_SIGMOID,
+  LT_INFER_GELU,
+  LT_INFER_GELU_TANH,
+  LT_INFER_SILU,
+  LT_INFER_ELU,      /* a = alpha */
+  LT_INFER_SOFTPLUS, /* a = beta, b = threshold */
+  LT_INFER_HARDTANH, /* a = min, b = max */
+  LT_INFER_PRELU,    /* t[0] = weight [1] or [channels]; geo[0] = channels, geo[1] = inner size */
+  LT_INFER_COPY,     /* out = in (a reshape between buffers) */
+  LT_INFER_AFFINE,   /* a * x + b (a tensor and a number: x + 2, x * 0.5, 1 - x) */
+  LT_INFER_RDIV,     /* a / x */
+  LT_INFER_EXP,
+  LT_INFER_LOG,
+  LT_INFER_ABS,
+  LT_INFER_SQRT,
+} lt_infer_act;
+
+enum { LT_INFER_POOL_MAX = 0, LT_INFER_POOL_AVG = 1, LT_INFER_POOL_AVG_EXCLUDE_PAD = 2 };
+enum { LT_INFER_ADD = 0, LT_INFER_SUB = 1, LT_INFER_MUL = 2, LT_INFER_DIV = 3 };
+enum { LT_INFER_CELL_LSTM = 0, LT_INFER_CELL_GRU = 1, LT_INFER_CELL_RNN_TANH = 2, LT_INFER_CELL_RNN_RELU = 3 };
+
+/* Geometry of LT_INFER_CONV and LT_INFER_POOL (pool: C = Cin = Cout, groups 1, no weight). */
+enum {
+  LT_INFER_GEO_N,
+  LT_INFER_GEO_CIN,
+  LT_INFER_GEO_H,
+  LT_INFER_GEO_W,
+  LT_INFER_GEO_COUT,
+  LT_INFER_GEO_OH,
+  LT_INFER_GEO_OW,
+  LT_INFER_GEO_KH,
+  LT_INFER_GEO_KW,
+  LT_INFER_GEO_SH,
+  LT_INFER_GEO_SW,
+  LT_INFER_GEO_PH,
+  LT_INFER_GEO_PW,
+  LT_INFER_GEO_DH,
+  LT_INFER_GEO_DW,
+  LT_INFER_GEO_GROUPS,
+  LT_INFER_GEO_COUNT
+};
+
+typedef struct lt_infer_step {
+  lt_infer_op op;
+  int in, out;               /* buffer indexes */
+  int64_t rows, n_in, n_out; /* per op, above */
+  int act;                   /* lt_infer_act, pool kind or cell kind */
+  float a, b;                /* activation / norm parameters */
+  lt_tensor *t[4];           /* parameters, retained by the plan */
+  int64_t geo[LT_INFER_GEO_COUNT];
+} lt_infer_step;
+
+typedef struct lt_infer_plan {
+  int nsteps, cap;
+  lt_infer_step *steps;
+  int nbufs, bufcap;
+  lt_tensor **bufs; /* contiguous float32, [numel] each */
+  int flush_denormal;
+} lt_infer_plan;
+
+lt_infer_plan *lt_infer_new(lt_ctx *c);
+/* A new zero-filled buffer of numel floats; returns its index, or -1 with the message in c->err. */
+int lt_infer_buffer(lt_ctx *c, lt_infer_plan *p, int64_t numel);
+static inline lt_tensor *lt_infer_buf(const lt_infer_plan *p, int i) { return p->bufs[i]; }
+/* Checks the step against its buffers and parameters and appends it (retaining the parameters). */
+int lt_infer_add(lt_ctx *c, lt_infer_plan *p, const lt_infer_step *s);
+/* Runs every step in order. Allocates nothing; the caller wrote the input buffer. Fails only on data a step
+ * cannot take (an Embedding index out of range), with the message in c->err. */
+int lt_infer_run(lt_ctx *c, const lt_infer_plan *p);
+/* Zero-fills the buffers that carry recurrent state (LT_INFER_CELL's h and c). */
+void lt_infer_reset_state(const lt_infer_plan *p);
+void lt_infer_free(lt_infer_plan *p);
+
+#endif
