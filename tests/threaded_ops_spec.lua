@@ -113,6 +113,33 @@ describe("threaded elementwise ops", function()
       return out
     end)
   end)
+
+  -- h has two or three consumers. The add hands one gradient to both its inputs, so the sum of h's gradients
+  -- cannot be taken in place: the engine adds them into a new tensor (lt_add_f32); the transposed consumer's
+  -- gradient is a strided view. x's gradient is then added into x.grad, which exists from the first backward
+  -- (lt_axpy_f32).
+  it("gradients summed from several consumers match one thread bitwise and equal the sum of each", function()
+    local function grads(transposed)
+      local x = lt.randn(R, C):requires_grad(true)
+      local w, wt, v = lt.randn(R, C), lt.randn(C, R), lt.randn(R, C)
+      for _ = 1, 2 do
+        local h = x * 1
+        local y = h + h * w
+        if transposed then y = y + (h:t() * wt):t() end
+        local loss = (y * v):sum()
+        loss:backward()
+      end
+      return x.grad, v, w, wt
+    end
+    threads_agree(function() return { (grads(false)), (grads(true)) } end)
+    lt.set_num_threads(2)
+    for _, transposed in ipairs { false, true } do
+      local g, v, w, wt = grads(transposed)
+      local want = v + v * w
+      if transposed then want = want + (v:t() * wt):t() end
+      assert.is_true(g:allclose(want * 2, 1e-5, 1e-6))
+    end
+  end)
 end)
 
 describe("threaded sums along a dim", function()

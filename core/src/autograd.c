@@ -8,10 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lt_accumulate.h"
 #include "lt_alloc.h"
+#include "lt_check.h"
 #include "lt_errors.h"
 #include "lt_fpmode.h"
-#include "lt_ops.h"
 #include "lt_prof.h"
 
 int lt_needs_grad(const lt_ctx *c, int n, lt_tensor *const *inputs) {
@@ -19,26 +20,6 @@ int lt_needs_grad(const lt_ctx *c, int n, lt_tensor *const *inputs) {
   for (int i = 0; i < n; i++)
     if (inputs[i] && inputs[i]->requires_grad) return 1;
   return 0;
-}
-
-static void node_free_graph(lt_node *n) {
-  for (int i = 0; i < n->ninputs; i++) {
-    lt_tensor_release(n->inputs[i]);
-    n->inputs[i] = NULL;
-  }
-  for (int i = 0; i < 3; i++) {
-    lt_tensor_release(n->saved[i]);
-    n->saved[i] = NULL;
-  }
-  lt_tensor_release(n->grad_acc);
-  n->grad_acc = NULL;
-}
-
-void lt_node_release(lt_node *n) {
-  if (!n || --n->refcount > 0) return;
-  node_free_graph(n);
-  if (n->inputs != n->inline_inputs) lt_free(n->inputs, sizeof(lt_tensor *) * (size_t)n->ninputs);
-  lt_free(n, sizeof *n);
 }
 
 /* ---- anomaly detection and kernel times (lt_ctx.watch) -------------------------------------------------- */
@@ -167,6 +148,25 @@ static int check_versions(lt_ctx *c, const lt_node *n) {
   return LT_OK;
 }
 
+/* The terms of the engine's sums: float32 and of one shape. The engine checks each gradient's shape against its
+ * input's; lt_accumulate_grad is also open to a C host. */
+static int check_terms(lt_ctx *c, const lt_tensor *acc, const lt_tensor *g) {
+  if (lt_check_dtype(c, "backward", "the gradient added into", acc, LT_F32) ||
+      lt_check_dtype(c, "backward", "the gradient", g, LT_F32))
+    return LT_ERR;
+  if (lt_same_shape(acc, g)) return LT_OK;
+  char b1[128], b2[128];
+  return lt_fail(c, "backward: a gradient of shape %s cannot be added to one of shape %s",
+                 lt_shape_str(g, b1, sizeof b1), lt_shape_str(acc, b2, sizeof b2));
+}
+
+/* acc += g (accumulate.c: autograd calls no op) */
+static int add_into(lt_ctx *c, lt_tensor *acc, const lt_tensor *g) {
+  if (check_terms(c, acc, g)) return LT_ERR;
+  lt_axpy_f32(c, acc, 1.0f, g);
+  return LT_OK;
+}
+
 int lt_accumulate_grad(lt_ctx *c, lt_tensor *leaf, lt_tensor *g) {
   if (!leaf->grad) {
     if (g->refcount == 1 && !g->grad_fn && lt_is_contiguous(g) && g->offset == 0 && g->storage->refcount == 1 &&
@@ -179,11 +179,7 @@ int lt_accumulate_grad(lt_ctx *c, lt_tensor *leaf, lt_tensor *g) {
     if (!z) return LT_ERR;
     leaf->grad = z;
   }
-  int saved = c->grad_enabled;
-  c->grad_enabled = 0;
-  int rc = lt_op_axpy_(c, leaf->grad, 1.0, g);
-  c->grad_enabled = saved;
-  return rc;
+  return add_into(c, leaf->grad, g);
 }
 
 /* Whether a node's accumulated gradient may be added into in place: the engine holds the only reference to
@@ -208,9 +204,10 @@ static int accumulate_node(lt_ctx *c, lt_node *n, lt_tensor *g) {
     return LT_OK;
   }
   lt_tensor *acc = n->grad_acc;
-  if (acc_owned(acc)) return lt_op_axpy_(c, acc, 1.0, g);
-  lt_tensor *sum = lt_op_binary(c, LT_ADD, acc, g);
+  if (acc_owned(acc)) return add_into(c, acc, g);
+  lt_tensor *sum = check_terms(c, acc, g) ? NULL : lt_tensor_new(c, LT_F32, acc->ndim, acc->shape);
   if (!sum) return LT_ERR;
+  lt_add_f32(c, sum, acc, g);
   lt_tensor_release(acc);
   n->grad_acc = sum;
   return LT_OK;
@@ -284,8 +281,9 @@ static int backward(lt_ctx *c, lt_tensor *root, lt_tensor *grad) {
     seed = lt_tensor_retain(grad);
   } else {
     if (lt_numel(root) != 1) return lt_fail(c, LT_E_BACKWARD_SCALAR, lt_shape_str(root, b1, sizeof b1));
-    seed = lt_op_full(c, LT_F32, root->ndim, root->shape, 1.0);
+    seed = lt_tensor_new(c, LT_F32, root->ndim, root->shape);
     if (!seed) return LT_ERR;
+    lt_f32(seed)[0] = 1.0f; /* its one element */
   }
   if (!root->grad_fn) { /* a leaf: its gradient is the seed */
     int rc = lt_accumulate_grad(c, root, seed);
@@ -396,7 +394,7 @@ done:
     lt_node *n = all.v[i];
     n->mark = 0;
     if (rc == LT_OK) {
-      node_free_graph(n);
+      lt_node_free_graph(n);
       n->released = 1;
     } else {
       lt_tensor_release(n->grad_acc);

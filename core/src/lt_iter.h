@@ -84,6 +84,21 @@ static inline void lt_iter_init(lt_iter *it, int ndim, const int64_t *shape, int
   (void)o2;                                      \
   }
 
+/* Visits every element of t (any layout) in row-major logical order. */
+#define LT_FOR_EACH_ELEMENT(t, off, body)              \
+  do {                                                 \
+    const int64_t *_st[1] = { (t)->stride };           \
+    lt_iter _it;                                       \
+    lt_iter_init(&_it, (t)->ndim, (t)->shape, 1, _st); \
+    LT_ITER_ROWS(&_it, _o0, _o1, _o2) {                \
+      for (int64_t _i = 0; _i < _it.n; _i++) {         \
+        int64_t off = _o0 + _i * _it.s[0];             \
+        body;                                          \
+      }                                                \
+    }                                                  \
+    LT_ITER_ROWS_END(&_it, _o0, _o1, _o2);             \
+  } while (0)
+
 /* Strides of t as seen through a broadcast to (ndim, shape): missing or size-1 dims get stride 0. */
 static inline void lt_broadcast_strides(const lt_tensor *t, int ndim, const int64_t *shape, int64_t *out) {
   int off = ndim - t->ndim;

@@ -9,9 +9,11 @@
 #ifndef LT_OPS_H
 #define LT_OPS_H
 
+#include "lt_accumulate.h"
+#include "lt_check.h"
 #include "lt_tensor.h"
 
-/* --- creation and filling (ops_create.c) ------------------------------------------------------ */
+/* --- creation and filling (ops_create.c; rand, randn, uniform_, normal_: ops_random.c) -------- */
 lt_tensor *lt_op_full(lt_ctx *c, lt_dtype dt, int ndim, const int64_t *shape, double v);
 lt_tensor *lt_op_arange(lt_ctx *c, double a, double b, double step, lt_dtype dt);
 lt_tensor *lt_op_eye(lt_ctx *c, int64_t n, int64_t m);
@@ -108,8 +110,7 @@ lt_tensor *lt_op_reduce(lt_ctx *c, lt_redop op, lt_tensor *a, int dim, int keepd
 int lt_op_reduce_idx(lt_ctx *c, lt_redop op, lt_tensor *a, int dim, int keepdim, lt_tensor **values,
                      lt_tensor **indices);
 lt_tensor *lt_op_argmax(lt_ctx *c, lt_tensor *a, int dim, int keepdim); /* dim < 0: flat index */
-/* Sums g down to `shape` (the reverse of broadcasting). */
-lt_tensor *lt_op_sum_to(lt_ctx *c, lt_tensor *g, int ndim, const int64_t *shape);
+/* lt_op_sum_to, the reverse of broadcasting: lt_accumulate.h */
 
 /* --- linear algebra (ops_matmul.c) -------------------------------------------------------------- */
 lt_tensor *lt_op_matmul(lt_ctx *c, lt_tensor *a, lt_tensor *b);
@@ -174,10 +175,5 @@ lt_tensor *lt_op_index_add(lt_ctx *c, lt_tensor *x, int dim, lt_tensor *index, l
 lt_tensor *lt_op_index_fill(lt_ctx *c, lt_tensor *x, int dim, lt_tensor *index, double value);
 lt_tensor *lt_op_masked_select(lt_ctx *c, lt_tensor *x, lt_tensor *mask); /* 1-D, differentiable in x */
 lt_tensor *lt_op_nonzero(lt_ctx *c, lt_tensor *x);                        /* [n x ndim] int64, 0-based */
-
-/* Checks shared by op files (ops_check.c). */
-int lt_check_dtype(lt_ctx *c, const char *op, const char *what, const lt_tensor *t, lt_dtype want);
-int lt_check_inplace(lt_ctx *c, const char *op, const lt_tensor *t);
-int lt_broadcast_shape(lt_ctx *c, const char *op, const lt_tensor *a, const lt_tensor *b, int *ndim, int64_t *shape);
 
 #endif

@@ -132,6 +132,8 @@ void lt_node_save(lt_node *n, int slot, lt_tensor *t);
 /* Saves the op's own output: as a detached alias, since the output holds the node (no cycle). */
 int lt_node_save_output(lt_ctx *c, lt_node *n, int slot, lt_tensor *out);
 void lt_node_release(lt_node *n);
+/* Releases what the node holds (inputs, saved tensors, its gradient) but not the node (tensor.c). */
+void lt_node_free_graph(lt_node *n);
 /* Runs backward from root; grad NULL means ones (root must then have one element). Frees the graph. */
 int lt_backward(lt_ctx *c, lt_tensor *root, lt_tensor *grad);
 /* Adds g into leaf->grad (allocating it on first use); g must have leaf's shape. */

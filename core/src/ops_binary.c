@@ -1,6 +1,6 @@
 /*
  * ops_binary.c — broadcasting binary ops (arithmetic, maximum/minimum, comparisons), their scalar forms and
- * a += alpha * b, with their backward rules. Forward loops run over merged strided rows (lt_iter.h) so
+ * a += alpha * b (its kernel: accumulate.c), with their backward rules. Forward loops run over merged strided rows (lt_iter.h) so
  * contiguous and bias-like broadcasts are unit-stride loops the compiler vectorises; large float32 kernels are
  * split over the pool (ops_ew_internal.h).
  */
@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "lt_errors.h"
+#include "lt_ops.h"
 #include "lt_simd.h"
 #include "ops_ew_internal.h"
 
@@ -143,19 +144,19 @@ static int binary_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin)
   int need_a = a->requires_grad, need_b = b->requires_grad;
   switch (op) {
     case LT_ADD:
-      if (need_a) gin[0] = to_shape(c, lt_tensor_retain(g), a);
-      if (need_b) gin[1] = to_shape(c, lt_tensor_retain(g), b);
+      if (need_a) gin[0] = lt_sum_to_like(c, lt_tensor_retain(g), a);
+      if (need_b) gin[1] = lt_sum_to_like(c, lt_tensor_retain(g), b);
       break;
     case LT_SUB:
-      if (need_a) gin[0] = to_shape(c, lt_tensor_retain(g), a);
-      if (need_b) gin[1] = to_shape(c, lt_op_unary(c, LT_NEG, g), b);
+      if (need_a) gin[0] = lt_sum_to_like(c, lt_tensor_retain(g), a);
+      if (need_b) gin[1] = lt_sum_to_like(c, lt_op_unary(c, LT_NEG, g), b);
       break;
     case LT_MUL:
-      if (need_a) gin[0] = to_shape(c, lt_op_binary(c, LT_MUL, g, b), a);
-      if (need_b) gin[1] = to_shape(c, lt_op_binary(c, LT_MUL, g, a), b);
+      if (need_a) gin[0] = lt_sum_to_like(c, lt_op_binary(c, LT_MUL, g, b), a);
+      if (need_b) gin[1] = lt_sum_to_like(c, lt_op_binary(c, LT_MUL, g, a), b);
       break;
     case LT_DIV:
-      if (need_a) gin[0] = to_shape(c, lt_op_binary(c, LT_DIV, g, b), a);
+      if (need_a) gin[0] = lt_sum_to_like(c, lt_op_binary(c, LT_DIV, g, b), a);
       if (need_b) { /* -g * out / b */
         lt_tensor *t = lt_op_binary(c, LT_MUL, g, out);
         lt_tensor *u = t ? lt_op_binary(c, LT_DIV, t, b) : NULL;
@@ -164,7 +165,7 @@ static int binary_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin)
           lt_tensor_release(u);
           u = NULL;
         }
-        gin[1] = to_shape(c, u, b);
+        gin[1] = lt_sum_to_like(c, u, b);
       }
       break;
     case LT_POW:
@@ -176,7 +177,7 @@ static int binary_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin)
         lt_tensor_release(bm1);
         lt_tensor_release(p);
         lt_tensor_release(q);
-        gin[0] = to_shape(c, r, a);
+        gin[0] = lt_sum_to_like(c, r, a);
       }
       if (need_b) { /* g * out * log(a) */
         lt_tensor *la = lt_op_unary(c, LT_LOG, a);
@@ -184,7 +185,7 @@ static int binary_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin)
         lt_tensor *r = p ? lt_op_binary(c, LT_MUL, p, g) : NULL;
         lt_tensor_release(la);
         lt_tensor_release(p);
-        gin[1] = to_shape(c, r, b);
+        gin[1] = lt_sum_to_like(c, r, b);
       }
       break;
     case LT_MAXIMUM:
@@ -195,10 +196,10 @@ static int binary_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin)
       lt_tensor_release(win);
       lt_tensor_release(tie);
       if (!mask) return LT_ERR;
-      if (need_a) gin[0] = to_shape(c, lt_op_binary(c, LT_MUL, g, mask), a);
+      if (need_a) gin[0] = lt_sum_to_like(c, lt_op_binary(c, LT_MUL, g, mask), a);
       if (need_b) {
         lt_tensor *inv = lt_op_binary_scalar(c, LT_SUB, mask, 1.0, 1);
-        gin[1] = to_shape(c, inv ? lt_op_binary(c, LT_MUL, g, inv) : NULL, b);
+        gin[1] = lt_sum_to_like(c, inv ? lt_op_binary(c, LT_MUL, g, inv) : NULL, b);
         lt_tensor_release(inv);
       }
       lt_tensor_release(mask);
@@ -424,29 +425,6 @@ int lt_op_binary_scalar_(lt_ctx *c, lt_binop op, lt_tensor *a, double s) {
   return LT_OK;
 }
 
-LT_VECTOR_FN static void axpy_range(const lt_iter *it, float *pa, const float *pb, float al, int64_t lo, int64_t hi) {
-  EW_SEGMENTS(it, lo, hi, o0, o1, o2, len) {
-    float *x = pa + o0;
-    const float *y = pb + o1;
-    if (it->s[0] == 1 && it->s[1] == 1) {
-      if (al == 1.0f)
-        for (int64_t i = 0; i < len; i++) x[i] += y[i];
-      else
-        for (int64_t i = 0; i < len; i++) x[i] += al * y[i];
-    } else {
-      for (int64_t i = 0; i < len; i++) x[i * it->s[0]] += al * y[i * it->s[1]];
-    }
-  }
-  EW_SEGMENTS_END;
-}
-
-static void axpy_part(void *arg, int i, int nparts) {
-  const ew_job *j = arg;
-  int64_t lo, hi;
-  lt_pool_range(j->total, i, nparts, 16, &lo, &hi);
-  if (lo < hi) axpy_range(&j->it, j->po, j->px, *j->py, lo, hi);
-}
-
 int lt_op_axpy_(lt_ctx *c, lt_tensor *a, double alpha, lt_tensor *b) {
   if (lt_check_inplace(c, "add_", a)) return LT_ERR;
   if (lt_check_dtype(c, "add_", "the tensor updated in place", a, LT_F32)) return LT_ERR;
@@ -465,18 +443,6 @@ int lt_op_axpy_(lt_ctx *c, lt_tensor *a, double alpha, lt_tensor *b) {
       return lt_fail(c, "add_: %s cannot be added in place into %s", lt_shape_str(b, b1, sizeof b1),
                      lt_shape_str(a, b2, sizeof b2));
     }
-  int64_t sa[LT_MAX_DIM], sb[LT_MAX_DIM];
-  lt_broadcast_strides(a, ndim, shape, sa);
-  lt_broadcast_strides(b, ndim, shape, sb);
-  const int64_t *st[2] = { sa, sb };
-  float al = (float)alpha;
-  lt_mark_modified(a);
-  ew_job j = { .po = lt_f32(a), .px = lt_f32(b), .py = &al };
-  lt_iter_init(&j.it, ndim, shape, 2, st);
-  j.total = j.it.rows * j.it.n;
-  if (j.total == 0) return LT_OK;
-  int parts = overlaps(a, b) ? 1 : ew_parts(c, j.total, 1);
-  if (parts > 1) lt_pool_run(axpy_part, &j, parts);
-  else axpy_range(&j.it, j.po, j.px, al, 0, j.total);
+  lt_axpy_f32(c, a, (float)alpha, b);
   return LT_OK;
 }

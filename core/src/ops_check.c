@@ -1,9 +1,10 @@
 /*
  * ops_check.c — the argument checks every op family shares: dtype, in-place on a tensor that requires grad,
- * and the broadcast shape of two operands. Below the ops and autograd: it calls no op.
+ * and the broadcast shape of two operands (lt_check.h). Below the ops and autograd: it calls no op.
  */
+#include "lt_check.h"
+
 #include "lt_errors.h"
-#include "lt_ops.h"
 #include "lt_size.h"
 
 int lt_check_dtype(lt_ctx *c, const char *op, const char *what, const lt_tensor *t, lt_dtype want) {

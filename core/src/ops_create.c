@@ -1,4 +1,4 @@
-/* ops_create.c — creation, filling, random init, copies and dtype conversion. */
+/* ops_create.c — creation, filling, copies and dtype conversion (random tensors: ops_random.c). */
 #include <math.h>
 #include <string.h>
 
@@ -64,35 +64,6 @@ lt_tensor *lt_op_eye(lt_ctx *c, int64_t n, int64_t m) {
   return t;
 }
 
-lt_tensor *lt_op_rand(lt_ctx *c, int ndim, const int64_t *shape) {
-  lt_tensor *t = lt_tensor_new(c, LT_F32, ndim, shape);
-  if (t) lt_op_uniform_(c, t, 0.0, 1.0);
-  if (t) t->storage->version = 0; /* as lt_op_full */
-  return t;
-}
-
-lt_tensor *lt_op_randn(lt_ctx *c, int ndim, const int64_t *shape) {
-  lt_tensor *t = lt_tensor_new(c, LT_F32, ndim, shape);
-  if (t) lt_op_normal_(c, t, 0.0, 1.0);
-  if (t) t->storage->version = 0; /* as lt_op_full */
-  return t;
-}
-
-/* Visits every element of t (any layout) in row-major logical order. */
-#define FOR_EACH_ELEMENT(t, off, body)                 \
-  do {                                                 \
-    const int64_t *_st[1] = { (t)->stride };           \
-    lt_iter _it;                                       \
-    lt_iter_init(&_it, (t)->ndim, (t)->shape, 1, _st); \
-    LT_ITER_ROWS(&_it, _o0, _o1, _o2) {                \
-      for (int64_t _i = 0; _i < _it.n; _i++) {         \
-        int64_t off = _o0 + _i * _it.s[0];             \
-        body;                                          \
-      }                                                \
-    }                                                  \
-    LT_ITER_ROWS_END(&_it, _o0, _o1, _o2);             \
-  } while (0)
-
 int lt_op_fill_(lt_ctx *c, lt_tensor *t, double v) {
   if (lt_check_inplace(c, "fill_", t)) return LT_ERR;
   if (t->dtype == LT_I64) {
@@ -101,7 +72,7 @@ int lt_op_fill_(lt_ctx *c, lt_tensor *t, double v) {
       return lt_fail(c, "fill_: value %.14g is not an int64 value (the tensor is int64)", v);
     lt_mark_modified(t);
     int64_t iv = (int64_t)v, *p = lt_i64(t);
-    FOR_EACH_ELEMENT(t, o, p[o] = iv);
+    LT_FOR_EACH_ELEMENT(t, o, p[o] = iv);
   } else {
     lt_mark_modified(t);
     float fv = (float)v, *p = lt_f32(t);
@@ -109,7 +80,7 @@ int lt_op_fill_(lt_ctx *c, lt_tensor *t, double v) {
       int64_t n = lt_numel(t);
       for (int64_t i = 0; i < n; i++) p[i] = fv;
     } else {
-      FOR_EACH_ELEMENT(t, o, p[o] = fv);
+      LT_FOR_EACH_ELEMENT(t, o, p[o] = fv);
     }
   }
   return LT_OK;
@@ -124,34 +95,6 @@ int lt_op_zero_(lt_ctx *c, lt_tensor *t) {
     return LT_OK;
   }
   return lt_op_fill_(c, t, 0.0);
-}
-
-int lt_op_uniform_(lt_ctx *c, lt_tensor *t, double a, double b) {
-  if (lt_check_inplace(c, "uniform_", t)) return LT_ERR;
-  if (lt_check_dtype(c, "uniform_", "the tensor", t, LT_F32)) return LT_ERR;
-  if (!(a <= b)) return lt_fail(c, "uniform_: expected a <= b, got a=%g, b=%g", a, b);
-  lt_mark_modified(t);
-  float *p = lt_f32(t);
-  FOR_EACH_ELEMENT(t, o, p[o] = (float)(a + (b - a) * lt_rng_uniform(&c->rng)));
-  return LT_OK;
-}
-
-int lt_op_normal_(lt_ctx *c, lt_tensor *t, double mean, double std) {
-  if (lt_check_inplace(c, "normal_", t)) return LT_ERR;
-  if (lt_check_dtype(c, "normal_", "the tensor", t, LT_F32)) return LT_ERR;
-  if (!(std >= 0)) return lt_fail(c, "normal_: std must be >= 0, got %g", std);
-  lt_mark_modified(t);
-  if (lt_is_contiguous(t)) {
-    lt_normal_fill_f32(c, lt_f32(t), lt_numel(t), mean, std);
-    return LT_OK;
-  }
-  /* a strided view: the same values as a contiguous tensor of its shape, copied in */
-  lt_tensor *tmp = lt_tensor_new(c, LT_F32, t->ndim, t->shape);
-  if (!tmp) return LT_ERR;
-  lt_normal_fill_f32(c, lt_f32(tmp), lt_numel(tmp), mean, std);
-  int rc = lt_op_copy_(c, t, tmp);
-  lt_tensor_release(tmp);
-  return rc;
 }
 
 /* dst <- src (broadcast), converting dtype. No autograd. */

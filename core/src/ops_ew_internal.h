@@ -1,7 +1,7 @@
 /*
- * ops_ew_internal.h — what the elementwise kernels share (ops_binary.c, ops_unary.c, ops_where.c): when a kernel
- * is split over lutra's pool, the walk of an element range as strided row segments, the in-place overlap test,
- * int64 arithmetic that wraps, and the job of a one-kernel split. Large float32 kernels are split into element
+ * ops_ew_internal.h — what the elementwise kernels share (ops_binary.c, ops_unary.c, ops_where.c, and
+ * accumulate.c below them): when a kernel is split over lutra's pool, the walk of an element range as strided
+ * row segments, the in-place overlap test, int64 arithmetic that wraps, and the job of a one-kernel split. Large float32 kernels are split into element
  * ranges on the pool (lt_pool.h); each element is computed by the same code whatever the split, so results are
  * bitwise the same on any number of threads.
  */
@@ -9,8 +9,8 @@
 #define OPS_EW_INTERNAL_H
 
 #include "lt_iter.h"
-#include "lt_ops.h"
 #include "lt_pool.h"
+#include "lt_tensor.h"
 
 /* ---- splitting over threads ------------------------------------------------------------------- */
 
@@ -86,14 +86,5 @@ typedef struct ew_job {
   const float *px, *py;
   int64_t total;
 } ew_job;
-
-/* helper: op result reduced to the input's shape; consumes t */
-static inline lt_tensor *to_shape(lt_ctx *c, lt_tensor *t, const lt_tensor *like) {
-  if (!t) return NULL;
-  if (lt_same_shape(t, like)) return t;
-  lt_tensor *r = lt_op_sum_to(c, t, like->ndim, like->shape);
-  lt_tensor_release(t);
-  return r;
-}
 
 #endif

@@ -1,6 +1,6 @@
 /*
- * ops_random.c — random tensors: the fast normal fill behind randn / normal_ / randn_like, randint, bernoulli,
- * multinomial; and linspace.
+ * ops_random.c — random tensors: rand, randn, uniform_, normal_ (the fast normal fill behind randn / normal_ /
+ * randn_like), randint, bernoulli, multinomial; and linspace.
  *
  * Box-Muller in float32 over blocks of NORMAL_BLOCK values: each block draws from its own xoshiro stream,
  * seeded from one word of lutra's RNG and the block's number, so blocks can run on any thread in any order and
@@ -12,6 +12,7 @@
 
 #include "lt_alloc.h"
 #include "lt_errors.h"
+#include "lt_iter.h"
 #include "lt_ops.h"
 #include "lt_pool.h"
 #include "lt_simd.h"
@@ -113,6 +114,48 @@ void lt_normal_fill_f32(lt_ctx *c, float *p, int64_t n, double mean, double std)
 }
 
 /* ---- randint, bernoulli, multinomial, linspace -------------------------------------------------------- */
+
+lt_tensor *lt_op_rand(lt_ctx *c, int ndim, const int64_t *shape) {
+  lt_tensor *t = lt_tensor_new(c, LT_F32, ndim, shape);
+  if (t) lt_op_uniform_(c, t, 0.0, 1.0);
+  if (t) t->storage->version = 0; /* as lt_op_full */
+  return t;
+}
+
+lt_tensor *lt_op_randn(lt_ctx *c, int ndim, const int64_t *shape) {
+  lt_tensor *t = lt_tensor_new(c, LT_F32, ndim, shape);
+  if (t) lt_op_normal_(c, t, 0.0, 1.0);
+  if (t) t->storage->version = 0; /* as lt_op_full */
+  return t;
+}
+
+int lt_op_uniform_(lt_ctx *c, lt_tensor *t, double a, double b) {
+  if (lt_check_inplace(c, "uniform_", t)) return LT_ERR;
+  if (lt_check_dtype(c, "uniform_", "the tensor", t, LT_F32)) return LT_ERR;
+  if (!(a <= b)) return lt_fail(c, "uniform_: expected a <= b, got a=%g, b=%g", a, b);
+  lt_mark_modified(t);
+  float *p = lt_f32(t);
+  LT_FOR_EACH_ELEMENT(t, o, p[o] = (float)(a + (b - a) * lt_rng_uniform(&c->rng)));
+  return LT_OK;
+}
+
+int lt_op_normal_(lt_ctx *c, lt_tensor *t, double mean, double std) {
+  if (lt_check_inplace(c, "normal_", t)) return LT_ERR;
+  if (lt_check_dtype(c, "normal_", "the tensor", t, LT_F32)) return LT_ERR;
+  if (!(std >= 0)) return lt_fail(c, "normal_: std must be >= 0, got %g", std);
+  lt_mark_modified(t);
+  if (lt_is_contiguous(t)) {
+    lt_normal_fill_f32(c, lt_f32(t), lt_numel(t), mean, std);
+    return LT_OK;
+  }
+  /* a strided view: the same values as a contiguous tensor of its shape, copied in */
+  lt_tensor *tmp = lt_tensor_new(c, LT_F32, t->ndim, t->shape);
+  if (!tmp) return LT_ERR;
+  lt_normal_fill_f32(c, lt_f32(tmp), lt_numel(tmp), mean, std);
+  int rc = lt_op_copy_(c, t, tmp);
+  lt_tensor_release(tmp);
+  return rc;
+}
 
 lt_tensor *lt_op_randint(lt_ctx *c, int64_t low, int64_t high, int ndim, const int64_t *shape) {
   if (high <= low) {

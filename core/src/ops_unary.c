@@ -5,6 +5,7 @@
  */
 #include <math.h>
 
+#include "lt_ops.h"
 #include "lt_simd.h"
 #include "ops_ew_internal.h"
 

@@ -4,6 +4,7 @@
  */
 #include <string.h>
 
+#include "lt_ops.h"
 #include "lt_simd.h"
 #include "ops_ew_internal.h"
 
@@ -80,8 +81,8 @@ static int where_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) 
   lt_tensor *a = n->inputs[0], *b = n->inputs[1];
   lt_tensor *zero = lt_tensor_scalar(c, 0.0);
   if (!zero) return LT_ERR;
-  if (a->requires_grad) gin[0] = to_shape(c, lt_op_where(c, cond, g, zero), a);
-  if (b->requires_grad) gin[1] = to_shape(c, lt_op_where(c, cond, zero, g), b);
+  if (a->requires_grad) gin[0] = lt_sum_to_like(c, lt_op_where(c, cond, g, zero), a);
+  if (b->requires_grad) gin[1] = lt_sum_to_like(c, lt_op_where(c, cond, zero, g), b);
   lt_tensor_release(zero);
   return ((a->requires_grad && !gin[0]) || (b->requires_grad && !gin[1])) ? LT_ERR : LT_OK;
 }

@@ -1,8 +1,20 @@
-/* size.c — the checks of lt_size.h that fail with a message (the arithmetic itself is inline there). */
+/* size.c — the checks of lt_size.h that fail with a message (the arithmetic itself is inline there), and sizes
+ * as text (lt_dims_str, declared in lt_tensor.h) for those messages and every other. */
 #include "lt_size.h"
+
+#include <stdio.h>
 
 #include "lt_errors.h"
 #include "lt_tensor.h"
+
+char *lt_dims_str(int ndim, const int64_t *shape, char *buf, size_t n) {
+  size_t k = 0;
+  k += (size_t)snprintf(buf + k, n - k, "[");
+  for (int d = 0; d < ndim && k < n; d++)
+    k += (size_t)snprintf(buf + k, n - k, d ? " x %lld" : "%lld", (long long)shape[d]);
+  if (k < n) snprintf(buf + k, n - k, "]");
+  return buf;
+}
 
 int64_t lt_size_span(int ndim, const int64_t *shape) {
   int64_t n = 1;

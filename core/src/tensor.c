@@ -1,7 +1,6 @@
-/* tensor.c — storage and tensor lifecycle, shapes, and element access. */
+/* tensor.c — storage, tensor and autograd node lifecycle, shapes, and element access. */
 #include "lt_tensor.h"
 
-#include <stdio.h>
 #include <string.h>
 
 #include "lt_alloc.h"
@@ -147,6 +146,28 @@ lt_tensor *lt_tensor_retain(lt_tensor *t) {
   return t;
 }
 
+/* A tensor holds its node (grad_fn) and a node holds tensors (inputs, saved, its gradient): the two are
+ * released together, here. */
+void lt_node_free_graph(lt_node *n) {
+  for (int i = 0; i < n->ninputs; i++) {
+    lt_tensor_release(n->inputs[i]);
+    n->inputs[i] = NULL;
+  }
+  for (int i = 0; i < 3; i++) {
+    lt_tensor_release(n->saved[i]);
+    n->saved[i] = NULL;
+  }
+  lt_tensor_release(n->grad_acc);
+  n->grad_acc = NULL;
+}
+
+void lt_node_release(lt_node *n) {
+  if (!n || --n->refcount > 0) return;
+  lt_node_free_graph(n);
+  if (n->inputs != n->inline_inputs) lt_free(n->inputs, sizeof(lt_tensor *) * (size_t)n->ninputs);
+  lt_free(n, sizeof *n);
+}
+
 void lt_tensor_release(lt_tensor *t) {
   if (!t || ref_dec(&t->refcount) > 0) return;
   storage_release(t->storage);
@@ -169,15 +190,6 @@ int lt_is_contiguous(const lt_tensor *t) {
     st *= t->shape[d];
   }
   return 1;
-}
-
-char *lt_dims_str(int ndim, const int64_t *shape, char *buf, size_t n) {
-  size_t k = 0;
-  k += (size_t)snprintf(buf + k, n - k, "[");
-  for (int d = 0; d < ndim && k < n; d++)
-    k += (size_t)snprintf(buf + k, n - k, d ? " x %lld" : "%lld", (long long)shape[d]);
-  if (k < n) snprintf(buf + k, n - k, "]");
-  return buf;
 }
 
 char *lt_shape_str(const lt_tensor *t, char *buf, size_t n) { return lt_dims_str(t->ndim, t->shape, buf, n); }

@@ -124,6 +124,27 @@ int main(void) {
     for (size_t i = 0; i < sizeof tmp / sizeof *tmp; i++) lt_tensor_release(tmp[i]);
   }
 
+  /* lt_accumulate_grad, open to a C host: a gradient of another shape or dtype is an error naming backward and
+   * both, and leaves the leaf's gradient as it was; one of the leaf's shape is added in */
+  {
+    int64_t n3[1] = { 3 }, n2[1] = { 2 };
+    lt_tensor *leaf = from(c, 1, n3, (float[]){ 0, 0, 0 });
+    lt_tensor *g3 = from(c, 1, n3, (float[]){ 1, 2, 3 }), *g2 = from(c, 1, n2, (float[]){ 1, 2 });
+    lt_tensor *gi = lt_tensor_zeros(c, LT_I64, 1, n3);
+    leaf->requires_grad = 1;
+    CHECK(lt_accumulate_grad(c, leaf, g3) == LT_OK && lt_accumulate_grad(c, leaf, g3) == LT_OK &&
+              lt_f32(leaf->grad)[2] == 6,
+          "accumulate_grad adds a gradient of the leaf's shape");
+    CHECK(lt_accumulate_grad(c, leaf, g2) == LT_ERR &&
+              !strcmp(c->err, "backward: a gradient of shape [2] cannot be added to one of shape [3]") &&
+              lt_f32(leaf->grad)[2] == 6,
+          "accumulate_grad of another shape: an error naming both shapes, nothing added");
+    CHECK(lt_accumulate_grad(c, leaf, gi) == LT_ERR && strstr(c->err, "backward") && strstr(c->err, "int64"),
+          "accumulate_grad of an int64 gradient: an error naming backward and the dtype");
+    lt_tensor *tmp[] = { leaf, g3, g2, gi };
+    for (size_t i = 0; i < sizeof tmp / sizeof *tmp; i++) lt_tensor_release(tmp[i]);
+  }
+
   lt_tensor *all[] = { a, b, m, s, v4, tr, row };
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) lt_tensor_release(all[i]);
   CHECK(lt_tensor_live_count() == 0, "every tensor released");

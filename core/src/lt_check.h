@@ -1,0 +1,17 @@
+/*
+ * lt_check.h — the argument checks every op family shares (ops_check.c): below the ops and autograd, which both
+ * use them.
+ */
+#ifndef LT_CHECK_H
+#define LT_CHECK_H
+
+#include "lt_tensor.h"
+
+/* LT_OK when t has dtype want, else the message names op and what ("input", "the tensor updated in place") */
+int lt_check_dtype(lt_ctx *c, const char *op, const char *what, const lt_tensor *t, lt_dtype want);
+/* refuses an in-place update of a tensor that requires grad while grad mode is on */
+int lt_check_inplace(lt_ctx *c, const char *op, const lt_tensor *t);
+/* the broadcast shape of a and b into ndim/shape, or a message naming op and both shapes */
+int lt_broadcast_shape(lt_ctx *c, const char *op, const lt_tensor *a, const lt_tensor *b, int *ndim, int64_t *shape);
+
+#endif
