@@ -23,6 +23,9 @@ install:
 ifeq ($(LUTRA_LUA),)
 	@echo "$(REFUSAL)" >&2; exit 1
 endif
+	# lua/lutra afresh: a file of an older layout left beside its successor (lutra/trainer.lua beside
+	# lutra/trainer/init.lua) would be found first by package.path's ?.lua
+	rm -rf "$(LUADIR)/lutra"
 	mkdir -p "$(LUADIR)/lutra" "$(LIBDIR)/lutra"
 	cp -R lua/lutra/. "$(LUADIR)/lutra/"
 	cp "$(OUT)/core.so" "$(LIBDIR)/lutra/core.so"
