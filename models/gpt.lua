@@ -89,7 +89,7 @@ local GPT = nn.Module:extend("GPT")
 
 local function check_opts(opts)
   if type(opts) ~= "table" then error("models.gpt: options must be a table with at least vocab_size", 4) end
-  require("lutra.util").check_options("models.gpt", opts, OPTIONS, 4)
+  require("lutra.utils.check").check_options("models.gpt", opts, OPTIONS, 4)
   local function int(name, v, min)
     if v ~= math.floor(v) or v < min then
       error(string.format("models.gpt: option '%s' must be an integer >= %d, got %s", name, min, tostring(v)), 5)
@@ -224,7 +224,7 @@ function GPT:generate(idx, max_new_tokens, opts)
   if type(max_new_tokens) ~= "number" or max_new_tokens < 0 or max_new_tokens ~= math.floor(max_new_tokens) then
     self:fail("generate: max_new_tokens must be an integer >= 0, got " .. tostring(max_new_tokens))
   end
-  opts = require("lutra.util").check_options("generate", opts, { temperature = "number", top_k = "number" })
+  opts = require("lutra.utils.check").check_options("generate", opts, { temperature = "number", top_k = "number" })
   local temperature, top_k = opts.temperature or 1, opts.top_k
   if not (temperature > 0) then self:fail("generate: temperature must be > 0, got " .. tostring(temperature)) end
   local V = self.hparams.vocab_size

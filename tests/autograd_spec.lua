@@ -1,4 +1,4 @@
--- autograd_spec: a finite-difference gradient check for every differentiable op of docs/reference/tensor.md, and the
+-- autograd_spec: a finite-difference gradient check for every differentiable op of the tensor pages of docs/reference, and the
 -- autograd rules: accumulation, no_grad, detach, graph freed by backward, errors.
 local lt = require "lutra"
 

@@ -481,7 +481,7 @@ describe("ModelSummary", function()
   end)
 
   it("adds output shapes when the model has example_input_array, without moving the RNG", function()
-    local s = require "lutra.summary"
+    local s = require "lutra.trainer.summary"
     local model = { net = lt.nn.Sequential { lt.nn.Linear(3, 4), lt.nn.Dropout(0.5) }, example_input_array = lt.zeros(2, 3) }
     function model:forward(x) return self.net(x) end
     local rng = lt.get_rng_state()
@@ -493,7 +493,7 @@ describe("ModelSummary", function()
   end)
 
   it("is absent with enable_model_summary = false, and human counts read like Lightning's", function()
-    local s = require "lutra.summary"
+    local s = require "lutra.trainer.summary"
     assert.are.equal("12  ", s.human_count(12))
     assert.are.equal("1.2 K", s.human_count(1234))
     assert.are.equal("101 K", s.human_count(101770))

@@ -20,7 +20,7 @@ local function printed(...)
 end
 
 -- whether one of the text's entries has a heading for `name`. An entry is its headings (each the name it
--- documents and its arguments), a blank line, its text, and "(docs/reference/PAGE.md)"; entries are separated
+-- documents and its arguments), a blank line, its text, and "(docs/reference/<page>.md)"; entries are separated
 -- by a blank line.
 local function heads(text, name)
   local state = "heads"
@@ -74,7 +74,7 @@ describe("lt.help", function()
   it("prints an entry: its headings, its text and its page", function()
     local out = printed("nn.Linear")
     assert.matches("^lt%.nn%.Linear%(in_features, out_features%[, {bias=true}%]%)\n\n`y = x W%^T %+ b`", out)
-    assert.matches("%(docs/reference/nn%.md%)\n$", out)
+    assert.matches("%(docs/reference/nn_linear%.md%)\n$", out)
     -- headings in a row share the text below them: GELU's entry shows the group
     local g = help.text("lt.nn.GELU")
     assert.truthy(g:find("lt.nn.ReLU()\nlt.nn.GELU()\nlt.nn.Tanh()", 1, true), g)

@@ -278,7 +278,7 @@ describe("hosts: ./lutra install and lutra.pc", function()
   teardown(function() os.execute("rm -rf " .. q(T)) end)
 
   local FILES = { "include/lutra.h", "lib/liblutra.a", "lib/liblutra.so", "lib/pkgconfig/lutra.pc", "bin/lutra",
-    "share/lua/5.1/lutra/init.lua", "share/lua/5.1/lutra/trainer.lua", "lib/lua/5.1/lutra/core.so" }
+    "share/lua/5.1/lutra/init.lua", "share/lua/5.1/lutra/trainer/init.lua", "lib/lua/5.1/lutra/core.so" }
   local function exists(p)
     local f = io.open(p)
     if f then f:close() end

@@ -3,7 +3,7 @@
 -- private names, feature checks and the REPL's completion keep working.
 local lt = require "lutra"
 local names = require "lutra.names"
-local complete = require "lutra.repl_complete"
+local complete = require "lutra.cli.repl_complete"
 
 local function err_of(f)
   local ok, e = pcall(f)

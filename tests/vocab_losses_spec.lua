@@ -1,6 +1,6 @@
 -- vocab_losses_spec.lua — binary_cross_entropy, smooth_l1_loss, huber_loss, kl_div, cross_entropy with
 -- class probabilities, nll_loss/cross_entropy over [N, C, d...], cosine_embedding_loss, margin_ranking_loss,
--- triplet_margin_loss, poisson_nll_loss, gaussian_nll_loss (lt.F, lua/lutra/F_losses.lua and
+-- triplet_margin_loss, poisson_nll_loss, gaussian_nll_loss (lt.F, lua/lutra/F/losses.lua and
 -- core/src/nn_loss.c) and their lt.nn modules: PyTorch 1.13 values and input gradients per reduction and
 -- option (tests/fixtures/vocab_losses.json), finite-difference gradchecks, error texts.
 local lt = require "lutra"

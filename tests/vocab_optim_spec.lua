@@ -1,4 +1,4 @@
--- vocab_optim_spec.lua — Adagrad, Adadelta, Adamax, NAdam, RAdam, ASGD (core/src/optim_more.c) and LBFGS
+-- vocab_optim_spec.lua — Adagrad, Adadelta, Adamax, NAdam, RAdam, ASGD (core/src/optim_adaptive.c) and LBFGS
 -- (lua/lutra/optim/lbfgs.lua): 20-step PyTorch 1.13 trajectories with every option and with param groups
 -- (tests/fixtures/vocab_optim.json), state_dict layout and round trips, option errors.
 local lt = require "lutra"

@@ -1,5 +1,5 @@
 -- vocab_sched_spec.lua — LinearLR, ConstantLR, MultiplicativeLR, PolynomialLR, CosineAnnealingWarmRestarts,
--- CyclicLR, SequentialLR, ChainedScheduler (lua/lutra/optim/lr_scheduler_more.lua): 50-step lr and momentum
+-- CyclicLR, SequentialLR, ChainedScheduler (lua/lutra/optim/lr_scheduler/cyclic.lua): 50-step lr and momentum
 -- sequences of PyTorch 1.13 (tests/fixtures/vocab_sched.json), state_dict resume, option errors.
 local lt = require "lutra"
 local cjson = require "cjson"

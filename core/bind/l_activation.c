@@ -1,5 +1,5 @@
 /*
- * l_activation.c — the activations of core/src/ops_activation.c for lua/lutra/F.lua and the nn modules:
+ * l_activation.c — the activations of core/src/ops_activation.c for lua/lutra/F/init.lua and the nn modules:
  * core._activation(name, x, p0, p1) and core._prelu(x, w), plus the tensor method x:prelu(w) (torch has it;
  * the other activations are functions only in torch, so they are lt.F functions here). F.lua checks the options.
  */

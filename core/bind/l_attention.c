@@ -1,6 +1,6 @@
 /*
  * l_attention.c — Lua binding of scaled dot-product attention (core/src/nn_attention.c), in
- * `lutra.core._attention`; lua/lutra/F_attention.lua checks the options and wraps it as
+ * `lutra.core._attention`; lua/lutra/F/attention.lua checks the options and wraps it as
  * lt.F.scaled_dot_product_attention.
  */
 #include "l_util.h"

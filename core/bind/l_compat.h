@@ -11,7 +11,7 @@
 #include <lua.h>
 
 /* luaconf.h of 5.3/5.4 defines l_floor as a macro for Lua's own sources; the binding's l_floor is the
- * tensor op (core/bind/l_ops_a.c). */
+ * tensor op (core/bind/l_math_ops.c). */
 #undef l_floor
 
 #if LUA_VERSION_NUM >= 502

@@ -90,7 +90,7 @@ static int l_nonzero(lua_State *L) {
   return l_push(L, r);
 }
 
-/* core._gelu_tanh(x): lt.F.gelu(x, {approximate = "tanh"}) (lua/lutra/F.lua checks the options) */
+/* core._gelu_tanh(x): lt.F.gelu(x, {approximate = "tanh"}) (lua/lutra/F/init.lua checks the options) */
 static int l_gelu_tanh(lua_State *L) { return l_push(L, lt_op_gelu_tanh(L_CTX(L), l_checktensor(L, 1, "gelu"))); }
 
 static const luaL_Reg index_methods[] = { { "masked_fill", l_masked_fill }, { "masked_select", l_masked_select },

@@ -1,6 +1,6 @@
 /*
  * l_io.c — Lua binding for safetensors checkpoint files and atomic writes, registered as
- * `lutra.core._io` (the user-facing API is lua/lutra/checkpoint.lua: lt.save, lt.load, checkpoints):
+ * `lutra.core._io` (the user-facing API is lua/lutra/checkpoint/init.lua: lt.save, lt.load, checkpoints):
  *
  *   save(path, names, tensors, meta)     names: list of strings, tensors: list of tensors (same length,
  *                                        float32 or int64, any layout), meta: {key = string} (written in

@@ -1,5 +1,5 @@
 /*
- * l_json_line.c — Lua values to one line of JSON with Jansson, for the JSON-lines logger (lua/lutra/loggers_json.lua):
+ * l_json_line.c — Lua values to one line of JSON with Jansson, for the JSON-lines logger (lua/lutra/loggers/json_lines.lua):
  *   core._json_line(value) -> text (compact, object keys sorted, no newline)
  * A table whose keys are exactly 1..n is an array, any other an object (keys as strings); integers up to 2^53
  * are JSON integers, other numbers reals with the fewest digits (15 to 17, the most any of the line's reals needs)

@@ -23,7 +23,7 @@ void l_data_register(lua_State *L);      /* l_data.c: IDX reading, batching */
 void l_io_register(lua_State *L);        /* l_io.c: safetensors checkpoints, atomic files */
 void l_loop_register(lua_State *L);      /* l_loop.c: the training loops and hook dispatch */
 void l_dist_register(lua_State *L);      /* l_dist.c: MPI communication (lt.distributed) */
-void l_ops_a_register(lua_State *L);     /* l_ops_a.c: sort, scans, prod, norm, tril/triu, rounding, erf ... */
+void l_math_ops_register(lua_State *L);  /* l_math_ops.c: sort, scans, prod, norm, tril/triu, rounding, erf ... */
 void l_names_register(lua_State *L);     /* l_names.c: the missing-name error with the nearest name */
 void l_index_ops_register(lua_State *L); /* l_index_ops.c: masked_fill, scatter, nonzero ... */
 void l_random_register(lua_State *L);    /* l_random.c: randint, multinomial, bernoulli, *_like, linspace */
@@ -178,7 +178,7 @@ static int open_with_upvalues(lua_State *L) {
   l_tensor_grad_register(L);
   l_runtime_register(L);
   l_runtime_register(L);
-  l_ops_a_register(L);
+  l_math_ops_register(L);
   l_nn_register(L);
   l_optim_register(L);
   l_data_register(L);

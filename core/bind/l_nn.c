@@ -1,7 +1,7 @@
 /*
  * l_nn.c — Lua binding for conv2d, pooling, batch/layer norm, embedding, dropout and the fused losses.
  *
- * The functions land in `lutra.core._nn` (positional arguments, no option tables); lua/lutra/F.lua
+ * The functions land in `lutra.core._nn` (positional arguments, no option tables); lua/lutra/F/init.lua
  * wraps them with PyTorch-style options and checks. Class targets, ignore_index and embedding indices
  * arrive 1-based and are shifted to 0-based here.
  */

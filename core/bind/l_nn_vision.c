@@ -3,7 +3,7 @@
  * average and max pooling, group normalisation.
  *
  * The functions land in `lutra.core._vision` with positional arguments (pairs as two integers);
- * lua/lutra/F_vision.lua wraps them with PyTorch-style options and checks.
+ * lua/lutra/F/vision.lua wraps them with PyTorch-style options and checks.
  */
 #include <math.h>
 

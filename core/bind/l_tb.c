@@ -1,5 +1,5 @@
 /*
- * l_tb.c — TensorBoard event files (core/src/lt_tb.h) for lua/lutra/loggers_more.lua:
+ * l_tb.c — TensorBoard event files (core/src/lt_tb.h) for lua/lutra/loggers/tensorboard.lua:
  *   core._tb_open(path, wall_time) -> writer, the path it created (path, or path.1 ... when path is taken;
  *                                                  the file starts with its file_version event)
  *   w:scalars(step, wall_time, tags, values)       one Event: a Summary with a simple_value per tag

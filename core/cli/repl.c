@@ -8,7 +8,7 @@
  *   separated by tabs. A trailing `;` runs the chunk but prints nothing. Results are not kept: once
  *   printed they are garbage (there is no `_` and no history of results).
  * - Tab completes globals, keywords, and `a.b.c` / `a:b` fields and methods, through metatables
- *   (require "lutra.repl_complete").
+ *   (require "lutra.cli.repl_complete").
  * - Errors print the message and a traceback; the session goes on.
  * - Ctrl-C at the prompt drops the line being edited and the continuation buffer; while a chunk runs,
  *   see sigint.c. The chunk's own code runs with the JIT off so that `while true do end` typed at the
@@ -217,13 +217,13 @@ static void repl_matches_free(void)
   repl_nmatches = repl_next = 0;
 }
 
-/* Protected: require("lutra.repl_complete").complete(text) -> list of full replacements for text. */
+/* Protected: require("lutra.cli.repl_complete").complete(text) -> list of full replacements for text. */
 static int repl_complete_lua(lua_State *L)
 {
   const char *text = lua_tostring(L, 1);
   size_t i, n;
   lua_getglobal(L, "require");
-  lua_pushliteral(L, "lutra.repl_complete");
+  lua_pushliteral(L, "lutra.cli.repl_complete");
   lua_call(L, 1, 1);
   lua_getfield(L, -1, "complete");
   lua_pushstring(L, text);

@@ -179,7 +179,7 @@ typedef struct lt_train_epoch_loop {
   int64_t n_outputs;            /* training outputs kept this epoch */
   int64_t batch_idx;            /* of the batch being run */
   int stop_iteration;           /* on_train_batch_start returned -1 or the data ended */
-  int resume_advance_end;       /* set by a checkpoint restore (lua/lutra/checkpoint.lua): when the epoch
+  int resume_advance_end;       /* set by a checkpoint restore (lua/lutra/checkpoint/init.lua): when the epoch
                                      loop restarts, first finish the last completed batch (on_advance_end):
                                      1 = with its validation when one is due, 2 = without (it had run) */
   lt_batch_loop batch_loop;

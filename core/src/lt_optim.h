@@ -1,6 +1,6 @@
 /*
  * lt_optim.h — optimizers as C objects: SGD, Adam, AdamW, RMSprop (optim.c) and Adagrad, Adadelta, Adamax,
- * NAdam, RAdam, ASGD (optim_more.c) with PyTorch 1.13's update rules, one fused pass per parameter (read p, g and the state once, write p and the state once).
+ * NAdam, RAdam, ASGD (optim_adaptive.c) with PyTorch 1.13's update rules, one fused pass per parameter (read p, g and the state once, write p and the state once).
  *
  *   lt_optim_hparams h;
  *   lt_optim_defaults(LT_OPTIM_ADAM, &h);

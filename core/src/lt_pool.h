@@ -49,7 +49,7 @@ static inline void lt_pool_range(int64_t n, int i, int nparts, int64_t align, in
 }
 
 /* The threads lutra starts (its pool, OpenBLAS's) never take SIGPROF: a sampling profiler's signal (LuaJIT's
- * jit.profile, the advanced profiler of lua/lutra/profilers.lua) must reach the thread running Lua; a worker
+ * jit.profile, the advanced profiler of lua/lutra/trainer/profilers.lua) must reach the thread running Lua; a worker
  * taking it leaves LuaJIT's profile hook half set and the sampling stops. Wrap thread creation in these: the
  * new threads inherit the blocked signal, the caller's mask is restored. */
 static inline void lt_spawn_mask(sigset_t *old) {

@@ -1,5 +1,5 @@
 /*
- * lt_tb.h — TensorBoard event files (the TensorBoardLogger, lua/lutra/loggers_more.lua): TFRecord framing of
+ * lt_tb.h — TensorBoard event files (the TensorBoardLogger, lua/lutra/loggers/tensorboard.lua): TFRecord framing of
  * Event protobufs, encoded by protobuf-c from core/src/tb_event.proto and, for the HParams plugin's data,
  * core/src/tb_hparams.proto (both generated into the build's gen/).
  *

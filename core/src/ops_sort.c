@@ -1,6 +1,6 @@
 /* ops_sort.c — argsort and topk's indices along a dim: a stable merge sort of each line's indices (ties keep
  * their order, as torch.sort(stable=True)), NaN ordered above every number as in torch; topk selects its k
- * first (quickselect) and sorts only those. sort and topk are built on them in lua/lutra/tensor_ops_a.lua:
+ * first (quickselect) and sorts only those. sort and topk are built on them in lua/lutra/tensor/sort.lua:
  * their values are a gather of the input at these indices, so gradients flow through gather. */
 #include <math.h>
 #include <string.h>

@@ -62,7 +62,7 @@ const char *const *lt_optim_hparam_names(lt_optim_kind k) {
   static const char *const sgd[] = { "lr", "momentum", "dampening", "weight_decay", "nesterov", "maximize", NULL };
   static const char *const adam[] = { "lr", "betas", "eps", "weight_decay", "amsgrad", "maximize", NULL };
   static const char *const rms[] = { "lr", "alpha", "eps", "weight_decay", "momentum", "centered", "maximize", NULL };
-  if (k >= LT_OPTIM_ADAGRAD) return lt_optim_more_hparam_names(k);
+  if (k >= LT_OPTIM_ADAGRAD) return lt_optim_adaptive_hparam_names(k);
   return k == LT_OPTIM_SGD ? sgd : k == LT_OPTIM_RMSPROP ? rms : adam;
 }
 
@@ -86,7 +86,7 @@ void lt_optim_defaults(lt_optim_kind k, lt_optim_hparams *h) {
       h->weight_decay = 1e-2;
       break;
     case LT_OPTIM_RMSPROP: h->lr = 1e-2; break;
-    default: lt_optim_more_defaults(k, h); break;
+    default: lt_optim_adaptive_defaults(k, h); break;
   }
 }
 
@@ -110,7 +110,7 @@ int lt_optim_check_hparams(lt_ctx *c, lt_optim_kind k, const lt_optim_hparams *h
   }
   if (k == LT_OPTIM_RMSPROP && !(h->alpha >= 0))
     return lt_fail(c, "%s: invalid alpha value: %g (alpha must be >= 0)", n, h->alpha);
-  if (k >= LT_OPTIM_ADAGRAD) return lt_optim_more_check_hparams(c, k, h);
+  if (k >= LT_OPTIM_ADAGRAD) return lt_optim_adaptive_check_hparams(c, k, h);
   return LT_OK;
 }
 
@@ -527,7 +527,7 @@ static int step_param(lt_ctx *c, lt_optimizer *o, lt_param_group *pg, int g, int
                               .buf = h->momentum > 0 ? lt_f32(s->buf[LT_OPTIM_MOMENTUM_BUFFER]) : NULL },
                n);
       break;
-    default: rc = lt_optim_more_step(c, o->kind, h, s, p, lt_f32(pc), lt_f32(gc), n); break;
+    default: rc = lt_optim_adaptive_step(c, o->kind, h, s, p, lt_f32(pc), lt_f32(gc), n); break;
   }
   /* the update wrote p's memory (pc is p, or p's copy written back below): a graph that saved p must not use
    * it in a backward (version counters, lt_mark_modified) */

@@ -1,7 +1,7 @@
 /*
- * optim_internal.h — what optim.c shares with optim_more.c (not public): the element-range runner that
+ * optim_internal.h — what optim.c shares with optim_adaptive.c (not public): the element-range runner that
  * splits a large parameter's update over lutra's pool (optim_parallel.c), and the steps of the kinds
- * optim_more.c implements. optim.c calls optim_more.c, never the other way round.
+ * optim_adaptive.c implements. optim.c calls optim_adaptive.c, never the other way round.
  *
  *   static void my_range(void *arg, int64_t lo, int64_t hi) { ... elements [lo, hi) ... }
  *   lt_optim_parallel(c, my_range, &args, n);
@@ -33,12 +33,12 @@ void lt_optim_parallel(lt_ctx *c, lt_optim_range_fn fn, void *arg, int64_t n);
 
 /* One update of a parameter of kind Adagrad..ASGD: p and g are contiguous float arrays of n elements (the
  * parameter's), `like` gives the shape of new state buffers; s is created on first use. */
-int lt_optim_more_step(lt_ctx *c, lt_optim_kind k, const lt_optim_hparams *h, lt_optim_state *s, const lt_tensor *like,
-                       float *p, const float *g, int64_t n);
+int lt_optim_adaptive_step(lt_ctx *c, lt_optim_kind k, const lt_optim_hparams *h, lt_optim_state *s,
+                           const lt_tensor *like, float *p, const float *g, int64_t n);
 
-/* Adds defaults, hyper-parameter names and checks for the kinds of optim_more.c. */
-void lt_optim_more_defaults(lt_optim_kind k, lt_optim_hparams *h);
-const char *const *lt_optim_more_hparam_names(lt_optim_kind k);
-int lt_optim_more_check_hparams(lt_ctx *c, lt_optim_kind k, const lt_optim_hparams *h);
+/* Adds defaults, hyper-parameter names and checks for the kinds of optim_adaptive.c. */
+void lt_optim_adaptive_defaults(lt_optim_kind k, lt_optim_hparams *h);
+const char *const *lt_optim_adaptive_hparam_names(lt_optim_kind k);
+int lt_optim_adaptive_check_hparams(lt_ctx *c, lt_optim_kind k, const lt_optim_hparams *h);
 
 #endif

@@ -1,5 +1,5 @@
 /* optim_names.c — the names of optimizer kinds, state buffers and scalars (lt_optim.h). Apart from optim.c so
- * that the steps of optim_more.c can name their kind in messages without depending on optim.c. */
+ * that the steps of optim_adaptive.c can name their kind in messages without depending on optim.c. */
 #include <string.h>
 
 #include "lt_optim.h"

@@ -1,5 +1,5 @@
 /* optim_parallel.c — runs an optimizer's element-range update over lutra's pool (optim_internal.h). Apart
- * from optim.c so that optim.c and optim_more.c both use it and neither depends on the other for it. */
+ * from optim.c so that optim.c and optim_adaptive.c both use it and neither depends on the other for it. */
 #include "lt_pool.h"
 #include "optim_internal.h"
 

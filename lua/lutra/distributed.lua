@@ -45,7 +45,7 @@
 -- "lutra: rank R of W failed: message" on stderr and ends the job (MPI_Abort).
 local core = require "lutra.core"
 local C = core._dist
-local check_options = require("lutra.util").check_options
+local check_options = require("lutra.utils.check").check_options
 
 local D = {}
 
@@ -313,7 +313,7 @@ end
 
 -- ---- the Trainer's data-parallel strategy (trainer._ddp) ------------------------------------------------
 --
--- lt.Trainer calls these at a few marked points (lua/lutra/trainer.lua, "ddp:"):
+-- lt.Trainer calls these at a few marked points (lua/lutra/trainer/init.lua, "ddp:"):
 --   D._trainer_init(trainer, opts)     construction: resolves strategy ("auto": ddp when mpirun started more
 --                                      than one rank), initialises MPI, sets world_size / global_rank /
 --                                      is_global_zero; other ranks than 0 get no logger, progress bar or summary
@@ -432,7 +432,7 @@ local function union_params(trainer, model)
 end
 
 -- The same number of steps on every rank, or the collectives would not match (at the fit's start, or when the
--- data hooks' training loader arrives: lua/lutra/trainer.lua's load_train).
+-- data hooks' training loader arrives: lua/lutra/trainer/init.lua's load_train).
 function DDP:check_batches(trainer)
   local nb = trainer.num_training_batches
   local mm = C.all_reduce_numbers({ nb, -nb }, "max")

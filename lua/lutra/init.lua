@@ -4,19 +4,19 @@
 local lt = require "lutra.core"
 local compat = require "lutra._compat"
 local pack, unpack = compat.pack, compat.unpack
-local util = require "lutra.util"
+local util = require "lutra.utils.check"
 
 require "lutra.tensor" -- printing and Lua-side tensor helpers
-require "lutra.linalg" -- addmm, baddbmm, einsum
+require "lutra.tensor.linalg" -- addmm, baddbmm, einsum
 
 local submodules = {
   nn = "lutra.nn", F = "lutra.F", optim = "lutra.optim", data = "lutra.data", callbacks = "lutra.callbacks",
-  loggers = "lutra.loggers", Trainer = "lutra.trainer", Loop = "lutra.loop", plot = "lutra.plot",
+  loggers = "lutra.loggers", Trainer = "lutra.trainer", Loop = "lutra.trainer.custom_loop", plot = "lutra.plot",
   distributed = "lutra.distributed",
   metrics = "lutra.metrics", -- metrics
-  -- lightning: DataModule (lua/lutra/datamodule.lua)
-  DataModule = "lutra.datamodule",
-  profilers = "lutra.profilers", -- [tools: profiler]
+  -- lightning: DataModule (lua/lutra/data/datamodule.lua)
+  DataModule = "lutra.data.datamodule",
+  profilers = "lutra.trainer.profilers", -- [tools: profiler]
 }
 submodules.utils = "lutra.utils" -- modules area (issue 17): save_image, make_grid
 submodules.help = { "lutra.help", "help" } -- lt.help(name_or_object): the reference entry (lua/lutra/help.lua)
@@ -27,7 +27,7 @@ names.strict(lt, "lt", submodules)
 local require_module = names.require_module
 
 --- lt.save(path, model_or_state_dict) / lt.load(path[, model]), lt.save_bytes(model_or_state_dict) /
---- lt.load_bytes(s[, model]): weights alone, in the checkpoint format (lua/lutra/checkpoint.lua).
+--- lt.load_bytes(s[, model]): weights alone, in the checkpoint format (lua/lutra/checkpoint/init.lua).
 function lt.save(...) return require_module("lutra.checkpoint").save(...) end
 function lt.load(...) return require_module("lutra.checkpoint").load(...) end
 function lt.save_bytes(...) return require_module("lutra.checkpoint").save_bytes(...) end

@@ -1,6 +1,6 @@
 /* fuzz_ckpt_meta.c — libFuzzer target: a checkpoint's metadata (the "lutra" JSON document): decoding by
  * Jansson into Lua values (core/bind/l_json.c), the restoring of tensors and floats, and the contents
- * validation (lua/lutra/checkpoint_validate.lua), on a correctly checksummed file built around the input
+ * validation (lua/lutra/checkpoint/validate.lua), on a correctly checksummed file built around the input
  * (so the checksum does not stop the fuzzer before the metadata is read). */
 #include <stdint.h>
 

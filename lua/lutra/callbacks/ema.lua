@@ -1,5 +1,5 @@
 -- callbacks/ema.lua — lt.callbacks.EMA: an exponential moving average of the weights
--- (docs/reference/callbacks_more.md).
+-- (docs/reference/callbacks.md).
 --
 --   local ema = lt.callbacks.EMA{decay = 0.999}
 --   lt.Trainer{callbacks = {ema}}:fit(model, train, val)   -- validation runs on the EMA weights

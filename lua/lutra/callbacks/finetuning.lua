@@ -1,5 +1,5 @@
 -- callbacks/finetuning.lua — lt.callbacks.BaseFinetuning and BackboneFinetuning: Lightning 1.6's
--- (docs/reference/callbacks_more.md).
+-- (docs/reference/callbacks.md).
 --
 --   lt.callbacks.BackboneFinetuning{unfreeze_backbone_at_epoch = 10, lambda_func = function(e) return 1.5 end,
 --     backbone_initial_ratio_lr = 0.1, should_align = true, train_bn = true}

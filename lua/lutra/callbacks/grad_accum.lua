@@ -1,5 +1,5 @@
 -- callbacks/grad_accum.lua — lt.callbacks.GradientAccumulationScheduler: Lightning 1.6's, the number of
--- batches to accumulate per epoch (docs/reference/callbacks_more.md).
+-- batches to accumulate per epoch (docs/reference/callbacks.md).
 --
 --   lt.callbacks.GradientAccumulationScheduler{scheduling = {[0] = 1, [4] = 2, [8] = 4}}
 --

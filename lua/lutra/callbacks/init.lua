@@ -17,7 +17,7 @@
 -- The base defines no hooks (a hook that no target defines costs nothing); it gives classes a name
 -- (`__name`, used as the key of the callback's state in checkpoints unless it has `state_key`), a
 -- constructor (`Class{...}` calls `init`), and `tostring`.
-local util = require "lutra.util"
+local util = require "lutra.utils.check"
 
 local M = {}
 
@@ -51,7 +51,7 @@ M.Callback = Callback
 
 -- ---- helpers shared by the built-ins ------------------------------------------------------------
 
---- Checks a table of named options (lutra.util.check_options): allowed[k] is a type name, a list of type
+--- Checks a table of named options (lutra.utils.check.check_options): allowed[k] is a type name, a list of type
 --- names, or true (anything).
 M.check_options = util.check_options
 
@@ -131,7 +131,7 @@ local lazy = {
   Timer = "lutra.callbacks.timer",
   ProgressBar = "lutra.callbacks.progress",
   ModelSummary = "lutra.callbacks.model_summary",
-  -- lightning: more callbacks (docs/reference/callbacks_more.md)
+  -- lightning: more callbacks (docs/reference/callbacks.md)
   StochasticWeightAveraging = "lutra.callbacks.swa",
   EMA = "lutra.callbacks.ema",
   GradientAccumulationScheduler = "lutra.callbacks.grad_accum",

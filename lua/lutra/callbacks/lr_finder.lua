@@ -1,6 +1,6 @@
 -- callbacks/lr_finder.lua — the learning-rate range test: trainer:lr_find(...) (Lightning 1.6's
 -- trainer.tuner.lr_find) and lt.callbacks.LearningRateFinder (Lightning's callback of the same test at fit
--- start). docs/reference/callbacks_more.md.
+-- start). docs/reference/callbacks.md.
 --
 --   local finder = trainer:lr_find(model, train_loader, {min_lr = 1e-6, max_lr = 1, num_training = 100})
 --   finder.results.lr, finder.results.loss    -- the curve; finder:suggestion(); finder:plot("lr.svg")
@@ -16,7 +16,7 @@
 -- own, so a LearningRateFinder can run it from inside the outer fit.
 local cbs = require "lutra.callbacks"
 local lt = require "lutra"
-local util = require "lutra.util"
+local util = require "lutra.utils.check"
 
 local fmt = string.format
 
@@ -54,7 +54,7 @@ function Finder:suggestion(skip_begin, skip_end)
   return lrs[self._optimal_idx]
 end
 
---- finder:plot([path][, {suggest = true}]): the loss against log10(lr) as SVG (lua/lutra/plot.lua), written to
+--- finder:plot([path][, {suggest = true}]): the loss against log10(lr) as SVG (lua/lutra/plot/init.lua), written to
 --- path when given; returns the SVG text.
 function Finder:plot(path, opts)
   if path ~= nil and type(path) ~= "string" then

@@ -1,4 +1,4 @@
--- callbacks/model_summary.lua — lt.callbacks.ModelSummary: prints the model summary table (lutra.summary)
+-- callbacks/model_summary.lua — lt.callbacks.ModelSummary: prints the model summary table (lutra.trainer.summary)
 -- when fitting starts. The Trainer adds one unless enable_model_summary = false or the callbacks already
 -- hold one.
 --
@@ -6,7 +6,7 @@
 --
 -- Options: max_depth (1: the model's direct sub-modules; -1: all; 0: totals only), stream (io.stdout).
 local cbs = require "lutra.callbacks"
-local summary = require "lutra.summary"
+local summary = require "lutra.trainer.summary"
 
 local ModelSummary = cbs.Callback:extend("ModelSummary")
 

@@ -1,5 +1,5 @@
 -- callbacks/prediction_writer.lua — lt.callbacks.BasePredictionWriter: Lightning 1.6's, the base of
--- callbacks that write predictions as they come (docs/reference/callbacks_more.md).
+-- callbacks that write predictions as they come (docs/reference/callbacks.md).
 --
 --   local Writer = lt.callbacks.BasePredictionWriter:extend("Writer")
 --   function Writer:write_on_batch_end(trainer, model, prediction, batch_indices, batch, batch_idx, dataloader_idx)

@@ -1,5 +1,5 @@
 -- callbacks/rich_progress.lua — lt.callbacks.RichProgressBar: Lightning's RichProgressBar in spirit, a block of
--- lines redrawn in place on a terminal that allows it (docs/reference/callbacks_more.md):
+-- lines redrawn in place on a terminal that allows it (docs/reference/callbacks.md):
 --
 --   Epoch 3/9   ━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━ 450/1000 0:00:05 • 0:00:06 88.1it/s
 --   Validation  ━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━   3/10   0:00:00 • 0:00:01 61.0it/s

@@ -1,5 +1,5 @@
 -- callbacks/swa.lua — lt.callbacks.StochasticWeightAveraging: Lightning 1.6's SWA callback
--- (docs/reference/callbacks_more.md).
+-- (docs/reference/callbacks.md).
 --
 --   lt.callbacks.StochasticWeightAveraging{swa_lrs = 0.05, swa_epoch_start = 0.8, annealing_epochs = 10,
 --     annealing_strategy = "cos"}

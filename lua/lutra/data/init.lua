@@ -42,7 +42,7 @@ local FASHION_PACKAGE = "dataset-fashion-mnist"
 
 local function is_tensor(x) return lt.is_tensor(x) end
 
-local util = require "lutra.util"
+local util = require "lutra.utils.check"
 local shape_str = util.shape_str
 -- named options: spec maps a name to a checker(value) returning an error text or nil
 local check_options = util.check_options

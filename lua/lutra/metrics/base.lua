@@ -10,7 +10,7 @@
 --              only kind that grows with the updates
 -- reduce: "sum", "max", "min" (tensor, numbers) or "cat".
 local lt = require "lutra"
-local util = require "lutra.util"
+local util = require "lutra.utils.check"
 
 local M = {}
 

@@ -15,7 +15,7 @@ local base = require "lutra.metrics.base"
 
 local K = require("lutra.core")._metrics
 local fmt = string.format
-local shape_str = require("lutra.util").shape_str
+local shape_str = require("lutra.utils.check").shape_str
 
 local M = {}
 

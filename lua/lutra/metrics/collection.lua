@@ -5,7 +5,7 @@
 --   mc:update(preds, target); mc:compute()   --> {val_acc = 0.9, val_f1 = 0.8}
 --   self:log_dict(mc)                         -- logs each metric object under its key
 local base = require "lutra.metrics.base"
-local util = require "lutra.util"
+local util = require "lutra.utils.check"
 
 local fmt = string.format
 

@@ -6,7 +6,7 @@ local lt = require "lutra"
 local base = require "lutra.metrics.base"
 
 local fmt = string.format
-local shape_str = require("lutra.util").shape_str
+local shape_str = require("lutra.utils.check").shape_str
 
 local M = {}
 

@@ -14,7 +14,7 @@
 -- (what x:gt(0) gives), means 1 = masked. Both masks are turned into one additive mask before the scores.
 -- The work runs batch first, [B x heads x L x head_dim]: with need_weights the weights are computed as
 -- PyTorch 1.13 does (softmax, then dropout, averaged over heads unless average_attn_weights=false), as tensors
--- that carry gradients; without, the fused kernel lt.F.scaled_dot_product_attention does it (lua/lutra/F_attention.lua),
+-- that carry gradients; without, the fused kernel lt.F.scaled_dot_product_attention does it (lua/lutra/F/attention.lua),
 -- which never builds them (its dropout draws differ from the explicit path's).
 local lt = require "lutra"
 local Module = require("lutra.nn.module").Module

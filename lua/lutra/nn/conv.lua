@@ -7,7 +7,7 @@
 local lt = require "lutra"
 local Module = require("lutra.nn.module").Module
 local H = require "lutra.nn.helpers"
-local FV = require "lutra.F_vision"
+local FV = require "lutra.F.vision"
 
 local PADDING_MODES = { zeros = true, reflect = true, replicate = true, circular = true }
 

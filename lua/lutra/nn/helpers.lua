@@ -1,12 +1,12 @@
 -- nn/helpers.lua — small pieces shared by the module files: option checking and parameter creation.
 local lt = require "lutra"
-local util = require "lutra.util"
+local util = require "lutra.utils.check"
 
 local H = {}
 
 --- Checks an options table: a table (or nil), only known names, each of the expected Lua type.
 --- spec = { name = "number" | "boolean" | "table" | "number|table" | ... }
---- Checks an options table (lutra.util.check_options); spec = { name = "number" | "boolean" | "number|table" | ... }.
+--- Checks an options table (lutra.utils.check.check_options); spec = { name = "number" | "boolean" | "number|table" | ... }.
 --- A NaN number passes: the module's range checks say what is wrong with it.
 function H.check_opts(where, opts, spec, level)
   -- not a tail call: Lua 5.1 counts a tail call as a level of its own, LuaJIT and 5.2+ do not

@@ -5,7 +5,7 @@
 --   local net = lt.nn.Sequential{ lt.nn.Linear(784, 512), lt.nn.ReLU(), lt.nn.Linear(512, 10) }
 --   local loss = lt.F.cross_entropy(net(x), y)
 local MM = require "lutra.nn.module"
-local util = require "lutra.util"
+local util = require "lutra.utils.check"
 
 local nn = {
   Module = MM.Module,
@@ -21,7 +21,7 @@ for k, v in pairs(require "lutra.nn.activation") do nn[k] = v end
 for k, v in pairs(require "lutra.nn.loss") do nn[k] = v end
 -- modules area (issue 17): containers and more activations
 for k, v in pairs(require "lutra.nn.containers") do nn[k] = v end
-for k, v in pairs(require "lutra.nn.activation_more") do nn[k] = v end
+for k, v in pairs(require "lutra.nn.activation_variants") do nn[k] = v end
 
 -- functions over any model table (a Module or a plain table of modules); the model is checked to be a table here
 -- (as a method, m:parameters(), it always is)
@@ -37,7 +37,7 @@ for _, k in ipairs { "parameters", "named_parameters", "buffers", "named_buffers
 end
 nn.eval = model_function("eval", function(root) return MM.train(root, false) end)
 nn.is_module = MM.is_module_instance
--- lightning: freezing and hyper-parameters on plain model tables (docs/reference/callbacks_more.md)
+-- lightning: freezing and hyper-parameters on plain model tables (docs/reference/nn.md)
 nn.requires_grad_ = model_function("requires_grad_", MM.requires_grad_)
 nn.save_hyperparameters = model_function("save_hyperparameters", MM.save_hyperparameters)
 

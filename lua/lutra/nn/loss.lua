@@ -1,5 +1,5 @@
 -- nn/loss.lua — the losses as modules (PyTorch's nn.*Loss): each holds its options and calls the lt.F
--- function of the same loss (F.lua, F_losses.lua), so the module and the function cannot disagree.
+-- function of the same loss (F/init.lua, F/losses.lua), so the module and the function cannot disagree.
 --
 --   local crit = lt.nn.CrossEntropyLoss{label_smoothing = 0.1}
 --   local loss = crit(logits, targets)

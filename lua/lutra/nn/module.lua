@@ -248,7 +248,7 @@ end
 
 function M.load_state_dict(root, sd, opts)
   if type(sd) ~= "table" then error("load_state_dict: expected a table of tensors, got " .. type(sd), 2) end
-  opts = require("lutra.util").check_options("load_state_dict", opts, { strict = "boolean" })
+  opts = require("lutra.utils.check").check_options("load_state_dict", opts, { strict = "boolean" })
   sd = upgrade_legacy_keys(root, sd)
   local strict = opts.strict ~= false
   local own, order, names_of = {}, {}, {}
@@ -436,7 +436,7 @@ function Module:extend(name)
   return setmetatable(cls, class_mt)
 end
 
--- ---- lightning: apply, requires_grad_, freeze, unfreeze, save_hyperparameters (docs/reference/callbacks_more.md)
+-- ---- lightning: apply, requires_grad_, freeze, unfreeze, save_hyperparameters (docs/reference/nn.md)
 
 --- m:apply(fn): fn(module) on every sub-module, children first, then m itself (torch's post-order); returns m.
 function Module:apply(fn)

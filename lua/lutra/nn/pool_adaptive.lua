@@ -7,7 +7,7 @@ local lt = require "lutra"
 local Module = require("lutra.nn.module").Module
 local H = require "lutra.nn.helpers"
 local F = require "lutra.F"
-local FV = require "lutra.F_vision"
+local FV = require "lutra.F.vision"
 
 local function make(name, nsp, fn, is_max)
   local cls = Module:extend(name)

@@ -1,5 +1,5 @@
 -- nn/upsample.lua — Upsample{size= | scale_factor=, mode="nearest"|"linear"|"bilinear", align_corners=}
--- (lt.F.interpolate of lua/lutra/F_ops.lua as a module), and PyTorch's fixed forms UpsamplingNearest2d{size= |
+-- (lt.F.interpolate of lua/lutra/F/utilities.lua as a module), and PyTorch's fixed forms UpsamplingNearest2d{size= |
 -- scale_factor=} and UpsamplingBilinear2d{size= | scale_factor=} (bilinear with align_corners=true).
 -- Input [N, C, L] (nearest, linear) or [N, C, H, W] (nearest, bilinear). No parameters.
 local lt = require "lutra"

@@ -28,8 +28,8 @@ local M = {
   is_optimizer = require("lutra.core").is_optimizer,
 }
 
--- the C kinds of core/src/optim_more.c: nothing to add in Lua beyond building the object
-local util = require "lutra.optim.util"
+-- the C kinds of core/src/optim_adaptive.c: nothing to add in Lua beyond building the object
+local util = require "lutra.optim.param_groups"
 for _, kind in ipairs { "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "ASGD" } do
   M[kind] = function(params, opts)
     local opt = util.build(kind, params, opts) -- (not a tail call: errors point at the caller)

@@ -8,7 +8,7 @@
 -- The parameters are seen as one flat vector (their grads concatenated); the directions and the history
 -- of (y, s) pairs are flat float32 tensors, the scalars Lua numbers.
 local lt_core = require "lutra.core"
-local util = require "lutra.optim.util"
+local util = require "lutra.optim.param_groups"
 
 local LBFGS = {}
 LBFGS.__index = LBFGS

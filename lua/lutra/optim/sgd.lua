@@ -1,6 +1,6 @@
 -- optim/sgd.lua — lt.optim.SGD(params, opts): a C optimizer object with PyTorch 1.13's SGD update
 -- (see core/src/optim.c for the rule and lua/lutra/optim/init.lua for the options).
-local util = require "lutra.optim.util"
+local util = require "lutra.optim.param_groups"
 
 return function(params, opts)
   local opt = util.build("SGD", params, opts)

@@ -318,7 +318,7 @@ function M.event(self, name, _a, b)
       if epoch - (self._loaders_epoch or 0) >= n then self:_reload_dataloaders(epoch) end
     end
   elseif name == "sanity_loaders" or name == "fit_loaders" then
-    -- the data hooks' loaders (lua/lutra/trainer.lua's _load_fit_loaders): a hook's error as it is, the
+    -- the data hooks' loaders (lua/lutra/trainer/init.lua's _load_fit_loaders): a hook's error as it is, the
     -- trainer's own (configuration) errors as the trainer raises them, without a traceback
     local ok, err = pcall(self._load_fit_loaders, self, name == "sanity_loaders")
     if not ok then error(type(err) == "table" and err or { lutra_hook_error = true, msg = err }, 0) end

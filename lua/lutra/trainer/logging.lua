@@ -11,7 +11,7 @@
 -- With several evaluation loaders a name gets the suffix `/dataloader_idx_<k>`.
 local lt = require "lutra"
 
-local util = require "lutra.util"
+local util = require "lutra.utils.check"
 local RUN = require("lutra.core")._seam().run -- the slots of the run's R table (core/bind/l_loop.c)
 
 local M = {}

@@ -264,7 +264,7 @@ function M.run_custom(trainer, slot)
     node = node == nil and trainer[field] or rawget(node, "_children")[field]
   end
   if type(node.run) == "function" then return node:run() end
-  return require("lutra.loop").run(node)
+  return require("lutra.trainer.custom_loop").run(node)
 end
 
 return M

@@ -1,0 +1,91 @@
+-- nn/activation_more.lua — SiLU, ELU, Softplus, Mish, Hardtanh, Hardswish, Hardsigmoid, PReLU as modules
+-- (the functional forms are lt.F.*, lua/lutra/F_activation.lua). Options as PyTorch's, by name in one table or
+-- positionally: ELU(0.5) == ELU{alpha = 0.5}; Hardtanh(-2, 2) == Hardtanh{min_val = -2, max_val = 2}.
+-- PReLU{num_parameters = 1, init = 0.25} (or PReLU(3, 0.1)) holds its slopes in `weight` (PyTorch's name and shape).
+local lt = require "lutra"
+local Module = require("lutra.nn.module").Module
+local H = require "lutra.nn.helpers"
+local FA = require "lutra.F.activation"
+
+local A = {}
+
+local function check_input(m, x)
+  if not lt.is_tensor(x) then m:fail("expected a tensor input, got " .. type(x)) end
+end
+
+local function plain(name, fn)
+  local cls = Module:extend(name)
+  function cls:init(opts) H.check_opts(name, opts, {}, 3) end
+  function cls:forward(x)
+    check_input(self, x)
+    return fn(x)
+  end
+  A[name] = cls
+end
+plain("SiLU", FA.silu)
+plain("Mish", FA.mish)
+plain("Hardswish", FA.hardswish)
+plain("Hardsigmoid", FA.hardsigmoid)
+
+-- a module with numeric options: names, defaults, the F function taking them in that order
+local function with_options(name, names, defaults, fn, check)
+  local cls = Module:extend(name)
+  function cls:init(a, b, ...)
+    if select("#", ...) > 0 or (#names < 2 and b ~= nil) or (type(a) == "table" and b ~= nil) then
+      error(string.format("%s: takes %s or one options table {%s} (PyTorch's inplace is not supported)", name,
+        #names == 1 and names[1] or (names[1] .. ", " .. names[2]), table.concat(names, ", ")), 3)
+    end
+    local v = { a, b }
+    if type(a) == "table" then
+      local spec = {}
+      for _, n in ipairs(names) do spec[n] = "number" end
+      local o = H.check_opts(name, a, spec, 3)
+      for i, n in ipairs(names) do v[i] = o[n] end
+    end
+    for i, n in ipairs(names) do
+      if v[i] == nil then v[i] = defaults[i] end
+      self[n] = H.check_finite(name, n, v[i], nil, 3)
+    end
+    if check then check(self) end
+  end
+  function cls:extra_repr()
+    local parts = {}
+    for i, n in ipairs(names) do parts[i] = n .. "=" .. self[n] end
+    return table.concat(parts, ", ")
+  end
+  function cls:forward(x)
+    check_input(self, x)
+    if #names == 1 then return fn(x, self[names[1]]) end
+    return fn(x, self[names[1]], self[names[2]])
+  end
+  A[name] = cls
+end
+with_options("ELU", { "alpha" }, { 1 }, FA.elu)
+with_options("Softplus", { "beta", "threshold" }, { 1, 20 }, FA.softplus, function(m)
+  if m.beta == 0 then error("Softplus: beta must not be 0", 4) end
+end)
+with_options("Hardtanh", { "min_val", "max_val" }, { -1, 1 }, FA.hardtanh, function(m)
+  if m.min_val > m.max_val then
+    error(string.format("Hardtanh: min_val %g must be less than or equal to max_val %g", m.min_val, m.max_val), 4)
+  end
+end)
+
+local PReLU = Module:extend("PReLU")
+PReLU._params = { "weight" }
+function PReLU:init(opts, init0)
+  if type(opts) == "number" or init0 ~= nil then opts = { num_parameters = opts, init = init0 } end -- PReLU(3, 0.1)
+  opts = H.check_opts("PReLU", opts, { num_parameters = "number", init = "number" }, 3)
+  self.num_parameters = H.check_int("PReLU", "num_parameters", opts.num_parameters or 1, 1, 3)
+  local init = H.check_finite("PReLU", "init", opts.init or 0.25, nil, 3)
+  self.weight = H.param({ self.num_parameters }, function(t) t:fill_(init) end)
+end
+function PReLU:extra_repr() return "num_parameters=" .. self.num_parameters end
+function PReLU:forward(x)
+  check_input(self, x)
+  local ok, r = pcall(FA.prelu, x, self.weight)
+  if not ok then self:fail((tostring(r):gsub("^[^:]*:%d+: ", ""))) end
+  return r
+end
+A.PReLU = PReLU
+
+return A

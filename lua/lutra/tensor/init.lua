@@ -1,0 +1,13 @@
+-- lutra.tensor — the Lua side of the tensor type, which the core defines (core/bind/l_tensor.c): each file of
+-- this folder adds tensor methods and lt.* functions of one topic, composed of the core's ops so that autograd
+-- comes with them.
+local methods = require("lutra.core").Tensor.methods
+
+require "lutra.tensor.print" -- tostring, shape_str
+require "lutra.tensor.compare" -- allclose, logical_and / or / not
+require "lutra.tensor.reduce" -- var, std, argmin, logsumexp, any, all, norm over several dims
+require "lutra.tensor.shape" -- split, chunk, repeat, tile, flip, roll, unbind, unflatten
+require "lutra.tensor.sort" -- sort, topk
+require "lutra.tensor.math" -- round with decimals
+
+return methods
