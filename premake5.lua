@@ -115,6 +115,7 @@ project "lutra_shared"
   if IS_LUAJIT then links { "luajit-5.1" } end
   links { "jansson", "z", "dl", "m" }
   links { "png" } -- lt.utils.save_image (core/src/image_png.c)
+  links { "jpeg" } -- lt.vision.io.read_image (core/src/vision_decode.c)
   links { "protobuf-c" } -- [tools: loggers] TensorBoardLogger (core/src/tb_writer.c)
   linkoptions { "-Wl,-soname,liblutra.so" }
   -- its own folder: beside liblutra.a, `links { "lutra_static" }` (-llutra) would pick the .so instead
@@ -129,6 +130,7 @@ project "lutra_core"
   files { "core/bind/module_so.c" }
   links { "lutra_static", "jansson", "z", "dl", "m" }
   links { "png" } -- lt.utils.save_image (core/src/image_png.c)
+  links { "jpeg" } -- lt.vision.io.read_image (core/src/vision_decode.c)
   links { "protobuf-c" } -- [tools: loggers] TensorBoardLogger (core/src/tb_writer.c)
   targetdirs("lutra")
 
@@ -153,6 +155,7 @@ project "lutra"
   files { "core/cli/*.c" }
   links { "lutra_static", "luajit-5.1", "edit", "jansson", "z", "dl", "m" }
   links { "png" } -- lt.utils.save_image (core/src/image_png.c)
+  links { "jpeg" } -- lt.vision.io.read_image (core/src/vision_decode.c)
   links { "protobuf-c" } -- [tools: loggers] TensorBoardLogger (core/src/tb_writer.c)
   linkoptions { "-Wl,-E" }
   -- bin/<config>/lutra/ holds the Lua module (lutra/core.so), so the binary lives in bin/<config>/cli/
@@ -166,6 +169,7 @@ for _, path in ipairs(os.matchfiles("tests/c/test_*.c")) do
     files { path }
     links { "lutra_static", "luajit-5.1", "jansson", "z", "dl", "m" }
     links { "png" } -- lt.utils.save_image (core/src/image_png.c)
+    links { "jpeg" } -- lt.vision.io.read_image (core/src/vision_decode.c)
     links { "protobuf-c" } -- [tools: loggers] TensorBoardLogger (core/src/tb_writer.c)
       linkoptions { "-Wl,-E" }
 end
@@ -178,6 +182,7 @@ for _, path in ipairs(os.matchfiles("bench/bench_*.c")) do
     files { path }
     links { "lutra_static", "luajit-5.1", "jansson", "z", "dl", "m" }
     links { "png" } -- lt.utils.save_image (core/src/image_png.c)
+    links { "jpeg" } -- lt.vision.io.read_image (core/src/vision_decode.c)
     links { "protobuf-c" } -- [tools: loggers] TensorBoardLogger (core/src/tb_writer.c)
   end
 
@@ -188,6 +193,7 @@ project "embed_host"
   files { "examples/embed/*.c" }
   links { "lutra_static", "luajit-5.1", "jansson", "z", "dl", "m" }
   links { "png" } -- lt.utils.save_image (core/src/image_png.c)
+  links { "jpeg" } -- lt.vision.io.read_image (core/src/vision_decode.c)
   links { "protobuf-c" } -- [tools: loggers] TensorBoardLogger (core/src/tb_writer.c)
   linkoptions { "-Wl,-E" }
 

@@ -193,6 +193,30 @@ describe("GradientAccumulationScheduler", function()
   end)
 end)
 
+describe("accumulate_grad_batches", function()
+  it("has one value: the loops', which the trainer reads and a trainer's assignment sets (checked)", function()
+    local t = lt.Trainer(quiet { max_epochs = 1, accumulate_grad_batches = 3 })
+    assert.are.equal(3, t.accumulate_grad_batches)
+    assert.are.equal(3, t._lp:get("accumulate_grad_batches"))
+    t.accumulate_grad_batches = 2
+    assert.are.equal(2, t._lp:get("accumulate_grad_batches"))
+    assert.is_nil(rawget(t, "accumulate_grad_batches"))
+    local steps
+    local rec = { on_train_end = function(_, trainer) steps = trainer.global_step end }
+    t = lt.Trainer(quiet { max_epochs = 1, callbacks = { rec } })
+    t.accumulate_grad_batches = 2
+    t:fit(model(), data(16, 4)) -- 4 batches, stepping every 2
+    assert.are.equal(2, steps)
+    assert.has_error(function() t.accumulate_grad_batches = 0 end,
+      "Trainer: accumulate_grad_batches must be an integer >= 1, got 0")
+    assert.has_error(function() t.accumulate_grad_batches = 2.5 end,
+      "Trainer: accumulate_grad_batches must be an integer >= 1, got 2.5")
+    assert.has_error(function() t.accumulate_grad_batches = "2" end,
+      "Trainer: accumulate_grad_batches must be an integer >= 1, got a string")
+    assert.are.equal(2, t.accumulate_grad_batches)
+  end)
+end)
+
 describe("BackboneFinetuning", function()
   it("freezes the backbone, adds it at unfreeze_backbone_at_epoch with ratio * lr, then lambda_func, aligned", function()
     local m = model(0.1)
@@ -281,6 +305,20 @@ describe("lr_find and LearningRateFinder", function()
     function m:configure_optimizers() return lt.optim.SGD(self.net:parameters(), { lr = self.lr }) end
     return m, lt.data.DataLoader(lt.data.TensorDataset(x, y), { batch_size = 32 }), x, y
   end
+
+  it("with accumulate_grad_batches, one point per optimizer step, the epoch's short last window included", function()
+    local m, _, x, y = problem()
+    -- 4 batches per epoch, accumulating 3: the loops step after batches 3 and 4 (the epoch's last batch)
+    local loader = lt.data.DataLoader(lt.data.TensorDataset(x, y), { batch_size = 8 })
+    local t = lt.Trainer(quiet { max_epochs = 1, accumulate_grad_batches = 3 })
+    local f = t:lr_find(m, loader, { min_lr = 1e-3, max_lr = 10, num_training = 6, early_stop_threshold = false })
+    assert.are.equal(6, #f.results.lr)
+    assert.are.equal(6, #f.results.loss)
+    for s = 1, 6 do
+      local lr = 1e-3 * 1e4 ^ (s / 6)
+      assert.is_true(math.abs(f.results.lr[s] - lr) < 1e-12 * lr, "lr " .. s)
+    end
+  end)
 
   it("the curve is the smoothed loss over the exponential range; the suggestion is the steepest descent", function()
     local m, loader, x, y = problem()

@@ -84,6 +84,17 @@ describe("examples (--fast)", function()
     has(out, "usage: lutra examples/fashion_mnist.lua")
   end)
 
+  it_needs("data", "image_folder.lua writes an image folder of PNG files and trains a CNN on it", function()
+    local out_dir = tmpdir .. "/if"
+    local out, status = run("examples/image_folder.lua", "--fast --out " .. out_dir)
+    expect_ok(out, status)
+    has(out, "wrote 600 PNG files under " .. out_dir .. "/images/{train,val}/<class>/")
+    has(out, "ImageFolder: 400 training, 200 validation images, 10 classes (00_T_shirt_top ... 09_Ankle_boot)")
+    assert(exists(out_dir .. "/images/train/03_Dress"), "no class folder 03_Dress")
+    local acc = tonumber(out:match("validation accuracy: (%d%.%d+)"))
+    assert(acc and acc > 0.2, "validation accuracy " .. tostring(acc) .. " (chance: 0.1)\n" .. out)
+  end)
+
   it_needs("", "char_rnn.lua trains with TBPTT on GPL-3 and samples text after the prompt", function()
     local out, status = run("examples/char_rnn.lua", "--fast --out " .. tmpdir .. "/cr")
     expect_ok(out, status)

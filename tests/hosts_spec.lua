@@ -339,6 +339,7 @@ describe("hosts: ./lutra install and lutra.pc", function()
     os.remove(T .. "/s/lib/liblutra.so") -- only the archive left to link
     local static_libs = select(1, sh("PKG_CONFIG_PATH=" .. q(T .. "/s/lib/pkgconfig") .. " pkg-config --static --libs lutra"))
     assert.is_truthy(static_libs:find("-lpng", 1, true), static_libs) -- lt.utils.save_image (core/src/image_png.c)
+    assert.is_truthy(static_libs:find("-ljpeg", 1, true), static_libs) -- lt.vision.io.read_image (core/src/vision_decode.c)
     local ldd = build_and_run(T .. "/s", true, T .. "/host_static")
     assert.is_nil(ldd:find("liblutra", 1, true), ldd)
     assert.is_nil(ldd:find("libmpi", 1, true), ldd)

@@ -468,6 +468,69 @@ describe("Trainer errors", function()
       assert.are.equal("failed", t.state.status)
     end)
 
+  it("every callback's on_exception runs, whatever another raises; the original error wins", function()
+    local m = { w = lt.param(lt.zeros(1, 1)) }
+    function m:training_step(b) return (self.w * b[1]):sum() end
+    function m:configure_optimizers() return lt.optim.SGD({ self.w }, { lr = 1 }) end
+    function m:on_train_epoch_start() error("epoch boom") end
+    local seen = {}
+    local cb1 = { on_exception = function(_, _, _, err) seen[#seen + 1] = "1"; error("cb1 fails too: " .. err) end }
+    local cb2 = { on_exception = function(_, _, _, err) seen[#seen + 1] = "2:" .. err:match("^[^\n]*") end }
+    local t = lt.Trainer(opts { callbacks = { cb1, cb2 } })
+    local ok, err = pcall(function() t:fit(m, loader(1)) end)
+    assert.is_false(ok)
+    assert.truthy(err:find("^on_train_epoch_start: .*epoch boom"), err)
+    assert.is_nil(err:find("cb1 fails too", 1, true), err)
+    assert.are.equal("1", seen[1])
+    assert.truthy(seen[2]:find("^2:on_train_epoch_start: .*epoch boom"), seen[2])
+  end)
+
+  it("lp:call_hook_all runs every target and returns their errors, named as the dispatcher names them", function()
+    local m = { w = lt.param(lt.zeros(1, 1)) }
+    function m:training_step(b) return (self.w * b[1]):sum() end
+    function m:configure_optimizers() return lt.optim.SGD({ self.w }, { lr = 1 }) end
+    local errs, calls
+    local cb1 = { on_exception = function() calls = calls + 1; error("first") end }
+    local cb2 = { on_exception = function() calls = calls + 1 end }
+    local cb3 = { on_exception = function() calls = calls + 1; error("third") end }
+    local probe = { on_train_end = function(_, trainer)
+      calls = 0
+      errs = trainer._lp:call_hook_all("on_exception", "probe")
+    end }
+    lt.Trainer(opts { callbacks = { cb1, cb2, cb3, probe } }):fit(m, loader(1))
+    assert.are.equal(3, calls)
+    assert.are.equal(2, #errs)
+    assert.truthy(errs[1]:find("^on_exception %(callback #1%): .*first"), errs[1])
+    assert.truthy(errs[2]:find("^on_exception %(callback #3%): .*third"), errs[2])
+  end)
+
+  it("the hooks whose arguments live in Lua are declared once, in C, and host.lua covers exactly those", function()
+    local hooks = require("lutra.core")._seam().hooks
+    local host = require "lutra.trainer.host"
+    local n = 0
+    for name, h in pairs(hooks) do
+      assert.are.equal(h.lua_side, host.LUA_SIDE[name] ~= nil, name)
+      if h.lua_side then n = n + 1 end
+    end
+    assert.are.equal(14, n)
+    assert.is_true(hooks.lr_scheduler_step.lua_side)
+    assert.is_false(hooks.training_step.lua_side)
+  end)
+
+  it("truncated backprop: an error in training_step names it, like without", function()
+    local m = { w = lt.param(lt.zeros(1, 1)), truncated_bptt_steps = 2 }
+    function m:training_step(split, i, hiddens) error("split boom") end
+    function m:configure_optimizers() return lt.optim.SGD({ self.w }, { lr = 1 }) end
+    local data = { { lt.randn(2, 4, 1) } }
+    local l = { len = function() return 1 end, iter = function()
+      local k = 0
+      return function() k = k + 1; return data[k] end
+    end }
+    local ok, err = pcall(function() lt.Trainer(opts()):fit(m, l) end)
+    assert.is_false(ok)
+    assert.truthy(err:find("^training_step: .*split boom"), err)
+  end)
+
   it("a callback hook that raises names the callback's position", function()
     local m = { w = lt.param(lt.zeros(1, 1)) }
     function m:training_step(b) return (self.w * b[1]):sum() end

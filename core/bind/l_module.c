@@ -29,6 +29,7 @@ void l_random_register(lua_State *L);    /* l_random.c: randint, multinomial, be
 /* modules and images (issue 17) */
 void l_activation_register(lua_State *L); /* l_activation.c: silu, elu, softplus, mish, hard*, prelu */
 void l_image_register(lua_State *L);      /* l_image.c: PNG files through libpng (lt.utils.save_image) */
+void l_vision_register(lua_State *L);     /* l_vision.c: image decoding and pixel kernels (lt.vision) */
 /* vision */
 void l_nn_vision_register(lua_State *L); /* l_nn_vision.c: grouped/transposed conv, adaptive pools, group norm */
 /* gpt area */
@@ -48,6 +49,8 @@ void l_tensor_shape_register(lua_State *L);  /* l_tensor_shape.c: queries, views
 void l_tensor_math_register(lua_State *L);   /* l_tensor_math.c: maths, arithmetic metamethods */
 void l_tensor_grad_register(lua_State *L);   /* l_tensor_grad.c: autograd, grad mode */
 void l_runtime_register(lua_State *L);       /* l_runtime.c: threads, denormals, BLAS info, allocator stats */
+void l_carry_register(lua_State *L);         /* l_carry.c: _carry_pack, _carry_unpack (tests) */
+void l_thread_register(lua_State *L);        /* l_thread.c: _thread_* (lua/lutra/thread.lua) */
 
 /* ---- process-wide run state (what a host or a signal handler may ask; the run count: l_run.c) ------ */
 
@@ -153,6 +156,17 @@ static int l_gc_stats(lua_State *L) {
   return 1;
 }
 
+/* lt.set_gc_pacing(on) -> the previous setting: whether lutra asks this state's collector for work in
+ * proportion to the tensor bytes it hands out (l_util.c, l_gc_account) */
+static int l_set_gc_pacing(lua_State *L) {
+  if (!lua_isboolean(L, 1)) return l_errorf(L, "set_gc_pacing: expected a boolean, got %s", luaL_typename(L, 1));
+  l_state *S = L_STATE(L);
+  lua_pushboolean(L, !S->gc_off);
+  S->gc_off = !lua_toboolean(L, 1);
+  S->gc_debt = 0;
+  return 1;
+}
+
 static int l_interrupt(lua_State *L) {
   (void)L;
   lt_interrupt_request();
@@ -188,6 +202,7 @@ static int open_with_upvalues(lua_State *L) {
   l_random_register(L);
   l_activation_register(L); /* modules and images (issue 17) */
   l_image_register(L);
+  l_vision_register(L);
   l_nn_vision_register(L); /* vision */
   l_attention_register(L); /* gpt area */
   l_metrics_register(L);   /* metrics */
@@ -196,12 +211,15 @@ static int open_with_upvalues(lua_State *L) {
   l_json_line_register(L);
   l_docs_register(L);
   l_nn_rnn_register(L); /* recurrent layers (after l_nn_register: adds to _nn) */
+  l_carry_register(L);  /* values carried between Lua states, and lt.thread's workers (issue 27) */
+  l_thread_register(L);
   static const luaL_Reg misc[] = { { "interrupt", l_interrupt },
                                    { "interrupt_pending", l_interrupt_pending },
                                    { "interrupt_clear", l_interrupt_clear },
                                    { "embedded", l_embedded },
                                    { "run_active", l_run_active },
                                    { "_gc_stats", l_gc_stats },
+                                   { "set_gc_pacing", l_set_gc_pacing },
                                    { "set_interactive", l_set_interactive },
                                    { "is_interactive", l_is_interactive },
                                    { "_newproxy", l_compat_newproxy },
@@ -246,6 +264,10 @@ static int load_embedded(lua_State *L) {
 
 void lutra_preload(lua_State *L) {
   preloaded = 1;
+  l_preload_modules(L);
+}
+
+void l_preload_modules(lua_State *L) {
   lua_getglobal(L, "package");
   lua_getfield(L, -1, "preload");
   lua_pushcfunction(L, luaopen_lutra_core);

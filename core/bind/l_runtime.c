@@ -29,7 +29,7 @@ static int l_set_flush_denormal(lua_State *L) {
 
 static int l_blas_info(lua_State *L) {
   const lt_blas_info *I = lt_blas_get_info();
-  lua_createtable(L, 0, 7);
+  lua_createtable(L, 0, 8);
   lua_pushstring(L, I->library);
   lua_setfield(L, -2, "library");
   lua_pushstring(L, I->coretype);
@@ -44,6 +44,8 @@ static int l_blas_info(lua_State *L) {
   lua_setfield(L, -2, "cpu_features");
   lua_pushinteger(L, I->threads);
   lua_setfield(L, -2, "threads");
+  lua_pushstring(L, I->threads_reason ? I->threads_reason : "online");
+  lua_setfield(L, -2, "threads_reason");
   return 1;
 }
 

@@ -234,8 +234,26 @@ static void gc_major_when_due(lua_State *L, l_state *S, uint64_t kb) {
 }
 #endif
 
+/* Whether the host's collector runs. A stopped one (collectgarbage("stop"), as games do during play) is left
+ * stopped: in LuaJIT a LUA_GCSTEP lowers the threshold below the heap, which is "running" again, and loops
+ * until the debt is paid, a whole cycle; Lua 5.4's LUA_GCCOLLECT runs a cycle whatever the host said. PUC 5.1
+ * cannot be asked: there the host says it with lt.set_gc_pacing(false). */
+static int gc_running(lua_State *L, l_state *S) {
+  if (S->gc_off) return 0;
+#ifdef LUA_GCISRUNNING
+  return lua_gc(L, LUA_GCISRUNNING, 0);
+#else
+  (void)L;
+  return 1;
+#endif
+}
+
 void l_gc_account(lua_State *L, l_state *S) {
   if (S->gc_debt < L_GC_QUANTUM) return;
+  if (!gc_running(L, S)) {
+    S->gc_debt = 0; /* dropped, not paid later in one lump: the host's own collections free what is dead */
+    return;
+  }
   uint64_t kb = S->gc_debt >> 10;
   S->gc_debt &= 1023;
 #if LUA_VERSION_NUM >= 504

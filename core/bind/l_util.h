@@ -19,6 +19,7 @@ typedef struct l_state {
   uint64_t gc_debt;                 /* bytes of tensors handed to Lua not yet paid to the GC as a step */
   uint64_t gc_rest_kb;              /* KB of tensors to hand out before the next step (the pause after a cycle) */
   int gc_gen;                       /* Lua 5.4: the collector was generational when last asked (l_util.c) */
+  int gc_off;                       /* lt.set_gc_pacing(false): the host paces the collector itself */
   uint64_t gc_major_kb, gc_live_kb; /* Lua 5.4 generational: KB handed out since the last major collection,
                                        KB of live tensors after it */
   struct {
@@ -111,6 +112,10 @@ lt_dtype l_checkdtype(lua_State *L, int idx, lt_dtype def, const char *fname);
 
 /* Accounts C memory to the Lua GC: a step of work in proportion to bytes allocated since the last. */
 void l_gc_account(lua_State *L, l_state *S);
+
+/* package.preload gets lutra.core and lutra's embedded Lua modules (lutra_preload without making the process
+ * a host: the Lua states of lt.thread's workers) */
+void l_preload_modules(lua_State *L);
 
 /* Converts a 1-based int64 index tensor (from Lua) to a 0-based copy; errors on values < 1. */
 lt_tensor *l_index_from_lua(lua_State *L, lt_tensor *idx, const char *fname);

@@ -10,6 +10,7 @@
 #include <lauxlib.h>
 
 #include "cli.h"
+#include "l_msgh.h"
 
 /* An error raised by ipairs or pairs (LuaJIT's "table expected, got userdata"), the function at level 1, whose
  * first argument is a lutra data object: pushes lutra.data._not_a_table's text for it ("DataLoader is not a
@@ -42,31 +43,19 @@ static int cli_not_a_table_hint(lua_State *L)
   return 0;
 }
 
+/* lutra's one message handler (core/bind/l_msgh.c) with the hint above, less the binary's own C entry point */
 int cli_traceback(lua_State *L)
 {
-  if (!lua_isstring(L, 1)) { /* a non-string error object: try its __tostring */
-    if (lua_isnoneornil(L, 1) || !luaL_callmeta(L, 1, "__tostring") || !lua_isstring(L, -1)) {
-      lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
-    }
-    lua_replace(L, 1);
-    lua_settop(L, 1);
+  l_msgh_with(L, cli_not_a_table_hint);
+  if (lua_istable(L, -1)) { /* a lutra hook error that reached the top: its message (named, with its traceback) */
+    lua_getfield(L, -1, "msg");
+    if (lua_isstring(L, -1)) lua_replace(L, -2);
+    else lua_pop(L, 1);
   }
-  if (cli_not_a_table_hint(L)) { /* "...: bad argument #1 to 'ipairs' (table expected, got userdata): <hint>" */
-    lua_pushvalue(L, 1);
-    lua_pushliteral(L, ": ");
-    lua_pushvalue(L, -3);
-    lua_concat(L, 3);
-    lua_replace(L, 1);
-    lua_settop(L, 1);
-  }
-  /* A message that carries its traceback already (a hook's error: the loops add the stack as it was when the
-   * hook failed, which reaches down to the script's main chunk) gets no second one. */
-  if (strstr(lua_tostring(L, 1), "\nstack traceback:\n") == NULL) luaL_traceback(L, L, lua_tostring(L, 1), 1);
-  else lua_pushvalue(L, 1);
   { /* drop the frame of the binary's own C entry point at the bottom ("[C]: at 0x...") */
     size_t len;
     const char *tb = lua_tolstring(L, -1, &len);
-    const char *last = strrchr(tb, '\n');
+    const char *last = tb ? strrchr(tb, '\n') : NULL;
     if (last != NULL && strncmp(last, "\n\t[C]: at 0x", 12) == 0) {
       lua_pushlstring(L, tb, (size_t)(last - tb));
       lua_replace(L, -2);

@@ -1,5 +1,6 @@
 /* blas.c — CPU feature detection, the OpenBLAS kernel-family choice, dlopen, and a fallback GEMM. */
 #include "lt_blas.h"
+#include "lt_cpus.h"
 #include "lt_pool.h"
 #include "lt_simd.h"
 
@@ -87,10 +88,7 @@ static void naive_sgemm(int order, int ta, int tb, int m, int n, int k, float al
     }
 }
 
-int lt_blas_cpu_count(void) {
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? (int)n : 1;
-}
+int lt_blas_cpu_count(void) { return lt_cpus_available(NULL); }
 
 static void init_once(void) {
   lt_blas_info *I = &B.info;
@@ -144,7 +142,7 @@ static void init_once(void) {
     I->library = "builtin";
     I->reason = "no BLAS library found (install libopenblas0): using lutra's plain C GEMM, which is slow";
   }
-  I->threads = lt_blas_cpu_count();
+  I->threads = lt_cpus_available(&I->threads_reason);
   B.cur_threads = I->threads;
   lt_pool_set_threads(I->threads); /* lutra's own kernels (lt_pool.h) follow the same policy */
 }

@@ -93,11 +93,15 @@ static int num_ready_batches_reached(const lt_loops *lp) {
   return E->batch_progress.current.ready == lp->cfg.num_training_batches || E->is_last_batch;
 }
 
+/* The accumulation window's length (the binding checks the setting is >= 1; 1 for a config never set). */
+static int64_t accumulate_n(const lt_loops *lp) {
+  return lp->cfg.accumulate_grad_batches > 0 ? lp->cfg.accumulate_grad_batches : 1;
+}
+
 /* Lightning's _should_accumulate: not the end of an accumulation window nor the epoch's last batch. */
 int lt__should_accumulate(const lt_loops *lp) {
   const lt_train_epoch_loop *E = &lp->fit_loop.epoch_loop;
-  int64_t n = lp->cfg.accumulate_grad_batches > 0 ? lp->cfg.accumulate_grad_batches : 1;
-  int window_done = (E->batch_idx + 1) % n == 0;
+  int window_done = (E->batch_idx + 1) % accumulate_n(lp) == 0;
   return !(window_done || num_ready_batches_reached(lp));
 }
 
@@ -179,7 +183,7 @@ int lt_loops_closure(lt_loops *lp, int wrapped, int *has_loss) {
   LT_PROF_TRY(lp, LT_PROF_TRAINING_STEP, lp->host->training_step(lp->host->ud, &a, &loss));
   *has_loss = loss != NULL;
   O->loss_none = loss == NULL;
-  int64_t n = lp->cfg.accumulate_grad_batches > 0 ? lp->cfg.accumulate_grad_batches : 1;
+  int64_t n = accumulate_n(lp);
   if (E->batch_idx % n == 0) { /* the first batch of an accumulation window */
     lt_progress_ready(&O->zero_grad);
     LT_TRY(lt__call_if(lp, LT_HOOK_ON_BEFORE_ZERO_GRAD, &a));

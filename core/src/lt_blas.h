@@ -22,6 +22,7 @@ typedef struct lt_blas_info {
   const char *reason;     /* why this family: "user" (OPENBLAS_CORETYPE was set), "cpu features", ... */
   char cpu_features[128]; /* "avx512f avx512bw ... avx2 fma" */
   int threads;
+  const char *threads_reason; /* why that many at start: "online", "affinity", "cgroup quota" (lt_cpus.h) */
 } lt_blas_info;
 
 void lt_blas_init(void); /* idempotent, thread-safe */

@@ -215,7 +215,7 @@ typedef struct lt_loop_cfg {
   int64_t num_sanity_val_batches[LT_MAX_LOADERS];
   int n_eval_loaders; /* validate/test/predict run: loaders and their batches */
   int64_t num_eval_batches[LT_MAX_LOADERS];
-  int64_t accumulate_grad_batches;
+  int64_t accumulate_grad_batches; /* the setting's one owner: the trainer reads it back (lp:get) */
   int n_optimizers;
   /* Lightning's optimizer frequencies ({optimizer = o, frequency = k} entries): when n_frequencies > 0,
    * one optimizer is active per batch, optimizer i for frequencies[i] consecutive batches in turn. */

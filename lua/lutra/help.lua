@@ -101,7 +101,8 @@ end
 -- "loop:run". Namespaces are walked (their lazy names loaded, as a user's access would); the classes users
 -- call methods on are walked with their prefix.
 local NAMESPACES = { "lt", "lt.nn", "lt.F", "lt.optim", "lt.optim.lr_scheduler", "lt.data", "lt.callbacks",
-  "lt.loggers", "lt.nn.init", "lt.nn.utils", "lt.plot", "lt.distributed", "lt.metrics", "lt.utils" }
+  "lt.loggers", "lt.nn.init", "lt.nn.utils", "lt.plot", "lt.distributed", "lt.metrics", "lt.utils",
+  "lt.vision", "lt.vision.io", "lt.vision.transforms", "lt.vision.transforms.F", "lt.vision.datasets" }
 local CLASSES = { ["lt.Trainer"] = "trainer:", ["lt.Loop"] = "loop:", ["lt.nn.Module"] = "m:" }
 M.NAMESPACES, M.CLASSES = NAMESPACES, CLASSES
 

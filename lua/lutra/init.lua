@@ -17,8 +17,10 @@ local submodules = {
   -- lightning: DataModule (lua/lutra/data/datamodule.lua)
   DataModule = "lutra.data.datamodule",
   profilers = "lutra.trainer.profilers", -- [tools: profiler]
+  thread = "lutra.thread", -- workers in Lua states of their own (lua/lutra/thread.lua)
 }
 submodules.utils = "lutra.utils" -- modules area (issue 17): save_image, make_grid
+submodules.vision = "lutra.vision" -- images as data: io, transforms, datasets (lua/lutra/vision/)
 submodules.help = { "lutra.help", "help" } -- lt.help(name_or_object): the reference entry (lua/lutra/help.lua)
 
 -- a missing name is an error naming it (lua/lutra/names.lua); submodules load on first use

@@ -102,14 +102,15 @@ local function range_callback(o, finder)
     end
     for _, c in ipairs(trainer.lr_scheduler_configs) do c.scheduler = idle_scheduler end
   end
-  local function stepping(trainer, batch_idx) return (batch_idx + 1) % trainer.accumulate_grad_batches == 0 end
-  function cb.on_train_batch_start(_, trainer, _, _, batch_idx)
+  -- this batch ends an accumulation window: the loops' rule (the window's end or the epoch's last batch)
+  local function stepping(trainer) return not trainer._lp:get("should_accumulate") end
+  function cb.on_train_batch_start(_, trainer)
     local lr = lr_at(o, trainer.global_step + 1)
     for _, g in ipairs(trainer.optimizers[1].param_groups) do g.lr = lr end
-    if stepping(trainer, batch_idx) then lrs[#lrs + 1] = lr end
+    if stepping(trainer) then lrs[#lrs + 1] = lr end
   end
-  function cb.on_train_batch_end(self, trainer, _, outputs, _, batch_idx)
-    if not stepping(trainer, batch_idx) then return end
+  function cb.on_train_batch_end(self, trainer, _, outputs)
+    if not stepping(trainer) then return end
     local loss = type(outputs) == "table" and outputs.loss or nil
     if loss == nil then losses[#losses + 1] = 0 / 0; return end
     local current = lt.is_tensor(loss) and loss:item() or loss

@@ -27,6 +27,7 @@
 -- checked (lua/lutra/checkpoint/validate.lua): types, ranges, consistency, each error naming the key.
 local pack, unpack = require("lutra._compat").pack, require("lutra._compat").unpack
 local lt = require "lutra"
+local core = require "lutra.core"
 local validate = require "lutra.checkpoint.validate"
 
 local C = lt._io
@@ -358,6 +359,7 @@ end
 -- the batches run after the resume.
 
 local plain_copy
+local defines = core._hook_defined -- the dispatcher's test of "does obj define this hook"
 
 -- Calls a checkpoint hook (on_save_checkpoint / on_load_checkpoint) of a callback (index i) or of the model
 -- (i nil); an error carries the hook's name as other hook errors do ("<hook> (callback #i): ..."), plus
@@ -365,8 +367,7 @@ local plain_copy
 local function checkpoint_hook(hook, i, suffix, f, ...)
   local res = pack(pcall(f, ...))
   if not res[1] then
-    local where = i and fmt("%s (callback #%d)", hook, i) or hook
-    error(where .. ": " .. bare(res[2]) .. (suffix or ""), 0)
+    error(core._hook_where(hook, i, bare(res[2]) .. (suffix or "")), 0)
   end
   return unpack(res, 2, res.n)
 end
@@ -615,7 +616,7 @@ function M.dump_trainer(trainer, weights_only)
       seen[key] = (seen[key] or 0) + 1
       if seen[key] > 1 then key = key .. "#" .. seen[key] end
       local state
-      if type(cb.on_save_checkpoint) == "function" then
+      if defines(cb, "on_save_checkpoint") then
         local r = checkpoint_hook("on_save_checkpoint", i, nil, cb.on_save_checkpoint, cb, trainer, model, ck)
         if type(r) == "table" then state = r end
       end
@@ -637,7 +638,7 @@ function M.dump_trainer(trainer, weights_only)
     end
   end
   if type(model) == "table" and model.hparams ~= nil then ck.hyper_parameters = plain_copy(model.hparams) end
-  if type(model.on_save_checkpoint) == "function" then
+  if defines(model, "on_save_checkpoint") then
     checkpoint_hook("on_save_checkpoint", nil, nil, model.on_save_checkpoint, model, ck)
   end
   return ck
@@ -722,7 +723,7 @@ function M.restore_trainer(trainer, path)
   local model = trainer.model
   -- the model: on_load_checkpoint, then the weights (strict)
   local resuming = " (resuming from " .. path .. ")"
-  if type(model.on_load_checkpoint) == "function" then
+  if defines(model, "on_load_checkpoint") then
     checkpoint_hook("on_load_checkpoint", nil, resuming, model.on_load_checkpoint, model, ck)
   end
   local okw, errw = pcall(function()
@@ -742,7 +743,7 @@ function M.restore_trainer(trainer, path)
     if seen[key] > 1 then key = key .. "#" .. seen[key] end
     local state = states[key]
     if state ~= nil then
-      if type(cb.on_load_checkpoint) == "function" then
+      if defines(cb, "on_load_checkpoint") then
         checkpoint_hook("on_load_checkpoint", i, resuming, cb.on_load_checkpoint, cb, trainer, model, state)
       end
       if type(cb.load_state_dict) == "function" then

@@ -1,22 +1,23 @@
--- lutra.trainer.host — the Lua side of the C loops' host: what core/bind/l_loop.c's lt_host functions (h_*)
--- call in Lua, one entry per h_*, through trainer._env:
---   h_refresh        env.deprecated_outputs()                 an on_train_epoch_end takes outputs (once)
---   h_call           env.hook(name, batch_idx, dl, opt_idx, sched_idx) -> M.lua_hook: the hooks whose arguments
---                    or defaults live here (epoch-end outputs, lr_scheduler_step, on_X_model_eval/train, ...)
+-- lutra.trainer.host — the Lua side of the C loops' host: what core/bind/l_loop_host.c's and
+-- l_loop_dispatch.c's lt_host functions (h_*) call in Lua, through trainer._env:
+--   refresh          env.deprecated_outputs()                 an on_train_epoch_end takes outputs (once)
+--   call             env.hook_args(name, batch_idx, dl, opt_idx, sched_idx), env.hook_after(name, result, n,
+--                    sched_idx): the arguments and defaults of the hooks that live here (LUA_SIDE below)
 --   h_data_start     env.data_start(kind, dl)                  a loader's iterator into the run's R table
 --   h_split_batch    env.split_batch(steps)                    TBPTT splits of the batch
---   h_training_step  env.tbptt_training_step(batch_idx, opt_idx, split_idx)   (with TBPTT: the hiddens)
+--   h_training_step  env.keep_hiddens(output)                  (with TBPTT: the hiddens for the next split)
 --   h_eval_step      env.default_predict_step(batch, batch_idx, dl)           (no predict_step: forward)
 --   h_opt_params     env.opt_params(i)                         a Lua optimizer's parameters
 --   h_event          env.event(name, a, b) -> M.event, env.batch_output(), env.keep_output()
 --   h_run_custom     env.run_custom(slot)                      a Lua loop in a slot
--- Hooks are called back through the C dispatch lists (lp:call_hook). The run's values live in env.R, whose
--- slots core._seam().run names.
+-- Every hook is called by the C dispatcher (l_hook_dispatch; from Lua lp:call_hook). The run's values live
+-- in env.R, whose slots core._seam().run names.
 local lt = require "lutra"
 local core = require "lutra.core"
 local loops = require "lutra.trainer.loops"
 
 local M = {}
+local hook_args, hook_after -- (the Lua-side hooks, below)
 
 local fmt = string.format
 local RUN = core._seam().run
@@ -143,7 +144,7 @@ function M.setup_env(self)
 
   function env.split_batch(steps)
     local batch = env.R[RUN.train_batch]
-    env.hiddens = nil
+    env.R[RUN.hiddens] = nil
     local splits, n = {}, 0
     if type(batch) ~= "table" then
       error("training_step: truncated_bptt_steps needs batches that are tables of tensors", 0)
@@ -169,23 +170,14 @@ function M.setup_env(self)
       end
       splits[s] = piece
     end
-    env.splits, env.num_splits = splits, n
+    env.R[RUN.splits], env.num_splits = splits, n
     return n
   end
 
-  function env.tbptt_training_step(batch_idx, opt_idx, split_idx)
-    local model = self.model
-    local f = model.training_step
-    local split = env.splits[split_idx + 1]
-    local out
-    if self._automatic and #self.optimizers > 1 then
-      out = f(model, split, batch_idx, opt_idx, env.hiddens)
-    else
-      out = f(model, split, batch_idx, env.hiddens)
-    end
-    if type(out) == "table" and not lt.is_tensor(out) then env.hiddens = detach_all(out.hiddens)
-    else env.hiddens = nil end
-    return out
+  -- truncated backprop: training_step's hiddens (its output's) for the next split, detached
+  function env.keep_hiddens(out)
+    if type(out) == "table" and not lt.is_tensor(out) then env.R[RUN.hiddens] = detach_all(out.hiddens)
+    else env.R[RUN.hiddens] = nil end
   end
 
   function env.default_predict_step(batch)
@@ -209,8 +201,12 @@ function M.setup_env(self)
     return list
   end
 
-  function env.hook(name, batch_idx, dl, opt_idx, sched_idx)
-    return M.lua_hook(self, name, batch_idx, dl, opt_idx, sched_idx)
+  function env.hook_args(name, batch_idx, dl, opt_idx, sched_idx)
+    return hook_args(self, name, batch_idx, dl, opt_idx, sched_idx)
+  end
+
+  function env.hook_after(name, res, n, sched_idx)
+    return hook_after(self, name, res, n, sched_idx)
   end
 
   function env.event(name, a, b)
@@ -222,8 +218,6 @@ function M.setup_env(self)
   end
 end
 
--- The hooks whose arguments or defaults live on the Lua side, for the C loops (core/bind/l_loop.c's h_call,
--- which runs this as the hook: errors get the hook's name). Their targets are called by call_hook.
 -- The predictions of each loader, from the run state; kept in self._predictions for predict()'s result, which
 -- must not depend on whether some target defines on_predict_epoch_end (its hook, when defined, comes first).
 local function collect_predictions(self)
@@ -236,61 +230,98 @@ local function collect_predictions(self)
   return self._predictions
 end
 
-function M.lua_hook(self, name, _batch_idx, _dl, opt_idx, sched_idx)
-  local model = self.model
-  if name == "training_epoch_end" then
-    local outputs = self._outputs
-    local r = self._lp:call_hook("training_epoch_end", outputs)
-    if r ~= nil then error("training_epoch_end must return nil (remove its return statement)", 0) end
-  elseif name == "on_train_epoch_end" then
-    self._lp:call_hook(name, self._outputs) -- a target without an outputs parameter is called without them
-  elseif name == "validation_epoch_end" or name == "test_epoch_end" then
-    local per = self._env.R[RUN.eval_outputs]
-    local n = self._n_eval_loaders or 1
-    local outputs
-    if n > 1 then
-      outputs = {}
-      for i = 1, n do outputs[i] = per[i] or {} end
-    else
-      outputs = per[1] or {}
-    end
-    local r = self._lp:call_hook(name, outputs)
-    if r ~= nil then error(name .. " must return nil (remove its return statement)", 0) end
-  elseif name == "on_predict_epoch_end" then
-    self._lp:call_hook(name, collect_predictions(self))
-  elseif name == "lr_scheduler_step" then
-    local config = self.lr_scheduler_configs[sched_idx + 1]
-    local metric
-    if config.reduce_on_plateau then
-      local m = self.callback_metrics
-      metric = m[config.monitor]
-      if metric == nil then
-        local avail = {}
-        for k in pairs(m) do avail[#avail + 1] = k end
-        table.sort(avail)
-        error(fmt("ReduceLROnPlateau conditioned on metric '%s' which is not available. Available metrics are: " ..
-          "[%s]. Set the monitor with lr_scheduler = {scheduler = ..., monitor = ...}", tostring(config.monitor),
-          table.concat(avail, ", ")), 0)
-      end
-    end
-    local _, n = self._lp:call_hook("lr_scheduler_step", config.scheduler, opt_idx, metric)
-    if n == 0 then -- the default
-      if config.reduce_on_plateau then config.scheduler:step(metric) else config.scheduler:step() end
-    end
-  elseif name == "toggle_optimizer" then
-    self._lp:call_hook(name, self.optimizers[opt_idx + 1], opt_idx)
-  elseif name == "untoggle_optimizer" then
-    self._lp:call_hook(name, opt_idx)
-  elseif name:match("_model_eval$") or name:match("_model_train$") then
-    local _, n = self._lp:call_hook(name)
-    if n == 0 then -- the default
-      if name:match("_model_train$") then lt.nn.train(model, true) else lt.nn.eval(model) end
-    end
-  else
-    error("lutra: no Lua dispatch for hook " .. tostring(name), 0)
-  end
+local function eval_outputs(self)
+  local per = self._env.R[RUN.eval_outputs]
+  local n = self._n_eval_loaders or 1
+  if n <= 1 then return per[1] or {} end
+  local outputs = {}
+  for i = 1, n do outputs[i] = per[i] or {} end
+  return outputs
 end
 
+local function must_return_nil(name)
+  return function(_, r) if r ~= nil then error(name .. " must return nil (remove its return statement)", 0) end end
+end
+
+-- The scheduler config of lr_scheduler_step and its monitored metric (nil unless ReduceLROnPlateau).
+local function scheduler_of(self, sched_idx)
+  local config = self.lr_scheduler_configs[sched_idx + 1]
+  if not config.reduce_on_plateau then return config, nil end
+  local m = self.callback_metrics
+  local metric = m[config.monitor]
+  if metric == nil then
+    local avail = {}
+    for k in pairs(m) do avail[#avail + 1] = k end
+    table.sort(avail)
+    error(fmt("ReduceLROnPlateau conditioned on metric '%s' which is not available. Available metrics are: " ..
+      "[%s]. Set the monitor with lr_scheduler = {scheduler = ..., monitor = ...}", tostring(config.monitor),
+      table.concat(avail, ", ")), 0)
+  end
+  return config, metric
+end
+
+local function model_mode(train)
+  return {
+    args = function() end,
+    after = function(self, _, n) -- the default, when no target defines the hook
+      if n > 0 then return end
+      if train then lt.nn.train(self.model, true) else lt.nn.eval(self.model) end
+    end,
+  }
+end
+
+-- The hooks whose arguments (args) or defaults and checks of the result (after) live on the Lua side: for the
+-- dispatcher of the C loops (core/bind/l_loop_dispatch.c), through env.hook_args and env.hook_after. Which
+-- hooks these are is declared once, in C (core._seam().hooks[name].lua_side); the check below keeps this
+-- table equal to it. args(self, batch_idx, dl, opt_idx, sched_idx) -> the hook's arguments;
+-- after(self, model_result, n_targets, sched_idx). (An on_train_epoch_end without an outputs parameter is
+-- called without them: the dispatcher's rule.)
+local LUA_SIDE = {
+  training_epoch_end = { args = function(self) return self._outputs end, after = must_return_nil("training_epoch_end") },
+  on_train_epoch_end = { args = function(self) return self._outputs end },
+  validation_epoch_end = { args = eval_outputs, after = must_return_nil("validation_epoch_end") },
+  test_epoch_end = { args = eval_outputs, after = must_return_nil("test_epoch_end") },
+  on_predict_epoch_end = { args = collect_predictions },
+  lr_scheduler_step = {
+    args = function(self, _, _, opt_idx, sched_idx)
+      local config, metric = scheduler_of(self, sched_idx)
+      return config.scheduler, opt_idx, metric
+    end,
+    after = function(self, _, n, sched_idx)
+      if n > 0 then return end -- the default
+      local config, metric = scheduler_of(self, sched_idx)
+      if config.reduce_on_plateau then config.scheduler:step(metric) else config.scheduler:step() end
+    end,
+  },
+  toggle_optimizer = { args = function(self, _, _, opt_idx) return self.optimizers[opt_idx + 1], opt_idx end },
+  untoggle_optimizer = { args = function(_, _, _, opt_idx) return opt_idx end },
+  on_validation_model_eval = model_mode(false), on_validation_model_train = model_mode(true),
+  on_test_model_eval = model_mode(false), on_test_model_train = model_mode(true),
+  on_predict_model_eval = model_mode(false), on_predict_model_train = model_mode(true),
+}
+for name, h in pairs(core._seam().hooks) do
+  if (LUA_SIDE[name] ~= nil) ~= h.lua_side then
+    error(fmt("lutra.trainer.host: hook '%s' is %sLua-side in core/bind/l_loop_dispatch.c", name,
+      h.lua_side and "" or "not "), 0)
+  end
+end
+M.LUA_SIDE = LUA_SIDE
+
+function hook_args(self, name, batch_idx, dl, opt_idx, sched_idx)
+  return LUA_SIDE[name].args(self, batch_idx, dl, opt_idx, sched_idx)
+end
+
+function hook_after(self, name, res, n, sched_idx)
+  local after = LUA_SIDE[name].after
+  if after then after(self, res, n, sched_idx) end
+end
+
+-- A Lua-side hook called from Lua (lutra.checkpoint replays lr_scheduler_step): the steps of the C loops'
+-- dispatch, through lp:call_hook.
+function M.lua_hook(self, name, batch_idx, dl, opt_idx, sched_idx)
+  local res, n = self._lp:call_hook(name, hook_args(self, name, batch_idx, dl, opt_idx, sched_idx))
+  hook_after(self, name, res, n, sched_idx)
+end
 
 function M.event(self, name, _a, b)
   local env = self._env

@@ -295,7 +295,6 @@ local function new(_, opts)
 
   self.default_root_dir = o.default_root_dir
   self.max_epochs, self.min_epochs, self.max_steps, self.min_steps = o.max_epochs, o.min_epochs, o.max_steps, o.min_steps
-  self.accumulate_grad_batches = o.accumulate_grad_batches
   self.gradient_clip_val, self.gradient_clip_algorithm = o.gradient_clip_val, o.gradient_clip_algorithm
   self.log_every_n_steps = o.log_every_n_steps
   self.check_val_every_n_epoch = o.check_val_every_n_epoch
@@ -318,6 +317,7 @@ local function new(_, opts)
   self._results_train = logging.new_results(true)
   self._results_eval = logging.new_results(false)
   self._lp = core._loops_new()
+  self._lp:set_cfg({ accumulate_grad_batches = o.accumulate_grad_batches }) -- (the loops own it: dynamic below)
   self._env = {}
   -- [tools: profiler, debugging options]
   self.profiler = require("lutra.trainer.profilers")._from_option(o.profiler)
@@ -351,6 +351,8 @@ function dynamic.checkpoint_callbacks(t)
 end
 function dynamic.checkpoint_callback(t) return dynamic.checkpoint_callbacks(t)[1] end
 function dynamic.is_last_batch(t) return t._lp:state().is_last_batch end
+-- the loops' config owns it (set by the constructor's option and GradientAccumulationScheduler)
+function dynamic.accumulate_grad_batches(t) return t._lp:get("accumulate_grad_batches") end
 
 TrainerMT.__index = function(t, k)
   local f = dynamic[k]
@@ -360,6 +362,9 @@ end
 TrainerMT.__newindex = function(t, k, v)
   if k == "should_stop" then
     t._lp:set("should_stop", v and true or false)
+  elseif k == "accumulate_grad_batches" then -- into the loops' config, its owner (checked there)
+    local ok, err = pcall(t._lp.set_epoch_data, t._lp, { accumulate_grad_batches = v == nil and false or v })
+    if not ok then error(err, 2) end
   elseif dynamic[k] then
     error(fmt("Trainer: field '%s' is read-only", k), 2)
   else
@@ -374,6 +379,9 @@ TrainerMT.__tostring = function(t) return fmt("Trainer(max_epochs=%s, max_steps=
 -- the callbacks defining it in dispatch order, then the model; one order and one error text for all. It
 -- returns the model's first result and how many targets ran.
 local function call_hook(self, name, ...) return self._lp:call_hook(name, ...) end
+-- Whether obj defines hook name: the dispatcher's own test (core/bind/l_loop_dispatch.c), for the checks made
+-- before its lists exist.
+local defines = core._hook_defined
 
 -- ---- the env: functions the C loops call -------------------------------------------------------------
 
@@ -541,7 +549,7 @@ local function configure_val(self, model, val)
   self.num_val_batches = nval
   local total_val = 0
   for _, n in ipairs(nval) do total_val = total_val + n end
-  local enable_val = #vals > 0 and type(model.validation_step) == "function" and total_val > 0
+  local enable_val = #vals > 0 and defines(model, "validation_step") and total_val > 0
   self.enable_validation = enable_val
   local sanity = {}
   for i, n in ipairs(nval) do sanity[i] = math.min(self.num_sanity_val_steps, n) end
@@ -599,7 +607,7 @@ local function cfg_for(self, extra)
     check_val_every_n_epoch = self.check_val_every_n_epoch, enable_validation = self.enable_validation and 1 or 0,
     val_loaders_pending = self._sanity_loaders_pending and 1 or 0,
     num_val_batches = self.num_val_batches, num_sanity_val_batches = self.num_sanity_val_batches,
-    accumulate_grad_batches = self.accumulate_grad_batches, n_optimizers = math.max(1, #self.optimizers),
+    n_optimizers = math.max(1, #self.optimizers),
     frequencies = self.optimizer_frequencies or {},
     automatic_optimization = self._automatic and 1 or 0, tbptt_steps = self._tbptt or 0,
     gradient_clip_val = self.gradient_clip_val or 0,
@@ -705,7 +713,7 @@ function Trainer:_end_run(status)
   self._eval_active = false
   self._lp:detach()
   self._env.R = nil
-  self._env.splits, self._env.hiddens = nil, nil
+  self._env.num_splits = nil
   self._outputs = nil
   self.state.status = status
   self.training, self.validating, self.testing, self.predicting = false, false, false, false
@@ -716,13 +724,10 @@ local function unwrap_error(e)
   return e
 end
 
--- on_exception for every callback (errors inside it are ignored: the original error wins).
+-- on_exception for every callback, through the dispatcher's collecting mode: each target runs whatever the
+-- others raise, and their errors are dropped (the original error wins).
 function Trainer:_on_exception(err)
-  local model = self.model
-  for _, cb in ipairs(self._cb_order or self.callbacks) do
-    local f = cb.on_exception
-    if type(f) == "function" then pcall(f, cb, self, model, err) end
-  end
+  self._lp:call_hook_all("on_exception", err)
 end
 
 local function keep_error(e) return e end
@@ -768,7 +773,7 @@ local function check_fit_args(model, train, val, opts)
     return
   end
   if train == nil then
-    if type(model.train_dataloader) == "function" then return end -- the model's own data hooks
+    if defines(model, "train_dataloader") then return end -- the model's own data hooks
     error("fit: no training dataloader given (fit(model, train_loader[, val_loader]), fit(model, {datamodule = dm}) " ..
       "or a train_dataloader hook)", 4)
   end
@@ -851,8 +856,8 @@ end
 -- Whether the run's validation source defines val_dataloader (Lightning's _DataLoaderSource.is_defined).
 local function val_source_defined(self, model)
   local dm = rawget(self, "datamodule")
-  if dm ~= nil then return type(dm.val_dataloader) == "function" end
-  return type(model.val_dataloader) == "function"
+  if dm ~= nil then return defines(dm, "val_dataloader") end
+  return defines(model, "val_dataloader")
 end
 
 -- The counts before the loaders arrive: the fit loop is not skipped (no count of training batches yet, as
@@ -869,7 +874,7 @@ local function pending_fit_config(self, run)
     self._val_loaders, self._eval_loaders, self._n_eval_loaders = {}, {}, 0
     self.num_val_batches, self.num_sanity_val_batches = {}, {}
     local source = run.val ~= nil or o.overfit_batches > 0 or val_source_defined(self, run.model)
-    local due = source and type(run.model.validation_step) == "function" and o.limit_val_batches ~= 0
+    local due = source and defines(run.model, "validation_step") and o.limit_val_batches ~= 0
     self.enable_validation = due
     self._sanity_loaders_pending = due and self.num_sanity_val_steps > 0
   end
@@ -940,7 +945,6 @@ function Trainer:_set_accumulate_grad_batches(n)
   if not self._automatic and n > 1 then
     error("GradientAccumulationScheduler: accumulate_grad_batches > 1 is not supported with manual optimization", 0)
   end
-  self.accumulate_grad_batches = n
   self._lp:set_epoch_data({ accumulate_grad_batches = n })
 end
 
@@ -951,10 +955,10 @@ local function start_fit(run)
   self:_begin_run(model, "fit")
   self._run = run
   self:_guard(function()
-    if type(model.training_step) ~= "function" then
+    if not defines(model, "training_step") then
       error("fit: the model has no training_step (define function model:training_step(batch, batch_idx))", 0)
     end
-    if type(model.configure_optimizers) ~= "function" then
+    if not defines(model, "configure_optimizers") then
       error("fit: the model has no configure_optimizers (define it to return an optimizer)", 0)
     end
     if not self._automatic then
@@ -975,7 +979,7 @@ local function start_fit(run)
     -- and the source defines val_dataloader (Lightning's _DataLoaderSource: the datamodule, else the model)
     self._sanity_loaders_pending, self._ckpt_pending = false, nil
     run.train_from_hook = run.train == nil
-    run.val_from_hook = run.val == nil and (run.train_from_hook or type(model.val_dataloader) == "function")
+    run.val_from_hook = run.val == nil and (run.train_from_hook or defines(model, "val_dataloader"))
     local from_hooks = run.train_from_hook or run.val_from_hook
     if not from_hooks then
       if self._ddp then self._ddp:shard_loaders(self, run.train, run.val) end -- ddp: each rank its share
