@@ -15,8 +15,7 @@
 #include "lutra.h"
 
 /* Each binding area registers its functions into the module table on top of the stack. */
-void l_tensor_register(lua_State *L);    /* l_tensor*.c: the tensor userdata, its methods by topic */
-void l_runtime_register(lua_State *L);   /* l_runtime.c: threads, denormals, BLAS info, allocator stats */
+void l_tensor_register(lua_State *L);    /* l_tensor.c: the tensor userdata, its metatable */
 void l_nn_register(lua_State *L);        /* l_nn.c: conv, pooling, norms, losses, dropout, embedding */
 void l_optim_register(lua_State *L);     /* l_optim.c: optimizers (fused C updates) */
 void l_data_register(lua_State *L);      /* l_data.c: IDX reading, batching */
@@ -191,7 +190,6 @@ static int open_with_upvalues(lua_State *L) {
   l_tensor_shape_register(L);
   l_tensor_math_register(L);
   l_tensor_grad_register(L);
-  l_runtime_register(L);
   l_runtime_register(L);
   l_math_ops_register(L);
   l_nn_register(L);

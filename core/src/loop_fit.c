@@ -9,6 +9,7 @@
 #include "lt_interrupt.h"
 #include "lt_loop.h"
 #include "lt_ops.h"
+#include "lt_optim.h"
 #include "loop_internal.h"
 
 /* ---- shared helpers ------------------------------------------------------------------------------- */
@@ -169,38 +170,6 @@ static int update_lr_schedulers(lt_loops *lp, int interval, int plateau) {
 }
 
 /* ---- the closure and the optimizer loop ------------------------------------------------------------ */
-
-int lt_clip_gradients(lt_ctx *c, int n, lt_tensor *const *params, double val, int algo) {
-  if (!(val > 0)) return LT_OK;
-  if (algo == LT_CLIP_VALUE) {
-    for (int i = 0; i < n; i++)
-      if (params[i]->grad && lt_op_clamp_(c, params[i]->grad, -val, val)) return LT_ERR;
-    return LT_OK;
-  }
-  double total = 0; /* torch.nn.utils.clip_grad_norm_ with norm_type 2 */
-  for (int i = 0; i < n; i++) {
-    lt_tensor *g = params[i]->grad;
-    if (!g) continue;
-    int64_t m = lt_numel(g);
-    if (lt_is_contiguous(g)) {
-      const float *p = lt_f32(g);
-      for (int64_t j = 0; j < m; j++) total += (double)p[j] * p[j];
-    } else {
-      for (int64_t j = 0; j < m; j++) {
-        double v = lt_get_flat(g, j);
-        total += v * v;
-      }
-    }
-  }
-  double norm = sqrt(total);
-  double coef = val / (norm + 1e-6);
-  if (coef >= 1.0) return LT_OK;
-  for (int i = 0; i < n; i++) {
-    lt_tensor *g = params[i]->grad;
-    if (g && lt_op_binary_scalar_(c, LT_MUL, g, (float)coef)) return LT_ERR;
-  }
-  return LT_OK;
-}
 
 int lt_loops_closure(lt_loops *lp, int wrapped, int *has_loss) {
   lt_train_epoch_loop *E = &lp->fit_loop.epoch_loop;

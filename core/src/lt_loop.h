@@ -32,6 +32,7 @@
 #include <stdint.h>
 
 #include "lt_hooks.h"
+#include "lt_optim.h"
 #include "lt_prof.h"
 
 /* Extra return codes of the run functions (LT_OK: the loop finished; LT_ERR: failed, message in ctx). */
@@ -196,8 +197,6 @@ typedef struct lt_sched_cfg {
   int interval, frequency, opt_idx, plateau;
 } lt_sched_cfg;
 
-typedef enum lt_clip_algo { LT_CLIP_NORM = 0, LT_CLIP_VALUE } lt_clip_algo;
-
 /* What the trainer computed from its options and the data (Lightning's connectors do this). */
 typedef struct lt_loop_cfg {
   int64_t max_epochs;           /* -1: no limit */
@@ -225,7 +224,7 @@ typedef struct lt_loop_cfg {
   int automatic_optimization;
   int tbptt_steps;             /* 0: off */
   double gradient_clip_val;    /* 0: off */
-  int gradient_clip_algorithm; /* lt_clip_algo */
+  int gradient_clip_algorithm; /* lt_clip_algo (lt_optim.h) */
   int n_schedulers;
   lt_sched_cfg sched[LT_MAX_SCHEDULERS];
 } lt_loop_cfg;
@@ -303,8 +302,6 @@ int lt_loops_eval_run(lt_loops *lp, lt_kind kind);
 int lt_loops_closure(lt_loops *lp, int wrapped, int *has_loss);
 /* Manual optimization: the user's opt:step() through self:optimizers() (before: ready; after: completed). */
 void lt_loops_manual_step(lt_loops *lp, int after);
-/* The default gradient clipping over n parameters' grads (Lightning's clip_gradients). */
-int lt_clip_gradients(lt_ctx *c, int n, lt_tensor *const *params, double val, int algo);
 /* Runs one child loop of a host loop (custom loops: docs/reference/lutra.md, lt.Loop): the C loop in `slot`, to its end. */
 int lt_loops_run_slot(lt_loops *lp, lt_slot slot);
 

@@ -128,4 +128,10 @@ int lt_optim_set_state_buf(lt_ctx *c, lt_optimizer *o, int g, int i, lt_optim_bu
 /* Forgets every parameter's state (steps and buffers). */
 void lt_optim_clear_state(lt_optimizer *o);
 
+/* --- gradient clipping (optim_clip.c) ------------------------------------------------------------ */
+typedef enum lt_clip_algo { LT_CLIP_NORM = 0, LT_CLIP_VALUE } lt_clip_algo;
+/* The default gradient clipping over n parameters' grads (Lightning's clip_gradients): algo LT_CLIP_VALUE clamps
+ * each element to [-val, val], LT_CLIP_NORM scales them all when their total 2-norm is above val; val <= 0: off. */
+int lt_clip_gradients(lt_ctx *c, int n, lt_tensor *const *params, double val, int algo);
+
 #endif
