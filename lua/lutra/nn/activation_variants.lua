@@ -1,5 +1,5 @@
--- nn/activation_more.lua — SiLU, ELU, Softplus, Mish, Hardtanh, Hardswish, Hardsigmoid, PReLU as modules
--- (the functional forms are lt.F.*, lua/lutra/F_activation.lua). Options as PyTorch's, by name in one table or
+-- nn/activation_variants.lua — SiLU, ELU, Softplus, Mish, Hardtanh, Hardswish, Hardsigmoid, PReLU as modules
+-- (the functional forms are lt.F.*, lua/lutra/F/activation.lua). Options as PyTorch's, by name in one table or
 -- positionally: ELU(0.5) == ELU{alpha = 0.5}; Hardtanh(-2, 2) == Hardtanh{min_val = -2, max_val = 2}.
 -- PReLU{num_parameters = 1, init = 0.25} (or PReLU(3, 0.1)) holds its slopes in `weight` (PyTorch's name and shape).
 local lt = require "lutra"
