@@ -70,7 +70,7 @@ void l_hook_targets_init(void) {
     LT_HOOK_TOGGLE_OPTIMIZER,         LT_HOOK_UNTOGGLE_OPTIMIZER,
   };
   for (size_t i = 0; i < sizeof lua_side / sizeof *lua_side; i++) tg[lua_side[i]] |= TG_LUA;
-  /* the datamodule's hooks (lua/lutra/datamodule.lua) */
+  /* the datamodule's hooks (lua/lutra/data/datamodule.lua) */
   tg[LT_HOOK_PREPARE_DATA] |= TG_DM;
   tg[LT_HOOK_SETUP] |= TG_DM;
   tg[LT_HOOK_TEARDOWN] |= TG_DM;

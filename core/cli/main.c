@@ -7,8 +7,8 @@
  *   lutra                           the REPL when stdin is a terminal, else runs stdin as a script
  *   lutra --version                 lutra <version> (LuaJIT ...)
  *   lutra plot METRICS.csv|METRICS.jsonl ... [--metrics a,b] [--x step|epoch] [--smooth K] [-o out.svg|out.png]
- *                                   learning curves of one or several runs (lua/lutra/plot.lua)
- *   lutra fit|validate|test|predict CONFIG.lua [--trainer.K V] ...   the config CLI (lua/lutra/cli.lua)
+ *                                   learning curves of one or several runs (lua/lutra/plot/init.lua)
+ *   lutra fit|validate|test|predict CONFIG.lua [--trainer.K V] ...   the config CLI (lua/lutra/cli/init.lua)
  *
  * `require "lutra"` works everywhere (lutra_preload); `lt` is a global only in the REPL.
  * An error prints "lutra: <message>" and one traceback to stderr and exits with status 1.
@@ -259,7 +259,7 @@ static int cli_subcommand(lua_State *L, const char *module, int with_command, ch
   return code;
 }
 
-/* the config CLI's commands (lua/lutra/cli.lua) */
+/* the config CLI's commands (lua/lutra/cli/init.lua) */
 static int cli_is_config_command(const char *a)
 {
   return strcmp(a, "fit") == 0 || strcmp(a, "validate") == 0 || strcmp(a, "test") == 0 || strcmp(a, "predict") == 0;

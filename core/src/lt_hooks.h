@@ -23,7 +23,7 @@
  * them. The stage hooks around the loops (prepare_data, configure_callbacks, setup, teardown,
  * configure_optimizers, on_fit_start, on_fit_end) are called by the trainer through the same per-hook target lists (core/bind/l_loop.c,
  * lp:call_hook); on_exception by the trainer over its callbacks (their errors ignored: the first error wins);
- * on_save_checkpoint / on_load_checkpoint by lua/lutra/checkpoint.lua. */
+ * on_save_checkpoint / on_load_checkpoint by lua/lutra/checkpoint/init.lua. */
 /* kept as written: the list is laid out by hand, two hooks a line */
 // clang-format off
 #define LT_HOOK_LIST(X)                                                                                      \
@@ -60,7 +60,7 @@
   X(TOGGLE_OPTIMIZER, "toggle_optimizer") X(UNTOGGLE_OPTIMIZER, "untoggle_optimizer")                         \
   X(ON_SAVE_CHECKPOINT, "on_save_checkpoint") X(ON_LOAD_CHECKPOINT, "on_load_checkpoint")                     \
   X(ON_EXCEPTION, "on_exception")                                                                             \
-  /* the data hooks (a lt.DataModule's, else the model's): lua/lutra/datamodule.lua */                       \
+  /* the data hooks (a lt.DataModule's, else the model's): lua/lutra/data/datamodule.lua */                       \
   X(TRAIN_DATALOADER, "train_dataloader") X(VAL_DATALOADER, "val_dataloader")                                 \
   X(TEST_DATALOADER, "test_dataloader") X(PREDICT_DATALOADER, "predict_dataloader")
 // clang-format on

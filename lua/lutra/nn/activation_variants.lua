@@ -1,5 +1,5 @@
--- nn/activation_more.lua — SiLU, ELU, Softplus, Mish, Hardtanh, Hardswish, Hardsigmoid, PReLU as modules
--- (the functional forms are lt.F.*, lua/lutra/F_activation.lua). Arguments as PyTorch's, positionally or by name in
+-- nn/activation_variants.lua — SiLU, ELU, Softplus, Mish, Hardtanh, Hardswish, Hardsigmoid, PReLU as modules
+-- (the functional forms are lt.F.*, lua/lutra/F/activation.lua). Arguments as PyTorch's, positionally or by name in
 -- one table (lua/lutra/utils/signatures.lua): ELU(0.5) == ELU{alpha = 0.5}; Hardtanh(-2, 2) == Hardtanh{min_val = -2,
 -- max_val = 2}; inplace where PyTorch has it (SiLU(true), ELU(1, true)).
 -- PReLU{num_parameters = 1, init = 0.25} (or PReLU(3, 0.1)) holds its slopes in `weight` (PyTorch's name and shape).
