@@ -146,6 +146,8 @@ local function fingerprint(v, seen)
   seen = seen or {}
   if lt.is_tensor(v) then return "tensor" .. v:shape_str() end
   if type(v) == "function" then return "function" end
+  -- a number by its value: Lua 5.3+ prints the integer 100 as "100" and the float an optimizer keeps as "100.0"
+  if type(v) == "number" then return string.format("%.17g", v) end
   if type(v) ~= "table" then return tostring(v) end
   if seen[v] then return "<seen>" end
   seen[v] = true

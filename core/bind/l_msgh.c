@@ -3,8 +3,7 @@
  */
 #include <string.h>
 
-#include <lauxlib.h>
-
+#include "l_compat.h" /* the Lua headers, and luaL_traceback on PUC 5.1 */
 #include "l_msgh.h"
 
 char l_err_sentinel; /* the loops' "already kept" error (l_loop.h) */

@@ -31,7 +31,9 @@ function GroupNorm:init(groups, channels, opts)
 end
 
 function GroupNorm:extra_repr()
-  return string.format("%d, %d, eps=%s, affine=%s", self.num_groups, self.num_channels, self.eps, self.affine)
+  -- (tostring: PUC 5.1's %s takes no boolean)
+  return string.format("%d, %d, eps=%s, affine=%s", self.num_groups, self.num_channels, tostring(self.eps),
+    tostring(self.affine))
 end
 
 function GroupNorm:forward(x)
