@@ -26,7 +26,7 @@ void l_math_ops_register(lua_State *L);  /* l_math_ops.c: sort, scans, prod, nor
 void l_names_register(lua_State *L);     /* l_names.c: the missing-name error with the nearest name */
 void l_index_ops_register(lua_State *L); /* l_index_ops.c: masked_fill, scatter, nonzero ... */
 void l_random_register(lua_State *L);    /* l_random.c: randint, multinomial, bernoulli, *_like, linspace */
-/* modules and images (issue 17) */
+/* modules and images */
 void l_activation_register(lua_State *L); /* l_activation.c: silu, elu, softplus, mish, hard*, prelu */
 void l_image_register(lua_State *L);      /* l_image.c: PNG files through libpng (lt.utils.save_image) */
 void l_vision_register(lua_State *L);     /* l_vision.c: image decoding and pixel kernels (lt.vision) */
@@ -50,8 +50,8 @@ void l_tensor_math_register(lua_State *L);   /* l_tensor_math.c: maths, arithmet
 void l_tensor_grad_register(lua_State *L);   /* l_tensor_grad.c: autograd, grad mode */
 void l_runtime_register(lua_State *L);       /* l_runtime.c: threads, denormals, BLAS info, allocator stats */
 void l_carry_register(lua_State *L);         /* l_carry.c: _carry_pack, _carry_unpack (tests) */
-void l_thread_register(lua_State *L);        /* l_thread.c: _thread_* (lua/lutra/thread.lua) */
-void l_infer_register(lua_State *L);         /* l_infer.c: _infer_new (inference plans, lt.infer) */
+void l_thread_register(lua_State *L, void (*preload)(lua_State *L)); /* l_thread.c: _thread_* (lua/lutra/thread.lua) */
+void l_infer_register(lua_State *L); /* l_infer.c: _infer_new (inference plans, lt.infer) */
 
 /* ---- process-wide run state (what a host or a signal handler may ask; the run count: l_run.c) ------ */
 
@@ -201,7 +201,7 @@ static int open_with_upvalues(lua_State *L) {
   l_names_register(L);
   l_index_ops_register(L);
   l_random_register(L);
-  l_activation_register(L); /* modules and images (issue 17) */
+  l_activation_register(L); /* modules and images */
   l_image_register(L);
   l_vision_register(L);
   l_nn_vision_register(L); /* vision */
@@ -212,8 +212,8 @@ static int open_with_upvalues(lua_State *L) {
   l_json_line_register(L);
   l_docs_register(L);
   l_nn_rnn_register(L); /* recurrent layers (after l_nn_register: adds to _nn) */
-  l_carry_register(L);  /* values carried between Lua states, and lt.thread's workers (issue 27) */
-  l_thread_register(L);
+  l_carry_register(L);  /* values carried between Lua states, and lt.thread's workers */
+  l_thread_register(L, l_preload_modules);
   l_infer_register(L); /* inference plans */
   static const luaL_Reg misc[] = { { "interrupt", l_interrupt },
                                    { "interrupt_pending", l_interrupt_pending },

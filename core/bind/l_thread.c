@@ -270,6 +270,10 @@ static void worker_failed(lua_State *L, worker *w) {
   lua_settop(L, top - 1);
 }
 
+/* What makes lutra loadable in a worker's new state (l_module.c's l_preload_modules, handed over at registration:
+ * the module opener registers this file, so this file does not call back into it). Set before any worker starts. */
+static void (*open_lutra)(lua_State *L);
+
 static void *worker_main(void *arg) {
   worker *w = arg;
   lt_blas_serial_begin(); /* while several states live, OpenBLAS stays at one
@@ -282,7 +286,7 @@ static void *worker_main(void *arg) {
     pthread_mutex_unlock(&w->mu);
   } else {
     luaL_openlibs(L);
-    l_preload_modules(L);
+    open_lutra(L);
     pthread_mutex_lock(&w->mu);
     w->WL = L;
     if (atomic_load(&w->stop)) lua_sethook(L, stop_hook, LUA_MASKCOUNT, 1);
@@ -508,7 +512,8 @@ static int l_thread_id(lua_State *L) {
   return 1;
 }
 
-void l_thread_register(lua_State *L) {
+void l_thread_register(lua_State *L, void (*preload)(lua_State *L)) {
+  open_lutra = preload;
   /* The methods are set again each time lutra's core is opened in this state (busted reloads it between spec
    * files): they are closures over the tensor metatable of this opening, which l_totensor compares with, so
    * methods kept from an earlier opening would take this opening's tensors for foreign userdata. */

@@ -20,7 +20,7 @@ local submodules = {
   thread = "lutra.thread", -- workers in Lua states of their own (lua/lutra/thread.lua)
   infer = "lutra.infer", -- compiled inference plans, pure-Lua export (lua/lutra/infer/)
 }
-submodules.utils = "lutra.utils" -- modules area (issue 17): save_image, make_grid
+submodules.utils = "lutra.utils" -- modules area: save_image, make_grid
 submodules.vision = "lutra.vision" -- images as data: io, transforms, datasets (lua/lutra/vision/)
 submodules.help = { "lutra.help", "help" } -- lt.help(name_or_object): the reference entry (lua/lutra/help.lua)
 

@@ -127,7 +127,7 @@ for k, v in pairs(FL) do
   if k ~= "cross_entropy_probs" then F[k] = v end
 end
 
--- modules area (issue 17): silu, elu, softplus, mish, hardtanh, hardswish, hardsigmoid, prelu
+-- modules area: silu, elu, softplus, mish, hardtanh, hardswish, hardsigmoid, prelu
 -- (lua/lutra/F/activation.lua)
 for k, v in pairs(require "lutra.F.activation") do F[k] = v end
 

@@ -19,7 +19,7 @@ local nn = {
 for k, v in pairs(require "lutra.nn.pool") do nn[k] = v end
 for k, v in pairs(require "lutra.nn.activation") do nn[k] = v end
 for k, v in pairs(require "lutra.nn.loss") do nn[k] = v end
--- modules area (issue 17): containers and more activations
+-- modules area: containers and more activations
 for k, v in pairs(require "lutra.nn.containers") do nn[k] = v end
 for k, v in pairs(require "lutra.nn.activation_variants") do nn[k] = v end
 
