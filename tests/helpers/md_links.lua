@@ -6,13 +6,7 @@
 -- no lutra.
 local M = {}
 
-local function slurp(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("*a")
-  f:close()
-  return s
-end
+local slurp = require("helpers.fs").slurp -- (plain Lua too: fs.lua loads lutra only for tmpdir)
 
 local function exists(path)
   local f = io.open(path, "rb")
