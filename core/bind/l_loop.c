@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "l_loop.h"
+#include "l_loop_call.h"
 #include "l_optim.h"
 #include "l_prof.h"
 #include "l_run.h"

@@ -17,14 +17,14 @@
  *     targets, env.hook_after runs the default when no target defines the hook (lua/lutra/trainer/host.lua);
  *   - the trainer's own calls (setup, on_fit_start, configure_optimizers, ..., on_exception), lp:call_hook.
  * The error rule: a target that raises fails the call with "<hook>[ (callback #i)| (datamodule)]: <message>"
- * and its traceback (the prefix: hook_where, also core._hook_where for lutra.checkpoint's hooks); the message
+ * and its traceback (the prefix: l_hook_where_fmt in l_loop_call.c, also core._hook_where for lutra.checkpoint's hooks); the message
  * is kept in the registry (it may be longer than ctx->err) for fit_advance's ("error", message). In the
  * collecting mode (on_exception) every target runs and the failures are gathered instead.
  */
 #include <stdlib.h>
 #include <string.h>
 
-#include "l_loop.h"
+#include "l_loop_call.h"
 
 uint8_t l_hook_targets[LT_NHOOKS];
 
@@ -79,38 +79,6 @@ void l_hook_targets_init(void) {
   for (size_t i = 0; i < sizeof data_hooks / sizeof *data_hooks; i++) tg[data_hooks[i]] = TG_MODEL | TG_DM | TG_DM_ONLY;
 }
 
-/* ---- the error rule ------------------------------------------------------------------------------------ */
-
-/* Pushes "<what> (callback #cb+1): <msg>", "<what> (datamodule): <msg>" or "<what>: <msg>" (msg: the value on
- * top, which it replaces); the one place the target of a failed hook is named. */
-static void hook_where(lua_State *L, const char *what, int cb) {
-  const char *msg = lua_tostring(L, -1) ? lua_tostring(L, -1) : "?";
-  if (cb == TARGET_DM) lua_pushfstring(L, "%s (datamodule): %s", what, msg);
-  else if (cb >= 0) lua_pushfstring(L, "%s (callback #%d): %s", what, cb + 1, msg);
-  else lua_pushfstring(L, "%s: %s", what, msg);
-  lua_remove(L, -2);
-}
-
-/* After a failed pcall (error value on top): keep the formatted message, set ctx->err. */
-int l_hook_failed(l_loops *H, lua_State *L, const char *what, int cb) {
-  lt_ctx *c = H->lp.c;
-  if (lua_touserdata(L, -1) == &l_err_sentinel) { /* already reported by an inner call */
-    lua_pop(L, 1);
-    return LT_ERR;
-  }
-  if (lua_istable(L, -1)) { /* a hook error of an inner call: named already */
-    lua_getfield(L, -1, "msg");
-    lua_remove(L, -2);
-  } else if (what) {
-    hook_where(L, what, cb);
-  }
-  const char *msg = lua_tostring(L, -1);
-  lt_fail(c, "%.1000s", msg ? msg : "error");
-  luaL_unref(L, LUA_REGISTRYINDEX, H->ref_err);
-  H->ref_err = luaL_ref(L, LUA_REGISTRYINDEX);
-  return LT_ERR;
-}
-
 /* core._hook_where(hook, i, message) -> "<hook> (callback #i): message" (i nil: "<hook>: message"): the
  * prefix for hooks called outside the dispatch lists (lutra.checkpoint's on_save/on_load_checkpoint). */
 static int l_hook_where(lua_State *L) {
@@ -118,27 +86,8 @@ static int l_hook_where(lua_State *L) {
   int cb = lua_isnoneornil(L, 2) ? -1 : (int)luaL_checkinteger(L, 2) - 1;
   luaL_checkany(L, 3);
   lua_settop(L, 3);
-  hook_where(L, hook, cb);
+  l_hook_where_fmt(L, hook, cb);
   return 1;
-}
-
-/* ---- the protected call (l_push_handler, l_docall: l_loop.h) ------------------------------------------ */
-
-/* env[name](...) with nargs arguments on the stack, through l_docall; leaves nres results (no handler). */
-int l_call_env_as(l_loops *H, lua_State *L, const char *name, int nargs, int nres, int hook, const char *what) {
-  lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_env);
-  lua_getfield(L, -1, name);
-  lua_remove(L, -2);
-  lua_insert(L, -nargs - 1); /* function, args... */
-  int h = l_push_handler(H, L) - nargs - 1;
-  lua_insert(L, h); /* handler, function, args... */
-  if (l_docall(H, L, h, nres, hook, what, -1) != LT_OK) return LT_ERR;
-  lua_remove(L, h);
-  return LT_OK;
-}
-
-int l_call_env(l_loops *H, lua_State *L, const char *name, int nargs, int nres) {
-  return l_call_env_as(H, L, name, nargs, nres, -1, NULL);
 }
 
 /* ---- the dispatcher ------------------------------------------------------------------------------------ */

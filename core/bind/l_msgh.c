@@ -6,7 +6,7 @@
 #include "l_compat.h" /* the Lua headers, and luaL_traceback on PUC 5.1 */
 #include "l_msgh.h"
 
-char l_err_sentinel; /* the loops' "already kept" error (l_loop.h) */
+char l_err_sentinel; /* the loops' "already kept" error (l_loop_call.c) */
 
 static int is_hook_error(lua_State *L) {
   if (lua_touserdata(L, 1) == &l_err_sentinel) return 1;

@@ -1,17 +1,21 @@
 /*
- * l_loop.h — what the three parts of the loops' binding share; not part of the module's API.
+ * l_loops.h — what the parts of the loops' binding share; not part of the module's API.
  *
  *   l_loop_dispatch.c  the hook dispatcher: which targets a hook has (hook_targets, refresh) and the one
- *                      function that calls them (l_hook_dispatch), with the one error rule and message handler
+ *                      function that calls them (l_hook_dispatch)
  *   l_loop_host.c      the rest of the lt_host table for Lua: batches, training_step and the evaluation steps,
  *                      optimizers, bookkeeping events, the optimizer closure
  *   l_loop.c           the loops as a Lua object (core._loops_new, lp:fit_advance, lp:call_hook, ...)
+ *   l_loop_output.c    the batch's outputs as on_train_batch_end and training_epoch_end see them
+ *   l_loop_call.c      below them all: the protected call, the error rule, the env functions (l_loop_call.h)
+ *
+ * The calls run one way: l_loop.c -> l_loop_host.c -> l_loop_dispatch.c -> l_loop_output.c -> l_loop_call.c.
  *
  * Values of the running step live in a Lua table R (the slots below) so nothing is left on the C stack
  * between batches.
  */
-#ifndef L_LOOP_H
-#define L_LOOP_H
+#ifndef L_LOOPS_H
+#define L_LOOPS_H
 
 #include "l_msgh.h"
 #include "l_util.h"
@@ -92,35 +96,6 @@ static inline void set_R(l_loops *H, lua_State *L, int slot) { /* pops the value
 
 /* ---- l_loop_dispatch.c ---- */
 void l_hook_targets_init(void);
-int l_hook_failed(l_loops *H, lua_State *L, const char *what, int cb);
-
-/* The one protected call of the binding (as `docall` in Lua's lua.c), in two steps so the per-batch calls
- * move no stack slots: l_push_handler pushes the message handler (returns its index), the caller pushes the
- * function and its nargs arguments above it, l_docall makes `hook` the running hook (for self:log's checks;
- * -1 keeps the current one), calls and restores the hook. On success the handler stays under the nres
- * results (the caller's lua_settop(L, handler - 1) removes both); on failure l_docall keeps the message,
- * prefixed "<what>[ (callback #cb+1)]: " (l_hook_failed), leaves nothing of the call (not the handler
- * either) and returns LT_ERR. Inline: they are on every batch's path. */
-static inline int l_push_handler(l_loops *H, lua_State *L) {
-  lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_msgh);
-  return lua_gettop(L);
-}
-
-static inline int l_docall(l_loops *H, lua_State *L, int handler, int nres, int hook, const char *what, int cb) {
-  int prev = H->cur_hook;
-  if (hook >= 0) H->cur_hook = hook;
-  int rc = lua_pcall(L, lua_gettop(L) - handler - 1, nres, handler);
-  H->cur_hook = prev;
-  if (rc) {
-    rc = l_hook_failed(H, L, what, cb);
-    lua_settop(L, handler - 1);
-    return rc;
-  }
-  return LT_OK;
-}
-
-int l_call_env_as(l_loops *H, lua_State *L, const char *name, int nargs, int nres, int hook, const char *what);
-int l_call_env(l_loops *H, lua_State *L, const char *name, int nargs, int nres);
 void l_push_optimizer(l_loops *H, lua_State *L, int idx);
 /* pushes the arguments of hook h after target t's own; returns how many */
 typedef int (*l_push_args)(l_loops *H, lua_State *L, lt_hook h, const l_target *t, const void *ctx);
@@ -137,8 +112,10 @@ void l_loop_dispatch_register(lua_State *L);
 
 /* ---- l_loop_host.c ---- */
 lt_host l_loop_host(l_loops *H);
+int l_opt_closure(lua_State *L);
+
+/* ---- l_loop_output.c ---- */
 lt_tensor *l_output_loss(l_loops *H, lt_tensor *t);
 int l_build_batch_output(l_loops *H, lua_State *L);
-int l_opt_closure(lua_State *L);
 
 #endif
