@@ -253,4 +253,27 @@ describe("Trainer{profiler='advanced'}", function()
     assert.is_true(tonumber(burn) > 0, out)
     assert.is_true(tonumber(total) >= 20, out) -- samples all through the fit, not only its first milliseconds
   end)
+
+  it("leaves no SIGPROF that could end the process after the fit (a late sample is ignored)", function()
+    if not rawget(_G, "jit") then return end -- (jit.profile is LuaJIT's)
+    -- The sampler's timer is process-wide and lutra's threads block SIGPROF, so the last signal can reach the
+    -- main thread after jit.profile.stop put back the handler it found: under the default action it ended the
+    -- process ("Profiling timer expired", status 155; seen in the sanitizer suite). Raised by hand here.
+    local out = require("helpers.child").run [[
+      local lt = require "lutra"
+      local ffi = require "ffi"
+      ffi.cdef "int raise(int sig);"
+      lt.set_interactive(false)
+      local ds = lt.data.TensorDataset(lt.randn(8, 2), lt.randn(8, 1))
+      local m = { lin = lt.nn.Linear(2, 1) }
+      function m:training_step(b) return lt.F.mse_loss(self.lin(b[1]), b[2]) end
+      function m:configure_optimizers() return lt.optim.SGD(lt.nn.parameters(self), { lr = 0.01 }) end
+      local t = lt.Trainer { max_epochs = 1, profiler = "advanced", logger = false, enable_checkpointing = false,
+        enable_model_summary = false, enable_progress_bar = false }
+      t:fit(m, lt.data.DataLoader(ds, { batch_size = 2 }))
+      ffi.C.raise(27) -- SIGPROF on Linux
+      print("still running")
+    ]]
+    assert.matches("still running", out, 1, true)
+  end)
 end)

@@ -196,6 +196,7 @@ function AdvancedProfiler:_start_sampling()
   local jp = self._jp
   if not jp then return end
   local samples, states = self._samples, self._vmstates
+  require("lutra.core")._sigprof_quiet() -- a signal still pending at stop must not end the process (l_prof.c)
   jp.start("fi" .. self.interval, function(thread, n, vmstate)
     local where = jp.dumpstack(thread, "F", 1)
     samples[where] = (samples[where] or 0) + n
