@@ -205,19 +205,26 @@ describe("lt.infer.compile", function()
     if jit then jit.off() end
     runs(10)
     calls(10)
-    collectgarbage()
-    collectgarbage("stop")
-    local stats = lt.memory_stats()
-    local kb = collectgarbage("count")
-    runs(1000)
-    calls(1000)
-    local kb2 = collectgarbage("count") -- before memory_stats, whose table is an allocation
-    local stats2 = lt.memory_stats()
-    collectgarbage("restart")
+    -- A round of 1000 + 1000 calls that allocates nothing passes. An allocation per call shows in every round;
+    -- one made once by something else in the state during a round (seen once in the sanitizer suite: 564
+    -- bytes over a round) does not, so up to three rounds are tried.
+    local grew
+    for _ = 1, 3 do
+      collectgarbage()
+      collectgarbage("stop")
+      local stats = lt.memory_stats()
+      local kb = collectgarbage("count")
+      runs(1000)
+      calls(1000)
+      local kb2 = collectgarbage("count") -- before memory_stats, whose table is an allocation
+      local stats2 = lt.memory_stats()
+      collectgarbage("restart")
+      grew = { lua_bytes = (kb2 - kb) * 1024, allocated = stats2.total_allocated - stats.total_allocated,
+        system_allocs = stats2.system_allocs - stats.system_allocs }
+      if grew.lua_bytes == 0 and grew.allocated == 0 and grew.system_allocs == 0 then break end
+    end
     if jit then jit.on() end
-    assert.equal(kb, kb2)
-    assert.equal(stats.total_allocated, stats2.total_allocated)
-    assert.equal(stats.system_allocs, stats2.system_allocs)
+    assert.are.same({ lua_bytes = 0, allocated = 0, system_allocs = 0 }, grew)
   end)
 
   it("keeps plan(x)'s tensor and overwrites it on the next call", function()

@@ -199,7 +199,9 @@ static int dump_writer(lua_State *L, const void *p, size_t n, void *ud) {
 }
 
 static void encode_function(lua_State *L, enc *e, int idx) {
-  int id = e->nids - 1; /* given by seen() */
+#ifdef L_CARRY_UPVALUEID
+  int id = e->nids - 1; /* given by seen(): names this function's upvalue cells for the ones joined later */
+#endif
   put_u8(L, e, T_FUNC);
   size_t at = e->m.len;
   put_u64(L, e, 0); /* the length, patched below */
