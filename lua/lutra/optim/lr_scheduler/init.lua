@@ -546,10 +546,23 @@ add_schedulers(M, {
 
 -- PyTorch's positional arguments after the optimizer (lua/lutra/utils/signatures.lua: StepLR(opt, 1, 0.7)), merged with
 -- the options table by name; each constructor above reads one options table. (A tail call: the constructor's
--- errors point at the caller.)
+-- errors point at the caller. PUC Lua 5.1 keeps a tail call's frame without its line, so there the error is
+-- caught and raised again at the caller: a message placed at this wrapper, or at the pcall, gets the caller's.)
+local TAIL_CALLS_KEEP_LINES = rawget(_G, "jit") ~= nil or _VERSION ~= "Lua 5.1"
+local THIS_FILE = debug.getinfo(1, "S").short_src
 for name, names in pairs(require("lutra.utils.signatures").lr_scheduler) do
   local build = M[name]
-  M[name] = function(opt, ...) return build(opt, util.merge_positional(name, names, 2, ...)) end
+  if TAIL_CALLS_KEEP_LINES then
+    M[name] = function(opt, ...) return build(opt, util.merge_positional(name, names, 2, ...)) end
+  else
+    M[name] = function(opt, ...)
+      local ok, r = pcall(build, opt, util.merge_positional(name, names, 2, ...))
+      if ok then return r end
+      if type(r) ~= "string" then error(r, 0) end
+      if r:sub(1, #THIS_FILE + 1) == THIS_FILE .. ":" then r = r:gsub("^[^:]+:%d+: ", "", 1) end
+      error(r, r:find("^[^%s:]+:%d+: ") and 0 or 2)
+    end
+  end
 end
 
 Plateau.get_last_lr = Base.get_last_lr
