@@ -89,5 +89,6 @@ describe("fuzz findings: the API fuzzer", function()
       function() return lt.F.one_hot(lt.tensor({ 1, 2 }, "int64"), math.huge) end)
     starts("one_hot: arange: ", function() return lt.F.one_hot(lt.tensor({ 1, 2 }, "int64"), 2 ^ 63) end)
     starts("linspace: out of memory", function() return lt.linspace(0, 1, 2 ^ 53) end) -- 2^55 bytes: no malloc has them
+    starts("type_as: type: to int64: ", function() return lt.tensor({ 0 / 0 }):type_as(lt.zeros({ 1 }, "int64")) end)
   end)
 end)

@@ -160,7 +160,9 @@ function M.expand_as(x, other)
   return util.call_as("expand_as", x.expand, x, other_tensor("expand_as", other):shape())
 end
 --- x:type_as(other): x in other's dtype (x:type(other:dtype()))
-function M.type_as(x, other) return x:type(other_tensor("type_as", other):dtype()) end
+function M.type_as(x, other)
+  return util.call_as("type_as", x.type, x, other_tensor("type_as", other):dtype())
+end
 
 A.register(M)
 
