@@ -79,12 +79,12 @@ static int l_infer_view(lua_State *L) {
 
 /* in the order of lt_infer_op, lt_infer_act and the LT_INFER_ADD.. enum (lt_infer.h) */
 static const char *const op_list[] = { "linear", "act",  "softmax", "layernorm", "batchnorm", "embedding",
-                                       "conv",   "pool", "binary",  "cell",      NULL };
+                                       "conv",   "pool", "binary",  "cell",      "strided", "matmul", "groupnorm", NULL };
 static const char *const act_list[] = { "relu", "leaky_relu", "tanh",     "sigmoid", "gelu", "gelu_tanh", "silu",
                                         "elu",  "softplus",   "hardtanh", "prelu",   "copy", "affine",    "rdiv",
-                                        "exp",  "log",        "abs",      "sqrt",    NULL };
+                                        "exp",  "log",        "abs",      "sqrt",    "mish", "hardswish", "hardsigmoid", NULL };
 static const char *const binary_list[] = { "add", "sub", "mul", "div", NULL };
-static const char *const pool_list[] = { "max", "avg", "avg_exclude_pad", NULL };
+static const char *const pool_list[] = { "max", "avg", "avg_exclude_pad", "adaptive_max", "adaptive_avg", NULL };
 static const char *const cell_list[] = { "lstm", "gru", "rnn_tanh", "rnn_relu", NULL };
 
 static int field_option(lua_State *L, const char *key, const char *const *list) {
@@ -215,6 +215,12 @@ static int l_infer_run_table(lua_State *L) {
   return 0;
 }
 
+/* the element offset of a tensor in its storage (lt.infer's tracer places views inside a plan buffer with it) */
+static int l_infer_offset(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)l_checktensor(L, 1, "offset")->offset);
+  return 1;
+}
+
 static int l_infer_reset_state(lua_State *L) {
   lt_infer_reset_state(check_plan(L));
   return 0;
@@ -243,6 +249,6 @@ void l_infer_register(lua_State *L) {
   lua_pushcfunction(L, l_infer_free);
   lua_setfield(L, -2, "__gc");
   lua_pop(L, 1);
-  static const luaL_Reg funcs[] = { { "_infer_new", l_infer_new }, { NULL, NULL } };
+  static const luaL_Reg funcs[] = { { "_infer_new", l_infer_new }, { "_infer_offset", l_infer_offset }, { NULL, NULL } };
   l_setfuncs(L, funcs);
 }

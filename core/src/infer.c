@@ -13,6 +13,7 @@
 #include "lt_alloc.h"
 #include "lt_blas.h"
 #include "lt_fpmode.h"
+#include "infer_ops.h"
 #include "lt_infer.h"
 #include "lt_simd.h"
 
@@ -20,10 +21,13 @@
 #define LINEAR_BLAS_MACS (1 << 20)
 
 /* in the order of lt_infer_op */
-static const char *const op_names[] = { "Linear",        "activation", "softmax",
-                                        "LayerNorm",     "BatchNorm",  "Embedding",
-                                        "convolution",   "pooling",    "elementwise operation",
-                                        "recurrent cell" };
+const char *const lt_infer_op_names[] = { "Linear",        "activation",     "softmax",
+                                         "LayerNorm",     "BatchNorm",      "Embedding",
+                                         "convolution",   "pooling",        "elementwise operation",
+                                         "recurrent cell", "strided copy",  "matmul",
+                                         "GroupNorm" };
+#define op_names lt_infer_op_names
+#define check_param lt_infer_check_param
 
 lt_infer_plan *lt_infer_new(lt_ctx *c) {
   lt_infer_plan *p = calloc(1, sizeof *p);
@@ -51,7 +55,7 @@ int lt_infer_buffer(lt_ctx *c, lt_infer_plan *p, int64_t numel) {
 
 /* ---- checks ---------------------------------------------------------------------------------------------- */
 
-static int check_param(lt_ctx *c, const lt_infer_step *s, int k, const char *what, int64_t numel, int optional) {
+int lt_infer_check_param(lt_ctx *c, const lt_infer_step *s, int k, const char *what, int64_t numel, int optional) {
   const lt_tensor *t = s->t[k];
   const char *op = op_names[s->op];
   if (!t) return optional ? LT_OK : lt_fail(c, "lt.infer: %s: %s is missing", op, what);
@@ -77,6 +81,16 @@ static int check_buf(lt_ctx *c, const lt_infer_plan *p, const lt_infer_step *s, 
   return LT_OK;
 }
 
+/* a buffer read or written only in part (a strided copy into a slice, one operand of a batched product) */
+int lt_infer_check_buf_at_least(lt_ctx *c, const lt_infer_plan *p, const lt_infer_step *s, int b, int64_t numel,
+                                const char *what) {
+  if (b < 0 || b >= p->nbufs) return lt_fail(c, "lt.infer: %s: %s buffer %d does not exist", op_names[s->op], what, b);
+  if (lt_numel(p->bufs[b]) < numel)
+    return lt_fail(c, "lt.infer: %s: %s buffer holds %lld values, the step reaches %lld", op_names[s->op], what,
+                   (long long)lt_numel(p->bufs[b]), (long long)numel);
+  return LT_OK;
+}
+
 static int positive(const lt_infer_step *s, int n) {
   for (int i = 0; i < n; i++)
     if (s->geo[i] <= 0) return 0;
@@ -94,7 +108,7 @@ static int check_step(lt_ctx *c, const lt_infer_plan *p, const lt_infer_step *s)
       if (R > 1 && R * I * O >= LINEAR_BLAS_MACS) return lt_blas_ready(c);
       return LT_OK;
     case LT_INFER_ACT:
-      if (s->act < LT_INFER_RELU || s->act > LT_INFER_SQRT)
+      if (s->act < LT_INFER_RELU || s->act > LT_INFER_HARDSIGMOID)
         return lt_fail(c, "lt.infer: unknown activation %d", s->act);
       if (s->act == LT_INFER_PRELU) {
         if (g[0] <= 0 || g[1] <= 0 || I % (g[0] * g[1]) != 0)
@@ -156,6 +170,9 @@ static int check_step(lt_ctx *c, const lt_infer_plan *p, const lt_infer_step *s)
       return check_param(c, s, 0, "weight_ih", G * O * I, 0) || check_param(c, s, 1, "weight_hh", G * O * O, 0) ||
              check_param(c, s, 2, "bias_ih", G * O, 1) || check_param(c, s, 3, "bias_hh", G * O, 1);
     }
+    case LT_INFER_STRIDED: return lt_infer_check_strided(c, p, s);
+    case LT_INFER_MATMUL: return lt_infer_check_matmul(c, p, s);
+    case LT_INFER_GROUPNORM: return lt_infer_check_groupnorm(c, p, s);
   }
   return lt_fail(c, "lt.infer: unknown step %d", (int)s->op);
 }
@@ -202,8 +219,8 @@ void lt_infer_reset_state(const lt_infer_plan *p) {
 static inline float fold8(const float *a) { return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7])); }
 
 /* y[o] = b[o] + sum_i W[o, i] x[i] for o < O (b may be NULL): four weight rows at a time, eight lanes each. */
-LT_VECTOR_FN static void matvec(const float *restrict W, const float *restrict x, const float *restrict b, int64_t I,
-                                int64_t O, float *restrict y) {
+LT_VECTOR_FN void lt_infer_matvec(const float *restrict W, const float *restrict x, const float *restrict b, int64_t I,
+                                  int64_t O, float *restrict y) {
   int64_t o = 0, I8 = I & ~(int64_t)7;
   for (; o + 4 <= O; o += 4) {
     const float *w0 = W + o * I, *w1 = w0 + I, *w2 = w1 + I, *w3 = w2 + I;
@@ -250,7 +267,7 @@ static void run_linear(const lt_infer_plan *p, const lt_infer_step *s) {
         for (int64_t o = 0; o < O; o++) y[r * O + o] += b[o];
     return;
   }
-  for (int64_t r = 0; r < R; r++) matvec(W, x + r * I, b, I, O, y + r * O);
+  for (int64_t r = 0; r < R; r++) lt_infer_matvec(W, x + r * I, b, I, O, y + r * O);
 }
 
 LT_VECTOR_FN static void run_act(const lt_infer_plan *p, const lt_infer_step *s) {
@@ -321,6 +338,21 @@ LT_VECTOR_FN static void run_act(const lt_infer_plan *p, const lt_infer_step *s)
       break;
     case LT_INFER_SQRT:
       for (int64_t i = 0; i < n; i++) y[i] = sqrtf(x[i]);
+      break;
+    case LT_INFER_MISH: /* x tanh(softplus(x)), softplus with PyTorch's threshold 20 */
+      for (int64_t i = 0; i < n; i++) y[i] = x[i] * lt_tanhf(x[i] > 20.0f ? x[i] : log1pf(expf(x[i])));
+      break;
+    case LT_INFER_HARDSWISH:
+      for (int64_t i = 0; i < n; i++) {
+        float r6 = x[i] + 3.0f < 0 ? 0 : x[i] + 3.0f > 6.0f ? 6.0f : x[i] + 3.0f;
+        y[i] = x[i] * r6 / 6.0f;
+      }
+      break;
+    case LT_INFER_HARDSIGMOID:
+      for (int64_t i = 0; i < n; i++) {
+        float r6 = x[i] + 3.0f < 0 ? 0 : x[i] + 3.0f > 6.0f ? 6.0f : x[i] + 3.0f;
+        y[i] = r6 / 6.0f;
+      }
       break;
   }
 }
@@ -468,6 +500,20 @@ static void run_conv(const lt_infer_plan *p, const lt_infer_step *s) {
 /* PyTorch's pooling windows: a window may reach past the input into the padding, or (ceil_mode) past that;
  * average pooling divides by the window clipped to input + padding, or to the input alone (count_include_pad
  * false). */
+/* one window [h0, h1) x [w0, w1) of an adaptive pool (never empty, never past the input) */
+static float adaptive(const float *xp, int64_t H, int64_t Wd, int64_t h0, int64_t h1, int64_t w0, int64_t w1, int max) {
+  (void)H;
+  double sum = 0;
+  float r = -INFINITY;
+  for (int64_t ih = h0; ih < h1; ih++)
+    for (int64_t iw = w0; iw < w1; iw++) {
+      float v = xp[ih * Wd + iw];
+      if (v > r || v != v) r = v;
+      sum += v;
+    }
+  return max ? r : (float)(sum / (double)((h1 - h0) * (w1 - w0)));
+}
+
 static void run_pool(const lt_infer_plan *p, const lt_infer_step *s) {
   const int64_t *g = s->geo;
   int64_t NC = g[LT_INFER_GEO_N] * g[LT_INFER_GEO_CIN], H = g[LT_INFER_GEO_H], Wd = g[LT_INFER_GEO_W];
@@ -482,7 +528,10 @@ static void run_pool(const lt_infer_plan *p, const lt_infer_step *s) {
       for (int64_t ow = 0; ow < OW; ow++) {
         int64_t h0 = oh * SH - PH, w0 = ow * SW - PW;
         float r;
-        if (s->act == LT_INFER_POOL_MAX) {
+        if (s->act == LT_INFER_POOL_ADAPTIVE_MAX || s->act == LT_INFER_POOL_ADAPTIVE_AVG) {
+          r = adaptive(xp, H, Wd, oh * H / OH, ((oh + 1) * H + OH - 1) / OH, ow * Wd / OW,
+                       ((ow + 1) * Wd + OW - 1) / OW, s->act == LT_INFER_POOL_ADAPTIVE_MAX);
+        } else if (s->act == LT_INFER_POOL_MAX) {
           r = -INFINITY;
           for (int64_t ki = 0; ki < KH; ki++) {
             int64_t ih = h0 + ki * DH;
@@ -517,8 +566,8 @@ static void run_cell(const lt_infer_plan *p, const lt_infer_step *s) {
   float *gi = lt_f32(p->bufs[s->geo[2]]), *gh = gi + G * Hd, *y = lt_f32(p->bufs[s->out]);
   for (int64_t r = 0; r < s->rows; r++) {
     float *hr = h + r * Hd;
-    matvec(Wih, x + r * I, bih, I, G * Hd, gi);
-    matvec(Whh, hr, bhh, Hd, G * Hd, gh);
+    lt_infer_matvec(Wih, x + r * I, bih, I, G * Hd, gi);
+    lt_infer_matvec(Whh, hr, bhh, Hd, G * Hd, gh);
     switch (s->act) {
       case LT_INFER_CELL_LSTM: {
         float *cr = cst + r * Hd;
@@ -563,6 +612,9 @@ int lt_infer_run(lt_ctx *c, const lt_infer_plan *p) {
       case LT_INFER_POOL: run_pool(p, s); break;
       case LT_INFER_BINARY: run_binary(p, s); break;
       case LT_INFER_CELL: run_cell(p, s); break;
+      case LT_INFER_STRIDED: lt_infer_run_strided(p, s); break;
+      case LT_INFER_MATMUL: lt_infer_run_matmul(p, s); break;
+      case LT_INFER_GROUPNORM: lt_infer_run_groupnorm(p, s); break;
     }
   }
   lt_fp_leave(fp);

@@ -34,6 +34,10 @@ typedef enum lt_infer_op {
                          the tensor t[0]; b != 0: y (act) in[i] instead (the operands swapped) */
   LT_INFER_CELL,      /* one step of an LSTM/GRU/RNN cell; act = LT_INFER_CELL_*; rows = batch, n_in = input,
                          n_out = hidden; state buffers geo[0] (h) and geo[1] (c, LSTM); t = {w_ih, w_hh, b_ih, b_hh} */
+  LT_INFER_STRIDED,   /* a strided copy (transpose, permute, narrow, cat, stack, chunk): geo = LT_INFER_STRIDED_* */
+  LT_INFER_MATMUL,    /* batched product out[b] = a * op(A[b]) op(B[b]), A the input buffer: geo = LT_INFER_MM_* */
+  LT_INFER_GROUPNORM, /* rows = N, n_in = C, geo[0] = spatial, geo[1] = groups; t = {weight or NULL, bias or NULL};
+                         a = eps (InstanceNorm: groups = C) */
 } lt_infer_op;
 
 typedef enum lt_infer_act {
@@ -55,9 +59,19 @@ typedef enum lt_infer_act {
   LT_INFER_LOG,
   LT_INFER_ABS,
   LT_INFER_SQRT,
+  LT_INFER_MISH,
+  LT_INFER_HARDSWISH,
+  LT_INFER_HARDSIGMOID,
 } lt_infer_act;
 
-enum { LT_INFER_POOL_MAX = 0, LT_INFER_POOL_AVG = 1, LT_INFER_POOL_AVG_EXCLUDE_PAD = 2 };
+/* the adaptive kinds take PyTorch's windows [floor(i*H/OH), ceil((i+1)*H/OH)); their K, S, P, D are 1, 1, 0, 1 */
+enum {
+  LT_INFER_POOL_MAX = 0,
+  LT_INFER_POOL_AVG = 1,
+  LT_INFER_POOL_AVG_EXCLUDE_PAD = 2,
+  LT_INFER_POOL_ADAPTIVE_MAX = 3,
+  LT_INFER_POOL_ADAPTIVE_AVG = 4
+};
 enum { LT_INFER_ADD = 0, LT_INFER_SUB = 1, LT_INFER_MUL = 2, LT_INFER_DIV = 3 };
 enum { LT_INFER_CELL_LSTM = 0, LT_INFER_CELL_GRU = 1, LT_INFER_CELL_RNN_TANH = 2, LT_INFER_CELL_RNN_RELU = 3 };
 
@@ -80,6 +94,33 @@ enum {
   LT_INFER_GEO_DW,
   LT_INFER_GEO_GROUPS,
   LT_INFER_GEO_COUNT
+};
+
+/* Geometry of LT_INFER_STRIDED (up to 4 dims; strides and offsets in elements, all >= 0):
+ * out[out_off + sum i_d * out_stride_d] = in[in_off + sum i_d * in_stride_d] for every index i < shape. */
+enum {
+  LT_INFER_STRIDED_NDIM,
+  LT_INFER_STRIDED_SHAPE,       /* 4 entries */
+  LT_INFER_STRIDED_IN = 5,      /* 4 entries */
+  LT_INFER_STRIDED_OUT = 9,     /* 4 entries */
+  LT_INFER_STRIDED_IN_OFF = 13,
+  LT_INFER_STRIDED_OUT_OFF = 14,
+  LT_INFER_STRIDED_MAX_DIM = 4
+};
+
+/* Geometry of LT_INFER_MATMUL: B is the buffer geo[MM_B], or the tensor t[0] when it is < 0. A is [M x K] (or
+ * stored [K x M] with TRANS_A), B [K x N] (stored [N x K] with TRANS_B); batch b reads A at b * A_STRIDE and B at
+ * b * B_STRIDE (0: one matrix for every batch); out is [batch x M x N] contiguous. */
+enum {
+  LT_INFER_MM_B,
+  LT_INFER_MM_BATCH,
+  LT_INFER_MM_M,
+  LT_INFER_MM_K,
+  LT_INFER_MM_N,
+  LT_INFER_MM_TRANS_A,
+  LT_INFER_MM_TRANS_B,
+  LT_INFER_MM_A_STRIDE,
+  LT_INFER_MM_B_STRIDE
 };
 
 typedef struct lt_infer_step {
