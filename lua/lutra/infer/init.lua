@@ -29,7 +29,7 @@ local SUPPORTED = "Sequential, ModuleList, Linear, ReLU, Tanh, Sigmoid, GELU, Le
   "AvgPool1d/2d, Dropout (eval), Flatten, Unflatten, Identity, LSTMCell, GRUCell, RNNCell, LSTM, GRU, RNN " ..
   "(one time step per call)"
 
-local function walk(m, st)
+local function walk(m, st, ...)
   local name = class_of(m)
   if type(m) ~= "table" or not lt.nn.is_module(m) then
     error(string.format("lt.infer.compile: %s is a %s, expected a module", st.path, type(m)), 0)
@@ -39,7 +39,8 @@ local function walk(m, st)
   -- a forward of its own (a user's class, or one set on an instance) is traced op by op (infer/trace.lua)
   local own = st.patched[m] -- while a parent is traced, its sub-modules' forwards are stand-ins; the saved one counts
   if own == nil then own = rawget(m, "forward") elseif own == true then own = nil end
-  if not library or own ~= nil then return T.trace(m, st, walk) end
+  if not library or own ~= nil or T.TRACED[name] then return T.trace(m, st, walk, ...) end
+  if select("#", ...) > 0 then S.fail(st, m, "is called with several arguments, which lt.infer cannot compile") end
   if not (name == "Sequential" or name == "ModuleList" or S[name]) then
     S.fail(st, m, "lt.infer does not support this module; supported: " .. SUPPORTED)
   end

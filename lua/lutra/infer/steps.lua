@@ -16,9 +16,9 @@ S.prod = prod
 local function fail(st, m, msg) error(string.format("lt.infer.compile: %s (%s): %s", st.path, m.__name, msg), 0) end
 S.fail = fail
 
--- a new buffer for the module's output y, and the step that fills it
+-- a new buffer for the module's output y (or the buffer step.out, which it fills in part), and the step that fills it
 local function emit(st, m, y, step)
-  local out = st.plan:buffer(y:numel())
+  local out = step.out or st.plan:buffer(y:numel())
   step.in_, step.out = st.buf, out
   local c = {}
   for k, v in pairs(step) do c[k] = v end
