@@ -79,7 +79,7 @@ static int l_infer_view(lua_State *L) {
 
 /* in the order of lt_infer_op, lt_infer_act and the LT_INFER_ADD.. enum (lt_infer.h) */
 static const char *const op_list[] = { "linear", "act",  "softmax", "layernorm", "batchnorm", "embedding",
-                                       "conv",   "pool", "binary",  "cell",      "strided", "matmul", "groupnorm", NULL };
+                                       "conv",   "pool", "binary",  "cell",      "strided", "matmul", "groupnorm", "convt", "seq", NULL };
 static const char *const act_list[] = { "relu", "leaky_relu", "tanh",     "sigmoid", "gelu", "gelu_tanh", "silu",
                                         "elu",  "softplus",   "hardtanh", "prelu",   "copy", "affine",    "rdiv",
                                         "exp",  "log",        "abs",      "sqrt",    "mish", "hardswish", "hardsigmoid", NULL };
@@ -113,7 +113,7 @@ static int l_infer_add(lua_State *L) {
   s.op = (lt_infer_op)field_option(L, "op", op_list);
   if (s.op == LT_INFER_ACT) s.act = field_option(L, "act", act_list);
   if (s.op == LT_INFER_POOL) s.act = field_option(L, "act", pool_list);
-  if (s.op == LT_INFER_CELL) s.act = field_option(L, "act", cell_list);
+  if (s.op == LT_INFER_CELL || s.op == LT_INFER_SEQ) s.act = field_option(L, "act", cell_list);
   if (s.op == LT_INFER_BINARY) s.act = field_option(L, "act", binary_list);
   s.in = (int)field_number(L, "in", -1);
   s.out = (int)field_number(L, "out", -1);
@@ -124,7 +124,7 @@ static int l_infer_add(lua_State *L) {
   s.b = (float)field_number(L, "b", 0);
   lua_getfield(L, 2, "t");
   if (lua_istable(L, -1))
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < LT_INFER_NPARAMS; k++) {
       lua_rawgeti(L, -1, k + 1);
       s.t[k] = l_totensor(L, -1); /* false/nil: absent; the table keeps the tensors alive until add retains */
       lua_pop(L, 1);

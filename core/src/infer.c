@@ -25,7 +25,7 @@ const char *const lt_infer_op_names[] = { "Linear",        "activation",     "so
                                          "LayerNorm",     "BatchNorm",      "Embedding",
                                          "convolution",   "pooling",        "elementwise operation",
                                          "recurrent cell", "strided copy",  "matmul",
-                                         "GroupNorm" };
+                                         "GroupNorm",     "transposed convolution", "recurrent layer" };
 #define op_names lt_infer_op_names
 #define check_param lt_infer_check_param
 
@@ -173,6 +173,8 @@ static int check_step(lt_ctx *c, const lt_infer_plan *p, const lt_infer_step *s)
     case LT_INFER_STRIDED: return lt_infer_check_strided(c, p, s);
     case LT_INFER_MATMUL: return lt_infer_check_matmul(c, p, s);
     case LT_INFER_GROUPNORM: return lt_infer_check_groupnorm(c, p, s);
+    case LT_INFER_CONVT: return lt_infer_check_convt(c, p, s);
+    case LT_INFER_SEQ: return lt_infer_check_seq(c, p, s);
   }
   return lt_fail(c, "lt.infer: unknown step %d", (int)s->op);
 }
@@ -188,7 +190,7 @@ int lt_infer_add(lt_ctx *c, lt_infer_plan *p, const lt_infer_step *s) {
   }
   lt_infer_step *d = &p->steps[p->nsteps++];
   *d = *s;
-  for (int k = 0; k < 4; k++)
+  for (int k = 0; k < LT_INFER_NPARAMS; k++)
     if (d->t[k]) lt_tensor_retain(d->t[k]);
   return LT_OK;
 }
@@ -196,7 +198,7 @@ int lt_infer_add(lt_ctx *c, lt_infer_plan *p, const lt_infer_step *s) {
 void lt_infer_free(lt_infer_plan *p) {
   if (!p) return;
   for (int i = 0; i < p->nsteps; i++)
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < LT_INFER_NPARAMS; k++)
       if (p->steps[i].t[k]) lt_tensor_release(p->steps[i].t[k]);
   for (int i = 0; i < p->nbufs; i++) lt_tensor_release(p->bufs[i]);
   free(p->steps);
@@ -558,6 +560,33 @@ static void run_pool(const lt_infer_plan *p, const lt_infer_step *s) {
   }
 }
 
+/* The gates of one cell step (gi = W_ih x + b_ih, gh = W_hh h + b_hh, G * Hd each) into the new state: h and c
+ * updated in place; hout (h itself, or scratch for an LSTM with a projection) gets o * tanh(c) for an LSTM. */
+void lt_infer_cell_update(int kind, const float *gi, const float *gh, float *h, float *c, float *hout, int64_t Hd) {
+  switch (kind) {
+    case LT_INFER_CELL_LSTM:
+      for (int64_t j = 0; j < Hd; j++) {
+        float i = lt_sigmoidf(gi[j] + gh[j]), f = lt_sigmoidf(gi[Hd + j] + gh[Hd + j]);
+        float gg = lt_tanhf(gi[2 * Hd + j] + gh[2 * Hd + j]), o = lt_sigmoidf(gi[3 * Hd + j] + gh[3 * Hd + j]);
+        c[j] = f * c[j] + i * gg;
+        hout[j] = o * lt_tanhf(c[j]);
+      }
+      break;
+    case LT_INFER_CELL_GRU:
+      for (int64_t j = 0; j < Hd; j++) {
+        float rr = lt_sigmoidf(gi[j] + gh[j]), z = lt_sigmoidf(gi[Hd + j] + gh[Hd + j]);
+        float nn = lt_tanhf(gi[2 * Hd + j] + rr * gh[2 * Hd + j]);
+        h[j] = (1.0f - z) * nn + z * h[j];
+      }
+      break;
+    case LT_INFER_CELL_RNN_TANH:
+      for (int64_t j = 0; j < Hd; j++) h[j] = lt_tanhf(gi[j] + gh[j]);
+      break;
+    default:
+      for (int64_t j = 0; j < Hd; j++) h[j] = gi[j] + gh[j] > 0 ? gi[j] + gh[j] : 0.0f;
+  }
+}
+
 static void run_cell(const lt_infer_plan *p, const lt_infer_step *s) {
   int64_t I = s->n_in, Hd = s->n_out, G = s->act == LT_INFER_CELL_LSTM ? 4 : s->act == LT_INFER_CELL_GRU ? 3 : 1;
   const float *x = lt_f32(p->bufs[s->in]), *Wih = lt_f32(s->t[0]), *Whh = lt_f32(s->t[1]);
@@ -568,30 +597,7 @@ static void run_cell(const lt_infer_plan *p, const lt_infer_step *s) {
     float *hr = h + r * Hd;
     lt_infer_matvec(Wih, x + r * I, bih, I, G * Hd, gi);
     lt_infer_matvec(Whh, hr, bhh, Hd, G * Hd, gh);
-    switch (s->act) {
-      case LT_INFER_CELL_LSTM: {
-        float *cr = cst + r * Hd;
-        for (int64_t j = 0; j < Hd; j++) {
-          float i = lt_sigmoidf(gi[j] + gh[j]), f = lt_sigmoidf(gi[Hd + j] + gh[Hd + j]);
-          float gg = lt_tanhf(gi[2 * Hd + j] + gh[2 * Hd + j]), o = lt_sigmoidf(gi[3 * Hd + j] + gh[3 * Hd + j]);
-          cr[j] = f * cr[j] + i * gg;
-          hr[j] = o * lt_tanhf(cr[j]);
-        }
-        break;
-      }
-      case LT_INFER_CELL_GRU:
-        for (int64_t j = 0; j < Hd; j++) {
-          float rr = lt_sigmoidf(gi[j] + gh[j]), z = lt_sigmoidf(gi[Hd + j] + gh[Hd + j]);
-          float nn = lt_tanhf(gi[2 * Hd + j] + rr * gh[2 * Hd + j]);
-          hr[j] = (1.0f - z) * nn + z * hr[j];
-        }
-        break;
-      case LT_INFER_CELL_RNN_TANH:
-        for (int64_t j = 0; j < Hd; j++) hr[j] = lt_tanhf(gi[j] + gh[j]);
-        break;
-      default:
-        for (int64_t j = 0; j < Hd; j++) hr[j] = gi[j] + gh[j] > 0 ? gi[j] + gh[j] : 0.0f;
-    }
+    lt_infer_cell_update(s->act, gi, gh, hr, cst ? cst + r * Hd : NULL, hr, Hd);
     memcpy(y + r * Hd, hr, (size_t)Hd * sizeof *y);
   }
 }
@@ -615,6 +621,8 @@ int lt_infer_run(lt_ctx *c, const lt_infer_plan *p) {
       case LT_INFER_STRIDED: lt_infer_run_strided(p, s); break;
       case LT_INFER_MATMUL: lt_infer_run_matmul(p, s); break;
       case LT_INFER_GROUPNORM: lt_infer_run_groupnorm(p, s); break;
+      case LT_INFER_CONVT: lt_infer_run_convt(p, s); break;
+      case LT_INFER_SEQ: lt_infer_run_seq(p, s); break;
     }
   }
   lt_fp_leave(fp);

@@ -13,9 +13,17 @@ void lt_infer_run_strided(const lt_infer_plan *p, const lt_infer_step *s);
 int lt_infer_check_matmul(lt_ctx *c, const lt_infer_plan *p, const lt_infer_step *s);
 void lt_infer_run_matmul(const lt_infer_plan *p, const lt_infer_step *s);
 
-/* infer_layers.c: GroupNorm / InstanceNorm */
+/* infer_layers.c: GroupNorm / InstanceNorm, ConvTranspose2d */
 int lt_infer_check_groupnorm(lt_ctx *c, const lt_infer_plan *p, const lt_infer_step *s);
 void lt_infer_run_groupnorm(const lt_infer_plan *p, const lt_infer_step *s);
+int lt_infer_check_convt(lt_ctx *c, const lt_infer_plan *p, const lt_infer_step *s);
+void lt_infer_run_convt(const lt_infer_plan *p, const lt_infer_step *s);
+
+/* infer_seq.c: a recurrent layer over a whole sequence (bidirectional, projected) */
+int lt_infer_check_seq(lt_ctx *c, const lt_infer_plan *p, const lt_infer_step *s);
+void lt_infer_run_seq(const lt_infer_plan *p, const lt_infer_step *s);
+/* infer.c: one cell step's state update from its gates (LT_INFER_CELL_* kind) */
+void lt_infer_cell_update(int kind, const float *gi, const float *gh, float *h, float *c, float *hout, int64_t Hd);
 
 /* infer.c: shared checks */
 int lt_infer_check_buf_at_least(lt_ctx *c, const lt_infer_plan *p, const lt_infer_step *s, int b, int64_t numel,

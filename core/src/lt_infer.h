@@ -38,6 +38,10 @@ typedef enum lt_infer_op {
   LT_INFER_MATMUL,    /* batched product out[b] = a * op(A[b]) op(B[b]), A the input buffer: geo = LT_INFER_MM_* */
   LT_INFER_GROUPNORM, /* rows = N, n_in = C, geo[0] = spatial, geo[1] = groups; t = {weight or NULL, bias or NULL};
                          a = eps (InstanceNorm: groups = C) */
+  LT_INFER_CONVT,     /* 2-d transposed convolution (ConvTranspose2d): geo = LT_INFER_GEO_*; t = {weight [Cin x Cout/G x
+                         KH x KW], bias or NULL} */
+  LT_INFER_SEQ,       /* one direction of one LSTM/GRU/RNN layer over a whole sequence from a zero state: act, n_in,
+                         n_out as LT_INFER_CELL; geo = LT_INFER_SEQ_*; t = {w_ih, w_hh, b_ih, b_hh, w_hr (LSTM proj)} */
 } lt_infer_op;
 
 typedef enum lt_infer_act {
@@ -74,6 +78,8 @@ enum {
 };
 enum { LT_INFER_ADD = 0, LT_INFER_SUB = 1, LT_INFER_MUL = 2, LT_INFER_DIV = 3 };
 enum { LT_INFER_CELL_LSTM = 0, LT_INFER_CELL_GRU = 1, LT_INFER_CELL_RNN_TANH = 2, LT_INFER_CELL_RNN_RELU = 3 };
+
+#define LT_INFER_NPARAMS 5
 
 /* Geometry of LT_INFER_CONV and LT_INFER_POOL (pool: C = Cin = Cout, groups 1, no weight). */
 enum {
@@ -123,13 +129,30 @@ enum {
   LT_INFER_MM_B_STRIDE
 };
 
+/* Geometry of LT_INFER_SEQ: x_t of batch row b at in + t * X_T + b * X_B (n_in values), h_t written at out +
+ * OUT_OFF + t * OUT_T + b * OUT_B (PROJ values when PROJ > 0, else n_out); REVERSE runs t from T-1 down to 0.
+ * STATE is a buffer of B * (2 * n_out + PROJ) + 2 * G * n_out + n_out floats (h, c, gates, scratch), zeroed by
+ * each run. */
+enum {
+  LT_INFER_SEQ_T,
+  LT_INFER_SEQ_B,
+  LT_INFER_SEQ_X_T,
+  LT_INFER_SEQ_X_B,
+  LT_INFER_SEQ_OUT_T,
+  LT_INFER_SEQ_OUT_B,
+  LT_INFER_SEQ_OUT_OFF,
+  LT_INFER_SEQ_REVERSE,
+  LT_INFER_SEQ_STATE,
+  LT_INFER_SEQ_PROJ
+};
+
 typedef struct lt_infer_step {
   lt_infer_op op;
   int in, out;               /* buffer indexes */
   int64_t rows, n_in, n_out; /* per op, above */
   int act;                   /* lt_infer_act, pool kind or cell kind */
   float a, b;                /* activation / norm parameters */
-  lt_tensor *t[4];           /* parameters, retained by the plan */
+  lt_tensor *t[LT_INFER_NPARAMS]; /* parameters, retained by the plan */
   int64_t geo[LT_INFER_GEO_COUNT];
 } lt_infer_step;
 
