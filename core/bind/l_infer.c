@@ -78,11 +78,13 @@ static int l_infer_view(lua_State *L) {
 }
 
 /* in the order of lt_infer_op, lt_infer_act and the LT_INFER_ADD.. enum (lt_infer.h) */
-static const char *const op_list[] = { "linear", "act",  "softmax", "layernorm", "batchnorm", "embedding",
-                                       "conv",   "pool", "binary",  "cell",      "strided", "matmul", "groupnorm", "convt", "seq", NULL };
-static const char *const act_list[] = { "relu", "leaky_relu", "tanh",     "sigmoid", "gelu", "gelu_tanh", "silu",
-                                        "elu",  "softplus",   "hardtanh", "prelu",   "copy", "affine",    "rdiv",
-                                        "exp",  "log",        "abs",      "sqrt",    "mish", "hardswish", "hardsigmoid", NULL };
+static const char *const op_list[] = { "linear",    "act",   "softmax", "layernorm", "batchnorm", "embedding",
+                                       "conv",      "pool",  "binary",  "cell",      "strided",   "matmul",
+                                       "groupnorm", "convt", "seq",     NULL };
+static const char *const act_list[] = { "relu",   "leaky_relu", "tanh",        "sigmoid",  "gelu",  "gelu_tanh",
+                                        "silu",   "elu",        "softplus",    "hardtanh", "prelu", "copy",
+                                        "affine", "rdiv",       "exp",         "log",      "abs",   "sqrt",
+                                        "mish",   "hardswish",  "hardsigmoid", NULL };
 static const char *const binary_list[] = { "add", "sub", "mul", "div", NULL };
 static const char *const pool_list[] = { "max", "avg", "avg_exclude_pad", "adaptive_max", "adaptive_avg", NULL };
 static const char *const cell_list[] = { "lstm", "gru", "rnn_tanh", "rnn_relu", NULL };
@@ -249,6 +251,8 @@ void l_infer_register(lua_State *L) {
   lua_pushcfunction(L, l_infer_free);
   lua_setfield(L, -2, "__gc");
   lua_pop(L, 1);
-  static const luaL_Reg funcs[] = { { "_infer_new", l_infer_new }, { "_infer_offset", l_infer_offset }, { NULL, NULL } };
+  static const luaL_Reg funcs[] = { { "_infer_new", l_infer_new },
+                                    { "_infer_offset", l_infer_offset },
+                                    { NULL, NULL } };
   l_setfuncs(L, funcs);
 }

@@ -21,11 +21,21 @@
 #define LINEAR_BLAS_MACS (1 << 20)
 
 /* in the order of lt_infer_op */
-const char *const lt_infer_op_names[] = { "Linear",        "activation",     "softmax",
-                                         "LayerNorm",     "BatchNorm",      "Embedding",
-                                         "convolution",   "pooling",        "elementwise operation",
-                                         "recurrent cell", "strided copy",  "matmul",
-                                         "GroupNorm",     "transposed convolution", "recurrent layer" };
+const char *const lt_infer_op_names[] = { "Linear",
+                                          "activation",
+                                          "softmax",
+                                          "LayerNorm",
+                                          "BatchNorm",
+                                          "Embedding",
+                                          "convolution",
+                                          "pooling",
+                                          "elementwise operation",
+                                          "recurrent cell",
+                                          "strided copy",
+                                          "matmul",
+                                          "GroupNorm",
+                                          "transposed convolution",
+                                          "recurrent layer" };
 #define op_names lt_infer_op_names
 #define check_param lt_infer_check_param
 

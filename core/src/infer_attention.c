@@ -49,8 +49,7 @@ void lt_infer_run_strided(const lt_infer_plan *p, const lt_infer_step *s) {
       for (int64_t c = 0; c < n[2]; c++) {
         const float *xr = x + a * si[0] + b * si[1] + c * si[2];
         float *yr = y + a * so[0] + b * so[1] + c * so[2];
-        if (si[3] == 1 && so[3] == 1)
-          memcpy(yr, xr, (size_t)n[3] * sizeof *yr);
+        if (si[3] == 1 && so[3] == 1) memcpy(yr, xr, (size_t)n[3] * sizeof *yr);
         else
           for (int64_t d = 0; d < n[3]; d++) yr[d * so[3]] = xr[d * si[3]];
       }
@@ -85,8 +84,7 @@ int lt_infer_check_matmul(lt_ctx *c, const lt_infer_plan *p, const lt_infer_step
 LT_VECTOR_FN static void matmul1(const float *restrict A, const float *restrict B, int64_t M, int64_t K, int64_t N,
                                  int ta, int tb, float a, float *restrict y) {
   if (M * K * N >= MATMUL_BLAS_MACS) {
-    lt_blas_sgemm(ta, tb, (int)M, (int)N, (int)K, a, A, ta ? (int)M : (int)K, B, tb ? (int)K : (int)N, 0.0f, y,
-                  (int)N);
+    lt_blas_sgemm(ta, tb, (int)M, (int)N, (int)K, a, A, ta ? (int)M : (int)K, B, tb ? (int)K : (int)N, 0.0f, y, (int)N);
     return;
   }
   for (int64_t m = 0; m < M; m++) {

@@ -106,9 +106,9 @@ enum {
  * out[out_off + sum i_d * out_stride_d] = in[in_off + sum i_d * in_stride_d] for every index i < shape. */
 enum {
   LT_INFER_STRIDED_NDIM,
-  LT_INFER_STRIDED_SHAPE,       /* 4 entries */
-  LT_INFER_STRIDED_IN = 5,      /* 4 entries */
-  LT_INFER_STRIDED_OUT = 9,     /* 4 entries */
+  LT_INFER_STRIDED_SHAPE,   /* 4 entries */
+  LT_INFER_STRIDED_IN = 5,  /* 4 entries */
+  LT_INFER_STRIDED_OUT = 9, /* 4 entries */
   LT_INFER_STRIDED_IN_OFF = 13,
   LT_INFER_STRIDED_OUT_OFF = 14,
   LT_INFER_STRIDED_MAX_DIM = 4
@@ -148,10 +148,10 @@ enum {
 
 typedef struct lt_infer_step {
   lt_infer_op op;
-  int in, out;               /* buffer indexes */
-  int64_t rows, n_in, n_out; /* per op, above */
-  int act;                   /* lt_infer_act, pool kind or cell kind */
-  float a, b;                /* activation / norm parameters */
+  int in, out;                    /* buffer indexes */
+  int64_t rows, n_in, n_out;      /* per op, above */
+  int act;                        /* lt_infer_act, pool kind or cell kind */
+  float a, b;                     /* activation / norm parameters */
   lt_tensor *t[LT_INFER_NPARAMS]; /* parameters, retained by the plan */
   int64_t geo[LT_INFER_GEO_COUNT];
 } lt_infer_step;

@@ -25,9 +25,11 @@ local function class_of(m)
 end
 
 local SUPPORTED = "Sequential, ModuleList, Linear, ReLU, Tanh, Sigmoid, GELU, LeakyReLU, SiLU, ELU, Softplus, " ..
-  "Hardtanh, PReLU, Softmax, LogSoftmax, LayerNorm, BatchNorm1d/2d (eval), Embedding, Conv1d/2d, MaxPool1d/2d, " ..
-  "AvgPool1d/2d, Dropout (eval), Flatten, Unflatten, Identity, LSTMCell, GRUCell, RNNCell, LSTM, GRU, RNN " ..
-  "(one time step per call)"
+  "Hardtanh, PReLU, Mish, Hardswish, Hardsigmoid, Softmax, LogSoftmax, LayerNorm, GroupNorm, InstanceNorm1d/2d, " ..
+  "BatchNorm1d/2d (eval), Embedding, Conv1d/2d, ConvTranspose2d, MaxPool1d/2d, AvgPool1d/2d, " ..
+  "AdaptiveAvgPool1d/2d, AdaptiveMaxPool1d/2d, Dropout (eval), Flatten, Unflatten, Identity, LSTMCell, GRUCell, " ..
+  "RNNCell, LSTM, GRU, RNN (stepwise, or a whole sequence per call), MultiheadAttention, " ..
+  "TransformerEncoderLayer, TransformerDecoderLayer, TransformerEncoder, TransformerDecoder"
 
 local function walk(m, st, ...)
   local name = class_of(m)
