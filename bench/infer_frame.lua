@@ -153,17 +153,17 @@ print(string.format("BAR plan p50 <= 0.6x (%.2fx), p99 <= 1.0x (%.2fx), 0 Lua by
   p[1] / base[1], p[2] / base[2], p[3], p[4], pass and "PASS" or "FAIL"))
 
 -- a small transformer: the plan of a TransformerEncoderLayer against model(x)
-local layer = nn.TransformerEncoderLayer(32, 4, { dim_feedforward = 64, batch_first = true })
-layer:eval()
+local enc_layer = nn.TransformerEncoderLayer(32, 4, { dim_feedforward = 64, batch_first = true })
+enc_layer:eval()
 local tx = lt.randn(1, 8, 32)
-local tplan = lt.infer.compile(layer, tx)
+local tplan = lt.infer.compile(enc_layer, tx)
 local tin, tout = tx:view(-1):totable(), {}
-local d = (tplan(tx) - layer(tx)):abs():max():item()
+local d = (tplan(tx) - enc_layer(tx)):abs():max():item()
 if d > 1e-5 then error("infer_frame: the transformer plan differs from model(x) by " .. d) end
 local tvariants = {
   { "plan:run (tables)", function() tplan:run(tin, tout) end },
   { "plan(x) (tensor)", function() tplan(tx) end },
-  { "model(x)", function() layer(tx) end },
+  { "model(x)", function() enc_layer(tx) end },
 }
 local tres = {}
 for _, v in ipairs(tvariants) do tres[v[1]] = { {}, {}, {}, {} } end
