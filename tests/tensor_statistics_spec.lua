@@ -65,7 +65,8 @@ describe("statistics: bad input", function()
   it("names the function and what is wrong", function()
     assert.matches("kthvalue: k must be an integer in 1..5 for dim 2 of %[3 x 5%], got 6",
       err_of(function() return lt.randn(3, 5):kthvalue(6) end))
-    assert.matches("amax: the max of an empty tensor %[0 x 2%] is not defined", err_of(function() return lt.zeros(0, 2):amax() end))
+    assert.matches("amax: the max of an empty tensor %[0 x 2%] is not defined",
+      err_of(function() return lt.zeros(0, 2):amax() end))
     assert.matches("amax: dim 2 is listed twice", err_of(function() return lt.zeros(2, 2):amax({ 2, -1 }) end))
     assert.matches("median: dim 2 of %[2 x 0%] is empty", err_of(function() return lt.zeros(2, 0):median(2) end))
     assert.matches("aminmax: unknown option 'dims'", err_of(function() return lt.zeros(2):aminmax({ dims = 1 }) end))
