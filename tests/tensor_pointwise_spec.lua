@@ -59,7 +59,8 @@ describe("pointwise: equal and bad input", function()
     assert.is_false(lt.equal(lt.tensor{0 / 0}, lt.tensor{0 / 0}))
   end)
   it("names the function and what is wrong", function()
-    assert.matches("lerp: sub: shapes %[3%] and %[2%] cannot be broadcast", err_of(function() return lt.lerp(lt.ones(2), lt.ones(3), 0.5) end))
+    assert.matches("lerp: sub: shapes %[3%] and %[2%] cannot be broadcast",
+      err_of(function() return lt.lerp(lt.ones(2), lt.ones(3), 0.5) end))
     assert.matches("bad argument #3 to 'lerp' %(tensor or number expected, got string%)",
       err_of(function() return lt.lerp(lt.ones(2), lt.ones(2), "a") end))
     assert.matches("diff: n must be a non%-negative integer, got %-1", err_of(function() return lt.ones(3):diff(-1) end))
