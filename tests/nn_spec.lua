@@ -186,6 +186,19 @@ describe("train and eval", function()
     assert.is_true(same_values(d(x), x))
   end)
 
+  it("Dropout with p = 0 in training is the identity: x itself, no mask drawn, the gradient passes unchanged", function()
+    local d = nn.Dropout(0)
+    local x = lt.randn(4, 5):requires_grad(true)
+    lt.manual_seed(9)
+    local y = d(x)
+    assert.is_true(rawequal(x, y)) -- no copy, no node
+    assert.are.equal(lt.rand(1):item(), (function() lt.manual_seed(9); return lt.rand(1):item() end)()) -- no draw
+    local g = lt.randn(4, 5)
+    local loss = (y * g):sum()
+    loss:backward()
+    assert.is_true(x.grad:allclose(g, 0, 0))
+  end)
+
   it("Dropout masks are reproducible with lt.manual_seed", function()
     local d = nn.Dropout(0.5)
     lt.manual_seed(42)
