@@ -100,6 +100,14 @@ describe("vision kernels: finite-difference gradients", function()
       { "grad_weight", wg.grad, wr.grad, 1e-2 } }
   end)
 
+  it("one group of one channel takes im2col + GEMM: conv_transpose2d to 1 channel (k4 s2), a dilated conv of 1", function()
+    -- V.conv_transpose2d(x, w, b, sh, sw, ph, pw, oph, opw, dh, dw, groups)
+    assert.is_true(gradcheck(function(x, w, b) return V.conv_transpose2d(x, w, b, 2, 2, 1, 1, 0, 0, 1, 1, 1) end,
+      { lt.randn(2, 3, 4, 3), lt.randn(3, 1, 4, 4), lt.randn(1) }))
+    assert.is_true(gradcheck(function(x, w, b) return V.conv2d(x, w, b, 1, 2, 2, 1, 2, 2, 1) end,
+      { lt.randn(2, 1, 7, 6), lt.randn(4, 1, 3, 3), lt.randn(4) }))
+  end)
+
   it("conv_transpose2d with groups, dilation, stride and output_padding", function()
     assert.is_true(gradcheck(function(x, w, b) return V.conv_transpose2d(x, w, b, 2, 3, 1, 0, 1, 2, 1, 1, 2) end,
       { lt.randn(2, 4, 3, 2), lt.randn(4, 3, 3, 2), lt.randn(6) }))
