@@ -142,8 +142,7 @@ static int l_linear(lua_State *L) {
     if (!strcmp(a, "relu")) act = LT_ACT_RELU;
     else if (!strcmp(a, "gelu")) act = LT_ACT_GELU;
     else if (!strcmp(a, "gelu_tanh")) act = LT_ACT_GELU_TANH;
-    else
-      return l_errorf(L, "linear: unknown activation '%s' (expected \"relu\", \"gelu\", \"gelu_tanh\" or nil)", a);
+    else return l_errorf(L, "linear: unknown activation '%s' (expected \"relu\", \"gelu\", \"gelu_tanh\" or nil)", a);
   }
   return l_push(L, lt_op_linear_act(L_CTX(L), T(1, "linear"), T(2, "linear"), b, act));
 }

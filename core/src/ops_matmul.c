@@ -269,8 +269,8 @@ static int linear_gelu_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor *
   lt_tensor *gc = lt_op_contiguous(c, g);
   lt_tensor *d = !gc ? NULL
                  : lt_is_contiguous(g) && g->refcount == 2 && g->storage->refcount == 1
-                   ? lt_tensor_retain(gc) /* gc is g: the engine's reference and ours */
-                   : lt_tensor_new(c, LT_F32, pre->ndim, pre->shape);
+                     ? lt_tensor_retain(gc) /* gc is g: the engine's reference and ours */
+                     : lt_tensor_new(c, LT_F32, pre->ndim, pre->shape);
   if (d) lt_gelu_grad_f32(c, lt_f32(pre), lt_f32(gc), lt_f32(d), lt_numel(pre), n->i[0] == LT_ACT_GELU_TANH);
   lt_tensor_release(gc);
   return linear_grads(c, n, d, gin);
@@ -350,8 +350,8 @@ lt_tensor *lt_op_linear_act(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b,
   lt_node *nd;
   if (lt_record(c, out, act_op_name(act),
                 act == LT_ACT_RELU ? linear_relu_backward
-                : gelu            ? linear_gelu_backward
-                                  : linear_backward,
+                : gelu             ? linear_gelu_backward
+                                   : linear_backward,
                 b ? 3 : 2, ins, &nd)) {
     lt_tensor_release(out);
     lt_tensor_release(pre);
