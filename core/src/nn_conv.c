@@ -30,22 +30,12 @@ _Static_assert(sizeof(conv_geom) <= sizeof(((lt_node *)0)->i), "conv_geom must f
 static int64_t geom_k(const conv_geom *g) { return g->C * g->KH * g->KW; }
 static int64_t geom_p(const conv_geom *g) { return g->HO * g->WO; }
 
-/* A chunk spans at least this many columns when its col buffer can (up to CONV_CHUNK_MAX floats): each chunk's
- * GEMM packs all of W, so a deep layer on small planes (DCGAN's 128->256 k4 s2 to 8x8: W 2 MB, 64 columns an
- * item) repacked W for every item and ran 0.55x PyTorch. */
-#define CONV_MIN_COLS 256
-#define CONV_CHUNK_MAX ((int64_t)1 << 19)
-
 /* items per chunk: the col buffer stays within 64K floats (256 KB, cache-resident) unless one item alone
  * is larger. Measured on LeNet shapes (batch 64): one big GEMM over the whole batch was 2-3x slower than
  * cache-sized chunks, since OpenBLAS then streams a multi-MB packed operand through memory. */
 static int64_t chunk_items(const conv_geom *g) {
   int64_t per = geom_k(g) * geom_p(g), cap = (int64_t)1 << 16;
   int64_t m = per > 0 ? cap / per : g->N;
-  if (m * geom_p(g) < CONV_MIN_COLS && per > 0) { /* small planes, many channels: see CONV_MIN_COLS */
-    int64_t want = (CONV_MIN_COLS + geom_p(g) - 1) / geom_p(g), most = CONV_CHUNK_MAX / per;
-    m = want < most ? want : most;
-  }
   if (m < 1) m = 1;
   if (m > g->N) m = g->N;
   return m;
