@@ -138,6 +138,17 @@ describe("vision kernels: finite-difference gradients", function()
     assert.is_true(gradcheck(function(t) return (V.adaptive_max_pool2d(t, 3, 4)) end, { x }))
   end)
 
+  it("adaptive average pool over windows that tile the plane (global, 2x3 of 6x9): the means and their gradient", function()
+    -- the tiled backward writes each cell once; the forward sums whole rows at once when a window spans them
+    assert.is_true(gradcheck(function(t) return V.adaptive_avg_pool2d(t, 1, 1) end, { lt.randn(2, 3, 5, 7) }))
+    assert.is_true(gradcheck(function(t) return V.adaptive_avg_pool2d(t, 2, 3) end, { lt.randn(2, 2, 6, 9) }))
+    local x = lt.randn(2, 3, 6, 9)
+    local y = V.adaptive_avg_pool2d(x, 2, 3)
+    local ref = x:reshape(2, 3, 2, 3, 3, 3):mean(6):mean(4) -- [2 x 3 x 2 x 3]: rows then columns of each window
+    assert.is_true(y:allclose(ref, 1e-6, 1e-6))
+    assert.is_true(V.adaptive_avg_pool2d(x, 1, 1):flatten():allclose(x:reshape(6, 54):mean(2), 1e-6, 1e-6))
+  end)
+
   it("group_norm in input, weight and bias; instance norm tracking its running stats", function()
     assert.is_true(gradcheck(function(x, w, b) return V.group_norm(x, 2, w, b, 1e-5) end,
       { lt.randn(2, 6, 3, 2), lt.randn(6), lt.randn(6) }, { rtol = 2e-2 }))
