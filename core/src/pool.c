@@ -38,11 +38,12 @@
 
 #define MAX_WORKERS 63
 /* How long an idle worker spins before it parks, and how long the caller spins before it sleeps on a part
- * still running on a worker. Measured on the 2-vCPU EPYC (bench/wait_bench.sh): the back-to-back jobs of an
- * optimizer step or an element-wise chain come within a few microseconds of each other, so a 20 us spin
- * catches them without a wake-up (a futex wake and the worker's return to run cost ~5-10 us); longer spins
- * bought nothing on the MLP, LSTM or GPT step and took CPU from OpenBLAS's GEMM on the other core when quiet
- * and from other processes when shared. */
+ * still running on a worker. The back-to-back jobs of an optimizer step or an element-wise chain come within a
+ * few microseconds of each other, and a futex wake plus the worker's return to run costs ~5-10 us, so a spin of
+ * some microseconds catches them without a wake-up. Measured with bench/wait.py (2, 20 and 100 us, MLP b64 and
+ * GPT steps, on the 2-vCPU EPYC at load 15-17: bench/RESULTS.md): no length won on both workloads beyond the
+ * noise (within +-25% wall, +-13% CPU); 20 us is the middle, short enough that an idle worker is asleep during
+ * the GEMMs that follow and never holds a shared core for long. */
 #define SPIN_NS 20000L
 /* Every RECHECK_JOBS jobs the pool re-reads the CPUs the process may use (one sched_getaffinity: ~1 us), and
  * every RECHECK_QUOTA re-checks the cgroup quota as well (a few file reads): a mask or quota changed while
