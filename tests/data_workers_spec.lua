@@ -165,8 +165,12 @@ describe("DataLoader{num_workers}", function()
       assert.are.equal(13, #rest)
       for k = 1, 13 do assert.is_true(same_batch(full[7 + k], rest[k]), "batch " .. (7 + k)) end
       assert.is_false(same_batch(first[8], rest[1])) -- (the epochs' transforms differ)
-      -- and the next epoch as the uninterrupted run's third
-      assert_same_batches(batches(l1), batches(l3))
+      -- the next epoch as the uninterrupted run's third, and so from a state saved at an epoch's end
+      local l4 = loader()
+      l4:load_state_dict(l1:state_dict())
+      local third = batches(l1)
+      assert_same_batches(third, batches(l3))
+      assert_same_batches(third, batches(l4))
     end)
   end)
 
@@ -175,7 +179,7 @@ describe("DataLoader{num_workers}", function()
     function ds:len() return self.n end
     function ds:get(i)
       local info = require("lutra").data.get_worker_info()
-      return { i, info.id, info.num_workers, info.seed, require("lutra").data.len(info.dataset), INIT_TAG }
+      return { i, info.id, info.num_workers, info.seed, require("lutra").data.len(info.dataset), rawget(_G, "INIT_TAG") }
     end
     local loader = lt.data.DataLoader(ds, {
       batch_size = 2, num_workers = 2, seed = 1,
@@ -327,7 +331,8 @@ describe("DataLoader{num_workers}", function()
         local lt2 = require "lutra"
         local n = 0
         for _ in l:iter() do n = n + 1 end
-        return lt2.data.is_tensor_dataset(d), #d, tostring(d.tensors[1]:data_ptr()), s:get(2).y, lt2.data.len(s), n, d == l.dataset
+        return lt2.data.is_tensor_dataset(d), #d, tostring(d.tensors[1]:data_ptr()), s:get(2).y, lt2.data.len(s), n,
+          d == l.dataset
       end, tds, sub, loader)
       assert.are.same({ true, 10, tostring(x:data_ptr()), 4, 2, 3, true }, { w:join() })
     end)

@@ -565,6 +565,12 @@ static void keep_ref(lua_State *L, dec *d) {
   lua_rawseti(L, d->refs, d->nrefs++);
 }
 
+/* t[k] with its metatable's __index (lutra's namespaces load their submodules on first use) */
+static int index_field(lua_State *L) {
+  lua_gettable(L, 1);
+  return 1;
+}
+
 static void decode_name(lua_State *L, dec *d) {
   int parts = get_u8(L, d);
   char shown[512] = "";
@@ -592,6 +598,16 @@ static void decode_name(lua_State *L, dec *d) {
       else {
         lua_pushlstring(L, s, n);
         lua_rawget(L, -2);
+        if (lua_isnil(L, -1)) { /* a lazy name not loaded yet here (lt.data): indexed through its metatable */
+          lua_pop(L, 1);
+          lua_pushcfunction(L, index_field);
+          lua_pushvalue(L, -2);
+          lua_pushlstring(L, s, n);
+          if (lua_pcall(L, 2, 1, 0)) {
+            lua_pop(L, 1);
+            lua_pushnil(L);
+          }
+        }
       }
       lua_remove(L, -2);
     }

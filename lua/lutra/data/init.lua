@@ -674,14 +674,14 @@ function DataLoader:iter()
   end
   f._saved_world, f._saved_bs = nil, nil
   local nb = num_batches(epoch_len(f, n - f._skip), bs, f.drop_last)
-  if f._resume and f._epoch > 0 and f._pos < nb then
+  local resumed = f._resume and f._epoch > 0 and f._pos < nb -- (a mid-epoch resume: workers continue streams)
+  if resumed then
     -- continue the restored epoch at its position, with the permutation drawn from the restored state
     if n ~= f._n then
       error(string.format("DataLoader: cannot resume: the state was saved with %d samples, the dataset now has %d", f._n, n), 2)
     end
     if not f._perm then draw_perm(f, n) end
   else
-    resumed = false
     if f._epoch > 0 and f.shuffle then
       if not f._next_rng then draw_perm(f, f._n) end -- restored state: advance past that epoch's draw
       f._rng = f._next_rng
@@ -691,7 +691,6 @@ function DataLoader:iter()
     draw_perm(f, n)
     nb = num_batches(epoch_len(f, n), bs, f.drop_last)
   end
-  local resumed = f._resume
   f._resume = false
   f._gen = f._gen + 1
   local gen, perm = f._gen, f._perm
