@@ -346,6 +346,40 @@ describe("DataLoader{num_workers}", function()
     end)
   end)
 
+  it("a fit with workers and random transforms resumes to the same bits from mid-epoch checkpoints", function()
+    local dir = require("helpers.fs").tmpdir()
+    local function setup(seed)
+      local ds = { n = 30 }
+      function ds:len() return self.n end
+      function ds:get(i) return { lt.full({ 3 }, i / 30) + 0.1 * lt.randn(3), lt.rand(1) } end
+      local train = lt.data.DataLoader(ds, { batch_size = 4, shuffle = true, seed = 5, num_workers = 2 })
+      lt.manual_seed(seed)
+      local m = { net = lt.nn.Linear(3, 1) }
+      function m:training_step(b) return lt.F.mse_loss(self.net(b[1]), b[2]) end
+      function m:configure_optimizers() return lt.optim.SGD(self.net:parameters(), { lr = 0.1 }) end
+      return m, train
+    end
+    local function opts(cbs)
+      return { max_epochs = 3, logger = false, enable_progress_bar = false, enable_model_summary = false,
+        enable_checkpointing = cbs ~= nil, callbacks = cbs }
+    end
+    local m, train = setup(1)
+    lt.Trainer(opts { lt.callbacks.ModelCheckpoint { dirpath = dir, save_top_k = -1, every_n_train_steps = 5 } })
+      :fit(m, train)
+    local want = m.net.weight:clone()
+    local files = {}
+    for _, n in ipairs(lt._io.listdir(dir)) do
+      if n:match("%.ckpt$") then files[#files + 1] = dir .. "/" .. n end
+    end
+    assert.is_true(#files >= 4)
+    for _, f in ipairs(files) do
+      local m2, train2 = setup(99)
+      lt.Trainer(opts()):fit(m2, train2, nil, { ckpt_path = f })
+      assert.is_true(same_tensor(want, m2.net.weight), "resumed from " .. f)
+    end
+    require("helpers.fs").rmrf(dir)
+  end)
+
   it("a Trainer fit with num_workers = 2 gives the same weights as with 0", function()
     local function fit(nw)
       lt.manual_seed(3)

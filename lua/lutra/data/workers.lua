@@ -23,7 +23,8 @@ function M.info() return info end
 
 -- ---- seeds ----------------------------------------------------------------------------------------
 
--- A seed in [0, 2^52) from a string: two polynomial hashes modulo primes (exact in doubles on every Lua).
+-- A seed in [0, 2^39) from a string: two polynomial hashes modulo primes (exact in doubles on every Lua). The
+-- bound keeps it a loader "count" that checkpoints accept (lutra/checkpoint/validate.lua: 0 .. 2^40).
 local function hash_seed(s)
   local h1, h2 = 5381, 7919
   for i = 1, #s do
@@ -31,7 +32,7 @@ local function hash_seed(s)
     h1 = (h1 * 131 + b) % 4294967291
     h2 = (h2 * 257 + b) % 2147483647
   end
-  return math.floor((h1 % 2097152) * 2147483648 + h2)
+  return math.floor((h1 % 256) * 2147483648 + h2)
 end
 
 local function epoch_seed(f)
