@@ -380,6 +380,28 @@ describe("DataLoader{num_workers}", function()
     require("helpers.fs").rmrf(dir)
   end)
 
+  it("a fit that fails mid-epoch stops its loaders' workers at once (the Trainer closes the iterators)", function()
+    local before = tasks()
+    local m = { net = lt.nn.Linear(2, 1) }
+    function m:training_step(b, i)
+      if i == 2 then error("step 3 fails") end
+      return lt.F.mse_loss(self.net(b[1]), b[2])
+    end
+    function m:validation_step(b) self:log("v", lt.F.mse_loss(self.net(b[1]), b[2])) end
+    function m:configure_optimizers() return lt.optim.SGD(self.net:parameters(), { lr = 0.1 }) end
+    local ds = { x = lt.randn(40, 2), y = lt.randn(40, 1) }
+    function ds:len() return 40 end
+    function ds:get(i) return { self.x[i], self.y[i] } end
+    local t = lt.Trainer { max_epochs = 1, logger = false, enable_progress_bar = false, enable_model_summary = false,
+      enable_checkpointing = false, num_sanity_val_steps = 1, limit_val_batches = 1 }
+    local train = lt.data.DataLoader(ds, { batch_size = 2, num_workers = 2 })
+    local val = lt.data.DataLoader(ds, { batch_size = 2, num_workers = 2 })
+    local ok, err = pcall(t.fit, t, m, train, val)
+    assert.is_false(ok)
+    assert.matches("step 3 fails", tostring(err))
+    assert.are.equal(before, count_now()) -- no collection needed
+  end)
+
   it("a Trainer fit with num_workers = 2 gives the same weights as with 0", function()
     local function fit(nw)
       lt.manual_seed(3)

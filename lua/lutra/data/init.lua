@@ -825,6 +825,14 @@ function DataLoader:close()
   if f.num_workers > 0 then require("lutra.data.workers").close(f) end
 end
 
+--- The Trainer, when a run ends (normally or by an error): stops the worker states of the loader's iterator left
+--- before its end (an exception, limit_train_batches); persistent workers stay.
+function M._stop_iterators(loader)
+  if is_instance(loader, DataLoader) and fields_of[loader].num_workers > 0 then
+    require("lutra.data.workers").stop_live(fields_of[loader])
+  end
+end
+
 --- lt.data.get_worker_info(): {id, num_workers, seed, dataset} in a DataLoader's worker state, nil elsewhere.
 function M.get_worker_info()
   local w = package.loaded["lutra.data.workers"]

@@ -97,6 +97,14 @@ function M.close(f)
   f._live = nil
 end
 
+--- Stops the workers of the loader's current iterator, unless they are persistent (a run that ended, by an error
+--- or a limit, without exhausting it: lt.data._stop_iterators, called by the Trainer).
+function M.stop_live(f)
+  local live = f._live and f._live.pool
+  if live then stop(live) end
+  f._live = nil
+end
+
 local function start(f, base_seed, wrng)
   local pool = {}
   local cfg = {
