@@ -256,6 +256,16 @@ describe("DataLoader{num_workers}", function()
         "DataLoader: option 'worker_init_fn' must be a function, got number")
     end)
 
+    it("a dataset that cannot cross to a worker state is named with the path to the value", function()
+      local ds = plain_dataset(4)
+      ds.log = io.stderr
+      local before = tasks()
+      assert.has_error(function() lt.data.DataLoader(ds, { batch_size = 2, num_workers = 2 }):iter() end,
+        "DataLoader: cannot start worker 1 (num_workers = 2): lt.thread.spawn: cannot carry key 'dataset', key "
+          .. "'log': a userdata that is not a tensor nor one of lutra's data objects cannot cross to another state")
+      assert.are.equal(before, tasks())
+    end)
+
     it("a state saved with another number of workers is refused", function()
       local sd = lt.data.DataLoader(plain_dataset(8), { batch_size = 2, num_workers = 2 }):state_dict()
       local l = lt.data.DataLoader(plain_dataset(8), { batch_size = 2, num_workers = 3 })

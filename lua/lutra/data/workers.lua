@@ -113,7 +113,13 @@ local function start(f, base_seed, wrng)
   }
   for i = 1, f.num_workers do
     cfg.id, cfg.seed, cfg.rng = i, base_seed + i - 1, wrng[i] or nil
-    pool[i] = lt.thread.spawn(M._worker_main, cfg)
+    local ok, w = pcall(lt.thread.spawn, M._worker_main, cfg)
+    if not ok then -- (what cannot cross is named by the path: key 'dataset', key ...)
+      stop(pool)
+      error(string.format("DataLoader: cannot start worker %d (num_workers = %d): %s", i, f.num_workers,
+        (tostring(w):gsub("argument #2, ", ""))), 0)
+    end
+    pool[i] = w
   end
   return pool
 end
