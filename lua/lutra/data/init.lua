@@ -598,7 +598,7 @@ function M.DataLoader(ds, opts)
     -- worker states (lutra/data/workers.lua); a loader without workers never reads the global RNG's state
     num_workers = num_workers, prefetch_factor = num_workers > 0 and (opts.prefetch_factor or 2) or nil,
     persistent_workers = opts.persistent_workers == true, worker_init_fn = opts.worker_init_fn,
-    _seed_origin = num_workers > 0 and not shuffle and (opts.seed and "seed " .. opts.seed or lt.get_rng_state())
+    _seed_origin = num_workers > 0 and not shuffle and (opts.seed and string.format("seed %d", opts.seed) or lt.get_rng_state())
       or nil,
   }
   return new_object(DataLoader, f)

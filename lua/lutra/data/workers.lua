@@ -37,7 +37,8 @@ end
 
 local function epoch_seed(f)
   local origin = f.shuffle and f._rng or f._seed_origin
-  return hash_seed(tostring(origin) .. "/epoch " .. f._epoch)
+  -- (%d: a state read back from a checkpoint on Lua 5.3+ has float numbers, and tostring(2.0) is "2.0")
+  return hash_seed(string.format("%s/epoch %d", tostring(origin), f._epoch))
 end
 
 -- ---- the worker's side ----------------------------------------------------------------------------
