@@ -61,6 +61,12 @@ end
 
 local function run(job, setup, ...)
   local lt = require "lutra"
+  -- a stop is how a job ends, not an interruption to continue: the fit's "continue with trainer:fit" note is
+  -- not said (this state's own lt; the host's is untouched)
+  local note = lt._note
+  rawset(lt, "_note", function(line)
+    if not line:match("^lutra: fit interrupted") then note(line) end
+  end)
   local r = pack(setup(...))
   local model, trainer, train, val = r[1], r[2], r[3], r[4]
   local is_trainer = type(trainer) == "table" and type(trainer._base_callbacks) == "table"
