@@ -67,6 +67,9 @@ local function run(job, setup, ...)
   rawset(lt, "_note", function(line)
     if not line:match("^lutra: fit interrupted") then note(line) end
   end)
+  -- and the fit's clearing of the process's interrupt flag after a stop would swallow a Ctrl-C meant for the
+  -- host: the job stops on its own flag (core/bind/l_background.c), never on that one
+  rawset(lt, "interrupt_clear", function() end)
   local r = pack(setup(...))
   local model, trainer, train, val = r[1], r[2], r[3], r[4]
   local is_trainer = type(trainer) == "table" and type(trainer._base_callbacks) == "table"
