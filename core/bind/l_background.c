@@ -274,9 +274,9 @@ static int l_bg_status(lua_State *L) {
   int st = atomic_load(&j->state);
   lua_pushstring(L, state_names[st]);
   lua_setfield(L, 2, "state");
-  lua_pushnumber(L, (lua_Number)atomic_load(&j->global_step));
+  lua_pushinteger(L, (lua_Integer)atomic_load(&j->global_step));
   lua_setfield(L, 2, "global_step");
-  lua_pushnumber(L, (lua_Number)atomic_load(&j->current_epoch));
+  lua_pushinteger(L, (lua_Integer)atomic_load(&j->current_epoch));
   lua_setfield(L, 2, "current_epoch");
   if (st == BG_ERROR) {
     pthread_mutex_lock(&j->mu);
@@ -303,7 +303,7 @@ static int l_bg_layout_get(lua_State *L) {
     lua_setfield(L, -2, "dtype");
     lua_createtable(L, j->ndim[i], 0);
     for (int d = 0; d < j->ndim[i]; d++) {
-      lua_pushnumber(L, (lua_Number)j->shape[i][d]);
+      lua_pushinteger(L, (lua_Integer)j->shape[i][d]);
       lua_rawseti(L, -2, d + 1);
     }
     lua_setfield(L, -2, "shape");
@@ -345,7 +345,7 @@ static int l_bg_load(lua_State *L) {
     lt_mark_modified(t);
   }
   lt_snapshot_release(j->snap, b);
-  lua_pushnumber(L, (lua_Number)step);
+  lua_pushinteger(L, (lua_Integer)step);
   return 1;
 }
 
