@@ -63,7 +63,7 @@ end
 
 -- the job: a game AI, 16 features -> 64 -> 4 actions, batch 32 (carried into the job's state: only require)
 local function setup()
-  local lt = require "lutra"
+  local lt = require "lutra" -- luacheck: ignore 431 (the job's own lt: its state's)
   lt.manual_seed(0)
   local x = lt.randn(4096, 16)
   local y = (x:narrow(2, 1, 4) * 2):argmax(2)

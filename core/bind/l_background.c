@@ -351,11 +351,11 @@ static int l_bg_load(lua_State *L) {
 
 void l_background_register(lua_State *L) {
   luaL_newmetatable(L, JOB_MT);
-  static const luaL_Reg methods[] = { { "_layout", l_bg_layout },       { "_publish", l_bg_publish },
-                                      { "_step", l_bg_step },           { "_set_state", l_bg_set_state },
-                                      { "_stop", l_bg_stop },           { "_status", l_bg_status },
-                                      { "_layout_get", l_bg_layout_get }, { "_load", l_bg_load },
-                                      { NULL, NULL } };
+  static const luaL_Reg methods[] = {
+    { "_layout", l_bg_layout },         { "_publish", l_bg_publish }, { "_step", l_bg_step },
+    { "_set_state", l_bg_set_state },   { "_stop", l_bg_stop },       { "_status", l_bg_status },
+    { "_layout_get", l_bg_layout_get }, { "_load", l_bg_load },       { NULL, NULL }
+  };
   lua_newtable(L);
   l_setmethods(L, methods);
   lua_setfield(L, -2, "__index");

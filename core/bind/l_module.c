@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "l_background.h" /* lt.background's job record */
 #include "l_util.h"
 #include "lt_alloc.h"
 #include "lt_blas.h"
@@ -51,7 +52,6 @@ void l_tensor_grad_register(lua_State *L);   /* l_tensor_grad.c: autograd, grad 
 void l_runtime_register(lua_State *L);       /* l_runtime.c: threads, denormals, BLAS info, allocator stats */
 void l_carry_register(lua_State *L);         /* l_carry.c: _carry_pack, _carry_unpack (tests) */
 void l_thread_register(lua_State *L, void (*preload)(lua_State *L)); /* l_thread.c: _thread_* (lua/lutra/thread.lua) */
-void l_background_register(lua_State *L); /* l_background.c: _bg_* (lua/lutra/background.lua) */
 void l_infer_register(lua_State *L); /* l_infer.c: _infer_new (inference plans, lt.infer) */
 
 /* ---- process-wide run state (what a host or a signal handler may ask; the run count: l_run.c) ------ */
@@ -215,7 +215,7 @@ static int open_with_upvalues(lua_State *L) {
   l_nn_rnn_register(L); /* recurrent layers (after l_nn_register: adds to _nn) */
   l_carry_register(L);  /* values carried between Lua states, and lt.thread's workers */
   l_thread_register(L, l_preload_modules);
-  l_background_register(L); /* lt.background's job record */
+  l_background_register(L);
   l_infer_register(L); /* inference plans */
   static const luaL_Reg misc[] = { { "interrupt", l_interrupt },
                                    { "interrupt_pending", l_interrupt_pending },

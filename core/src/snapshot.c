@@ -68,8 +68,7 @@ void lt_snapshot_publish(lt_snapshot *s, int b, int64_t step) {
   unsigned w = atomic_load_explicit(&s->word, memory_order_relaxed);
   /* release: the buffer's bytes and step are visible to the reader that acquires it */
   while (!atomic_compare_exchange_weak_explicit(&s->word, &w, WORD(b, HELD(w)), memory_order_release,
-                                                memory_order_relaxed)) {
-  }
+                                                memory_order_relaxed)) {}
 }
 
 int lt_snapshot_acquire(lt_snapshot *s, int64_t *step) {
@@ -90,6 +89,5 @@ void lt_snapshot_release(lt_snapshot *s, int b) {
   unsigned w = atomic_load_explicit(&s->word, memory_order_relaxed);
   /* release: the reader's copy out of the buffer is done before the writer may fill it again */
   while (!atomic_compare_exchange_weak_explicit(&s->word, &w, WORD(LATEST(w), NONE), memory_order_release,
-                                                memory_order_relaxed)) {
-  }
+                                                memory_order_relaxed)) {}
 }
