@@ -27,8 +27,9 @@ typedef struct bg_job {
   _Atomic int64_t global_step, current_epoch;
   pthread_mutex_t mu; /* error; the layout and snapshot are set once under it */
   char *error;        /* the job's error with its traceback (BG_ERROR) */
-  /* the layout of the job's state dict, set once by the job before the first publication */
-  lt_snapshot *snap;
+  /* the layout of the job's state dict, set once by the job (under mu) before `snap` is stored (release):
+   * whoever loads a non-NULL `snap` (acquire) may read the layout without the lock */
+  _Atomic(lt_snapshot *) snap;
   int n;
   char **names;
   lt_dtype *dtype;
@@ -60,7 +61,7 @@ static void job_release(bg_job *j) {
       break;
     }
   pthread_mutex_unlock(&jobs_mu);
-  lt_snapshot_free(j->snap);
+  lt_snapshot_free(atomic_load(&j->snap));
   for (int i = 0; i < j->n; i++) free(j->names ? j->names[i] : NULL);
   free(j->names);
   free(j->dtype);
@@ -166,7 +167,7 @@ static int l_bg_layout(lua_State *L) {
   bg_job *j = check_job(L, "lt.background");
   luaL_checktype(L, 2, LUA_TTABLE);
   luaL_checktype(L, 3, LUA_TTABLE);
-  if (j->snap) return l_errorf(L, "lt.background: the layout is set already");
+  if (atomic_load(&j->snap)) return l_errorf(L, "lt.background: the layout is set already");
   int n = (int)lua_objlen(L, 2);
   char **names = calloc((size_t)n + 1, sizeof *names);
   lt_dtype *dtype = calloc((size_t)n + 1, sizeof *dtype);
@@ -206,7 +207,7 @@ static int l_bg_layout(lua_State *L) {
   j->ndim = ndim;
   j->shape = shape;
   j->nbytes = nbytes;
-  j->snap = s;
+  atomic_store_explicit(&j->snap, s, memory_order_release);
   pthread_mutex_unlock(&j->mu);
   return 0;
 }
@@ -216,8 +217,9 @@ static int l_bg_publish(lua_State *L) {
   bg_job *j = check_job(L, "lt.background");
   luaL_checktype(L, 2, LUA_TTABLE);
   int64_t step = (int64_t)luaL_checknumber(L, 3);
-  if (!j->snap) return l_errorf(L, "lt.background: publish before the layout");
-  int b = lt_snapshot_write_begin(j->snap);
+  lt_snapshot *snap = atomic_load_explicit(&j->snap, memory_order_acquire);
+  if (!snap) return l_errorf(L, "lt.background: publish before the layout");
+  int b = lt_snapshot_write_begin(snap);
   if (b < 0) {
     lua_pushboolean(L, 0);
     return 1;
@@ -226,10 +228,10 @@ static int l_bg_publish(lua_State *L) {
     lt_tensor *t = list_tensor(L, 2, i + 1, "lt.background", j->names[i]);
     if (tensor_bytes(t) != j->nbytes[i] || t->dtype != j->dtype[i])
       return l_errorf(L, "lt.background: the job's key '%s' changed its shape or dtype during the fit", j->names[i]);
-    memcpy(lt_snapshot_block(j->snap, b, i), tensor_data(t), j->nbytes[i]);
+    memcpy(lt_snapshot_block(snap, b, i), tensor_data(t), j->nbytes[i]);
   }
   atomic_store(&j->wanted, 0);
-  lt_snapshot_publish(j->snap, b, step);
+  lt_snapshot_publish(snap, b, step);
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -290,10 +292,7 @@ static int l_bg_status(lua_State *L) {
 /* job:_layout_get() -> {{name=, dtype=, shape={...}}, ...}, or nil before the job published its layout */
 static int l_bg_layout_get(lua_State *L) {
   bg_job *j = check_job(L, "load_into");
-  pthread_mutex_lock(&j->mu);
-  int ready = j->snap != NULL;
-  pthread_mutex_unlock(&j->mu);
-  if (!ready) return 0;
+  if (!atomic_load_explicit(&j->snap, memory_order_acquire)) return 0;
   lua_createtable(L, j->n, 0);
   for (int i = 0; i < j->n; i++) {
     lua_createtable(L, 0, 3);
@@ -312,6 +311,18 @@ static int l_bg_layout_get(lua_State *L) {
   return 1;
 }
 
+static int push_starting(lua_State *L) {
+  lua_pushnil(L);
+  lua_pushliteral(L, "starting");
+  return 2;
+}
+
+/* job:_ask() -> nil, "starting": asks for weights before the host has matched a model (no layout yet) */
+static int l_bg_ask(lua_State *L) {
+  atomic_store(&check_job(L, "load_into")->wanted, 1);
+  return push_starting(L);
+}
+
 /* job:_load(tensors) -> the snapshot's global_step, or nil, "starting" before the first publication. The
  * tensors (the host's, in the layout's order, matched by background.lua) get the latest snapshot; asks the
  * job for a fresh one at its next step boundary. Allocates nothing. */
@@ -319,11 +330,8 @@ static int l_bg_load(lua_State *L) {
   bg_job *j = check_job(L, "load_into");
   luaL_checktype(L, 2, LUA_TTABLE);
   atomic_store(&j->wanted, 1);
-  if (!j->snap) {
-    lua_pushnil(L);
-    lua_pushliteral(L, "starting");
-    return 2;
-  }
+  lt_snapshot *snap = atomic_load_explicit(&j->snap, memory_order_acquire);
+  if (!snap) return push_starting(L);
   if ((int)lua_objlen(L, 2) != j->n) return l_errorf(L, "load_into: expected %d tensors", j->n);
   for (int i = 0; i < j->n; i++) { /* checked before taking the buffer: an error leaves nothing held */
     lt_tensor *t = list_tensor(L, 2, i + 1, "load_into", j->names[i]);
@@ -331,31 +339,32 @@ static int l_bg_load(lua_State *L) {
       return l_errorf(L, "load_into: key '%s': the model's tensor changed its shape or dtype", j->names[i]);
   }
   int64_t step = 0;
-  int b = lt_snapshot_acquire(j->snap, &step);
-  if (b < 0) {
-    lua_pushnil(L);
-    lua_pushliteral(L, "starting");
-    return 2;
-  }
+  int b = lt_snapshot_acquire(snap, &step);
+  if (b < 0) return push_starting(L);
   for (int i = 0; i < j->n; i++) {
     lua_rawgeti(L, 2, i + 1);
     lt_tensor *t = l_totensor(L, -1);
     lua_pop(L, 1);
-    memcpy(tensor_data(t), lt_snapshot_block(j->snap, b, i), j->nbytes[i]);
+    memcpy(tensor_data(t), lt_snapshot_block(snap, b, i), j->nbytes[i]);
     lt_mark_modified(t);
   }
-  lt_snapshot_release(j->snap, b);
+  lt_snapshot_release(snap, b);
   lua_pushinteger(L, (lua_Integer)step);
   return 1;
 }
 
 void l_background_register(lua_State *L) {
   luaL_newmetatable(L, JOB_MT);
-  static const luaL_Reg methods[] = {
-    { "_layout", l_bg_layout },         { "_publish", l_bg_publish }, { "_step", l_bg_step },
-    { "_set_state", l_bg_set_state },   { "_stop", l_bg_stop },       { "_status", l_bg_status },
-    { "_layout_get", l_bg_layout_get }, { "_load", l_bg_load },       { NULL, NULL }
-  };
+  static const luaL_Reg methods[] = { { "_layout", l_bg_layout },
+                                      { "_publish", l_bg_publish },
+                                      { "_step", l_bg_step },
+                                      { "_set_state", l_bg_set_state },
+                                      { "_stop", l_bg_stop },
+                                      { "_status", l_bg_status },
+                                      { "_layout_get", l_bg_layout_get },
+                                      { "_load", l_bg_load },
+                                      { "_ask", l_bg_ask },
+                                      { NULL, NULL } };
   lua_newtable(L);
   l_setmethods(L, methods);
   lua_setfield(L, -2, "__index");

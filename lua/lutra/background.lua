@@ -206,8 +206,6 @@ local function match(self, model)
   return { tensors = list, owners = owners, keys = keys }
 end
 
-local EMPTY = {}
-
 --- job:load_into(model) -> the global_step of the weights copied, or nil, "starting" before the job's first
 --- snapshot. Copies into the model's own tensors; allocates nothing after the first call for a model.
 function Job:load_into(model)
@@ -216,7 +214,7 @@ function Job:load_into(model)
     self._layout = self._c:_layout_get()
     if not self._layout then
       if self._w:status() == "error" then check_thread(self) end
-      return self._c:_load(EMPTY) -- (asks for weights; nil, "starting")
+      return self._c:_ask() -- nil, "starting"
     end
   end
   local e = self._models[model]
