@@ -7,8 +7,8 @@
 --   lutra bench/host_background.lua [rounds=1] [seconds=6] [heap_mb=1024] [every=5] [frame=0.005]
 --   (or luajit with lutra on package.path / package.cpath)
 --
--- One summary line per figure (medians over the rounds; the empty-heap phases run first, then the heap is
--- built once and the heap phases run):
+-- One summary line per figure (medians over the rounds; after a 1 s warm-up, the empty-heap phases run first,
+-- then the heap is built once and the heap phases run; ~35 s for one round):
 --   job steps heap/empty (bar >= 0.9x), p99 of the host's lutra time per frame heap/empty (bar <= 1.2x),
 --   RSS growth during a heap phase (the largest over the rounds; bar <= 150 MB).
 local lt = require "lutra"
@@ -90,7 +90,8 @@ local function game_work()
   return events
 end
 
-local function phase(name)
+local function phase(name, seconds)
+  seconds = seconds or SECONDS
   local job = lt.background(setup)
   local host = { net = lt.nn.Sequential { lt.nn.Linear(16, 64), lt.nn.ReLU(), lt.nn.Linear(64, 4) } }
   local input = lt.randn(1, 16)
@@ -101,7 +102,7 @@ local function phase(name)
   local steps0, t_start = st.global_step, now()
   local times, cpu, frame = {}, {}, 0
   lt.no_grad(function()
-    while now() - t_start < SECONDS do
+    while now() - t_start < seconds do
       local f0 = now()
       frame = frame + 1
       game_work()
@@ -127,6 +128,7 @@ local function phase(name)
 end
 
 local empty, heap = {}, {}
+phase("warm", 1) -- (the first job's start, traces and caches; not counted)
 for i = 1, ROUNDS do empty[i] = phase("empty") end
 
 -- the heap: entity tables in arrays of 4096, until the Lua heap holds heap_mb
