@@ -76,7 +76,8 @@ describe("counting: bad input", function()
       err_of(function() return lt.bucketize(r(3), r(2, 2)) end))
     assert.matches("unique: unknown option 'return_index'",
       err_of(function() return lt.unique(r(3), { return_index = true }) end))
-    assert.matches("cdist: expected x1 %[... x P x M%] and x2 %[... x R x M%] with the same batch dims, got %[3 x 4%] and %[2 x 3%]",
+    assert.matches("cdist: expected x1 %[... x P x M%] and x2 %[... x R x M%] with the same batch dims, "
+      .. "got %[3 x 4%] and %[2 x 3%]",
       err_of(function() return lt.cdist(r(3, 4), r(2, 3)) end))
     assert.matches("dist: p must be a number >= 0, got %-1", err_of(function() return lt.dist(r(3), r(3), -1) end))
   end)
