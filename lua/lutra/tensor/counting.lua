@@ -218,7 +218,10 @@ for _, name in ipairs { "bincount", "histc", "unique", "dist", "cdist" } do
   methods[name] = M[name]
 end
 for _, name in ipairs { "bincount", "histc", "searchsorted", "bucketize", "unique", "dist", "cdist" } do
-  if rawget(core, name) == nil then core[name] = M[name] end
+  if rawget(core, name) == nil then
+    local self_checked = name == "bincount" or name == "histc" or name == "dist" or name == "cdist"
+    core[name] = self_checked and util.tensor_function(name, M[name]) or M[name]
+  end
 end
 methods.bucketize = M.bucketize
 

@@ -67,16 +67,16 @@ end
 
 --- x:movedim(source, destination): the dims in source (a number or a list) moved to the places in destination,
 --- the others keeping their order. moveaxis is the same.
-function M.movedim(x, src, dst)
-  local s, d = int_list("movedim", "source", src), int_list("movedim", "destination", dst)
+local function movedim(fname, x, src, dst)
+  local s, d = int_list(fname, "source", src), int_list(fname, "destination", dst)
   if #s ~= #d then
-    error(string.format("movedim: source and destination have %d and %d dims", #s, #d), 2)
+    error(string.format("%s: source and destination have %d and %d dims", fname, #s, #d), 3)
   end
   local nd = x:dim()
   local perm, used = {}, {}
   for i = 1, #s do
-    local a, b = util.check_dim("movedim", s[i], nd, 3), util.check_dim("movedim", d[i], nd, 3)
-    if used[a] or perm[b] then error("movedim: a dim is repeated in source or destination", 2) end
+    local a, b = util.check_dim(fname, s[i], nd, 4), util.check_dim(fname, d[i], nd, 4)
+    if used[a] or perm[b] then error(fname .. ": a dim is repeated in source or destination", 3) end
     perm[b], used[a] = a, true
   end
   local rest = 1
@@ -88,11 +88,12 @@ function M.movedim(x, src, dst)
   end
   return nd == 0 and x or x:permute(perm)
 end
-M.moveaxis = M.movedim
+function M.movedim(x, src, dst) return movedim("movedim", x, src, dst) end
+function M.moveaxis(x, src, dst) return movedim("moveaxis", x, src, dst) end
 
 --- x:swapaxes(dim1, dim2): x:transpose(dim1, dim2); swapdims is the same.
-function M.swapaxes(x, a, b) return x:transpose(a, b) end
-M.swapdims = M.swapaxes
+function M.swapaxes(x, a, b) return util.call_as("swapaxes", x.transpose, x, a, b) end
+function M.swapdims(x, a, b) return util.call_as("swapdims", x.transpose, x, a, b) end
 
 local function at_least(t, n)
   local s = t:shape()
@@ -117,7 +118,7 @@ function M.hstack(ts)
 end
 --- lt.vstack(tensors): joined along dim 1, 1-D ones as rows; row_stack is the same.
 function M.vstack(ts) return stack_along("vstack", ts, 2, function() return 1 end) end
-M.row_stack = M.vstack
+function M.row_stack(ts) return stack_along("row_stack", ts, 2, function() return 1 end) end
 --- lt.dstack(tensors): joined along dim 3 ([n] as [1 x n x 1], [m x n] as [m x n x 1]).
 function M.dstack(ts) return stack_along("dstack", ts, 3, function() return 3 end) end
 
@@ -220,16 +221,18 @@ local function check_index(fname, idx, n)
 end
 
 --- x:take(indices): the elements of the flattened x at the 1-based int64 indices, in their shape.
-function M.take(x, idx)
-  check_index("take", idx, x:numel())
+local function take(fname, x, idx)
+  check_index(fname, idx, x:numel())
   if idx:dim() == 0 then return x:reshape(-1):index_select(1, idx:reshape(1)):reshape({}) end
   return x:reshape(-1):index_select(1, idx:reshape(-1)):reshape(idx:shape())
 end
+function M.take(x, idx) return take("take", x, idx) end
 
 --- x:take_along_dim(indices[, dim]): x:gather(dim, indices) with x and indices broadcast but along dim; without
 --- dim, take on the flattened x of the flattened indices.
 function M.take_along_dim(x, idx, dim)
-  if dim == nil then return M.take(x, idx:reshape(-1)) end
+  util.check_arg("take_along_dim", 2, idx, "tensor", 2)
+  if dim == nil then return take("take_along_dim", x, idx:reshape(-1)) end
   dim = util.check_dim("take_along_dim", dim, x:dim(), 3)
   check_index("take_along_dim", idx, x:size(dim))
   if idx:dim() ~= x:dim() then

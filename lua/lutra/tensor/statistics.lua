@@ -50,15 +50,16 @@ function M.aminmax(x, opts)
 end
 
 --- x:var_mean([dim[, keepdim[, {unbiased = true}]]]) -> var, mean (x:var's arguments).
-function M.var_mean(x, dim, keepdim, opts)
-  local v = x:var(dim, keepdim, opts)
+local function var_mean(fname, x, dim, keepdim, opts)
+  local v = util.call_as(fname, x.var, x, dim, keepdim, opts)
   if dim == nil then return v, x:mean() end
   return v, x:mean(dim, keepdim)
 end
+function M.var_mean(x, dim, keepdim, opts) return var_mean("var_mean", x, dim, keepdim, opts) end
 
 --- x:std_mean(...) -> std, mean.
 function M.std_mean(x, dim, keepdim, opts)
-  local v, m = M.var_mean(x, dim, keepdim, opts)
+  local v, m = var_mean("std_mean", x, dim, keepdim, opts)
   return v:sqrt(), m
 end
 
