@@ -1,4 +1,4 @@
--- tensor_pointwise_spec: nan_to_num, lerp, hypot, logaddexp, xlogy, isclose, equal and diff
+-- tensor_pointwise_spec: nan_to_num, lerp, hypot, atan2/arctan2, logaddexp, xlogy, isclose, equal and diff
 -- (lua/lutra/tensor/pointwise.lua): values and gradients against PyTorch 1.13 (tests/fixtures/pointwise.json from
 -- gen_statistics.py), finite-difference gradchecks, and bad input.
 local lt = require "lutra"
@@ -17,6 +17,9 @@ local ops = {
   lerp_scalar = function(a, b) return a:lerp(b, 0.3) end,
   lerp_tensor = lt.lerp,
   hypot = lt.hypot,
+  atan2 = lt.atan2,
+  arctan2_broadcast_edges = function(y, x) return y:arctan2(x) end,
+  atan2_axes = function(y, x) return y:atan2(x) end,
   logaddexp = function(a, b) return a:logaddexp(b) end,
   logaddexp_inf = lt.logaddexp,
   xlogy = lt.xlogy,
@@ -40,6 +43,7 @@ describe("pointwise: finite-difference gradients", function()
     lerp = { lt.lerp, { r(3, 4), r(3, 4), lt.rand(3, 4) } },
     hypot = { lt.hypot, { r(3, 4), r(4) } },
     logaddexp = { lt.logaddexp, { r(3, 4), r(3, 4) } },
+    atan2 = { lt.atan2, { r(3, 4), r(3, 4) } },
     xlogy = { lt.xlogy, { r(3, 4), lt.rand(3, 4) + 0.5 } },
     diff = { function(x, p) return x:diff(2, 1, p) end, { r(4, 3), r(1, 3) } },
   }
