@@ -1,0 +1,134 @@
+-- f64_spec.lua — float64 tensors: creation in every creation function, conversions, element access, printing,
+-- views and copies, safetensors F64 round trips, and the one refusal of ops without a float64 kernel.
+local lt = require "lutra"
+
+-- values a float32 cannot hold: each test fails when float64 is stored as float32 anywhere
+local EXACT = { 0.1, 1 / 3, 1e300, -2 ^ -1074, 2 ^ 53 + 2 }
+
+local function same_bits(a, b) -- equal doubles, with NaN equal to NaN
+  return a == b or (a ~= a and b ~= b)
+end
+
+describe("float64 tensors", function()
+  it("lt.tensor keeps a Lua number's full precision", function()
+    local x = lt.tensor(EXACT, "float64")
+    assert.are.equal("float64", x:dtype())
+    local l = x:tolist()
+    for i, v in ipairs(EXACT) do
+      assert.are.equal(v, l[i])
+      assert.are.equal(v, x[i]:item())
+    end
+    assert.are.equal(1 / 3, lt.tensor(1 / 3, "float64"):item())
+    assert.are.equal(0.1, lt.tensor({ { 0.1 } }, { dtype = "float64" }):tolist()[1][1])
+    assert.are.equal(0.1, lt.tensor(lt.tensor({ 0.1 }, "float64")):tolist()[1]) -- a copy keeps the dtype
+  end)
+
+  it("every creation function takes \"float64\" (and \"double\", and {dtype = ...})", function()
+    assert.are.equal("float64", lt.zeros({ 2, 3 }, "float64"):dtype())
+    assert.are.equal("float64", lt.zeros(2, 3, { dtype = "float64" }):dtype())
+    assert.are.equal("float64", lt.ones(2, "double"):dtype())
+    assert.are.equal("float64", lt.empty({ 2 }, "float64"):dtype())
+    assert.are.same({ 0.1, 0.1 }, lt.full({ 2 }, 0.1, "float64"):tolist())
+    assert.are.equal(0.1 * 3, lt.arange(0, 1, 0.1, "float64"):tolist()[4]) -- 0.30000000000000004
+    local x = lt.full({ 2 }, 1 / 3, "float64")
+    assert.are.equal("float64", lt.zeros_like(x):dtype())
+    assert.are.same({ 1, 1 }, lt.ones_like(x):tolist())
+  end)
+
+  it("the default dtype stays float32", function()
+    assert.are.equal("float32", lt.zeros(2):dtype())
+    assert.are.equal("float32", lt.tensor({ 0.1 }):dtype())
+    assert.are_not.equal(0.1, lt.tensor({ 0.1 }):tolist()[1])
+  end)
+
+  it("converts with double, float, type, to and long", function()
+    local x = lt.tensor({ 0.1, -2.5, 1e300 }, "float64")
+    local f = x:float()
+    assert.are.equal("float32", f:dtype())
+    assert.are.equal(math.huge, f:tolist()[3]) -- rounds to nearest: out of range is inf
+    assert.are.equal(-2.5, f:tolist()[2])
+    assert.are.equal("float64", f:double():dtype())
+    assert.are.equal("float64", f:type("float64"):dtype())
+    assert.are.equal("float64", x:type())
+    assert.are.equal("float64", f:to({ dtype = "float64" }):dtype())
+    assert.are.equal("float64", f:to("float64"):dtype())
+    assert.are.equal("float64", f:to(x):dtype())
+    assert.are.equal(x, x:to("float64")) -- the same dtype is x itself, as PyTorch's
+    assert.are.equal(x, x:to("cpu"))
+    assert.are.same({ 0, -2 }, x:narrow(1, 1, 2):long():tolist())
+    assert.has_error(function() x:long() end, "long: to int64: element 3 (flat, 1-based) is 1e+300, which has no int64 value")
+    assert.has_error(function() x:to({ dtype = "float64", foo = 1 }) end, "to: unknown option 'foo' (known: dtype, device)")
+    assert.are.same({ 3, -4 }, lt.tensor({ 3, -4 }, "int64"):double():tolist())
+    assert.are.equal(2 ^ 53 + 2, lt.tensor({ 2 ^ 53 + 2 }, "int64"):double():item())
+  end)
+
+  it("prints its dtype", function()
+    local s = tostring(lt.tensor({ 1.5, 2 }, "float64"))
+    assert.truthy(s:find("1.5000", 1, true))
+    assert.truthy(s:find("[float64 tensor of shape [2]]", 1, true))
+  end)
+
+  it("views, copies, cat, stack and indexing keep every bit", function()
+    local vals = { { 0.1, 1 / 3, 1e300 }, { -2 ^ -1074, 2 ^ 53 + 2, 0 / 0 } }
+    local x = lt.tensor(vals, "float64")
+    local t = x:t():contiguous()
+    assert.are.equal("float64", t:dtype())
+    for i = 1, 2 do
+      for j = 1, 3 do assert.is_true(same_bits(vals[i][j], t:tolist()[j][i])) end
+    end
+    assert.are.equal(1 / 3, x:select(2, 2):tolist()[1])
+    assert.are.equal(1e300, x:view(6):narrow(1, 3, 1):item())
+    assert.are.equal(2 ^ 53 + 2, x:reshape(3, 2):tolist()[3][1])
+    assert.are.equal(1 / 3, x:unsqueeze(1):squeeze():clone():tolist()[1][2])
+    assert.are.equal(0.1, x[1]:expand(2, 3):contiguous():tolist()[2][1])
+    local c = lt.cat({ x, x }, 1)
+    assert.are.same({ 4, 3 }, c:shape())
+    assert.are.equal(1 / 3, c:tolist()[3][2])
+    local s = lt.stack({ x[1], x[1] })
+    assert.are.equal("float64", s:dtype())
+    assert.are.equal(1 / 3, s:tolist()[2][2])
+    assert.has_error(function() lt.cat({ x, x:float() }) end)
+    local y = lt.zeros({ 2, 3 }, "float64")
+    y:copy_(x)
+    assert.are.equal(2 ^ 53 + 2, y:tolist()[2][2])
+    y[1] = lt.tensor({ 1 / 7, 2, 3 }, "float64")
+    assert.are.equal(1 / 7, y:tolist()[1][1])
+    y[2] = 0.1
+    assert.are.equal(0.1, y:tolist()[2][3])
+    y:fill_(1 / 9)
+    assert.are.equal(1 / 9, y:tolist()[2][1])
+    local f = lt.zeros(3)
+    f:copy_(lt.tensor({ 0.1, 1, 2 }, "float64")) -- converts
+    assert.are.equal("float32", f:dtype())
+    assert.are.equal(1, f:tolist()[2])
+    y:zero_()
+    assert.are.same({ 0, 0, 0 }, y:tolist()[1])
+  end)
+
+  it("round-trips through safetensors (F64) bit for bit", function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    local p = dir .. ".safetensors"
+    local x = lt.tensor(EXACT, "float64")
+    lt.save(p, { w = x, f = lt.tensor({ 0.5 }), i = lt.tensor({ 7 }, "int64") })
+    local sd = lt.load(p)
+    os.remove(p)
+    assert.are.equal("float64", sd.w:dtype())
+    assert.are.same(EXACT, sd.w:tolist())
+    assert.are.equal("float32", sd.f:dtype())
+    assert.are.equal("int64", sd.i:dtype())
+    local fh = io.open(p, "rb")
+    assert.is_nil(fh)
+  end)
+end)
+
+describe("ops without a float64 kernel", function()
+  local x = lt.tensor({ 0.5, 2 }, "float64")
+  local MSG = "float64 is not supported yet (float32 only)"
+  it("refuse float64 with the one message, never reading doubles as floats", function()
+    assert.has_error(function() x:exp() end, "exp: " .. MSG)
+    assert.has_error(function() lt.softmax(x, 1) end, "softmax: " .. MSG)
+    assert.has_error(function() lt.tensor({ 1, 2 }):add_(x) end, "add: " .. MSG)
+    assert.has_error(function() lt.where(lt.tensor({ 1, 0 }), x, x) end, "where: " .. MSG)
+  end)
+end)
