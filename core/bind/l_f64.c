@@ -11,25 +11,26 @@
 
 /* sorted (strcmp order) for bsearch */
 static const char *const f64_names[] = {
-  "__newindex", "cat",     "clone",     "contiguous",    "copy",          "copy_",   "data_ptr",
-  "detach",     "dim",     "double",    "dtype",         "expand",        "fill_",   "flatten",
-  "float",      "grad_fn", "int64",     "is_contiguous", "is_leaf",       "item",    "long",
-  "narrow",     "numel",   "ones_like", "permute",       "requires_grad", "reshape", "select",
-  "shape",      "size",    "squeeze",   "stack",         "stride",        "t",       "tensor",
-  "tolist",     "totable", "transpose", "type",          "unsqueeze",     "view",    "zero_",
-  "zeros_like",
+  "__newindex", "abs",        "abs_",          "add",        "backward", "cat",
+  "clone",      "contiguous", "copy",          "copy_",      "cos",      "cos_",
+  "data_ptr",   "detach",     "dim",           "div",        "double",   "dtype",
+  "eq",         "exp",        "exp_",          "expand",     "fill_",    "flatten",
+  "float",      "ge",         "gelu",          "gelu_",      "grad",     "grad_fn",
+  "gt",         "int64",      "is_contiguous", "is_leaf",    "item",     "le",
+  "log",        "log1p",      "log1p_",        "log_",       "long",     "lt",
+  "max",        "maximum",    "mean",          "min",        "minimum",  "mul",
+  "narrow",     "ne",         "neg",           "neg_",       "numel",    "ones_like",
+  "param",      "permute",    "pow",           "relu",       "relu_",    "requires_grad",
+  "reshape",    "rsqrt",      "rsqrt_",        "select",     "shape",    "sigmoid",
+  "sigmoid_",   "sign",       "sign_",         "sin",        "sin_",     "size",
+  "sqrt",       "sqrt_",      "square",        "square_",    "squeeze",  "stack",
+  "stride",     "sub",        "sum",           "t",          "tanh",     "tanh_",
+  "tensor",     "tolist",     "totable",       "transpose",  "type",     "unsqueeze",
+  "view",       "zero_",      "zero_grad",     "zeros_like",
 };
 
 static int cmp_name(const void *key, const void *elem) { return strcmp(key, *(const char *const *)elem); }
 
 int l_f64_capable(const char *fname) {
   return bsearch(fname, f64_names, sizeof f64_names / sizeof *f64_names, sizeof *f64_names, cmp_name) != NULL;
-}
-
-lt_tensor *l_f64_gate(lua_State *L, lt_tensor *t, const char *fname) {
-  if (t && t->dtype == LT_F64 && !l_f64_capable(fname)) {
-    lt_check_no_f64(L_CTX(L), fname, t);
-    l_error(L);
-  }
-  return t;
 }

@@ -137,6 +137,14 @@ lt_tensor *l_totensor(lua_State *L, int idx) {
   return same ? b->t : NULL;
 }
 
+lt_tensor *l_f64_gate(lua_State *L, lt_tensor *t, const char *fname) {
+  if (t && t->dtype == LT_F64 && !l_f64_capable(fname)) {
+    lt_check_no_f64(L_CTX(L), fname, t);
+    l_error(L);
+  }
+  return t;
+}
+
 lt_tensor *l_checktensor(lua_State *L, int idx, const char *fname) {
   lt_tensor *t = l_totensor(L, idx);
   if (!t) {

@@ -208,17 +208,22 @@ lt_tensor *lt_op_clone(lt_ctx *c, lt_tensor *t) {
   if (!out) return NULL;
   copy_raw(out, t);
   lt_node *nd;
-  if (t->dtype == LT_F32 && lt_record(c, out, "clone", identity_backward, 1, &t, &nd)) {
+  if (lt_is_float(t->dtype) && lt_record(c, out, "clone", identity_backward, 1, &t, &nd)) {
     lt_tensor_release(out);
     return NULL;
   }
-  if (t->dtype == LT_F32 && nd) nd->reads = 0; /* clone then change: what the error message advises */
+  if (lt_is_float(t->dtype) && nd) nd->reads = 0; /* clone then change: what the error message advises */
   return out;
 }
 
 lt_tensor *lt_op_contiguous(lt_ctx *c, lt_tensor *t) {
   if (lt_is_contiguous(t)) return lt_tensor_retain(t);
   return lt_op_clone(c, t);
+}
+
+static int to_dtype_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
+  gin[0] = lt_op_to_dtype(c, g, (lt_dtype)n->i[0]);
+  return gin[0] ? LT_OK : LT_ERR;
 }
 
 lt_tensor *lt_op_to_dtype(lt_ctx *c, lt_tensor *t, lt_dtype dt) {
@@ -230,8 +235,22 @@ lt_tensor *lt_op_to_dtype(lt_ctx *c, lt_tensor *t, lt_dtype dt) {
     return NULL;
   }
   lt_tensor *out = lt_tensor_new(c, dt, t->ndim, t->shape);
-  if (out) copy_raw(out, t);
-  return out; /* conversions to or from int64 carry no gradient */
+  if (!out) return NULL;
+  copy_raw(out, t);
+  /* float32 <-> float64 is differentiable (the gradient converted back, as PyTorch's); conversions to or from
+   * int64 carry no gradient */
+  lt_node *nd;
+  if (lt_is_float(dt) && lt_is_float(t->dtype)) {
+    if (lt_record(c, out, "to", to_dtype_backward, 1, &t, &nd)) {
+      lt_tensor_release(out);
+      return NULL;
+    }
+    if (nd) {
+      nd->reads = 0;
+      nd->i[0] = t->dtype;
+    }
+  }
+  return out;
 }
 
 lt_tensor *lt_op_detach(lt_ctx *c, lt_tensor *t) {
