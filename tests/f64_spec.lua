@@ -154,7 +154,7 @@ end
 -- the op of a case applied to lutra tensors
 local function apply(c, xs)
   local op, a = c.op, c.args
-  if #xs == 2 then return lt[op](xs[1], xs[2]) end
+  if #xs >= 2 then return lt[op](unpack(xs)) end
   if a[2] ~= nil and type(a[2]) == "boolean" and (op == "mul" or op == "div" or op == "pow" or op == "sub" or op == "add") then
     if a[2] then return lt[op](a[1], xs[1]) end
     return lt[op](xs[1], a[1])

@@ -11,22 +11,18 @@
 
 /* sorted (strcmp order) for bsearch */
 static const char *const f64_names[] = {
-  "__newindex", "abs",        "abs_",          "add",        "backward", "cat",
-  "clone",      "contiguous", "copy",          "copy_",      "cos",      "cos_",
-  "data_ptr",   "detach",     "dim",           "div",        "double",   "dtype",
-  "eq",         "exp",        "exp_",          "expand",     "fill_",    "flatten",
-  "float",      "ge",         "gelu",          "gelu_",      "grad",     "grad_fn",
-  "gt",         "int64",      "is_contiguous", "is_leaf",    "item",     "le",
-  "log",        "log1p",      "log1p_",        "log_",       "long",     "lt",
-  "max",        "maximum",    "mean",          "min",        "minimum",  "mul",
-  "narrow",     "ne",         "neg",           "neg_",       "numel",    "ones_like",
-  "param",      "permute",    "pow",           "relu",       "relu_",    "requires_grad",
-  "reshape",    "rsqrt",      "rsqrt_",        "select",     "shape",    "sigmoid",
-  "sigmoid_",   "sign",       "sign_",         "sin",        "sin_",     "size",
-  "sqrt",       "sqrt_",      "square",        "square_",    "squeeze",  "stack",
-  "stride",     "sub",        "sum",           "t",          "tanh",     "tanh_",
-  "tensor",     "tolist",     "totable",       "transpose",  "type",     "unsqueeze",
-  "view",       "zero_",      "zero_grad",     "zeros_like",
+  "__newindex",    "abs",       "abs_",   "add",       "backward", "cat",           "clone",     "contiguous",
+  "copy",          "copy_",     "cos",    "cos_",      "data_ptr", "detach",        "dim",       "div",
+  "double",        "dtype",     "eq",     "exp",       "exp_",     "expand",        "fill_",     "flatten",
+  "float",         "ge",        "gelu",   "gelu_",     "grad",     "grad_fn",       "gt",        "int64",
+  "is_contiguous", "is_leaf",   "item",   "le",        "linear",   "log",           "log1p",     "log1p_",
+  "log_",          "long",      "lt",     "matmul",    "max",      "maximum",       "mean",      "min",
+  "minimum",       "mul",       "narrow", "ne",        "neg",      "neg_",          "numel",     "ones_like",
+  "param",         "permute",   "pow",    "relu",      "relu_",    "requires_grad", "reshape",   "rsqrt",
+  "rsqrt_",        "select",    "shape",  "sigmoid",   "sigmoid_", "sign",          "sign_",     "sin",
+  "sin_",          "size",      "sqrt",   "sqrt_",     "square",   "square_",       "squeeze",   "stack",
+  "stride",        "sub",       "sum",    "t",         "tanh",     "tanh_",         "tensor",    "tolist",
+  "totable",       "transpose", "type",   "unsqueeze", "view",     "zero_",         "zero_grad", "zeros_like",
 };
 
 static int cmp_name(const void *key, const void *elem) { return strcmp(key, *(const char *const *)elem); }
