@@ -154,6 +154,7 @@ end
 -- the op of a case applied to lutra tensors
 local function apply(c, xs)
   local op, a = c.op, c.args
+  if op:match("loss") or op:match("cross_entropy") then return lt.F[op](xs[1], xs[2], { reduction = a[1] }) end
   if #xs >= 2 then return lt[op](unpack(xs)) end
   if a[2] ~= nil and type(a[2]) == "boolean" and (op == "mul" or op == "div" or op == "pow" or op == "sub" or op == "add") then
     if a[2] then return lt[op](a[1], xs[1]) end

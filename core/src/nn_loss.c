@@ -50,8 +50,11 @@ static int check_targets(lt_ctx *c, const char *op, const int64_t *t, int64_t n,
 }
 
 /* output of a loss: 0-dim for mean/sum, the per-sample shape for none */
+static lt_tensor *loss_out_dt(lt_ctx *c, lt_reduction red, int ndim, const int64_t *shape, lt_dtype dt) {
+  return red == LT_REDUCE_NONE ? lt_tensor_new(c, dt, ndim, shape) : lt_tensor_new(c, dt, 0, NULL);
+}
 static lt_tensor *loss_out(lt_ctx *c, lt_reduction red, int ndim, const int64_t *shape) {
-  return red == LT_REDUCE_NONE ? lt_tensor_new(c, LT_F32, ndim, shape) : lt_tensor_new(c, LT_F32, 0, NULL);
+  return loss_out_dt(c, red, ndim, shape, LT_F32);
 }
 
 /* upstream gradient of sample s: gout[s] for none, the scalar otherwise */
@@ -382,6 +385,14 @@ static inline void pw_grad(pw_kind k, double x, double y, double pw, double a, d
   }
 }
 
+/* element i of a contiguous float32 or float64 tensor, as a double; and the store back (the elementwise losses
+ * work in double whatever the dtype: float64 inputs lose nothing) */
+static inline double el(const lt_tensor *t, int64_t i) { return t->dtype == LT_F64 ? lt_f64(t)[i] : lt_f32(t)[i]; }
+static inline void el_set(lt_tensor *t, int64_t i, double v) {
+  if (t->dtype == LT_F64) lt_f64(t)[i] = v;
+  else lt_f32(t)[i] = (float)v;
+}
+
 /* node: i = {kind, red, pw_n}; f = {scale, beta | delta}; saved = {pos_weight contiguous or NULL} */
 static int pointwise_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin) {
   lt_tensor *x = n->inputs[0], *y = n->inputs[1];
@@ -391,8 +402,8 @@ static int pointwise_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor 
   lt_tensor *gc = lt_op_contiguous(c, gout);
   lt_tensor *xc = gc ? lt_op_contiguous(c, x) : NULL;
   lt_tensor *yc = xc ? lt_op_contiguous(c, y) : NULL;
-  lt_tensor *gx = yc && x->requires_grad ? lt_tensor_new(c, LT_F32, x->ndim, x->shape) : NULL;
-  lt_tensor *gy = yc && y->requires_grad ? lt_tensor_new(c, LT_F32, y->ndim, y->shape) : NULL;
+  lt_tensor *gx = yc && x->requires_grad ? lt_tensor_new(c, x->dtype, x->ndim, x->shape) : NULL;
+  lt_tensor *gy = yc && y->requires_grad ? lt_tensor_new(c, y->dtype, y->ndim, y->shape) : NULL;
   if (!yc || (x->requires_grad && !gx) || (y->requires_grad && !gy)) {
     lt_tensor_release(gc);
     lt_tensor_release(xc);
@@ -401,15 +412,13 @@ static int pointwise_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor 
     lt_tensor_release(gy);
     return LT_ERR;
   }
-  const float *px = lt_f32(xc), *py = lt_f32(yc), *pg = lt_f32(gc);
-  const float *ppw = n->saved[0] ? lt_f32(n->saved[0]) : NULL;
-  float *ogx = gx ? lt_f32(gx) : NULL, *ogy = gy ? lt_f32(gy) : NULL;
+  const lt_tensor *pwt = n->saved[0];
   double scale = n->f[0];
   for (int64_t i = 0, m = lt_numel(xc); i < m; i++) {
-    double a, b, go = go_at(pg, red, i) * scale;
-    pw_grad(kind, px[i], py[i], ppw ? ppw[i % npw] : 1.0, n->f[1], &a, &b);
-    if (ogx) ogx[i] = (float)(a * go);
-    if (ogy) ogy[i] = (float)(b * go);
+    double a, b, go = el(gc, red == LT_REDUCE_NONE ? i : 0) * scale;
+    pw_grad(kind, el(xc, i), el(yc, i), pwt ? el(pwt, i % npw) : 1.0, n->f[1], &a, &b);
+    if (gx) el_set(gx, i, a * go);
+    if (gy) el_set(gy, i, b * go);
   }
   lt_tensor_release(gc);
   lt_tensor_release(xc);
@@ -423,7 +432,14 @@ static lt_tensor *pointwise_loss(lt_ctx *c, pw_kind kind, lt_tensor *x, lt_tenso
                                  lt_reduction red) {
   char b1[128], b2[128];
   const char *op = pw_name(kind);
-  if (lt_check_dtype(c, op, "input", x, LT_F32) || lt_check_dtype(c, op, "target", y, LT_F32)) return NULL;
+  if (x->dtype == LT_F64 || y->dtype == LT_F64) { /* float64 input and target (and pos_weight) */
+    if (x->dtype != y->dtype || (pos_weight && pos_weight->dtype != x->dtype)) {
+      lt_fail(c, "%s: input is %s and target %s%s%s: all must have the same float dtype", op, lt_dtype_name(x->dtype),
+              lt_dtype_name(y->dtype), pos_weight ? ", pos_weight " : "",
+              pos_weight ? lt_dtype_name(pos_weight->dtype) : "");
+      return NULL;
+    }
+  } else if (lt_check_dtype(c, op, "input", x, LT_F32) || lt_check_dtype(c, op, "target", y, LT_F32)) return NULL;
   if (!lt_same_shape(x, y)) {
     lt_fail(c, "%s: input %s and target %s must have the same shape", op, lt_shape_str(x, b1, sizeof b1),
             lt_shape_str(y, b2, sizeof b2));
@@ -432,7 +448,7 @@ static lt_tensor *pointwise_loss(lt_ctx *c, pw_kind kind, lt_tensor *x, lt_tenso
   int64_t npw = 1;
   if (pos_weight) {
     int64_t last = x->ndim ? x->shape[x->ndim - 1] : 1;
-    if (lt_check_dtype(c, op, "pos_weight", pos_weight, LT_F32)) return NULL;
+    if (lt_check_dtype(c, op, "pos_weight", pos_weight, x->dtype)) return NULL;
     npw = lt_numel(pos_weight);
     if (pos_weight->ndim > 1 || (npw != last && npw != 1)) {
       lt_fail(c, "%s: pos_weight must be [%lld] (one per class, the input's last dim) or [1], got %s", op,
@@ -443,21 +459,19 @@ static lt_tensor *pointwise_loss(lt_ctx *c, pw_kind kind, lt_tensor *x, lt_tenso
   lt_tensor *xc = lt_op_contiguous(c, x);
   lt_tensor *yc = xc ? lt_op_contiguous(c, y) : NULL;
   lt_tensor *pc = yc && pos_weight ? lt_op_contiguous(c, pos_weight) : NULL;
-  lt_tensor *out = yc && (pc || !pos_weight) ? loss_out(c, red, x->ndim, x->shape) : NULL;
+  lt_tensor *out = yc && (pc || !pos_weight) ? loss_out_dt(c, red, x->ndim, x->shape, x->dtype) : NULL;
   if (!out) {
     lt_tensor_release(xc);
     lt_tensor_release(yc);
     lt_tensor_release(pc);
     return NULL;
   }
-  const float *px = lt_f32(xc), *py = lt_f32(yc), *ppw = pc ? lt_f32(pc) : NULL;
-  float *po = lt_f32(out);
   int64_t m = lt_numel(xc);
   double tot = 0;
   for (int64_t i = 0; kind == PW_BCE_PROB && i < m; i++)
-    if (!(px[i] >= 0 && px[i] <= 1)) {
+    if (!(el(xc, i) >= 0 && el(xc, i) <= 1)) {
       lt_fail(c, "%s: all elements of input should be between 0 and 1 (element %lld is %g)", op, (long long)i + 1,
-              (double)px[i]);
+              el(xc, i));
       lt_tensor_release(xc);
       lt_tensor_release(yc);
       lt_tensor_release(pc);
@@ -465,12 +479,12 @@ static lt_tensor *pointwise_loss(lt_ctx *c, pw_kind kind, lt_tensor *x, lt_tenso
       return NULL;
     }
   for (int64_t i = 0; i < m; i++) {
-    double l = pw_loss(kind, px[i], py[i], ppw ? ppw[i % npw] : 1.0, a);
-    if (red == LT_REDUCE_NONE) po[i] = (float)l;
+    double l = pw_loss(kind, el(xc, i), el(yc, i), pc ? el(pc, i % npw) : 1.0, a);
+    if (red == LT_REDUCE_NONE) el_set(out, i, l);
     else tot += l;
   }
   double scale = red == LT_REDUCE_MEAN ? 1.0 / (double)m : 1.0;
-  if (red != LT_REDUCE_NONE) po[0] = (float)(tot * scale);
+  if (red != LT_REDUCE_NONE) el_set(out, 0, tot * scale);
   lt_tensor_release(xc);
   lt_tensor_release(yc);
   lt_tensor *ins[2] = { x, y };
