@@ -385,13 +385,31 @@ static inline void pw_grad(pw_kind k, double x, double y, double pw, double a, d
   }
 }
 
-/* element i of a contiguous float32 or float64 tensor, as a double; and the store back (the elementwise losses
- * work in double whatever the dtype: float64 inputs lose nothing) */
-static inline double el(const lt_tensor *t, int64_t i) { return t->dtype == LT_F64 ? lt_f64(t)[i] : lt_f32(t)[i]; }
-static inline void el_set(lt_tensor *t, int64_t i, double v) {
-  if (t->dtype == LT_F64) lt_f64(t)[i] = v;
-  else lt_f32(t)[i] = (float)v;
-}
+/* The elementwise losses work in double whatever the dtype (float64 inputs lose nothing): their loops are
+ * written once for the element type T with accessor P (lt_f32 or lt_f64), and instantiated for both. */
+#define PW_BACKWARD_LOOP(T, P)                                                   \
+  {                                                                              \
+    const T *px = P(xc), *py = P(yc), *pg = P(gc);                               \
+    const T *ppw = n->saved[0] ? P(n->saved[0]) : NULL;                          \
+    T *ogx = gx ? P(gx) : NULL, *ogy = gy ? P(gy) : NULL;                        \
+    for (int64_t i = 0, m = lt_numel(xc); i < m; i++) {                          \
+      double a, b, go = (double)(red == LT_REDUCE_NONE ? pg[i] : pg[0]) * scale; \
+      pw_grad(kind, px[i], py[i], ppw ? ppw[i % npw] : 1.0, n->f[1], &a, &b);    \
+      if (ogx) ogx[i] = (T)(a * go);                                             \
+      if (ogy) ogy[i] = (T)(b * go);                                             \
+    }                                                                            \
+  }
+#define PW_FORWARD_LOOP(T, P)                                              \
+  {                                                                        \
+    const T *px = P(xc), *py = P(yc), *ppw = pc ? P(pc) : NULL;            \
+    T *po = P(out);                                                        \
+    for (int64_t i = 0; i < m; i++) {                                      \
+      double l = pw_loss(kind, px[i], py[i], ppw ? ppw[i % npw] : 1.0, a); \
+      if (red == LT_REDUCE_NONE) po[i] = (T)l;                             \
+      else tot += l;                                                       \
+    }                                                                      \
+    if (red != LT_REDUCE_NONE) po[0] = (T)(tot * scale);                   \
+  }
 
 /* node: i = {kind, red, pw_n}; f = {scale, beta | delta}; saved = {pos_weight contiguous or NULL} */
 static int pointwise_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin) {
@@ -412,14 +430,9 @@ static int pointwise_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor 
     lt_tensor_release(gy);
     return LT_ERR;
   }
-  const lt_tensor *pwt = n->saved[0];
   double scale = n->f[0];
-  for (int64_t i = 0, m = lt_numel(xc); i < m; i++) {
-    double a, b, go = el(gc, red == LT_REDUCE_NONE ? i : 0) * scale;
-    pw_grad(kind, el(xc, i), el(yc, i), pwt ? el(pwt, i % npw) : 1.0, n->f[1], &a, &b);
-    if (gx) el_set(gx, i, a * go);
-    if (gy) el_set(gy, i, b * go);
-  }
+  if (xc->dtype == LT_F64) PW_BACKWARD_LOOP(double, lt_f64)
+  else PW_BACKWARD_LOOP(float, lt_f32)
   lt_tensor_release(gc);
   lt_tensor_release(xc);
   lt_tensor_release(yc);
@@ -468,23 +481,21 @@ static lt_tensor *pointwise_loss(lt_ctx *c, pw_kind kind, lt_tensor *x, lt_tenso
   }
   int64_t m = lt_numel(xc);
   double tot = 0;
+  const float *pf = x->dtype == LT_F64 ? NULL : lt_f32(xc);
+  const double *pd = x->dtype == LT_F64 ? lt_f64(xc) : NULL;
   for (int64_t i = 0; kind == PW_BCE_PROB && i < m; i++)
-    if (!(el(xc, i) >= 0 && el(xc, i) <= 1)) {
+    if (!(pf ? pf[i] >= 0 && pf[i] <= 1 : pd[i] >= 0 && pd[i] <= 1)) {
       lt_fail(c, "%s: all elements of input should be between 0 and 1 (element %lld is %g)", op, (long long)i + 1,
-              el(xc, i));
+              pf ? (double)pf[i] : pd[i]);
       lt_tensor_release(xc);
       lt_tensor_release(yc);
       lt_tensor_release(pc);
       lt_tensor_release(out);
       return NULL;
     }
-  for (int64_t i = 0; i < m; i++) {
-    double l = pw_loss(kind, el(xc, i), el(yc, i), pc ? el(pc, i % npw) : 1.0, a);
-    if (red == LT_REDUCE_NONE) el_set(out, i, l);
-    else tot += l;
-  }
   double scale = red == LT_REDUCE_MEAN ? 1.0 / (double)m : 1.0;
-  if (red != LT_REDUCE_NONE) el_set(out, 0, tot * scale);
+  if (x->dtype == LT_F64) PW_FORWARD_LOOP(double, lt_f64)
+  else PW_FORWARD_LOOP(float, lt_f32)
   lt_tensor_release(xc);
   lt_tensor_release(yc);
   lt_tensor *ins[2] = { x, y };
