@@ -135,8 +135,8 @@ describe("fuzz: queries and views", function()
     { "type('int32')", function() return x:type("int32") end, "^type: unknown dtype 'int32'" },
     { "long() of NaN", function() return lt.tensor { 1, NAN }:long() end, "^long: to int64: element 2 %(flat, 1%-based%) is .*nan, which has no int64 value" },
     { "long() of 1e30", function() return lt.tensor { 1e30 }:long() end, "^long: to int64: element 1 .* is 1e%+30" },
-    { "requires_grad on int64", function() return z(2, "int64"):requires_grad(true) end, "^requires_grad: only float32 tensors can require grad, got int64" },
-    { "param of int64", function() return lt.param(z(2, "int64")) end, "^param: only float32 tensors" },
+    { "requires_grad on int64", function() return z(2, "int64"):requires_grad(true) end, "^requires_grad: only float32 and float64 tensors can require grad, got int64" },
+    { "param of int64", function() return lt.param(z(2, "int64")) end, "^param: only float32 and float64 tensors" },
   }
   it("accepts the legal edge cases with the right result", function()
     local y = lt.tensor { { 1, 2, 3 }, { 4, 5, 6 } }
@@ -588,7 +588,7 @@ describe("fuzz: files", function()
     { "an unknown field", foreign('{"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16],"x":1}}', F32_4), "tensor 'w': unknown field 'x'" },
     { "a missing field", foreign('{"w":{"dtype":"F32","shape":[4]}}', F32_4), "tensor 'w': missing field 'data_offsets'" },
     { "9 dimensions", foreign('{"w":{"dtype":"F32","shape":[1,1,1,1,1,1,1,1,4],"data_offsets":[0,16]}}', F32_4), "9 dimensions; lutra tensors have at most 8" },
-    { "a dtype lutra does not read", foreign('{"w":{"dtype":"F16","shape":[8],"data_offsets":[0,16]}}', F32_4), "tensor 'w' has dtype F16; lutra reads F32 and I64" },
+    { "a dtype lutra does not read", foreign('{"w":{"dtype":"F16","shape":[8],"data_offsets":[0,16]}}', F32_4), "tensor 'w' has dtype F16; lutra reads F32, F64 and I64" },
     { "a lutra file without its checksum", foreign('{"__metadata__":{"format":"lutra"}}'), "without lutra_checksum: the header is damaged" },
     { "bad lutra metadata JSON", foreign('{"__metadata__":{"lutra":"{x"}}'), "the 'lutra' metadata is not valid JSON" },
     { "lutra metadata naming a missing tensor", foreign('{"__metadata__":{"lutra":"{\\"state_dict\\":{\\"w\\":{\\"$tensor\\":\\"nope\\"}}}"}}'), "refers to tensor 'nope', which the file does not hold" },

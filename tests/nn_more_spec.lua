@@ -256,16 +256,18 @@ describe("ModuleList and ModuleDict", function()
 end)
 
 describe("Module:to", function()
-  it("returns self for float32 and the CPU, and names any other dtype or device", function()
+  it("converts to float32 or float64, returns self for the CPU, and names any other dtype or device", function()
     local m = nn.Linear(2, 2)
     assert.are.equal(m, m:to("float32"))
     assert.are.equal(m, m:to("cpu"))
     assert.are.equal(m, m:to("cpu", "float32"))
-    assert.matches("Module:to: dtype 'float64' is not supported: lutra's parameters are float32 only",
-      err_of(m.to, m, "float64"), 1, true)
-    assert.matches("Module:to: dtype 'float16' is not supported", err_of(m.to, m, "float16"), 1, true)
+    assert.are.equal(m, m:to("float64"))
+    assert.are.equal("float64", m.weight:dtype())
+    assert.are.equal("float32", m:to({ dtype = "float32" }).bias:dtype())
+    assert.matches("Module:to: dtype 'float16' is not supported: parameters are float32 or float64",
+      err_of(m.to, m, "float16"), 1, true)
     assert.matches("Module:to: device 'cuda' is not available: lutra runs on the CPU", err_of(m.to, m, "cuda"), 1, true)
-    assert.matches("Module:to: expected a dtype or device name (\"float32\", \"cpu\"), got a number",
+    assert.matches("Module:to: expected a dtype or device name (\"float32\", \"float64\", \"cpu\"), got a number",
       err_of(m.to, m, 1), 1, true)
     assert.matches("Module:to: expected a dtype or a device", err_of(m.to, m), 1, true)
   end)

@@ -355,3 +355,42 @@ void lt_blas_sgemm(int transa, int transb, int m, int n, int k, float alpha, con
   }
   sgemm_call(transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
+
+/* ---- float64: cblas_dgemm from the library lt_blas_init loaded (a plain C loop without one) ---------------- */
+
+typedef void (*dgemm_fn)(int, int, int, int, int, int, double, const double *, int, const double *, int, double,
+                         double *, int);
+static dgemm_fn dgemm_ptr;
+static pthread_once_t dgemm_once = PTHREAD_ONCE_INIT;
+
+static void naive_dgemm(int order, int ta, int tb, int m, int n, int k, double alpha, const double *a, int lda,
+                        const double *b, int ldb, double beta, double *c, int ldc) {
+  (void)order;
+  for (int i = 0; i < m; i++)
+    for (int j = 0; j < n; j++) {
+      double s = 0;
+      for (int p = 0; p < k; p++) {
+        double x = ta == CblasTrans ? a[p * lda + i] : a[i * lda + p];
+        double y = tb == CblasTrans ? b[j * ldb + p] : b[p * ldb + j];
+        s += x * y;
+      }
+      c[i * ldc + j] = alpha * s + (beta == 0 ? 0 : beta * c[i * ldc + j]);
+    }
+}
+
+static void dgemm_init(void) {
+  lt_blas_init();
+  /* the library is already loaded (RTLD_LOCAL): RTLD_NOLOAD hands back its handle */
+  void *h = strcmp(B.info.library, "builtin") ? dlopen(B.info.library, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD) : NULL;
+  dgemm_fn f = h ? (dgemm_fn)dlsym(h, "cblas_dgemm") : NULL;
+  dgemm_ptr = f ? f : naive_dgemm;
+}
+
+void lt_blas_dgemm(int transa, int transb, int m, int n, int k, double alpha, const double *a, int lda, const double *b,
+                   int ldb, double beta, double *c, int ldc) {
+  pthread_once(&dgemm_once, dgemm_init);
+  if ((double)m * n * k > GEMM_OPENBLAS_SINGLE) /* set_threads keeps a serial hold */
+    set_threads(lt_blas_threads_pay(m, n, k) ? B.info.threads : 1);
+  dgemm_ptr(CblasRowMajor, transa ? CblasTrans : CblasNoTrans, transb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a,
+            lda, b, ldb, beta, c, ldc);
+}
