@@ -389,8 +389,8 @@ static void dgemm_init(void) {
 void lt_blas_dgemm(int transa, int transb, int m, int n, int k, double alpha, const double *a, int lda, const double *b,
                    int ldb, double beta, double *c, int ldc) {
   pthread_once(&dgemm_once, dgemm_init);
-  if ((double)m * n * k > GEMM_OPENBLAS_SINGLE) /* set_threads keeps a serial hold */
-    set_threads(lt_blas_threads_pay(m, n, k) ? B.info.threads : 1);
+  /* OpenBLAS runs on one thread (the pool owns the threads, see lt_blas_set_threads); float64 GEMMs are not
+   * split over the pool: they serve precision (gradchecks, LBFGS on small models), not speed. */
   dgemm_ptr(CblasRowMajor, transa ? CblasTrans : CblasNoTrans, transb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a,
             lda, b, ldb, beta, c, ldc);
 }
