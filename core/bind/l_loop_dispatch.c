@@ -16,10 +16,12 @@
  *     on_X_model_eval/train, toggle/untoggle_optimizer): env.hook_args builds them, the dispatcher calls the
  *     targets, env.hook_after runs the default when no target defines the hook (lua/lutra/trainer/host.lua);
  *   - the trainer's own calls (setup, on_fit_start, configure_optimizers, ..., on_exception), lp:call_hook.
+ * One target's hook outside the lists, with or without a run (lutra.checkpoint's hooks), goes through
+ * core._call_hook_target: the same handler and error rule, raised instead of kept.
  * The error rule: a target that raises fails the call with "<hook>[ (callback #i)| (datamodule)]: <message>"
- * and its traceback (the prefix: l_hook_where_fmt in l_loop_call.c, also core._hook_where for lutra.checkpoint's hooks); the message
- * is kept in the registry (it may be longer than ctx->err) for fit_advance's ("error", message). In the
- * collecting mode (on_exception) every target runs and the failures are gathered instead.
+ * and its traceback (the rule: l_hook_error_msg in l_loop_call.c); the message is kept in the registry (it
+ * may be longer than ctx->err) for fit_advance's ("error", message). In the collecting mode (on_exception)
+ * every target runs and the failures are gathered instead.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -79,15 +81,64 @@ void l_hook_targets_init(void) {
   for (size_t i = 0; i < sizeof data_hooks / sizeof *data_hooks; i++) tg[data_hooks[i]] = TG_MODEL | TG_DM | TG_DM_ONLY;
 }
 
-/* core._hook_where(hook, i, message) -> "<hook> (callback #i): message" (i nil: "<hook>: message"): the
- * prefix for hooks called outside the dispatch lists (lutra.checkpoint's on_save/on_load_checkpoint). */
-static int l_hook_where(lua_State *L) {
-  const char *hook = luaL_checkstring(L, 1);
-  int cb = lua_isnoneornil(L, 2) ? -1 : (int)luaL_checkinteger(L, 2) - 1;
-  luaL_checkany(L, 3);
-  lua_settop(L, 3);
+/* Pushes obj[name] when it is a function (obj at index idx), else pushes nothing and returns 0: the one
+ * answer to "does this target define hook name". */
+static int hook_fn(lua_State *L, int idx, const char *name) {
+  lua_getfield(L, idx, name);
+  if (lua_isfunction(L, -1)) return 1;
+  lua_pop(L, 1);
+  return 0;
+}
+
+/* The message of a hook that failed outside the dispatch lists (the error value on top, as l_msgh left it):
+ * the one error rule (l_hook_error_msg), the position of the error() that raised it dropped from the first
+ * line (it is in the traceback) and suffix put after that line. Leaves the message, or the loops' sentinel. */
+static void target_error(lua_State *L, const char *hook, int cb, const char *suffix) {
+  int named = lua_istable(L, -1); /* a hook error of an inner call: its message as it is */
+  if (!l_hook_error_msg(L, NULL, -1) || named) return;
+  const char *msg = lua_tostring(L, -1);
+  const char *tb = strstr(msg, "\nstack traceback:\n");
+  size_t head = tb ? (size_t)(tb - msg) : strlen(msg);
+  const char *p = msg;
+  while (p < msg + head && *p != ':') p++; /* "<chunk>.lua:<line>: " */
+  if (*p == ':' && p - msg > 4 && strncmp(p - 4, ".lua", 4) == 0 && p[1] >= '0' && p[1] <= '9') {
+    const char *q = p + 1;
+    while (*q >= '0' && *q <= '9') q++;
+    if (q[0] == ':' && q[1] == ' ') {
+      head -= (size_t)(q + 2 - msg);
+      msg = q + 2;
+    }
+  }
+  lua_pushlstring(L, msg, head);
   l_hook_where_fmt(L, hook, cb);
-  return 1;
+  lua_pushstring(L, suffix);
+  lua_pushstring(L, msg + head);
+  lua_concat(L, 3);
+  lua_remove(L, -2);
+}
+
+/* core._call_hook_target(obj, hook, i, suffix, ...) -> obj[hook](obj, ...)'s results, nothing when obj does not
+ * define hook (hook_fn): one target's hook called outside the run's lists, so with no run attached
+ * (lutra.checkpoint's on_save_checkpoint / on_load_checkpoint: a checkpoint is saved and loaded outside fit
+ * too). Through the one message handler; a failure raises "<hook>[ (callback #i)]: <message><suffix>" and
+ * its traceback (i nil: the model; suffix nil: none). */
+static int l_call_hook_target(lua_State *L) {
+  const char *hook = luaL_checkstring(L, 2);
+  int cb = lua_isnoneornil(L, 3) ? -1 : (int)luaL_checkinteger(L, 3) - 1;
+  const char *suffix = luaL_optstring(L, 4, "");
+  int t = lua_type(L, 1);
+  if (!(t == LUA_TTABLE || t == LUA_TUSERDATA) || !hook_fn(L, 1, hook)) return 0;
+  int nargs = lua_gettop(L) - 5; /* the arguments after suffix; the function is on top */
+  lua_pushcfunction(L, l_msgh);
+  lua_insert(L, 5); /* handler, arguments, function */
+  lua_insert(L, 6); /* handler, function, arguments */
+  lua_pushvalue(L, 1);
+  lua_insert(L, 7); /* handler, function, obj, arguments */
+  if (lua_pcall(L, nargs + 1, LUA_MULTRET, 5) != 0) {
+    target_error(L, hook, cb, suffix);
+    return lua_error(L);
+  }
+  return lua_gettop(L) - 5;
 }
 
 /* ---- the dispatcher ------------------------------------------------------------------------------------ */
@@ -332,15 +383,6 @@ void l_clear_targets(l_loops *H, lua_State *L) {
   }
 }
 
-/* Pushes obj[name] when it is a function (obj at index idx), else pushes nothing and returns 0: the one
- * answer to "does this target define hook name". */
-static int hook_fn(lua_State *L, int idx, const char *name) {
-  lua_getfield(L, idx, name);
-  if (lua_isfunction(L, -1)) return 1;
-  lua_pop(L, 1);
-  return 0;
-}
-
 /* core._hook_defined(obj, name) -> whether obj defines hook name (for the trainer's checks before the lists
  * exist: "the model has no training_step", which loaders come from hooks) */
 static int l_hook_defined(lua_State *L) {
@@ -475,10 +517,10 @@ int l_refresh_targets(void *ud, lt_loops *lp, int epoch_start) {
   }
   return LT_OK;
 }
-/* Registers core._hook_defined and core._hook_where (into the table on top). */
+/* Registers core._hook_defined and core._call_hook_target (into the table on top). */
 void l_loop_dispatch_register(lua_State *L) {
   static const luaL_Reg funcs[] = { { "_hook_defined", l_hook_defined },
-                                    { "_hook_where", l_hook_where },
+                                    { "_call_hook_target", l_call_hook_target },
                                     { NULL, NULL } };
   l_setfuncs(L, funcs);
 }
