@@ -1,4 +1,4 @@
--- nn_more_spec: the activations (lt.F.silu/elu/softplus/mish/hardtanh/hardswish/hardsigmoid/prelu and their
+-- nn_activations_spec: the activations (lt.F.silu/elu/softplus/mish/hardtanh/hardswish/hardsigmoid/prelu and their
 -- modules, GELU{approximate}), Identity, ModuleList, ModuleDict, Unflatten, Module:to and BatchNorm's
 -- num_batches_tracked: values and gradients against PyTorch 1.13 (tests/fixtures/modules_more.json from
 -- gen_modules.py), finite-difference gradchecks, PyTorch's state_dict names, and the error texts of bad input.
