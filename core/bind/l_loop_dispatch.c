@@ -164,11 +164,15 @@ static int push_target(l_loops *H, lua_State *L, const l_target *t) {
  * and then the hook's, which push(H, L, h, t, ctx) pushes (returning how many): from the C loops'
  * lt_hook_args (push_c_args) or copied from the stack (push_stack_args), so the loops' calls move nothing
  * more than one call each. res > 0: the index of a slot that receives the first result of the model's (or,
- * for a data hook, the datamodule's) call. errors == 0: the first failure stops the call (LT_ERR, the
- * message kept: failed); errors = the index of a table: every target runs and each failure's message is
- * appended there (on_exception's mode). The stack is left as it was. */
+ * for a data hook, the datamodule's) call; res == RES_TOP: that result is left on top instead, in the
+ * slot its handler had (nil when no such target ran), so the per-batch steps push no slot before the call
+ * and clear none after. errors == 0: the first failure stops the call (LT_ERR, the message kept: failed;
+ * nothing left); errors = the index of a table: every target runs and each failure's message is appended
+ * there (on_exception's mode). The stack is left as it was (but the result with RES_TOP). */
+#define RES_TOP (-1)
 static inline __attribute__((always_inline)) int dispatch(l_loops *H, lua_State *L, lt_hook h, l_push_args push,
                                                           const void *ctx, int res, int errors) {
+  int kept = 0; /* RES_TOP: a result is on top */
   for (int i = 0; i < H->ntargets[h]; i++) {
     const l_target *t = &H->targets[h][i];
     int handler = push_target(H, L, t);
@@ -177,16 +181,26 @@ static inline __attribute__((always_inline)) int dispatch(l_loops *H, lua_State 
     int rc = l_docall(H, L, handler, 1, h, lt_hook_names[h], t->cb);
     if (H->lp.prof) lt_prof_exit(H->lp.prof);
     if (rc != LT_OK) {
-      if (!errors) return LT_ERR;
+      if (!errors) {
+        if (kept) lua_pop(L, 1);
+        return LT_ERR;
+      }
       lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_err); /* collected, not kept */
       luaL_unref(L, LUA_REGISTRYINDEX, H->ref_err);
       H->ref_err = LUA_NOREF;
       lua_rawseti(L, errors, (int)lua_objlen(L, errors) + 1);
       continue;
     }
+    if (t->cb < 0 && res == RES_TOP) { /* the result into the handler's slot: the top */
+      lua_replace(L, handler);
+      if (kept) lua_remove(L, handler - 1); /* a datamodule's result before the model's */
+      kept = 1;
+      continue;
+    }
     if (res > 0 && t->cb < 0) lua_replace(L, res);
     lua_settop(L, handler - 1);
   }
+  if (res == RES_TOP && !kept) lua_pushnil(L);
   return LT_OK;
 }
 
@@ -331,10 +345,7 @@ fail:
 /* Calls hook h with the C loops' arguments a; with keep, leaves the model's first result on the stack (nil
  * when it has none). */
 int l_hook_call(l_loops *H, lua_State *L, lt_hook h, const lt_hook_args *a, int keep) {
-  if (keep) lua_pushnil(L);
-  if (dispatch(H, L, h, push_c_args, a, keep ? lua_gettop(L) : 0, 0) == LT_OK) return LT_OK; /* (push_c_args inlined) */
-  if (keep) lua_pop(L, 1);
-  return LT_ERR;
+  return dispatch(H, L, h, push_c_args, a, keep ? RES_TOP : 0, 0); /* (push_c_args inlined) */
 }
 
 /* host->call: a hook of the C loops. The loops call it only for a defined hook (lp->defined), but for the
