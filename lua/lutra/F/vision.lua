@@ -10,6 +10,7 @@
 local lt = require "lutra"
 local core = require "lutra.core"
 local H = require "lutra.nn.helpers"
+local FA = require "lutra.F.args"
 local C, V = core._nn, core._vision
 
 local M = {}
@@ -317,12 +318,16 @@ local function check_p(fn, p)
   end
 end
 
---- dropout2d(x [N x C x H x W] (or [N x C x L])[, p = 0.5[, training = true]]): zeroes whole channels (one draw per
---- item and channel from lt's RNG) and scales the rest by 1/(1-p). As PyTorch 1.13: a 3-D input is [N, C, L] and
---- any other input of 2 dims or more is taken as [N, C, ...] with a warning (a 2-D input drops single elements).
-function M.dropout2d(x, p, training)
+-- dropout2d/3d's arguments after x: positional or one options table (lua/lutra/F/args.lua)
+local DROPOUT_ARGS = { { "p", "probability", 0.5 }, { "training", "boolean", true }, { "inplace", "boolean", false } }
+
+--- dropout2d(x [N x C x H x W] (or [N x C x L])[, p = 0.5[, training = true[, inplace = false]]]): zeroes whole
+--- channels (one draw per item and channel from lt's RNG) and scales the rest by 1/(1-p). As PyTorch 1.13: a 3-D
+--- input is [N, C, L] and any other input of 2 dims or more is taken as [N, C, ...] with a warning (a 2-D input
+--- drops single elements).
+function M.dropout2d(x, ...)
   check_tensor("dropout2d", x, "input")
-  p = p or 0.5
+  local p, training, inplace = FA.args("dropout2d", DROPOUT_ARGS, ...)
   check_p("dropout2d", p)
   local n = x:dim()
   if n < 2 then
@@ -336,15 +341,15 @@ function M.dropout2d(x, p, training)
       .. "[N, C, ...]%s; dropout2d is for 3-D or 4-D inputs, use dropout for element-wise dropout", n,
       n == 2 and ", which drops single elements" or ""))
   end
-  return feature_dropout(x, p, training)
+  return FA.result(inplace, x, feature_dropout(x, p, training))
 end
 
---- dropout3d(x [N x C x D x H x W] (or [C x D x H x W])[, p = 0.5[, training = true]]): zeroes whole channels, as
---- dropout2d. As PyTorch 1.13: an input that is not 5-D is taken as one item without the batch dimension ([C, ...]),
---- with a warning unless it is 4-D.
-function M.dropout3d(x, p, training)
+--- dropout3d(x [N x C x D x H x W] (or [C x D x H x W])[, p = 0.5[, training = true[, inplace = false]]]): zeroes
+--- whole channels, as dropout2d. As PyTorch 1.13: an input that is not 5-D is taken as one item without the batch
+--- dimension ([C, ...]), with a warning unless it is 4-D.
+function M.dropout3d(x, ...)
   check_tensor("dropout3d", x, "input")
-  p = p or 0.5
+  local p, training, inplace = FA.args("dropout3d", DROPOUT_ARGS, ...)
   check_p("dropout3d", p)
   local n = x:dim()
   if n < 1 then error("dropout3d: input must have at least 1 dimension ([N x C x D x H x W]), got a scalar", 2) end
@@ -352,8 +357,8 @@ function M.dropout3d(x, p, training)
     warn_once("dropout3d" .. n, string.format("dropout3d: a %d-D input is deprecated (PyTorch 1.13): it is taken as "
       .. "one item [C, ...]; dropout3d is for 4-D or 5-D inputs, use dropout for element-wise dropout", n))
   end
-  if n == 5 then return feature_dropout(x, p, training) end
-  return feature_dropout(x:unsqueeze(1), p, training):squeeze(1)
+  if n == 5 then return FA.result(inplace, x, feature_dropout(x, p, training)) end
+  return FA.result(inplace, x, feature_dropout(x:unsqueeze(1), p, training):squeeze(1))
 end
 
 return M
