@@ -243,7 +243,7 @@ describe("constructor errors blame the caller's line", function()
 
   it("for every scheduler", function()
     local opt = lt.optim.SGD({ lt.param(lt.zeros(1)) }, { lr = 0.1, momentum = 0.9 })
-    local function step() end
+    local function noop() end
     local s1, s2 = S.StepLR(opt, 1), S.StepLR(opt, 1)
     local line, err
     line, err = here(), select(2, pcall(function() S.StepLR(5, 1) end))
@@ -262,7 +262,7 @@ describe("constructor errors blame the caller's line", function()
     blames(line, "CosineAnnealingLR: T_max must be > 0, got 0", err)
     line, err = here(), select(2, pcall(function() S.LambdaLR(opt, 5) end))
     blames(line, "LambdaLR: expected a function (epoch -> factor) or a list of them, got number", err)
-    line, err = here(), select(2, pcall(function() S.MultiplicativeLR(opt, { step, step }) end))
+    line, err = here(), select(2, pcall(function() S.MultiplicativeLR(opt, { noop, noop }) end))
     blames(line, "MultiplicativeLR: expected 1 lr_lambdas (one per param group), got 2", err)
     line, err = here(), select(2, pcall(function() S.OneCycleLR(opt, -1, 10) end))
     blames(line, "OneCycleLR: max_lr must be a finite number >= 0, got -1", err)

@@ -110,8 +110,6 @@ describe("inplace on lt.F functions", function()
     { "hardswish", { true }, { inplace = true } },
     { "hardsigmoid", { true }, { inplace = true } },
   }
-  local unpack = table.unpack or unpack -- luacheck: ignore 143
-
   it("writes the result into x (positional and by name), as the function without inplace computes it", function()
     for _, c in ipairs(CASES) do
       local f = F[c[1]]

@@ -608,8 +608,8 @@ function M.dump_trainer(trainer, weights_only)
       seen[key] = (seen[key] or 0) + 1
       if seen[key] > 1 then key = key .. "#" .. seen[key] end
       local state
-      local r = call_hook_target(cb, "on_save_checkpoint", i, nil, trainer, model, ck)
-      if type(r) == "table" then state = r end
+      local saved = call_hook_target(cb, "on_save_checkpoint", i, nil, trainer, model, ck)
+      if type(saved) == "table" then state = saved end
       if type(cb.state_dict) == "function" then
         local r = cb:state_dict()
         if type(r) == "table" then state = r end
