@@ -363,7 +363,7 @@ int l_hook_call_host(void *ud, lt_hook h, lt_hook_args *a) {
   int in = H->in_opt_step;
   if (h == LT_HOOK_OPTIMIZER_STEP) H->in_opt_step = 1;
   int batch_start = h == LT_HOOK_ON_TRAIN_BATCH_START;
-  int rc = l_hook_call(H, L, h, a, batch_start);
+  int rc = dispatch(H, L, h, push_c_args, a, batch_start ? RES_TOP : 0, 0); /* l_hook_call, inlined */
   H->in_opt_step = in;
   if (loss_slot) {
     lua_pushnil(L);
