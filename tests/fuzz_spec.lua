@@ -264,7 +264,7 @@ describe("fuzz: nn functions (lt.F)", function()
   local img, w = z(1, 1, 5, 5), z(2, 1, 3, 3)
   local tgt = i64 { 1, 2 }
   run_rows {
-    { "conv2d of a 3-d input", function() return F.conv2d(z(1, 5, 5), w) end, "^conv2d: input must be 4%-D %[batch x channels x height x width%], got %[1 x 5 x 5%]" },
+    { "conv2d of a 2-d input", function() return F.conv2d(z(5, 5), w) end, "^conv2d: input must be 4%-D %[batch x channels x height x width%] or unbatched 3%-D, got %[5 x 5%]" },
     { "conv2d channel mismatch", function() return F.conv2d(z(1, 2, 5, 5), w) end, "^conv2d: input has 2 channels, expected 1" },
     { "conv2d kernel larger than the input", function() return F.conv2d(z(1, 1, 2, 2), w) end, "^conv2d: kernel 3x3 is larger than the padded input 2x2" },
     { "conv2d with an empty kernel", function() return F.conv2d(img, z(2, 1, 0, 3)) end, "^conv2d: the kernel must be at least 1x1, got weight %[2 x 1 x 0 x 3%]" },
