@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "lt_fpmode.h"
+#include "lt_gemm_bf16.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -52,6 +53,7 @@ static struct {
   int nparts;
   unsigned csr;       /* the job's MXCSR: the caller's, with FTZ/DAZ when flush_denormal */
   int flush_denormal; /* lt_pool_set_flush_denormal */
+  int gemm_mode;      /* the caller's GEMM precision (lt_gemm_bf16.h: autocast), the job's on every thread */
   worker w[MAX_WORKERS];
 } P = { .run_lock = PTHREAD_MUTEX_INITIALIZER,
         .sleep_lock = PTHREAD_MUTEX_INITIALIZER,
@@ -82,6 +84,7 @@ static void run_parts(int is_worker) {
 #else
     (void)is_worker;
 #endif
+    if (is_worker && lt_gemm_bf16_mode() != P.gemm_mode) lt_gemm_bf16_set_mode(P.gemm_mode);
     P.fn(P.arg, i, n);
     atomic_fetch_add_explicit(&P.done, 1, memory_order_release);
     w = atomic_load_explicit(&P.claim, memory_order_acquire);
@@ -211,6 +214,7 @@ void lt_pool_run(lt_pool_fn fn, void *arg, int nparts) {
     P.fn = fn;
     P.arg = arg;
     P.nparts = nparts;
+    P.gemm_mode = lt_gemm_bf16_mode();
 #ifdef POOL_X86
     P.csr = _mm_getcsr();
 #endif
