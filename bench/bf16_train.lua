@@ -44,7 +44,7 @@ local function char(precision)
   local secs = os.clock() - t0
   local last = 0
   for i = #losses - 19, #losses do last = last + losses[i] / 20 end
-  local v = t:validate(model, val, { verbose = false })[1].val_loss
+  local v = t:validate(model, val)[1].val_loss
   return last, v, secs
 end
 
@@ -63,7 +63,7 @@ local function mnist(precision)
   local t0 = os.clock()
   t:fit(model, train)
   local secs = os.clock() - t0
-  return t:test(model, test, { verbose = false })[1].test_acc, secs
+  return t:test(model, test)[1].test_acc, secs
 end
 
 local which = arg and arg[1]

@@ -74,9 +74,7 @@ int lt_gemm_bf16_mode(void) { return thread_mode; }
 void lt_gemm_bf16_set_mode(int mode) { thread_mode = mode; }
 
 /* Below these the packing costs more than the kernel saves; 1-row/1-column products are GEMV (blas.c). */
-int lt_gemm_bf16_wants(int m, int n, int k) {
-  return m >= 4 && n >= 16 && k >= 16 && (double)m * n * k >= 32768.0;
-}
+int lt_gemm_bf16_wants(int m, int n, int k) { return m >= 4 && n >= 16 && k >= 16 && (double)m * n * k >= 32768.0; }
 
 /* This thread's packing buffers (A's block, then B's), made on its first bf16 GEMM and freed when it ends. */
 #define A_WORDS ((size_t)MC * (KC / 2))
@@ -121,13 +119,13 @@ static void block(const job *J, int i0, int i1, int j0, int j1) {
     int nc = j1 - jc < NC ? j1 - jc : NC;
     for (int pc = 0; pc < J->k; pc += KC) {
       int kc = J->k - pc < KC ? J->k - pc : KC, kp = (kc + 1) / 2;
-      lt_bf16_pack_b(J->tb, J->tb ? J->b + (size_t)jc * J->ldb + pc : J->b + (size_t)pc * J->ldb + jc, J->ldb, kc,
-                     nc, bp);
+      lt_bf16_pack_b(J->tb, J->tb ? J->b + (size_t)jc * J->ldb + pc : J->b + (size_t)pc * J->ldb + jc, J->ldb, kc, nc,
+                     bp);
       float beta = pc == 0 ? J->beta : 1.0f;
       for (int ic = i0; ic < i1; ic += MC) {
         int mc = i1 - ic < MC ? i1 - ic : MC;
-        lt_bf16_pack_a(J->ta, J->ta ? J->a + (size_t)pc * J->lda + ic : J->a + (size_t)ic * J->lda + pc, J->lda, mc,
-                       kc, ap);
+        lt_bf16_pack_a(J->ta, J->ta ? J->a + (size_t)pc * J->lda + ic : J->a + (size_t)ic * J->lda + pc, J->lda, mc, kc,
+                       ap);
         for (int jr = 0; jr < nc; jr += LT_BF16_NR) {
           const uint32_t *panel = bp + (size_t)(jr / LT_BF16_NR) * kp * LT_BF16_NR;
           int nr = nc - jr < LT_BF16_NR ? nc - jr : LT_BF16_NR;

@@ -131,21 +131,21 @@ BF16_TARGET void lt_bf16_pack_b(int transb, const float *b, int ldb, int kc, int
 }
 
 #define BH(x) ((__m512bh)(x))
-#define ROW(i)                                                                                                    \
-  do {                                                                                                            \
-    __m512i a_ = _mm512_set1_epi32((int)r##i[p]);                                                               \
-    c##i##0 = _mm512_dpbf16_ps(c##i##0, BH(a_), BH(b0));                                                         \
-    c##i##1 = _mm512_dpbf16_ps(c##i##1, BH(a_), BH(b1));                                                         \
-    c##i##2 = _mm512_dpbf16_ps(c##i##2, BH(a_), BH(b2));                                                         \
-    c##i##3 = _mm512_dpbf16_ps(c##i##3, BH(a_), BH(b3));                                                         \
+#define ROW(i)                                           \
+  do {                                                   \
+    __m512i a_ = _mm512_set1_epi32((int)r##i[p]);        \
+    c##i##0 = _mm512_dpbf16_ps(c##i##0, BH(a_), BH(b0)); \
+    c##i##1 = _mm512_dpbf16_ps(c##i##1, BH(a_), BH(b1)); \
+    c##i##2 = _mm512_dpbf16_ps(c##i##2, BH(a_), BH(b2)); \
+    c##i##3 = _mm512_dpbf16_ps(c##i##3, BH(a_), BH(b3)); \
   } while (0)
 #define ZERO4(i) __m512 c##i##0 = _mm512_setzero_ps(), c##i##1 = c##i##0, c##i##2 = c##i##0, c##i##3 = c##i##0
-#define SAVE4(i)                                                                                                  \
-  do {                                                                                                            \
-    acc[i][0] = c##i##0;                                                                                          \
-    acc[i][1] = c##i##1;                                                                                          \
-    acc[i][2] = c##i##2;                                                                                          \
-    acc[i][3] = c##i##3;                                                                                          \
+#define SAVE4(i)         \
+  do {                   \
+    acc[i][0] = c##i##0; \
+    acc[i][1] = c##i##1; \
+    acc[i][2] = c##i##2; \
+    acc[i][3] = c##i##3; \
   } while (0)
 
 BF16_TARGET void lt_bf16_tile(int kp, const uint32_t *ap, int mr, const uint32_t *bp, int nr, float alpha, float beta,

@@ -42,7 +42,7 @@ static inline int lt_gemm_bf16_enter(const lt_ctx *c) {
 static inline void lt_gemm_bf16_leave(const int *old) {
   if (*old != lt_gemm_bf16_mode()) lt_gemm_bf16_set_mode(*old);
 }
-#define lt_gemm_bf16_scope(c)                                                                                     \
+#define lt_gemm_bf16_scope(c) \
   int lt_autocast_saved_ __attribute__((cleanup(lt_gemm_bf16_leave), unused)) = lt_gemm_bf16_enter(c)
 
 /* Whether an [m x k] x [k x n] product is worth the bf16 path: matrix-vector products, outer products and
