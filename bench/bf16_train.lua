@@ -38,7 +38,7 @@ local function char(precision)
   local losses = {}
   local cb = { on_train_batch_end = function(_, trainer) losses[#losses + 1] = trainer.callback_metrics.train_loss end }
   local t = lt.Trainer(opts { precision = precision, max_steps = STEPS, gradient_clip_val = 1, callbacks = { cb },
-    num_sanity_val_steps = 0, limit_val_batches = 0 })
+    num_sanity_val_steps = 0 })
   local t0 = os.clock()
   t:fit(model, train)
   local secs = os.clock() - t0

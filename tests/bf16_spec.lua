@@ -435,3 +435,45 @@ describe("Trainer{precision = ...}", function()
     fs.rmrf(dir)
   end)
 end)
+
+describe("lutra fit CONFIG.lua --trainer.precision", function()
+  local BIN = os.getenv("LUTRA_BIN") or "build/bin/release/cli/lutra"
+  local ABS_BIN = BIN:sub(1, 1) == "/" and BIN or (os.getenv("PWD") .. "/" .. BIN)
+  local CONFIG = [[
+local lt = require "lutra"
+local model = { net = lt.nn.Linear(2, 1) }
+function model:training_step(b)
+  assert(lt.is_autocast_enabled() == (os.getenv("WANT_BF16") == "1"), "autocast state in training_step")
+  return lt.F.mse_loss(self.net(b[1]), b[2])
+end
+function model:configure_optimizers() return lt.optim.SGD(self.net:parameters(), { lr = 0.1 }) end
+local x = lt.randn(8, 2)
+local Data = lt.DataModule:extend("Data")
+function Data:train_dataloader() return lt.data.DataLoader(lt.data.TensorDataset(x, x:sum(2, true)), { batch_size = 4 }) end
+return { model = model, data = Data(),
+  trainer = { max_epochs = 1, enable_progress_bar = false, enable_model_summary = false, logger = false,
+    enable_checkpointing = false } }
+]]
+  local function run(dir, env, ...)
+    local words = {}
+    for i, a in ipairs { ... } do words[i] = fs.q(a) end
+    local p = io.popen("cd " .. fs.q(dir) .. " && " .. env .. " " .. fs.q(ABS_BIN) .. " " .. table.concat(words, " ")
+      .. " 2>&1; echo \"exit $?\"")
+    local out = p:read("*a")
+    p:close()
+    return out
+  end
+
+  it("bf16-mixed runs the hooks under autocast; float16 is refused, named", function()
+    local dir = fs.tmpdir()
+    local f = assert(io.open(dir .. "/config.lua", "w"))
+    f:write(CONFIG)
+    f:close()
+    assert.matches("exit 0", run(dir, "WANT_BF16=1", "fit", "config.lua", "--trainer.precision", "bf16-mixed"), 1, true)
+    assert.matches("exit 0", run(dir, "WANT_BF16=0", "fit", "config.lua", "--trainer.precision", "32-true"), 1, true)
+    local out = run(dir, "WANT_BF16=0", "fit", "config.lua", "--trainer.precision", "16-mixed")
+    assert.matches("--trainer.precision is float16, which the CPU has no autocast for", out, 1, true)
+    assert.is_nil(out:match("exit 0"))
+    fs.rmrf(dir)
+  end)
+end)
