@@ -301,9 +301,9 @@ void lt_blas_sgemm(int transa, int transb, int m, int n, int k, float alpha, con
   /* inside autocast's ops (lt_gemm_bf16.h): bf16 operands, fp32 sums */
   if (lt_gemm_bf16_mode() == LT_AUTOCAST_BF16 && lt_gemm_bf16_wants(m, n, k) && lt_gemm_bf16_active()) {
     int serial = __atomic_load_n(&B.serial, __ATOMIC_ACQUIRE) > 0;
-    lt_gemm_bf16(transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
-                 !serial && lt_blas_threads_pay(m, n, k) ? B.info.threads : 1);
-    return;
+    if (lt_gemm_bf16(transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+                     !serial && lt_blas_threads_pay(m, n, k) ? B.info.threads : 1) == LT_OK)
+      return; /* else no memory for its buffers: fp32 below */
   }
   if ((long)m * n <= GEMM_THIN_MN && k > 2 * GEMM_KCHUNK) {
     for (int p0 = 0; p0 < k; p0 += GEMM_KCHUNK) {

@@ -7,7 +7,6 @@
  * add (beta = 1). A job splits C into row ranges (or column ranges when C is wider than tall), each part
  * packing its own blocks, so the parts share nothing but the read-only operands. */
 #include "lt_gemm_bf16.h"
-#include "lt_blas.h"
 #include "lt_pool.h"
 
 #include <pthread.h>
@@ -48,7 +47,7 @@ static struct {
   int have_key;
 } G = { PTHREAD_ONCE_INIT, 0, 0, 0, 0 };
 
-static void free_bufs(void *p) { free(p); }
+static void free_bufs(void *p); /* a thread's packing buffers, when it ends */
 
 static void init_once(void) {
   G.supported = detect();
@@ -69,27 +68,43 @@ void lt_gemm_bf16_force_fp32(int on) {
   __atomic_store_n(&G.forced, on != 0, __ATOMIC_RELAXED);
 }
 
-static __thread int thread_mode;
-int lt_gemm_bf16_mode(void) { return thread_mode; }
-void lt_gemm_bf16_set_mode(int mode) { thread_mode = mode; }
-
 /* Below these the packing costs more than the kernel saves; 1-row/1-column products are GEMV (blas.c). */
 int lt_gemm_bf16_wants(int m, int n, int k) { return m >= 4 && n >= 16 && k >= 16 && (double)m * n * k >= 32768.0; }
 
-/* This thread's packing buffers (A's block, then B's), made on its first bf16 GEMM and freed when it ends. */
+/* The calling thread's packing buffers, one pair (A's block, then B's) per part of its jobs: made on its first
+ * bf16 GEMM (grown when a job has more parts), freed when the thread ends. The parts of a job run on the pool's
+ * threads but each uses its own pair, so a call needs nothing from the workers that could fail. */
 #define A_WORDS ((size_t)MC * (KC / 2))
 #define B_WORDS ((size_t)(KC / 2) * NC)
-static uint32_t *thread_bufs(void) {
+#define PART_WORDS (A_WORDS + B_WORDS)
+typedef struct bufs {
+  int parts;
+  uint32_t *w; /* parts * PART_WORDS, 64-byte aligned */
+} bufs;
+static void free_bufs(void *p) {
+  bufs *b = p;
+  free(b->w);
+  free(b);
+}
+static uint32_t *thread_bufs(int parts) {
   if (!G.have_key) return NULL;
-  uint32_t *p = pthread_getspecific(G.bufs);
-  if (!p) {
-    p = aligned_alloc(64, (A_WORDS + B_WORDS) * sizeof(uint32_t));
-    if (p && pthread_setspecific(G.bufs, p) != 0) {
-      free(p);
-      p = NULL;
+  bufs *b = pthread_getspecific(G.bufs);
+  if (b && b->parts >= parts) return b->w;
+  uint32_t *w = aligned_alloc(64, (size_t)parts * PART_WORDS * sizeof(uint32_t));
+  if (!w) return NULL;
+  if (!b) {
+    b = malloc(sizeof *b);
+    if (!b || pthread_setspecific(G.bufs, b) != 0) {
+      free(b);
+      free(w);
+      return NULL;
     }
+  } else {
+    free(b->w);
   }
-  return p;
+  b->parts = parts;
+  b->w = w;
+  return w;
 }
 
 typedef struct job {
@@ -98,23 +113,13 @@ typedef struct job {
   const float *a, *b;
   int lda, ldb, ldc;
   float *c;
-  int by_rows; /* parts are row ranges (else column ranges) */
+  int by_rows;   /* parts are row ranges (else column ranges) */
+  uint32_t *buf; /* PART_WORDS per part */
 } job;
 
-/* C[i0:i1, j0:j1] */
-static void block(const job *J, int i0, int i1, int j0, int j1) {
-  uint32_t *ap = thread_bufs();
-  if (!ap) { /* no memory for the buffers: this block in fp32 (the same products, unrounded) */
-    int old = lt_gemm_bf16_mode();
-    lt_gemm_bf16_set_mode(LT_AUTOCAST_OFF);
-    const float *a = J->ta ? J->a + i0 : J->a + (size_t)i0 * J->lda;
-    const float *b = J->tb ? J->b + (size_t)j0 * J->ldb : J->b + j0;
-    lt_blas_sgemm(J->ta, J->tb, i1 - i0, j1 - j0, J->k, J->alpha, a, J->lda, b, J->ldb, J->beta,
-                  J->c + (size_t)i0 * J->ldc + j0, J->ldc);
-    lt_gemm_bf16_set_mode(old);
-    return;
-  }
-  uint32_t *bp = ap + A_WORDS;
+/* C[i0:i1, j0:j1] with the buffers of part `part` */
+static void block(const job *J, int part, int i0, int i1, int j0, int j1) {
+  uint32_t *ap = J->buf + (size_t)part * PART_WORDS, *bp = ap + A_WORDS;
   for (int jc = j0; jc < j1; jc += NC) {
     int nc = j1 - jc < NC ? j1 - jc : NC;
     for (int pc = 0; pc < J->k; pc += KC) {
@@ -143,17 +148,19 @@ static void part(void *arg, int i, int n) {
   int64_t lo, hi;
   if (J->by_rows) {
     lt_pool_range(J->m, i, n, 4 * LT_BF16_MR, &lo, &hi);
-    if (lo < hi) block(J, (int)lo, (int)hi, 0, J->n);
+    if (lo < hi) block(J, i, (int)lo, (int)hi, 0, J->n);
   } else {
     lt_pool_range(J->n, i, n, LT_BF16_NR, &lo, &hi);
-    if (lo < hi) block(J, 0, J->m, (int)lo, (int)hi);
+    if (lo < hi) block(J, i, 0, J->m, (int)lo, (int)hi);
   }
 }
 
-void lt_gemm_bf16(int transa, int transb, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
-                  int ldb, float beta, float *c, int ldc, int threads) {
-  job J = { transa, transb, m, n, k, alpha, beta, a, b, lda, ldb, ldc, c, m >= n };
+int lt_gemm_bf16(int transa, int transb, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
+                 int ldb, float beta, float *c, int ldc, int threads) {
   int parts = threads > 1 ? threads : 1;
+  job J = { transa, transb, m, n, k, alpha, beta, a, b, lda, ldb, ldc, c, m >= n, thread_bufs(parts) };
+  if (!J.buf) return LT_ERR;
   if (parts > 1) lt_pool_run(part, &J, parts);
-  else block(&J, 0, m, 0, n);
+  else block(&J, 0, 0, m, 0, n);
+  return LT_OK;
 }

@@ -29,7 +29,8 @@ int lt_gemm_bf16_active(void);
 void lt_gemm_bf16_force_fp32(int on);
 
 /* The calling thread's GEMM precision (LT_AUTOCAST_*): set by the ops autocast applies to, for their products,
- * and carried to the pool's workers for the length of a job (pool.c). */
+ * and carried to the pool's workers for the length of a job (pool.c). In gemm_bf16_mode.c, which calls nothing:
+ * the pool and the GEMM both read it. */
 int lt_gemm_bf16_mode(void);
 void lt_gemm_bf16_set_mode(int mode);
 /* The ops' one-line hook: for the rest of the enclosing block the thread's GEMMs use c->autocast's precision,
@@ -49,9 +50,10 @@ static inline void lt_gemm_bf16_leave(const int *old) {
  * small products stay fp32 (the packing would cost more than the faster kernel saves). */
 int lt_gemm_bf16_wants(int m, int n, int k);
 /* Row-major, as lt_blas_sgemm; call only when lt_gemm_bf16_active(). Splits over the pool's threads when
- * threads > 1 (1 inside a pool job). */
-void lt_gemm_bf16(int transa, int transb, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
-                  int ldb, float beta, float *c, int ldc, int threads);
+ * threads > 1 (1 inside a pool job). LT_ERR, C untouched, when its packing buffers cannot be had (the caller
+ * computes in fp32 then). */
+int lt_gemm_bf16(int transa, int transb, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
+                 int ldb, float beta, float *c, int ldc, int threads);
 
 /* The AVX512-BF16 parts (gemm_bf16_kernel.c), for gemm_bf16.c. Packed operands are 32-bit words, each the two
  * bf16 of a pair of k (low half the even k); kp = (k + 1) / 2 pairs, an odd k padded with a zero. */
