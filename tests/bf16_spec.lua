@@ -156,6 +156,26 @@ describe("bf16 GEMM against float64 of the bf16-rounded operands", function()
   end)
 end)
 
+describe("LUTRA_BF16_GEMM=0", function()
+  it("forces the fp32 path from the start: autocast's products are fp32's, bit for bit, and a note says so once",
+    function()
+    local BIN = os.getenv("LUTRA_BIN") or "build/bin/release/cli/lutra"
+    local code = "local lt = require 'lutra'; lt.manual_seed(1); local A, B = lt.randn(64, 96), lt.randn(96, 80); " ..
+      "local C1, C2 = lt.zeros(64, 80), lt.zeros(64, 80); lt._gemm(C1, A, B, false, false, 1, 0); " ..
+      "lt.autocast('bf16', lt._gemm, C2, A, B, false, false, 1, 0); lt.autocast('bf16', print, ''); " ..
+      "io.write(tostring(lt._bf16_info().active), ' ', tostring(C1:eq(C2):min():item() == 1))"
+    local p = io.popen("LUTRA_BF16_GEMM=0 " .. fs.q(BIN) .. " -e " .. fs.q(code) .. " 2>&1")
+    local out = p:read("*a")
+    p:close()
+    -- the one-time note (stderr), then the answer
+    local note = "lutra: note: bfloat16 autocast computes in fp32 here: " ..
+      (lt._bf16_info().supported and "LUTRA_BF16_GEMM=0" or "this CPU has no AVX512-BF16")
+    assert.matches(note, out, 1, true)
+    assert.is_nil(out:find(note, out:find(note, 1, true) + 1, true))
+    assert.matches("false true$", out)
+  end)
+end)
+
 describe("lt.autocast", function()
   it("turns on for fn only and returns its results", function()
     assert.is_false(lt.is_autocast_enabled())
