@@ -78,13 +78,15 @@ static int l_infer_view(lua_State *L) {
 }
 
 /* in the order of lt_infer_op, lt_infer_act and the LT_INFER_ADD.. enum (lt_infer.h) */
-static const char *const op_list[] = { "linear", "act",  "softmax", "layernorm", "batchnorm", "embedding",
-                                       "conv",   "pool", "binary",  "cell",      NULL };
-static const char *const act_list[] = { "relu", "leaky_relu", "tanh",     "sigmoid", "gelu", "gelu_tanh", "silu",
-                                        "elu",  "softplus",   "hardtanh", "prelu",   "copy", "affine",    "rdiv",
-                                        "exp",  "log",        "abs",      "sqrt",    NULL };
+static const char *const op_list[] = { "linear",    "act",   "softmax", "layernorm", "batchnorm", "embedding",
+                                       "conv",      "pool",  "binary",  "cell",      "strided",   "matmul",
+                                       "groupnorm", "convt", "seq",     NULL };
+static const char *const act_list[] = { "relu",   "leaky_relu", "tanh",        "sigmoid",  "gelu",  "gelu_tanh",
+                                        "silu",   "elu",        "softplus",    "hardtanh", "prelu", "copy",
+                                        "affine", "rdiv",       "exp",         "log",      "abs",   "sqrt",
+                                        "mish",   "hardswish",  "hardsigmoid", NULL };
 static const char *const binary_list[] = { "add", "sub", "mul", "div", NULL };
-static const char *const pool_list[] = { "max", "avg", "avg_exclude_pad", NULL };
+static const char *const pool_list[] = { "max", "avg", "avg_exclude_pad", "adaptive_max", "adaptive_avg", NULL };
 static const char *const cell_list[] = { "lstm", "gru", "rnn_tanh", "rnn_relu", NULL };
 
 static int field_option(lua_State *L, const char *key, const char *const *list) {
@@ -113,7 +115,7 @@ static int l_infer_add(lua_State *L) {
   s.op = (lt_infer_op)field_option(L, "op", op_list);
   if (s.op == LT_INFER_ACT) s.act = field_option(L, "act", act_list);
   if (s.op == LT_INFER_POOL) s.act = field_option(L, "act", pool_list);
-  if (s.op == LT_INFER_CELL) s.act = field_option(L, "act", cell_list);
+  if (s.op == LT_INFER_CELL || s.op == LT_INFER_SEQ) s.act = field_option(L, "act", cell_list);
   if (s.op == LT_INFER_BINARY) s.act = field_option(L, "act", binary_list);
   s.in = (int)field_number(L, "in", -1);
   s.out = (int)field_number(L, "out", -1);
@@ -124,7 +126,7 @@ static int l_infer_add(lua_State *L) {
   s.b = (float)field_number(L, "b", 0);
   lua_getfield(L, 2, "t");
   if (lua_istable(L, -1))
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < LT_INFER_NPARAMS; k++) {
       lua_rawgeti(L, -1, k + 1);
       s.t[k] = l_totensor(L, -1); /* false/nil: absent; the table keeps the tensors alive until add retains */
       lua_pop(L, 1);
@@ -215,6 +217,12 @@ static int l_infer_run_table(lua_State *L) {
   return 0;
 }
 
+/* the element offset of a tensor in its storage (lt.infer's tracer places views inside a plan buffer with it) */
+static int l_infer_offset(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)l_checktensor(L, 1, "offset")->offset);
+  return 1;
+}
+
 static int l_infer_reset_state(lua_State *L) {
   lt_infer_reset_state(check_plan(L));
   return 0;
@@ -243,6 +251,8 @@ void l_infer_register(lua_State *L) {
   lua_pushcfunction(L, l_infer_free);
   lua_setfield(L, -2, "__gc");
   lua_pop(L, 1);
-  static const luaL_Reg funcs[] = { { "_infer_new", l_infer_new }, { NULL, NULL } };
+  static const luaL_Reg funcs[] = { { "_infer_new", l_infer_new },
+                                    { "_infer_offset", l_infer_offset },
+                                    { NULL, NULL } };
   l_setfuncs(L, funcs);
 }

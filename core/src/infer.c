@@ -3,7 +3,7 @@
  *
  * The kernels here are written for the small shapes of a model asked once per frame: a [1 x 32] x [64 x 32]^T
  * product is ~2000 multiply-adds, less than the cost of entering BLAS and far less than a hand-off to its threads,
- * so rows are computed by matvec_rows (four weight rows at a time, eight lanes each: vectorises under
+ * so rows are computed by lt_infer_matvec (infer_common.c: four weight rows at a time, eight lanes each, under
  * LT_VECTOR_FN). Only a product large enough to pay (LINEAR_BLAS_MACS) goes to BLAS.
  */
 #include <math.h>
@@ -13,17 +13,15 @@
 #include "lt_alloc.h"
 #include "lt_blas.h"
 #include "lt_fpmode.h"
+#include "infer_ops.h"
 #include "lt_infer.h"
 #include "lt_simd.h"
 
 /* multiply-adds of one Linear step from which BLAS beats the tight loops (rows > 1 only) */
 #define LINEAR_BLAS_MACS (1 << 20)
 
-/* in the order of lt_infer_op */
-static const char *const op_names[] = { "Linear",        "activation", "softmax",
-                                        "LayerNorm",     "BatchNorm",  "Embedding",
-                                        "convolution",   "pooling",    "elementwise operation",
-                                        "recurrent cell" };
+#define op_names lt_infer_op_names
+#define check_param lt_infer_check_param
 
 lt_infer_plan *lt_infer_new(lt_ctx *c) {
   lt_infer_plan *p = calloc(1, sizeof *p);
@@ -51,23 +49,6 @@ int lt_infer_buffer(lt_ctx *c, lt_infer_plan *p, int64_t numel) {
 
 /* ---- checks ---------------------------------------------------------------------------------------------- */
 
-static int check_param(lt_ctx *c, const lt_infer_step *s, int k, const char *what, int64_t numel, int optional) {
-  const lt_tensor *t = s->t[k];
-  const char *op = op_names[s->op];
-  if (!t) return optional ? LT_OK : lt_fail(c, "lt.infer: %s: %s is missing", op, what);
-  char sh[64];
-  if (t->dtype != LT_F32)
-    return lt_fail(c, "lt.infer: %s: %s is %s, expected float32 (convert the model with m:float())", op, what,
-                   lt_dtype_name(t->dtype));
-  if (!lt_is_contiguous(t))
-    return lt_fail(c, "lt.infer: %s: %s %s is not contiguous (assign it a contiguous tensor: w:contiguous())", op, what,
-                   lt_shape_str(t, sh, sizeof sh));
-  if (lt_numel(t) != numel)
-    return lt_fail(c, "lt.infer: %s: %s %s has %lld elements, expected %lld", op, what, lt_shape_str(t, sh, sizeof sh),
-                   (long long)lt_numel(t), (long long)numel);
-  return LT_OK;
-}
-
 static int check_buf(lt_ctx *c, const lt_infer_plan *p, const lt_infer_step *s, int b, int64_t numel,
                      const char *what) {
   if (b < 0 || b >= p->nbufs) return lt_fail(c, "lt.infer: %s: %s buffer %d does not exist", op_names[s->op], what, b);
@@ -94,7 +75,7 @@ static int check_step(lt_ctx *c, const lt_infer_plan *p, const lt_infer_step *s)
       if (R > 1 && R * I * O >= LINEAR_BLAS_MACS) return lt_blas_ready(c);
       return LT_OK;
     case LT_INFER_ACT:
-      if (s->act < LT_INFER_RELU || s->act > LT_INFER_SQRT)
+      if (s->act < LT_INFER_RELU || s->act > LT_INFER_HARDSIGMOID)
         return lt_fail(c, "lt.infer: unknown activation %d", s->act);
       if (s->act == LT_INFER_PRELU) {
         if (g[0] <= 0 || g[1] <= 0 || I % (g[0] * g[1]) != 0)
@@ -156,6 +137,11 @@ static int check_step(lt_ctx *c, const lt_infer_plan *p, const lt_infer_step *s)
       return check_param(c, s, 0, "weight_ih", G * O * I, 0) || check_param(c, s, 1, "weight_hh", G * O * O, 0) ||
              check_param(c, s, 2, "bias_ih", G * O, 1) || check_param(c, s, 3, "bias_hh", G * O, 1);
     }
+    case LT_INFER_STRIDED: return lt_infer_check_strided(c, p, s);
+    case LT_INFER_MATMUL: return lt_infer_check_matmul(c, p, s);
+    case LT_INFER_GROUPNORM: return lt_infer_check_groupnorm(c, p, s);
+    case LT_INFER_CONVT: return lt_infer_check_convt(c, p, s);
+    case LT_INFER_SEQ: return lt_infer_check_seq(c, p, s);
   }
   return lt_fail(c, "lt.infer: unknown step %d", (int)s->op);
 }
@@ -171,7 +157,7 @@ int lt_infer_add(lt_ctx *c, lt_infer_plan *p, const lt_infer_step *s) {
   }
   lt_infer_step *d = &p->steps[p->nsteps++];
   *d = *s;
-  for (int k = 0; k < 4; k++)
+  for (int k = 0; k < LT_INFER_NPARAMS; k++)
     if (d->t[k]) lt_tensor_retain(d->t[k]);
   return LT_OK;
 }
@@ -179,7 +165,7 @@ int lt_infer_add(lt_ctx *c, lt_infer_plan *p, const lt_infer_step *s) {
 void lt_infer_free(lt_infer_plan *p) {
   if (!p) return;
   for (int i = 0; i < p->nsteps; i++)
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < LT_INFER_NPARAMS; k++)
       if (p->steps[i].t[k]) lt_tensor_release(p->steps[i].t[k]);
   for (int i = 0; i < p->nbufs; i++) lt_tensor_release(p->bufs[i]);
   free(p->steps);
@@ -199,46 +185,6 @@ void lt_infer_reset_state(const lt_infer_plan *p) {
 
 /* ---- kernels --------------------------------------------------------------------------------------------- */
 
-static inline float fold8(const float *a) { return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7])); }
-
-/* y[o] = b[o] + sum_i W[o, i] x[i] for o < O (b may be NULL): four weight rows at a time, eight lanes each. */
-LT_VECTOR_FN static void matvec(const float *restrict W, const float *restrict x, const float *restrict b, int64_t I,
-                                int64_t O, float *restrict y) {
-  int64_t o = 0, I8 = I & ~(int64_t)7;
-  for (; o + 4 <= O; o += 4) {
-    const float *w0 = W + o * I, *w1 = w0 + I, *w2 = w1 + I, *w3 = w2 + I;
-    float a0[8] = { 0 }, a1[8] = { 0 }, a2[8] = { 0 }, a3[8] = { 0 };
-    for (int64_t i = 0; i < I8; i += 8)
-      for (int k = 0; k < 8; k++) {
-        float v = x[i + k];
-        a0[k] += w0[i + k] * v;
-        a1[k] += w1[i + k] * v;
-        a2[k] += w2[i + k] * v;
-        a3[k] += w3[i + k] * v;
-      }
-    float s0 = fold8(a0), s1 = fold8(a1), s2 = fold8(a2), s3 = fold8(a3);
-    for (int64_t i = I8; i < I; i++) {
-      s0 += w0[i] * x[i];
-      s1 += w1[i] * x[i];
-      s2 += w2[i] * x[i];
-      s3 += w3[i] * x[i];
-    }
-    y[o] = s0 + (b ? b[o] : 0.0f);
-    y[o + 1] = s1 + (b ? b[o + 1] : 0.0f);
-    y[o + 2] = s2 + (b ? b[o + 2] : 0.0f);
-    y[o + 3] = s3 + (b ? b[o + 3] : 0.0f);
-  }
-  for (; o < O; o++) {
-    const float *w = W + o * I;
-    float a[8] = { 0 };
-    for (int64_t i = 0; i < I8; i += 8)
-      for (int k = 0; k < 8; k++) a[k] += w[i + k] * x[i + k];
-    float s = fold8(a);
-    for (int64_t i = I8; i < I; i++) s += w[i] * x[i];
-    y[o] = s + (b ? b[o] : 0.0f);
-  }
-}
-
 static void run_linear(const lt_infer_plan *p, const lt_infer_step *s) {
   const float *x = lt_f32(p->bufs[s->in]), *W = lt_f32(s->t[0]), *b = s->t[1] ? lt_f32(s->t[1]) : NULL;
   float *y = lt_f32(p->bufs[s->out]);
@@ -250,7 +196,7 @@ static void run_linear(const lt_infer_plan *p, const lt_infer_step *s) {
         for (int64_t o = 0; o < O; o++) y[r * O + o] += b[o];
     return;
   }
-  for (int64_t r = 0; r < R; r++) matvec(W, x + r * I, b, I, O, y + r * O);
+  for (int64_t r = 0; r < R; r++) lt_infer_matvec(W, x + r * I, b, I, O, y + r * O);
 }
 
 LT_VECTOR_FN static void run_act(const lt_infer_plan *p, const lt_infer_step *s) {
@@ -321,6 +267,21 @@ LT_VECTOR_FN static void run_act(const lt_infer_plan *p, const lt_infer_step *s)
       break;
     case LT_INFER_SQRT:
       for (int64_t i = 0; i < n; i++) y[i] = sqrtf(x[i]);
+      break;
+    case LT_INFER_MISH: /* x tanh(softplus(x)), softplus with PyTorch's threshold 20 */
+      for (int64_t i = 0; i < n; i++) y[i] = x[i] * lt_tanhf(x[i] > 20.0f ? x[i] : log1pf(expf(x[i])));
+      break;
+    case LT_INFER_HARDSWISH:
+      for (int64_t i = 0; i < n; i++) {
+        float r6 = x[i] + 3.0f < 0 ? 0 : x[i] + 3.0f > 6.0f ? 6.0f : x[i] + 3.0f;
+        y[i] = x[i] * r6 / 6.0f;
+      }
+      break;
+    case LT_INFER_HARDSIGMOID:
+      for (int64_t i = 0; i < n; i++) {
+        float r6 = x[i] + 3.0f < 0 ? 0 : x[i] + 3.0f > 6.0f ? 6.0f : x[i] + 3.0f;
+        y[i] = r6 / 6.0f;
+      }
       break;
   }
 }
@@ -468,6 +429,20 @@ static void run_conv(const lt_infer_plan *p, const lt_infer_step *s) {
 /* PyTorch's pooling windows: a window may reach past the input into the padding, or (ceil_mode) past that;
  * average pooling divides by the window clipped to input + padding, or to the input alone (count_include_pad
  * false). */
+/* one window [h0, h1) x [w0, w1) of an adaptive pool (never empty, never past the input) */
+static float adaptive(const float *xp, int64_t H, int64_t Wd, int64_t h0, int64_t h1, int64_t w0, int64_t w1, int max) {
+  (void)H;
+  double sum = 0;
+  float r = -INFINITY;
+  for (int64_t ih = h0; ih < h1; ih++)
+    for (int64_t iw = w0; iw < w1; iw++) {
+      float v = xp[ih * Wd + iw];
+      if (v > r || v != v) r = v;
+      sum += v;
+    }
+  return max ? r : (float)(sum / (double)((h1 - h0) * (w1 - w0)));
+}
+
 static void run_pool(const lt_infer_plan *p, const lt_infer_step *s) {
   const int64_t *g = s->geo;
   int64_t NC = g[LT_INFER_GEO_N] * g[LT_INFER_GEO_CIN], H = g[LT_INFER_GEO_H], Wd = g[LT_INFER_GEO_W];
@@ -482,7 +457,10 @@ static void run_pool(const lt_infer_plan *p, const lt_infer_step *s) {
       for (int64_t ow = 0; ow < OW; ow++) {
         int64_t h0 = oh * SH - PH, w0 = ow * SW - PW;
         float r;
-        if (s->act == LT_INFER_POOL_MAX) {
+        if (s->act == LT_INFER_POOL_ADAPTIVE_MAX || s->act == LT_INFER_POOL_ADAPTIVE_AVG) {
+          r = adaptive(xp, H, Wd, oh * H / OH, ((oh + 1) * H + OH - 1) / OH, ow * Wd / OW,
+                       ((ow + 1) * Wd + OW - 1) / OW, s->act == LT_INFER_POOL_ADAPTIVE_MAX);
+        } else if (s->act == LT_INFER_POOL_MAX) {
           r = -INFINITY;
           for (int64_t ki = 0; ki < KH; ki++) {
             int64_t ih = h0 + ki * DH;
@@ -517,32 +495,9 @@ static void run_cell(const lt_infer_plan *p, const lt_infer_step *s) {
   float *gi = lt_f32(p->bufs[s->geo[2]]), *gh = gi + G * Hd, *y = lt_f32(p->bufs[s->out]);
   for (int64_t r = 0; r < s->rows; r++) {
     float *hr = h + r * Hd;
-    matvec(Wih, x + r * I, bih, I, G * Hd, gi);
-    matvec(Whh, hr, bhh, Hd, G * Hd, gh);
-    switch (s->act) {
-      case LT_INFER_CELL_LSTM: {
-        float *cr = cst + r * Hd;
-        for (int64_t j = 0; j < Hd; j++) {
-          float i = lt_sigmoidf(gi[j] + gh[j]), f = lt_sigmoidf(gi[Hd + j] + gh[Hd + j]);
-          float gg = lt_tanhf(gi[2 * Hd + j] + gh[2 * Hd + j]), o = lt_sigmoidf(gi[3 * Hd + j] + gh[3 * Hd + j]);
-          cr[j] = f * cr[j] + i * gg;
-          hr[j] = o * lt_tanhf(cr[j]);
-        }
-        break;
-      }
-      case LT_INFER_CELL_GRU:
-        for (int64_t j = 0; j < Hd; j++) {
-          float rr = lt_sigmoidf(gi[j] + gh[j]), z = lt_sigmoidf(gi[Hd + j] + gh[Hd + j]);
-          float nn = lt_tanhf(gi[2 * Hd + j] + rr * gh[2 * Hd + j]);
-          hr[j] = (1.0f - z) * nn + z * hr[j];
-        }
-        break;
-      case LT_INFER_CELL_RNN_TANH:
-        for (int64_t j = 0; j < Hd; j++) hr[j] = lt_tanhf(gi[j] + gh[j]);
-        break;
-      default:
-        for (int64_t j = 0; j < Hd; j++) hr[j] = gi[j] + gh[j] > 0 ? gi[j] + gh[j] : 0.0f;
-    }
+    lt_infer_matvec(Wih, x + r * I, bih, I, G * Hd, gi);
+    lt_infer_matvec(Whh, hr, bhh, Hd, G * Hd, gh);
+    lt_infer_cell_update(s->act, gi, gh, hr, cst ? cst + r * Hd : NULL, hr, Hd);
     memcpy(y + r * Hd, hr, (size_t)Hd * sizeof *y);
   }
 }
@@ -563,6 +518,11 @@ int lt_infer_run(lt_ctx *c, const lt_infer_plan *p) {
       case LT_INFER_POOL: run_pool(p, s); break;
       case LT_INFER_BINARY: run_binary(p, s); break;
       case LT_INFER_CELL: run_cell(p, s); break;
+      case LT_INFER_STRIDED: lt_infer_run_strided(p, s); break;
+      case LT_INFER_MATMUL: lt_infer_run_matmul(p, s); break;
+      case LT_INFER_GROUPNORM: lt_infer_run_groupnorm(p, s); break;
+      case LT_INFER_CONVT: lt_infer_run_convt(p, s); break;
+      case LT_INFER_SEQ: lt_infer_run_seq(p, s); break;
     }
   }
   lt_fp_leave(fp);

@@ -34,6 +34,14 @@ typedef enum lt_infer_op {
                          the tensor t[0]; b != 0: y (act) in[i] instead (the operands swapped) */
   LT_INFER_CELL,      /* one step of an LSTM/GRU/RNN cell; act = LT_INFER_CELL_*; rows = batch, n_in = input,
                          n_out = hidden; state buffers geo[0] (h) and geo[1] (c, LSTM); t = {w_ih, w_hh, b_ih, b_hh} */
+  LT_INFER_STRIDED,   /* a strided copy (transpose, permute, narrow, cat, stack, chunk): geo = LT_INFER_STRIDED_* */
+  LT_INFER_MATMUL,    /* batched product out[b] = a * op(A[b]) op(B[b]), A the input buffer: geo = LT_INFER_MM_* */
+  LT_INFER_GROUPNORM, /* rows = N, n_in = C, geo[0] = spatial, geo[1] = groups; t = {weight or NULL, bias or NULL};
+                         a = eps (InstanceNorm: groups = C) */
+  LT_INFER_CONVT,     /* 2-d transposed convolution (ConvTranspose2d): geo = LT_INFER_GEO_*; t = {weight [Cin x Cout/G x
+                         KH x KW], bias or NULL} */
+  LT_INFER_SEQ,       /* one direction of one LSTM/GRU/RNN layer over a whole sequence from a zero state: act, n_in,
+                         n_out as LT_INFER_CELL; geo = LT_INFER_SEQ_*; t = {w_ih, w_hh, b_ih, b_hh, w_hr (LSTM proj)} */
 } lt_infer_op;
 
 typedef enum lt_infer_act {
@@ -55,11 +63,23 @@ typedef enum lt_infer_act {
   LT_INFER_LOG,
   LT_INFER_ABS,
   LT_INFER_SQRT,
+  LT_INFER_MISH,
+  LT_INFER_HARDSWISH,
+  LT_INFER_HARDSIGMOID,
 } lt_infer_act;
 
-enum { LT_INFER_POOL_MAX = 0, LT_INFER_POOL_AVG = 1, LT_INFER_POOL_AVG_EXCLUDE_PAD = 2 };
+/* the adaptive kinds take PyTorch's windows [floor(i*H/OH), ceil((i+1)*H/OH)); their K, S, P, D are 1, 1, 0, 1 */
+enum {
+  LT_INFER_POOL_MAX = 0,
+  LT_INFER_POOL_AVG = 1,
+  LT_INFER_POOL_AVG_EXCLUDE_PAD = 2,
+  LT_INFER_POOL_ADAPTIVE_MAX = 3,
+  LT_INFER_POOL_ADAPTIVE_AVG = 4
+};
 enum { LT_INFER_ADD = 0, LT_INFER_SUB = 1, LT_INFER_MUL = 2, LT_INFER_DIV = 3 };
 enum { LT_INFER_CELL_LSTM = 0, LT_INFER_CELL_GRU = 1, LT_INFER_CELL_RNN_TANH = 2, LT_INFER_CELL_RNN_RELU = 3 };
+
+#define LT_INFER_NPARAMS 5
 
 /* Geometry of LT_INFER_CONV and LT_INFER_POOL (pool: C = Cin = Cout, groups 1, no weight). */
 enum {
@@ -82,13 +102,57 @@ enum {
   LT_INFER_GEO_COUNT
 };
 
+/* Geometry of LT_INFER_STRIDED (up to 4 dims; strides and offsets in elements, all >= 0):
+ * out[out_off + sum i_d * out_stride_d] = in[in_off + sum i_d * in_stride_d] for every index i < shape. */
+enum {
+  LT_INFER_STRIDED_NDIM,
+  LT_INFER_STRIDED_SHAPE,   /* 4 entries */
+  LT_INFER_STRIDED_IN = 5,  /* 4 entries */
+  LT_INFER_STRIDED_OUT = 9, /* 4 entries */
+  LT_INFER_STRIDED_IN_OFF = 13,
+  LT_INFER_STRIDED_OUT_OFF = 14,
+  LT_INFER_STRIDED_MAX_DIM = 4
+};
+
+/* Geometry of LT_INFER_MATMUL: B is the buffer geo[MM_B], or the tensor t[0] when it is < 0. A is [M x K] (or
+ * stored [K x M] with TRANS_A), B [K x N] (stored [N x K] with TRANS_B); batch b reads A at b * A_STRIDE and B at
+ * b * B_STRIDE (0: one matrix for every batch); out is [batch x M x N] contiguous. */
+enum {
+  LT_INFER_MM_B,
+  LT_INFER_MM_BATCH,
+  LT_INFER_MM_M,
+  LT_INFER_MM_K,
+  LT_INFER_MM_N,
+  LT_INFER_MM_TRANS_A,
+  LT_INFER_MM_TRANS_B,
+  LT_INFER_MM_A_STRIDE,
+  LT_INFER_MM_B_STRIDE
+};
+
+/* Geometry of LT_INFER_SEQ: x_t of batch row b at in + t * X_T + b * X_B (n_in values), h_t written at out +
+ * OUT_OFF + t * OUT_T + b * OUT_B (PROJ values when PROJ > 0, else n_out); REVERSE runs t from T-1 down to 0.
+ * STATE is a buffer of B * (2 * n_out + PROJ) + 2 * G * n_out + n_out floats (h, c, gates, scratch), zeroed by
+ * each run. */
+enum {
+  LT_INFER_SEQ_T,
+  LT_INFER_SEQ_B,
+  LT_INFER_SEQ_X_T,
+  LT_INFER_SEQ_X_B,
+  LT_INFER_SEQ_OUT_T,
+  LT_INFER_SEQ_OUT_B,
+  LT_INFER_SEQ_OUT_OFF,
+  LT_INFER_SEQ_REVERSE,
+  LT_INFER_SEQ_STATE,
+  LT_INFER_SEQ_PROJ
+};
+
 typedef struct lt_infer_step {
   lt_infer_op op;
-  int in, out;               /* buffer indexes */
-  int64_t rows, n_in, n_out; /* per op, above */
-  int act;                   /* lt_infer_act, pool kind or cell kind */
-  float a, b;                /* activation / norm parameters */
-  lt_tensor *t[4];           /* parameters, retained by the plan */
+  int in, out;                    /* buffer indexes */
+  int64_t rows, n_in, n_out;      /* per op, above */
+  int act;                        /* lt_infer_act, pool kind or cell kind */
+  float a, b;                     /* activation / norm parameters */
+  lt_tensor *t[LT_INFER_NPARAMS]; /* parameters, retained by the plan */
   int64_t geo[LT_INFER_GEO_COUNT];
 } lt_infer_step;
 

@@ -56,6 +56,9 @@ local acts = {
   log = function(v) return log(v) end,
   abs = function(v) return v < 0 and -v or v end,
   sqrt = function(v) return sqrt(v) end,
+  mish = function(v) return v * tanh(v > 20 and v or log(1 + exp(v))) end,
+  hardswish = function(v) local r = v + 3; r = r < 0 and 0 or (r > 6 and 6 or r); return v * r / 6 end,
+  hardsigmoid = function(v) local r = v + 3; r = r < 0 and 0 or (r > 6 and 6 or r); return r / 6 end,
 }
 local function act(x, y, n, kind, a, b)
   local f = acts[kind]
@@ -175,7 +178,19 @@ local function pool(x, y, kind, NC, H, Wd, OH, OW, KH, KW, SH, SW, PH, PW, DH, D
     for oh = 0, OH - 1 do
       for ow = 0, OW - 1 do
         local h0, w0, r = oh * SH - PH, ow * SW - PW, nil
-        if kind == "max" then
+        if kind == "adaptive_max" or kind == "adaptive_avg" then
+          local hs, he = floor(oh * H / OH), floor(((oh + 1) * H + OH - 1) / OH)
+          local ws, we = floor(ow * Wd / OW), floor(((ow + 1) * Wd + OW - 1) / OW)
+          local s, m = 0, -huge
+          for ih = hs, he - 1 do
+            for iw = ws, we - 1 do
+              local v = x[xp + ih * Wd + iw]
+              s = s + v
+              if v > m or v ~= v then m = v end
+            end
+          end
+          r = kind == "adaptive_max" and m or s / ((he - hs) * (we - ws))
+        elseif kind == "max" then
           r = -huge
           for ki = 0, KH - 1 do
             local ih = h0 + ki * DH
@@ -211,36 +226,41 @@ local function matvec(W, x, xo, b, I, O, y)
     y[o] = s
   end
 end
+local function update(kind, gi, gh, h, ho, c, co, hout, oo, Hd)
+  for j = 1, Hd do
+    if kind == "lstm" then
+      local i, f = sigmoid(gi[j] + gh[j]), sigmoid(gi[Hd + j] + gh[Hd + j])
+      local g, o = tanh(gi[2 * Hd + j] + gh[2 * Hd + j]), sigmoid(gi[3 * Hd + j] + gh[3 * Hd + j])
+      c[co + j] = f * c[co + j] + i * g
+      hout[oo + j] = o * tanh(c[co + j])
+    elseif kind == "gru" then
+      local rr, z = sigmoid(gi[j] + gh[j]), sigmoid(gi[Hd + j] + gh[Hd + j])
+      local nn = tanh(gi[2 * Hd + j] + rr * gh[2 * Hd + j])
+      h[ho + j] = (1 - z) * nn + z * h[ho + j]
+    elseif kind == "rnn_tanh" then
+      h[ho + j] = tanh(gi[j] + gh[j])
+    else
+      local v = gi[j] + gh[j]
+      h[ho + j] = v > 0 and v or 0
+    end
+  end
+end
 local function cell(x, y, kind, R, I, Hd, Wih, Whh, bih, bhh, h, c, gi, gh)
   local G = kind == "lstm" and 4 or kind == "gru" and 3 or 1
   for r = 0, R - 1 do
     local ho = r * Hd
     matvec(Wih, x, r * I, bih, I, G * Hd, gi)
     matvec(Whh, h, ho, bhh, Hd, G * Hd, gh)
-    for j = 1, Hd do
-      if kind == "lstm" then
-        local i, f = sigmoid(gi[j] + gh[j]), sigmoid(gi[Hd + j] + gh[Hd + j])
-        local g, o = tanh(gi[2 * Hd + j] + gh[2 * Hd + j]), sigmoid(gi[3 * Hd + j] + gh[3 * Hd + j])
-        c[ho + j] = f * c[ho + j] + i * g
-        h[ho + j] = o * tanh(c[ho + j])
-      elseif kind == "gru" then
-        local rr, z = sigmoid(gi[j] + gh[j]), sigmoid(gi[Hd + j] + gh[Hd + j])
-        local nn = tanh(gi[2 * Hd + j] + rr * gh[2 * Hd + j])
-        h[ho + j] = (1 - z) * nn + z * h[ho + j]
-      elseif kind == "rnn_tanh" then
-        h[ho + j] = tanh(gi[j] + gh[j])
-      else
-        local v = gi[j] + gh[j]
-        h[ho + j] = v > 0 and v or 0
-      end
-    end
+    update(kind, gi, gh, h, ho, c, ho, h, ho, Hd)
     for j = 1, Hd do y[ho + j] = h[ho + j] end
   end
 end]]
 
-local NEEDS = { act = { "tanh", "sigmoid", "erf" }, cell = { "tanh", "sigmoid" } }
+for k, v in pairs(require "lutra.infer.export_kernels") do K[k] = v end
+
+local NEEDS = { act = { "tanh", "sigmoid", "erf" }, cell = { "tanh", "sigmoid" }, seq = { "tanh", "sigmoid", "cell" } }
 local ORDER = { "tanh", "sigmoid", "erf", "linear", "act", "binary", "softmax", "layernorm", "batchnorm", "embedding", "conv",
-  "pool", "cell" }
+  "pool", "cell", "seq", "strided", "matmul", "groupnorm", "convt" }
 
 -- A float32 value as a Lua literal that reads back to the same float (9 significant digits).
 local function num(v)
@@ -256,7 +276,7 @@ local CHUNK = 20000
 
 local function param_source(out, name, t)
   local flat = t:contiguous():view(-1):float():totable()
-  out[#out + 1] = "local " .. name .. " = cat {"
+  out[#out + 1] = name .. " = cat {"
   for c0 = 1, #flat, CHUNK do
     local parts = {}
     for i = c0, math.min(c0 + CHUNK - 1, #flat) do parts[#parts + 1] = num(flat[i]) end
@@ -297,6 +317,8 @@ function M.source(plan)
     "local function zeros(n) local t = {} for i = 1, n do t[i] = 0 end return t end",
   }
   for _, k in ipairs(ORDER) do if used[k] then out[#out + 1] = K[k] end end
+  -- buffers, parameters and states in tables (a large model has more of them than a function may have locals)
+  out[#out + 1] = "local B, P, GH, ST = {}, {}, {}, {}"
   -- buffers: plan buffer k is B<k>; the sizes come from the steps that read and write them
   local sizes = { [plan._in_buf] = plan.input:numel() }
   local function buffer(k, n) if not sizes[k] or sizes[k] < n then sizes[k] = n end end
@@ -306,7 +328,7 @@ function M.source(plan)
     if not t then return "nil" end
     if params[t] then return params[t] end
     pn = pn + 1
-    local name = "P" .. pn
+    local name = "P[" .. pn .. "]"
     param_source(out, name, t)
     params[t] = name
     return name
@@ -316,7 +338,7 @@ function M.source(plan)
     local ni, no = prod(s.in_shape), prod(s.out_shape)
     buffer(s.in_, ni)
     buffer(s.out, no)
-    local x, y = "B" .. s.in_, "B" .. s.out
+    local x, y = "B[" .. s.in_ .. "]", "B[" .. s.out .. "]"
     local t = s.t or {}
     local call
     if s.op == "linear" then
@@ -326,7 +348,7 @@ function M.source(plan)
     elseif s.op == "act" then
       call = string.format("act(%s, %s, %d, %q, %s, %s)", x, y, s.n_in, s.act, lit(s.a), lit(s.b))
     elseif s.op == "binary" then
-      local other = s.geo[1] >= 0 and "B" .. s.geo[1] or param(t[1])
+      local other = s.geo[1] >= 0 and "B[" .. s.geo[1] .. "]" or param(t[1])
       call = string.format("binary(%s, %s, %s, %d, %d, %q, %s)", x, other, y, s.n_in, s.n_out, s.act, tostring(s.b == 1))
     elseif s.op == "softmax" then
       call = string.format("softmax(%s, %s, %d, %d, %d, %s)", x, y, s.rows, s.n_in, s.geo[1], tostring(s.a == 1))
@@ -348,11 +370,29 @@ function M.source(plan)
       local G = s.act == "lstm" and 4 or s.act == "gru" and 3 or 1
       buffer(s.geo[1], s.rows * s.n_out)
       buffer(s.geo[2], s.rows * s.n_out)
-      local gname = "B" .. s.geo[3]
+      local gname = "B[" .. s.geo[3] .. "]"
       buffer(s.geo[3], 2 * G * s.n_out)
-      call = string.format("cell(%s, %s, %q, %d, %d, %d, %s, %s, %s, %s, B%d, B%d, %s, GH%d)", x, y, s.act, s.rows,
+      call = string.format("cell(%s, %s, %q, %d, %d, %d, %s, %s, %s, %s, B[%d], B[%d], %s, GH[%d])", x, y, s.act, s.rows,
         s.n_in, s.n_out, param(t[1]), param(t[2]), param(t[3]), param(t[4]), s.geo[1], s.geo[2], gname, s.geo[3])
-      gates[#gates + 1] = string.format("local GH%d = zeros(%d)", s.geo[3], G * s.n_out) -- the h half of the gates
+      gates[#gates + 1] = string.format("GH[%d] = zeros(%d)", s.geo[3], G * s.n_out) -- the h half of the gates
+    elseif s.op == "strided" then
+      local g = s.geo
+      call = string.format("strided(%s, %s, %s)", x, y, table.concat(g, ", ", 2, 15))
+    elseif s.op == "matmul" then
+      local g = s.geo
+      local other = g[1] >= 0 and "B[" .. g[1] .. "]" or param(t[1])
+      call = string.format("matmul(%s, %s, %s, %s, %s)", x, other, y, table.concat(g, ", ", 2, 9), num(s.a))
+    elseif s.op == "groupnorm" then
+      call = string.format("groupnorm(%s, %s, %d, %d, %d, %d, %s, %s, %s)", x, y, s.rows, s.n_in, s.geo[1], s.geo[2],
+        param(t[1]), param(t[2]), num(s.a))
+    elseif s.op == "convt" then
+      call = string.format("convt(%s, %s, %s, %s, %s)", x, y, param(t[1]), param(t[2]), table.concat(s.geo, ", "))
+    elseif s.op == "seq" then
+      local g = s.geo
+      gates[#gates + 1] = string.format("ST[%d] = { h = {}, c = {}, gi = {}, gh = {}, hs = {}, pt = {} }", g[9])
+      call = string.format("seq(%s, %s, %q, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %s, %s, %s, %s, %s, ST[%d])", x, y,
+        s.act, g[1], g[2], s.n_in, s.n_out, g[3], g[4], g[5], g[6], g[7], g[8], g[10], param(t[1]), param(t[2]),
+        param(t[3]), param(t[4]), param(t[5]), g[9])
     else
       error("lt.infer.export_lua: " .. s.path .. " (" .. s.module.__name .. "): no Lua form for step " .. s.op, 0)
     end
@@ -361,7 +401,7 @@ function M.source(plan)
   local keys = {}
   for k in pairs(sizes) do keys[#keys + 1] = k end
   table.sort(keys)
-  for _, k in ipairs(keys) do out[#out + 1] = string.format("local B%d = zeros(%d)", k, sizes[k]) end
+  for _, k in ipairs(keys) do out[#out + 1] = string.format("B[%d] = zeros(%d)", k, sizes[k]) end
   for _, g in ipairs(gates) do out[#out + 1] = g end
   local nin, nout = plan.input:numel(), plan.output:numel()
   out[#out + 1] = "local N_IN, N_OUT = " .. nin .. ", " .. nout
@@ -369,8 +409,8 @@ function M.source(plan)
     local resets = {}
     for _, s in ipairs(steps) do
       if s.op == "cell" then
-        resets[#resets + 1] = string.format("  for i = 1, #B%d do B%d[i] = 0 end", s.geo[1], s.geo[1])
-        resets[#resets + 1] = string.format("  for i = 1, #B%d do B%d[i] = 0 end", s.geo[2], s.geo[2])
+        resets[#resets + 1] = string.format("  for i = 1, #B[%d] do B[%d][i] = 0 end", s.geo[1], s.geo[1])
+        resets[#resets + 1] = string.format("  for i = 1, #B[%d] do B[%d][i] = 0 end", s.geo[2], s.geo[2])
       end
     end
     out[#out + 1] = "local function reset()\n" .. table.concat(resets, "\n") .. "\nend"
@@ -381,10 +421,10 @@ function M.source(plan)
   out[#out + 1] = "    error(\"policy: expected a flat array of \" .. N_IN .. \" numbers, got \" .."
   out[#out + 1] = "      (type(inputs) == \"table\" and #inputs .. \" values\" or type(inputs)), 2)"
   out[#out + 1] = "  end"
-  out[#out + 1] = string.format("  for i = 1, N_IN do B%d[i] = inputs[i] end", plan._in_buf)
+  out[#out + 1] = string.format("  for i = 1, N_IN do B[%d][i] = inputs[i] end", plan._in_buf)
   for _, c in ipairs(calls) do out[#out + 1] = c end
   out[#out + 1] = "  outputs = outputs or {}"
-  out[#out + 1] = string.format("  for i = 1, N_OUT do outputs[i] = B%d[i] end", plan._out_buf)
+  out[#out + 1] = string.format("  for i = 1, N_OUT do outputs[i] = B[%d][i] end", plan._out_buf)
   out[#out + 1] = "  return outputs"
   out[#out + 1] = "end"
   return table.concat(out, "\n") .. "\n"

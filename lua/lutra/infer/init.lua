@@ -25,11 +25,13 @@ local function class_of(m)
 end
 
 local SUPPORTED = "Sequential, ModuleList, Linear, ReLU, Tanh, Sigmoid, GELU, LeakyReLU, SiLU, ELU, Softplus, " ..
-  "Hardtanh, PReLU, Softmax, LogSoftmax, LayerNorm, BatchNorm1d/2d (eval), Embedding, Conv1d/2d, MaxPool1d/2d, " ..
-  "AvgPool1d/2d, Dropout (eval), Flatten, Unflatten, Identity, LSTMCell, GRUCell, RNNCell, LSTM, GRU, RNN " ..
-  "(one time step per call)"
+  "Hardtanh, PReLU, Mish, Hardswish, Hardsigmoid, Softmax, LogSoftmax, LayerNorm, GroupNorm, InstanceNorm1d/2d, " ..
+  "BatchNorm1d/2d (eval), Embedding, Conv1d/2d, ConvTranspose2d, MaxPool1d/2d, AvgPool1d/2d, " ..
+  "AdaptiveAvgPool1d/2d, AdaptiveMaxPool1d/2d, Dropout (eval), Flatten, Unflatten, Identity, LSTMCell, GRUCell, " ..
+  "RNNCell, LSTM, GRU, RNN (stepwise, or a whole sequence per call), MultiheadAttention, " ..
+  "TransformerEncoderLayer, TransformerDecoderLayer, TransformerEncoder, TransformerDecoder"
 
-local function walk(m, st)
+local function walk(m, st, ...)
   local name = class_of(m)
   if type(m) ~= "table" or not lt.nn.is_module(m) then
     error(string.format("lt.infer.compile: %s is a %s, expected a module", st.path, type(m)), 0)
@@ -39,7 +41,8 @@ local function walk(m, st)
   -- a forward of its own (a user's class, or one set on an instance) is traced op by op (infer/trace.lua)
   local own = st.patched[m] -- while a parent is traced, its sub-modules' forwards are stand-ins; the saved one counts
   if own == nil then own = rawget(m, "forward") elseif own == true then own = nil end
-  if not library or own ~= nil then return T.trace(m, st, walk) end
+  if not library or own ~= nil or T.TRACED[name] then return T.trace(m, st, walk, ...) end
+  if select("#", ...) > 0 then S.fail(st, m, "is called with several arguments, which lt.infer cannot compile") end
   if not (name == "Sequential" or name == "ModuleList" or S[name]) then
     S.fail(st, m, "lt.infer does not support this module; supported: " .. SUPPORTED)
   end

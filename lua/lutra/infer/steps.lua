@@ -16,9 +16,9 @@ S.prod = prod
 local function fail(st, m, msg) error(string.format("lt.infer.compile: %s (%s): %s", st.path, m.__name, msg), 0) end
 S.fail = fail
 
--- a new buffer for the module's output y, and the step that fills it
+-- a new buffer for the module's output y (or the buffer step.out, which it fills in part), and the step that fills it
 local function emit(st, m, y, step)
-  local out = st.plan:buffer(y:numel())
+  local out = step.out or st.plan:buffer(y:numel())
   step.in_, step.out = st.buf, out
   local c = {}
   for k, v in pairs(step) do c[k] = v end
@@ -37,6 +37,7 @@ local function forward(st, m, ...)
   if not ok then fail(st, m, "its forward failed on the example input: " .. tostring(y)) end
   return y
 end
+S.forward = forward
 
 -- modules that change only the shape: the data stays in its buffer, in the same order
 local function reshape(m, st) st.value = forward(st, m) end
@@ -176,18 +177,15 @@ local function cell(kind, G)
 end
 S.LSTMCell, S.GRUCell, S.RNNCell = cell("lstm", 4), cell("gru", 3), cell("rnn", 1)
 
--- RNN, GRU, LSTM step one time step per call (a sequence of length 1), each layer a cell whose state stays in the
--- plan; the plan's value after it is the last layer's h, shaped as the module's output.
+-- RNN, GRU, LSTM with an example of one time step step once per call, each layer a cell whose state stays in the
+-- plan; the plan's value after it is the last layer's h, shaped as the module's output. A longer example, a
+-- bidirectional module or an LSTM with proj_size runs the whole sequence per call from a zero state instead
+-- (S.sequence, infer/steps_layers.lua).
 local GATES = { lstm = 4, gru = 3, rnn_tanh = 1, rnn_relu = 1 }
 local function layered(m, st)
-  if m.bidirectional then fail(st, m, "is bidirectional: a plan steps forward in time only") end
-  if (m.proj_size or 0) > 0 then fail(st, m, "has proj_size > 0, which lt.infer does not support") end
   local shape = st.value:shape()
   local T = #shape == 2 and shape[1] or (m.batch_first and shape[2] or shape[1])
-  if T ~= 1 then
-    fail(st, m, "a plan runs one time step per call (the state carries over between calls), so the sequence " ..
-      "length must be 1; got an example input " .. st.value:shape_str())
-  end
+  if T ~= 1 or m.bidirectional or (m.proj_size or 0) > 0 then return S.sequence(m, st) end
   local y = forward(st, m)
   local Hs, G = m.hidden_size, GATES[m.mode]
   local B = y:numel() / Hs
@@ -204,5 +202,9 @@ local function layered(m, st)
   st.stateful = true
 end
 S.LSTM, S.GRU, S.RNN = layered, layered, layered
+
+function S.zeros(n) return require("lutra").zeros(n) end
+
+require("lutra.infer.steps_layers")(S)
 
 return S

@@ -8,8 +8,16 @@
 -- data-dependent forward is refused at compile time, never traced down one branch. Branches on plain Lua state
 -- (self.training, an option) are fixed in the plan as the trace took them. Any operation not supported here is
 -- an error naming it.
+--
+-- A view that changes the order of the values (transpose, permute, narrow, chunk, expand: infer/trace_ops.lua)
+-- makes no step by itself: its Sym keeps the buffer and the real view, whose strides and offset place it in the
+-- buffer (`base` is the real tensor laid out as the buffer is). The first step that reads it copies it into a
+-- contiguous buffer of its own with one strided copy.
 local lt = require "lutra"
+local core = require "lutra.core"
 local S = require "lutra.infer.steps"
+local compat = require "lutra._compat"
+local pack, unpack = compat.pack, compat.unpack
 
 local T = {}
 
@@ -24,24 +32,103 @@ Sym.__index = function(self, k)
   end
   S.fail(st, st.module, "its forward uses x:" .. tostring(k) .. ", which lt.infer cannot trace (supported: " ..
     "+ - * / with a number or a tensor, relu, tanh, sigmoid, gelu, leaky_relu, exp, log, abs, sqrt, neg, clamp, " ..
-    "softmax, log_softmax, view, reshape, flatten, squeeze, unsqueeze, contiguous, size, shape, dim, numel, " ..
-    "and calls of its sub-modules)")
+    "softmax, log_softmax, view, reshape, flatten, squeeze, unsqueeze, contiguous, transpose, t, permute, narrow, " ..
+    "select, chunk, split, unbind, expand, matmul, mean, sum, size, shape, dim, numel, lt.cat, lt.stack, " ..
+    "lt.matmul, lt.linear, lt.F.scaled_dot_product_attention, and calls of its sub-modules)")
 end
 
 local function is_sym(v) return getmetatable(v) == Sym end
 T.is_sym = is_sym
+T.methods = methods
 
-local function sym(st, buf, value) return setmetatable({ st = st, buf = buf, value = value }, Sym) end
+-- a value held in order in buffer buf (a result that is not contiguous is seen through its contiguous copy)
+local function sym(st, buf, value)
+  if not value:is_contiguous() then value = value:contiguous() end
+  return setmetatable({ st = st, buf = buf, value = value, base = value }, Sym)
+end
+T.sym = sym
 
--- a step from the sym x's buffer into a new buffer holding y (the real result)
-local function step(x, y, desc)
+-- a view v of x's real value (sharing its storage): the same buffer, read through v's strides
+local function view(x, v) return setmetatable({ st = x.st, buf = x.buf, value = v, base = x.base }, Sym) end
+T.view = view
+
+-- v's offset in the buffer, or nil when v is the buffer's values in order
+local function offset(x)
+  local off = core._infer_offset(x.value) - core._infer_offset(x.base)
+  if off == 0 and x.value:is_contiguous() and x.value:numel() == x.base:numel() then return nil end
+  return off
+end
+T.offset = offset
+
+-- dims of size 1 dropped and neighbours that run on in both layouts merged, so most copies fit the C step's 4 dims
+local function collapse(shape, sin, sout)
+  local n, a, b = {}, {}, {}
+  for d = 1, #shape do
+    if shape[d] ~= 1 then
+      local k = #n
+      if k > 0 and a[k] == sin[d] * shape[d] and b[k] == sout[d] * shape[d] then
+        n[k], a[k], b[k] = n[k] * shape[d], sin[d], sout[d]
+      else
+        n[k + 1], a[k + 1], b[k + 1] = shape[d], sin[d], sout[d]
+      end
+    end
+  end
+  if #n == 0 then n[1], a[1], b[1] = 1, 1, 1 end
+  return n, a, b
+end
+
+local function contiguous_strides(shape)
+  local st, s = {}, 1
+  for d = #shape, 1, -1 do st[d], s = s, s * shape[d] end
+  return st
+end
+T.contiguous_strides = contiguous_strides
+
+--- Appends a strided copy of the Sym x's values (in x.value's order) into buffer `out` at out_off with strides
+--- sout (default: a new contiguous buffer); returns the output buffer.
+function T.copy(x, out, out_off, sout, out_value)
   local st = x.st
-  st.buf, st.value = x.buf, x.value
+  local v = x.value
+  local shape = v:shape()
+  if #shape == 0 then shape = { 1 } end
+  local sin = v:dim() == 0 and { 1 } or v:stride()
+  sout = sout or contiguous_strides(shape)
+  local n, a, b = collapse(shape, sin, sout)
+  if #n > 4 then
+    S.fail(st, st.module, string.format("its forward reorders a %s value in more than 4 independent dims, which " ..
+      "lt.infer cannot copy (reshape it to fewer dims first)", v:shape_str()))
+  end
+  local geo = { #n }
+  for d = 1, 4 do geo[1 + d], geo[5 + d], geo[9 + d] = n[d] or 1, a[d] or 0, b[d] or 0 end
+  geo[14], geo[15] = core._infer_offset(v) - core._infer_offset(x.base), out_off or 0
+  local desc = { op = "strided", geo = geo, out = out }
+  st.buf, st.value = x.buf, x.base
+  local saved = st.path
+  S.emit(st, st.module, out_value or v:contiguous(), desc)
+  st.path = saved
+  return desc.out
+end
+
+-- x with its values in order in a buffer: x itself, or a copy
+local function materialize(x)
+  if offset(x) == nil then return x end
+  return sym(x.st, T.copy(x), x.value:contiguous())
+end
+T.materialize = materialize
+
+-- a step reading x's buffer as it is (x may be a view the step knows how to read) into a new buffer holding y
+function T.step_from(x, y, desc)
+  local st = x.st
+  st.buf, st.value = x.buf, x.base
   local saved = st.path
   S.emit(st, st.module, y, desc)
   st.path = saved
   return sym(st, st.buf, y)
 end
+
+-- a step from the sym x's values (in order) into a new buffer holding y (the real result)
+local function step(x, y, desc) return T.step_from(materialize(x), y, desc) end
+T.step = step
 
 local function refuse(st, what)
   S.fail(st, st.module, "its forward " .. what .. ", which depends on the data: lt.infer refuses a forward that " ..
@@ -65,17 +152,16 @@ function methods.numel(self) return self.value:numel() end
 function methods.dtype(self) return self.value:dtype() end
 function methods.shape_str(self) return self.value:shape_str() end
 
--- views of a contiguous buffer: the same data in the same order
-local function view_of(name)
+-- views: a view keeps the buffer (its strides say where its values are); reshape of a value not in order copies
+local function view_of(name, reorders)
   return function(self, ...)
-    local y = self.value[name](self.value, ...)
-    return sym(self.st, self.buf, y:contiguous())
+    if reorders then self = materialize(self) end
+    return view(self, self.value[name](self.value, ...))
   end
 end
-for _, k in ipairs { "view", "reshape", "flatten", "squeeze", "unsqueeze", "view_as", "reshape_as" } do
-  methods[k] = view_of(k)
-end
-function methods.contiguous(self) return self end
+for _, k in ipairs { "view", "flatten", "squeeze", "unsqueeze", "view_as" } do methods[k] = view_of(k, false) end
+for _, k in ipairs { "reshape", "reshape_as" } do methods[k] = view_of(k, true) end
+function methods.contiguous(self) return materialize(self) end
 
 local function unary(name, act, a, b)
   return function(self)
@@ -141,6 +227,7 @@ local function binary(op)
       S.fail(st, st.module, "its forward broadcasts a tensor computed from its input over a larger constant tensor, " ..
         "which lt.infer cannot trace")
     end
+    if is_sym(other) then other = materialize(other) end
     if type(other) ~= "number" and not is_sym(other) and not lt.is_tensor(other) then
       S.fail(st, st.module, "its forward applies " .. op .. " to a " .. type(other) .. ", which lt.infer cannot trace")
     end
@@ -161,6 +248,10 @@ local function binary(op)
       return step(x, y, { op = "act", act = "affine", n_in = y:numel(), a = A, b = B })
     end
     local ov = is_sym(other) and other.value or other
+    if not is_sym(other) and not ov:requires_grad() and y:numel() == x.value:numel() and
+      not suffix_of(ov:shape(), x.value:shape()) then
+      ov = ov:expand(x.value:shape()):contiguous() -- a mask: a constant of the plan, expanded once
+    end
     if not suffix_of(ov:shape(), x.value:shape()) or y:numel() ~= x.value:numel() then
       S.fail(st, st.module, string.format("its forward broadcasts %s with %s; a plan repeats only a trailing block " ..
         "(such as a bias row)", (is_sym(a) and a.value or a):shape_str(), (is_sym(b) and b.value or b):shape_str()))
@@ -177,9 +268,52 @@ Sym.__add, Sym.__sub, Sym.__mul, Sym.__div = binary "add", binary "sub", binary 
 methods.add, methods.sub, methods.mul, methods.div = Sym.__add, Sym.__sub, Sym.__mul, Sym.__div
 Sym.__unm = methods.neg
 
---- Runs m:forward on a Sym of the walk state's current value, with every sub-module of m answering Syms by
---- compiling itself (walk); leaves the result's buffer and value in the state.
-function T.trace(m, st, walk)
+-- Library modules whose forward is made of traceable operations and sub-module calls: traced like a user's.
+T.TRACED = { MultiheadAttention = true, TransformerEncoderLayer = true, TransformerDecoderLayer = true,
+  TransformerEncoder = true, TransformerDecoder = true }
+
+-- the arguments a module compiled on its own gets from the plan's one input
+local OWN_ARGS = { MultiheadAttention = function(x) return x, x, x end } -- self-attention
+
+-- lt.* functions that answer Syms while a forward is traced (infer/trace_ops.lua fills it: {table, key, wrap})
+T.GLOBALS = {}
+
+local function patch_globals()
+  local saved = {}
+  for i, g in ipairs(T.GLOBALS) do
+    saved[i] = rawget(g[1], g[2])
+    rawset(g[1], g[2], g[3](saved[i]))
+  end
+  return function() for i, g in ipairs(T.GLOBALS) do rawset(g[1], g[2], saved[i]) end end
+end
+
+-- the stand-in forward of a sub-module while its parent is traced: compiles the sub-module at the point it is called
+local function stand_in(st, m, walk, path, names)
+  return function(self, x, ...)
+    if not is_sym(x) then
+      S.fail(st, m, "its forward calls a sub-module (" .. self.__name .. ") with a " .. type(x) ..
+        " instead of its input's value, which lt.infer cannot trace")
+    end
+    st.path = path .. "." .. (names[self] or self.__name)
+    local more = pack(...)
+    while more.n > 0 and more[more.n] == nil do more.n = more.n - 1 end -- f(mha(...)): mha's nil weights
+    if more.n > 0 then
+      local r = pack(walk(self, st, x, unpack(more, 1, more.n)))
+      st.path = path
+      return unpack(r, 1, r.n)
+    end
+    x = materialize(x)
+    st.buf, st.value = x.buf, x.value
+    walk(self, st)
+    st.path = path
+    return sym(st, st.buf, st.value)
+  end
+end
+
+--- Runs m:forward on a Sym of the walk state's current value (or on the given arguments, Syms among them), with
+--- every sub-module of m answering Syms by compiling itself (walk); leaves the first result's buffer and value in
+--- the state and returns the results.
+function T.trace(m, st, walk, ...)
   local own = st.patched[m] -- m itself answering Syms for its parent's trace: its own forward is the saved one
   local forward = own == nil and m.forward or (own == true and getmetatable(m).forward or own)
   local subs, names = {}, {}
@@ -187,37 +321,48 @@ function T.trace(m, st, walk)
   for _, c in ipairs(require("lutra.nn.module").modules(m)) do
     if c ~= m and not st.patched[c] then subs[#subs + 1] = c end
   end
+  if T.TRACED[rawget(getmetatable(m), "__name") or false] and m.training then
+    S.fail(st, m, "is in training mode (its dropout would draw at random); call model:eval() before compiling")
+  end
   local path = st.path
+  local linear_relu = {}
   for _, c in ipairs(subs) do
     st.patched[c] = rawget(c, "forward") or true
-    rawset(c, "forward", function(self, x, ...)
-      if not is_sym(x) then
-        S.fail(st, m, "its forward calls a sub-module (" .. self.__name .. ") with a " .. type(x) ..
-          " instead of its input's value, which lt.infer cannot trace")
-      end
-      if select("#", ...) > 0 then S.fail(st, m, "its forward calls " .. self.__name .. " with several arguments") end
-      st.buf, st.value = x.buf, x.value
-      st.path = path .. "." .. (names[self] or self.__name)
-      walk(self, st)
-      st.path = path
-      return sym(st, st.buf, st.value)
-    end)
+    rawset(c, "forward", stand_in(st, m, walk, path, names))
+    if getmetatable(c) == lt.nn.Linear then -- Linear:forward_relu (the transformer's feed-forward) is two steps
+      linear_relu[#linear_relu + 1] = c
+      rawset(c, "forward_relu", function(self, x) return c.forward(self, x):relu() end)
+    end
+  end
+  local args = { n = select("#", ...), ... }
+  if args.n == 0 then
+    local x = sym(st, st.buf, st.value)
+    local cls = getmetatable(m)
+    local f = type(cls) == "table" and OWN_ARGS[rawget(cls, "__name") or false]
+    if f and lt.nn[rawget(cls, "__name")] == cls then args = { n = 3, f(x) } else args = { n = 1, x } end
   end
   local outer = st.module
   st.module = m
-  local ok, y = pcall(forward, m, sym(st, st.buf, st.value))
+  local restore = st.depth == nil and patch_globals()
+  st.depth = (st.depth or 0) + 1
+  local res = pack(pcall(forward, m, unpack(args, 1, args.n)))
+  st.depth = st.depth - 1
+  if st.depth == 0 then st.depth = nil end
+  if restore then restore() end
   st.module = outer
   for _, c in ipairs(subs) do
     local f = st.patched[c]
     rawset(c, "forward", f ~= true and f or nil)
     st.patched[c] = nil
   end
+  for _, c in ipairs(linear_relu) do rawset(c, "forward_relu", nil) end
   st.path = path
+  local ok, y = res[1], res[2]
   if not ok then
     y = tostring(y)
     if not y:find("^lt%.infer") then
       S.fail(st, m, "its forward failed while traced: " .. y .. " (lt.infer traces the methods and operators of " ..
-        "its input and calls of its sub-modules, not lt.* or lt.F functions)")
+        "its input, the lt.* functions it names among the supported ones, and calls of its sub-modules)")
     end
     error(y, 0)
   end
@@ -225,7 +370,12 @@ function T.trace(m, st, walk)
     S.fail(st, m, "its forward returned a " .. type(y) .. " that is not computed from its input (a plan returns one " ..
       "tensor computed from its input)")
   end
+  y = materialize(y)
   st.buf, st.value = y.buf, y.value
+  res[2] = y
+  return unpack(res, 2, res.n)
 end
+
+require("lutra.infer.trace_ops")(T, S)
 
 return T
