@@ -1,8 +1,10 @@
 # bench/harness.py — the driver behind bench/run: runs every workload in lutra and in PyTorch as separate
 # processes, alternating sides within each round, several rounds; prints medians and ratios in tables.
-#   /usr/bin/python3 bench/harness.py [--quick] [--rounds N] [--only NAME[,NAME...]] [--json FILE]
+#   /usr/bin/python3 bench/harness.py [--quick] [--rounds N] [--only NAME[,NAME...]] [--json FILE] [--contended]
+# --contended: one busy process per CPU runs beside both sides for the whole run (a shared machine: a build, a
+# game); the same rounds and ratios, so the two modes compare.
 # Environment: LUTRA_BIN (the lutra binary), LUTRA_BUILD (build dir holding bench_gemm_floor).
-# Sections (--only): train, batch1, memory, ftz, floor, perf, trainer, core_ops, optim, gpt, lstm, vision.
+# Sections (--only): train, batch1, memory, ftz, floor, perf, trainer, core_ops, optim, gpt, lstm, vision, gemm.
 import json
 import os
 import re
@@ -21,6 +23,7 @@ PY = "/usr/bin/python3"
 
 args = sys.argv[1:]
 QUICK = "--quick" in args
+CONTENDED = "--contended" in args
 ROUNDS = 2 if QUICK else 5
 ONLY = None
 JSON_OUT = None
@@ -121,7 +124,8 @@ def table(title, header, rows):
     sys.stdout.flush()
 
 
-REPORT = {"quick": QUICK, "rounds": ROUNDS, "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "sections": {}}
+REPORT = {"quick": QUICK, "contended": CONTENDED, "rounds": ROUNDS, "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+          "sections": {}}
 
 
 def load_avg():
@@ -537,8 +541,27 @@ def section_vision():
     return {"rounds": rounds, "load": loads, "results": rep}
 
 
+def busy_processes():
+    """--contended: one busy loop per CPU, started before the first workload, killed when the run ends."""
+    if not CONTENDED:
+        return []
+    return [subprocess.Popen(["/bin/sh", "-c", "while :; do :; done"]) for _ in range(os.cpu_count() or 1)]
+
+
 def main():
-    print("lutra bench: %s, %d rounds, %s" % ("quick" if QUICK else "full", ROUNDS, REPORT["date"]))
+    busy = busy_processes()
+    try:
+        run_sections(busy)
+    finally:
+        for p in busy:
+            p.kill()
+            p.wait()
+
+
+def run_sections(busy):
+    print("lutra bench: %s, %d rounds, %s%s" % ("quick" if QUICK else "full", ROUNDS, REPORT["date"],
+                                               ", contended: %d busy processes beside both sides" % len(busy)
+                                               if busy else ""))
     print("lutra binary: %s" % LUTRA)
     try:
         cpu = [l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")]
@@ -575,6 +598,10 @@ def main():
     if wanted("lstm"):
         REPORT["sections"]["lstm"] = paired("bench/lstm_bench.lua", "bench/lstm_bench_torch.py",
                                             "LSTM word model (2 layers), %d alternating rounds" % max(1, ROUNDS - 2),
+                                            rounds=max(1, ROUNDS - 2))
+    if wanted("gemm"):  # the workloads' GEMM shapes alone (bench/gemm_shapes.lua, bench/gemm_shapes_torch.py)
+        REPORT["sections"]["gemm"] = paired("bench/gemm_shapes.lua", "bench/gemm_shapes_torch.py",
+                                            "GEMM shapes of the workloads, %d alternating rounds" % max(1, ROUNDS - 2),
                                             rounds=max(1, ROUNDS - 2))
     bars(train or {})
     if JSON_OUT:

@@ -52,6 +52,11 @@ bench("conv_transpose2d 256->128 k4 s2 p1 8x8", nn.ConvTranspose2d(256, 128, 4, 
 bench("conv_transpose2d 128->64 k4 s2 p1 16x16", nn.ConvTranspose2d(128, 64, 4, stride=2, padding=1),
       x4(128, 16, 16))
 bench("conv_transpose2d 64->3 k4 s2 p1 32x32", nn.ConvTranspose2d(64, 3, 4, stride=2, padding=1), x4(64, 32, 32))
+bench("conv_transpose2d 32->1 k4 s2 p1 32x32", nn.ConvTranspose2d(32, 1, 4, stride=2, padding=1), x4(32, 32, 32))
+bench("conv2d 3->64 k4 s2 p1 64x64", nn.Conv2d(3, 64, 4, stride=2, padding=1), x4(3, 64, 64))
+bench("conv2d 64->128 k4 s2 p1 32x32", nn.Conv2d(64, 128, 4, stride=2, padding=1), x4(64, 32, 32))
+bench("conv2d 128->256 k4 s2 p1 16x16", nn.Conv2d(128, 256, 4, stride=2, padding=1), x4(128, 16, 16))
+bench("conv2d 256->512 k4 s2 p1 8x8", nn.Conv2d(256, 512, 4, stride=2, padding=1), x4(256, 8, 8))
 bench("group_norm 32x128 28x28", nn.GroupNorm(32, 128), x4(128, 28, 28))
 bench("adaptive_avg_pool2d 1 512x7x7", nn.AdaptiveAvgPool2d(1), x4(512, 7, 7))
 bench("adaptive_avg_pool2d 7 256x13x13", nn.AdaptiveAvgPool2d(7), x4(256, 13, 13))

@@ -61,7 +61,16 @@ function MLP:init(h)
   self.dropout = nn.Dropout(h.dropout)
 end
 
-function MLP:forward(x) return self.dropout(self.c_proj(self.gelu(self.c_fc(x)))) end
+-- c_fc and GELU as one fused op (lt.linear's "gelu" epilogue) unless either was given its own forward
+function MLP:forward(x)
+  local h
+  if rawget(self.c_fc, "forward") == nil and rawget(self.gelu, "forward") == nil then
+    h = self.c_fc:forward_gelu(x, self.gelu.approximate)
+  else
+    h = self.gelu(self.c_fc(x))
+  end
+  return self.dropout(self.c_proj(h))
+end
 
 local Block = nn.Module:extend("Block")
 

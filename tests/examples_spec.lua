@@ -235,4 +235,22 @@ print(string.format("src=%s dst=%s n=%s (%s) s=%s fast=%s", o.src, o.dst, o.n, t
       p:close()
       assert.are.equal("(242, 62, 'RGB') (242, 242, 'RGB')\n", sizes)
     end)
+
+  it_needs("", "data_workers.lua trains with batches made in two worker states, the same run for the same seed",
+    function()
+      local out, status = run("examples/data_workers.lua", "--fast")
+      expect_ok(out, status)
+      has(out, "worker 1 of 2: seed ")
+      has(out, "worker 2 of 2: seed ")
+      local acc = tonumber(out:match("done: 2 epochs with 2 workers in [%d.]+ s, val_loss [%d.]+, val_acc ([%d.]+)"))
+      assert(acc and acc > 0.9, out)
+      -- the same seeds and the same metrics again (the workers' lines may come in another order)
+      local function summary(text)
+        local lines = {}
+        for line in text:gmatch("[^\n]+") do lines[#lines + 1] = (line:gsub("in [%d.]+ s", "")) end
+        table.sort(lines)
+        return table.concat(lines, "\n")
+      end
+      assert.are.equal(summary(out), summary((run("examples/data_workers.lua", "--fast"))))
+    end)
 end)

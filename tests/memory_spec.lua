@@ -70,6 +70,23 @@ checks.cache_incremental = function()
   pcall(collectgarbage, "incremental")
   checks.cache()
 end
+-- an op whose node saves its output (softmax, tanh, Linear+ReLU) hands Lua a storage held twice: its bytes
+-- are counted for the collector all the same, so a loop of 1 MB softmaxes with backward stays within the GC
+-- pacing's few MB of dead tensors (uncounted, every step's output stayed alive until some other allocation
+-- started a collection: +1 MB of live tensors per step, and fresh pages faulted in by the next backward)
+checks.saved_output = function()
+  local x = lt.randn(16, 4, 64, 64):requires_grad(true)
+  local g = lt.randn(16, 4, 64, 64)
+  for _ = 1, 10 do x:softmax(4):backward(g); x:zero_grad(true) end
+  local live0, peak = lt.memory_stats().live_bytes, 0
+  for _ = 1, 100 do
+    local y = x:softmax(4)
+    y:backward(g)
+    x:zero_grad(true)
+    peak = math.max(peak, lt.memory_stats().live_bytes)
+  end
+  assert(peak <= live0 + 12 * 1024 * 1024, ("live tensor bytes grew from %d to a peak of %d"):format(live0, peak))
+end
 checks[arg[1]]()
 io.write("ok")
 ]==]
@@ -84,6 +101,10 @@ describe("memory", function()
   it("reuses freed buffers from the size-class cache (no malloc in a steady step)", function() in_child("cache") end)
 
   it("does so after the host switches the collector's mode", function() in_child("cache_incremental") end)
+
+  it("counts an output its node saved (softmax's) for the collector: steady over 100 backward steps", function()
+    in_child("saved_output")
+  end)
 
   it("releases every tensor of a step once the Lua values are collected", function()
     -- a fresh process: the live-tensor count is process-wide (see tests/helpers/child.lua)

@@ -186,6 +186,19 @@ describe("train and eval", function()
     assert.is_true(same_values(d(x), x))
   end)
 
+  it("Dropout with p = 0 in training is the identity: x itself, no mask drawn, the gradient passes unchanged", function()
+    local d = nn.Dropout(0)
+    local x = lt.randn(4, 5):requires_grad(true)
+    lt.manual_seed(9)
+    local y = d(x)
+    assert.is_true(rawequal(x, y)) -- no copy, no node
+    assert.are.equal(lt.rand(1):item(), (function() lt.manual_seed(9); return lt.rand(1):item() end)()) -- no draw
+    local g = lt.randn(4, 5)
+    local loss = (y * g):sum()
+    loss:backward()
+    assert.is_true(x.grad:allclose(g, 0, 0))
+  end)
+
   it("Dropout masks are reproducible with lt.manual_seed", function()
     local d = nn.Dropout(0.5)
     lt.manual_seed(42)
@@ -457,6 +470,41 @@ describe("fused Linear + ReLU", function()
     assert.are.equal("relu", nn.Sequential { seq[1], seq[2] }(x):grad_fn())
   end)
 
+  it("fuses Linear + GELU (exact and tanh) to the unfused forward and gradients within 1e-6", function()
+    lt.manual_seed(7)
+    for _, approx in ipairs({ "none", "tanh" }) do
+      local lin, gelu = nn.Linear(6, 8), nn.GELU { approximate = approx }
+      local seq = nn.Sequential { lin, gelu }
+      -- a non-contiguous rank-3 input; a loss whose gradient the engine owns (computed in its buffer) and a
+      -- seed gradient the caller keeps (read, not overwritten)
+      local x = lt.randn(3, 6, 5):transpose(2, 3):requires_grad(true)
+      local w = lt.randn(3, 5, 8)
+      for _, seeded in ipairs({ false, true }) do
+        local y = seq(x)
+        assert.are.equal(approx == "tanh" and "linear_gelu_tanh" or "linear_gelu", y:grad_fn())
+        local seed = seeded and w:clone() or nil
+        if seeded then y:backward(seed) else (y * w):sum():backward() end
+        if seeded then assert.is_true(seed:allclose(w, 0, 0)) end
+        local gx, gw, gb = x.grad:clone(), lin.weight.grad:clone(), lin.bias.grad:clone()
+        x.grad = nil
+        lin:zero_grad(true)
+        local y2 = gelu:forward(lin:forward(x)) -- the unfused path
+        assert.are.equal(approx == "tanh" and "gelu_tanh" or "gelu", y2:grad_fn())
+        if seeded then y2:backward(w) else (y2 * w):sum():backward() end
+        assert.is_true(y:allclose(y2, 1e-6, 1e-6))
+        assert.is_true(x.grad:allclose(gx, 1e-6, 1e-6))
+        assert.is_true(lin.weight.grad:allclose(gw, 1e-6, 1e-6))
+        assert.is_true(lin.bias.grad:allclose(gb, 1e-6, 1e-6))
+        x.grad = nil
+        lin:zero_grad(true)
+      end
+      -- without a graph (no_grad) the GELU runs in place on the GEMM's output: the same values
+      local y3 = lt.no_grad(function() return seq(x) end)
+      assert.is_nil(y3:grad_fn())
+      assert.is_true(y3:allclose(gelu:forward(lin:forward(x)), 1e-6, 1e-6))
+    end
+  end)
+
   it("fuses Conv2d + ReLU too, with the unfused forward and gradients", function()
     lt.manual_seed(6)
     for _, cin in ipairs({ 1, 3 }) do -- one input channel takes the direct convolution, three im2col
@@ -493,9 +541,10 @@ describe("fused Linear + ReLU", function()
   end)
 
   it("rejects an unknown activation by name", function()
-    local ok, err = pcall(lt.linear, lt.randn(2, 3), lt.randn(4, 3), nil, "gelu")
+    local ok, err = pcall(lt.linear, lt.randn(2, 3), lt.randn(4, 3), nil, "swish")
     assert.is_false(ok)
-    assert.matches("linear: unknown activation 'gelu' (expected \"relu\" or nil)", err, 1, true)
+    assert.matches("linear: unknown activation 'swish' (expected \"relu\", \"gelu\", \"gelu_tanh\" or nil)", err, 1,
+      true)
   end)
 end)
 

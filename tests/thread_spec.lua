@@ -138,7 +138,8 @@ describe("lt.thread", function()
         assert.has_error(function() w:send({ a = { co } }) end,
           "send: cannot carry argument #1, key 'a', key 1: a coroutine cannot cross to another state")
         assert.has_error(function() w:send(io.stdout) end,
-          "send: cannot carry argument #1: a userdata that is not a tensor cannot cross to another state")
+          "send: cannot carry argument #1: a userdata that is not a tensor nor one of lutra's data objects cannot cross "
+            .. "to another state")
         local it = ("abc"):gmatch("b")
         assert.has_error(function() w:send({ hooks = { draw = it } }) end,
           "send: cannot carry argument #1, key 'hooks', key 'draw': a C function that is not lutra's nor the "

@@ -100,6 +100,14 @@ describe("vision kernels: finite-difference gradients", function()
       { "grad_weight", wg.grad, wr.grad, 1e-2 } }
   end)
 
+  it("one group of one channel takes im2col + GEMM: conv_transpose2d to 1 channel (k4 s2), a dilated conv of 1", function()
+    -- V.conv_transpose2d(x, w, b, sh, sw, ph, pw, oph, opw, dh, dw, groups)
+    assert.is_true(gradcheck(function(x, w, b) return V.conv_transpose2d(x, w, b, 2, 2, 1, 1, 0, 0, 1, 1, 1) end,
+      { lt.randn(2, 3, 4, 3), lt.randn(3, 1, 4, 4), lt.randn(1) }))
+    assert.is_true(gradcheck(function(x, w, b) return V.conv2d(x, w, b, 1, 2, 2, 1, 2, 2, 1) end,
+      { lt.randn(2, 1, 7, 6), lt.randn(4, 1, 3, 3), lt.randn(4) }))
+  end)
+
   it("conv_transpose2d with groups, dilation, stride and output_padding", function()
     assert.is_true(gradcheck(function(x, w, b) return V.conv_transpose2d(x, w, b, 2, 3, 1, 0, 1, 2, 1, 1, 2) end,
       { lt.randn(2, 4, 3, 2), lt.randn(4, 3, 3, 2), lt.randn(6) }))
@@ -128,6 +136,17 @@ describe("vision kernels: finite-difference gradients", function()
     assert.is_true(gradcheck(function(t) return V.adaptive_avg_pool2d(t, 3, 4) end, { lt.randn(2, 2, 7, 5) }))
     local x = lt.randperm(2 * 2 * 7 * 9):float():reshape(2, 2, 7, 9) / 10
     assert.is_true(gradcheck(function(t) return (V.adaptive_max_pool2d(t, 3, 4)) end, { x }))
+  end)
+
+  it("adaptive average pool over windows that tile the plane (global, 2x3 of 6x9): the means and their gradient", function()
+    -- the tiled backward writes each cell once; the forward sums whole rows at once when a window spans them
+    assert.is_true(gradcheck(function(t) return V.adaptive_avg_pool2d(t, 1, 1) end, { lt.randn(2, 3, 5, 7) }))
+    assert.is_true(gradcheck(function(t) return V.adaptive_avg_pool2d(t, 2, 3) end, { lt.randn(2, 2, 6, 9) }))
+    local x = lt.randn(2, 3, 6, 9)
+    local y = V.adaptive_avg_pool2d(x, 2, 3)
+    local ref = x:reshape(2, 3, 2, 3, 3, 3):mean(6):mean(4) -- [2 x 3 x 2 x 3]: rows then columns of each window
+    assert.is_true(y:allclose(ref, 1e-6, 1e-6))
+    assert.is_true(V.adaptive_avg_pool2d(x, 1, 1):flatten():allclose(x:reshape(6, 54):mean(2), 1e-6, 1e-6))
   end)
 
   it("group_norm in input, weight and bias; instance norm tracking its running stats", function()

@@ -29,6 +29,7 @@ enum {
   T_REF,     /* u32 id of a table or function already decoded */
   T_NAME,    /* u8 parts, each u64 length + bytes: module name, then keys */
   T_GLOBALS, /* the sender's global table: the receiver's */
+  T_REBUILD, /* a lutra userdata proxy: its rebuild function (a T_NAME) and its argument, then called */
   T_END
 };
 
@@ -262,6 +263,35 @@ static void encode_function(lua_State *L, enc *e, int idx) {
    * the globals (a test runner's, a sandbox's), whose copy would drag the whole sender's state along. */
 }
 
+/* A userdata whose metatable has __lutra_carry (lutra's proxies: TensorDataset, Subset, DataLoader) crosses as
+ * its constructor: __lutra_carry(obj) returns a rebuild function of lutra's (carried by name) and one argument
+ * (its fields: tensors shared, the rest copied), and the receiver calls rebuild(arg). Returns 0 for any other
+ * userdata. */
+static int encode_rebuilt(lua_State *L, enc *e, int idx) {
+  if (!lua_getmetatable(L, idx)) return 0;
+  lua_getfield(L, -1, "__lutra_carry");
+  lua_remove(L, -2);
+  if (!lua_isfunction(L, -1)) {
+    lua_pop(L, 1);
+    return 0;
+  }
+  if (seen(L, e, idx)) {
+    lua_pop(L, 1);
+    return 1;
+  }
+  lua_pushvalue(L, idx);
+  lua_call(L, 1, 2);
+  int top = lua_gettop(L);
+  put_u8(L, e, T_REBUILD);
+  push_frame(L, e, "its constructor");
+  if (!lua_isfunction(L, top - 1) || !named(L, e, top - 1))
+    refuse(L, e, "its rebuild function is not one of lutra's (a lutra object's class is damaged)");
+  encode(L, e, top);
+  e->depth--;
+  lua_pop(L, 2);
+  return 1;
+}
+
 static void encode(lua_State *L, enc *e, int idx) {
   if (!lua_checkstack(L, 8)) refuse(L, e, "the Lua stack is full");
   int t = lua_type(L, idx);
@@ -310,7 +340,8 @@ static void encode(lua_State *L, enc *e, int idx) {
         encode_tensor(L, e, x);
         return;
       }
-      refuse(L, e, "a userdata that is not a tensor cannot cross to another state");
+      if (encode_rebuilt(L, e, idx)) return;
+      refuse(L, e, "a userdata that is not a tensor nor one of lutra's data objects cannot cross to another state");
       return;
     }
     case LUA_TTHREAD: refuse(L, e, "a coroutine cannot cross to another state"); return;
@@ -534,6 +565,12 @@ static void keep_ref(lua_State *L, dec *d) {
   lua_rawseti(L, d->refs, d->nrefs++);
 }
 
+/* t[k] with its metatable's __index (lutra's namespaces load their submodules on first use) */
+static int index_field(lua_State *L) {
+  lua_gettable(L, 1);
+  return 1;
+}
+
 static void decode_name(lua_State *L, dec *d) {
   int parts = get_u8(L, d);
   char shown[512] = "";
@@ -561,6 +598,16 @@ static void decode_name(lua_State *L, dec *d) {
       else {
         lua_pushlstring(L, s, n);
         lua_rawget(L, -2);
+        if (lua_isnil(L, -1)) { /* a lazy name not loaded yet here (lt.data): indexed through its metatable */
+          lua_pop(L, 1);
+          lua_pushcfunction(L, index_field);
+          lua_pushvalue(L, -2);
+          lua_pushlstring(L, s, n);
+          if (lua_pcall(L, 2, 1, 0)) {
+            lua_pop(L, 1);
+            lua_pushnil(L);
+          }
+        }
       }
       lua_remove(L, -2);
     }
@@ -666,6 +713,16 @@ static void decode(lua_State *L, dec *d) {
       return;
     }
     case T_NAME: decode_name(L, d); return;
+    case T_REBUILD: {
+      int id = d->nrefs++; /* numbered before its contents, as the encoder did */
+      decode(L, d);        /* the rebuild function */
+      if (!lua_isfunction(L, -1)) corrupt(L, d);
+      decode(L, d); /* its argument */
+      lua_call(L, 1, 1);
+      lua_pushvalue(L, -1);
+      lua_rawseti(L, d->refs, id);
+      return;
+    }
     case T_GLOBALS:
 #if LUA_VERSION_NUM >= 502
       lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_GLOBALS);

@@ -15,6 +15,7 @@
 #include "l_prof.h"
 #include "l_run.h"
 #include "lt_interrupt.h"
+#include "l_background.h"
 
 #define LOOPS_MT "lutra.Loops"
 
@@ -370,6 +371,7 @@ static int l_fit_advance(lua_State *L) {
   l_loops *H = check_idle_loops(L, "fit_advance");
   adv_args a = { to_int64(L, l_optnumber(L, 2, 0), "advance's batches"), l_optnumber(L, 3, 0) };
   H->lp.check_interrupt = lua_toboolean(L, 4);
+  H->lp.stop_flag = l_background_stop_flag(L);
   H->lp.no_overrun = lua_toboolean(L, 5);
   int rc = with_state(L, H, do_advance, &a);
   lua_settop(L, 1);

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "l_background.h" /* lt.background's job record */
 #include "l_util.h"
 #include "lt_alloc.h"
 #include "lt_blas.h"
@@ -216,6 +217,7 @@ static int open_with_upvalues(lua_State *L) {
   l_nn_rnn_register(L); /* recurrent layers (after l_nn_register: adds to _nn) */
   l_carry_register(L);  /* values carried between Lua states, and lt.thread's workers */
   l_thread_register(L, l_preload_modules);
+  l_background_register(L);
   l_infer_register(L); /* inference plans */
   static const luaL_Reg misc[] = { { "interrupt", l_interrupt },
                                    { "interrupt_pending", l_interrupt_pending },

@@ -132,14 +132,17 @@ static int l_where(lua_State *L) {
 
 static int l_matmul(lua_State *L) { return l_push(L, lt_op_matmul(L_CTX(L), T(1, "matmul"), T(2, "matmul"))); }
 
-/* linear(x, w[, b[, activation]]): activation nil or "relu" (fused: one node, see lt_op_linear_act) */
+/* linear(x, w[, b[, activation]]): activation nil, "relu", "gelu" or "gelu_tanh" (fused: one node, see
+ * lt_op_linear_act) */
 static int l_linear(lua_State *L) {
   lt_tensor *b = lua_isnoneornil(L, 3) ? NULL : T(3, "linear");
   lt_act act = LT_ACT_NONE;
   if (!lua_isnoneornil(L, 4)) {
     const char *a = l_checkstring(L, 4);
-    if (strcmp(a, "relu") != 0) return l_errorf(L, "linear: unknown activation '%s' (expected \"relu\" or nil)", a);
-    act = LT_ACT_RELU;
+    if (!strcmp(a, "relu")) act = LT_ACT_RELU;
+    else if (!strcmp(a, "gelu")) act = LT_ACT_GELU;
+    else if (!strcmp(a, "gelu_tanh")) act = LT_ACT_GELU_TANH;
+    else return l_errorf(L, "linear: unknown activation '%s' (expected \"relu\", \"gelu\", \"gelu_tanh\" or nil)", a);
   }
   return l_push(L, lt_op_linear_act(L_CTX(L), T(1, "linear"), T(2, "linear"), b, act));
 }

@@ -229,6 +229,11 @@ static int worker_boot(lua_State *L) {
   lua_pushstring(L, w->cpath);
   lua_setfield(L, -2, "cpath");
   lua_pop(L, 1);
+  /* lutra whole, not only its core: a name carried as "lutra.core.x" may be one that lutra's Lua layer adds to
+   * the core table (the same table as lutra's) */
+  lua_getglobal(L, "require");
+  lua_pushstring(L, "lutra");
+  lua_call(L, 1, 0);
   lua_getglobal(L, "require");
   lua_pushstring(L, "lutra.core");
   lua_call(L, 1, 1);

@@ -289,11 +289,24 @@ static void push_box(lua_State *L, lt_tensor *t) {
   b->t = t;
 }
 
+/* Whether t is the only tensor on its storage apart from the alias its own node saved of it (an op whose
+ * backward reads its output: softmax, tanh, linear+ReLU): the box is then all that keeps those bytes alive,
+ * and a new output that goes uncounted is never collected in time (each step's backward found no buffer to
+ * reuse and faulted fresh pages in). */
+static int owns_storage(const lt_tensor *t) {
+  int64_t holders = t->storage->refcount;
+  const lt_node *n = t->grad_fn;
+  if (n && n->saved_output)
+    for (int s = 0; s < (int)(sizeof n->saved / sizeof n->saved[0]); s++)
+      if ((n->saved_output & (1u << s)) && n->saved[s] && n->saved[s]->storage == t->storage) holders--;
+  return holders == 1;
+}
+
 int l_push(lua_State *L, lt_tensor *t) {
   if (!t) return l_error(L);
   push_box(L, t);
   l_state *S = L_STATE(L);
-  S->gc_debt += sizeof *t + (t->storage && t->storage->refcount == 1 ? t->storage->nbytes : 0);
+  S->gc_debt += sizeof *t + (t->storage && owns_storage(t) ? t->storage->nbytes : 0);
   l_gc_account(L, S);
   return 1;
 }

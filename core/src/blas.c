@@ -30,11 +30,10 @@ static struct {
   lt_blas_info info;
   sgemm_fn sgemm;
   sgemv_fn sgemv; /* NULL without a BLAS: GEMM serves every product */
-  void (*set_threads)(int);
-  int cur_threads; /* what OpenBLAS is set to now (lt_blas_sgemm chooses per call, up to info.threads) */
-  int serial;      /* > 0: OpenBLAS held at one thread (lt_blas_serial_begin) */
-  int ws_threads;  /* lt_blas_ready found room for this many OpenBLAS buffers (0: not yet) */
-} B = { PTHREAD_ONCE_INIT, { 0 }, NULL, NULL, NULL, 0, 0, 0 };
+  int openblas;   /* the library is OpenBLAS (its per-thread buffers: lt_blas_ready) */
+  int serial;     /* > 0: a job's parts call GEMMs each on its own thread (lt_blas_serial_begin) */
+  int ws_threads; /* lt_blas_ready found room for this many OpenBLAS buffers (0: not yet) */
+} B = { PTHREAD_ONCE_INIT, { 0 }, NULL, NULL, 0, 0, 0 };
 
 typedef struct cpu_feats {
   int avx, avx2, fma, avx512f, avx512bw, avx512dq, avx512vl, avx512cd;
@@ -112,12 +111,12 @@ static void init_once(void) {
       I->reason = "cpu features: no AVX; OpenBLAS chooses by itself";
     }
   }
-  /* OpenBLAS starts its own threads; 2 pools on 2 cores fight, so lutra owns the count. */
-  if (!getenv("OPENBLAS_NUM_THREADS")) {
-    char n[16];
-    snprintf(n, sizeof n, "%d", lt_blas_cpu_count());
-    setenv("OPENBLAS_NUM_THREADS", n, 0);
-  }
+  /* One owner of the threads: OpenBLAS runs every GEMM on the thread that calls it, and lutra splits the large
+   * ones over its own pool (split_sgemm below). OpenBLAS's threads, when it has any, wait for work by calling
+   * sched_yield for up to 2^28 cycles (OPENBLAS_THREAD_TIMEOUT) after each GEMM: beside lutra's pool, and
+   * beside any other process, they took the cores the work needed (21,109 sched_yield calls in 200 MLP steps;
+   * 18,000+ with the shortest timeout). With one thread it starts none. */
+  if (!getenv("OPENBLAS_NUM_THREADS")) setenv("OPENBLAS_NUM_THREADS", "1", 0);
   static const char *const libs[] = { "libopenblas.so.0", "libopenblas.so", "libblas.so.3" };
   for (size_t i = 0; i < sizeof libs / sizeof *libs && !B.sgemm; i++) {
     sigset_t old; /* OpenBLAS starts its threads as it loads */
@@ -132,7 +131,9 @@ static void init_once(void) {
     }
     I->library = libs[i];
     B.sgemv = (sgemv_fn)dlsym(h, "cblas_sgemv");
-    B.set_threads = (void (*)(int))dlsym(h, "openblas_set_num_threads");
+    void (*set_threads)(int) = (void (*)(int))dlsym(h, "openblas_set_num_threads");
+    if (set_threads) set_threads(1); /* (OPENBLAS_NUM_THREADS was the user's) */
+    B.openblas = set_threads != NULL;
     char *(*corename)(void) = (char *(*)(void))dlsym(h, "openblas_get_corename");
     char *(*config)(void) = (char *(*)(void))dlsym(h, "openblas_get_config");
     if (corename) snprintf(I->corename, sizeof I->corename, "%s", corename());
@@ -144,8 +145,7 @@ static void init_once(void) {
     I->reason = "no BLAS library found (install libopenblas0): using lutra's plain C GEMM, which is slow";
   }
   I->threads = lt_cpus_available(&I->threads_reason);
-  B.cur_threads = I->threads;
-  lt_pool_set_threads(I->threads); /* lutra's own kernels (lt_pool.h) follow the same policy */
+  lt_pool_set_threads(0); /* every CPU available, following changes to the mask or quota (lt_pool.h) */
 }
 
 void lt_blas_init(void) { pthread_once(&B.once, init_once); }
@@ -160,7 +160,7 @@ int lt_blas_ready(lt_ctx *c) {
   if (__atomic_load_n(&B.ws_threads, __ATOMIC_ACQUIRE) >= want) return LT_OK;
   lt_blas_init();
   want = B.info.threads > 0 ? B.info.threads : 1;
-  if (!B.set_threads) { /* not OpenBLAS (lutra's own GEMM, or another BLAS): no such buffers */
+  if (!B.openblas) { /* not OpenBLAS (lutra's own GEMM, or another BLAS): no such buffers */
     __atomic_store_n(&B.ws_threads, 1 << 30, __ATOMIC_RELEASE);
     return LT_OK;
   }
@@ -193,39 +193,24 @@ const lt_blas_info *lt_blas_get_info(void) {
 void lt_blas_set_threads(int n) {
   lt_blas_init();
   if (n < 1) n = 1;
-  if (B.set_threads) {
-    sigset_t old; /* (more threads may start) */
-    lt_spawn_mask(&old);
-    B.set_threads(n);
-    lt_spawn_unmask(&old);
-  }
-  B.info.threads = B.cur_threads = n;
-  lt_pool_set_threads(n);
+  B.info.threads = n;
+  lt_pool_set_threads(n); /* OpenBLAS stays at one thread: the pool runs the split GEMMs */
 }
 
-/* Threads per call. OpenBLAS 0.3.21 threads every GEMM above ~262k multiply-adds by cutting C among its
- * threads, and each thread packs its own copy of the shared operand: when C is thin (a conv layer's 6 or 16
- * output channels, a 120-wide layer) two threads run slower than one (measured on LeNet's shapes: every
- * conv GEMM 1.3-2.5x slower on 2 threads). So the threads are asked for only where they pay: every size
- * >= 32 and >= 6M multiply-adds (the MLP's 64x512x784 runs ~2.2x faster on 2 threads). */
+/* When a GEMM is split over the pool. OpenBLAS 0.3.21, threaded, cut C among its threads and each thread
+ * packed its own copy of the shared operand: when C is thin (a conv layer's 6 or 16 output channels, a
+ * 120-wide layer) two threads ran slower than one (measured on LeNet's shapes: every conv GEMM 1.3-2.5x slower
+ * on 2 threads), and the pool's split has the same cost. So GEMMs are split only where that pays: every size
+ * >= 32 and >= 6M multiply-adds (the MLP's 64x512x784 runs ~2x faster on 2 threads). */
 #define GEMM_THREADS_MIN_DIM 32
 #define GEMM_THREADS_MIN_MACS 6e6
-#define GEMM_OPENBLAS_SINGLE 262144.0 /* 0.3.21: 65536 x GEMM_MULTITHREAD_THRESHOLD (4) */
 /* A thin C over a long k (a conv's weight gradient: [6 x 25] summed over 50,176 positions) runs ~6x faster
  * cut into k-chunks accumulated with beta = 1. */
 #define GEMM_THIN_MN 4096
 #define GEMM_KCHUNK 8192
-
-static void set_threads(int want) {
-  if (__atomic_load_n(&B.serial, __ATOMIC_ACQUIRE) > 0) return; /* held at one thread for the pool's GEMMs */
-  if (want != B.cur_threads && B.set_threads) {
-    sigset_t old; /* (more threads may start) */
-    lt_spawn_mask(&old);
-    B.set_threads(want);
-    lt_spawn_unmask(&old);
-    B.cur_threads = want;
-  }
-}
+/* The pool's parts of a GEMM start at multiples of this many rows or columns: whole 64-byte lines of C, and
+ * whole register blocks of OpenBLAS's kernels (16 wide). */
+#define GEMM_SPLIT_ALIGN 16
 
 int lt_blas_threads_pay(int64_t m, int64_t n, int64_t k) {
   return m >= GEMM_THREADS_MIN_DIM && n >= GEMM_THREADS_MIN_DIM && k >= GEMM_THREADS_MIN_DIM &&
@@ -234,27 +219,59 @@ int lt_blas_threads_pay(int64_t m, int64_t n, int64_t k) {
 
 void lt_blas_serial_begin(void) {
   lt_blas_init();
-  set_threads(1);
   __atomic_add_fetch(&B.serial, 1, __ATOMIC_RELEASE);
 }
 
 void lt_blas_serial_end(void) { __atomic_sub_fetch(&B.serial, 1, __ATOMIC_RELEASE); }
 
+/* One GEMM as the pool's parts: C's columns (or rows, when C is taller than wide) in GEMM_SPLIT_ALIGN-aligned
+ * ranges, each part a GEMM on the thread that claims it. A worker that is late (its core taken by another
+ * process) leaves its part to the caller instead of holding it up. */
+typedef struct gemm_job {
+  int transa, transb, m, n, k, lda, ldb, ldc, by_rows;
+  float alpha, beta;
+  const float *a, *b;
+  float *c;
+} gemm_job;
+
+static void gemm_part(void *arg, int i, int nparts) {
+  const gemm_job *j = arg;
+  int64_t lo, hi;
+  if (j->by_rows) {
+    lt_pool_range(j->m, i, nparts, GEMM_SPLIT_ALIGN, &lo, &hi);
+    if (lo >= hi) return;
+    const float *a = j->transa ? j->a + lo : j->a + lo * j->lda;
+    B.sgemm(CblasRowMajor, j->transa ? CblasTrans : CblasNoTrans, j->transb ? CblasTrans : CblasNoTrans, (int)(hi - lo),
+            j->n, j->k, j->alpha, a, j->lda, j->b, j->ldb, j->beta, j->c + lo * j->ldc, j->ldc);
+  } else {
+    lt_pool_range(j->n, i, nparts, GEMM_SPLIT_ALIGN, &lo, &hi);
+    if (lo >= hi) return;
+    const float *b = j->transb ? j->b + lo * j->ldb : j->b + lo;
+    B.sgemm(CblasRowMajor, j->transa ? CblasTrans : CblasNoTrans, j->transb ? CblasTrans : CblasNoTrans, j->m,
+            (int)(hi - lo), j->k, j->alpha, j->a, j->lda, b, j->ldb, j->beta, j->c + lo, j->ldc);
+  }
+}
+
 static void sgemm_call(int transa, int transb, int m, int n, int k, float alpha, const float *a, int lda,
                        const float *b, int ldb, float beta, float *c, int ldc) {
-  /* Changing OpenBLAS's thread count is cheap itself, but the next threaded call after a change pays ~30 us
-   * (measured): calls that OpenBLAS runs on one thread anyway (<= 262,144 multiply-adds) leave it as it is. */
-  if ((double)m * n * k > GEMM_OPENBLAS_SINGLE) set_threads(lt_blas_threads_pay(m, n, k) ? B.info.threads : 1);
+  int nt = lt_pool_threads();
+  if (nt > 1 && lt_blas_threads_pay(m, n, k) && __atomic_load_n(&B.serial, __ATOMIC_ACQUIRE) == 0) {
+    gemm_job j = { transa, transb, m, n, k, lda, ldb, ldc, m > n, alpha, beta, a, b, c };
+    int64_t span = m > n ? m : n, parts = (span + GEMM_SPLIT_ALIGN - 1) / GEMM_SPLIT_ALIGN;
+    lt_pool_run(gemm_part, &j, parts < nt ? (int)parts : nt);
+    return;
+  }
   B.sgemm(CblasRowMajor, transa ? CblasTrans : CblasNoTrans, transb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda,
           b, ldb, beta, c, ldc);
 }
 
 /* C [1 x n] or [m x 1] (a batch-1 layer): a matrix-vector product. OpenBLAS's GEMM sends these to its
- * small-matrix kernel on one thread (~7 GB/s over a 784x512 weight); sgemv streams the matrix on every
- * thread. beta = 0 must not read C (which may hold NaN): it is zeroed first. */
+ * small-matrix kernel (~7 GB/s over a 784x512 weight); sgemv streams the matrix, and above GEMV_SPLIT_MACS
+ * the pool's threads each stream a range of the output (memory-bound: two cores read about twice the bytes
+ * of one). beta = 0 must not read C (which may hold NaN): it is zeroed first. */
+#define GEMV_SPLIT_MACS 262144.0
 static void gemv(int transa, int transb, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
                  int ldb, float beta, float *c, int ldc) {
-  set_threads(B.info.threads);
   if (m == 1) { /* c = op(B)^T a: a has stride lda when transposed */
     if (beta == 0.0f) memset(c, 0, sizeof(float) * (size_t)n);
     if (transb) B.sgemv(CblasRowMajor, CblasNoTrans, n, k, alpha, b, ldb, a, transa ? lda : 1, beta, c, 1);
@@ -265,6 +282,36 @@ static void gemv(int transa, int transb, int m, int n, int k, float alpha, const
     if (transa) B.sgemv(CblasRowMajor, CblasTrans, k, m, alpha, a, lda, b, transb ? 1 : ldb, beta, c, ldc);
     else B.sgemv(CblasRowMajor, CblasNoTrans, m, k, alpha, a, lda, b, transb ? 1 : ldb, beta, c, ldc);
   }
+}
+
+/* A part of a split gemv: a range of C's n outputs (m == 1) or m outputs (n == 1). */
+static void gemv_part(void *arg, int i, int nparts) {
+  const gemm_job *j = arg;
+  int64_t lo, hi;
+  if (j->by_rows) {
+    lt_pool_range(j->m, i, nparts, GEMM_SPLIT_ALIGN, &lo, &hi);
+    if (lo < hi)
+      gemv(j->transa, j->transb, (int)(hi - lo), 1, j->k, j->alpha, j->transa ? j->a + lo : j->a + lo * j->lda, j->lda,
+           j->b, j->ldb, j->beta, j->c + lo * j->ldc, j->ldc);
+  } else {
+    lt_pool_range(j->n, i, nparts, GEMM_SPLIT_ALIGN, &lo, &hi);
+    if (lo < hi)
+      gemv(j->transa, j->transb, 1, (int)(hi - lo), j->k, j->alpha, j->a, j->lda,
+           j->transb ? j->b + lo * j->ldb : j->b + lo, j->ldb, j->beta, j->c + lo, j->ldc);
+  }
+}
+
+static void gemv_call(int transa, int transb, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
+                      int ldb, float beta, float *c, int ldc) {
+  int nt = lt_pool_threads(), span = m == 1 ? n : m;
+  if (nt > 1 && span >= 2 * GEMM_SPLIT_ALIGN && (double)m * n * k >= GEMV_SPLIT_MACS &&
+      __atomic_load_n(&B.serial, __ATOMIC_ACQUIRE) == 0) {
+    gemm_job j = { transa, transb, m, n, k, lda, ldb, ldc, m != 1, alpha, beta, a, b, c };
+    int parts = (span + GEMM_SPLIT_ALIGN - 1) / GEMM_SPLIT_ALIGN;
+    lt_pool_run(gemv_part, &j, parts < nt ? parts : nt);
+    return;
+  }
+  gemv(transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 /* k = 1 (a batch-1 weight gradient) with beta = 0: C = alpha a b^T, written in one pass (GEMM would zero C
@@ -290,7 +337,7 @@ void lt_blas_sgemm(int transa, int transb, int m, int n, int k, float alpha, con
                    int ldb, float beta, float *c, int ldc) {
   lt_blas_init();
   if (B.sgemv && (m == 1 || n == 1) && (double)m * n * k >= 16384) {
-    gemv(transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    gemv_call(transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
   if (k == 1 && (beta == 0.0f || beta == 1.0f) && (double)m * n >= 16384) {

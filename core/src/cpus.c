@@ -87,6 +87,12 @@ static int cgroup_quota(void) {
   return best;
 }
 
+int lt_cpus_affinity(void) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 0;
+  return CPU_COUNT(&set);
+}
+
 int lt_cpus_available(const char **why) {
   long online = sysconf(_SC_NPROCESSORS_ONLN);
   int n = online > 0 ? (int)online : 1;

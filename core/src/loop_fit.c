@@ -57,7 +57,9 @@ void lt_loops_clear(lt_loops *lp) {
 
 /* The budget of this advance, checked before each training batch. */
 static int budget_stop(lt_loops *lp) {
-  if (lp->check_interrupt && lt_interrupt_pending()) return LT_INTERRUPTED;
+  if (lp->check_interrupt &&
+      (lp->stop_flag ? atomic_load_explicit(lp->stop_flag, memory_order_relaxed) : lt_interrupt_pending()))
+    return LT_INTERRUPTED;
   if (lp->batches_run > 0) {
     if (lp->budget_batches > 0 && lp->batches_run >= lp->budget_batches) return LT_PAUSE;
     /* no_overrun: stop when the next batch, at the pace of the last ones, would end after the deadline */

@@ -6,6 +6,9 @@
  * cgroup's CPU quota (rounded up), at least 1. `why` (may be NULL) receives a short reason for lt.blas_info():
  * "online", "affinity", "cgroup quota". */
 int lt_cpus_available(const char **why);
+/* The CPUs in the calling thread's affinity mask (one system call: cheap enough for lutra's pool to re-check it
+ * every few hundred jobs), 0 when it cannot be read. */
+int lt_cpus_affinity(void);
 
 /* The parsing behind it, exposed for tests: the quota in CPUs (rounded up) of a cgroup v2 `cpu.max` line
  * ("max 100000", "150000 100000") or of v1's quota and period; 0 when there is no limit. */

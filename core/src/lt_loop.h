@@ -29,6 +29,7 @@
 #ifndef LT_LOOP_H
 #define LT_LOOP_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "lt_hooks.h"
@@ -256,6 +257,7 @@ typedef struct lt_loops {
   int recent_batches;                          /* how many of them are filled */
   int recent_next;                             /* the slot the next batch's time goes to */
   int check_interrupt;                         /* stop at a batch boundary on lt_interrupt_pending() */
+  const atomic_int *stop_flag; /* with check_interrupt: this run's own flag instead (a background job's) */
 
   lt_tensor *closure_loss; /* the normalized loss of the running closure (owned) */
   lt_prof *prof;           /* the profiler (Trainer{profiler=}): timing points in the phases; NULL: off */

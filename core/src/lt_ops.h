@@ -118,7 +118,11 @@ lt_tensor *lt_op_matmul(lt_ctx *c, lt_tensor *a, lt_tensor *b);
 lt_tensor *lt_op_linear(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b);
 /* linear followed by an activation in one node: the activation runs on the GEMM's output while it is in
  * cache, and its backward masks the gradient in place (nn.Sequential fuses Linear, ReLU pairs into this). */
-typedef enum lt_act { LT_ACT_NONE = 0, LT_ACT_RELU } lt_act;
+typedef enum lt_act { LT_ACT_NONE = 0, LT_ACT_RELU, LT_ACT_GELU, LT_ACT_GELU_TANH } lt_act;
+/* For the GELU epilogues (ops_gelu.c): y = gelu(x) and r = g * gelu'(x) over n contiguous floats, exact (erf,
+ * as LT_GELU) or the tanh form, split over the pool; y may be x and r may be g. */
+void lt_gelu_f32(lt_ctx *c, const float *x, float *y, int64_t n, int tanh_form);
+void lt_gelu_grad_f32(lt_ctx *c, const float *x, const float *g, float *r, int64_t n, int tanh_form);
 /* For those fused ops (ops_unary.c): ReLU in place over n floats, and the gradient through the ReLU of
  * output y given g, contiguous, computed in place when the caller holds the only reference to a contiguous g
  * (a backward's incoming gradient usually is). */

@@ -5,9 +5,15 @@
  *
  * lt_pool_run(fn, arg, n) calls fn(arg, i, n) for i = 0 .. n-1 on the calling thread and the workers, each
  * thread claiming the next part when it finishes one, and returns when all are done. Workers copy the
- * caller's flush-to-zero state. Waiting is polite: an idle worker yields its core (sched_yield) for a short
- * while, so it picks up the next job of a training step within microseconds while any runnable thread
- * (OpenBLAS's, or another process's) goes first, and then sleeps; the caller yields while it waits.
+ * caller's flush-to-zero state. Waiting gives the CPU back: an idle worker spins (no system call) for ~20 us,
+ * so it picks up the next job of a training step at once, then parks on a futex until the next job; the
+ * caller does the same while a worker finishes its last part. Nothing waits in sched_yield. The pool also
+ * runs lutra's large GEMMs (core/src/blas.c): OpenBLAS itself runs on one thread, so no second pool of
+ * threads spins beside this one.
+ *
+ * The thread count follows the CPUs the process may use: the count asked for, at most the CPUs in the
+ * affinity mask and the cgroup quota (lt_cpus.h), re-checked every few hundred jobs, so a mask or quota
+ * changed while the process runs takes effect without a restart.
  *
  *   static void part(void *arg, int i, int n) { ... elements i*len/n .. (i+1)*len/n ... }
  *   lt_pool_run(part, &args, lt_pool_threads());
@@ -24,9 +30,13 @@
 
 typedef void (*lt_pool_fn)(void *arg, int part, int nparts);
 
-/* Total threads including the caller (1 = no workers); takes effect at the next job. */
+/* Total threads including the caller (1 = no workers; 0 = every CPU available, following changes); takes
+ * effect at the next job, capped by the CPUs available. */
 void lt_pool_set_threads(int n);
+/* The threads the next job may run on (the count set, capped by the CPUs available when last checked). */
 int lt_pool_threads(void);
+/* Workers running now (threads besides the caller; they start at the first job after a change). */
+int lt_pool_workers(void);
 void lt_pool_run(lt_pool_fn fn, void *arg, int nparts);
 /* Whether a job runs with denormals flushed (FTZ/DAZ) on every thread of it, the caller's included for the
  * job's length (default 1; lt.set_flush_denormal). The caller's own mode is back when lt_pool_run returns. */

@@ -326,7 +326,17 @@ lt_tensor *lt_nn_rnn_layer(lt_ctx *c, lt_rnn_mode mode, lt_tensor *xg, lt_tensor
   for (int k = 0; k < IN_COUNT; k++)
     if (given[k] && !(cont[k] = lt_op_contiguous(c, given[k]))) goto fail;
   int proj = w_hr != NULL;
-  int64_t nout = T * B * P + (mode == LT_RNN_LSTM ? B * H : 0), nws = ws_size(mode, T, B, H, P, proj);
+  int64_t pos = 0, slots[IN_COUNT]; /* the inputs given, in order, and where each logical input is among them */
+  lt_tensor *ins[IN_COUNT];
+  for (int k = 0; k < IN_COUNT; k++) {
+    slots[k] = given[k] ? pos : -1;
+    if (given[k]) ins[pos++] = given[k];
+  }
+  /* Forward only (no_grad, eval, nothing requiring a gradient): the workspace holds one step, overwritten at
+   * each step, and nothing backward would need is kept or copied. */
+  int save = lt_needs_grad(c, (int)pos, ins);
+  int64_t TS = save ? T : 1; /* steps the workspace holds */
+  int64_t nout = T * B * P + (mode == LT_RNN_LSTM ? B * H : 0), nws = ws_size(mode, TS, B, H, P, proj);
   int64_t nstep = B * GH + (mode == LT_RNN_LSTM ? B * H : 0); /* this step's gates, the running c */
   int64_t ntot = nws + nstep;
   out = lt_tensor_new(c, LT_F32, 1, &nout);
@@ -335,24 +345,25 @@ lt_tensor *lt_nn_rnn_layer(lt_ctx *c, lt_rnn_mode mode, lt_tensor *xg, lt_tensor
   const float *px = lt_f32(cont[IN_XG]), *pw = lt_f32(cont[IN_WHH]);
   const float *pb = b_hh ? lt_f32(cont[IN_BHH]) : NULL, *pwr = proj ? lt_f32(cont[IN_WHR]) : NULL;
   float *po = lt_f32(out);
-  rnn_ws w = ws_map(lt_f32(ws), mode, T, B, H, P, proj);
+  rnn_ws w = ws_map(lt_f32(ws), mode, TS, B, H, P, proj);
   float *gates = lt_f32(ws) + nws, *cc = gates + B * GH;
   if (mode == LT_RNN_LSTM) memcpy(cc, lt_f32(cont[IN_C0]), sizeof(float) * (size_t)(B * H));
   const float *hprev = lt_f32(cont[IN_H0]);
   for (int64_t s = 0; s < T; s++) {
     int64_t t = reverse ? T - 1 - s : s;
-    int64_t oP = t * B * P, oH = t * B * H, oG = t * B * GH;
-    memcpy(w.hp + oP, hprev, sizeof(float) * (size_t)(B * P));
+    int64_t oP = t * B * P, ts = save ? t : 0; /* ts: this step's place in the workspace */
+    int64_t wP = ts * B * P, oH = ts * B * H, oG = ts * B * GH, xG = t * B * GH;
+    if (save) memcpy(w.hp + wP, hprev, sizeof(float) * (size_t)(B * P));
     /* gates = xg_t + b_hh + h_{t-1} W_hh^T (GRU keeps the recurrent part apart: r multiplies its n gate) */
-    rows_init(gates, pb, mode == LT_RNN_GRU ? NULL : px + oG, B, GH);
+    rows_init(gates, pb, mode == LT_RNN_GRU ? NULL : px + xG, B, GH);
     lt_blas_sgemm(0, 1, (int)B, (int)GH, (int)P, 1, hprev, (int)P, pw, (int)P, 1, gates, (int)GH);
     float *h = po + oP;
     switch (mode) {
       case LT_RNN_TANH:
       case LT_RNN_RELU: rnn_step(mode == LT_RNN_RELU, B, H, gates, h, w.act + oG); break;
-      case LT_RNN_GRU: gru_step(B, H, px + oG, gates, hprev, h, w.act + oG, w.hn + oH); break;
+      case LT_RNN_GRU: gru_step(B, H, px + xG, gates, hprev, h, w.act + oG, w.hn + oH); break;
       case LT_RNN_LSTM:
-        memcpy(w.cp + oH, cc, sizeof(float) * (size_t)(B * H));
+        if (save) memcpy(w.cp + oH, cc, sizeof(float) * (size_t)(B * H));
         lstm_step(B, H, gates, cc, w.act + oG, w.tc + oH, proj ? w.r + oH : h);
         if (proj) lt_blas_sgemm(0, 1, (int)B, (int)P, (int)H, 1, w.r + oH, (int)H, pwr, (int)H, 0, h, (int)P);
         break;
@@ -361,12 +372,6 @@ lt_tensor *lt_nn_rnn_layer(lt_ctx *c, lt_rnn_mode mode, lt_tensor *xg, lt_tensor
   }
   if (mode == LT_RNN_LSTM) memcpy(po + T * B * P, cc, sizeof(float) * (size_t)(B * H));
 
-  int64_t pos = 0, slots[IN_COUNT];
-  lt_tensor *ins[IN_COUNT];
-  for (int k = 0; k < IN_COUNT; k++) {
-    slots[k] = given[k] ? pos : -1;
-    if (given[k]) ins[pos++] = given[k];
-  }
   lt_node *nd;
   if (lt_record(c, out, "rnn_layer", rnn_layer_backward, (int)pos, ins, &nd)) goto fail;
   if (nd) {

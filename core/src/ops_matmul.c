@@ -265,6 +265,29 @@ static int linear_relu_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor *
   return linear_grads(c, n, lt_relu_grad(c, g, n->saved[0]), gin);
 }
 
+/* linear followed by GELU in one node: the node keeps the pre-activation (saved[0]); dL/d(pre-activation) =
+ * g * gelu'(pre), in g's own buffer when the engine holds the only reference to it */
+static int linear_gelu_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
+  const lt_tensor *pre = n->saved[0];
+  lt_tensor *gc = lt_op_contiguous(c, g);
+  lt_tensor *d = !gc ? NULL
+                 : lt_is_contiguous(g) && g->refcount == 2 && g->storage->refcount == 1
+                     ? lt_tensor_retain(gc) /* gc is g: the engine's reference and ours */
+                     : lt_tensor_new(c, LT_F32, pre->ndim, pre->shape);
+  if (d) lt_gelu_grad_f32(c, lt_f32(pre), lt_f32(gc), lt_f32(d), lt_numel(pre), n->i[0] == LT_ACT_GELU_TANH);
+  lt_tensor_release(gc);
+  return linear_grads(c, n, d, gin);
+}
+
+static const char *act_op_name(lt_act act) {
+  switch (act) {
+    case LT_ACT_RELU: return "linear_relu";
+    case LT_ACT_GELU: return "linear_gelu";
+    case LT_ACT_GELU_TANH: return "linear_gelu_tanh";
+    default: return "linear";
+  }
+}
+
 lt_tensor *lt_op_linear_act(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, lt_act act) {
   char b1[128], b2[128];
   if (lt_check_dtype(c, "linear", "input", x, LT_F32) || lt_check_dtype(c, "linear", "weight", w, LT_F32)) return NULL;
@@ -286,20 +309,28 @@ lt_tensor *lt_op_linear_act(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b,
   int64_t oshape[LT_MAX_DIM];
   memcpy(oshape, x->shape, sizeof oshape);
   oshape[x->ndim - 1] = out_f;
+  lt_tensor *ins[3] = { x, w, b };
+  int gelu = act == LT_ACT_GELU || act == LT_ACT_GELU_TANH;
   lt_tensor *out = lt_tensor_new(c, LT_F32, x->ndim, oshape);
-  lt_tensor *xc = out ? lt_op_contiguous(c, x) : NULL;
+  /* GELU with a backward to come: the GEMM writes the pre-activation, which the node keeps; without one the
+   * GELU runs in place */
+  int keep_pre = gelu && lt_needs_grad(c, b ? 3 : 2, ins);
+  lt_tensor *pre = out && keep_pre ? lt_tensor_new(c, LT_F32, x->ndim, oshape) : NULL;
+  lt_tensor *xc = out && (pre || !keep_pre) ? lt_op_contiguous(c, x) : NULL;
   lt_tensor *wc = xc ? lt_op_contiguous(c, w) : NULL;
   if (!wc) {
     lt_tensor_release(out);
+    lt_tensor_release(pre);
     lt_tensor_release(xc);
     return NULL;
   }
   int64_t rows = lt_numel(x) / (in_f ? in_f : 1);
-  float *po = lt_f32(out);
+  float *po = lt_f32(pre ? pre : out);
   if (b) {
     lt_tensor *bc = lt_op_contiguous(c, b);
     if (!bc) {
       lt_tensor_release(out);
+      lt_tensor_release(pre);
       lt_tensor_release(xc);
       lt_tensor_release(wc);
       return NULL;
@@ -313,18 +344,29 @@ lt_tensor *lt_op_linear_act(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b,
   lt_tensor_release(wc);
   if (rc) {
     lt_tensor_release(out);
+    lt_tensor_release(pre);
     return NULL;
   }
-  if (act == LT_ACT_RELU) lt_relu_inplace_f32(po, lt_numel(out)); /* while the GEMM's output is in cache */
-  lt_tensor *ins[3] = { x, w, b };
+  /* the activation while the GEMM's output is in cache */
+  if (act == LT_ACT_RELU) lt_relu_inplace_f32(po, lt_numel(out));
+  else if (gelu) lt_gelu_f32(c, po, lt_f32(out), lt_numel(out), act == LT_ACT_GELU_TANH);
   lt_node *nd;
-  if (lt_record(c, out, act == LT_ACT_RELU ? "linear_relu" : "linear",
-                act == LT_ACT_RELU ? linear_relu_backward : linear_backward, b ? 3 : 2, ins, &nd)) {
+  if (lt_record(c, out, act_op_name(act),
+                act == LT_ACT_RELU ? linear_relu_backward
+                : gelu             ? linear_gelu_backward
+                                   : linear_backward,
+                b ? 3 : 2, ins, &nd)) {
     lt_tensor_release(out);
+    lt_tensor_release(pre);
     return NULL;
   }
   /* x is read for the weight's gradient, w for the input's; the bias never */
   if (nd) nd->reads = (w->requires_grad ? LT_READS(0) : 0) | (x->requires_grad ? LT_READS(1) : 0);
+  if (nd && gelu) {
+    nd->i[0] = act;
+    lt_node_save(nd, 0, pre);
+  }
+  lt_tensor_release(pre);
   if (nd && act == LT_ACT_RELU && lt_node_save_output(c, nd, 0, out)) {
     lt_tensor_release(out);
     return NULL;

@@ -1,32 +1,56 @@
 /* pool.c — lutra's pool of compute threads (see lt_pool.h): a job is n parts claimed by the caller and the
- * workers; idle workers yield their core for a while, then sleep.
+ * workers; an idle worker spins on the job word for a few microseconds, then parks on a futex.
  *
  * The caller waits for the job's parts, not for the workers: a worker that is asleep, or whose core another
  * process holds, costs the caller nothing once the caller has run the parts itself (waiting for every
  * worker to check in cost up to a scheduler slice on a busy 2-core machine: a 20 us add ran 110 us). A part
  * is claimed by one compare-and-swap on a word that names the job, so a worker that wakes after its job
- * ended claims nothing, and one that claims a part sees that job's fields. */
+ * ended claims nothing, and one that claims a part sees that job's fields.
+ *
+ * Waiting never calls sched_yield: on a shared machine a yielding thread is runnable all the time, so each
+ * yield is a system call and a trip through the scheduler that takes slices from the threads doing work
+ * (ours and other processes'): ~14-21k sched_yield calls per 200 MLP steps from this pool and OpenBLAS's
+ * threads, and 24-34% of the samples of a GPT or LSTM step under load. A worker spins with `pause` (no
+ * system call, the core stays ours only for SPIN_NS), then sleeps in futex_wait until the next job; the
+ * caller does the same while a worker finishes a part it claimed. */
 #include "lt_pool.h"
 
+#include <limits.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "lt_cpus.h"
 #include "lt_fpmode.h"
 #include "lt_gemm_bf16.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define POOL_X86 1
+#define cpu_relax() _mm_pause()
+#else
+#define cpu_relax() ((void)0)
 #endif
 
 #define MAX_WORKERS 63
-/* How long an idle worker stays awake, yielding, before it sleeps: long enough to bridge the back-to-back jobs
- * of one optimizer step, short enough to be asleep during the GEMMs that follow (on 2 cores a yielding worker
- * still takes slices from OpenBLAS's threads: an MLP step at batch 64 ran ~5% slower with 200 us). */
-#define AWAKE_NS 50000L
+/* How long an idle worker spins before it parks, and how long the caller spins before it sleeps on a part
+ * still running on a worker. The back-to-back jobs of an optimizer step or an element-wise chain come within a
+ * few microseconds of each other, and a futex wake plus the worker's return to run costs ~5-10 us, so a spin of
+ * some microseconds catches them without a wake-up. Measured with bench/wait.py (2, 20 and 100 us, MLP b64 and
+ * GPT steps, on the 2-vCPU EPYC at load 15-17: bench/RESULTS.md): no length won on both workloads beyond the
+ * noise (within +-25% wall, +-13% CPU); 20 us is the middle, short enough that an idle worker is asleep during
+ * the GEMMs that follow and never holds a shared core for long. */
+#define SPIN_NS 20000L
+/* Every RECHECK_JOBS jobs the pool re-reads the CPUs the process may use (one sched_getaffinity: ~1 us), and
+ * every RECHECK_QUOTA re-checks the cgroup quota as well (a few file reads): a mask or quota changed while
+ * the process runs (taskset -p, a container resized) takes effect within that many jobs. */
+#define RECHECK_JOBS 512
+#define RECHECK_QUOTA 16
 
 typedef struct worker {
   pthread_t th;
@@ -37,17 +61,18 @@ typedef struct worker {
 
 /* Process-wide by nature: threads belong to the process. */
 static struct {
-  pthread_mutex_t run_lock;   /* one job at a time; a second caller runs its job alone */
-  pthread_mutex_t sleep_lock; /* sleeping workers wait on `wake` under this lock */
-  pthread_cond_t wake;
-  atomic_uint gen; /* job generation: a worker looks for parts when it sees gen change */
-  atomic_int sleepers;
-  _Atomic uint64_t claim; /* job number << 32 | nparts << 16 | next part to claim */
-  atomic_int done;        /* parts of the current job finished */
-  uint32_t job;           /* the current job's number */
-  int want;               /* threads asked for (lt_pool_set_threads), including the caller */
-  int nworkers;           /* workers running */
-  int quit_from;          /* workers with index >= quit_from leave at the next job */
+  pthread_mutex_t run_lock; /* one job at a time; a second caller runs its job alone */
+  atomic_uint gen;          /* job generation: the futex idle workers park on */
+  atomic_int sleepers;      /* workers parked (or about to) on gen */
+  _Atomic uint64_t claim;   /* job number << 32 | nparts << 16 | next part to claim */
+  atomic_uint done;         /* parts of the current job finished: the futex the caller sleeps on */
+  atomic_int caller_waits;  /* the caller sleeps on done: the worker finishing a part wakes it */
+  uint32_t job;             /* the current job's number */
+  int want;                 /* threads asked for (lt_pool_set_threads), including the caller; 0: all available */
+  int avail;                /* CPUs the process may use, re-read every RECHECK_JOBS jobs */
+  unsigned checks;          /* re-checks done (the quota is re-read every RECHECK_QUOTA of them) */
+  int nworkers;             /* workers running */
+  int quit_from;            /* workers with index >= quit_from leave at the next job */
   lt_pool_fn fn;
   void *arg;
   int nparts;
@@ -55,17 +80,35 @@ static struct {
   int flush_denormal; /* lt_pool_set_flush_denormal */
   int gemm_mode;      /* the caller's GEMM precision (lt_gemm_bf16.h: autocast), the job's on every thread */
   worker w[MAX_WORKERS];
-} P = { .run_lock = PTHREAD_MUTEX_INITIALIZER,
-        .sleep_lock = PTHREAD_MUTEX_INITIALIZER,
-        .wake = PTHREAD_COND_INITIALIZER,
-        .want = 1,
-        .flush_denormal = 1,
-        .quit_from = MAX_WORKERS + 1 };
+} P = { .run_lock = PTHREAD_MUTEX_INITIALIZER, .want = 1, .flush_denormal = 1, .quit_from = MAX_WORKERS + 1 };
 
 static long now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return ts.tv_sec * 1000000000L + ts.tv_nsec;
+}
+
+static void futex_wait(atomic_uint *word, unsigned seen) {
+  syscall(SYS_futex, (unsigned *)word, FUTEX_WAIT_PRIVATE, seen, NULL, NULL, 0); /* returns at once if changed */
+}
+static void futex_wake(atomic_uint *word, int n) {
+  syscall(SYS_futex, (unsigned *)word, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
+}
+
+/* Spins until *word differs from seen or SPIN_NS pass; returns the value seen last. The clock is read every
+ * 64 pauses (a pause is ~40-140 cycles on current x86). */
+static unsigned spin_while(atomic_uint *word, unsigned seen) {
+  long t0 = 0;
+  for (int spins = 0;; spins++) {
+    unsigned v = atomic_load_explicit(word, memory_order_acquire);
+    if (v != seen) return v;
+    if ((spins & 63) == 0) {
+      long t = now_ns();
+      if (!t0) t0 = t;
+      else if (t - t0 > SPIN_NS) return v;
+    }
+    cpu_relax();
+  }
 }
 
 #define MAX_PARTS 0xffff
@@ -81,12 +124,17 @@ static void run_parts(int is_worker) {
                 /* the job cannot finish before this part does, so its fields stay as the claim word published them */
 #ifdef POOL_X86
     if (is_worker && _mm_getcsr() != P.csr) _mm_setcsr(P.csr);
-#else
-    (void)is_worker;
 #endif
     if (is_worker && lt_gemm_bf16_mode() != P.gemm_mode) lt_gemm_bf16_set_mode(P.gemm_mode);
     P.fn(P.arg, i, n);
-    atomic_fetch_add_explicit(&P.done, 1, memory_order_release);
+    if (is_worker) {
+      /* seq_cst with the caller's store of caller_waits and its re-check of done: either it sees this part
+       * done, or this load sees it waiting */
+      atomic_fetch_add(&P.done, 1);
+      if (atomic_load(&P.caller_waits)) futex_wake(&P.done, 1);
+    } else {
+      atomic_fetch_add_explicit(&P.done, 1, memory_order_release);
+    }
     w = atomic_load_explicit(&P.claim, memory_order_acquire);
   }
 }
@@ -95,16 +143,12 @@ static void *worker_main(void *arg) {
   worker *me = arg;
   unsigned seen = me->start_gen;
   for (;;) {
-    unsigned g;
-    long t0 = now_ns();
-    for (int spins = 0; (g = atomic_load_explicit(&P.gen, memory_order_acquire)) == seen; spins++) {
-      sched_yield();
-      if ((spins & 15) != 15 || now_ns() - t0 < AWAKE_NS) continue;
-      pthread_mutex_lock(&P.sleep_lock);
-      atomic_fetch_add(&P.sleepers, 1);
-      while (atomic_load_explicit(&P.gen, memory_order_acquire) == seen) pthread_cond_wait(&P.wake, &P.sleep_lock);
+    unsigned g = spin_while(&P.gen, seen);
+    while (g == seen) {
+      atomic_fetch_add(&P.sleepers, 1); /* seq_cst: the waker's gen++ then sleepers load sees it, or ... */
+      futex_wait(&P.gen, seen);         /* ... this wait sees the new gen and returns at once */
       atomic_fetch_sub(&P.sleepers, 1);
-      pthread_mutex_unlock(&P.sleep_lock);
+      g = atomic_load_explicit(&P.gen, memory_order_acquire);
     }
     seen = g;
     if (me->index >= P.quit_from) return NULL;
@@ -114,48 +158,60 @@ static void *worker_main(void *arg) {
 
 /* Wakes the workers to look at a new generation (a job, or the order to leave). */
 static void wake_workers(void) {
-  atomic_fetch_add_explicit(&P.gen, 1, memory_order_release);
-  if (atomic_load(&P.sleepers) > 0) {
-    pthread_mutex_lock(&P.sleep_lock);
-    pthread_cond_broadcast(&P.wake);
-    pthread_mutex_unlock(&P.sleep_lock);
-  }
+  atomic_fetch_add(&P.gen, 1);
+  if (atomic_load(&P.sleepers) > 0) futex_wake(&P.gen, INT_MAX);
 }
 
 /* Publishes the job whose fields are set, wakes the workers, runs parts itself and waits until every part is
- * done. Called with run_lock held. */
+ * done (spinning first, then asleep until the worker finishing the last part wakes it). Called with run_lock
+ * held. */
 static void run_job(void) {
   atomic_store_explicit(&P.done, 0, memory_order_relaxed);
   P.job++;
   atomic_store_explicit(&P.claim, (uint64_t)P.job << 32 | (uint64_t)P.nparts << 16, memory_order_release);
   wake_workers();
   run_parts(0);
-  for (int spins = 0; atomic_load_explicit(&P.done, memory_order_acquire) < P.nparts; spins++) {
-#ifdef POOL_X86
-    if (spins < 256) {
-      _mm_pause();
-      continue;
+  unsigned want = (unsigned)P.nparts, d = atomic_load_explicit(&P.done, memory_order_acquire);
+  long t0 = 0;
+  for (int spins = 0; d < want; spins++) { /* spin while the workers' last parts finish, up to SPIN_NS */
+    if ((spins & 63) == 0) {
+      long t = now_ns();
+      if (!t0) t0 = t;
+      else if (t - t0 > SPIN_NS) break;
     }
-#endif
-    sched_yield();
+    cpu_relax();
+    d = atomic_load_explicit(&P.done, memory_order_acquire);
+  }
+  while (d < want) {
+    atomic_store(&P.caller_waits, 1);
+    d = atomic_load(&P.done);
+    if (d < want) futex_wait(&P.done, d);
+    atomic_store_explicit(&P.caller_waits, 0, memory_order_relaxed);
+    d = atomic_load_explicit(&P.done, memory_order_acquire);
   }
 }
 
 /* A forked child has none of the parent's threads: it starts its own at its first job. */
 static void after_fork_child(void) {
   pthread_mutex_init(&P.run_lock, NULL);
-  pthread_mutex_init(&P.sleep_lock, NULL);
-  pthread_cond_init(&P.wake, NULL);
   atomic_store(&P.sleepers, 0);
+  atomic_store(&P.caller_waits, 0);
   for (int i = 0; i < P.nworkers; i++) P.w[i].running = 0;
   P.nworkers = 0;
 }
 
-/* Starts or stops workers to match P.want. Called with run_lock held, no job running. */
+/* The threads a job runs on: the count asked for, at most the CPUs available (0 asked: all of them). */
+static int target(void) {
+  if (P.avail <= 0) P.avail = lt_cpus_available(NULL);
+  int n = P.want > 0 && P.want < P.avail ? P.want : P.avail;
+  return n < 1 ? 1 : n > MAX_WORKERS + 1 ? MAX_WORKERS + 1 : n;
+}
+
+/* Starts or stops workers to match target(). Called with run_lock held, no job running. */
 static void resize(void) {
   static int atfork;
   if (!atfork) atfork = pthread_atfork(NULL, NULL, after_fork_child) == 0;
-  int n = P.want - 1;
+  int n = target() - 1;
   if (n < P.nworkers) {
     P.quit_from = n + 1;
     wake_workers(); /* workers n+1.. leave; the others find no part to claim */
@@ -175,25 +231,39 @@ static void resize(void) {
     lt_spawn_mask(&old);
     int bad = pthread_create(&w->th, NULL, worker_main, w) != 0;
     lt_spawn_unmask(&old);
-    if (bad) {
-      P.want = P.nworkers + 1; /* no more threads: run with what we have */
-      break;
-    }
+    if (bad) break; /* no more threads: run with what we have */
     w->running = 1;
     P.nworkers++;
   }
 }
 
+/* Every RECHECK_JOBS jobs: the affinity mask (and every RECHECK_QUOTA checks the cgroup quota) again. */
+static void recheck(void) {
+  if (P.job % RECHECK_JOBS != 0) return;
+  if (++P.checks % RECHECK_QUOTA == 0) {
+    P.avail = lt_cpus_available(NULL);
+    return;
+  }
+  int a = lt_cpus_affinity();
+  if (a > 0 && a != P.avail) P.avail = lt_cpus_available(NULL); /* the quota may still cap the new mask */
+}
+
 void lt_pool_set_threads(int n) {
-  if (n < 1) n = 1;
+  if (n < 0) n = 0;
   if (n > MAX_WORKERS + 1) n = MAX_WORKERS + 1;
   pthread_mutex_lock(&P.run_lock);
   P.want = n;
-  if (n - 1 < P.nworkers) resize(); /* stop extra workers now; new ones start with the next job */
+  P.avail = lt_cpus_available(NULL);
+  if (target() - 1 < P.nworkers) resize(); /* stop extra workers now; new ones start with the next job */
   pthread_mutex_unlock(&P.run_lock);
 }
 
-int lt_pool_threads(void) { return P.want; }
+int lt_pool_threads(void) {
+  int n = P.want > 0 && (P.avail <= 0 || P.want < P.avail) ? P.want : P.avail;
+  return n < 1 ? 1 : n;
+}
+
+int lt_pool_workers(void) { return P.nworkers; }
 
 int lt_pool_parts(int threads, int64_t work, int64_t min_work) {
   int nt = lt_pool_threads();
@@ -207,10 +277,11 @@ void lt_pool_set_flush_denormal(int on) { P.flush_denormal = on != 0; }
 
 void lt_pool_run(lt_pool_fn fn, void *arg, int nparts) {
   unsigned fp = lt_fp_enter(P.flush_denormal); /* lutra's mode for the whole job, on every thread of it */
-  if (nparts <= 1 || nparts > MAX_PARTS || P.want <= 1 || pthread_mutex_trylock(&P.run_lock) != 0) {
+  if (nparts <= 1 || nparts > MAX_PARTS || P.want == 1 || pthread_mutex_trylock(&P.run_lock) != 0) {
     for (int i = 0; i < nparts; i++) fn(arg, i, nparts);
   } else {
-    if (P.nworkers != P.want - 1) resize();
+    recheck();
+    if (P.nworkers != target() - 1) resize();
     P.fn = fn;
     P.arg = arg;
     P.nparts = nparts;
@@ -218,7 +289,12 @@ void lt_pool_run(lt_pool_fn fn, void *arg, int nparts) {
 #ifdef POOL_X86
     P.csr = _mm_getcsr();
 #endif
-    run_job();
+    if (P.nworkers == 0) {
+      P.job++;
+      for (int i = 0; i < nparts; i++) fn(arg, i, nparts);
+    } else {
+      run_job();
+    }
     pthread_mutex_unlock(&P.run_lock);
   }
   lt_fp_leave(fp);

@@ -82,7 +82,16 @@ local function no_mpi(fname)
     .. "libopenmpi-dev` (as root; ./lutra does it when run as root) and rebuild (./lutra --build-only)"
 end
 
+-- MPI belongs to the state that loaded lutra first: a worker state (lt.thread, lt.background) trains alone
+local function refuse_in_worker(level)
+  if core._thread_id() then
+    error("lt.distributed: not available in a worker state (lt.thread, lt.background): MPI belongs to the " ..
+      "process's main state", level > 0 and level + 1 or 0)
+  end
+end
+
 local function need_init(fname)
+  refuse_in_worker(3)
   if not available() then error(no_mpi(fname), 3) end
   if not C.is_initialized() then
     error(fname .. ": the distributed world is not initialised (call lt.distributed.init() first)", 3)
@@ -97,6 +106,7 @@ function D.launched() return C.launched() end
 
 --- Initialises MPI (MPI_Init_thread, FUNNELED) once per process; later calls do nothing.
 function D.init()
+  refuse_in_worker(2)
   if not available() then error(no_mpi("distributed.init"), 2) end
   C.init()
   return D
@@ -358,7 +368,8 @@ function D._trainer_init(trainer, opts)
   local bucket_cap_mb = D.DEFAULT_BUCKET_CAP_MB
   if getmetatable(strategy) == StrategyMT then strategy, bucket_cap_mb = "ddp", strategy.bucket_cap_mb end
   local launched, _, W = C.launched()
-  local ddp = strategy == "ddp" or (strategy == "auto" and launched and W > 1)
+  local ddp = strategy == "ddp" or (strategy == "auto" and launched and W > 1 and not core._thread_id())
+  if ddp then refuse_in_worker(0) end
   if not ddp then
     trainer.world_size, trainer.global_rank, trainer.local_rank, trainer.is_global_zero = 1, 0, 0, true
     trainer.strategy = "none"

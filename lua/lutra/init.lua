@@ -22,6 +22,7 @@ local submodules = {
 }
 submodules.utils = "lutra.utils" -- modules area: save_image, make_grid
 submodules.vision = "lutra.vision" -- images as data: io, transforms, datasets (lua/lutra/vision/)
+submodules.background = { "lutra.background", "background" } -- a fit in a state of its own (lua/lutra/background.lua)
 submodules.help = { "lutra.help", "help" } -- lt.help(name_or_object): the reference entry (lua/lutra/help.lua)
 
 -- a missing name is an error naming it (lua/lutra/names.lua); submodules load on first use

@@ -68,6 +68,7 @@ local function new_object(class, fields)
   mt.__len = class.__len
   mt.__tostring = class.__tostring
   mt.__pairs, mt.__ipairs = class.__pairs, class.__ipairs -- (not_a_table below)
+  mt.__lutra_carry = class.__carry -- how it crosses to another Lua state (carry below)
   classes[p] = class
   fields_of[p] = fields
   return p
@@ -557,11 +558,24 @@ function M._not_a_table(x)
   return type(x) == "userdata" and NOT_A_TABLE[classes[x]] or nil
 end
 
---- lt.data.DataLoader(ds, {batch_size=1, shuffle=false, drop_last=false, seed=nil, collate_fn=nil})
+local function nonnegative_int(v) if not (is_int(v) and v >= 0) then return "must be an integer >= 0, got " .. tostring(v) end end
+
+--- lt.data.DataLoader(ds, {batch_size=1, shuffle=false, drop_last=false, seed=nil, collate_fn=nil,
+---   num_workers=0, prefetch_factor=2, persistent_workers=false, worker_init_fn=nil})
 function M.DataLoader(ds, opts)
   opts = check_options("DataLoader", opts, {
     batch_size = positive_int, shuffle = boolean, drop_last = boolean, seed = optional_int, collate_fn = func,
+    num_workers = nonnegative_int, prefetch_factor = positive_int, persistent_workers = boolean,
+    worker_init_fn = func,
   })
+  local num_workers = opts.num_workers or 0
+  if num_workers == 0 then -- PyTorch's checks (torch/utils/data/dataloader.py)
+    if opts.prefetch_factor ~= nil then
+      error("DataLoader: option 'prefetch_factor' can only be given with worker states: set num_workers > 0 "
+        .. "(num_workers = 0 loads in the calling state)", 2)
+    end
+    if opts.persistent_workers then error("DataLoader: option 'persistent_workers' needs num_workers > 0", 2) end
+  end
   local n = dataset_len("DataLoader", ds)
   local tensor_backed = is_instance(ds, TensorDataset)
   if not tensor_backed then
@@ -581,6 +595,11 @@ function M.DataLoader(ds, opts)
     _next_rng = nil, _perm = nil, _perm_list = nil, _resume = false, _gen = 0,
     _shard = nil, _skip = 0, -- sharding: {rank, world_size}; samples of the epoch's order already seen
     _fast = tensor_backed and opts.collate_fn == nil,
+    -- worker states (lutra/data/workers.lua); a loader without workers never reads the global RNG's state
+    num_workers = num_workers, prefetch_factor = num_workers > 0 and (opts.prefetch_factor or 2) or nil,
+    persistent_workers = opts.persistent_workers == true, worker_init_fn = opts.worker_init_fn,
+    _seed_origin = num_workers > 0 and not shuffle and (opts.seed and string.format("seed %d", opts.seed) or lt.get_rng_state())
+      or nil,
   }
   return new_object(DataLoader, f)
 end
@@ -655,7 +674,8 @@ function DataLoader:iter()
   end
   f._saved_world, f._saved_bs = nil, nil
   local nb = num_batches(epoch_len(f, n - f._skip), bs, f.drop_last)
-  if f._resume and f._epoch > 0 and f._pos < nb then
+  local resumed = f._resume and f._epoch > 0 and f._pos < nb -- (a mid-epoch resume: workers continue streams)
+  if resumed then
     -- continue the restored epoch at its position, with the permutation drawn from the restored state
     if n ~= f._n then
       error(string.format("DataLoader: cannot resume: the state was saved with %d samples, the dataset now has %d", f._n, n), 2)
@@ -678,6 +698,22 @@ function DataLoader:iter()
   local shard_list -- the slow path's list of this rank's indices (sharding)
   if f._shard or f._skip > 0 then perm, m = shard_perm(f, n, perm) end
   local tensors = f._fast and fields_of[ds].tensors or nil
+  if f.num_workers > 0 then
+    -- the item indices of 0-based batch b, sent to a worker
+    local function batch_indices(b)
+      local start = b * bs
+      local sharded = f._shard or f._skip > 0
+      local list = sharded and shard_list or f._perm_list
+      if perm and not list then
+        list = perm:totable()
+        if sharded then shard_list = list else f._perm_list = list end
+      end
+      local out = {}
+      for j = 1, math.min(bs, m - start) do out[j] = list and list[start + j] or start + j end
+      return out
+    end
+    return require("lutra.data.workers").iter(f, gen, nb, batch_indices, resumed)
+  end
   return function()
     if f._gen ~= gen then
       error("DataLoader: this iterator is stale: iter() was called again (each iter() starts a new epoch)", 2)
@@ -696,18 +732,26 @@ function DataLoader:iter()
         list = perm:totable()
         if sharded then shard_list = list else f._perm_list = list end
       end
-      local samples = {}
-      for j = 1, count do
-        local i = list and list[start + j] or start + j
-        local s = ds:get(i)
-        if s == nil then error(string.format("DataLoader: dataset:get(%d) returned nil", i), 2) end
-        samples[j] = s
-      end
-      batch = (f.collate_fn or M.default_collate)(samples)
+      batch = M._collate_items(ds, list, start, count, f.collate_fn)
     end
     f._pos = b + 1
     return batch
   end
+end
+
+--- The batch of items list[start + 1 .. start + count] (items start + 1 .. when list is nil), collated. Shared by
+--- the loader and its worker states (lutra/data/workers.lua), which pass `cur` to learn the item that failed.
+function M._collate_items(ds, list, start, count, collate_fn, cur)
+  local samples = {}
+  for j = 1, count do
+    local i = list and list[start + j] or start + j
+    if cur then cur.item = i end
+    local s = ds:get(i)
+    if s == nil then error(string.format("DataLoader: dataset:get(%d) returned nil", i), 3) end
+    samples[j] = s
+  end
+  if cur then cur.item = nil end
+  return (collate_fn or M.default_collate)(samples)
 end
 
 --- loader:state_dict(): {epoch, position, rng, n, batch_size, shuffle, drop_last} (plain values, JSON-able).
@@ -721,6 +765,7 @@ function DataLoader:state_dict()
     sd.world_size = f._shard and f._shard.world_size or 1
     sd.skip = f._skip
   end
+  if f.num_workers > 0 then require("lutra.data.workers").state_dict(f, sd) end
   return sd
 end
 
@@ -768,8 +813,53 @@ function DataLoader:load_state_dict(sd)
   f._saved_bs = is_int(sd.batch_size) and sd.batch_size >= 1 and sd.batch_size or nil
   f._rng = f.shuffle and sd.rng or nil
   f._perm, f._perm_list, f._next_rng = nil, nil, nil
+  if f.num_workers > 0 then require("lutra.data.workers").load_state_dict(f, sd) end
   f._resume = true
   f._gen = f._gen + 1 -- iterators from before the load are stale
+end
+
+--- loader:close(): stops the loader's worker states now (persistent ones included; the next iter() starts
+--- new ones). A loader without workers has nothing to close.
+function DataLoader:close()
+  local f = fields_of[self]
+  if f.num_workers > 0 then require("lutra.data.workers").close(f) end
+end
+
+--- The Trainer, when a run ends (normally or by an error): stops the worker states of the loader's iterator left
+--- before its end (an exception, limit_train_batches); persistent workers stay.
+function M._stop_iterators(loader)
+  if is_instance(loader, DataLoader) and fields_of[loader].num_workers > 0 then
+    require("lutra.data.workers").stop_live(fields_of[loader])
+  end
+end
+
+--- lt.data.get_worker_info(): {id, num_workers, seed, dataset} in a DataLoader's worker state, nil elsewhere.
+function M.get_worker_info()
+  local w = package.loaded["lutra.data.workers"]
+  return w and w.info() or nil
+end
+
+-- ---- crossing to another Lua state ----------------------------------------------------------------
+-- lt.thread carries these proxies by constructor (core/bind/l_carry.c): obj's __lutra_carry gives
+-- M._rebuild (crosses by name) and {class name, a copy of its fields} (tensors shared, the rest copied).
+-- A DataLoader's worker states and iterators stay in the state that made them.
+local CARRIED = { TensorDataset = TensorDataset, Subset = Subset, DataLoader = DataLoader }
+local STATE_ONLY = { _pool = true, _live = true, _inflight = true }
+for name, class in pairs(CARRIED) do
+  class.__carry = function(self)
+    local copy = {}
+    for k, v in pairs(fields_of[self]) do
+      if not STATE_ONLY[k] then copy[k] = v end
+    end
+    return M._rebuild, { name, copy }
+  end
+end
+
+--- A TensorDataset's tensors (a worker state's fast path: one row gather per tensor and batch, in C).
+function M._tensors_of(ds) return fields_of[ds].tensors end
+
+function M._rebuild(a)
+  return new_object(CARRIED[a[1]], a[2])
 end
 
 return require("lutra.names").strict(M, "lt.data")

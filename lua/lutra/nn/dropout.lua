@@ -22,6 +22,8 @@ function Dropout:extra_repr() return "p=" .. self.p .. (self.inplace and ", inpl
 
 function Dropout:forward(x)
   if not lt.is_tensor(x) then self:fail("expected a tensor input, got " .. type(x)) end
+  -- p = 0 or eval: the identity, x itself (as PyTorch's CPU dropout returns its input): no mask, no copy, no node
+  if self.p == 0 or not self.training then return x end
   return H.inplace_result(self, x, F.dropout(x, self.p, self.training))
 end
 

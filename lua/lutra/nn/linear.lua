@@ -41,4 +41,11 @@ function Linear:forward_relu(x)
   return lt.linear(x, self.weight, self.bias, "relu")
 end
 
+--- gelu(self:forward(x)) as one fused op (GELU's exact form, or its tanh approximation with approximate =
+--- "tanh"); nn.Sequential calls it for a Linear followed by a GELU.
+function Linear:forward_gelu(x, approximate)
+  check_input(self, x)
+  return lt.linear(x, self.weight, self.bias, approximate == "tanh" and "gelu_tanh" or "gelu")
+end
+
 return Linear

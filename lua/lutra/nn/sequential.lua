@@ -34,24 +34,30 @@ function Sequential:add(m)
   return self
 end
 
--- A Linear or Conv2d followed by a ReLU runs as one fused op (the activation on the output while it is in
--- cache, one node less in the graph); only for the library's own classes, with their own forward.
-local fuses, ReLU
-local function fusable(a, b)
-  if not fuses then
-    fuses = { [require "lutra.nn.linear"] = true, [require("lutra.nn.conv").Conv2d] = true }
-    ReLU = require("lutra.nn.activation").ReLU
+-- A Linear or Conv2d followed by a ReLU, or a Linear followed by a GELU, runs as one fused op (the activation
+-- on the output while it is in cache, one node less in the graph); only for the library's own classes, with
+-- their own forward. Returns which fusion applies ("relu" or "gelu"), or nil.
+local Linear, Conv2d, ReLU, GELU
+local function fused(a, b)
+  if not Linear then
+    Linear, Conv2d = require "lutra.nn.linear", require("lutra.nn.conv").Conv2d
+    local A = require "lutra.nn.activation"
+    ReLU, GELU = A.ReLU, A.GELU
   end
-  return fuses[getmetatable(a)] and getmetatable(b) == ReLU and rawget(a, "forward") == nil
-    and rawget(b, "forward") == nil
+  local ca, cb = getmetatable(a), getmetatable(b)
+  if rawget(a, "forward") ~= nil or rawget(b, "forward") ~= nil then return nil end
+  if cb == ReLU and (ca == Linear or ca == Conv2d) then return "relu" end
+  if cb == GELU and ca == Linear then return "gelu" end
+  return nil
 end
 
 function Sequential:forward(x)
   local i, n = 1, #self
   while i <= n do
     local m = self[i]
-    if i < n and fusable(m, self[i + 1]) then
-      x = m:forward_relu(x)
+    local f = i < n and fused(m, self[i + 1])
+    if f then
+      if f == "relu" then x = m:forward_relu(x) else x = m:forward_gelu(x, self[i + 1].approximate) end
       i = i + 2
     else
       x = m:forward(x)

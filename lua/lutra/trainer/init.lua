@@ -717,6 +717,11 @@ function Trainer:_end_run(status)
   self._busy = nil
   self._eval_active = false
   self._lp:detach()
+  local data = package.loaded["lutra.data.workers"] and package.loaded["lutra.data"]
+  if data then -- DataLoader worker states of iterators the run left before their end: stopped now
+    data._stop_iterators(rawget(self, "_train_loader"))
+    for _, l in ipairs(rawget(self, "_eval_loaders") or {}) do data._stop_iterators(l) end
+  end
   self._env.R = nil
   self._env.num_splits = nil
   self._outputs = nil
