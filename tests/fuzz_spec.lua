@@ -470,7 +470,8 @@ describe("fuzz: trainer, callbacks and loggers", function()
 
   run_rows {
     { "Trainer of a number", function() return Tr(5) end, "^Trainer: options must be a table, got number" },
-    { "Trainer unknown option", function() return Tr { precision = 16 } end, "^Trainer: unknown option 'precision'" },
+    { "Trainer unknown option", function() return Tr { accelerator = "gpu" } end, "^Trainer: unknown option 'accelerator'" },
+    { "Trainer precision 16", function() return Tr { precision = 16 } end, "^Trainer: option 'precision' is float16" },
     { "max_epochs 1.5", function() return Tr { max_epochs = 1.5 } end, "^Trainer: option 'max_epochs' must be an integer >= %-1, got 1.5" },
     { "max_epochs inf", function() return Tr { max_epochs = INF } end, "^Trainer: option 'max_epochs' must be an integer >= %-1, got inf" },
     { "limit_train_batches NaN", function() return Tr { limit_train_batches = NAN } end, "^Trainer: option 'limit_train_batches' must be an integer count of batches or a fraction in %[0, 1%], got nan" },

@@ -76,6 +76,7 @@ int lt_record(lt_ctx *c, lt_tensor *out, const char *op, lt_backward_fn bw, int 
   nd->refcount = 1;
   nd->op = op;
   nd->backward = bw;
+  nd->autocast = c->autocast;
   nd->ninputs = n;
   if (n <= LT_NODE_INLINE) nd->inputs = nd->inline_inputs;
   else {
@@ -358,10 +359,13 @@ static int backward(lt_ctx *c, lt_tensor *root, lt_tensor *grad) {
         goto done;
       }
     }
+    int autocast = c->autocast; /* a node's gradient products in its forward's precision, as PyTorch's */
+    c->autocast = n->autocast;
     if (n->grad_acc && (c->watch ? watched_backward(c, n, gin) : n->backward(c, n, n->grad_acc, gin)) != LT_OK) {
       lt_fail_prefix(c, "backward");
       rc = LT_ERR;
     }
+    c->autocast = autocast;
     for (int i = 0; i < n->ninputs; i++) {
       lt_tensor *in = n->inputs[i];
       if (in && !in->requires_grad) in = NULL;

@@ -1,6 +1,7 @@
 /* blas.c — CPU feature detection, the OpenBLAS kernel-family choice, dlopen, and a fallback GEMM. */
 #include "lt_blas.h"
 #include "lt_cpus.h"
+#include "lt_gemm_bf16.h"
 #include "lt_pool.h"
 #include "lt_simd.h"
 
@@ -343,6 +344,13 @@ void lt_blas_sgemm(int transa, int transb, int m, int n, int k, float alpha, con
     /* a [m x 1]: element i at a[i * lda] (a[i] when transposed); b [1 x n]: b[j] (b[j * ldb] when transposed) */
     outer(m, n, alpha, a, transa ? 1 : lda, b, transb ? ldb : 1, c, ldc, beta == 1.0f);
     return;
+  }
+  /* inside autocast's ops (lt_gemm_bf16.h): bf16 operands, fp32 sums */
+  if (lt_gemm_bf16_mode() == LT_AUTOCAST_BF16 && lt_gemm_bf16_wants(m, n, k) && lt_gemm_bf16_active()) {
+    int serial = __atomic_load_n(&B.serial, __ATOMIC_ACQUIRE) > 0;
+    if (lt_gemm_bf16(transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+                     !serial && lt_blas_threads_pay(m, n, k) ? B.info.threads : 1) == LT_OK)
+      return; /* else no memory for its buffers: fp32 below */
   }
   if ((long)m * n <= GEMM_THIN_MN && k > 2 * GEMM_KCHUNK) {
     for (int p0 = 0; p0 < k; p0 += GEMM_KCHUNK) {

@@ -125,6 +125,7 @@ struct lt_node {
   int64_t deps;
   int mark;     /* visited in the current backward */
   int released; /* the graph behind this node was freed by a backward */
+  int autocast; /* the context's autocast when recorded: the backward's products run in that precision too */
 };
 
 /* 1 when grad mode is on and any input requires grad. */

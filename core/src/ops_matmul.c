@@ -5,10 +5,12 @@
 
 #include "lt_blas.h"
 #include "lt_errors.h"
+#include "lt_gemm_bf16.h"
 #include "lt_ops.h"
 
 int lt_gemm(lt_ctx *c, int transa, int transb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
             int64_t lda, const float *b, int64_t ldb, float beta, float *cc, int64_t ldc) {
+  lt_gemm_bf16_scope(c); /* matmul, bmm, linear, conv: autocast's precision */
   if (m > INT_MAX || n > INT_MAX || k > INT_MAX || lda > INT_MAX || ldb > INT_MAX || ldc > INT_MAX)
     return lt_fail(c, LT_E_BLAS_SIZE);
   if (m == 0 || n == 0) return LT_OK;
@@ -232,6 +234,7 @@ lt_tensor *lt_op_matmul(lt_ctx *c, lt_tensor *a, lt_tensor *b) {
 /* The gradients of y = x W^T + b given dL/dy as a contiguous gc (taken over: released here); the arithmetic
  * is lt_linear_grads_f32's (ops_linear_grads.c). */
 static int linear_grads(lt_ctx *c, lt_node *n, lt_tensor *gc, lt_tensor **gin) {
+  lt_gemm_bf16_scope(c);
   if (lt_blas_ready(c)) return LT_ERR; /* its jobs call lt_blas_sgemm */
   lt_tensor *x = n->inputs[0], *w = n->inputs[1], *b = n->ninputs > 2 ? n->inputs[2] : NULL;
   int64_t out_f = w->shape[0], in_f = w->shape[1];
