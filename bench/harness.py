@@ -541,6 +541,17 @@ def section_vision():
     return {"rounds": rounds, "load": loads, "results": rep}
 
 
+def section_bf16():
+    """lutra fp32 / lutra bf16 / PyTorch fp32 / PyTorch autocast bf16 for the MLP, LeNet and GPT steps on one
+    thread, and the bf16 GEMM's GFLOP/s against sgemm: bench/bf16.lua prints the table (CPU time, medians)."""
+    print("\n== bfloat16 mixed precision (bench/bf16.lua, %d rounds, one thread)" % ROUNDS)
+    sys.stdout.flush()
+    out = subprocess.run([LUTRA, os.path.join(ROOT, "bench/bf16.lua")], env=env(BENCH_ROUNDS=str(ROUNDS)),
+                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    print(out.stdout, end="")
+    return {"returncode": out.returncode, "lines": out.stdout.splitlines()}
+
+
 def busy_processes():
     """--contended: one busy loop per CPU, started before the first workload, killed when the run ends."""
     if not CONTENDED:
@@ -603,6 +614,8 @@ def run_sections(busy):
         REPORT["sections"]["gemm"] = paired("bench/gemm_shapes.lua", "bench/gemm_shapes_torch.py",
                                             "GEMM shapes of the workloads, %d alternating rounds" % max(1, ROUNDS - 2),
                                             rounds=max(1, ROUNDS - 2))
+    if wanted("bf16"):  # bfloat16 mixed precision (bench/bf16.lua runs both sides itself, on one thread)
+        REPORT["sections"]["bf16"] = section_bf16()
     bars(train or {})
     if JSON_OUT:
         with open(JSON_OUT, "w") as f:

@@ -3,6 +3,8 @@
 -- with 10 empty hooks; of one defined empty hook; of an absent one.
 --   luajit bench/loop_overhead.lua [batches]      (from the repository root, with the module built)
 --   ./lutra bench/loop_overhead.lua
+--   luajit bench/loop_overhead.lua <batches> <variant>   one run of one variant (fit, ten, null_fit, ...), no
+--                                                        timing: what bench/loop_callgrind counts instructions of
 -- Target: <= 5 us per batch all in (PyTorch Lightning 1.9 adds ~800 us per step on this machine).
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 local build = os.getenv("LUTRA_BUILD_DIR") or "build"
@@ -110,7 +112,7 @@ local TEN = { "on_train_batch_start", "on_train_batch_end", "on_before_zero_grad
   "on_after_backward", "on_before_optimizer_step", "on_train_epoch_start", "on_train_epoch_end", "on_train_start",
   "on_train_end" }
 
-local r = measure {
+local variants = {
   { "raw", raw(list_loader) },
   { "fit", fit(list_loader) },
   { "ten", fit(list_loader, { empty_hooks(TEN) }) },
@@ -123,6 +125,17 @@ local r = measure {
   { "null_ten", fit(list_loader, { empty_hooks(TEN) }, null_model) },
   { "prof", fit(list_loader, nil, nil, "simple") }, -- [tools: profiler] what profiling on costs
 }
+local only = arg and arg[2]
+if only then
+  for _, v in ipairs(variants) do
+    if v[1] == only then
+      v[2]()
+      os.exit(0)
+    end
+  end
+  error("loop_overhead: no variant '" .. only .. "'", 0)
+end
+local r = measure(variants)
 local r_raw, r_fit, r_ten, r_raw_dl, r_fit_dl, n_raw, n_fit, n_empty, n_one, n_ten, r_prof = unpack(r)
 
 print(string.format("lutra loop overhead, batch 1, Linear(1,1), %d batches, best of %d rounds (us per batch)", N, REPEAT))

@@ -272,8 +272,8 @@ describe("autograd rules", function()
     assert.are.same({2, 2}, w:flatten():tolist())
   end)
 
-  it("only float32 tensors can require grad", function()
+  it("only float tensors can require grad", function()
     assert.has_error(function() lt.tensor({1}, "int64"):requires_grad(true) end,
-      "requires_grad: only float32 tensors can require grad, got int64")
+      "requires_grad: only float32 and float64 tensors can require grad, got int64")
   end)
 end)

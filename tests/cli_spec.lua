@@ -243,6 +243,50 @@ for i, batch in %s(loader) do end
     end)
   end)
 
+  -- core/cli/docall.c calls every chunk through lutra's one message handler (core/bind/l_msgh.c), as lua.c's
+  -- docall does through its msghandler: the report is luajit's (less the binary's own C frame at the bottom),
+  -- and what only lutra's handler does shows (a traceback kept once, a hook error's own message).
+  describe("errors through the shared message handler", function()
+    -- luajit's report of the same arguments, as lutra prints it
+    local function as_luajit(args)
+      local words = { "luajit" }
+      for _, a in ipairs(args) do words[#words + 1] = q(a) end
+      local r = sh(table.concat(words, " "))
+      r.err = r.err:gsub("^luajit: ", "lutra: "):gsub("\n\t%[C%]: at 0x%x+\n$", "\n")
+      return r
+    end
+
+    it("print the message and the traceback as luajit does, exit 1", function()
+      local s = script("local function f() error('boom') end\nlocal function g() f() end\ng()\n")
+      for _, args in ipairs { { s }, { "-e", "error(setmetatable({}, {__tostring = function() return 'own text' end}))" },
+        { "-e", "local t = nil; return t.x" } } do
+        local want, got = as_luajit(args), lutra(args)
+        assert.are.equal(1, want.code)
+        assert.are.equal(1, got.code)
+        assert.truthy(got.err:find("\nstack traceback:\n", 1, true), got.err)
+        assert.are.equal(want.err, got.err)
+      end
+      os.remove(s)
+    end)
+
+    it("name the type of an error object that is neither a string nor has __tostring", function()
+      for _, case in ipairs { { "error({})", "table" }, { "error(true)", "boolean" }, { "error()", "nil" } } do
+        local r = lutra({ "-e", case[1] })
+        assert.are.equal(1, r.code)
+        assert.truthy(r.err:find("^lutra: %(error object is a " .. case[2] .. " value%)\nstack traceback:\n"), r.err)
+      end
+    end)
+
+    it("keep a traceback the message carries already, once, and print a hook error's own message", function()
+      local r = lutra({ "-e", "error('inner\\nstack traceback:\\n\\tsomewhere', 0)" })
+      assert.are.equal(1, r.code)
+      assert.are.equal("lutra: inner\nstack traceback:\n\tsomewhere\n", r.err)
+      r = lutra({ "-e", "error({ lutra_hook_error = true, msg = 'on_fit_start: named already' }, 0)" })
+      assert.are.equal(1, r.code)
+      assert.are.equal("lutra: on_fit_start: named already\n", r.err)
+    end)
+  end)
+
   describe("stdin", function()
     it("runs stdin as a script when it is not a terminal", function()
       local r = lutra({}, "print('from stdin', select('#', ...))\nprint(rawget(_G, 'lt'))\n")

@@ -135,8 +135,8 @@ describe("fuzz: queries and views", function()
     { "type('int32')", function() return x:type("int32") end, "^type: unknown dtype 'int32'" },
     { "long() of NaN", function() return lt.tensor { 1, NAN }:long() end, "^long: to int64: element 2 %(flat, 1%-based%) is .*nan, which has no int64 value" },
     { "long() of 1e30", function() return lt.tensor { 1e30 }:long() end, "^long: to int64: element 1 .* is 1e%+30" },
-    { "requires_grad on int64", function() return z(2, "int64"):requires_grad(true) end, "^requires_grad: only float32 tensors can require grad, got int64" },
-    { "param of int64", function() return lt.param(z(2, "int64")) end, "^param: only float32 tensors" },
+    { "requires_grad on int64", function() return z(2, "int64"):requires_grad(true) end, "^requires_grad: only float32 and float64 tensors can require grad, got int64" },
+    { "param of int64", function() return lt.param(z(2, "int64")) end, "^param: only float32 and float64 tensors" },
   }
   it("accepts the legal edge cases with the right result", function()
     local y = lt.tensor { { 1, 2, 3 }, { 4, 5, 6 } }
@@ -264,7 +264,7 @@ describe("fuzz: nn functions (lt.F)", function()
   local img, w = z(1, 1, 5, 5), z(2, 1, 3, 3)
   local tgt = i64 { 1, 2 }
   run_rows {
-    { "conv2d of a 3-d input", function() return F.conv2d(z(1, 5, 5), w) end, "^conv2d: input must be 4%-D %[batch x channels x height x width%], got %[1 x 5 x 5%]" },
+    { "conv2d of a 2-d input", function() return F.conv2d(z(5, 5), w) end, "^conv2d: input must be 4%-D %[batch x channels x height x width%] or unbatched 3%-D, got %[5 x 5%]" },
     { "conv2d channel mismatch", function() return F.conv2d(z(1, 2, 5, 5), w) end, "^conv2d: input has 2 channels, expected 1" },
     { "conv2d kernel larger than the input", function() return F.conv2d(z(1, 1, 2, 2), w) end, "^conv2d: kernel 3x3 is larger than the padded input 2x2" },
     { "conv2d with an empty kernel", function() return F.conv2d(img, z(2, 1, 0, 3)) end, "^conv2d: the kernel must be at least 1x1, got weight %[2 x 1 x 0 x 3%]" },
@@ -470,7 +470,8 @@ describe("fuzz: trainer, callbacks and loggers", function()
 
   run_rows {
     { "Trainer of a number", function() return Tr(5) end, "^Trainer: options must be a table, got number" },
-    { "Trainer unknown option", function() return Tr { precision = 16 } end, "^Trainer: unknown option 'precision'" },
+    { "Trainer unknown option", function() return Tr { accelerator = "gpu" } end, "^Trainer: unknown option 'accelerator'" },
+    { "Trainer precision 16", function() return Tr { precision = 16 } end, "^Trainer: option 'precision' is float16" },
     { "max_epochs 1.5", function() return Tr { max_epochs = 1.5 } end, "^Trainer: option 'max_epochs' must be an integer >= %-1, got 1.5" },
     { "max_epochs inf", function() return Tr { max_epochs = INF } end, "^Trainer: option 'max_epochs' must be an integer >= %-1, got inf" },
     { "limit_train_batches NaN", function() return Tr { limit_train_batches = NAN } end, "^Trainer: option 'limit_train_batches' must be an integer count of batches or a fraction in %[0, 1%], got nan" },
@@ -588,7 +589,7 @@ describe("fuzz: files", function()
     { "an unknown field", foreign('{"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16],"x":1}}', F32_4), "tensor 'w': unknown field 'x'" },
     { "a missing field", foreign('{"w":{"dtype":"F32","shape":[4]}}', F32_4), "tensor 'w': missing field 'data_offsets'" },
     { "9 dimensions", foreign('{"w":{"dtype":"F32","shape":[1,1,1,1,1,1,1,1,4],"data_offsets":[0,16]}}', F32_4), "9 dimensions; lutra tensors have at most 8" },
-    { "a dtype lutra does not read", foreign('{"w":{"dtype":"F16","shape":[8],"data_offsets":[0,16]}}', F32_4), "tensor 'w' has dtype F16; lutra reads F32 and I64" },
+    { "a dtype lutra does not read", foreign('{"w":{"dtype":"F16","shape":[8],"data_offsets":[0,16]}}', F32_4), "tensor 'w' has dtype F16; lutra reads F32, F64 and I64" },
     { "a lutra file without its checksum", foreign('{"__metadata__":{"format":"lutra"}}'), "without lutra_checksum: the header is damaged" },
     { "bad lutra metadata JSON", foreign('{"__metadata__":{"lutra":"{x"}}'), "the 'lutra' metadata is not valid JSON" },
     { "lutra metadata naming a missing tensor", foreign('{"__metadata__":{"lutra":"{\\"state_dict\\":{\\"w\\":{\\"$tensor\\":\\"nope\\"}}}"}}'), "refers to tensor 'nope', which the file does not hold" },

@@ -54,7 +54,7 @@ static lt_tensor **check_list(lua_State *L, int idx, const char *fname, int *n) 
   int m = (int)lua_objlen(L, idx);
   for (int i = 1; i <= m; i++) { /* check everything before allocating: errors longjmp */
     lua_rawgeti(L, idx, i);
-    if (!l_totensor(L, -1))
+    if (!l_f64_gate(L, l_totensor(L, -1), fname))
       l_errorf(L, "%s: element %d of the list is a %s, expected a tensor", fname, i, luaL_typename(L, -1));
     lua_pop(L, 1);
   }

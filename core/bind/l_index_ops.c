@@ -27,7 +27,7 @@ static int scatter_common(lua_State *L, const char *fname, int add) {
   lt_tensor *x = l_checktensor(L, 1, fname);
   int dim = l_checkdim_nz(L, 2, x->ndim, fname);
   lt_tensor *idx1 = l_checktensor(L, 3, fname);
-  lt_tensor *src = l_totensor(L, 4);
+  lt_tensor *src = l_f64_gate(L, l_totensor(L, 4), fname);
   double v = 0;
   if (!src) {
     if (add || lua_type(L, 4) != LUA_TNUMBER)

@@ -189,7 +189,7 @@ static int l_infer_run_table(lua_State *L) {
   luaL_checktype(L, 3, LUA_TTABLE);
   float *x = lt_f32(in);
   int64_t n = lt_numel(in), m = lt_numel(out);
-  lt_tensor *xt = l_totensor(L, 2);
+  lt_tensor *xt = l_f64_gate(L, l_totensor(L, 2), "plan:run");
   if (xt) {
     if (lt_numel(xt) != n)
       return luaL_error(L, "plan:run: input tensor has %d values, the plan was compiled for %d", (int)lt_numel(xt),

@@ -127,7 +127,7 @@ static int save_to(lua_State *L, const char *path, const char *name, int ni, int
     w.held[i] = ct;
     for (int d = 0; d < ct->ndim; d++) w.shapes[i][d] = ct->shape[d];
     w.ts[i].name = tname;
-    w.ts[i].dtype = ct->dtype == LT_I64 ? "I64" : "F32";
+    w.ts[i].dtype = ct->dtype == LT_I64 ? "I64" : ct->dtype == LT_F64 ? "F64" : "F32";
     w.ts[i].ndim = ct->ndim;
     w.ts[i].shape = w.shapes[i];
     w.ts[i].data = (const char *)ct->storage->data + ct->offset * (int64_t)lt_dtype_size(ct->dtype);
@@ -181,9 +181,9 @@ static int push_loaded(lua_State *L, const char *name, lt_st_file *f) {
   /* check dtypes and ranks first, so no error is raised with tensors half built */
   for (size_t i = 0; i < f->ntensors; i++) {
     const lt_st_tensor *s = &f->tensors[i];
-    if (strcmp(s->dtype, "F32") && strcmp(s->dtype, "I64")) {
-      snprintf(err, sizeof err, "load: %s: tensor '%s' has dtype %s; lutra reads F32 and I64 tensors", name, s->name,
-               s->dtype);
+    if (strcmp(s->dtype, "F32") && strcmp(s->dtype, "F64") && strcmp(s->dtype, "I64")) {
+      snprintf(err, sizeof err, "load: %s: tensor '%s' has dtype %s; lutra reads F32, F64 and I64 tensors", name,
+               s->name, s->dtype);
       lt_st_free(f);
       lua_pushstring(L, err);
       return lua_error(L);
@@ -202,7 +202,8 @@ static int push_loaded(lua_State *L, const char *name, lt_st_file *f) {
   int tensors = lua_gettop(L);
   for (size_t i = 0; i < f->ntensors; i++) {
     const lt_st_tensor *s = &f->tensors[i];
-    lt_tensor *t = lt_tensor_new(c, strcmp(s->dtype, "I64") ? LT_F32 : LT_I64, s->ndim, s->shape);
+    lt_dtype dt = !strcmp(s->dtype, "I64") ? LT_I64 : !strcmp(s->dtype, "F64") ? LT_F64 : LT_F32;
+    lt_tensor *t = lt_tensor_new(c, dt, s->ndim, s->shape);
     if (!t) {
       snprintf(err, sizeof err, "load: %s: %s", name, c->err);
       lt_st_free(f);

@@ -115,6 +115,7 @@ static int l_attach(lua_State *L) {
   lua_pushvalue(L, -1);
   lua_setfield(L, 2, "R"); /* env.R: the slots, for the Lua side */
   H->ref_R = luaL_ref(L, LUA_REGISTRYINDEX);
+  H->batch_out_built = 0;
   return 0;
 }
 

@@ -5,12 +5,10 @@
  * (l_loop_dispatch.c), the host table (l_loop_host.c) and the batch outputs (l_loop_output.c), which all call
  * through it; it calls none of them.
  */
-#include "l_loop_call.h"
+#include "l_loop_call.h" /* what each function does: there, once */
 
 /* ---- the error rule ------------------------------------------------------------------------------------ */
 
-/* Pushes "<what> (callback #cb+1): <msg>", "<what> (datamodule): <msg>" or "<what>: <msg>" (msg: the value on
- * top, which it replaces); the one place the target of a failed hook is named. */
 void l_hook_where_fmt(lua_State *L, const char *what, int cb) {
   const char *msg = lua_tostring(L, -1) ? lua_tostring(L, -1) : "?";
   if (cb == TARGET_DM) lua_pushfstring(L, "%s (datamodule): %s", what, msg);
@@ -19,29 +17,31 @@ void l_hook_where_fmt(lua_State *L, const char *what, int cb) {
   lua_remove(L, -2);
 }
 
-/* After a failed pcall (error value on top): keep the formatted message, set ctx->err. */
-int l_hook_failed(l_loops *H, lua_State *L, const char *what, int cb) {
-  lt_ctx *c = H->lp.c;
-  if (lua_touserdata(L, -1) == &l_err_sentinel) { /* already reported by an inner call */
-    lua_pop(L, 1);
-    return LT_ERR;
-  }
-  if (lua_istable(L, -1)) { /* a hook error of an inner call: named already */
+int l_hook_error_msg(lua_State *L, const char *what, int cb) {
+  if (lua_touserdata(L, -1) == &l_err_sentinel) return 0;
+  if (lua_istable(L, -1)) {
     lua_getfield(L, -1, "msg");
     lua_remove(L, -2);
   } else if (what) {
     l_hook_where_fmt(L, what, cb);
   }
+  return 1;
+}
+
+int l_hook_failed(l_loops *H, lua_State *L, const char *what, int cb) {
+  if (!l_hook_error_msg(L, what, cb)) { /* already reported by an inner call */
+    lua_pop(L, 1);
+    return LT_ERR;
+  }
   const char *msg = lua_tostring(L, -1);
-  lt_fail(c, "%.1000s", msg ? msg : "error");
+  lt_fail(H->lp.c, "%.1000s", msg ? msg : "error");
   luaL_unref(L, LUA_REGISTRYINDEX, H->ref_err);
   H->ref_err = luaL_ref(L, LUA_REGISTRYINDEX);
   return LT_ERR;
 }
 
-/* ---- env functions, through the protected call (l_push_handler, l_docall: l_loop_call.h) ------------------------------------------ */
+/* ---- env functions, through the protected call (l_push_handler, l_docall: l_loop_call.h) ------------- */
 
-/* env[name](...) with nargs arguments on the stack, through l_docall; leaves nres results (no handler). */
 int l_call_env_as(l_loops *H, lua_State *L, const char *name, int nargs, int nres, int hook, const char *what) {
   lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_env);
   lua_getfield(L, -1, name);

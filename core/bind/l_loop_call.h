@@ -7,7 +7,8 @@
 
 #include "l_loops.h"
 
-/* After a failed pcall (error value on top): keeps the formatted message, sets the loops' error. */
+/* After a failed pcall (error value on top): keeps the formatted message (l_hook_error_msg), sets the loops'
+ * error. */
 int l_hook_failed(l_loops *H, lua_State *L, const char *what, int cb);
 
 /* The one protected call of the binding (as `docall` in Lua's lua.c), in two steps so the per-batch calls
@@ -36,8 +37,15 @@ static inline int l_docall(l_loops *H, lua_State *L, int handler, int nres, int 
 }
 
 /* Replaces the message on top with "<what> (callback #cb+1): <msg>" (cb -1: "<what>: <msg>"; TARGET_DM:
- * "(datamodule)"): the one place the prefix is formatted. */
+ * "<what> (datamodule): <msg>"): the one place the target of a failed hook is named. */
 void l_hook_where_fmt(lua_State *L, const char *what, int cb);
+/* The one error rule: replaces the error value on top (as the message handler left it) with the failed hook's
+ * message and returns 1: a hook error of an inner call ({lutra_hook_error = true, msg = ...}) is named
+ * already and gives its msg; any other value is named by l_hook_where_fmt (what NULL: left as it is). The
+ * loops' sentinel (an inner failure whose message the loops kept already) stays on top: returns 0. */
+int l_hook_error_msg(lua_State *L, const char *what, int cb);
+/* env[name](...) with the nargs arguments on top, through l_docall as hook (-1: the current one), failures
+ * named what; leaves nres results (no handler). l_call_env: the same, unnamed, as the current hook. */
 int l_call_env_as(l_loops *H, lua_State *L, const char *name, int nargs, int nres, int hook, const char *what);
 int l_call_env(l_loops *H, lua_State *L, const char *name, int nargs, int nres);
 

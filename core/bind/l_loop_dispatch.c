@@ -16,10 +16,12 @@
  *     on_X_model_eval/train, toggle/untoggle_optimizer): env.hook_args builds them, the dispatcher calls the
  *     targets, env.hook_after runs the default when no target defines the hook (lua/lutra/trainer/host.lua);
  *   - the trainer's own calls (setup, on_fit_start, configure_optimizers, ..., on_exception), lp:call_hook.
+ * One target's hook outside the lists, with or without a run (lutra.checkpoint's hooks), goes through
+ * core._call_hook_target: the same handler and error rule, raised instead of kept.
  * The error rule: a target that raises fails the call with "<hook>[ (callback #i)| (datamodule)]: <message>"
- * and its traceback (the prefix: l_hook_where_fmt in l_loop_call.c, also core._hook_where for lutra.checkpoint's hooks); the message
- * is kept in the registry (it may be longer than ctx->err) for fit_advance's ("error", message). In the
- * collecting mode (on_exception) every target runs and the failures are gathered instead.
+ * and its traceback (the rule: l_hook_error_msg in l_loop_call.c); the message is kept in the registry (it
+ * may be longer than ctx->err) for fit_advance's ("error", message). In the collecting mode (on_exception)
+ * every target runs and the failures are gathered instead.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -79,15 +81,64 @@ void l_hook_targets_init(void) {
   for (size_t i = 0; i < sizeof data_hooks / sizeof *data_hooks; i++) tg[data_hooks[i]] = TG_MODEL | TG_DM | TG_DM_ONLY;
 }
 
-/* core._hook_where(hook, i, message) -> "<hook> (callback #i): message" (i nil: "<hook>: message"): the
- * prefix for hooks called outside the dispatch lists (lutra.checkpoint's on_save/on_load_checkpoint). */
-static int l_hook_where(lua_State *L) {
-  const char *hook = luaL_checkstring(L, 1);
-  int cb = lua_isnoneornil(L, 2) ? -1 : (int)luaL_checkinteger(L, 2) - 1;
-  luaL_checkany(L, 3);
-  lua_settop(L, 3);
+/* Pushes obj[name] when it is a function (obj at index idx), else pushes nothing and returns 0: the one
+ * answer to "does this target define hook name". */
+static int hook_fn(lua_State *L, int idx, const char *name) {
+  lua_getfield(L, idx, name);
+  if (lua_isfunction(L, -1)) return 1;
+  lua_pop(L, 1);
+  return 0;
+}
+
+/* The message of a hook that failed outside the dispatch lists (the error value on top, as l_msgh left it):
+ * the one error rule (l_hook_error_msg), the position of the error() that raised it dropped from the first
+ * line (it is in the traceback) and suffix put after that line. Leaves the message, or the loops' sentinel. */
+static void target_error(lua_State *L, const char *hook, int cb, const char *suffix) {
+  int named = lua_istable(L, -1); /* a hook error of an inner call: its message as it is */
+  if (!l_hook_error_msg(L, NULL, -1) || named) return;
+  const char *msg = lua_tostring(L, -1);
+  const char *tb = strstr(msg, "\nstack traceback:\n");
+  size_t head = tb ? (size_t)(tb - msg) : strlen(msg);
+  const char *p = msg;
+  while (p < msg + head && *p != ':') p++; /* "<chunk>.lua:<line>: " */
+  if (*p == ':' && p - msg > 4 && strncmp(p - 4, ".lua", 4) == 0 && p[1] >= '0' && p[1] <= '9') {
+    const char *q = p + 1;
+    while (*q >= '0' && *q <= '9') q++;
+    if (q[0] == ':' && q[1] == ' ') {
+      head -= (size_t)(q + 2 - msg);
+      msg = q + 2;
+    }
+  }
+  lua_pushlstring(L, msg, head);
   l_hook_where_fmt(L, hook, cb);
-  return 1;
+  lua_pushstring(L, suffix);
+  lua_pushstring(L, msg + head);
+  lua_concat(L, 3);
+  lua_remove(L, -2);
+}
+
+/* core._call_hook_target(obj, hook, i, suffix, ...) -> obj[hook](obj, ...)'s results, nothing when obj does not
+ * define hook (hook_fn): one target's hook called outside the run's lists, so with no run attached
+ * (lutra.checkpoint's on_save_checkpoint / on_load_checkpoint: a checkpoint is saved and loaded outside fit
+ * too). Through the one message handler; a failure raises "<hook>[ (callback #i)]: <message><suffix>" and
+ * its traceback (i nil: the model; suffix nil: none). */
+static int l_call_hook_target(lua_State *L) {
+  const char *hook = luaL_checkstring(L, 2);
+  int cb = lua_isnoneornil(L, 3) ? -1 : (int)luaL_checkinteger(L, 3) - 1;
+  const char *suffix = luaL_optstring(L, 4, "");
+  int t = lua_type(L, 1);
+  if (!(t == LUA_TTABLE || t == LUA_TUSERDATA) || !hook_fn(L, 1, hook)) return 0;
+  int nargs = lua_gettop(L) - 5; /* the arguments after suffix; the function is on top */
+  lua_pushcfunction(L, l_msgh);
+  lua_insert(L, 5); /* handler, arguments, function */
+  lua_insert(L, 6); /* handler, function, arguments */
+  lua_pushvalue(L, 1);
+  lua_insert(L, 7); /* handler, function, obj, arguments */
+  if (lua_pcall(L, nargs + 1, LUA_MULTRET, 5) != 0) {
+    target_error(L, hook, cb, suffix);
+    return lua_error(L);
+  }
+  return lua_gettop(L) - 5;
 }
 
 /* ---- the dispatcher ------------------------------------------------------------------------------------ */
@@ -113,11 +164,15 @@ static int push_target(l_loops *H, lua_State *L, const l_target *t) {
  * and then the hook's, which push(H, L, h, t, ctx) pushes (returning how many): from the C loops'
  * lt_hook_args (push_c_args) or copied from the stack (push_stack_args), so the loops' calls move nothing
  * more than one call each. res > 0: the index of a slot that receives the first result of the model's (or,
- * for a data hook, the datamodule's) call. errors == 0: the first failure stops the call (LT_ERR, the
- * message kept: failed); errors = the index of a table: every target runs and each failure's message is
- * appended there (on_exception's mode). The stack is left as it was. */
+ * for a data hook, the datamodule's) call; res == RES_TOP: that result is left on top instead, in the
+ * slot its handler had (nil when no such target ran), so the per-batch steps push no slot before the call
+ * and clear none after. errors == 0: the first failure stops the call (LT_ERR, the message kept: failed;
+ * nothing left); errors = the index of a table: every target runs and each failure's message is appended
+ * there (on_exception's mode). The stack is left as it was (but the result with RES_TOP). */
+#define RES_TOP (-1)
 static inline __attribute__((always_inline)) int dispatch(l_loops *H, lua_State *L, lt_hook h, l_push_args push,
                                                           const void *ctx, int res, int errors) {
+  int kept = 0; /* RES_TOP: a result is on top */
   for (int i = 0; i < H->ntargets[h]; i++) {
     const l_target *t = &H->targets[h][i];
     int handler = push_target(H, L, t);
@@ -126,16 +181,26 @@ static inline __attribute__((always_inline)) int dispatch(l_loops *H, lua_State 
     int rc = l_docall(H, L, handler, 1, h, lt_hook_names[h], t->cb);
     if (H->lp.prof) lt_prof_exit(H->lp.prof);
     if (rc != LT_OK) {
-      if (!errors) return LT_ERR;
+      if (!errors) {
+        if (kept) lua_pop(L, 1);
+        return LT_ERR;
+      }
       lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_err); /* collected, not kept */
       luaL_unref(L, LUA_REGISTRYINDEX, H->ref_err);
       H->ref_err = LUA_NOREF;
       lua_rawseti(L, errors, (int)lua_objlen(L, errors) + 1);
       continue;
     }
+    if (t->cb < 0 && res == RES_TOP) { /* the result into the handler's slot: the top */
+      lua_replace(L, handler);
+      if (kept) lua_remove(L, handler - 1); /* a datamodule's result before the model's */
+      kept = 1;
+      continue;
+    }
     if (res > 0 && t->cb < 0) lua_replace(L, res);
     lua_settop(L, handler - 1);
   }
+  if (res == RES_TOP && !kept) lua_pushnil(L);
   return LT_OK;
 }
 
@@ -280,10 +345,7 @@ fail:
 /* Calls hook h with the C loops' arguments a; with keep, leaves the model's first result on the stack (nil
  * when it has none). */
 int l_hook_call(l_loops *H, lua_State *L, lt_hook h, const lt_hook_args *a, int keep) {
-  if (keep) lua_pushnil(L);
-  if (dispatch(H, L, h, push_c_args, a, keep ? lua_gettop(L) : 0, 0) == LT_OK) return LT_OK; /* (push_c_args inlined) */
-  if (keep) lua_pop(L, 1);
-  return LT_ERR;
+  return dispatch(H, L, h, push_c_args, a, keep ? RES_TOP : 0, 0); /* (push_c_args inlined) */
 }
 
 /* host->call: a hook of the C loops. The loops call it only for a defined hook (lp->defined), but for the
@@ -301,7 +363,7 @@ int l_hook_call_host(void *ud, lt_hook h, lt_hook_args *a) {
   int in = H->in_opt_step;
   if (h == LT_HOOK_OPTIMIZER_STEP) H->in_opt_step = 1;
   int batch_start = h == LT_HOOK_ON_TRAIN_BATCH_START;
-  int rc = l_hook_call(H, L, h, a, batch_start);
+  int rc = dispatch(H, L, h, push_c_args, a, batch_start ? RES_TOP : 0, 0); /* l_hook_call, inlined */
   H->in_opt_step = in;
   if (loss_slot) {
     lua_pushnil(L);
@@ -330,15 +392,6 @@ void l_clear_targets(l_loops *H, lua_State *L) {
     H->ntargets[h] = 0;
     H->lp.defined[h] = 0;
   }
-}
-
-/* Pushes obj[name] when it is a function (obj at index idx), else pushes nothing and returns 0: the one
- * answer to "does this target define hook name". */
-static int hook_fn(lua_State *L, int idx, const char *name) {
-  lua_getfield(L, idx, name);
-  if (lua_isfunction(L, -1)) return 1;
-  lua_pop(L, 1);
-  return 0;
 }
 
 /* core._hook_defined(obj, name) -> whether obj defines hook name (for the trainer's checks before the lists
@@ -475,10 +528,10 @@ int l_refresh_targets(void *ud, lt_loops *lp, int epoch_start) {
   }
   return LT_OK;
 }
-/* Registers core._hook_defined and core._hook_where (into the table on top). */
+/* Registers core._hook_defined and core._call_hook_target (into the table on top). */
 void l_loop_dispatch_register(lua_State *L) {
   static const luaL_Reg funcs[] = { { "_hook_defined", l_hook_defined },
-                                    { "_hook_where", l_hook_where },
+                                    { "_call_hook_target", l_call_hook_target },
                                     { NULL, NULL } };
   l_setfuncs(L, funcs);
 }

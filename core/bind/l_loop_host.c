@@ -30,13 +30,17 @@ static int h_data_next(void *ud, lt_kind kind, int64_t dl, int *got) {
   lua_State *L = H->L;
   (void)dl;
   int train = kind == LT_KIND_TRAIN;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_R); /* R under the call: one lookup for the iterator and the batch */
+  int r = lua_gettop(L);
   int handler = l_push_handler(H, L);
-  push_R(H, L, train ? R_TRAIN_ITER : R_EVAL_ITER);
-  if (l_docall(H, L, handler, 1, -1, loader_what[kind], -1) != LT_OK) return LT_ERR;
-  *got = !lua_isnil(L, -1);
-  set_R(H, L, train ? R_TRAIN_BATCH : R_EVAL_BATCH);
-  lua_settop(L, handler - 1);
-  return LT_OK;
+  lua_rawgeti(L, r, train ? R_TRAIN_ITER : R_EVAL_ITER);
+  int rc = l_docall(H, L, handler, 1, -1, loader_what[kind], -1);
+  if (rc == LT_OK) {
+    *got = !lua_isnil(L, -1);
+    lua_rawseti(L, r, train ? R_TRAIN_BATCH : R_EVAL_BATCH);
+  }
+  lua_settop(L, r - 1);
+  return rc;
 }
 
 static int h_split_batch(void *ud, int tbptt_steps, int *n) {
@@ -233,8 +237,11 @@ static int h_event(void *ud, lt_event ev, lt_hook_args *a) {
         if (lua_toboolean(L, -1)) a->ret = 1;
         lua_pop(L, 1);
       }
-      lua_pushnil(L);
-      set_R(H, L, R_BATCH_OUT);
+      if (H->batch_out_built) {
+        lua_pushnil(L);
+        set_R(H, L, R_BATCH_OUT);
+        H->batch_out_built = 0;
+      }
       if (log_dirty(H, L)) {
         lua_pushstring(L, "train_step");
         return l_call_env(H, L, "event", 1, 0);

@@ -24,10 +24,8 @@ lt_tensor *l_output_loss(l_loops *H, lt_tensor *t) {
  * per batch). The common case (one optimizer, no TBPTT, training_step returned a tensor) is built here:
  * {loss = output_loss(loss)}; the others by env.batch_output (which calls lp:output_loss for the losses). */
 int l_build_batch_output(l_loops *H, lua_State *L) {
-  push_R(H, L, R_BATCH_OUT);
-  int have = !lua_isnil(L, -1);
-  lua_pop(L, 1);
-  if (have) return LT_OK;
+  if (H->batch_out_built) return LT_OK;
+  H->batch_out_built = 1; /* (a failure ends the run; the next attach clears it) */
   const lt_loop_cfg *cfg = &H->lp.cfg;
   int simple = cfg->tbptt_steps == 0 && (cfg->n_optimizers <= 1 || !cfg->automatic_optimization);
   if (simple) {

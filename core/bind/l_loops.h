@@ -79,6 +79,8 @@ typedef struct l_loops {
   int log_every_n_steps;
   int has_logger;
   int nil_step_warned; /* env.nil_training_step was called in this fit (once per fit, reset by fit_begin) */
+  int batch_out_built; /* R[R_BATCH_OUT] holds this batch's outputs (l_build_batch_output ran; the batch's end
+                        * event clears both): a batch that built none clears nothing */
 } l_loops;
 
 static inline void push_R(l_loops *H, lua_State *L, int slot) {

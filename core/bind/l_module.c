@@ -50,6 +50,7 @@ void l_tensor_shape_register(lua_State *L);  /* l_tensor_shape.c: queries, views
 void l_tensor_math_register(lua_State *L);   /* l_tensor_math.c: maths, arithmetic metamethods */
 void l_tensor_grad_register(lua_State *L);   /* l_tensor_grad.c: autograd, grad mode */
 void l_runtime_register(lua_State *L);       /* l_runtime.c: threads, denormals, BLAS info, allocator stats */
+void l_autocast_register(lua_State *L);      /* l_autocast.c: autocast state, bf16 GEMM info (lt.autocast) */
 void l_carry_register(lua_State *L);         /* l_carry.c: _carry_pack, _carry_unpack (tests) */
 void l_thread_register(lua_State *L, void (*preload)(lua_State *L)); /* l_thread.c: _thread_* (lua/lutra/thread.lua) */
 void l_infer_register(lua_State *L); /* l_infer.c: _infer_new (inference plans, lt.infer) */
@@ -192,6 +193,7 @@ static int open_with_upvalues(lua_State *L) {
   l_tensor_math_register(L);
   l_tensor_grad_register(L);
   l_runtime_register(L);
+  l_autocast_register(L);
   l_math_ops_register(L);
   l_nn_register(L);
   l_optim_register(L);

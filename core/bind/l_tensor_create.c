@@ -40,7 +40,8 @@ static int fill_from_table(lua_State *L, int idx, int depth, int64_t *shape, int
             return l_errorf(L, "tensor: element %d at depth %d is %.14g, which is not an int64 value", (int)i,
                             depth + 1, v);
           lt_i64(t)[(*pos)++] = (int64_t)v;
-        } else lt_f32(t)[(*pos)++] = (float)v;
+        } else if (t->dtype == LT_F64) lt_f64(t)[(*pos)++] = v; /* a Lua number is a double: kept exactly */
+        else lt_f32(t)[(*pos)++] = (float)v;
       }
     } else {
       return l_errorf(L, "tensor: element %d at depth %d is a %s, expected a number or a table", (int)i, depth + 1,
@@ -53,8 +54,8 @@ static int fill_from_table(lua_State *L, int idx, int depth, int64_t *shape, int
 }
 
 static int l_tensor_new(lua_State *L) {
-  lt_dtype dt = l_checkdtype(L, 2, LT_F32, "tensor");
   lt_tensor *src = l_totensor(L, 1);
+  lt_dtype dt = l_checkdtype(L, 2, src ? src->dtype : LT_F32, "tensor"); /* a tensor keeps its dtype, as torch's */
   if (src) {
     lt_tensor *r = lt_op_to_dtype(L_CTX(L), src, dt);
     if (r == src) {

@@ -14,8 +14,9 @@ static int l_requires_grad(lua_State *L) {
   int on = lua_toboolean(L, 2);
   if (t->grad_fn && !on)
     return l_errorf(L, "requires_grad: cannot turn off grad on a result of an op (use x:detach())");
-  if (on && t->dtype != LT_F32)
-    return l_errorf(L, "requires_grad: only float32 tensors can require grad, got %s", lt_dtype_name(t->dtype));
+  if (on && !lt_is_float(t->dtype))
+    return l_errorf(L, "requires_grad: only float32 and float64 tensors can require grad, got %s",
+                    lt_dtype_name(t->dtype));
   t->requires_grad = on;
   lua_settop(L, 1);
   return 1;
@@ -23,8 +24,8 @@ static int l_requires_grad(lua_State *L) {
 
 static int l_param(lua_State *L) {
   lt_tensor *t = T(1, "param");
-  if (t->dtype != LT_F32)
-    return l_errorf(L, "param: only float32 tensors can require grad, got %s", lt_dtype_name(t->dtype));
+  if (!lt_is_float(t->dtype))
+    return l_errorf(L, "param: only float32 and float64 tensors can require grad, got %s", lt_dtype_name(t->dtype));
   lt_tensor *r = t->grad_fn ? lt_op_detach(L_CTX(L), t) : lt_tensor_retain(t);
   if (!r) return l_error(L);
   r->requires_grad = 1;

@@ -23,7 +23,7 @@ static double scalar_for(lua_State *L, const lt_tensor *t, lt_binop op, double s
 /* a op b where either may be a number (for metamethods and lt.add(x, 2)) */
 static int binary(lua_State *L, lt_binop op) {
   const char *name = lt_binop_name(op);
-  lt_tensor *a = l_totensor(L, 1), *b = l_totensor(L, 2);
+  lt_tensor *a = l_f64_gate(L, l_totensor(L, 1), name), *b = l_f64_gate(L, l_totensor(L, 2), name);
   lt_ctx *c = L_CTX(L);
   if (a && b) return l_push(L, lt_op_binary(c, op, a, b));
   if (a && lua_type(L, 2) == LUA_TNUMBER)
@@ -48,7 +48,7 @@ static int l_ge(lua_State *L) { return binary(L, LT_GE); }
 
 static int inplace_binary(lua_State *L, lt_binop op) {
   lt_tensor *a = l_check_writable(L, T(1, lt_binop_name(op)), lt_binop_name(op));
-  lt_tensor *b = l_totensor(L, 2);
+  lt_tensor *b = l_f64_gate(L, l_totensor(L, 2), lt_binop_name(op));
   lt_ctx *c = L_CTX(L);
   if (b) {
     if (op == LT_ADD && !lua_isnoneornil(L, 3)) /* x:add_(y, alpha) */
@@ -116,7 +116,7 @@ static int l_clamp_(lua_State *L) {
 static int l_where(lua_State *L) {
   lt_tensor *cond = T(1, "where");
   lt_ctx *c = L_CTX(L);
-  lt_tensor *a = l_totensor(L, 2), *b = l_totensor(L, 3);
+  lt_tensor *a = l_f64_gate(L, l_totensor(L, 2), "where"), *b = l_f64_gate(L, l_totensor(L, 3), "where");
   lt_tensor *ta = a ? lt_tensor_retain(a) : lt_tensor_scalar(c, l_checknumber(L, 2));
   lt_tensor *tb = b ? lt_tensor_retain(b) : (lua_isnumber(L, 3) ? lt_tensor_scalar(c, lua_tonumber(L, 3)) : NULL);
   if (!ta || !tb) {

@@ -69,6 +69,7 @@ static int l_item(lua_State *L) {
 static void push_table_rec(lua_State *L, const lt_tensor *t, int d, int64_t off) {
   if (d == t->ndim) {
     if (t->dtype == LT_I64) lua_pushinteger(L, (lua_Integer)((int64_t *)t->storage->data)[off]);
+    else if (t->dtype == LT_F64) lua_pushnumber(L, ((double *)t->storage->data)[off]);
     else lua_pushnumber(L, ((float *)t->storage->data)[off]);
     return;
   }
@@ -200,6 +201,7 @@ static int to_dtype(lua_State *L, lt_tensor *t, const char *fname, lt_dtype dt) 
   return l_push(L, r);
 }
 static int l_float(lua_State *L) { return to_dtype(L, T(1, "float"), "float", LT_F32); }
+static int l_double(lua_State *L) { return to_dtype(L, T(1, "double"), "double", LT_F64); }
 static int l_long(lua_State *L) { return to_dtype(L, T(1, "long"), "long", LT_I64); }
 static int l_int64(lua_State *L) { return to_dtype(L, T(1, "int64"), "int64", LT_I64); }
 static int l_type(lua_State *L) {
@@ -220,7 +222,7 @@ static int gather_list(lua_State *L, const char *name, lt_tensor ***out) {
   lt_tensor **ts = lua_newuserdata(L, sizeof *ts * (size_t)n); /* freed by the GC, even on error */
   for (int i = 0; i < n; i++) {
     lua_rawgeti(L, 1, i + 1);
-    ts[i] = l_totensor(L, -1);
+    ts[i] = l_f64_gate(L, l_totensor(L, -1), name);
     if (!ts[i])
       return l_errorf(L, "%s: element %d of the list is a %s, expected a tensor", name, i + 1, luaL_typename(L, -1));
     lua_pop(L, 1);
@@ -292,6 +294,7 @@ static const luaL_Reg methods[] = { { "view", l_view },
                                     { "clone", l_clone },
                                     { "detach", l_detach },
                                     { "float", l_float },
+                                    { "double", l_double },
                                     { "long", l_long },
                                     { "int64", l_int64 },
                                     { "type", l_type },

@@ -137,6 +137,14 @@ lt_tensor *l_totensor(lua_State *L, int idx) {
   return same ? b->t : NULL;
 }
 
+lt_tensor *l_f64_gate(lua_State *L, lt_tensor *t, const char *fname) {
+  if (t && t->dtype == LT_F64 && !l_f64_capable(fname)) {
+    lt_check_no_f64(L_CTX(L), fname, t);
+    l_error(L);
+  }
+  return t;
+}
+
 lt_tensor *l_checktensor(lua_State *L, int idx, const char *fname) {
   lt_tensor *t = l_totensor(L, idx);
   if (!t) {
@@ -148,7 +156,7 @@ lt_tensor *l_checktensor(lua_State *L, int idx, const char *fname) {
     const char *got = luaL_typename(L, idx);
     l_errorf(L, "bad argument #%d to '%s' (tensor expected, got %s)", idx, reg && method ? reg : fname, got);
   }
-  return t;
+  return l_f64_gate(L, t, fname);
 }
 
 int l_errorf(lua_State *L, const char *fmt, ...) {
@@ -399,12 +407,27 @@ int l_checkshape_only(lua_State *L, int first, int64_t *shape, const char *fname
 
 lt_dtype l_checkdtype(lua_State *L, int idx, lt_dtype def, const char *fname) {
   if (lua_isnoneornil(L, idx)) return def;
+  if (lua_type(L, idx) == LUA_TTABLE) { /* PyTorch's dtype= keyword: {dtype = "float64"}, nothing else */
+    if (idx < 0) idx = lua_gettop(L) + idx + 1;
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+      lua_pop(L, 1);
+      if (lua_type(L, -1) != LUA_TSTRING || strcmp(lua_tostring(L, -1), "dtype"))
+        l_errorf(L, "%s: unknown option '%s' (known options: dtype)", fname,
+                 lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : luaL_typename(L, -1));
+    }
+    lua_getfield(L, idx, "dtype");
+    lua_replace(L, idx);
+    if (lua_isnil(L, idx)) return def;
+  }
   if (lua_type(L, idx) != LUA_TSTRING)
-    l_errorf(L, "%s: dtype must be a string (\"float32\" or \"int64\"), got %s", fname, luaL_typename(L, idx));
+    l_errorf(L, "%s: dtype must be a string (\"float32\", \"float64\" or \"int64\"), got %s", fname,
+             luaL_typename(L, idx));
   const char *s = lua_tostring(L, idx);
   if (!strcmp(s, "float32") || !strcmp(s, "float")) return LT_F32;
+  if (!strcmp(s, "float64") || !strcmp(s, "double")) return LT_F64;
   if (!strcmp(s, "int64") || !strcmp(s, "long")) return LT_I64;
-  l_errorf(L, "%s: unknown dtype '%s' (expected \"float32\" or \"int64\")", fname, s);
+  l_errorf(L, "%s: unknown dtype '%s' (expected \"float32\", \"float64\" or \"int64\")", fname, s);
   return LT_F32;
 }
 

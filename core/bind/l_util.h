@@ -47,7 +47,13 @@ void l_setopmethods(lua_State *L, const luaL_Reg *funcs);
 void l_push_upvalues(lua_State *L);
 
 lt_tensor *l_totensor(lua_State *L, int idx); /* NULL if not a tensor */
+/* Argument idx as a tensor, or an argument error naming fname; a float64 tensor is refused unless fname is one of
+ * the functions with float64 kernels (l_f64.c). */
 lt_tensor *l_checktensor(lua_State *L, int idx, const char *fname);
+/* 1 when the binding function fname takes float64 tensors (l_f64.c) */
+int l_f64_capable(const char *fname);
+/* t (NULL passes), or the float64 refusal when fname is not float64-capable: for tensors taken with l_totensor */
+lt_tensor *l_f64_gate(lua_State *L, lt_tensor *t, const char *fname);
 /* Pushes a new box owning t (a new reference from a core op). t NULL: raises the core's error. */
 int l_push(lua_State *L, lt_tensor *t);
 /* Pushes a box that takes one more reference to t. */

@@ -9,6 +9,7 @@
 
 #include "lt_errors.h"
 #include "lt_simd.h"
+#include "lt_iter.h"
 #include "ops_ew_internal.h"
 
 LT_VECTOR_FN static void axpy_range(const lt_iter *it, float *pa, const float *pb, float al, int64_t lo, int64_t hi) {
@@ -82,6 +83,50 @@ void lt_add_f32(lt_ctx *c, lt_tensor *out, const lt_tensor *a, const lt_tensor *
   else add_range(&j.it, j.po, j.px, j.py, 0, j.total);
 }
 
+/* ---- float64: plain strided loops, on one thread (float64 is asked for its precision) ---------------- */
+
+void lt_axpy_f64(lt_tensor *a, double alpha, const lt_tensor *b) {
+  int64_t sa[LT_MAX_DIM], sb[LT_MAX_DIM];
+  lt_broadcast_strides(a, a->ndim, a->shape, sa);
+  lt_broadcast_strides(b, a->ndim, a->shape, sb);
+  const int64_t *st[2] = { sa, sb };
+  lt_iter it;
+  lt_iter_init(&it, a->ndim, a->shape, 2, st);
+  lt_mark_modified(a);
+  double *pa = lt_f64(a);
+  const double *pb = lt_f64(b);
+  LT_ITER_ROWS(&it, o0, o1, o2) {
+    for (int64_t i = 0; i < it.n; i++) pa[o0 + i * it.s[0]] += alpha * pb[o1 + i * it.s[1]];
+  }
+  LT_ITER_ROWS_END(&it, o0, o1, o2);
+}
+
+void lt_add_f64(lt_tensor *out, const lt_tensor *a, const lt_tensor *b) {
+  const int64_t *st[3] = { out->stride, a->stride, b->stride };
+  lt_iter it;
+  lt_iter_init(&it, out->ndim, out->shape, 3, st);
+  double *po = lt_f64(out);
+  const double *pa = lt_f64(a), *pb = lt_f64(b);
+  LT_ITER_ROWS(&it, o0, o1, o2) {
+    for (int64_t i = 0; i < it.n; i++) po[o0 + i * it.s[0]] = pa[o1 + i * it.s[1]] + pb[o2 + i * it.s[2]];
+  }
+  LT_ITER_ROWS_END(&it, o0, o1, o2);
+}
+
+static void sum_to_f64(lt_tensor *out, const lt_tensor *g) {
+  int64_t so[LT_MAX_DIM];
+  lt_broadcast_strides(out, g->ndim, g->shape, so);
+  const int64_t *st[2] = { so, g->stride };
+  lt_iter it;
+  lt_iter_init(&it, g->ndim, g->shape, 2, st);
+  double *po = lt_f64(out);
+  const double *pg = lt_f64(g);
+  LT_ITER_ROWS(&it, o0, o1, o2) {
+    for (int64_t i = 0; i < it.n; i++) po[o0 + i * it.s[0]] += pg[o1 + i * it.s[1]];
+  }
+  LT_ITER_ROWS_END(&it, o0, o1, o2);
+}
+
 LT_VECTOR_FN lt_tensor *lt_op_sum_to(lt_ctx *c, lt_tensor *g, int ndim, const int64_t *shape) {
   char b1[128], b2[128];
   if (ndim > g->ndim) goto bad;
@@ -89,8 +134,12 @@ LT_VECTOR_FN lt_tensor *lt_op_sum_to(lt_ctx *c, lt_tensor *g, int ndim, const in
     int64_t gs = g->shape[d + g->ndim - ndim];
     if (shape[d] != gs && shape[d] != 1) goto bad;
   }
-  lt_tensor *out = lt_tensor_zeros(c, LT_F32, ndim, shape);
+  lt_tensor *out = lt_tensor_zeros(c, g->dtype == LT_F64 ? LT_F64 : LT_F32, ndim, shape);
   if (!out) return NULL;
+  if (g->dtype == LT_F64) {
+    sum_to_f64(out, g);
+    return out;
+  }
   int64_t so[LT_MAX_DIM];
   lt_broadcast_strides(out, g->ndim, g->shape, so);
   const int64_t *st[2] = { so, g->stride };

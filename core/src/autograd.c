@@ -26,9 +26,9 @@ int lt_needs_grad(const lt_ctx *c, int n, lt_tensor *const *inputs) {
 
 /* "nan" or "inf" when the float32 tensor holds one (NULL: all finite, or not float32). */
 static const char *nonfinite(const lt_tensor *t) {
-  if (!t || t->dtype != LT_F32) return NULL;
+  if (!t || t->dtype == LT_I64) return NULL;
   int64_t n = lt_numel(t);
-  int contig = lt_is_contiguous(t);
+  int contig = t->dtype == LT_F32 && lt_is_contiguous(t);
   const float *p = contig ? lt_f32(t) : NULL;
   for (int64_t i = 0; i < n; i++) {
     double v = contig ? p[i] : lt_get_flat(t, i);
@@ -76,6 +76,7 @@ int lt_record(lt_ctx *c, lt_tensor *out, const char *op, lt_backward_fn bw, int 
   nd->refcount = 1;
   nd->op = op;
   nd->backward = bw;
+  nd->autocast = c->autocast;
   nd->ninputs = n;
   if (n <= LT_NODE_INLINE) nd->inputs = nd->inline_inputs;
   else {
@@ -148,12 +149,12 @@ static int check_versions(lt_ctx *c, const lt_node *n) {
   return LT_OK;
 }
 
-/* The terms of the engine's sums: float32 and of one shape. The engine checks each gradient's shape against its
+/* The terms of the engine's sums: float32 or float64, of one dtype and one shape. The engine checks each gradient's shape against its
  * input's; lt_accumulate_grad is also open to a C host. */
 static int check_terms(lt_ctx *c, const lt_tensor *acc, const lt_tensor *g) {
-  if (lt_check_dtype(c, "backward", "the gradient added into", acc, LT_F32) ||
-      lt_check_dtype(c, "backward", "the gradient", g, LT_F32))
-    return LT_ERR;
+  if (acc->dtype == LT_I64 || g->dtype != acc->dtype)
+    return lt_fail(c, "backward: a %s gradient cannot be added to a %s one", lt_dtype_name(g->dtype),
+                   lt_dtype_name(acc->dtype));
   if (lt_same_shape(acc, g)) return LT_OK;
   char b1[128], b2[128];
   return lt_fail(c, "backward: a gradient of shape %s cannot be added to one of shape %s",
@@ -163,7 +164,8 @@ static int check_terms(lt_ctx *c, const lt_tensor *acc, const lt_tensor *g) {
 /* acc += g (accumulate.c: autograd calls no op) */
 static int add_into(lt_ctx *c, lt_tensor *acc, const lt_tensor *g) {
   if (check_terms(c, acc, g)) return LT_ERR;
-  lt_axpy_f32(c, acc, 1.0f, g);
+  if (acc->dtype == LT_F64) lt_axpy_f64(acc, 1.0, g);
+  else lt_axpy_f32(c, acc, 1.0f, g);
   return LT_OK;
 }
 
@@ -175,7 +177,7 @@ int lt_accumulate_grad(lt_ctx *c, lt_tensor *leaf, lt_tensor *g) {
       g->requires_grad = 0;
       return LT_OK;
     }
-    lt_tensor *z = lt_tensor_zeros(c, LT_F32, leaf->ndim, leaf->shape);
+    lt_tensor *z = lt_tensor_zeros(c, leaf->dtype, leaf->ndim, leaf->shape);
     if (!z) return LT_ERR;
     leaf->grad = z;
   }
@@ -205,9 +207,10 @@ static int accumulate_node(lt_ctx *c, lt_node *n, lt_tensor *g) {
   }
   lt_tensor *acc = n->grad_acc;
   if (acc_owned(acc)) return add_into(c, acc, g);
-  lt_tensor *sum = check_terms(c, acc, g) ? NULL : lt_tensor_new(c, LT_F32, acc->ndim, acc->shape);
+  lt_tensor *sum = check_terms(c, acc, g) ? NULL : lt_tensor_new(c, acc->dtype, acc->ndim, acc->shape);
   if (!sum) return LT_ERR;
-  lt_add_f32(c, sum, acc, g);
+  if (acc->dtype == LT_F64) lt_add_f64(sum, acc, g);
+  else lt_add_f32(c, sum, acc, g);
   lt_tensor_release(acc);
   n->grad_acc = sum;
   return LT_OK;
@@ -277,13 +280,14 @@ static int backward(lt_ctx *c, lt_tensor *root, lt_tensor *grad) {
     if (!lt_same_shape(grad, root))
       return lt_fail(c, "backward: gradient has shape %s, expected the tensor's shape %s",
                      lt_shape_str(grad, b1, sizeof b1), lt_shape_str(root, b2, sizeof b2));
-    if (lt_check_dtype(c, "backward", "gradient", grad, LT_F32)) return LT_ERR;
+    if (lt_check_dtype(c, "backward", "gradient", grad, root->dtype)) return LT_ERR;
     seed = lt_tensor_retain(grad);
   } else {
     if (lt_numel(root) != 1) return lt_fail(c, LT_E_BACKWARD_SCALAR, lt_shape_str(root, b1, sizeof b1));
-    seed = lt_tensor_new(c, LT_F32, root->ndim, root->shape);
+    seed = lt_tensor_new(c, root->dtype, root->ndim, root->shape);
     if (!seed) return LT_ERR;
-    lt_f32(seed)[0] = 1.0f; /* its one element */
+    if (root->dtype == LT_F64) lt_f64(seed)[0] = 1.0; /* its one element */
+    else lt_f32(seed)[0] = 1.0f;
   }
   if (!root->grad_fn) { /* a leaf: its gradient is the seed */
     int rc = lt_accumulate_grad(c, root, seed);
@@ -355,10 +359,13 @@ static int backward(lt_ctx *c, lt_tensor *root, lt_tensor *grad) {
         goto done;
       }
     }
+    int autocast = c->autocast; /* a node's gradient products in its forward's precision, as PyTorch's */
+    c->autocast = n->autocast;
     if (n->grad_acc && (c->watch ? watched_backward(c, n, gin) : n->backward(c, n, n->grad_acc, gin)) != LT_OK) {
       lt_fail_prefix(c, "backward");
       rc = LT_ERR;
     }
+    c->autocast = autocast;
     for (int i = 0; i < n->ninputs; i++) {
       lt_tensor *in = n->inputs[i];
       if (in && !in->requires_grad) in = NULL;

@@ -1,6 +1,7 @@
 /* blas.c — CPU feature detection, the OpenBLAS kernel-family choice, dlopen, and a fallback GEMM. */
 #include "lt_blas.h"
 #include "lt_cpus.h"
+#include "lt_gemm_bf16.h"
 #include "lt_pool.h"
 #include "lt_simd.h"
 
@@ -344,6 +345,13 @@ void lt_blas_sgemm(int transa, int transb, int m, int n, int k, float alpha, con
     outer(m, n, alpha, a, transa ? 1 : lda, b, transb ? ldb : 1, c, ldc, beta == 1.0f);
     return;
   }
+  /* inside autocast's ops (lt_gemm_bf16.h): bf16 operands, fp32 sums */
+  if (lt_gemm_bf16_mode() == LT_AUTOCAST_BF16 && lt_gemm_bf16_wants(m, n, k) && lt_gemm_bf16_active()) {
+    int serial = __atomic_load_n(&B.serial, __ATOMIC_ACQUIRE) > 0;
+    if (lt_gemm_bf16(transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+                     !serial && lt_blas_threads_pay(m, n, k) ? B.info.threads : 1) == LT_OK)
+      return; /* else no memory for its buffers: fp32 below */
+  }
   if ((long)m * n <= GEMM_THIN_MN && k > 2 * GEMM_KCHUNK) {
     for (int p0 = 0; p0 < k; p0 += GEMM_KCHUNK) {
       int kc = k - p0 < GEMM_KCHUNK ? k - p0 : GEMM_KCHUNK;
@@ -354,4 +362,43 @@ void lt_blas_sgemm(int transa, int transb, int m, int n, int k, float alpha, con
     return;
   }
   sgemm_call(transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+/* ---- float64: cblas_dgemm from the library lt_blas_init loaded (a plain C loop without one) ---------------- */
+
+typedef void (*dgemm_fn)(int, int, int, int, int, int, double, const double *, int, const double *, int, double,
+                         double *, int);
+static dgemm_fn dgemm_ptr;
+static pthread_once_t dgemm_once = PTHREAD_ONCE_INIT;
+
+static void naive_dgemm(int order, int ta, int tb, int m, int n, int k, double alpha, const double *a, int lda,
+                        const double *b, int ldb, double beta, double *c, int ldc) {
+  (void)order;
+  for (int i = 0; i < m; i++)
+    for (int j = 0; j < n; j++) {
+      double s = 0;
+      for (int p = 0; p < k; p++) {
+        double x = ta == CblasTrans ? a[p * lda + i] : a[i * lda + p];
+        double y = tb == CblasTrans ? b[j * ldb + p] : b[p * ldb + j];
+        s += x * y;
+      }
+      c[i * ldc + j] = alpha * s + (beta == 0 ? 0 : beta * c[i * ldc + j]);
+    }
+}
+
+static void dgemm_init(void) {
+  lt_blas_init();
+  /* the library is already loaded (RTLD_LOCAL): RTLD_NOLOAD hands back its handle */
+  void *h = strcmp(B.info.library, "builtin") ? dlopen(B.info.library, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD) : NULL;
+  dgemm_fn f = h ? (dgemm_fn)dlsym(h, "cblas_dgemm") : NULL;
+  dgemm_ptr = f ? f : naive_dgemm;
+}
+
+void lt_blas_dgemm(int transa, int transb, int m, int n, int k, double alpha, const double *a, int lda, const double *b,
+                   int ldb, double beta, double *c, int ldc) {
+  pthread_once(&dgemm_once, dgemm_init);
+  /* OpenBLAS runs on one thread (the pool owns the threads, see lt_blas_set_threads); float64 GEMMs are not
+   * split over the pool: they serve precision (gradchecks, LBFGS on small models), not speed. */
+  dgemm_ptr(CblasRowMajor, transa ? CblasTrans : CblasNoTrans, transb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a,
+            lda, b, ldb, beta, c, ldc);
 }

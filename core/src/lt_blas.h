@@ -47,5 +47,8 @@ int lt_blas_ready(lt_ctx *c);
 /* Row-major sgemm, C = alpha * op(A) op(B) + beta * C. */
 void lt_blas_sgemm(int transa, int transb, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
                    int ldb, float beta, float *c, int ldc);
+/* Row-major dgemm (float64), the same contract; cblas_dgemm of the loaded library, or a plain C loop. */
+void lt_blas_dgemm(int transa, int transb, int m, int n, int k, double alpha, const double *a, int lda, const double *b,
+                   int ldb, double beta, double *c, int ldc);
 
 #endif

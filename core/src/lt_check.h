@@ -9,6 +9,10 @@
 
 /* LT_OK when t has dtype want, else the message names op and what ("input", "the tensor updated in place") */
 int lt_check_dtype(lt_ctx *c, const char *op, const char *what, const lt_tensor *t, lt_dtype want);
+/* The one refusal of float64 by an op that has no float64 kernel yet: LT_OK unless t is float64. The binding
+ * calls it for every tensor argument of a function not declared float64-capable (l_checktensor), and
+ * lt_check_dtype for a float32-only check, so no float32 kernel reads doubles. */
+int lt_check_no_f64(lt_ctx *c, const char *op, const lt_tensor *t);
 /* refuses an in-place update of a tensor that requires grad while grad mode is on */
 int lt_check_inplace(lt_ctx *c, const char *op, const lt_tensor *t);
 /* the broadcast shape of a and b into ndim/shape, or a message naming op and both shapes */

@@ -41,6 +41,7 @@ typedef struct lt_ctx {
   int watch;
   int detect_anomaly;   /* an op whose output (forward) or gradient (backward) is NaN/inf fails, named */
   struct lt_prof *prof; /* time per op and backward kernel into the loops' profiler (lt_prof.h); NULL: off */
+  int autocast;         /* LT_AUTOCAST_OFF / _BF16 (lt_gemm_bf16.h): the GEMM ops' precision (lt.autocast) */
 } lt_ctx;
 
 void lt_ctx_init(lt_ctx *c);

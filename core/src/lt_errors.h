@@ -13,6 +13,8 @@
 #define LT_E_BROADCAST "%s: shapes %s and %s cannot be broadcast (sizes must match or be 1 in each dim, from the last)"
 /* op, which, expected dtype, got dtype */
 #define LT_E_DTYPE "%s: %s must be %s, got %s"
+/* op: an op that has no float64 kernel yet, given a float64 tensor (lt_check_no_f64) */
+#define LT_E_NO_F64 "%s: float64 is not supported yet (float32 only)"
 #define LT_E_DTYPE_MATCH "%s: dtypes differ: a is %s, b is %s (convert one with :float() or :long())"
 /* op, dim (1-based), ndim */
 #define LT_E_DIM_RANGE "%s: dim %d out of range for a %d-dimensional tensor (expected 1..%d, or -%d..-1)"

@@ -17,7 +17,9 @@
 
 #define LT_MAX_DIM 8
 
-typedef enum lt_dtype { LT_F32 = 0, LT_I64 = 1 } lt_dtype;
+/* LT_F64 has kernels in the ops that list it (docs/reference/dtypes.md); every other op refuses it through
+ * lt_check_no_f64 (lt_check.h), so no kernel ever reads doubles as floats. */
+typedef enum lt_dtype { LT_F32 = 0, LT_I64 = 1, LT_F64 = 2 } lt_dtype;
 
 /* Storages and tensor headers may be shared by threads (Lua states of their own, a C host's threads), so their
  * counts are atomic (tensor.c: relaxed increments, acq_rel decrements); autograd nodes never leave the thread
@@ -71,6 +73,8 @@ int64_t lt_numel(const lt_tensor *t);
 int lt_is_contiguous(const lt_tensor *t);
 static inline float *lt_f32(const lt_tensor *t) { return (float *)t->storage->data + t->offset; }
 static inline int64_t *lt_i64(const lt_tensor *t) { return (int64_t *)t->storage->data + t->offset; }
+static inline double *lt_f64(const lt_tensor *t) { return (double *)t->storage->data + t->offset; }
+static inline int lt_is_float(lt_dtype d) { return d != LT_I64; }
 /* Every write into an existing tensor's memory (in-place ops, copies, fills, optimizer updates, loads) calls
  * this once, after its arguments were checked: it is what makes a later backward that needs the old values
  * fail instead of computing with the new ones. */
@@ -121,6 +125,7 @@ struct lt_node {
   int64_t deps;
   int mark;     /* visited in the current backward */
   int released; /* the graph behind this node was freed by a backward */
+  int autocast; /* the context's autocast when recorded: the backward's products run in that precision too */
 };
 
 /* 1 when grad mode is on and any input requires grad. */

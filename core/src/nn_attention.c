@@ -22,6 +22,7 @@
 #include "lt_alloc.h"
 #include "lt_attention.h"
 #include "lt_blas.h"
+#include "lt_gemm_bf16.h"
 #include "lt_errors.h"
 #include "lt_pool.h"
 #include "lt_simd.h"
@@ -256,6 +257,7 @@ static float *scratch(lt_ctx *c, int64_t n) {
 
 /* Runs fn over every bh, with `per` floats of scratch for each part. */
 static int run_units(lt_ctx *c, const att_geom *g, lt_pool_fn fn, att_job *j, int64_t per) {
+  lt_gemm_bf16_scope(c); /* the products of the forward and the backward: autocast's precision */
   int64_t work = g->nbh * g->L * g->S * (g->E + g->Ev);
   int parts = lt_pool_parts(c->num_threads, work, ATT_PAR_MIN_MACS);
   if (parts > g->nbh) parts = g->nbh > 0 ? (int)g->nbh : 1;

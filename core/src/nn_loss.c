@@ -50,8 +50,11 @@ static int check_targets(lt_ctx *c, const char *op, const int64_t *t, int64_t n,
 }
 
 /* output of a loss: 0-dim for mean/sum, the per-sample shape for none */
+static lt_tensor *loss_out_dt(lt_ctx *c, lt_reduction red, int ndim, const int64_t *shape, lt_dtype dt) {
+  return red == LT_REDUCE_NONE ? lt_tensor_new(c, dt, ndim, shape) : lt_tensor_new(c, dt, 0, NULL);
+}
 static lt_tensor *loss_out(lt_ctx *c, lt_reduction red, int ndim, const int64_t *shape) {
-  return red == LT_REDUCE_NONE ? lt_tensor_new(c, LT_F32, ndim, shape) : lt_tensor_new(c, LT_F32, 0, NULL);
+  return loss_out_dt(c, red, ndim, shape, LT_F32);
 }
 
 /* upstream gradient of sample s: gout[s] for none, the scalar otherwise */
@@ -382,6 +385,32 @@ static inline void pw_grad(pw_kind k, double x, double y, double pw, double a, d
   }
 }
 
+/* The elementwise losses work in double whatever the dtype (float64 inputs lose nothing): their loops are
+ * written once for the element type T with accessor P (lt_f32 or lt_f64), and instantiated for both. */
+#define PW_BACKWARD_LOOP(T, P)                                                   \
+  {                                                                              \
+    const T *px = P(xc), *py = P(yc), *pg = P(gc);                               \
+    const T *ppw = n->saved[0] ? P(n->saved[0]) : NULL;                          \
+    T *ogx = gx ? P(gx) : NULL, *ogy = gy ? P(gy) : NULL;                        \
+    for (int64_t i = 0, m = lt_numel(xc); i < m; i++) {                          \
+      double a, b, go = (double)(red == LT_REDUCE_NONE ? pg[i] : pg[0]) * scale; \
+      pw_grad(kind, px[i], py[i], ppw ? ppw[i % npw] : 1.0, n->f[1], &a, &b);    \
+      if (ogx) ogx[i] = (T)(a * go);                                             \
+      if (ogy) ogy[i] = (T)(b * go);                                             \
+    }                                                                            \
+  }
+#define PW_FORWARD_LOOP(T, P)                                              \
+  {                                                                        \
+    const T *px = P(xc), *py = P(yc), *ppw = pc ? P(pc) : NULL;            \
+    T *po = P(out);                                                        \
+    for (int64_t i = 0; i < m; i++) {                                      \
+      double l = pw_loss(kind, px[i], py[i], ppw ? ppw[i % npw] : 1.0, a); \
+      if (red == LT_REDUCE_NONE) po[i] = (T)l;                             \
+      else tot += l;                                                       \
+    }                                                                      \
+    if (red != LT_REDUCE_NONE) po[0] = (T)(tot * scale);                   \
+  }
+
 /* node: i = {kind, red, pw_n}; f = {scale, beta | delta}; saved = {pos_weight contiguous or NULL} */
 static int pointwise_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin) {
   lt_tensor *x = n->inputs[0], *y = n->inputs[1];
@@ -391,8 +420,8 @@ static int pointwise_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor 
   lt_tensor *gc = lt_op_contiguous(c, gout);
   lt_tensor *xc = gc ? lt_op_contiguous(c, x) : NULL;
   lt_tensor *yc = xc ? lt_op_contiguous(c, y) : NULL;
-  lt_tensor *gx = yc && x->requires_grad ? lt_tensor_new(c, LT_F32, x->ndim, x->shape) : NULL;
-  lt_tensor *gy = yc && y->requires_grad ? lt_tensor_new(c, LT_F32, y->ndim, y->shape) : NULL;
+  lt_tensor *gx = yc && x->requires_grad ? lt_tensor_new(c, x->dtype, x->ndim, x->shape) : NULL;
+  lt_tensor *gy = yc && y->requires_grad ? lt_tensor_new(c, y->dtype, y->ndim, y->shape) : NULL;
   if (!yc || (x->requires_grad && !gx) || (y->requires_grad && !gy)) {
     lt_tensor_release(gc);
     lt_tensor_release(xc);
@@ -401,16 +430,9 @@ static int pointwise_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor 
     lt_tensor_release(gy);
     return LT_ERR;
   }
-  const float *px = lt_f32(xc), *py = lt_f32(yc), *pg = lt_f32(gc);
-  const float *ppw = n->saved[0] ? lt_f32(n->saved[0]) : NULL;
-  float *ogx = gx ? lt_f32(gx) : NULL, *ogy = gy ? lt_f32(gy) : NULL;
   double scale = n->f[0];
-  for (int64_t i = 0, m = lt_numel(xc); i < m; i++) {
-    double a, b, go = go_at(pg, red, i) * scale;
-    pw_grad(kind, px[i], py[i], ppw ? ppw[i % npw] : 1.0, n->f[1], &a, &b);
-    if (ogx) ogx[i] = (float)(a * go);
-    if (ogy) ogy[i] = (float)(b * go);
-  }
+  if (xc->dtype == LT_F64) PW_BACKWARD_LOOP(double, lt_f64)
+  else PW_BACKWARD_LOOP(float, lt_f32)
   lt_tensor_release(gc);
   lt_tensor_release(xc);
   lt_tensor_release(yc);
@@ -423,7 +445,14 @@ static lt_tensor *pointwise_loss(lt_ctx *c, pw_kind kind, lt_tensor *x, lt_tenso
                                  lt_reduction red) {
   char b1[128], b2[128];
   const char *op = pw_name(kind);
-  if (lt_check_dtype(c, op, "input", x, LT_F32) || lt_check_dtype(c, op, "target", y, LT_F32)) return NULL;
+  if (x->dtype == LT_F64 || y->dtype == LT_F64) { /* float64 input and target (and pos_weight) */
+    if (x->dtype != y->dtype || (pos_weight && pos_weight->dtype != x->dtype)) {
+      lt_fail(c, "%s: input is %s and target %s%s%s: all must have the same float dtype", op, lt_dtype_name(x->dtype),
+              lt_dtype_name(y->dtype), pos_weight ? ", pos_weight " : "",
+              pos_weight ? lt_dtype_name(pos_weight->dtype) : "");
+      return NULL;
+    }
+  } else if (lt_check_dtype(c, op, "input", x, LT_F32) || lt_check_dtype(c, op, "target", y, LT_F32)) return NULL;
   if (!lt_same_shape(x, y)) {
     lt_fail(c, "%s: input %s and target %s must have the same shape", op, lt_shape_str(x, b1, sizeof b1),
             lt_shape_str(y, b2, sizeof b2));
@@ -432,7 +461,7 @@ static lt_tensor *pointwise_loss(lt_ctx *c, pw_kind kind, lt_tensor *x, lt_tenso
   int64_t npw = 1;
   if (pos_weight) {
     int64_t last = x->ndim ? x->shape[x->ndim - 1] : 1;
-    if (lt_check_dtype(c, op, "pos_weight", pos_weight, LT_F32)) return NULL;
+    if (lt_check_dtype(c, op, "pos_weight", pos_weight, x->dtype)) return NULL;
     npw = lt_numel(pos_weight);
     if (pos_weight->ndim > 1 || (npw != last && npw != 1)) {
       lt_fail(c, "%s: pos_weight must be [%lld] (one per class, the input's last dim) or [1], got %s", op,
@@ -443,34 +472,30 @@ static lt_tensor *pointwise_loss(lt_ctx *c, pw_kind kind, lt_tensor *x, lt_tenso
   lt_tensor *xc = lt_op_contiguous(c, x);
   lt_tensor *yc = xc ? lt_op_contiguous(c, y) : NULL;
   lt_tensor *pc = yc && pos_weight ? lt_op_contiguous(c, pos_weight) : NULL;
-  lt_tensor *out = yc && (pc || !pos_weight) ? loss_out(c, red, x->ndim, x->shape) : NULL;
+  lt_tensor *out = yc && (pc || !pos_weight) ? loss_out_dt(c, red, x->ndim, x->shape, x->dtype) : NULL;
   if (!out) {
     lt_tensor_release(xc);
     lt_tensor_release(yc);
     lt_tensor_release(pc);
     return NULL;
   }
-  const float *px = lt_f32(xc), *py = lt_f32(yc), *ppw = pc ? lt_f32(pc) : NULL;
-  float *po = lt_f32(out);
   int64_t m = lt_numel(xc);
   double tot = 0;
+  const float *pf = x->dtype == LT_F64 ? NULL : lt_f32(xc);
+  const double *pd = x->dtype == LT_F64 ? lt_f64(xc) : NULL;
   for (int64_t i = 0; kind == PW_BCE_PROB && i < m; i++)
-    if (!(px[i] >= 0 && px[i] <= 1)) {
+    if (!(pf ? pf[i] >= 0 && pf[i] <= 1 : pd[i] >= 0 && pd[i] <= 1)) {
       lt_fail(c, "%s: all elements of input should be between 0 and 1 (element %lld is %g)", op, (long long)i + 1,
-              (double)px[i]);
+              pf ? (double)pf[i] : pd[i]);
       lt_tensor_release(xc);
       lt_tensor_release(yc);
       lt_tensor_release(pc);
       lt_tensor_release(out);
       return NULL;
     }
-  for (int64_t i = 0; i < m; i++) {
-    double l = pw_loss(kind, px[i], py[i], ppw ? ppw[i % npw] : 1.0, a);
-    if (red == LT_REDUCE_NONE) po[i] = (float)l;
-    else tot += l;
-  }
   double scale = red == LT_REDUCE_MEAN ? 1.0 / (double)m : 1.0;
-  if (red != LT_REDUCE_NONE) po[0] = (float)(tot * scale);
+  if (x->dtype == LT_F64) PW_FORWARD_LOOP(double, lt_f64)
+  else PW_FORWARD_LOOP(float, lt_f32)
   lt_tensor_release(xc);
   lt_tensor_release(yc);
   lt_tensor *ins[2] = { x, y };

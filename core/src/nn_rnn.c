@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "lt_blas.h"
+#include "lt_gemm_bf16.h"
 #include "lt_errors.h"
 #include "lt_nn.h"
 #include "lt_simd.h"
@@ -178,6 +179,7 @@ static void rows_init(float *y, const float *bias, const float *x, int64_t B, in
 /* ---- backward ------------------------------------------------------------------------------------------------ */
 
 static int rnn_layer_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin) {
+  lt_gemm_bf16_scope(c);
   if (lt_blas_ready(c)) return LT_ERR;
   lt_rnn_mode mode = (lt_rnn_mode)n->i[I_MODE];
   int64_t T = n->i[I_T], B = n->i[I_B], H = n->i[I_H], P = n->i[I_P], GH = gates_of(mode) * H;
@@ -286,6 +288,7 @@ static int check_shape(lt_ctx *c, const char *what, const lt_tensor *t, int nd, 
 
 lt_tensor *lt_nn_rnn_layer(lt_ctx *c, lt_rnn_mode mode, lt_tensor *xg, lt_tensor *w_hh, lt_tensor *b_hh, lt_tensor *h0,
                            lt_tensor *c0, lt_tensor *w_hr, int reverse) {
+  lt_gemm_bf16_scope(c); /* the recurrent products: autocast's precision */
   char b1[128];
   if (lt_blas_ready(c)) return NULL;
   if (mode < LT_RNN_TANH || mode > LT_RNN_LSTM) {

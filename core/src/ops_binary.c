@@ -11,6 +11,7 @@
 #include "lt_ops.h"
 #include "lt_simd.h"
 #include "ops_ew_internal.h"
+#include "ops_f64.h"
 
 static const char *const binop_names[] = { "add", "sub", "mul", "div", "pow", "maximum", "minimum",
                                            "eq",  "ne",  "lt",  "le",  "gt",  "ge" };
@@ -236,12 +237,14 @@ lt_tensor *lt_op_binary(lt_ctx *c, lt_binop op, lt_tensor *a, lt_tensor *b) {
     if (out) binary_i64(op, ndim, shape, out, a, b);
     return out;
   }
-  /* mixed or integer division: compute in float32, as PyTorch's type promotion does */
-  lt_tensor *fa = lt_op_to_dtype(c, a, LT_F32);
-  lt_tensor *fb = fa ? lt_op_to_dtype(c, b, LT_F32) : NULL;
-  lt_tensor *out = fb ? lt_tensor_new(c, LT_F32, ndim, shape) : NULL;
+  /* mixed or integer division: compute in float32, or float64 when either is, as PyTorch's type promotion does */
+  lt_dtype ft = a->dtype == LT_F64 || b->dtype == LT_F64 ? LT_F64 : LT_F32;
+  lt_tensor *fa = lt_op_to_dtype(c, a, ft);
+  lt_tensor *fb = fa ? lt_op_to_dtype(c, b, ft) : NULL;
+  lt_tensor *out = fb ? lt_tensor_new(c, is_compare(op) ? LT_F32 : ft, ndim, shape) : NULL;
   if (out) {
-    binary_f32(c, op, ndim, shape, out, fa, fb);
+    if (ft == LT_F64) lt_binary_f64(op, ndim, shape, out, fa, fb);
+    else binary_f32(c, op, ndim, shape, out, fa, fb);
     if (!is_compare(op)) {
       lt_tensor *ins[2] = { fa, fb };
       lt_node *nd;
@@ -286,10 +289,16 @@ int lt_op_binary_(lt_ctx *c, lt_binop op, lt_tensor *a, lt_tensor *b) {
     binary_i64(op, ndim, shape, a, a, b);
     return LT_OK;
   }
-  lt_tensor *fb = lt_op_to_dtype(c, b, LT_F32);
+  if (a->dtype == LT_F32 && b->dtype == LT_F64)
+    return lt_fail(c, "%s_: cannot update a float32 tensor in place with a float64 operand (convert it with :float())",
+                   name);
+  if (a->dtype == LT_F64 && is_compare(op))
+    return lt_fail(c, "%s_: cannot update a float64 tensor in place with a comparison's float32 mask", name);
+  lt_tensor *fb = lt_op_to_dtype(c, b, a->dtype);
   if (!fb) return LT_ERR;
   lt_mark_modified(a);
-  binary_f32(c, op, ndim, shape, a, a, fb);
+  if (a->dtype == LT_F64) lt_binary_f64(op, ndim, shape, a, a, fb);
+  else binary_f32(c, op, ndim, shape, a, a, fb);
   lt_tensor_release(fb);
   return LT_OK;
 }
@@ -363,18 +372,22 @@ lt_tensor *lt_op_binary_scalar(lt_ctx *c, lt_binop op, lt_tensor *a, double s, i
     lt_tensor_release(sv);
     return out;
   }
-  lt_tensor *fa = lt_op_to_dtype(c, a, LT_F32);
+  /* a Lua number does not promote: a float32 tensor stays float32, as PyTorch's Python scalars */
+  lt_dtype ft = a->dtype == LT_F64 ? LT_F64 : LT_F32;
+  lt_tensor *fa = lt_op_to_dtype(c, a, ft);
   if (!fa) return NULL;
-  lt_tensor *out = lt_tensor_new(c, LT_F32, a->ndim, a->shape);
+  lt_tensor *out = lt_tensor_new(c, is_compare(op) ? LT_F32 : ft, a->ndim, a->shape);
   lt_tensor sv = { 0 };
   lt_storage ss = { 1, sizeof(float), NULL, 0 };
   float sval = (float)s;
-  ss.data = &sval;
+  double dval = s;
+  ss.data = ft == LT_F64 ? (void *)&dval : (void *)&sval;
   sv.refcount = 1;
   sv.storage = &ss;
-  sv.dtype = LT_F32;
+  sv.dtype = ft;
   if (out) {
-    if (scalar_first) binary_f32(c, op, a->ndim, a->shape, out, &sv, fa);
+    if (ft == LT_F64) lt_binary_f64(op, a->ndim, a->shape, out, scalar_first ? &sv : fa, scalar_first ? fa : &sv);
+    else if (scalar_first) binary_f32(c, op, a->ndim, a->shape, out, &sv, fa);
     else binary_f32(c, op, a->ndim, a->shape, out, fa, &sv);
     if (!is_compare(op)) {
       lt_node *nd;
@@ -413,22 +426,28 @@ int lt_op_binary_scalar_(lt_ctx *c, lt_binop op, lt_tensor *a, double s) {
     lt_tensor_release(sv);
     return LT_OK;
   }
+  if (a->dtype == LT_F64 && is_compare(op))
+    return lt_fail(c, "%s_: cannot update a float64 tensor in place with a comparison's float32 mask", name);
   lt_tensor sv = { 0 };
   lt_storage ss = { 1, sizeof(float), NULL, 0 };
   float sval = (float)s;
-  ss.data = &sval;
+  double dval = s;
+  ss.data = a->dtype == LT_F64 ? (void *)&dval : (void *)&sval;
   sv.refcount = 1;
   sv.storage = &ss;
-  sv.dtype = LT_F32;
+  sv.dtype = a->dtype;
   lt_mark_modified(a);
-  binary_f32(c, op, a->ndim, a->shape, a, a, &sv);
+  if (a->dtype == LT_F64) lt_binary_f64(op, a->ndim, a->shape, a, a, &sv);
+  else binary_f32(c, op, a->ndim, a->shape, a, a, &sv);
   return LT_OK;
 }
 
 int lt_op_axpy_(lt_ctx *c, lt_tensor *a, double alpha, lt_tensor *b) {
   if (lt_check_inplace(c, "add_", a)) return LT_ERR;
-  if (lt_check_dtype(c, "add_", "the tensor updated in place", a, LT_F32)) return LT_ERR;
-  if (lt_check_dtype(c, "add_", "the added tensor", b, LT_F32)) return LT_ERR;
+  int f64 = a->dtype == LT_F64 && b->dtype == LT_F64;
+  if (!f64 && (lt_check_dtype(c, "add_", "the tensor updated in place", a, LT_F32) ||
+               lt_check_dtype(c, "add_", "the added tensor", b, LT_F32)))
+    return LT_ERR;
   int ndim;
   int64_t shape[LT_MAX_DIM];
   if (lt_broadcast_shape(c, "add_", a, b, &ndim, shape)) return LT_ERR;
@@ -443,6 +462,7 @@ int lt_op_axpy_(lt_ctx *c, lt_tensor *a, double alpha, lt_tensor *b) {
       return lt_fail(c, "add_: %s cannot be added in place into %s", lt_shape_str(b, b1, sizeof b1),
                      lt_shape_str(a, b2, sizeof b2));
     }
-  lt_axpy_f32(c, a, (float)alpha, b);
+  if (a->dtype == LT_F64) lt_axpy_f64(a, alpha, b);
+  else lt_axpy_f32(c, a, (float)alpha, b);
   return LT_OK;
 }

@@ -7,8 +7,13 @@
 #include "lt_errors.h"
 #include "lt_size.h"
 
+int lt_check_no_f64(lt_ctx *c, const char *op, const lt_tensor *t) {
+  return t->dtype == LT_F64 ? lt_fail(c, LT_E_NO_F64, op) : LT_OK;
+}
+
 int lt_check_dtype(lt_ctx *c, const char *op, const char *what, const lt_tensor *t, lt_dtype want) {
   if (t->dtype == want) return LT_OK;
+  if (want == LT_F32 && t->dtype == LT_F64) return lt_check_no_f64(c, op, t);
   return lt_fail(c, LT_E_DTYPE, op, what, lt_dtype_name(want), lt_dtype_name(t->dtype));
 }
 

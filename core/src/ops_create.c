@@ -51,6 +51,7 @@ lt_tensor *lt_op_arange(lt_ctx *c, double a, double b, double step, lt_dtype dt)
   for (int64_t i = 0; i < n; i++) {
     double v = a + (double)i * step;
     if (dt == LT_I64) lt_i64(t)[i] = (int64_t)v; /* between a and last (rounding is monotonic): in range */
+    else if (dt == LT_F64) lt_f64(t)[i] = v;
     else lt_f32(t)[i] = (float)v;
   }
   return t;
@@ -73,6 +74,10 @@ int lt_op_fill_(lt_ctx *c, lt_tensor *t, double v) {
     lt_mark_modified(t);
     int64_t iv = (int64_t)v, *p = lt_i64(t);
     LT_FOR_EACH_ELEMENT(t, o, p[o] = iv);
+  } else if (t->dtype == LT_F64) {
+    lt_mark_modified(t);
+    double *p = lt_f64(t);
+    LT_FOR_EACH_ELEMENT(t, o, p[o] = v);
   } else {
     lt_mark_modified(t);
     float fv = (float)v, *p = lt_f32(t);
@@ -97,7 +102,26 @@ int lt_op_zero_(lt_ctx *c, lt_tensor *t) {
   return lt_op_fill_(c, t, 0.0);
 }
 
-/* dst <- src (broadcast), converting dtype. No autograd. */
+/* The strided copy of one dtype pair: TD, TS are the C types, PD, PS the accessors. */
+#define COPY_ROWS(TD, PD, TS, PS)                                                         \
+  {                                                                                       \
+    TD *pd = PD(dst);                                                                     \
+    const TS *ps = PS(src);                                                               \
+    LT_ITER_ROWS(&it, o0, o1, o2) {                                                       \
+      for (int64_t i = 0; i < it.n; i++) pd[o0 + i * it.s[0]] = (TD)ps[o1 + i * it.s[1]]; \
+    }                                                                                     \
+    LT_ITER_ROWS_END(&it, o0, o1, o2);                                                    \
+  }
+/* dst's dtype TD from any source dtype */
+#define COPY_FROM_ANY(TD, PD)                              \
+  switch (src->dtype) {                                    \
+    case LT_F32: COPY_ROWS(TD, PD, float, lt_f32) break;   \
+    case LT_F64: COPY_ROWS(TD, PD, double, lt_f64) break;  \
+    case LT_I64: COPY_ROWS(TD, PD, int64_t, lt_i64) break; \
+  }
+
+/* dst <- src (broadcast), converting dtype (float64 to float32 rounds to nearest, as C's conversion and
+ * PyTorch's do; to int64 truncates, after the caller checked the values fit). No autograd. */
 LT_VECTOR_FN static void copy_raw(lt_tensor *dst, const lt_tensor *src) {
   int64_t sd[LT_MAX_DIM], ss[LT_MAX_DIM];
   lt_broadcast_strides(dst, dst->ndim, dst->shape, sd);
@@ -105,7 +129,7 @@ LT_VECTOR_FN static void copy_raw(lt_tensor *dst, const lt_tensor *src) {
   const int64_t *st[2] = { sd, ss };
   lt_iter it;
   lt_iter_init(&it, dst->ndim, dst->shape, 2, st);
-  if (dst->dtype == LT_F32 && src->dtype == LT_F32) {
+  if (dst->dtype == LT_F32 && src->dtype == LT_F32) { /* the common case: memcpy of contiguous rows */
     float *pd = lt_f32(dst);
     const float *ps = lt_f32(src);
     LT_ITER_ROWS(&it, o0, o1, o2) {
@@ -114,37 +138,24 @@ LT_VECTOR_FN static void copy_raw(lt_tensor *dst, const lt_tensor *src) {
         for (int64_t i = 0; i < it.n; i++) pd[o0 + i * it.s[0]] = ps[o1 + i * it.s[1]];
     }
     LT_ITER_ROWS_END(&it, o0, o1, o2);
-  } else if (dst->dtype == LT_I64 && src->dtype == LT_I64) {
-    int64_t *pd = lt_i64(dst);
-    const int64_t *ps = lt_i64(src);
-    LT_ITER_ROWS(&it, o0, o1, o2) {
-      for (int64_t i = 0; i < it.n; i++) pd[o0 + i * it.s[0]] = ps[o1 + i * it.s[1]];
-    }
-    LT_ITER_ROWS_END(&it, o0, o1, o2);
+  } else if (dst->dtype == src->dtype) { /* int64 or float64: 8-byte words, bit for bit (a NaN keeps its payload) */
+    COPY_ROWS(int64_t, lt_i64, int64_t, lt_i64)
   } else if (dst->dtype == LT_F32) {
-    float *pd = lt_f32(dst);
-    const int64_t *ps = lt_i64(src);
-    LT_ITER_ROWS(&it, o0, o1, o2) {
-      for (int64_t i = 0; i < it.n; i++) pd[o0 + i * it.s[0]] = (float)ps[o1 + i * it.s[1]];
-    }
-    LT_ITER_ROWS_END(&it, o0, o1, o2);
+    COPY_FROM_ANY(float, lt_f32)
+  } else if (dst->dtype == LT_F64) {
+    COPY_FROM_ANY(double, lt_f64)
   } else {
-    int64_t *pd = lt_i64(dst);
-    const float *ps = lt_f32(src);
-    LT_ITER_ROWS(&it, o0, o1, o2) {
-      for (int64_t i = 0; i < it.n; i++) pd[o0 + i * it.s[0]] = (int64_t)ps[o1 + i * it.s[1]];
-    }
-    LT_ITER_ROWS_END(&it, o0, o1, o2);
+    COPY_FROM_ANY(int64_t, lt_i64)
   }
 }
 
-/* float32 -> int64 of NaN, +-inf or |v| >= 2^63 is undefined in C (x86 gives INT64_MIN): find the first such
+/* float -> int64 of NaN, +-inf or |v| >= 2^63 is undefined in C (x86 gives INT64_MIN): find the first such
  * value so the conversion fails with a message instead of writing garbage. Returns its flat index, or -1. */
-static int64_t first_unrepresentable(const lt_tensor *src, float *bad) {
-  if (src->dtype != LT_F32) return -1;
+static int64_t first_unrepresentable(const lt_tensor *src, double *bad) {
+  if (src->dtype == LT_I64) return -1;
   for (int64_t i = 0, n = lt_numel(src); i < n; i++) {
-    float v = (float)lt_get_flat(src, i);
-    if (!(v >= -0x1p63f && v < 0x1p63f)) {
+    double v = lt_get_flat(src, i);
+    if (!(v >= -0x1p63 && v < 0x1p63)) {
       *bad = v;
       return i;
     }
@@ -152,7 +163,7 @@ static int64_t first_unrepresentable(const lt_tensor *src, float *bad) {
   return -1;
 }
 
-static int fail_unrepresentable(lt_ctx *c, const char *op, int64_t i, float v) {
+static int fail_unrepresentable(lt_ctx *c, const char *op, int64_t i, double v) {
   return lt_fail(c, "%s: element %lld (flat, 1-based) is %g, which has no int64 value", op, (long long)i + 1, v);
 }
 
@@ -168,7 +179,7 @@ int lt_op_copy_(lt_ctx *c, lt_tensor *dst, lt_tensor *src) {
     return lt_fail(c, "copy_: source %s cannot be copied into %s", lt_shape_str(src, b1, sizeof b1),
                    lt_shape_str(dst, b2, sizeof b2));
   }
-  float bad;
+  double bad;
   int64_t at = dst->dtype == LT_I64 ? first_unrepresentable(src, &bad) : -1;
   if (at >= 0) return fail_unrepresentable(c, "copy_", at, bad);
   lt_mark_modified(dst);
@@ -197,11 +208,11 @@ lt_tensor *lt_op_clone(lt_ctx *c, lt_tensor *t) {
   if (!out) return NULL;
   copy_raw(out, t);
   lt_node *nd;
-  if (t->dtype == LT_F32 && lt_record(c, out, "clone", identity_backward, 1, &t, &nd)) {
+  if (lt_is_float(t->dtype) && lt_record(c, out, "clone", identity_backward, 1, &t, &nd)) {
     lt_tensor_release(out);
     return NULL;
   }
-  if (t->dtype == LT_F32 && nd) nd->reads = 0; /* clone then change: what the error message advises */
+  if (lt_is_float(t->dtype) && nd) nd->reads = 0; /* clone then change: what the error message advises */
   return out;
 }
 
@@ -210,17 +221,36 @@ lt_tensor *lt_op_contiguous(lt_ctx *c, lt_tensor *t) {
   return lt_op_clone(c, t);
 }
 
+static int to_dtype_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
+  gin[0] = lt_op_to_dtype(c, g, (lt_dtype)n->i[0]);
+  return gin[0] ? LT_OK : LT_ERR;
+}
+
 lt_tensor *lt_op_to_dtype(lt_ctx *c, lt_tensor *t, lt_dtype dt) {
   if (t->dtype == dt) return lt_tensor_retain(t);
-  float bad;
+  double bad;
   int64_t at = dt == LT_I64 ? first_unrepresentable(t, &bad) : -1;
   if (at >= 0) {
     fail_unrepresentable(c, "to int64", at, bad);
     return NULL;
   }
   lt_tensor *out = lt_tensor_new(c, dt, t->ndim, t->shape);
-  if (out) copy_raw(out, t);
-  return out; /* conversions to or from int64 carry no gradient */
+  if (!out) return NULL;
+  copy_raw(out, t);
+  /* float32 <-> float64 is differentiable (the gradient converted back, as PyTorch's); conversions to or from
+   * int64 carry no gradient */
+  lt_node *nd;
+  if (lt_is_float(dt) && lt_is_float(t->dtype)) {
+    if (lt_record(c, out, "to", to_dtype_backward, 1, &t, &nd)) {
+      lt_tensor_release(out);
+      return NULL;
+    }
+    if (nd) {
+      nd->reads = 0;
+      nd->i[0] = t->dtype;
+    }
+  }
+  return out;
 }
 
 lt_tensor *lt_op_detach(lt_ctx *c, lt_tensor *t) {

@@ -5,10 +5,12 @@
 
 #include "lt_blas.h"
 #include "lt_errors.h"
+#include "lt_gemm_bf16.h"
 #include "lt_ops.h"
 
 int lt_gemm(lt_ctx *c, int transa, int transb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
             int64_t lda, const float *b, int64_t ldb, float beta, float *cc, int64_t ldc) {
+  lt_gemm_bf16_scope(c); /* matmul, bmm, linear, conv: autocast's precision */
   if (m > INT_MAX || n > INT_MAX || k > INT_MAX || lda > INT_MAX || ldb > INT_MAX || ldc > INT_MAX)
     return lt_fail(c, LT_E_BLAS_SIZE);
   if (m == 0 || n == 0) return LT_OK;
@@ -20,6 +22,23 @@ int lt_gemm(lt_ctx *c, int transa, int transb, int64_t m, int64_t n, int64_t k, 
   }
   lt_blas_sgemm(transa, transb, (int)m, (int)n, (int)k, alpha, a, (int)(lda ? lda : 1), b, (int)(ldb ? ldb : 1), beta,
                 cc, (int)(ldc ? ldc : 1));
+  return LT_OK;
+}
+
+/* lt_gemm for float64 (lt_blas_dgemm), with the same size checks */
+static int gemm_f64(lt_ctx *c, int transa, int transb, int64_t m, int64_t n, int64_t k, const double *a, int64_t lda,
+                    const double *b, int64_t ldb, double *cc, int64_t ldc) {
+  if (m > INT_MAX || n > INT_MAX || k > INT_MAX || lda > INT_MAX || ldb > INT_MAX || ldc > INT_MAX)
+    return lt_fail(c, LT_E_BLAS_SIZE);
+  if (m == 0 || n == 0) return LT_OK;
+  if (lt_blas_ready(c)) return LT_ERR;
+  if (k == 0) {
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < n; j++) cc[i * ldc + j] = 0;
+    return LT_OK;
+  }
+  lt_blas_dgemm(transa, transb, (int)m, (int)n, (int)k, 1.0, a, (int)(lda ? lda : 1), b, (int)(ldb ? ldb : 1), 0.0, cc,
+                (int)(ldc ? ldc : 1));
   return LT_OK;
 }
 
@@ -110,18 +129,19 @@ static lt_tensor *matmul_nd(lt_ctx *c, lt_tensor *a, lt_tensor *b) {
   memcpy(oshape, bshape, sizeof(int64_t) * (size_t)nbatch);
   oshape[nbatch] = n;
   oshape[nbatch + 1] = m;
-  lt_tensor *out = lt_tensor_new(c, LT_F32, nbatch + 2, oshape);
+  lt_tensor *out = lt_tensor_new(c, a->dtype, nbatch + 2, oshape);
   if (!out) return NULL;
+  int f64 = a->dtype == LT_F64;
   int ta = 0, tb = 0;
   int64_t lda = 1, ldb = 1;
   lt_tensor *ac = NULL, *bc = NULL;
   if (!blas_layout(n, k, a->stride[na - 2], a->stride[na - 1], &ta, &lda)) {
-    ac = lt_tensor_new(c, LT_F32, na, a->shape);
+    ac = lt_tensor_new(c, a->dtype, na, a->shape);
     if (!ac || lt_op_copy_(c, ac, a)) goto fail;
     blas_layout(n, k, ac->stride[na - 2], ac->stride[na - 1], &ta, &lda);
   }
   if (!blas_layout(k, m, b->stride[nb - 2], b->stride[nb - 1], &tb, &ldb)) {
-    bc = lt_tensor_new(c, LT_F32, nb, b->shape);
+    bc = lt_tensor_new(c, b->dtype, nb, b->shape);
     if (!bc || lt_op_copy_(c, bc, b)) goto fail;
     blas_layout(k, m, bc->stride[nb - 2], bc->stride[nb - 1], &tb, &ldb);
   }
@@ -138,8 +158,9 @@ static lt_tensor *matmul_nd(lt_ctx *c, lt_tensor *a, lt_tensor *b) {
       if (da >= 0 && A->shape[da] != 1) offa += idx * A->stride[da];
       if (db >= 0 && Bm->shape[db] != 1) offb += idx * Bm->stride[db];
     }
-    if (lt_gemm(c, ta, tb, n, m, k, 1.0f, lt_f32(A) + offa, lda, lt_f32(Bm) + offb, ldb, 0.0f, lt_f32(out) + bi * n * m,
-                m))
+    if (f64 ? gemm_f64(c, ta, tb, n, m, k, lt_f64(A) + offa, lda, lt_f64(Bm) + offb, ldb, lt_f64(out) + bi * n * m, m)
+            : lt_gemm(c, ta, tb, n, m, k, 1.0f, lt_f32(A) + offa, lda, lt_f32(Bm) + offb, ldb, 0.0f,
+                      lt_f32(out) + bi * n * m, m))
       goto fail;
   }
   lt_tensor_release(ac);
@@ -162,7 +183,13 @@ fail:
 
 lt_tensor *lt_op_matmul(lt_ctx *c, lt_tensor *a, lt_tensor *b) {
   char b1[128], b2[128];
-  if (lt_check_dtype(c, "matmul", "a", a, LT_F32) || lt_check_dtype(c, "matmul", "b", b, LT_F32)) return NULL;
+  if (a->dtype == LT_F64 || b->dtype == LT_F64) { /* float64 @ float64; a mix is an error, as PyTorch's */
+    if (a->dtype != b->dtype) {
+      lt_fail(c, "matmul: a is %s and b is %s: both must have the same float dtype", lt_dtype_name(a->dtype),
+              lt_dtype_name(b->dtype));
+      return NULL;
+    }
+  } else if (lt_check_dtype(c, "matmul", "a", a, LT_F32) || lt_check_dtype(c, "matmul", "b", b, LT_F32)) return NULL;
   if (a->ndim == 0 || b->ndim == 0) {
     lt_fail(c, "matmul: both arguments must have at least 1 dimension, got a %s and b %s",
             lt_shape_str(a, b1, sizeof b1), lt_shape_str(b, b2, sizeof b2));
@@ -207,6 +234,7 @@ lt_tensor *lt_op_matmul(lt_ctx *c, lt_tensor *a, lt_tensor *b) {
 /* The gradients of y = x W^T + b given dL/dy as a contiguous gc (taken over: released here); the arithmetic
  * is lt_linear_grads_f32's (ops_linear_grads.c). */
 static int linear_grads(lt_ctx *c, lt_node *n, lt_tensor *gc, lt_tensor **gin) {
+  lt_gemm_bf16_scope(c);
   if (lt_blas_ready(c)) return LT_ERR; /* its jobs call lt_blas_sgemm */
   lt_tensor *x = n->inputs[0], *w = n->inputs[1], *b = n->ninputs > 2 ? n->inputs[2] : NULL;
   int64_t out_f = w->shape[0], in_f = w->shape[1];
@@ -262,6 +290,40 @@ static int linear_relu_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor *
   return linear_grads(c, n, lt_relu_grad(c, g, n->saved[0]), gin);
 }
 
+/* float64 linear: x @ W^T (+ b) (then relu) composed of the float64 ops, whose nodes carry the gradients */
+static lt_tensor *linear_f64(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, lt_act act) {
+  char b1[128], b2[128];
+  if (x->dtype != LT_F64 || w->dtype != LT_F64 || (b && b->dtype != LT_F64)) {
+    lt_fail(c, "linear: input is %s, weight %s, bias %s: all must have the same float dtype", lt_dtype_name(x->dtype),
+            lt_dtype_name(w->dtype), b ? lt_dtype_name(b->dtype) : "none");
+    return NULL;
+  }
+  if (w->ndim != 2 || x->ndim < 1 || x->shape[x->ndim - 1] != w->shape[1] ||
+      (b && (b->ndim != 1 || b->shape[0] != w->shape[0]))) {
+    lt_fail(c, "linear: input %s, weight %s (must be [out x in], in = the input's last size) and bias %s do not fit",
+            lt_shape_str(x, b1, sizeof b1), lt_shape_str(w, b2, sizeof b2), b ? "[out]" : "none");
+    return NULL;
+  }
+  lt_tensor *wt = lt_op_transpose(c, w, 0, 1);
+  lt_tensor *y = wt ? lt_op_matmul(c, x, wt) : NULL;
+  lt_tensor_release(wt);
+  if (y && b) {
+    lt_tensor *yb = lt_op_binary(c, LT_ADD, y, b);
+    lt_tensor_release(y);
+    y = yb;
+  }
+  if (y && act == LT_ACT_GELU_TANH && lt_check_no_f64(c, "linear_gelu_tanh", y)) {
+    lt_tensor_release(y);
+    return NULL;
+  }
+  if (y && (act == LT_ACT_RELU || act == LT_ACT_GELU)) {
+    lt_tensor *r = lt_op_unary(c, act == LT_ACT_RELU ? LT_RELU : LT_GELU, y);
+    lt_tensor_release(y);
+    y = r;
+  }
+  return y;
+}
+
 /* linear followed by GELU in one node: the node keeps the pre-activation (saved[0]); dL/d(pre-activation) =
  * g * gelu'(pre), in g's own buffer when the engine holds the only reference to it */
 static int linear_gelu_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
@@ -287,6 +349,7 @@ static const char *act_op_name(lt_act act) {
 
 lt_tensor *lt_op_linear_act(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, lt_act act) {
   char b1[128], b2[128];
+  if (x->dtype == LT_F64 || w->dtype == LT_F64 || (b && b->dtype == LT_F64)) return linear_f64(c, x, w, b, act);
   if (lt_check_dtype(c, "linear", "input", x, LT_F32) || lt_check_dtype(c, "linear", "weight", w, LT_F32)) return NULL;
   if (w->ndim != 2) {
     lt_fail(c, "linear: weight must be 2-D [out x in], got %s", lt_shape_str(w, b1, sizeof b1));

@@ -12,6 +12,7 @@
 #include "lt_ops.h"
 #include "lt_pool.h"
 #include "lt_simd.h"
+#include "ops_f64.h"
 
 static const char *const red_names[] = { "sum", "mean", "max", "min" };
 
@@ -55,8 +56,7 @@ static int sum_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
   lt_tensor *gk = lt_tensor_alias(c, gc, k, ks, kst, gc->offset);
   lt_tensor_release(gc);
   if (!gk) return LT_ERR;
-  lt_tensor *r = lt_tensor_new_like(c, in);
-  if (r) r->dtype = LT_F32;
+  lt_tensor *r = lt_tensor_new(c, g->dtype, in->ndim, in->shape);
   if (r && lt_op_copy_(c, r, gk)) {
     lt_tensor_release(r);
     r = NULL;
@@ -83,10 +83,22 @@ static int select_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin)
   int64_t outer, len, inner;
   split_dims(in, dim, &outer, &len, &inner);
   lt_tensor *gc = lt_op_contiguous(c, g);
-  lt_tensor *r = gc ? lt_tensor_zeros(c, LT_F32, in->ndim, in->shape) : NULL;
+  lt_tensor *r = gc ? lt_tensor_zeros(c, in->dtype, in->ndim, in->shape) : NULL;
   if (!r) {
     lt_tensor_release(gc);
     return LT_ERR;
+  }
+  if (in->dtype == LT_F64) {
+    const double *pg = lt_f64(gc), *px = lt_f64(in);
+    const int64_t *pi = lt_i64(idx);
+    double *pr = lt_f64(r);
+    if (dim < 0) lt_share_ties_f64(px, len, px[pi[0]], pg[0], pr);
+    else
+      for (int64_t o = 0; o < outer; o++)
+        for (int64_t k = 0; k < inner; k++) pr[(o * len + pi[o * inner + k]) * inner + k] += pg[o * inner + k];
+    lt_tensor_release(gc);
+    gin[0] = r;
+    return LT_OK;
   }
   const float *pg = lt_f32(gc);
   const int64_t *pi = lt_i64(idx);
@@ -208,12 +220,13 @@ static int reduce_impl(lt_ctx *c, lt_redop op, lt_tensor *a, int dim, int keepdi
   }
   int64_t shape[LT_MAX_DIM];
   int k = reduced_shape(a, dim, keepdim, shape);
-  int as_float = a->dtype == LT_F32 || op == LT_RMEAN;
-  lt_tensor *src = as_float ? lt_op_to_dtype(c, a, LT_F32) : lt_tensor_retain(a);
+  int as_float = a->dtype != LT_I64 || op == LT_RMEAN;
+  lt_dtype ft = a->dtype == LT_F64 ? LT_F64 : LT_F32;
+  lt_tensor *src = as_float ? lt_op_to_dtype(c, a, ft) : lt_tensor_retain(a);
   lt_tensor *x = src ? lt_op_contiguous(c, src) : NULL;
   lt_tensor_release(src);
   if (!x) return LT_ERR;
-  lt_tensor *out = lt_tensor_new(c, as_float ? LT_F32 : LT_I64, k, shape);
+  lt_tensor *out = lt_tensor_new(c, as_float ? ft : LT_I64, k, shape);
   lt_tensor *idx = (out && (op == LT_RMAX || op == LT_RMIN)) ? lt_tensor_new(c, LT_I64, k, shape) : NULL;
   if (!out || ((op == LT_RMAX || op == LT_RMIN) && !idx)) {
     lt_tensor_release(x);
@@ -222,7 +235,8 @@ static int reduce_impl(lt_ctx *c, lt_redop op, lt_tensor *a, int dim, int keepdi
     return LT_ERR;
   }
   if (as_float) {
-    if (n == 0) memset(lt_f32(out), 0, sizeof(float) * (size_t)(outer * inner));
+    if (n == 0) memset(out->storage->data, 0, out->storage->nbytes);
+    else if (ft == LT_F64) lt_reduce_f64(op, lt_f64(x), outer, n, inner, lt_f64(out), idx ? lt_i64(idx) : NULL);
     else reduce_f32(c, op, lt_f32(x), outer, n, inner, lt_f32(out), idx ? lt_i64(idx) : NULL);
     if (n == 0 && op == LT_RMEAN) lt_op_fill_(c, out, NAN);
   } else {

@@ -175,7 +175,7 @@ static int slice_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) 
   int is_select = (int)n->i[3];
   const lt_tensor *ops[1] = { g };
   lt_tensor *acc = lt_grad_inplace_target(in, ops, 1);
-  lt_tensor *z = acc ? lt_tensor_retain(acc) : lt_tensor_zeros(c, LT_F32, in->ndim, in->shape);
+  lt_tensor *z = acc ? lt_tensor_retain(acc) : lt_tensor_zeros(c, g->dtype, in->ndim, in->shape);
   if (!z) return LT_ERR;
   int64_t sh[LT_MAX_DIM];
   memcpy(sh, z->shape, sizeof sh);
@@ -422,7 +422,7 @@ lt_tensor *lt_op_cat(lt_ctx *c, int n, lt_tensor *const *ts, int dim) {
   }
   c->grad_enabled = saved;
   lt_node *nd;
-  if (t0->dtype == LT_F32 && lt_record(c, out, "cat", cat_backward, n, ts, &nd)) {
+  if (lt_is_float(t0->dtype) && lt_record(c, out, "cat", cat_backward, n, ts, &nd)) {
     lt_tensor_release(out);
     return NULL;
   }

@@ -8,6 +8,7 @@
 #include "lt_ops.h"
 #include "lt_simd.h"
 #include "ops_ew_internal.h"
+#include "ops_f64.h"
 
 static const char *const unop_names[] = { "neg", "exp", "log",  "sqrt",  "abs",  "tanh",  "sigmoid", "relu",
                                           "sin", "cos", "gelu", "rsqrt", "sign", "log1p", "square" };
@@ -131,10 +132,14 @@ static int unary_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) 
     lt_tensor_release(r);
     return LT_ERR;
   }
-  grad_job j = { op, lt_f32(x), y ? lt_f32(y) : NULL, lt_f32(gc), lt_f32(r), lt_numel(x) };
-  int parts = ew_parts(c, j.n, unary_cost(op));
-  if (parts > 1) lt_pool_run(unary_grad_part, &j, parts);
-  else unary_grad_kernel(op, j.px, j.py, j.pg, j.pr, j.n);
+  if (x->dtype == LT_F64) {
+    lt_unary_grad_f64(op, lt_f64(x), y ? lt_f64(y) : NULL, lt_f64(gc), lt_f64(r), lt_numel(x));
+  } else {
+    grad_job j = { op, lt_f32(x), y ? lt_f32(y) : NULL, lt_f32(gc), lt_f32(r), lt_numel(x) };
+    int parts = ew_parts(c, j.n, unary_cost(op));
+    if (parts > 1) lt_pool_run(unary_grad_part, &j, parts);
+    else unary_grad_kernel(op, j.px, j.py, j.pg, j.pr, j.n);
+  }
   lt_tensor_release(x);
   lt_tensor_release(y);
   lt_tensor_release(gc);
@@ -217,11 +222,12 @@ lt_tensor *lt_op_unary(lt_ctx *c, lt_unop op, lt_tensor *a) {
     }
     return out;
   }
-  lt_tensor *fa = lt_op_to_dtype(c, a, LT_F32);
+  lt_tensor *fa = lt_op_to_dtype(c, a, a->dtype == LT_F64 ? LT_F64 : LT_F32);
   if (!fa) return NULL;
-  lt_tensor *out = lt_tensor_new(c, LT_F32, fa->ndim, fa->shape);
+  lt_tensor *out = lt_tensor_new(c, fa->dtype, fa->ndim, fa->shape);
   if (out) {
-    unary_f32(c, op, out, fa);
+    if (fa->dtype == LT_F64) lt_unary_f64(op, out, fa);
+    else unary_f32(c, op, out, fa);
     lt_node *nd;
     if (lt_record(c, out, name, unary_backward, 1, &fa, &nd)) {
       lt_tensor_release(out);
@@ -242,9 +248,10 @@ lt_tensor *lt_op_unary(lt_ctx *c, lt_unop op, lt_tensor *a) {
 
 int lt_op_unary_(lt_ctx *c, lt_unop op, lt_tensor *a) {
   if (lt_check_inplace(c, unop_names[op], a)) return LT_ERR;
-  if (lt_check_dtype(c, unop_names[op], "the tensor updated in place", a, LT_F32)) return LT_ERR;
+  if (a->dtype != LT_F64 && lt_check_dtype(c, unop_names[op], "the tensor updated in place", a, LT_F32)) return LT_ERR;
   lt_mark_modified(a);
-  unary_f32(c, op, a, a);
+  if (a->dtype == LT_F64) lt_unary_f64(op, a, a);
+  else unary_f32(c, op, a, a);
   return LT_OK;
 }
 

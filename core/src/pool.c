@@ -27,6 +27,7 @@
 
 #include "lt_cpus.h"
 #include "lt_fpmode.h"
+#include "lt_gemm_bf16.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -77,6 +78,7 @@ static struct {
   int nparts;
   unsigned csr;       /* the job's MXCSR: the caller's, with FTZ/DAZ when flush_denormal */
   int flush_denormal; /* lt_pool_set_flush_denormal */
+  int gemm_mode;      /* the caller's GEMM precision (lt_gemm_bf16.h: autocast), the job's on every thread */
   worker w[MAX_WORKERS];
 } P = { .run_lock = PTHREAD_MUTEX_INITIALIZER, .want = 1, .flush_denormal = 1, .quit_from = MAX_WORKERS + 1 };
 
@@ -123,6 +125,7 @@ static void run_parts(int is_worker) {
 #ifdef POOL_X86
     if (is_worker && _mm_getcsr() != P.csr) _mm_setcsr(P.csr);
 #endif
+    if (is_worker && lt_gemm_bf16_mode() != P.gemm_mode) lt_gemm_bf16_set_mode(P.gemm_mode);
     P.fn(P.arg, i, n);
     if (is_worker) {
       /* seq_cst with the caller's store of caller_waits and its re-check of done: either it sees this part
@@ -282,6 +285,7 @@ void lt_pool_run(lt_pool_fn fn, void *arg, int nparts) {
     P.fn = fn;
     P.arg = arg;
     P.nparts = nparts;
+    P.gemm_mode = lt_gemm_bf16_mode();
 #ifdef POOL_X86
     P.csr = _mm_getcsr();
 #endif

@@ -9,8 +9,8 @@
 
 static int64_t live_tensors;
 
-size_t lt_dtype_size(lt_dtype d) { return d == LT_I64 ? 8 : 4; }
-const char *lt_dtype_name(lt_dtype d) { return d == LT_I64 ? "int64" : "float32"; }
+size_t lt_dtype_size(lt_dtype d) { return d == LT_F32 ? 4 : 8; }
+const char *lt_dtype_name(lt_dtype d) { return d == LT_I64 ? "int64" : d == LT_F64 ? "float64" : "float32"; }
 
 int64_t lt_tensor_live_count(void) { return __atomic_load_n(&live_tensors, __ATOMIC_RELAXED); }
 
@@ -214,6 +214,7 @@ static int64_t flat_offset(const lt_tensor *t, int64_t i) {
 double lt_get_flat(const lt_tensor *t, int64_t i) {
   int64_t off = flat_offset(t, i);
   if (t->dtype == LT_I64) return (double)((int64_t *)t->storage->data)[off];
+  if (t->dtype == LT_F64) return ((double *)t->storage->data)[off];
   return ((float *)t->storage->data)[off];
 }
 

@@ -69,6 +69,11 @@ function lt.no_grad(fn, ...)
   return unpack(res, 2, res.n)
 end
 
+--- lt.autocast("bfloat16", fn, ...): fn(...) with bfloat16 mixed precision in the GEMM-based ops
+--- (lua/lutra/autocast.lua); lt.is_autocast_enabled() says whether it is on.
+function lt.autocast(...) return require_module("lutra.autocast").autocast(lt, ...) end
+function lt.is_autocast_enabled() return lt._autocast_get() end
+
 function lt.enable_grad(fn, ...)
   util.check_arg("enable_grad", 1, fn, "function")
   local was = lt.set_grad_enabled(true)

@@ -1,12 +1,13 @@
--- F/activation.lua — lt.F.silu, elu, softplus, mish, hardtanh, hardswish, hardsigmoid, prelu (kernels in
--- core/src/ops_activation.c). PyTorch's positional arguments stay positional, and may also come as one options
--- table with PyTorch's names:
+-- F/activation.lua — lt.F.relu, leaky_relu, silu, elu, softplus, mish, hardtanh, hardswish, hardsigmoid, prelu
+-- (kernels in core/src/ops_activation.c). PyTorch's positional arguments stay positional, and may also come as
+-- one options table with PyTorch's names, inplace where PyTorch has it (lua/lutra/F/args.lua):
 --
 --   lt.F.softplus(x, 2, 10)   ==   lt.F.softplus(x, {beta = 2, threshold = 10})
 --   lt.F.hardtanh(x, {min_val = -2, max_val = 2})
+--   lt.F.relu(x, true)        ==   lt.F.relu(x, {inplace = true})
 local lt = require "lutra"
 local core = require "lutra.core"
-local H = require "lutra.nn.helpers"
+local F = require "lutra.F.args"
 
 local A = {}
 
@@ -14,57 +15,55 @@ local function check_input(name, x)
   if not lt.is_tensor(x) then error(name .. ": expected a tensor input, got " .. type(x), 3) end
 end
 
--- (x, a, b) or (x, {names[1] = a, names[2] = b}) -> a, b with defaults; each a finite number
-local function args2(name, a, b, names, defaults)
-  if type(a) == "table" then
-    if b ~= nil then error(name .. ": options come as one table, got another argument after it", 3) end
-    local spec = {}
-    for _, n in ipairs(names) do spec[n] = "number" end
-    local o = H.check_opts(name, a, spec, 3)
-    a, b = o[names[1]], o[names[2]]
-  end
-  local v = { a, b }
-  for i, n in ipairs(names) do
-    if v[i] == nil then v[i] = defaults[i] end
-    H.check_finite(name, n, v[i], nil, 3)
-  end
-  return v[1], v[2]
+local INPLACE = { "inplace", "boolean", false }
+
+--- relu(x[, inplace = false]) or relu(x, {inplace = false})
+function A.relu(x, ...)
+  check_input("relu", x)
+  local inplace = F.args("relu", { INPLACE }, ...)
+  return F.result(inplace, x, x:relu())
 end
 
--- the activations without options
+--- leaky_relu(x[, negative_slope = 0.01[, inplace = false]]) or leaky_relu(x, {negative_slope, inplace})
+function A.leaky_relu(x, ...)
+  check_input("leaky_relu", x)
+  local slope, inplace = F.args("leaky_relu", { { "negative_slope", "number", 0.01 }, INPLACE }, ...)
+  return F.result(inplace, x, x:leaky_relu(slope))
+end
+
+-- the activations without options but inplace: silu(x[, inplace]), mish, hardswish, hardsigmoid
 for _, name in ipairs { "silu", "mish", "hardswish", "hardsigmoid" } do
-  A[name] = function(x)
+  A[name] = function(x, ...)
     check_input(name, x)
-    return core._activation(name, x)
+    local inplace = F.args(name, { INPLACE }, ...)
+    return F.result(inplace, x, core._activation(name, x))
   end
 end
 
---- elu(x[, alpha = 1]) or elu(x, {alpha = 1})
-function A.elu(x, alpha, ...)
+--- elu(x[, alpha = 1[, inplace = false]]) or elu(x, {alpha, inplace})
+function A.elu(x, ...)
   check_input("elu", x)
-  if select("#", ...) > 0 then error("elu: takes (x[, alpha]) (PyTorch's inplace is not supported)", 2) end
-  alpha = args2("elu", alpha, nil, { "alpha" }, { 1 })
-  return core._activation("elu", x, alpha)
+  local alpha, inplace = F.args("elu", { { "alpha", "number", 1 }, INPLACE }, ...)
+  return F.result(inplace, x, core._activation("elu", x, alpha))
 end
 
---- softplus(x[, beta = 1[, threshold = 20]]) or softplus(x, {beta, threshold})
-function A.softplus(x, beta, threshold, ...)
+--- softplus(x[, beta = 1[, threshold = 20]]) or softplus(x, {beta, threshold}) (PyTorch's has no inplace)
+function A.softplus(x, ...)
   check_input("softplus", x)
-  if select("#", ...) > 0 then error("softplus: takes (x[, beta[, threshold]])", 2) end
-  beta, threshold = args2("softplus", beta, threshold, { "beta", "threshold" }, { 1, 20 })
+  local beta, threshold = F.args("softplus", { { "beta", "number", 1 }, { "threshold", "number", 20 } }, ...)
   if beta == 0 then error("softplus: beta must not be 0", 2) end
   return core._activation("softplus", x, beta, threshold)
 end
 
---- hardtanh(x[, min_val = -1[, max_val = 1]]) or hardtanh(x, {min_val, max_val})
-function A.hardtanh(x, min_val, max_val, ...)
+--- hardtanh(x[, min_val = -1[, max_val = 1[, inplace = false]]]) or hardtanh(x, {min_val, max_val, inplace})
+function A.hardtanh(x, ...)
   check_input("hardtanh", x)
-  if select("#", ...) > 0 then error("hardtanh: takes (x[, min_val[, max_val]]) (PyTorch's inplace is not supported)", 2) end
-  min_val, max_val = args2("hardtanh", min_val, max_val, { "min_val", "max_val" }, { -1, 1 })
+  local min_val, max_val, inplace = F.args("hardtanh", { { "min_val", "number", -1 }, { "max_val", "number", 1 },
+    INPLACE }, ...)
   if min_val > max_val then
     error(string.format("hardtanh: min_val %g must be less than or equal to max_val %g", min_val, max_val), 2)
   end
-  return core._activation("hardtanh", x, min_val, max_val)
+  return F.result(inplace, x, core._activation("hardtanh", x, min_val, max_val))
 end
 
 --- prelu(x, weight): weight [1] or [C], C the size of x's dim 2

@@ -13,6 +13,7 @@ local H = require "lutra.nn.helpers"
 local util = require "lutra.utils.check"
 local C = core._nn
 local FL = require "lutra.F.losses"
+local FA = require "lutra.F.args"
 
 local F = {}
 
@@ -22,10 +23,12 @@ F.linear = lt.linear
 
 -- conv1d, conv2d, conv_transpose2d and the pools: lua/lutra/F/vision.lua (merged below)
 
---- dropout(x[, p = 0.5[, training = true]]): inverted dropout, mask from lt's RNG
-function F.dropout(x, p, training)
-  if training == nil then training = true end
-  return C.dropout(x, p or 0.5, training)
+--- dropout(x[, p = 0.5[, training = true[, inplace = false]]]) or dropout(x, {p, training, inplace}): inverted
+--- dropout, mask from lt's RNG; inplace as the activations' (lua/lutra/F/args.lua)
+function F.dropout(x, ...)
+  local p, training, inplace = FA.args("dropout", { { "p", "probability", 0.5 },
+    { "training", "boolean", true }, { "inplace", "boolean", false } }, ...)
+  return FA.result(inplace, x, C.dropout(x, p, training))
 end
 
 --- batch_norm(x, running_mean, running_var[, weight[, bias[, training=false[, momentum=0.1[, eps=1e-5]]]]])
@@ -62,8 +65,6 @@ function F.embedding(idx, weight, padding_idx) return C.embedding(idx, weight, p
 -- the activations that are tensor methods: argument 1 checked here (x:relu() of a number says nothing useful)
 local function tensor_in(fname, x) return util.check_arg(fname, 1, x, "tensor", 2) end
 
-function F.relu(x) return tensor_in("relu", x):relu() end
-function F.leaky_relu(x, slope) return tensor_in("leaky_relu", x):leaky_relu(slope or 0.01) end
 --- gelu(x[, {approximate = "none"|"tanh"}]): exact GELU (erf), or its tanh approximation (PyTorch's forms)
 function F.gelu(x, opts)
   local o = H.check_opts("gelu", opts, { approximate = "string" })
@@ -127,7 +128,7 @@ for k, v in pairs(FL) do
   if k ~= "cross_entropy_probs" then F[k] = v end
 end
 
--- modules area: silu, elu, softplus, mish, hardtanh, hardswish, hardsigmoid, prelu
+-- modules area: relu, leaky_relu, silu, elu, softplus, mish, hardtanh, hardswish, hardsigmoid, prelu
 -- (lua/lutra/F/activation.lua)
 for k, v in pairs(require "lutra.F.activation") do F[k] = v end
 

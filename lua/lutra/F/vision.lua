@@ -10,6 +10,8 @@
 local lt = require "lutra"
 local core = require "lutra.core"
 local H = require "lutra.nn.helpers"
+local FA = require "lutra.F.args"
+local pack, unpack = require("lutra._compat").pack, require("lutra._compat").unpack
 local C, V = core._nn, core._vision
 
 local M = {}
@@ -110,15 +112,44 @@ local function conv2d_run(fn, x, w, b, o, mode, act)
 end
 M._conv2d_run = conv2d_run
 
+-- PyTorch 1.13's unbatched inputs of the convolutions and pools: an input of nsp spatial dims and no batch dim
+-- ([C, L] / [C, H, W]) runs as a batch of one (unbatched, below). is_unbatched checks x's dims (dims_text: the
+-- batched form) at the caller of fn and says whether x has no batch dim.
+local DIMS_1D, DIMS_2D = "[batch x channels x length]", "[batch x channels x height x width]"
+local function is_unbatched(fn, x, nsp, dims_text)
+  check_tensor(fn, x, "input")
+  local d = x:dim()
+  if d == nsp + 1 then return true end
+  if d ~= nsp + 2 then
+    error(string.format("%s: input must be %d-D %s or unbatched %d-D, got %s", fn, nsp + 2, dims_text, nsp + 1,
+      x:shape_str()), 3)
+  end
+  return false
+end
+
+-- f(x as a batch of one, ...) with the batch dim dropped from its tensor results; an error is raised as the
+-- batched call raises its kernels' (the message, no position)
+local function unbatched(f, x, ...)
+  local r = pack(pcall(f, x:unsqueeze(1), ...))
+  if not r[1] then error((tostring(r[2]):gsub("^[^\n]-%.lua:%d+: ", "")), 0) end
+  for i = 2, r.n do
+    if lt.is_tensor(r[i]) then r[i] = r[i]:squeeze(1) end
+  end
+  return unpack(r, 2, r.n)
+end
+
 -- PyTorch's positional form (x, w, b, stride, padding, dilation, groups) or (x, w, b, opts)
 local function conv_call_opts(stride, padding, dilation, groups)
   if type(stride) == "table" and stride[1] == nil and padding == nil then return stride end
   return { stride = stride, padding = padding, dilation = dilation, groups = groups }
 end
 
---- conv2d(x [N x C x H x W], w [O x C/groups x kh x kw][, b [O]][, {stride=1, padding=0, dilation=1, groups=1}])
+--- conv2d(x [N x C x H x W] or [C x H x W], w [O x C/groups x kh x kw][, b [O]][, {stride=1, padding=0,
+--- dilation=1, groups=1}])
 function M.conv2d(x, w, b, stride, padding, dilation, groups)
-  check_tensor("conv2d", x, "input")
+  if is_unbatched("conv2d", x, 2, DIMS_2D) then
+    return unbatched(M.conv2d, x, w, b, stride, padding, dilation, groups)
+  end
   check_tensor("conv2d", w, "weight")
   if w:dim() ~= 4 then error("conv2d: weight must be 4-D [out_channels x in_channels/groups x kh x kw], got " ..
     w:shape_str(), 2) end
@@ -126,11 +157,12 @@ function M.conv2d(x, w, b, stride, padding, dilation, groups)
   return conv2d_run("conv2d", x, w, b, o)
 end
 
---- conv1d(x [N x C x L], w [O x C/groups x k][, b [O]][, {stride=1, padding=0, dilation=1, groups=1}])
+--- conv1d(x [N x C x L] or [C x L], w [O x C/groups x k][, b [O]][, {stride=1, padding=0, dilation=1, groups=1}])
 function M.conv1d(x, w, b, stride, padding, dilation, groups)
-  check_tensor("conv1d", x, "input")
+  if is_unbatched("conv1d", x, 1, DIMS_1D) then
+    return unbatched(M.conv1d, x, w, b, stride, padding, dilation, groups)
+  end
   check_tensor("conv1d", w, "weight")
-  if x:dim() ~= 3 then error("conv1d: input must be 3-D [batch x channels x length], got " .. x:shape_str(), 2) end
   if w:dim() ~= 3 then error("conv1d: weight must be 3-D [out_channels x in_channels/groups x k], got " ..
     w:shape_str(), 2) end
   local o1 = conv_options("conv1d", 1, { w:size(3) }, conv_call_opts(stride, padding, dilation, groups))
@@ -139,11 +171,11 @@ function M.conv1d(x, w, b, stride, padding, dilation, groups)
   return conv2d_run("conv1d", x:unsqueeze(3), w:unsqueeze(3), b, o):squeeze(3)
 end
 
---- conv_transpose2d(x [N x Cin x H x W], w [Cin x Cout/groups x kh x kw][, b [Cout]][, {stride=1, padding=0,
---- output_padding=0, groups=1, dilation=1}])
+--- conv_transpose2d(x [N x Cin x H x W] or [Cin x H x W], w [Cin x Cout/groups x kh x kw][, b [Cout]][, {stride=1,
+--- padding=0, output_padding=0, groups=1, dilation=1}])
 function M.conv_transpose2d(x, w, b, opts)
   local fn = "conv_transpose2d"
-  check_tensor(fn, x, "input")
+  if is_unbatched(fn, x, 2, DIMS_2D) then return unbatched(M.conv_transpose2d, x, w, b, opts) end
   check_tensor(fn, w, "weight")
   local o = H.check_opts(fn, opts, { stride = "number|table", padding = "number|table", output_padding = "number|table",
     groups = "number", dilation = "number|table" }, 2)
@@ -170,39 +202,36 @@ local function pool_args(fn, nsp, k, stride, padding, extra)
 end
 M._pool_args = pool_args
 
---- max_pool2d(x, k[, stride = k[, padding = 0]]) or max_pool2d(x, k, {stride, padding, dilation=1, ceil_mode=false})
+--- max_pool2d(x [N x C x H x W] or [C x H x W], k[, stride = k[, padding = 0]]) or max_pool2d(x, k, {stride,
+--- padding, dilation=1, ceil_mode=false})
 function M.max_pool2d(x, k, stride, padding)
+  if is_unbatched("max_pool2d", x, 2, DIMS_2D) then return unbatched(M.max_pool2d, x, k, stride, padding) end
   local kk, s, p, o = pool_args("max_pool2d", 2, k, stride, padding, { dilation = "number|table" })
   local d = tuple("max_pool2d", "dilation", o.dilation or 1, 2, 1)
   return C.max_pool2d(x, kk[1], kk[2], s[1], s[2], p[1], p[2], o.ceil_mode == true, d[1], d[2])
 end
 
---- avg_pool2d(x, k[, stride = k[, padding = 0]]) or avg_pool2d(x, k, {stride, padding, ceil_mode=false,
---- count_include_pad=true})
+--- avg_pool2d(x [N x C x H x W] or [C x H x W], k[, stride = k[, padding = 0]]) or avg_pool2d(x, k, {stride,
+--- padding, ceil_mode=false, count_include_pad=true})
 function M.avg_pool2d(x, k, stride, padding)
+  if is_unbatched("avg_pool2d", x, 2, DIMS_2D) then return unbatched(M.avg_pool2d, x, k, stride, padding) end
   local kk, s, p, o = pool_args("avg_pool2d", 2, k, stride, padding, { count_include_pad = "boolean" })
   return C.avg_pool2d(x, kk[1], kk[2], s[1], s[2], p[1], p[2], o.count_include_pad ~= false, o.ceil_mode == true)
 end
 
-local function check_1d(fn, x)
-  check_tensor(fn, x, "input")
-  if x:dim() ~= 3 then error(string.format("%s: input must be 3-D [batch x channels x length], got %s", fn,
-    x:shape_str()), 3) end
-end
-
---- max_pool1d(x [N x C x L], k[, stride = k[, padding = 0]]) or max_pool1d(x, k, {stride, padding, dilation,
---- ceil_mode})
+--- max_pool1d(x [N x C x L] or [C x L], k[, stride = k[, padding = 0]]) or max_pool1d(x, k, {stride, padding,
+--- dilation, ceil_mode})
 function M.max_pool1d(x, k, stride, padding)
-  check_1d("max_pool1d", x)
+  if is_unbatched("max_pool1d", x, 1, DIMS_1D) then return unbatched(M.max_pool1d, x, k, stride, padding) end
   local kk, s, p, o = pool_args("max_pool1d", 1, k, stride, padding, { dilation = "number|table" })
   local d = tuple("max_pool1d", "dilation", o.dilation or 1, 1, 1)
   return C.max_pool2d(x:unsqueeze(3), 1, kk[1], 1, s[1], 0, p[1], o.ceil_mode == true, 1, d[1]):squeeze(3)
 end
 
---- avg_pool1d(x [N x C x L], k[, stride = k[, padding = 0]]) or avg_pool1d(x, k, {stride, padding, ceil_mode,
---- count_include_pad=true})
+--- avg_pool1d(x [N x C x L] or [C x L], k[, stride = k[, padding = 0]]) or avg_pool1d(x, k, {stride, padding,
+--- ceil_mode, count_include_pad=true})
 function M.avg_pool1d(x, k, stride, padding)
-  check_1d("avg_pool1d", x)
+  if is_unbatched("avg_pool1d", x, 1, DIMS_1D) then return unbatched(M.avg_pool1d, x, k, stride, padding) end
   local kk, s, p, o = pool_args("avg_pool1d", 1, k, stride, padding, { count_include_pad = "boolean" })
   return C.avg_pool2d(x:unsqueeze(3), 1, kk[1], 1, s[1], 0, p[1], o.count_include_pad ~= false,
     o.ceil_mode == true):squeeze(3)
@@ -252,16 +281,18 @@ function M.adaptive_max_pool2d(x, size, return_indices)
   return y
 end
 
---- adaptive_avg_pool1d(x [N x C x L], output_size)
+--- adaptive_avg_pool1d(x [N x C x L] or [C x L], output_size)
 function M.adaptive_avg_pool1d(x, size)
-  check_1d("adaptive_avg_pool1d", x)
+  if is_unbatched("adaptive_avg_pool1d", x, 1, DIMS_1D) then return unbatched(M.adaptive_avg_pool1d, x, size) end
   local o = tuple("adaptive_avg_pool1d", "output_size", size, 1, 1)
   return V.adaptive_avg_pool2d(x:unsqueeze(3), 1, o[1]):squeeze(3)
 end
 
---- adaptive_max_pool1d(x [N x C x L], output_size[, return_indices=false])
+--- adaptive_max_pool1d(x [N x C x L] or [C x L], output_size[, return_indices=false])
 function M.adaptive_max_pool1d(x, size, return_indices)
-  check_1d("adaptive_max_pool1d", x)
+  if is_unbatched("adaptive_max_pool1d", x, 1, DIMS_1D) then
+    return unbatched(M.adaptive_max_pool1d, x, size, return_indices)
+  end
   local o = tuple("adaptive_max_pool1d", "output_size", size, 1, 1)
   local y, idx = V.adaptive_max_pool2d(x:unsqueeze(3), 1, o[1])
   if return_indices then return y:squeeze(3), idx:squeeze(3) + 1 end
@@ -317,12 +348,16 @@ local function check_p(fn, p)
   end
 end
 
---- dropout2d(x [N x C x H x W] (or [N x C x L])[, p = 0.5[, training = true]]): zeroes whole channels (one draw per
---- item and channel from lt's RNG) and scales the rest by 1/(1-p). As PyTorch 1.13: a 3-D input is [N, C, L] and
---- any other input of 2 dims or more is taken as [N, C, ...] with a warning (a 2-D input drops single elements).
-function M.dropout2d(x, p, training)
+-- dropout2d/3d's arguments after x: positional or one options table (lua/lutra/F/args.lua)
+local DROPOUT_ARGS = { { "p", "probability", 0.5 }, { "training", "boolean", true }, { "inplace", "boolean", false } }
+
+--- dropout2d(x [N x C x H x W] (or [N x C x L])[, p = 0.5[, training = true[, inplace = false]]]): zeroes whole
+--- channels (one draw per item and channel from lt's RNG) and scales the rest by 1/(1-p). As PyTorch 1.13: a 3-D
+--- input is [N, C, L] and any other input of 2 dims or more is taken as [N, C, ...] with a warning (a 2-D input
+--- drops single elements).
+function M.dropout2d(x, ...)
   check_tensor("dropout2d", x, "input")
-  p = p or 0.5
+  local p, training, inplace = FA.args("dropout2d", DROPOUT_ARGS, ...)
   check_p("dropout2d", p)
   local n = x:dim()
   if n < 2 then
@@ -336,15 +371,15 @@ function M.dropout2d(x, p, training)
       .. "[N, C, ...]%s; dropout2d is for 3-D or 4-D inputs, use dropout for element-wise dropout", n,
       n == 2 and ", which drops single elements" or ""))
   end
-  return feature_dropout(x, p, training)
+  return FA.result(inplace, x, feature_dropout(x, p, training))
 end
 
---- dropout3d(x [N x C x D x H x W] (or [C x D x H x W])[, p = 0.5[, training = true]]): zeroes whole channels, as
---- dropout2d. As PyTorch 1.13: an input that is not 5-D is taken as one item without the batch dimension ([C, ...]),
---- with a warning unless it is 4-D.
-function M.dropout3d(x, p, training)
+--- dropout3d(x [N x C x D x H x W] (or [C x D x H x W])[, p = 0.5[, training = true[, inplace = false]]]): zeroes
+--- whole channels, as dropout2d. As PyTorch 1.13: an input that is not 5-D is taken as one item without the batch
+--- dimension ([C, ...]), with a warning unless it is 4-D.
+function M.dropout3d(x, ...)
   check_tensor("dropout3d", x, "input")
-  p = p or 0.5
+  local p, training, inplace = FA.args("dropout3d", DROPOUT_ARGS, ...)
   check_p("dropout3d", p)
   local n = x:dim()
   if n < 1 then error("dropout3d: input must have at least 1 dimension ([N x C x D x H x W]), got a scalar", 2) end
@@ -352,8 +387,8 @@ function M.dropout3d(x, p, training)
     warn_once("dropout3d" .. n, string.format("dropout3d: a %d-D input is deprecated (PyTorch 1.13): it is taken as "
       .. "one item [C, ...]; dropout3d is for 4-D or 5-D inputs, use dropout for element-wise dropout", n))
   end
-  if n == 5 then return feature_dropout(x, p, training) end
-  return feature_dropout(x:unsqueeze(1), p, training):squeeze(1)
+  if n == 5 then return FA.result(inplace, x, feature_dropout(x, p, training)) end
+  return FA.result(inplace, x, feature_dropout(x:unsqueeze(1), p, training):squeeze(1))
 end
 
 return M

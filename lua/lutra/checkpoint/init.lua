@@ -25,7 +25,6 @@
 -- allocation failure is an out-of-memory error, never an altered document); encoding is here, writing
 -- numbers with as many digits as they need to read back exactly. After decoding, the contents are
 -- checked (lua/lutra/checkpoint/validate.lua): types, ranges, consistency, each error naming the key.
-local pack, unpack = require("lutra._compat").pack, require("lutra._compat").unpack
 local lt = require "lutra"
 local core = require "lutra.core"
 local validate = require "lutra.checkpoint.validate"
@@ -359,18 +358,11 @@ end
 -- the batches run after the resume.
 
 local plain_copy
-local defines = core._hook_defined -- the dispatcher's test of "does obj define this hook"
-
--- Calls a checkpoint hook (on_save_checkpoint / on_load_checkpoint) of a callback (index i) or of the model
--- (i nil); an error carries the hook's name as other hook errors do ("<hook> (callback #i): ..."), plus
--- suffix (the file being resumed from).
-local function checkpoint_hook(hook, i, suffix, f, ...)
-  local res = pack(pcall(f, ...))
-  if not res[1] then
-    error(core._hook_where(hook, i, bare(res[2]) .. (suffix or "")), 0)
-  end
-  return unpack(res, 2, res.n)
-end
+-- A checkpoint hook (on_save_checkpoint / on_load_checkpoint) of a callback (index i) or of the model (i nil),
+-- when the target defines it: through the hook dispatcher's one-target entry (a checkpoint is saved and loaded
+-- with no run attached too), so an error reads as other hooks' ("<hook> (callback #i): ...") plus suffix
+-- (the file being resumed from).
+local call_hook_target = core._call_hook_target
 
 local function loops_ids()
   local ok, loops = pcall(require, "lutra.trainer.loops")
@@ -616,10 +608,8 @@ function M.dump_trainer(trainer, weights_only)
       seen[key] = (seen[key] or 0) + 1
       if seen[key] > 1 then key = key .. "#" .. seen[key] end
       local state
-      if defines(cb, "on_save_checkpoint") then
-        local r = checkpoint_hook("on_save_checkpoint", i, nil, cb.on_save_checkpoint, cb, trainer, model, ck)
-        if type(r) == "table" then state = r end
-      end
+      local saved = call_hook_target(cb, "on_save_checkpoint", i, nil, trainer, model, ck)
+      if type(saved) == "table" then state = saved end
       if type(cb.state_dict) == "function" then
         local r = cb:state_dict()
         if type(r) == "table" then state = r end
@@ -638,9 +628,7 @@ function M.dump_trainer(trainer, weights_only)
     end
   end
   if type(model) == "table" and model.hparams ~= nil then ck.hyper_parameters = plain_copy(model.hparams) end
-  if defines(model, "on_save_checkpoint") then
-    checkpoint_hook("on_save_checkpoint", nil, nil, model.on_save_checkpoint, model, ck)
-  end
+  call_hook_target(model, "on_save_checkpoint", nil, nil, ck)
   return ck
 end
 
@@ -723,9 +711,7 @@ function M.restore_trainer(trainer, path)
   local model = trainer.model
   -- the model: on_load_checkpoint, then the weights (strict)
   local resuming = " (resuming from " .. path .. ")"
-  if defines(model, "on_load_checkpoint") then
-    checkpoint_hook("on_load_checkpoint", nil, resuming, model.on_load_checkpoint, model, ck)
-  end
+  call_hook_target(model, "on_load_checkpoint", nil, resuming, ck)
   local okw, errw = pcall(function()
     local f = rawget(model, "load_state_dict") or (getmetatable(model) and model.load_state_dict)
     if type(f) == "function" then f(model, ck.state_dict) else lt.nn.load_state_dict(model, ck.state_dict) end
@@ -743,9 +729,7 @@ function M.restore_trainer(trainer, path)
     if seen[key] > 1 then key = key .. "#" .. seen[key] end
     local state = states[key]
     if state ~= nil then
-      if defines(cb, "on_load_checkpoint") then
-        checkpoint_hook("on_load_checkpoint", i, resuming, cb.on_load_checkpoint, cb, trainer, model, state)
-      end
+      call_hook_target(cb, "on_load_checkpoint", i, resuming, trainer, model, state)
       if type(cb.load_state_dict) == "function" then
         local okc, errc = pcall(cb.load_state_dict, cb, state)
         if not okc then restore_error(path, fmt("callback #%d (key 'callbacks.%s'): %s", i, key, bare(errc))) end

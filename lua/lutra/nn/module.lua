@@ -387,27 +387,71 @@ function Module:modules() return (M.modules(self)) end
 function Module:train(mode) return M.train(self, mode) end
 function Module:eval() return M.train(self, false) end
 
---- m:to("float32") / m:to("cpu"): lutra's tensors are float32 on the CPU, so these return self (PyTorch code
---- that moves a model keeps working); any other dtype or device is an error that names it.
-local TO_OK = { float32 = true, float = true, cpu = true }
-local DTYPES = { float64 = true, double = true, float16 = true, half = true, bfloat16 = true, int64 = true,
-  long = true, int32 = true, int = true, int8 = true, uint8 = true, bool = true }
+-- every float tensor of root (parameters, buffers, any other tensor field of its modules) converted to dtype in
+-- place of the old one: a parameter stays a leaf that requires grad (and frozen if it was), tied tensors stay
+-- tied; int64 buffers (counters, indices) keep their dtype, as PyTorch's module.to(dtype) does
+local function convert_floats(root, dtype)
+  local done = {}
+  walk(root, { module = function(t)
+    for k, v in pairs(t) do
+      if lt.is_tensor(v) and v:dtype() ~= "int64" and v:dtype() ~= dtype then
+        local new = done[v]
+        if not new then
+          new = v:detach():type(dtype)
+          if v:requires_grad() then new:requires_grad(true) end
+          if frozen[v] then frozen[new] = true end
+          done[v] = new
+        end
+        rawset(t, k, new)
+      end
+    end
+  end })
+  return root
+end
+
+--- m:to(dtype | device | {dtype = ..., device = "cpu"}): m with every float parameter and buffer converted to
+--- dtype ("float32"/"float", "float64"/"double"); "cpu" is lutra's only device (a no-op). Returns m.
+local FLOAT = { float32 = "float32", float = "float32", float64 = "float64", double = "float64" }
+local DTYPES = { float16 = true, half = true, bfloat16 = true, int64 = true, long = true, int32 = true, int = true,
+  int8 = true, uint8 = true, bool = true }
 function Module:to(...)
   local n = select("#", ...)
-  if n == 0 then error("Module:to: expected a dtype or a device (\"float32\", \"cpu\")", 2) end
+  if n == 0 then error("Module:to: expected a dtype or a device (\"float32\", \"float64\", \"cpu\")", 2) end
+  local dtype
   for i = 1, n do
     local a = select(i, ...)
+    if type(a) == "table" and not lt.is_tensor(a) then
+      for k in pairs(a) do
+        if k ~= "dtype" and k ~= "device" then
+          error("Module:to: unknown option '" .. tostring(k) .. "' (known: dtype, device)", 2)
+        end
+      end
+      if a.device ~= nil and a.device ~= "cpu" then
+        error("Module:to: device '" .. tostring(a.device) .. "' is not available: lutra runs on the CPU (\"cpu\")", 2)
+      end
+      a = a.dtype
+      if a == nil then a = "cpu" end
+    elseif lt.is_tensor(a) then
+      a = a:dtype()
+    end
     if type(a) ~= "string" then
-      error("Module:to: expected a dtype or device name (\"float32\", \"cpu\"), got a " .. type(a), 2)
-    elseif not TO_OK[a] then
+      error("Module:to: expected a dtype or device name (\"float32\", \"float64\", \"cpu\"), got a " .. type(a), 2)
+    elseif FLOAT[a] then
+      dtype = FLOAT[a]
+    elseif a ~= "cpu" then
       if DTYPES[a] then
-        error("Module:to: dtype '" .. a .. "' is not supported: lutra's parameters are float32 only", 2)
+        error("Module:to: dtype '" .. a .. "' is not supported: parameters are float32 or float64", 2)
       end
       error("Module:to: device '" .. a .. "' is not available: lutra runs on the CPU (\"cpu\")", 2)
     end
   end
+  if dtype then convert_floats(self, dtype) end
   return self
 end
+
+--- m:double() / m:float(): m:to("float64") / m:to("float32")
+function Module:double() return convert_floats(self, "float64") end
+function Module:float() return convert_floats(self, "float32") end
 
 -- ---- Torch7: getParameters ----------------------------------------------------------------------------------
 

@@ -367,10 +367,14 @@ return function(params, ...)
   if group.line_search_fn ~= nil and group.line_search_fn ~= "strong_wolfe" then
     error("LBFGS: line_search_fn must be nil or \"strong_wolfe\", got " .. tostring(group.line_search_fn), 2)
   end
+  -- one float dtype for all (the flat gradient and the directions are one tensor): float32 or float64
+  local dt = group.params[1] and group.params[1]:dtype()
   for i, p in ipairs(group.params) do
-    if p:dtype() ~= "float32" then
-      error(string.format("LBFGS: parameter %d is %s, the optimizer can only optimize float32 tensors", i,
+    if p:dtype() ~= "float32" and p:dtype() ~= "float64" then
+      error(string.format("LBFGS: parameter %d is %s, the optimizer can only optimize float32 or float64 tensors", i,
         p:dtype()), 2)
+    elseif p:dtype() ~= dt then
+      error(string.format("LBFGS: parameter %d is %s and parameter 1 %s: all must have one dtype", i, p:dtype(), dt), 2)
     end
   end
   return setmetatable({ param_groups = { group }, _params = group.params, state = {}, defaults = opts,

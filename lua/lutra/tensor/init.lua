@@ -13,6 +13,7 @@ require "lutra.tensor.statistics" -- amax, amin, median, kthvalue, mode, var_mea
 require "lutra.tensor.pointwise" -- nan_to_num, lerp, hypot, logaddexp, xlogy, isclose, equal, diff
 require "lutra.tensor.rearrange" -- movedim, hstack, tensor_split, rot90, take, meshgrid, block_diag, ...
 require "lutra.tensor.counting" -- bincount, histc, searchsorted, bucketize, unique, dist, cdist
+require "lutra.tensor.dtype" -- x:to(dtype)
 require "lutra.tensor.index" -- Torch7's x[{1, {2, 3}}] (the C __index hands it the keys it does not know)
 
 return methods

@@ -27,7 +27,7 @@ local function render(t)
     local a = math.abs(vals[i])
     if a == a and a ~= math.huge and a > maxabs then maxabs = a end
   end
-  if dtype == "float32" and (maxabs >= 1e5 or (maxabs > 0 and maxabs < 1e-3)) then prec = nil end
+  if dtype ~= "int64" and (maxabs >= 1e5 or (maxabs > 0 and maxabs < 1e-3)) then prec = nil end
   local function one(v)
     if prec == nil then return string.format("%12.4e", v) end
     local w = math.max(#string.format("%.0f", maxabs) + prec + 3, 8)

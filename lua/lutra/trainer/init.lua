@@ -128,6 +128,8 @@ local OPTIONS = {
   -- [tools: profiler, debugging options] lua/lutra/trainer/profilers.lua, lua/lutra/trainer/debug.lua
   { "profiler", function(v) return require("lutra.trainer.profilers")._check_option(v) end, "string", nil, "nil",
     '"simple", "advanced" or a profiler object: time per action (docs/reference/profiler.md)' },
+  { "precision", function(v) return require("lutra.trainer.precision").check(v) end, "string", "32-true", nil,
+    '"32-true" or "bf16-mixed": bfloat16 autocast in the GEMM-based ops (docs/reference/autocast.md)' },
   { "detect_anomaly", boolean, "boolean", false, nil, "name the first op that makes a NaN/inf (forward or backward)" },
   { "track_grad_norm", function(v) return require("lutra.trainer.debug").check_grad_norm(v) end, "number", -1, nil,
     "log the gradients' p-norm (-1: off)" },
@@ -323,6 +325,7 @@ local function new(_, opts)
   self.profiler = require("lutra.trainer.profilers")._from_option(o.profiler)
   self.profiler:_attach(self)
   require("lutra.trainer.debug").init(self, o)
+  self.precision = require("lutra.trainer.precision").normalize(o.precision) -- "32-true" or "bf16-mixed"
   setmetatable(self, TrainerMT)
   self.fit_loop, self.validate_loop, self.test_loop, self.predict_loop = loops.build(self)
   return self
@@ -701,12 +704,14 @@ function Trainer:_begin_run(model, fn)
   self._lp:attach(self._env, self, model)
   host.setup_env(self)
   require("lutra.trainer.debug").begin_run(self) -- [tools: detect_anomaly]
+  require("lutra.trainer.precision").begin_run(self) -- precision = "bf16-mixed"
   check_status(self, self._lp:refresh(false)) -- the dispatch lists of the run's first hooks
 end
 
 function Trainer:_end_run(status)
   self.profiler:_clock(false) -- [tools: profiler]
   require("lutra.trainer.debug").end_run(self) -- [tools: detect_anomaly]
+  require("lutra.trainer.precision").end_run(self) -- precision = "bf16-mixed"
   if self._ddp then self._ddp:teardown(self, status) end -- ddp
   self._running = false
   self._busy = nil

@@ -33,20 +33,20 @@ return function(M, H)
     for i, s in ipairs(self._schedulers) do s:load_state_dict(children[i]) end
   end
 
-  local function check_children(name, list, opt)
+  local function check_children(name, list, opt, level) -- level: the caller's, seen from here
     if type(list) ~= "table" or #list == 0 then
-      error(name .. ": expected a non-empty list of schedulers, got " .. type(list), 3)
+      error(name .. ": expected a non-empty list of schedulers, got " .. type(list), level)
     end
     for i, s in ipairs(list) do
       if type(s) ~= "table" or type(s.step) ~= "function" or s.optimizer == nil then
-        error(string.format("%s: schedulers[%d] is not a scheduler (got %s)", name, i, type(s)), 3)
+        error(string.format("%s: schedulers[%d] is not a scheduler (got %s)", name, i, type(s)), level)
       end
       if s.is_plateau then
-        error(string.format("%s: schedulers[%d] is a ReduceLROnPlateau, which needs a metric", name, i), 3)
+        error(string.format("%s: schedulers[%d] is a ReduceLROnPlateau, which needs a metric", name, i), level)
       end
       if s.optimizer ~= (opt or list[1].optimizer) then
         error(string.format("%s: expects all schedulers to belong to the same optimizer, but schedulers[%d] "
-          .. "has another one", name, i), 3)
+          .. "has another one", name, i), level)
       end
     end
   end
@@ -57,15 +57,15 @@ return function(M, H)
     check_optimizer("SequentialLR", opt)
     local o = options("SequentialLR", opts, { schedulers = { "table", required = true },
       milestones = { "table", required = true } })
-    check_children("SequentialLR", o.schedulers, opt)
+    check_children("SequentialLR", o.schedulers, opt, 4) -- (through the positional-argument wrapper)
     if #o.milestones ~= #o.schedulers - 1 then
       error(string.format("SequentialLR: expects number of schedulers provided to be one more than the number of "
         .. "milestone points, but got number of schedulers %d and the number of milestones to be equal to %d",
-        #o.schedulers, #o.milestones), 2)
+        #o.schedulers, #o.milestones), 3)
     end
     for i, m in ipairs(o.milestones) do
       if type(m) ~= "number" or m ~= math.floor(m) then
-        error("SequentialLR: milestones[" .. i .. "] must be an integer, got " .. tostring(m), 2)
+        error("SequentialLR: milestones[" .. i .. "] must be an integer, got " .. tostring(m), 3)
       end
     end
     local self = setmetatable({ _schedulers = o.schedulers, _milestones = deepcopy(o.milestones), last_epoch = 0,
@@ -95,7 +95,7 @@ return function(M, H)
   local ChainedScheduler = class("ChainedScheduler")
 
   function M.ChainedScheduler(list)
-    check_children("ChainedScheduler", list)
+    check_children("ChainedScheduler", list, nil, 3)
     local opt = list[1].optimizer
     local self = setmetatable({ _schedulers = { unpack(list) }, optimizer = opt, last_epoch = 0 }, ChainedScheduler)
     self._last_lr = current_lrs(self)

@@ -21,8 +21,8 @@ return function(M, H)
     check_optimizer(name, opt)
     local o = options(name, opts, { T_0 = { "integer", required = true }, T_mult = { "integer", default = 1 },
       eta_min = { "number", default = 0 } })
-    if o.T_0 <= 0 then error(name .. ": expected positive integer T_0, but got " .. o.T_0, 2) end
-    if o.T_mult < 1 then error(name .. ": expected integer T_mult >= 1, but got " .. o.T_mult, 2) end
+    if o.T_0 <= 0 then error(name .. ": expected positive integer T_0, but got " .. o.T_0, 3) end
+    if o.T_mult < 1 then error(name .. ": expected integer T_mult >= 1, but got " .. o.T_mult, 3) end
     local self = setmetatable({ T_0 = o.T_0, T_i = o.T_0, T_mult = o.T_mult, eta_min = o.eta_min, T_cur = -1 }, CAWR)
     return init_base(self, opt)
   end
@@ -94,17 +94,17 @@ return function(M, H)
     local up = o.step_size_up
     local down = o.step_size_down or up
     if not (up > 0 and down >= 0) then
-      error(string.format("CyclicLR: step_size_up must be > 0 and step_size_down >= 0, got %s and %s", up, down), 2)
+      error(string.format("CyclicLR: step_size_up must be > 0 and step_size_down >= 0, got %s and %s", up, down), 3)
     end
     local scale_mode = o.scale_mode
     if o.scale_fn == nil then
       if not SCALE_FNS[o.mode] then
         error("CyclicLR: mode '" .. o.mode .. "' is invalid and scale_fn is nil (expected \"triangular\", "
-          .. "\"triangular2\" or \"exp_range\")", 2)
+          .. "\"triangular2\" or \"exp_range\")", 3)
       end
       scale_mode = o.mode == "exp_range" and "iterations" or "cycle"
     elseif scale_mode ~= "cycle" and scale_mode ~= "iterations" then
-      error("CyclicLR: scale_mode must be \"cycle\" or \"iterations\", got '" .. scale_mode .. "'", 2)
+      error("CyclicLR: scale_mode must be \"cycle\" or \"iterations\", got '" .. scale_mode .. "'", 3)
     end
     local self = setmetatable({
       max_lrs = deepcopy(per_group("CyclicLR", "max_lr", o.max_lr, #groups)), total_size = up + down,
@@ -114,7 +114,7 @@ return function(M, H)
     if o.cycle_momentum then
       local d = opt.defaults or {}
       if d.momentum == nil then
-        error("CyclicLR: optimizer must support momentum with `cycle_momentum` option enabled", 2)
+        error("CyclicLR: optimizer must support momentum with `cycle_momentum` option enabled", 3)
       end
       local bm = per_group("CyclicLR", "base_momentum", o.base_momentum, #groups)
       for i, g in ipairs(groups) do g.momentum = bm[i] end

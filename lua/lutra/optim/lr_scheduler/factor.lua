@@ -17,7 +17,7 @@ return function(M, H)
 
   local function check_factor(name, what, v)
     if v > 1.0 or v < 0 then
-      error(string.format("%s: %s expected to be between 0 and 1, got %s", name, what, tostring(v)), 3)
+      error(string.format("%s: %s expected to be between 0 and 1, got %s", name, what, tostring(v)), 4)
     end
   end
 
@@ -107,7 +107,7 @@ return function(M, H)
     local o = options("PolynomialLR", opts, { total_iters = { "integer", default = 5 },
       power = { "number", default = 1.0 } })
     if o.total_iters < 1 then
-      error("PolynomialLR: total_iters must be a positive integer, got " .. o.total_iters, 2)
+      error("PolynomialLR: total_iters must be a positive integer, got " .. o.total_iters, 3)
     end
     return init_base(setmetatable({ total_iters = o.total_iters, power = o.power }, PolynomialLR), opt)
   end

@@ -34,7 +34,7 @@ end
 
 local function check_optimizer(name, opt)
   if not is_optimizer(opt) then
-    error(name .. ": expected an optimizer (with param_groups), got " .. type(opt), 3)
+    error(name .. ": expected an optimizer (with param_groups), got " .. type(opt), 4)
   end
 end
 
@@ -43,12 +43,12 @@ end
 local function options(name, opts, spec)
   local types = {}
   for k, s in pairs(spec) do types[k] = s[1] end
-  opts = util.check_options(name, opts, types, 3)
+  opts = util.check_options(name, opts, types, 4)
   local r = {}
   for k, s in pairs(spec) do
     local v = opts[k]
     if v == nil then
-      if s.required then error(string.format("%s: option '%s' is required", name, k), 3) end
+      if s.required then error(string.format("%s: option '%s' is required", name, k), 4) end
       v = s.default
     end
     r[k] = v
@@ -166,7 +166,7 @@ local StepLR = class("StepLR")
 function M.StepLR(opt, opts)
   check_optimizer("StepLR", opt)
   local o = options("StepLR", opts, { step_size = { "integer", required = true }, gamma = { "number", default = 0.1 } })
-  if o.step_size < 1 then error("StepLR: step_size must be a positive integer, got " .. o.step_size, 2) end
+  if o.step_size < 1 then error("StepLR: step_size must be a positive integer, got " .. o.step_size, 3) end
   local self = setmetatable({ step_size = o.step_size, gamma = o.gamma }, StepLR)
   return init_base(self, opt)
 end
@@ -194,7 +194,7 @@ function M.MultiStepLR(opt, opts)
   local ms = {}
   for i, m in ipairs(o.milestones) do
     if type(m) ~= "number" or m ~= math.floor(m) then
-      error("MultiStepLR: milestones[" .. i .. "] must be an integer, got " .. tostring(m), 2)
+      error("MultiStepLR: milestones[" .. i .. "] must be an integer, got " .. tostring(m), 3)
     end
     ms[i] = m
   end
@@ -250,7 +250,7 @@ local CosineAnnealingLR = class("CosineAnnealingLR")
 function M.CosineAnnealingLR(opt, opts)
   check_optimizer("CosineAnnealingLR", opt)
   local o = options("CosineAnnealingLR", opts, { T_max = { "number", required = true }, eta_min = { "number", default = 0 } })
-  if not (o.T_max > 0) then error("CosineAnnealingLR: T_max must be > 0, got " .. o.T_max, 2) end
+  if not (o.T_max > 0) then error("CosineAnnealingLR: T_max must be > 0, got " .. o.T_max, 3) end
   return init_base(setmetatable({ T_max = o.T_max, eta_min = o.eta_min }, CosineAnnealingLR), opt)
 end
 
@@ -293,7 +293,7 @@ end
 local function lambdas_of(name, opt, fn)
   local n = #groups_of(opt)
   if type(fn) == "table" and not is_callable(fn) and fn.lr_lambda ~= nil then
-    util.check_options(name, fn, { lr_lambda = true }, 3) -- 3: lambdas_of, the constructor, the caller
+    util.check_options(name, fn, { lr_lambda = true }, 4) -- lambdas_of, the constructor, the wrapper, the caller
     fn = fn.lr_lambda
   end
   if is_callable(fn) then
@@ -301,15 +301,15 @@ local function lambdas_of(name, opt, fn)
     for i = 1, n do fns[i] = fn end
     return fns
   elseif type(fn) == "table" then
-    if #fn ~= n then error(string.format("%s: expected %d lr_lambdas (one per param group), got %d", name, n, #fn), 3) end
+    if #fn ~= n then error(string.format("%s: expected %d lr_lambdas (one per param group), got %d", name, n, #fn), 4) end
     for i = 1, n do
       if not is_callable(fn[i]) then
-        error(name .. ": lr_lambdas[" .. i .. "] must be a function, got " .. type(fn[i]), 3)
+        error(name .. ": lr_lambdas[" .. i .. "] must be a function, got " .. type(fn[i]), 4)
       end
     end
     return fn
   end
-  error(name .. ": expected a function (epoch -> factor) or a list of them, got " .. type(fn), 3)
+  error(name .. ": expected a function (epoch -> factor) or a list of them, got " .. type(fn), 4)
 end
 
 function M.LambdaLR(opt, fn)
@@ -335,12 +335,12 @@ local OneCycleLR = class("OneCycleLR")
 
 local function per_group(name, what, v, n)
   if type(v) == "table" then
-    if #v ~= n then error(string.format("%s: expected %d values for %s, got %d", name, n, what, #v), 3) end
+    if #v ~= n then error(string.format("%s: expected %d values for %s, got %d", name, n, what, #v), 4) end
   end
   for i = 1, n do
     local x = type(v) == "table" and v[i] or v
     if type(x) ~= "number" or not (x >= 0 and x < math.huge) then
-      error(string.format("%s: %s must be a finite number >= 0, got %s", name, what, tostring(x)), 3)
+      error(string.format("%s: %s must be a finite number >= 0, got %s", name, what, tostring(x)), 4)
     end
   end
   if type(v) == "table" then return v end
@@ -361,22 +361,22 @@ function M.OneCycleLR(opt, opts)
   })
   local total
   if o.total_steps == nil and (o.epochs == nil or o.steps_per_epoch == nil) then
-    error("OneCycleLR: you must define either total_steps OR (epochs AND steps_per_epoch)", 2)
+    error("OneCycleLR: you must define either total_steps OR (epochs AND steps_per_epoch)", 3)
   elseif o.total_steps ~= nil then
-    if o.total_steps <= 0 then error("OneCycleLR: expected positive integer total_steps, but got " .. o.total_steps, 2) end
+    if o.total_steps <= 0 then error("OneCycleLR: expected positive integer total_steps, but got " .. o.total_steps, 3) end
     total = o.total_steps
   else
-    if o.epochs <= 0 then error("OneCycleLR: expected positive integer epochs, but got " .. o.epochs, 2) end
+    if o.epochs <= 0 then error("OneCycleLR: expected positive integer epochs, but got " .. o.epochs, 3) end
     if o.steps_per_epoch <= 0 then
-      error("OneCycleLR: expected positive integer steps_per_epoch, but got " .. o.steps_per_epoch, 2)
+      error("OneCycleLR: expected positive integer steps_per_epoch, but got " .. o.steps_per_epoch, 3)
     end
     total = o.epochs * o.steps_per_epoch
   end
   if o.pct_start < 0 or o.pct_start > 1 then
-    error("OneCycleLR: expected pct_start between 0 and 1, but got " .. o.pct_start, 2)
+    error("OneCycleLR: expected pct_start between 0 and 1, but got " .. o.pct_start, 3)
   end
   if o.anneal_strategy ~= "cos" and o.anneal_strategy ~= "linear" then
-    error("OneCycleLR: anneal_strategy must be one of 'cos' or 'linear', instead got '" .. o.anneal_strategy .. "'", 2)
+    error("OneCycleLR: anneal_strategy must be one of 'cos' or 'linear', instead got '" .. o.anneal_strategy .. "'", 3)
   end
   local phases
   if o.three_phase then
@@ -407,7 +407,7 @@ function M.OneCycleLR(opt, opts)
   if o.cycle_momentum then
     local d = opt.defaults or {}
     if d.momentum == nil and d.betas == nil then
-      error("OneCycleLR: optimizer must support momentum with `cycle_momentum` option enabled", 2)
+      error("OneCycleLR: optimizer must support momentum with `cycle_momentum` option enabled", 3)
     end
     use_beta1 = d.betas ~= nil
     local maxm = per_group("OneCycleLR", "max_momentum", o.max_momentum, #groups)
@@ -471,13 +471,13 @@ function M.ReduceLROnPlateau(opt, opts)
     threshold = { "number", default = 1e-4 }, threshold_mode = { "string", default = "rel" },
     cooldown = { "integer", default = 0 }, min_lr = { "number|table", default = 0 }, eps = { "number", default = 1e-8 },
   })
-  if o.factor >= 1.0 then error("ReduceLROnPlateau: factor should be < 1.0, got " .. o.factor, 2) end
-  if o.patience < 0 then error("ReduceLROnPlateau: patience must be >= 0, got " .. o.patience, 2) end
+  if o.factor >= 1.0 then error("ReduceLROnPlateau: factor should be < 1.0, got " .. o.factor, 3) end
+  if o.patience < 0 then error("ReduceLROnPlateau: patience must be >= 0, got " .. o.patience, 3) end
   if o.mode ~= "min" and o.mode ~= "max" then
-    error("ReduceLROnPlateau: mode '" .. o.mode .. "' is unknown (expected \"min\" or \"max\")", 2)
+    error("ReduceLROnPlateau: mode '" .. o.mode .. "' is unknown (expected \"min\" or \"max\")", 3)
   end
   if o.threshold_mode ~= "rel" and o.threshold_mode ~= "abs" then
-    error("ReduceLROnPlateau: threshold_mode '" .. o.threshold_mode .. "' is unknown (expected \"rel\" or \"abs\")", 2)
+    error("ReduceLROnPlateau: threshold_mode '" .. o.threshold_mode .. "' is unknown (expected \"rel\" or \"abs\")", 3)
   end
   local n = #groups_of(opt)
   local self = setmetatable({
@@ -545,23 +545,15 @@ add_schedulers(M, {
 })
 
 -- PyTorch's positional arguments after the optimizer (lua/lutra/utils/signatures.lua: StepLR(opt, 1, 0.7)), merged with
--- the options table by name; each constructor above reads one options table. (A tail call: the constructor's
--- errors point at the caller. PUC Lua 5.1 keeps a tail call's frame without its line, so there the error is
--- caught and raised again at the caller: a message placed at this wrapper, or at the pcall, gets the caller's.)
-local TAIL_CALLS_KEEP_LINES = rawget(_G, "jit") ~= nil or _VERSION ~= "Lua 5.1"
-local THIS_FILE = debug.getinfo(1, "S").short_src
+-- the options table by name; each constructor above reads one options table. As nn modules' constructors
+-- (lua/lutra/nn/module.lua, signature_args): an ordinary call, not a tail call, so the constructors count this
+-- wrapper in their error levels (a constructor's own check raises at level 3, a helper's at 4) and the errors
+-- name the caller's line under every Lua (a tail call's frame has no line under PUC 5.1).
 for name, names in pairs(require("lutra.utils.signatures").lr_scheduler) do
   local build = M[name]
-  if TAIL_CALLS_KEEP_LINES then
-    M[name] = function(opt, ...) return build(opt, util.merge_positional(name, names, 2, ...)) end
-  else
-    M[name] = function(opt, ...)
-      local ok, r = pcall(build, opt, util.merge_positional(name, names, 2, ...))
-      if ok then return r end
-      if type(r) ~= "string" then error(r, 0) end
-      if r:sub(1, #THIS_FILE + 1) == THIS_FILE .. ":" then r = r:gsub("^[^:]+:%d+: ", "", 1) end
-      error(r, r:find("^[^%s:]+:%d+: ") and 0 or 2)
-    end
+  M[name] = function(opt, ...)
+    local s = build(opt, util.merge_positional(name, names, 2, ...))
+    return s
   end
 end
 

@@ -1,4 +1,4 @@
--- tests/loggers_more_spec.lua — JSONLinesLogger and TensorBoardLogger: the files read back by independent
+-- tests/loggers_files_spec.lua — JSONLinesLogger and TensorBoardLogger: the files read back by independent
 -- readers (Python's json for metrics.jsonl; tests/tfevents_reader.py, python3-protobuf, for the event file:
 -- framing, both masked CRC-32Cs, Event/Summary fields, the HParams plugin's HParamsPluginData), several loggers
 -- at once, and the errors.

@@ -1,4 +1,4 @@
--- ops2_spec: masks (masked_fill, where), GELU (exact and tanh), the fast randn, the scatter family, addmm /
+-- ops_masks_scatter_spec: masks (masked_fill, where), GELU (exact and tanh), the fast randn, the scatter family, addmm /
 -- baddbmm / einsum and lt.F's one_hot / pad / normalize / cosine_similarity / interpolate: forward values and
 -- gradients against PyTorch 1.13 (tests/fixtures/ops2.json from gen_ops2.py), finite-difference gradchecks,
 -- statistics of the random ops and the error texts of bad input.

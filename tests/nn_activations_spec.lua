@@ -1,4 +1,4 @@
--- nn_more_spec: the activations (lt.F.silu/elu/softplus/mish/hardtanh/hardswish/hardsigmoid/prelu and their
+-- nn_activations_spec: the activations (lt.F.silu/elu/softplus/mish/hardtanh/hardswish/hardsigmoid/prelu and their
 -- modules, GELU{approximate}), Identity, ModuleList, ModuleDict, Unflatten, Module:to and BatchNorm's
 -- num_batches_tracked: values and gradients against PyTorch 1.13 (tests/fixtures/modules_more.json from
 -- gen_modules.py), finite-difference gradchecks, PyTorch's state_dict names, and the error texts of bad input.
@@ -96,6 +96,81 @@ describe("activation gradchecks", function()
   end)
 end)
 
+-- PyTorch's inplace on the lt.F functions, with the modules' rule: the result written into the input, unless
+-- a gradient is being recorded for it (then a new tensor, the input unchanged); the values are the same.
+describe("inplace on lt.F functions", function()
+  -- fn(x, ...) with the trailing arguments, each way: positional and in an options table
+  local CASES = {
+    { "relu", { true }, { inplace = true } },
+    { "leaky_relu", { 0.2, true }, { negative_slope = 0.2, inplace = true } },
+    { "elu", { 0.5, true }, { alpha = 0.5, inplace = true } },
+    { "hardtanh", { -0.5, 0.5, true }, { min_val = -0.5, max_val = 0.5, inplace = true } },
+    { "silu", { true }, { inplace = true } },
+    { "mish", { true }, { inplace = true } },
+    { "hardswish", { true }, { inplace = true } },
+    { "hardsigmoid", { true }, { inplace = true } },
+  }
+  it("writes the result into x (positional and by name), as the function without inplace computes it", function()
+    for _, c in ipairs(CASES) do
+      local f = F[c[1]]
+      local plain = {} -- the options without inplace
+      for k, v in pairs(c[3]) do if k ~= "inplace" then plain[k] = v end end
+      for _, args in ipairs { c[2], { c[3] } } do
+        lt.manual_seed(5)
+        local x = lt.randn(3, 4) * 3
+        local want = f(x:clone(), plain)
+        local before = x:clone()
+        local y = f(x, unpack(args))
+        assert.is_true(y:allclose(want, 0, 0), c[1])
+        assert.is_true(x:allclose(want, 0, 0), c[1] .. ": x holds the result")
+        assert.is_false(x:allclose(before, 0, 0), c[1] .. ": x changed")
+        y:fill_(7) -- the result is x itself
+        assert.are.equal(7, x:view(-1):totable()[1], c[1])
+      end
+    end
+  end)
+
+  it("leaves x as it was without inplace, and when a gradient is recorded for x", function()
+    for _, c in ipairs(CASES) do
+      local f = F[c[1]]
+      lt.manual_seed(6)
+      local x = lt.randn(3, 4) * 3
+      local before = x:clone()
+      f(x)
+      assert.is_true(x:allclose(before, 0, 0), c[1])
+      local p = lt.param(x:clone())
+      local y = f(p, unpack(c[2]))
+      assert.is_true(p:detach():allclose(before, 0, 0), c[1] .. ": a parameter is left as it was")
+      y:sum():backward()
+      assert.truthy(p.grad, c[1])
+    end
+  end)
+
+  it("dropout, dropout2d, dropout3d: the same mask, written into x", function()
+    for _, c in ipairs { { "dropout", { 2, 8 } }, { "dropout2d", { 2, 3, 4, 4 } }, { "dropout3d", { 2, 3, 2, 2, 2 } } } do
+      local f = F[c[1]]
+      local x = lt.randn(unpack(c[2])) + 5
+      lt.manual_seed(11)
+      local want = f(x:clone(), 0.5, true)
+      lt.manual_seed(11)
+      local y = f(x, 0.5, true, true)
+      assert.is_true(x:allclose(want, 0, 0), c[1])
+      assert.is_true(y:allclose(want, 0, 0), c[1])
+      lt.manual_seed(11)
+      local x2 = lt.randn(unpack(c[2])) + 5
+      local before = x2:clone()
+      lt.manual_seed(11)
+      f(x2, { p = 0.5, inplace = true })
+      assert.is_false(x2:allclose(before, 0, 0), c[1] .. ": by name")
+      local x3 = x:clone()
+      f(x3, 0.5, false, true) -- not training: x as it is
+      assert.is_true(x3:allclose(x, 0, 0), c[1])
+    end
+    assert.matches("dropout2d: training must be a boolean, got number", err_of(F.dropout2d, lt.randn(2, 3, 4), 0.5, 1),
+      1, true)
+  end)
+end)
+
 describe("activation errors", function()
   local x = lt.randn(2, 3)
   it("name the function, the option and the value", function()
@@ -115,8 +190,13 @@ describe("activation errors", function()
       err_of(nn.ELU, 1, true, 3), 1, true)
     assert.matches("Hardtanh: takes at most 3 positional arguments (min_val, max_val, inplace), got 5",
       err_of(nn.Hardtanh, -1, 1, true, 2, 3), 1, true)
-    assert.matches("elu: takes (x[, alpha])", err_of(F.elu, x, 1, true), 1, true)
-    assert.matches("hardtanh: takes (x[, min_val[, max_val]])", err_of(F.hardtanh, x, -1, 1, true), 1, true)
+    assert.matches("elu: takes (x[, alpha[, inplace]]), got 4 arguments", err_of(F.elu, x, 1, true, 3), 1, true)
+    assert.matches("hardtanh: takes (x[, min_val[, max_val[, inplace]]])", err_of(F.hardtanh, x, -1, 1, true, 2), 1,
+      true)
+    assert.matches("relu: inplace must be a boolean, got number", err_of(F.relu, x, 1), 1, true)
+    assert.matches("silu: unknown option 'inplac'", err_of(F.silu, x, { inplac = true }), 1, true)
+    assert.matches("leaky_relu: negative_slope must be a finite number, got inf", err_of(F.leaky_relu, x, 1 / 0), 1,
+      true)
     assert.matches("softplus: options come as one table, got another argument after it",
       err_of(F.softplus, x, { beta = 2 }, 3), 1, true)
     assert.matches("PReLU: num_parameters must be an integer >= 1, got 0", err_of(nn.PReLU, { num_parameters = 0 }),
@@ -256,16 +336,18 @@ describe("ModuleList and ModuleDict", function()
 end)
 
 describe("Module:to", function()
-  it("returns self for float32 and the CPU, and names any other dtype or device", function()
+  it("converts to float32 or float64, returns self for the CPU, and names any other dtype or device", function()
     local m = nn.Linear(2, 2)
     assert.are.equal(m, m:to("float32"))
     assert.are.equal(m, m:to("cpu"))
     assert.are.equal(m, m:to("cpu", "float32"))
-    assert.matches("Module:to: dtype 'float64' is not supported: lutra's parameters are float32 only",
-      err_of(m.to, m, "float64"), 1, true)
-    assert.matches("Module:to: dtype 'float16' is not supported", err_of(m.to, m, "float16"), 1, true)
+    assert.are.equal(m, m:to("float64"))
+    assert.are.equal("float64", m.weight:dtype())
+    assert.are.equal("float32", m:to({ dtype = "float32" }).bias:dtype())
+    assert.matches("Module:to: dtype 'float16' is not supported: parameters are float32 or float64",
+      err_of(m.to, m, "float16"), 1, true)
     assert.matches("Module:to: device 'cuda' is not available: lutra runs on the CPU", err_of(m.to, m, "cuda"), 1, true)
-    assert.matches("Module:to: expected a dtype or device name (\"float32\", \"cpu\"), got a number",
+    assert.matches("Module:to: expected a dtype or device name (\"float32\", \"float64\", \"cpu\"), got a number",
       err_of(m.to, m, 1), 1, true)
     assert.matches("Module:to: expected a dtype or a device", err_of(m.to, m), 1, true)
   end)

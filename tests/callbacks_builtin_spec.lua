@@ -1,4 +1,4 @@
--- tests/callbacks_more_spec.lua — the callbacks of docs/reference/callbacks.md ("More built-in callbacks") by what they do:
+-- tests/callbacks_builtin_spec.lua — the callbacks of docs/reference/callbacks.md ("More built-in callbacks") by what they do:
 -- SWA's weights are the mean of the weights of the SWA epochs and its LR anneals as SWALR; EMA's weights
 -- follow the recurrence, are swapped in for validation and resume from a checkpoint; the accumulation
 -- schedule changes the number of steps; BackboneFinetuning freezes, then adds the backbone with its rates;

@@ -1,6 +1,6 @@
--- checkpoint_more_spec.lua — checkpoints without outside Lua modules (Jansson from C), lt.save_bytes /
--- lt.load_bytes, out-of-memory while a header is parsed, the validation of a checkpoint's contents after
--- its checksum, checkpoint hook errors, and stale temporary files of killed saves.
+-- checkpoint_files_spec.lua — the checkpoint file: without outside Lua modules (Jansson from C),
+-- lt.save_bytes / lt.load_bytes, out-of-memory while a header is parsed, the validation of a checkpoint's
+-- contents after its checksum, and stale temporary files of killed saves (the hooks: checkpoint_hooks_spec).
 local lt = require "lutra"
 local ck = require "lutra.checkpoint"
 local quiet = require "helpers.quiet"
@@ -281,44 +281,6 @@ describe("a checkpoint's contents are checked after its checksum", function()
     assert.are.equal(9, t2.global_step)
     t:save_checkpoint(dir .. "/w.ckpt", true)
     assert.truthy(lt.load(dir .. "/w.ckpt")["fc.weight"])
-  end)
-end)
-
-describe("errors in on_save_checkpoint / on_load_checkpoint", function()
-  local dir
-  before_each(function() dir = tmpdir() end)
-  after_each(function() rmrf(dir) end)
-
-  it("carry the hook's name, and the callback's index, like other hook errors", function()
-    local t = fitted { on_save_checkpoint = function() error("model save boom") end }
-    assert.matches("^on_save_checkpoint: model save boom", err_of(t.save_checkpoint, t, dir .. "/c.ckpt"))
-    local cb = { on_save_checkpoint = function() error("cb save boom") end }
-    local t2 = fitted(nil, { cb })
-    assert.matches("^on_save_checkpoint %(callback #1%): cb save boom", err_of(t2.save_checkpoint, t2, dir .. "/c.ckpt"))
-  end)
-
-  it("on_load_checkpoint errors name the hook and the file resumed from", function()
-    local t, model, ds = fitted()
-    local p = dir .. "/c.ckpt"
-    t:save_checkpoint(p)
-    model.on_load_checkpoint = function() error("model load boom") end
-    local msg = err_of(resume, p, model, ds)
-    assert.matches("^on_load_checkpoint: model load boom", msg)
-    assert.truthy(msg:find(p, 1, true), msg)
-    model.on_load_checkpoint = nil
-    local cb = { state_dict = function() return { n = 1 } end, load_state_dict = function() end,
-      on_load_checkpoint = function() error("cb load boom") end }
-    local t2 = fitted(nil, { cb })
-    t2:save_checkpoint(p)
-    msg = err_of(resume, p, model, ds, { cb })
-    assert.matches("^on_load_checkpoint %(callback #1%): cb load boom", msg)
-    assert.truthy(msg:find(p, 1, true), msg)
-    -- a callback's load_state_dict that refuses its state: the file and the key are named
-    cb.on_load_checkpoint = function() end
-    cb.load_state_dict = function() error("bad state") end
-    msg = err_of(resume, p, model, ds, { cb })
-    assert.truthy(msg:find(p, 1, true), msg)
-    assert.matches("callback #1 %(key 'callbacks%..-'%): bad state", msg)
   end)
 end)
 

@@ -1,4 +1,4 @@
--- ops_more_spec.lua — nested tolist, stride-compatible view, flatten/unflatten/unbind, sort/argsort/topk,
+-- ops_shape_reduce_spec.lua — nested tolist, stride-compatible view, flatten/unflatten/unbind, sort/argsort/topk,
 -- cumsum/cumprod/prod, logsumexp, norm, any/all, tril/triu, repeat/tile, flip, roll and the rounding,
 -- special and classifying elementwise ops: values and gradients against torch 1.13 (tests/fixtures/ops1.json),
 -- finite-difference gradchecks, and the error texts of bad input.

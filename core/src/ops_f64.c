@@ -1,0 +1,138 @@
+/* ops_f64.c — the float64 kernels (ops_f64.h). */
+#include "ops_f64.h"
+
+#include <math.h>
+
+#include "lt_iter.h"
+#include "ops_ew_internal.h"
+
+static inline double bin_d(lt_binop op, double x, double y) {
+  switch (op) {
+    case LT_ADD: return x + y;
+    case LT_SUB: return x - y;
+    case LT_MUL: return x * y;
+    case LT_DIV: return x / y;
+    case LT_POW: return pow(x, y);
+    case LT_MAXIMUM: return x >= y || isnan(x) ? x : y;
+    case LT_MINIMUM: return x <= y || isnan(x) ? x : y;
+    case LT_EQ: return x == y;
+    case LT_NE: return x != y;
+    case LT_LT: return x < y;
+    case LT_LE: return x <= y;
+    case LT_GT: return x > y;
+    case LT_GE: return x >= y;
+  }
+  return 0;
+}
+
+void lt_binary_f64(lt_binop op, int ndim, const int64_t *shape, lt_tensor *out, const lt_tensor *x,
+                   const lt_tensor *y) {
+  int64_t so[LT_MAX_DIM], sx[LT_MAX_DIM], sy[LT_MAX_DIM];
+  lt_broadcast_strides(out, ndim, shape, so);
+  lt_broadcast_strides(x, ndim, shape, sx);
+  lt_broadcast_strides(y, ndim, shape, sy);
+  const int64_t *st[3] = { so, sx, sy };
+  lt_iter it;
+  lt_iter_init(&it, ndim, shape, 3, st);
+  const double *px = lt_f64(x), *py = lt_f64(y);
+  if (out->dtype == LT_F32) { /* a comparison's mask */
+    float *po = lt_f32(out);
+    LT_ITER_ROWS(&it, o0, o1, o2) {
+      for (int64_t i = 0; i < it.n; i++)
+        po[o0 + i * it.s[0]] = (float)bin_d(op, px[o1 + i * it.s[1]], py[o2 + i * it.s[2]]);
+    }
+    LT_ITER_ROWS_END(&it, o0, o1, o2);
+    return;
+  }
+  double *po = lt_f64(out);
+  LT_ITER_ROWS(&it, o0, o1, o2) {
+    for (int64_t i = 0; i < it.n; i++) po[o0 + i * it.s[0]] = bin_d(op, px[o1 + i * it.s[1]], py[o2 + i * it.s[2]]);
+  }
+  LT_ITER_ROWS_END(&it, o0, o1, o2);
+}
+
+static inline double un_d(lt_unop op, double x) {
+  switch (op) {
+    case LT_NEG: return -x;
+    case LT_EXP: return exp(x);
+    case LT_LOG: return log(x);
+    case LT_SQRT: return sqrt(x);
+    case LT_ABS: return fabs(x);
+    case LT_TANH: return tanh(x);
+    case LT_SIGMOID: return x >= 0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x)); /* no overflow either side */
+    case LT_RELU: return x < 0 ? 0.0 : x; /* NaN stays NaN (and -0 stays -0), as PyTorch's */
+    case LT_SIN: return sin(x);
+    case LT_COS: return cos(x);
+    case LT_GELU: return 0.5 * x * (1.0 + erf(x * 0.70710678118654752440));
+    case LT_RSQRT: return 1.0 / sqrt(x);
+    case LT_SIGN: return (double)((x > 0) - (x < 0));
+    case LT_LOG1P: return log1p(x);
+    case LT_SQUARE: return x * x;
+  }
+  return 0;
+}
+
+void lt_unary_f64(lt_unop op, lt_tensor *out, const lt_tensor *x) {
+  const int64_t *st[2] = { out->stride, x->stride };
+  lt_iter it;
+  lt_iter_init(&it, x->ndim, x->shape, 2, st);
+  double *po = lt_f64(out);
+  const double *px = lt_f64(x);
+  LT_ITER_ROWS(&it, o0, o1, o2) {
+    for (int64_t i = 0; i < it.n; i++) po[o0 + i * it.s[0]] = un_d(op, px[o1 + i * it.s[1]]);
+  }
+  LT_ITER_ROWS_END(&it, o0, o1, o2);
+}
+
+void lt_unary_grad_f64(lt_unop op, const double *x, const double *y, const double *g, double *r, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    double v = x[i], d = 0;
+    switch (op) {
+      case LT_NEG: d = -1; break;
+      case LT_EXP: d = y[i]; break;
+      case LT_LOG: d = 1.0 / v; break;
+      case LT_SQRT: d = 0.5 / y[i]; break;
+      case LT_ABS: d = (double)((v > 0) - (v < 0)); break;
+      case LT_TANH: d = 1.0 - y[i] * y[i]; break;
+      case LT_SIGMOID: d = y[i] * (1.0 - y[i]); break;
+      case LT_RELU: d = v <= 0 ? 0.0 : 1.0; break;
+      case LT_SIN: d = cos(v); break;
+      case LT_COS: d = -sin(v); break;
+      case LT_GELU:
+        d = 0.5 * (1.0 + erf(v * 0.70710678118654752440)) + v * exp(-0.5 * v * v) * 0.39894228040143267794;
+        break;
+      case LT_RSQRT: d = -0.5 * y[i] * y[i] * y[i]; break;
+      case LT_SIGN: d = 0; break;
+      case LT_LOG1P: d = 1.0 / (1.0 + v); break;
+      case LT_SQUARE: d = 2.0 * v; break;
+    }
+    /* relu passes a NaN's gradient as PyTorch's: g where x is not <= 0 */
+    r[i] = op == LT_RELU ? (v <= 0 ? 0.0 : g[i]) : op == LT_SIGN ? 0.0 : g[i] * d;
+  }
+}
+
+void lt_reduce_f64(lt_redop op, const double *x, int64_t outer, int64_t n, int64_t inner, double *out, int64_t *idx) {
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t k = 0; k < inner; k++) {
+      const double *p = x + o * n * inner + k;
+      double acc = p[0];
+      int64_t bi = 0;
+      for (int64_t j = 1; j < n; j++) {
+        double v = p[j * inner];
+        if (op == LT_RSUM || op == LT_RMEAN) acc += v;
+        else if (!isnan(acc) && (isnan(v) || (op == LT_RMAX ? v > acc : v < acc))) {
+          acc = v;
+          bi = j;
+        }
+      }
+      out[o * inner + k] = op == LT_RMEAN ? acc / (double)n : acc;
+      if (idx) idx[o * inner + k] = bi;
+    }
+}
+
+void lt_share_ties_f64(const double *x, int64_t n, double best, double g, double *r) {
+  int64_t ties = 0;
+  for (int64_t j = 0; j < n; j++) ties += x[j] == best || (isnan(best) && isnan(x[j]));
+  for (int64_t j = 0; j < n; j++)
+    if (x[j] == best || (isnan(best) && isnan(x[j]))) r[j] = g / (double)ties;
+}
