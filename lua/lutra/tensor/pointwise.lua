@@ -136,7 +136,7 @@ function M.diff(x, n, dim, prepend, append)
     if len <= 1 then
       local shape = x:shape()
       shape[dim] = 0
-      return core.zeros(shape)
+      return core.zeros(shape, x:dtype())
     end
     x = x:narrow(dim, 2, len - 1) - x:narrow(dim, 1, len - 1)
   end

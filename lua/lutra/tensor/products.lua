@@ -335,7 +335,7 @@ function M.diagonal(x, offset, dim1, dim2)
   shape[#shape + 1] = n * m
   local flat = x:permute(perm):reshape(shape)
   shape[#shape] = len
-  if len == 0 then return core.zeros(shape) end
+  if len == 0 then return core.zeros(shape, x:dtype()) end
   return flat:index_select(#shape, idx)
 end
 
@@ -363,7 +363,7 @@ function M.diag_embed(x, offset, dim1, dim2)
   for i = 0, k - 1 do pick[(r0 + i) * n + c0 + i + 1] = i + 1 end
   local zshape = x:shape()
   zshape[#zshape] = 1
-  local padded = core.cat({ x, core.zeros(zshape) }, x:dim())
+  local padded = core.cat({ x, core.zeros(zshape, x:dtype()) }, x:dim())
   local shape = x:shape()
   shape[#shape] = n
   shape[#shape + 1] = n

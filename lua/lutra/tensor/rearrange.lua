@@ -304,7 +304,7 @@ function M.block_diag(ts)
   local rows, left = {}, 0
   for i, b in ipairs(blocks) do
     local r, c = b:size(1), b:size(2)
-    rows[i] = core.cat({ core.zeros(r, left), b, core.zeros(r, cols - left - c) }, 2)
+    rows[i] = core.cat({ core.zeros({ r, left }, b:dtype()), b, core.zeros({ r, cols - left - c }, b:dtype()) }, 2)
     left = left + c
   end
   return core.cat(rows, 1)
