@@ -5,12 +5,13 @@
 --   - workers started with each epoch (persistent_workers = false, PyTorch's default: + ~20 ms per state);
 -- and lutra's system allocations (lt.memory_stats().system_allocs, process-wide) per batch over the timed
 -- persistent epochs (the steady state's bar: 0). The bar (issue 27): >= 1.6x on 2 cores.
---   ./lutra bench/data_workers.lua [rounds=5]     (or build/bin/release/cli/lutra bench/data_workers.lua)
+--   ./lutra bench/data_workers.lua [rounds [batches]]   (default 5 rounds of 64-batch epochs; the same with
+--   build/bin/release/cli/lutra; a longer epoch, e.g. 640 batches, shows the per-epoch start amortised)
 local lt = require "lutra"
 local now = require("lutra.core")._io.now
 
 local rounds = tonumber(arg and arg[1]) or 5
-local BATCH, BATCHES, ITEM_S = 32, 64, 1e-4
+local BATCH, BATCHES, ITEM_S = 32, tonumber(arg and arg[2]) or 64, 1e-4
 
 local function median(xs)
   local s = {}
