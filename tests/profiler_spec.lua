@@ -60,7 +60,10 @@ describe("Trainer{profiler='simple'}", function()
       assert.is_true(math.abs(r.mean - (r.count > 0 and r.total / r.count or 0)) < 1e-12, r.action)
       sum = sum + r.total
     end
-    assert.is_true(math.abs(sum - wall) <= 0.05 * wall, ("rows sum to %.6f s, fit took %.6f s"):format(sum, wall))
+    -- within 5%, plus 1 ms for the fit's fixed work outside any row (its setup before the first row starts and
+    -- its end after the last): a ~10 ms fit under PUC 5.1 read 0.49 ms apart (5.1%) once in CI
+    assert.is_true(math.abs(sum - wall) <= 0.05 * wall + 0.001,
+      ("rows sum to %.6f s, fit took %.6f s"):format(sum, wall))
     local a = by_action(rows)
     local batches, val_batches = 3 * N / BS, 3 * (N / 32) + 2 -- (+ the sanity check's 2)
     assert.are.equal(batches, a["[Strategy].training_step"].count)
