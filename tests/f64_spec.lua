@@ -260,6 +260,7 @@ describe("ops without a float64 kernel", function()
     -- an op composed in Lua names itself first (found by the API fuzz: lt.sort said only "argsort: ...")
     assert.has_error(function() lt.sort(x) end, "sort: argsort: " .. MSG)
     assert.has_error(function() x:sort() end, "sort: argsort: " .. MSG)
+    assert.has_error(function() lt.logsumexp(x, 1) end, "logsumexp: isinf: " .. MSG)
   end)
 
   it("mixing float32 and float64 promotes to float64 or errors naming both", function()

@@ -146,6 +146,15 @@ describe("inplace on lt.F functions", function()
     end
   end)
 
+  it("names itself when x cannot be written in place (an expand()ed view; found by the API fuzz)", function()
+    for _, c in ipairs(CASES) do
+      local x = lt.randn(3, 1):expand(3, 4)
+      local ok, err = pcall(F[c[1]], x, c[3])
+      assert.is_false(ok, c[1])
+      assert.matches("^[^\n]-: " .. c[1] .. ": copy_: the tensor's elements overlap in memory", tostring(err))
+    end
+  end)
+
   it("dropout, dropout2d, dropout3d: the same mask, written into x", function()
     for _, c in ipairs { { "dropout", { 2, 8 } }, { "dropout2d", { 2, 3, 4, 4 } }, { "dropout3d", { 2, 3, 2, 2, 2 } } } do
       local f = F[c[1]]

@@ -21,14 +21,14 @@ local INPLACE = { "inplace", "boolean", false }
 function A.relu(x, ...)
   check_input("relu", x)
   local inplace = F.args("relu", { INPLACE }, ...)
-  return F.result(inplace, x, x:relu())
+  return F.result(inplace, x, x:relu(), "relu")
 end
 
 --- leaky_relu(x[, negative_slope = 0.01[, inplace = false]]) or leaky_relu(x, {negative_slope, inplace})
 function A.leaky_relu(x, ...)
   check_input("leaky_relu", x)
   local slope, inplace = F.args("leaky_relu", { { "negative_slope", "number", 0.01 }, INPLACE }, ...)
-  return F.result(inplace, x, x:leaky_relu(slope))
+  return F.result(inplace, x, x:leaky_relu(slope), "leaky_relu")
 end
 
 -- the activations without options but inplace: silu(x[, inplace]), mish, hardswish, hardsigmoid
@@ -36,7 +36,7 @@ for _, name in ipairs { "silu", "mish", "hardswish", "hardsigmoid" } do
   A[name] = function(x, ...)
     check_input(name, x)
     local inplace = F.args(name, { INPLACE }, ...)
-    return F.result(inplace, x, core._activation(name, x))
+    return F.result(inplace, x, core._activation(name, x), name)
   end
 end
 
@@ -44,7 +44,7 @@ end
 function A.elu(x, ...)
   check_input("elu", x)
   local alpha, inplace = F.args("elu", { { "alpha", "number", 1 }, INPLACE }, ...)
-  return F.result(inplace, x, core._activation("elu", x, alpha))
+  return F.result(inplace, x, core._activation("elu", x, alpha), "elu")
 end
 
 --- softplus(x[, beta = 1[, threshold = 20]]) or softplus(x, {beta, threshold}) (PyTorch's has no inplace)
@@ -63,7 +63,7 @@ function A.hardtanh(x, ...)
   if min_val > max_val then
     error(string.format("hardtanh: min_val %g must be less than or equal to max_val %g", min_val, max_val), 2)
   end
-  return F.result(inplace, x, core._activation("hardtanh", x, min_val, max_val))
+  return F.result(inplace, x, core._activation("hardtanh", x, min_val, max_val), "hardtanh")
 end
 
 --- prelu(x, weight): weight [1] or [C], C the size of x's dim 2

@@ -10,6 +10,7 @@
 local lt = require "lutra"
 local H = require "lutra.nn.helpers"
 local unpack = require("lutra._compat").unpack
+local util = require "lutra.utils.check"
 
 local M = {}
 
@@ -51,10 +52,11 @@ end
 
 local INPLACE = { inplace = true }
 
---- result(inplace, x, y): y, or y written into x when inplace (the modules' rule, above).
-function M.result(inplace, x, y)
+--- result(inplace, x, y, fname): y, or y written into x when inplace (the modules' rule, above); an error of
+--- the write (x an expand()ed view whose elements overlap, say) is named as fname's.
+function M.result(inplace, x, y, fname)
   if not inplace then return y end
-  return H.inplace_result(INPLACE, x, y)
+  return util.call_as(fname, H.inplace_result, INPLACE, x, y)
 end
 
 return M

@@ -28,7 +28,7 @@ F.linear = lt.linear
 function F.dropout(x, ...)
   local p, training, inplace = FA.args("dropout", { { "p", "probability", 0.5 },
     { "training", "boolean", true }, { "inplace", "boolean", false } }, ...)
-  return FA.result(inplace, x, C.dropout(x, p, training))
+  return FA.result(inplace, x, C.dropout(x, p, training), "dropout")
 end
 
 --- batch_norm(x, running_mean, running_var[, weight[, bias[, training=false[, momentum=0.1[, eps=1e-5]]]]])

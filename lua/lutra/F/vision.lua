@@ -371,7 +371,7 @@ function M.dropout2d(x, ...)
       .. "[N, C, ...]%s; dropout2d is for 3-D or 4-D inputs, use dropout for element-wise dropout", n,
       n == 2 and ", which drops single elements" or ""))
   end
-  return FA.result(inplace, x, feature_dropout(x, p, training))
+  return FA.result(inplace, x, feature_dropout(x, p, training), "dropout2d")
 end
 
 --- dropout3d(x [N x C x D x H x W] (or [C x D x H x W])[, p = 0.5[, training = true[, inplace = false]]]): zeroes
@@ -387,8 +387,8 @@ function M.dropout3d(x, ...)
     warn_once("dropout3d" .. n, string.format("dropout3d: a %d-D input is deprecated (PyTorch 1.13): it is taken as "
       .. "one item [C, ...]; dropout3d is for 4-D or 5-D inputs, use dropout for element-wise dropout", n))
   end
-  if n == 5 then return FA.result(inplace, x, feature_dropout(x, p, training)) end
-  return FA.result(inplace, x, feature_dropout(x:unsqueeze(1), p, training):squeeze(1))
+  if n == 5 then return FA.result(inplace, x, feature_dropout(x, p, training), "dropout3d") end
+  return FA.result(inplace, x, feature_dropout(x:unsqueeze(1), p, training):squeeze(1), "dropout3d")
 end
 
 return M

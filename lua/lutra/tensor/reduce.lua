@@ -43,7 +43,8 @@ function M.logsumexp(x, dim, keepdim)
     return r:squeeze(d)
   end
   local m = x:max(d, true):detach()
-  m = core.where(m:isinf(), 0, m) -- an infinite max: exp(x - m) would be NaN
+  -- an infinite max: exp(x - m) would be NaN (isinf's refusals, of float64 say, named as logsumexp's)
+  m = util.call_as("logsumexp", function(v) return core.where(v:isinf(), 0, v) end, m)
   local r = (x - m):exp():sum(d, true):log() + m
   if keepdim or x:dim() == 0 then return r end
   return r:squeeze(d)
