@@ -33,6 +33,29 @@ local function model()
   return m
 end
 
+-- Fits (a fresh trainer each time, from make()) until the profiler's rows add up to the fit's wall time
+-- within 5% plus 1 ms (the fit's fixed work outside any row: its setup before the first row and its end after
+-- the last), at most 3 times; returns the closest fit's trainer and make()'s third result. A
+-- profiler that loses time misses in all three; one fit preempted by another process on a loaded CI machine
+-- (2.3 ms of 27.6 once, under PUC 5.1) does not fail the spec.
+local function fit_timed(make)
+  local best
+  for _ = 1, 3 do
+    local t, fit, extra = make()
+    collectgarbage() -- (a cycle of the test's own garbage is not the fit's time)
+    local t0 = lt._io.now()
+    fit(t)
+    local wall = lt._io.now() - t0
+    local sum = 0
+    for _, r in ipairs(t.profiler:summary()) do sum = sum + r.total end
+    local gap = math.abs(sum - wall) - (0.05 * wall + 0.001)
+    if not best or gap < best.gap then best = { t = t, extra = extra, sum = sum, wall = wall, gap = gap } end
+    if gap <= 0 then break end
+  end
+  assert.is_true(best.gap <= 0, ("rows sum to %.6f s, fit took %.6f s"):format(best.sum, best.wall))
+  return best.t, best.extra
+end
+
 local Printer = lt.callbacks.Callback:extend("Printer")
 function Printer:on_train_batch_end() self.n = (self.n or 0) + 1 end
 function Printer:on_validation_epoch_end() end
@@ -45,25 +68,17 @@ end
 
 describe("Trainer{profiler='simple'}", function()
   it("gives rows whose exclusive times add up to the fit's wall time (within 5%), one per phase and hook", function()
-    local train, val = data()
-    local cb = Printer {}
-    local t = lt.Trainer(quiet { max_epochs = 3, profiler = "simple", callbacks = { cb } })
-    local m = model()
-    collectgarbage() -- (a cycle of the test's own garbage is not the fit's time)
-    local t0 = lt._io.now()
-    t:fit(m, train, val)
-    local wall = lt._io.now() - t0
+    local t, cb = fit_timed(function()
+      local train, val = data()
+      local cb = Printer {}
+      return lt.Trainer(quiet { max_epochs = 3, profiler = "simple", callbacks = { cb } }),
+        function(tr) tr:fit(model(), train, val) end, cb
+    end)
     local rows = t.profiler:summary()
-    local sum = 0
     for _, r in ipairs(rows) do
       assert.is_true(r.total >= 0 and r.count >= 0, r.action)
       assert.is_true(math.abs(r.mean - (r.count > 0 and r.total / r.count or 0)) < 1e-12, r.action)
-      sum = sum + r.total
     end
-    -- within 5%, plus 1 ms for the fit's fixed work outside any row (its setup before the first row starts and
-    -- its end after the last): a ~10 ms fit under PUC 5.1 read 0.49 ms apart (5.1%) once in CI
-    assert.is_true(math.abs(sum - wall) <= 0.05 * wall + 0.001,
-      ("rows sum to %.6f s, fit took %.6f s"):format(sum, wall))
     local a = by_action(rows)
     local batches, val_batches = 3 * N / BS, 3 * (N / 32) + 2 -- (+ the sanity check's 2)
     assert.are.equal(batches, a["[Strategy].training_step"].count)
@@ -177,18 +192,13 @@ describe("Trainer{profiler='advanced'}", function()
   end
 
   it("gives each forward op and backward kernel its row, exclusive: the rows still add up to the wall time", function()
-    local train = data()
     local epochs = 40 -- (~20 ms, ~40 under PUC Lua: the set-up outside the timed advances stays well under 5%)
-    local t = lt.Trainer(quiet { max_epochs = epochs, profiler = "advanced" })
-    local m = mlp()
-    collectgarbage()
-    local t0 = lt._io.now()
-    t:fit(m, train)
-    local wall = lt._io.now() - t0
+    local t = fit_timed(function()
+      local train = data()
+      return lt.Trainer(quiet { max_epochs = epochs, profiler = "advanced" }), function(tr) tr:fit(mlp(), train) end
+    end)
     local p = t.profiler
-    local rows, sum = p:summary(), 0
-    for _, r in ipairs(rows) do sum = sum + r.total end
-    assert.is_true(math.abs(sum - wall) <= 0.05 * wall, ("rows sum to %.6f s, fit took %.6f s"):format(sum, wall))
+    local rows = p:summary()
     local a, batches = by_action(rows), epochs * N / BS
     assert.are.equal(2 * batches, a["[op] matmul"].count)
     assert.are.equal(2 * batches, a["[op] add"].count) -- (x + b, through the metamethod)
