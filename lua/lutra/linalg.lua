@@ -96,4 +96,7 @@ function M.norm(x, ord, dim, keepdim)
   error("norm: with ord, x must be 1-D or 2-D unless dim is given, got " .. x:shape_str(), 2)
 end
 
+-- every error names the function called, an inner op's too (util.named)
+for name, f in pairs(M) do M[name] = util.named(name, f) end
+
 return names.strict(M, "lt.linalg")

@@ -38,22 +38,32 @@ function M.bincount(x, weights, minlength)
   return weights and out or out:long()
 end
 
+local function finite(v) return v == v and math.abs(v) ~= math.huge end
+
 --- lt.histc(x[, bins = 100[, min = 0[, max = 0]]]): the float32 histogram of x in bins equal bins over
---- [min, max] (the data's range when min = max); elements outside are left out, max falls in the last bin.
+--- [min, max] (the data's range when min = max: then a NaN in x is an error, as in torch); elements outside and
+--- NaNs are left out, max falls in the last bin.
 function M.histc(x, bins, lo, hi)
   bins, lo, hi = bins or 100, lo or 0, hi or 0
-  if type(bins) ~= "number" or bins < 1 or bins ~= math.floor(bins) then
+  if type(bins) ~= "number" or bins < 1 or bins ~= math.floor(bins) or bins == math.huge then
     error("histc: bins must be a positive integer, got " .. tostring(bins), 2)
   end
   util.check_arg("histc", 3, lo, "number", 2)
   util.check_arg("histc", 4, hi, "number", 2)
   if lo > hi then error(string.format("histc: max %s must not be less than min %s", hi, lo), 2) end
+  local counts = util.call_as(string.format("histc: bins %.14g", bins), core.zeros, bins)
   local v = x:detach():float():reshape(-1)
-  if lo == hi and v:numel() > 0 then lo, hi = v:min():item(), v:max():item() end
+  local nan = v:ne(v) -- (v ~= v: NaN)
+  if lo == hi and v:numel() > 0 then
+    if nan:max():item() > 0 then lo, hi = 0 / 0, 0 / 0 else lo, hi = v:min():item(), v:max():item() end
+  end
+  if not (finite(lo) and finite(hi)) then
+    error(string.format("histc: range of [%s, %s] is not finite", tostring(lo), tostring(hi)), 2)
+  end
   if lo == hi then lo, hi = lo - 1, hi + 1 end
   local inside = v:ge(lo) * v:le(hi)
-  local bin = ((v - lo) * (bins / (hi - lo))):floor():clamp(0, bins - 1)
-  return core.zeros(bins):scatter_add(1, bin:long() + 1, inside)
+  local bin = ((core.where(nan, lo, v) - lo) * (bins / (hi - lo))):floor():clamp(0, bins - 1)
+  return counts:scatter_add(1, bin:long() + 1, inside)
 end
 
 -- the 1-based insertion places of values in the sorted last dim of seq: 1 + how many are < v (<= v with right)
@@ -214,15 +224,18 @@ function M.cdist(x1, x2, p)
   return p_norm(x1:unsqueeze(-2) - x2:unsqueeze(-3), p)
 end
 
-for _, name in ipairs { "bincount", "histc", "unique", "dist", "cdist" } do
-  methods[name] = M[name]
-end
+local named = {}
 for _, name in ipairs { "bincount", "histc", "searchsorted", "bucketize", "unique", "dist", "cdist" } do
+  named[name] = util.named(name, M[name])
+end
+for _, name in ipairs { "bincount", "histc", "unique", "dist", "cdist", "bucketize" } do
+  methods[name] = named[name]
+end
+for name, f in pairs(named) do
   if rawget(core, name) == nil then
     local self_checked = name == "bincount" or name == "histc" or name == "dist" or name == "cdist"
-    core[name] = self_checked and util.tensor_function(name, M[name]) or M[name]
+    core[name] = self_checked and util.tensor_function(name, f) or f
   end
 end
-methods.bucketize = M.bucketize
 
 return M

@@ -10,17 +10,21 @@ local methods = core.Tensor.methods
 
 local M = {}
 
-local FLT_MAX = 3.4028234663852886e38
+-- the largest finite value of each floating dtype (nan_to_num's default replacements for the infinities)
+local FINITE_MAX = { float32 = 3.4028234663852886e38, float64 = 1.7976931348623157e308 }
 
 local function as_tensor(v) return core.is_tensor(v) and v or core.tensor(v) end
 
---- x:nan_to_num([nan = 0[, posinf[, neginf]]]): NaN, +inf and -inf replaced (by default with 0 and float32's
---- largest and lowest finite values); the gradient flows where x was finite.
+--- x:nan_to_num([nan = 0[, posinf[, neginf]]]): NaN, +inf and -inf replaced (by default with 0 and the dtype's
+--- largest and lowest finite values); the gradient flows where x was finite. An int64 x (no NaN, no infinity)
+--- comes back as a copy.
 function M.nan_to_num(x, nan, posinf, neginf)
   for i, v in ipairs { nan or 0, posinf or 0, neginf or 0 } do util.check_arg("nan_to_num", i + 1, v, "number") end
-  local y = core.where(x:isnan(), nan or 0, x)
-  y = core.where(x:eq(math.huge), posinf or FLT_MAX, y)
-  return core.where(x:eq(-math.huge), neginf or -FLT_MAX, y)
+  local big = FINITE_MAX[x:dtype()]
+  if not big then return x:clone() end
+  local y = core.where(x:ne(x), nan or 0, x) -- (x ~= x: NaN)
+  y = core.where(x:eq(math.huge), posinf or big, y)
+  return core.where(x:eq(-math.huge), neginf or -big, y)
 end
 
 --- lt.lerp(start, end, weight): start + weight * (end - start); weight a number or a tensor (broadcast).
@@ -145,10 +149,9 @@ end
 
 local as_methods = { "nan_to_num", "lerp", "hypot", "atan2", "arctan2", "logaddexp", "xlogy", "isclose", "equal", "diff" }
 for _, name in ipairs(as_methods) do
-  methods[name] = M[name]
-  if rawget(core, name) == nil then
-    core[name] = (name == "xlogy") and M[name] or util.tensor_function(name, M[name])
-  end
+  local f = util.named(name, M[name])
+  methods[name] = f
+  if rawget(core, name) == nil then core[name] = (name == "xlogy") and f or util.tensor_function(name, f) end
 end
 
 return M

@@ -10,6 +10,7 @@
 local core = require "lutra.core"
 local util = require "lutra.utils.check"
 local methods = core.Tensor.methods
+local unpack = require("lutra._compat").unpack
 
 local M = {}
 
@@ -146,7 +147,7 @@ function M.kron(a, b)
 end
 
 -- The dims of a tensordot: n (a's last n with b's first n) or {{dims of a}, {dims of b}} (1-based, negative from
--- the end), checked and normalised to two lists.
+-- the end), checked (each pair of the same size) and normalised to two lists.
 local function tensordot_dims(a, b, dims)
   local da, db = {}, {}
   if type(dims) == "number" then
@@ -155,14 +156,16 @@ local function tensordot_dims(a, b, dims)
         math.min(a:dim(), b:dim()), shape_str(a), shape_str(b), tostring(dims)), 3)
     end
     for i = 1, dims do da[i], db[i] = a:dim() - dims + i, i end
-    return da, db
+  else
+    if type(dims) ~= "table" or type(dims[1]) ~= "table" or type(dims[2]) ~= "table" or #dims[1] ~= #dims[2] then
+      error("tensordot: dims must be a number or two lists of the same length {{dims of a}, {dims of b}}", 3)
+    end
+    for i = 1, #dims[1] do
+      da[i] = util.check_dim("tensordot", dims[1][i], a:dim(), 4)
+      db[i] = util.check_dim("tensordot", dims[2][i], b:dim(), 4)
+    end
   end
-  if type(dims) ~= "table" or type(dims[1]) ~= "table" or type(dims[2]) ~= "table" or #dims[1] ~= #dims[2] then
-    error("tensordot: dims must be a number or two lists of the same length {{dims of a}, {dims of b}}", 3)
-  end
-  for i = 1, #dims[1] do
-    da[i] = util.check_dim("tensordot", dims[1][i], a:dim(), 4)
-    db[i] = util.check_dim("tensordot", dims[2][i], b:dim(), 4)
+  for i = 1, #da do
     if a:size(da[i]) ~= b:size(db[i]) then
       error(string.format("tensordot: contracted dims differ in size: dim %d of a %s is %d, dim %d of b %s is %d",
         da[i], shape_str(a), a:size(da[i]), db[i], shape_str(b), b:size(db[i])), 3)
@@ -220,14 +223,26 @@ local function chain_product(ms)
   return prod(1, n)
 end
 
+-- The operands m1, m2, ... or one list of them; a nil among them (a hole in the list) is named as a non-tensor.
 local function tensor_list(fname, ...)
-  local ts = { ... }
-  if #ts == 1 and type(ts[1]) == "table" and not core.is_tensor(ts[1]) then ts = ts[1] end
-  if #ts == 0 then error(fname .. ": expected at least one tensor", 3) end
-  for i, t in ipairs(ts) do
-    if not core.is_tensor(t) then error(string.format("%s: operand %d must be a tensor, got %s", fname, i, type(t)), 3) end
+  local ts, n = { ... }, select("#", ...)
+  if n == 1 and type(ts[1]) == "table" and not core.is_tensor(ts[1]) then
+    ts = ts[1]
+    n = 0
+    for k in pairs(ts) do
+      if type(k) ~= "number" or k < 1 or k ~= math.floor(k) then
+        error(string.format("%s: expected a list of tensors, got a table with the key %s", fname, tostring(k)), 3)
+      end
+      n = math.max(n, k)
+    end
   end
-  return ts
+  if n == 0 then error(fname .. ": expected at least one tensor", 3) end
+  for i = 1, n do
+    if not core.is_tensor(ts[i]) then
+      error(string.format("%s: operand %d must be a tensor, got %s", fname, i, type(ts[i])), 3)
+    end
+  end
+  return { unpack(ts, 1, n) }
 end
 
 local function check_chain(fname, ms)
@@ -312,7 +327,7 @@ end
 
 local function check_offset(fname, offset)
   if offset == nil then return 0 end
-  if type(offset) ~= "number" or offset ~= math.floor(offset) then
+  if type(offset) ~= "number" or offset ~= math.floor(offset) or math.abs(offset) == math.huge then
     error(string.format("%s: offset must be an integer, got %s", fname, tostring(offset)), 3)
   end
   return offset
@@ -345,29 +360,46 @@ function M.trace(x)
   return M.diagonal(x):sum()
 end
 
---- x:diag_embed([offset = 0[, dim1 = -2[, dim2 = -1]]]): matrices whose diagonal (offset) holds x's last dim,
---- placed at dims dim1 and dim2 of a result with one dim more; zeros elsewhere.
-function M.diag_embed(x, offset, dim1, dim2)
-  offset = check_offset("diag_embed", offset)
-  local nd = x:dim() + 1
-  dim1 = util.check_dim("diag_embed", dim1 or -2, nd, 3)
-  dim2 = util.check_dim("diag_embed", dim2 or -1, nd, 3)
-  if dim1 == dim2 then error(string.format("diag_embed: dim1 and dim2 are both %d", dim1), 2) end
-  if x:dim() == 0 then x = x:reshape(1) end
-  local k = x:size(x:dim())
-  local n = k + math.abs(offset)
-  -- each of the n*n positions picks an element of x (its diagonal) or the appended zero (k + 1)
-  local pick = {}
-  for i = 1, n * n do pick[i] = k + 1 end
-  local r0, c0 = offset >= 0 and 0 or -offset, offset >= 0 and offset or 0
-  for i = 0, k - 1 do pick[(r0 + i) * n + c0 + i + 1] = i + 1 end
-  local zshape = x:shape()
-  zshape[#zshape] = 1
-  local padded = core.cat({ x, core.zeros(zshape, x:dtype()) }, x:dim())
+-- x's shape without its last dim, then the sizes ...
+local function lead_then(x, ...)
   local shape = x:shape()
-  shape[#shape] = n
-  shape[#shape + 1] = n
-  local y = padded:index_select(x:dim(), core.tensor(pick, "int64")):reshape(shape)
+  shape[#shape] = nil
+  for i = 1, select("#", ...) do shape[#shape + 1] = select(i, ...) end
+  return shape
+end
+
+-- The [... x n x n] matrices (n = k + |offset|) whose diagonal `offset` holds x's last dim (of size k), without a
+-- loop over their n * n places. Flattened, the diagonal is x_i at start + i * (n + 1): x with n zeros after each
+-- element, after `start` zeros, cut (or padded with zeros) to n * n. The larger block of zeros (about the size of
+-- the result when |offset| is large) is made first, so the core's size checks refuse a huge offset before
+-- anything else is built.
+local function embed_last(x, offset)
+  local k, axis = x:size(x:dim()), x:dim()
+  local n = k + math.abs(offset)
+  local start = offset >= 0 and offset or -offset * n
+  local pad = n * n - start - k * (n + 1)
+  local before, after
+  if pad > start then
+    after = core.zeros(lead_then(x, pad), x:dtype())
+    before = core.zeros(lead_then(x, start), x:dtype())
+  else
+    before = core.zeros(lead_then(x, start), x:dtype())
+    if pad > 0 then after = core.zeros(lead_then(x, pad), x:dtype()) end
+  end
+  local spaced = core.cat({ x:unsqueeze(-1), core.zeros(lead_then(x, k, n), x:dtype()) }, axis + 1)
+  local flat = core.cat({ before, spaced:reshape(lead_then(x, k * (n + 1))), after }, axis)
+  if pad < 0 then flat = flat:narrow(axis, 1, n * n) end
+  return flat:reshape(lead_then(x, n, n))
+end
+
+local function diag_embed(fname, x, offset, dim1, dim2)
+  offset = check_offset(fname, offset)
+  local nd = x:dim() + 1
+  dim1 = util.check_dim(fname, dim1 or -2, nd, 4)
+  dim2 = util.check_dim(fname, dim2 or -1, nd, 4)
+  if dim1 == dim2 then error(string.format("%s: dim1 and dim2 are both %d", fname, dim1), 3) end
+  if x:dim() == 0 then x = x:reshape(1) end
+  local y = util.call_as(string.format("%s: offset %.14g", fname, offset), embed_last, x, offset)
   -- y has the matrix at its last two dims; move them to dim1 and dim2
   local perm, rest = {}, 1
   for d = 1, nd do
@@ -375,11 +407,14 @@ function M.diag_embed(x, offset, dim1, dim2)
   end
   return y:permute(perm)
 end
+--- x:diag_embed([offset = 0[, dim1 = -2[, dim2 = -1]]]): matrices whose diagonal (offset) holds x's last dim,
+--- placed at dims dim1 and dim2 of a result with one dim more; zeros elsewhere.
+function M.diag_embed(x, offset, dim1, dim2) return diag_embed("diag_embed", x, offset, dim1, dim2) end
 
 --- x:diag([offset = 0]): for 1-D x the square matrix with x on that diagonal; for 2-D x its diagonal (1-D).
 function M.diag(x, offset)
   offset = check_offset("diag", offset)
-  if x:dim() == 1 then return M.diag_embed(x, offset) end
+  if x:dim() == 1 then return diag_embed("diag", x, offset) end
   if x:dim() == 2 then return M.diagonal(x, offset) end
   error("diag: expected a 1-D or 2-D tensor, got " .. shape_str(x), 2)
 end
@@ -388,11 +423,10 @@ local method_names = { "mm", "bmm", "mv", "dot", "vdot", "inner", "outer", "ger"
   "tensordot", "cross", "trace", "diagonal", "diag", "diag_embed" }
 local self_checked = { trace = true, diagonal = true, diag = true, diag_embed = true }
 for _, name in ipairs(method_names) do
-  methods[name] = M[name]
-  if rawget(core, name) == nil then
-    core[name] = self_checked[name] and util.tensor_function(name, M[name]) or M[name]
-  end
+  local f = util.named(name, M[name])
+  methods[name] = f
+  if rawget(core, name) == nil then core[name] = self_checked[name] and util.tensor_function(name, f) or f end
 end
-if rawget(core, "chain_matmul") == nil then core.chain_matmul = M.chain_matmul end
+if rawget(core, "chain_matmul") == nil then core.chain_matmul = util.named("chain_matmul", M.chain_matmul) end
 
 return M

@@ -36,33 +36,52 @@ function M.broadcast_to(x, ...)
   return util.call_as("broadcast_to", x.expand, x, ...)
 end
 
+-- x with each slice along dim repeated r times: x seen as [... x n x 1 x ...], expanded to [... x n x r x ...] and
+-- merged (the core's checks of expand and of the copy refuse an r too large)
+local function repeat_each(x, dim, r)
+  local big, out = x:shape(), x:shape()
+  table.insert(big, dim + 1, r)
+  out[dim] = out[dim] * r
+  return x:unsqueeze(dim + 1):expand(big):reshape(out)
+end
+
+-- The 1-based index of the slice each place of the result takes, for the int64 counts reps [n] summing to
+-- total, with no loop over the total: a mark where each slice's run ends (several at one place when counts
+-- are 0), their running sum + 1.
+local function run_index(reps, total)
+  local marks = core.zeros(total + 1):scatter_add(1, reps:cumsum(1) + 1, core.ones(reps:numel()))
+  return marks:narrow(1, 1, total):long():cumsum(1) + 1
+end
+
 --- x:repeat_interleave(repeats[, dim]): each element (along dim; of the flattened x without dim) repeated
 --- repeats times; repeats a number or one count per element (a list or an int64 tensor).
 function M.repeat_interleave(x, repeats, dim)
   if dim == nil then
     x, dim = x:reshape(-1), 1
+  elseif x:dim() == 0 then
+    error("repeat_interleave: a 0-dim tensor has no dim to repeat along (leave dim out), got dim " .. tostring(dim), 2)
   else
     dim = util.check_dim("repeat_interleave", dim, x:dim(), 3)
   end
   local n = x:size(dim)
   local reps = int_list("repeat_interleave", "repeats", repeats)
-  if #reps == 1 and n ~= 1 then
-    local r = reps[1]
-    reps = {}
-    for i = 1, n do reps[i] = r end
-  end
-  if #reps ~= n then
+  if #reps ~= n and #reps ~= 1 then
     error(string.format("repeat_interleave: repeats has %d counts for %d elements along dim %d of %s", #reps, n, dim,
       x:shape_str()), 2)
   end
-  local idx = {}
-  for i, r in ipairs(reps) do
-    if type(r) ~= "number" or r < 0 or r ~= math.floor(r) then
+  local total = 0
+  for _, r in ipairs(reps) do
+    if type(r) ~= "number" or r < 0 or r ~= math.floor(r) or r == math.huge then
       error(string.format("repeat_interleave: repeats must be non-negative integers, got %s", tostring(r)), 2)
     end
-    for _ = 1, r do idx[#idx + 1] = i end
+    total = total + r
   end
-  return x:index_select(dim, core.tensor(idx, "int64"))
+  if #reps == 1 then
+    return util.call_as(string.format("repeat_interleave: repeats %.14g", reps[1]), repeat_each, x, dim, reps[1])
+  end
+  local idx = util.call_as(string.format("repeat_interleave: repeats summing to %.14g", total), run_index,
+    core.tensor(reps, "int64"), total)
+  return x:index_select(dim, idx)
 end
 
 --- x:movedim(source, destination): the dims in source (a number or a list) moved to the places in destination,
@@ -143,12 +162,20 @@ local function split_at(x, dim, starts)
   return out
 end
 
+-- The most pieces a split into a number of sections returns beyond the size of the dim (each piece is a tensor
+-- of its own, about 2 microseconds and 350 bytes: 2^20 of them take seconds; past the size they are all empty).
+local MAX_SECTIONS = 2 ^ 20
+
 local function tensor_split(fname, x, what, dim, even)
   if type(what) == "number" then
     if what < 1 or what ~= math.floor(what) then
       error(string.format("%s: the number of sections must be a positive integer, got %s", fname, tostring(what)), 3)
     end
     local n = x:size(dim)
+    if what > math.max(n, MAX_SECTIONS) then
+      error(string.format("%s: %.14g sections of dim %d of %s is too many: at most %d, or the size of the dim",
+        fname, what, dim, x:shape_str(), MAX_SECTIONS), 3)
+    end
     if even and n % what ~= 0 then
       error(string.format("%s: dim %d of %s (size %d) does not split into %d equal parts", fname, dim, x:shape_str(),
         n, what), 3)
@@ -196,7 +223,9 @@ function M.ravel(x) return x:reshape(-1) end
 --- x:rot90([k = 1[, dims = {1, 2}]]): rotated by 90 degrees k times, from the first dim towards the second.
 function M.rot90(x, k, dims)
   k = k or 1
-  if type(k) ~= "number" or k ~= math.floor(k) then error("rot90: k must be an integer, got " .. tostring(k), 2) end
+  if type(k) ~= "number" or k ~= math.floor(k) or math.abs(k) == math.huge then
+    error("rot90: k must be an integer, got " .. tostring(k), 2)
+  end
   dims = dims or { 1, 2 }
   if type(dims) ~= "table" or #dims ~= 2 then error("rot90: dims must be a list of 2 dims", 2) end
   if x:dim() < 2 then error("rot90: expected at least 2 dims, got " .. x:shape_str(), 2) end
@@ -284,6 +313,9 @@ end
 --- varying fastest (a single tensor is returned as it is).
 function M.cartesian_prod(ts)
   tensor_list("cartesian_prod", ts)
+  for i, t in ipairs(ts) do
+    if t:dim() ~= 1 then error(string.format("cartesian_prod: element %d must be 1-D, got %s", i, t:shape_str()), 2) end
+  end
   if #ts == 1 then return ts[1] end
   local grids = M.meshgrid(ts)
   for i, g in ipairs(grids) do grids[i] = g:reshape(-1) end
@@ -313,12 +345,13 @@ end
 local method_names = { "broadcast_to", "repeat_interleave", "movedim", "moveaxis", "swapaxes", "swapdims",
   "tensor_split", "hsplit", "vsplit", "ravel", "rot90", "take", "take_along_dim" }
 for _, name in ipairs(method_names) do
-  methods[name] = M[name]
-  if rawget(core, name) == nil then core[name] = util.tensor_function(name, M[name]) end
+  local f = util.named(name, M[name])
+  methods[name] = f
+  if rawget(core, name) == nil then core[name] = util.tensor_function(name, f) end
 end
 for _, name in ipairs { "hstack", "vstack", "row_stack", "dstack", "column_stack", "meshgrid", "cartesian_prod",
   "block_diag" } do
-  if rawget(core, name) == nil then core[name] = M[name] end
+  if rawget(core, name) == nil then core[name] = util.named(name, M[name]) end
 end
 
 return M

@@ -46,7 +46,8 @@ function M.amin(x, dim, keepdim) return reduce_dims("amin", x, dim, keepdim, "mi
 --- x:aminmax([{dim = nil, keepdim = false}]) -> min, max (torch.aminmax's keyword arguments as options).
 function M.aminmax(x, opts)
   opts = util.check_options("aminmax", opts, { dim = "integer", keepdim = "boolean" })
-  return M.amin(x, opts.dim, opts.keepdim), M.amax(x, opts.dim, opts.keepdim)
+  return reduce_dims("aminmax", x, opts.dim, opts.keepdim, "min"), reduce_dims("aminmax", x, opts.dim, opts.keepdim,
+    "max")
 end
 
 --- x:var_mean([dim[, keepdim[, {unbiased = true}]]]) -> var, mean (x:var's arguments).
@@ -131,8 +132,9 @@ end
 
 for _, name in ipairs { "amax", "amin", "aminmax", "var_mean", "std_mean", "median", "kthvalue", "mode", "msort",
   "count_nonzero" } do
-  methods[name] = M[name]
-  if rawget(core, name) == nil then core[name] = util.tensor_function(name, M[name]) end
+  local f = util.named(name, M[name])
+  methods[name] = f
+  if rawget(core, name) == nil then core[name] = util.tensor_function(name, f) end
 end
 
 return M
