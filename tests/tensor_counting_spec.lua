@@ -4,6 +4,7 @@
 local lt = require "lutra"
 local X = require "tests.helpers.nn_fixtures"
 local gradcheck = require "tests.helpers.gradcheck"
+local bounded_err = require "tests.helpers.bounded_err"
 
 local function err_of(f)
   local ok, e = pcall(f)
@@ -86,3 +87,21 @@ describe("counting: bad input", function()
     assert.are.same({ 16777216, 16777217 }, v:tolist())
   end)
 end)
+
+-- an error message without its "file:line: " position
+local function msg(e) return (e:gsub("^[^\n]-:%d+: ", "")) end
+
+describe("counting: NaN and huge sizes", function()
+  it("histc leaves NaNs out of a given range, and refuses a data range that is NaN as torch", function()
+    assert.are.same({ 0, 1, 1, 0 }, lt.histc(lt.tensor({ 0 / 0, 1, 2 }), 4, 0, 3):tolist())
+    assert.matches("^histc: range of %[%-?nan, %-?nan%] is not finite",
+      msg(err_of(function() return lt.histc(lt.tensor({ 0 / 0, 1, 2 }), 4) end)))
+    assert.matches("^histc: range of %[1, inf%] is not finite",
+      msg(err_of(function() return lt.histc(lt.tensor({ math.huge, 1, 2 }), 4) end)))
+  end)
+  it("a huge bins or minlength is refused by the core's size checks, named", function()
+    assert.matches("^histc: bins 4%.6116860184274e%+18: zeros: ", msg(bounded_err(lt.histc, lt.randn(3), 2 ^ 62)))
+    assert.matches("^bincount: zeros: ", msg(bounded_err(lt.bincount, lt.tensor({ 1 }, "int64"), nil, 2 ^ 62)))
+  end)
+end)
+

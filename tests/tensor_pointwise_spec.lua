@@ -74,3 +74,23 @@ describe("pointwise: equal and bad input", function()
     assert.are.equal("[2 x 0]", lt.ones(2, 1):diff():shape_str())
   end)
 end)
+
+describe("pointwise: nan_to_num of other dtypes", function()
+  it("int64 (no NaN, no infinity) comes back as a copy", function()
+    local x = lt.tensor({ 1, -2, 3 }, "int64")
+    local y = x:nan_to_num()
+    assert.are.equal("int64", y:dtype())
+    assert.are.same({ 1, -2, 3 }, y:tolist())
+    y:fill_(0)
+    assert.are.same({ 1, -2, 3 }, x:tolist())
+  end)
+  it("float64: float64's largest values, or an error naming nan_to_num while the core lacks an op", function()
+    local ok, y = pcall(lt.nan_to_num, lt.tensor({ 0 / 0, math.huge, -math.huge, 1 }, "float64"))
+    if ok then
+      assert.are.same({ 0, 1.7976931348623157e308, -1.7976931348623157e308, 1 }, y:tolist())
+    else
+      assert.matches("^nan_to_num: ", (tostring(y):gsub("^[^\n]-:%d+: ", "")))
+    end
+  end)
+end)
+

@@ -5,6 +5,7 @@
 local lt = require "lutra"
 local X = require "tests.helpers.nn_fixtures"
 local gradcheck = require "tests.helpers.gradcheck"
+local bounded_err = require "tests.helpers.bounded_err"
 local L = lt.linalg
 local inf = math.huge
 
@@ -152,3 +153,28 @@ describe("products: shapes PyTorch refuses", function()
     assert.are.equal(0, lt.dot(lt.zeros(0), lt.zeros(0)):item())
   end)
 end)
+
+-- an error message without its "file:line: " position
+local function msg(e) return (e:gsub("^[^\n]-:%d+: ", "")) end
+
+describe("products: every error names the function called", function()
+  local r = lt.randn
+  it("its own checks and its inner ops' errors", function()
+    -- dims = n: the contracted sizes are compared (reshape failed inside before)
+    assert.matches("^tensordot: contracted dims differ in size: dim 2 of a %[3 x 4%] is 4, dim 2 of b %[3 x 1 x 4%] is 1",
+      msg(err_of(function() return lt.tensordot(r(3, 4), r(3, 1, 4)) end)))
+    assert.matches("^cross: mul: shapes %[1 x 2%] and %[1 x 4%] cannot be broadcast",
+      msg(err_of(function() return lt.cross(r(3, 2), r(3, 4), 1) end)))
+    assert.matches("^chain_matmul: operand 2 must be a tensor, got nil",
+      msg(err_of(function() return lt.chain_matmul(r(2, 2), nil, r(2, 2)) end)))
+    assert.matches("^chain_matmul: operand 2 must be a tensor, got nil",
+      msg(err_of(function() return lt.chain_matmul({ r(2, 2), nil, r(2, 2) }) end)))
+    assert.matches("^diag: offset must be an integer, got inf", msg(err_of(function() return lt.diag(r(3), inf) end)))
+  end)
+  it("a huge offset is refused by the core's size checks before any work", function()
+    assert.matches("^diag: offset 2147483648: zeros: ", msg(bounded_err(lt.diag, r(3), 2 ^ 31)))
+    assert.matches("^diag_embed: offset %-2147483648: zeros: ",
+      msg(bounded_err(function() return r(2, 3):diag_embed(-2 ^ 31) end)))
+  end)
+end)
+

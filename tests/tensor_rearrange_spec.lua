@@ -5,6 +5,7 @@
 local lt = require "lutra"
 local X = require "tests.helpers.nn_fixtures"
 local gradcheck = require "tests.helpers.gradcheck"
+local bounded_err = require "tests.helpers.bounded_err"
 
 local function err_of(f)
   local ok, e = pcall(f)
@@ -101,3 +102,34 @@ describe("rearranging: bad input", function()
     assert.are.equal("[0]", p[5]:shape_str())
   end)
 end)
+
+-- an error message without its "file:line: " position
+local function msg(e) return (e:gsub("^[^\n]-:%d+: ", "")) end
+
+describe("rearranging: every error names the function called", function()
+  local r = lt.randn
+  it("its own checks and its inner ops' errors", function()
+    assert.matches("^cartesian_prod: element 2 must be 1%-D, got %[3 x 4%]",
+      msg(err_of(function() return lt.cartesian_prod({ r(2), r(3, 4) }) end)))
+    assert.matches("^rot90: k must be an integer, got inf", msg(err_of(function() return r(2, 2):rot90(math.huge) end)))
+    assert.matches("^repeat_interleave: a 0%-dim tensor has no dim to repeat along",
+      msg(err_of(function() return lt.tensor(3.5):repeat_interleave(2, 1) end)))
+  end)
+  it("huge counts are refused before any work", function()
+    assert.matches("^repeat_interleave: repeats 2%.3058430092137e%+18: expand: ",
+      msg(bounded_err(lt.repeat_interleave, r(3), 2 ^ 61)))
+    assert.matches("^repeat_interleave: repeats summing to 6%.9175290276411e%+18: zeros: ",
+      msg(bounded_err(function() return r(3):repeat_interleave({ 2 ^ 61, 2 ^ 61, 2 ^ 61 }) end)))
+    assert.matches("^tensor_split: 9%.007199254741e%+15 sections of dim 1 of %[3%] is too many: at most 1048576",
+      msg(bounded_err(lt.tensor_split, r(3), 2 ^ 53)))
+    assert.matches("^hsplit: 9%.007199254741e%+15 sections of dim 2 of %[2 x 0%] is too many",
+      msg(bounded_err(function() return lt.zeros(2, 0):hsplit(2 ^ 53) end)))
+  end)
+  it("repeat_interleave with counts: zeros skip an element, the last ones too", function()
+    local x = lt.tensor({ 10, 20, 30, 40 })
+    assert.are.same({ 10, 10, 30, 30, 30 }, x:repeat_interleave({ 2, 0, 3, 0 }):tolist())
+    assert.are.same({}, x:repeat_interleave({ 0, 0, 0, 0 }):tolist())
+    assert.are.same({ 20 }, x:repeat_interleave(lt.tensor({ 0, 1, 0, 0 }, "int64")):tolist())
+  end)
+end)
+

@@ -77,3 +77,11 @@ describe("statistics: bad input", function()
     assert.is_true(v ~= v)
   end)
 end)
+
+describe("statistics: every error names the function called", function()
+  it("aminmax of an empty tensor is aminmax's error, not amin's", function()
+    assert.matches("^aminmax: the min of an empty tensor %[0%] is not defined",
+      (err_of(function() return lt.zeros(0):aminmax() end):gsub("^[^\n]-:%d+: ", "")))
+  end)
+end)
+
