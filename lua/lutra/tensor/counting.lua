@@ -50,7 +50,7 @@ function M.histc(x, bins, lo, hi)
   end
   util.check_arg("histc", 3, lo, "number", 2)
   util.check_arg("histc", 4, hi, "number", 2)
-  if lo > hi then error(string.format("histc: max %s must not be less than min %s", hi, lo), 2) end
+  if lo > hi then error(string.format("histc: max %.14g must not be less than min %.14g", hi, lo), 2) end
   local counts = util.call_as(string.format("histc: bins %.14g", bins), core.zeros, bins)
   local v = x:detach():float():reshape(-1)
   local nan = v:ne(v) -- (v ~= v: NaN)
@@ -58,7 +58,7 @@ function M.histc(x, bins, lo, hi)
     if nan:max():item() > 0 then lo, hi = 0 / 0, 0 / 0 else lo, hi = v:min():item(), v:max():item() end
   end
   if not (finite(lo) and finite(hi)) then
-    error(string.format("histc: range of [%s, %s] is not finite", tostring(lo), tostring(hi)), 2)
+    error(string.format("histc: range of [%.14g, %.14g] is not finite", lo, hi), 2)
   end
   if lo == hi then lo, hi = lo - 1, hi + 1 end
   local inside = v:ge(lo) * v:le(hi)
