@@ -231,6 +231,14 @@ int l_push_stack_args(l_loops *H, lua_State *L, lt_hook h, const l_target *t, co
   return m;
 }
 
+/* R[a] then R[b], R read once from the registry (the batch-end hooks' outputs and batch) */
+static void push_R2(l_loops *H, lua_State *L, int a, int b) {
+  lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_R);
+  lua_rawgeti(L, -1, a);
+  lua_rawgeti(L, -2, b);
+  lua_remove(L, -3);
+}
+
 /* The arguments after the target's own of the hooks the C loops call, from their lt_hook_args (ctx). */
 static int push_c_args(l_loops *H, lua_State *L, lt_hook h, const l_target *t, const void *ctx) {
   (void)t;
@@ -268,8 +276,7 @@ static int push_c_args(l_loops *H, lua_State *L, lt_hook h, const l_target *t, c
       lua_pushinteger(L, (lua_Integer)a->batch_idx);
       return 2;
     case LT_HOOK_ON_TRAIN_BATCH_END:
-      push_R(H, L, R_BATCH_OUT);
-      push_R(H, L, R_TRAIN_BATCH);
+      push_R2(H, L, R_BATCH_OUT, R_TRAIN_BATCH);
       lua_pushinteger(L, (lua_Integer)a->batch_idx);
       return 3;
     case LT_HOOK_ON_VALIDATION_BATCH_START:
@@ -282,8 +289,7 @@ static int push_c_args(l_loops *H, lua_State *L, lt_hook h, const l_target *t, c
     case LT_HOOK_ON_VALIDATION_BATCH_END:
     case LT_HOOK_ON_TEST_BATCH_END:
     case LT_HOOK_ON_PREDICT_BATCH_END:
-      push_R(H, L, R_EVAL_OUT);
-      push_R(H, L, R_EVAL_BATCH);
+      push_R2(H, L, R_EVAL_OUT, R_EVAL_BATCH);
       lua_pushinteger(L, (lua_Integer)a->batch_idx);
       lua_pushinteger(L, (lua_Integer)a->dataloader_idx);
       return 4;
