@@ -36,8 +36,18 @@ for i, a in enumerate(args):
         JSON_OUT = args[i + 1]
 
 
+# The default run: the sections behind issue 31's Done-when (training workloads against PyTorch best, the MLP's
+# GEMM floor, the kernel rows), sized to finish in about 12 minutes on 2 vCPUs even with --contended. --all adds the
+# earlier issues' sections (batch 1 and FTZ, memory over 10 epochs, perf profiles, core ops, vision layers, GEMM
+# shapes, bf16); --only picks any.
+DEFAULT_SECTIONS = {"train", "trainer", "gpt", "lstm", "optim", "kernels"}
+ALL = "--all" in args
+
+
 def wanted(section):
-    return ONLY is None or section in ONLY
+    if ONLY is not None:
+        return section in ONLY
+    return ALL or section in DEFAULT_SECTIONS
 
 
 # ---- environments -------------------------------------------------------------------------------------
@@ -63,8 +73,13 @@ TORCH_SIDES = {
                                      env(OMP_WAIT_POLICY="PASSIVE"), []),
     # what most users get: no environment, PyTorch's own thread count
     "torch default settings": ([PY, os.path.join(ROOT, "bench/train_torch.py")], env(), ["threads=default"]),
+    # one thread: no OpenMP hand-offs at all (small steps, and a shared CPU, can favour it)
+    "torch 1 thread+SkylakeX": ([PY, os.path.join(ROOT, "bench/train_torch.py")], env(OPENBLAS_CORETYPE="SkylakeX"),
+                                ["threads=1"]),
 }
-BEST = ("torch PASSIVE+SkylakeX", "torch PASSIVE+default kernel")
+# "PyTorch best" = the fastest of every PyTorch configuration measured, per workload: lutra is compared against
+# min(PyTorch configurations), never against one chosen setting
+BEST = tuple(TORCH_SIDES)
 
 
 def run(cmd, e, timeout=900):
@@ -240,7 +255,7 @@ TRAIN_ALL = [
 ]
 TRAIN = [w for w in TRAIN_ALL if not os.environ.get("BENCH_WORKLOADS") or w[0] in os.environ["BENCH_WORKLOADS"].split(",")]
 FLOOR_MODELS = {"MLP b64": ("mlp", 64), "MLP b256": ("mlp", 256), "LeNet-5 b64": ("lenet", 64)}
-TRAIN_ROUNDS = 3 * ROUNDS
+TRAIN_ROUNDS = 5 if QUICK else 9  # alternating blocks per workload: medians of 9
 PAUSE = float(os.environ.get("BENCH_PAUSE", "0.3"))
 
 
@@ -467,78 +482,114 @@ def section_trainer():
 
 
 # ---- micro-benchmarks of other areas: "name ... number" lines, lower is better -----------------------------------
-def paired(lua_file, py_file, title, rounds=1):
-    """rounds > 1: the two sides alternate; times are medians over rounds, a ratio the median of the rounds'."""
-    def lines(out):
-        d = {}
-        for line in out.splitlines():
-            parts = line.split()
-            if len(parts) >= 2:
-                try:
-                    d[" ".join(parts[:-1])] = float(parts[-1])
-                except ValueError:
-                    pass
-        return d
+# PyTorch's side of the paired micro-benchmarks runs in each of these configurations every round; a row's "torch
+# best" is the fastest of them (per row), and the table names it. lutra runs as a user gets it: no environment,
+# its own thread count (2 here, BENCH_THREADS=2 only pins what the scripts would pick anyway).
+TORCH_PAIRED = [
+    ("2T PASSIVE SkylakeX", dict(OMP_WAIT_POLICY="PASSIVE", OPENBLAS_CORETYPE="SkylakeX", BENCH_THREADS="2")),
+    ("1T SkylakeX", dict(OPENBLAS_CORETYPE="SkylakeX", BENCH_THREADS="1")),
+    ("default", dict(BENCH_THREADS="default")),
+]
 
-    per = []
-    for _ in range(rounds):
-        lua_out, _ = run([LUTRA, os.path.join(ROOT, lua_file)], env(BENCH_THREADS="2"))
-        py_out, _ = run([PY, os.path.join(ROOT, py_file)], env(OMP_WAIT_POLICY="PASSIVE",
-                                                              OPENBLAS_CORETYPE="SkylakeX", BENCH_THREADS="2"))
-        per.append((lines(lua_out), lines(py_out)))
-    a = {k: med([p[0][k] for p in per]) for k in per[0][0] if all(k in p[0] for p in per)}
-    b = {k: med([p[1][k] for p in per]) for k in per[0][1] if all(k in p[1] for p in per)}
-    rows, ratios = [], []
-    for k in a:
-        if k in b and a[k] > 0:
-            r = med([p[1][k] / p[0][k] for p in per])
-            ratios.append(r)
-            rows.append([k, fmt(a[k], 2), fmt(b[k], 2), "%.2fx" % r])
-    if ratios:
+
+def out_lines(out):
+    """'name ... number' lines of a benchmark's output as {name: number}"""
+    d = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) >= 2:
+            try:
+                d[" ".join(parts[:-1])] = float(parts[-1])
+            except ValueError:
+                pass
+    return d
+
+
+def best_of_configs(per, configs):
+    """per: [(lutra {row: t}, {config: {row: t}})] one entry a round. Returns {row: {lutra, torch, ratio, best,
+    ratios}}: times are medians over rounds; a configuration's ratio is the median over rounds of its time / lutra's
+    in the same round; 'best' is the configuration with the lowest ratio (PyTorch's fastest), 'ratio' its ratio."""
+    rep = {}
+    for k in per[0][0]:
+        if not all(k in p[0] and p[0][k] > 0 for p in per):
+            continue
+        ratios = {c: med([p[1][c][k] / p[0][k] for p in per if k in p[1][c]]) for c in configs}
+        ratios = {c: r for c, r in ratios.items() if r is not None}
+        if not ratios:
+            continue
+        best = min(ratios, key=ratios.get)
+        rep[k] = {"lutra": med([p[0][k] for p in per]), "torch": med([p[1][best][k] for p in per if k in p[1][best]]),
+                  "ratio": ratios[best], "best": best, "ratios": ratios}
+    return rep
+
+
+def paired_table(title, unit, rep, configs):
+    rows = []
+    for k, v in rep.items():
+        rows.append([k, fmt(v["lutra"], 2), fmt(v["torch"], 2), "%.2fx" % v["ratio"], v["best"]]
+                    + ["%.2fx" % v["ratios"][c] if c in v["ratios"] else "-" for c in configs])
+    if rep:
         import math
-        gm = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
-        rows.append(["geometric mean", "", "", "%.2fx" % gm])
-    table(title + " (microseconds; ratio = PyTorch / lutra: >1 means lutra is faster)",
-          ["op", "lutra", "torch", "ratio"], rows)
-    return {"lutra": a, "torch": b, "ratio": {row[0]: float(row[3][:-1]) for row in rows if row[0] in a}}
+        gm = math.exp(sum(math.log(v["ratio"]) for v in rep.values()) / len(rep))
+        rows.append(["geometric mean", "", "", "%.2fx" % gm, ""] + [""] * len(configs))
+    table(title + " (%s, medians; ratio = PyTorch best / lutra, > 1 means lutra is faster; PyTorch best = its fastest "
+          "configuration per row, named)" % unit,
+          ["op", "lutra", "torch best", "ratio", "fastest torch"] + ["vs " + c for c in configs], rows)
+
+
+def paired(lua_file, py_file, title, rounds=1, configs=None, extra_env=None, unit="microseconds"):
+    """Each round runs lutra once and PyTorch once in every configuration (TORCH_PAIRED unless given), in rotating
+    order; times are medians over rounds, a ratio the median of the rounds' (against PyTorch's fastest
+    configuration). extra_env: environment for both sides (e.g. repetitions)."""
+    configs = configs or TORCH_PAIRED
+    names = [c for c, _ in configs]
+    extra = extra_env or {}
+    per = []
+    for rnd in range(rounds):
+        sides = ["lutra"] + names
+        k = rnd % len(sides)
+        got = {}
+        for side in sides[k:] + sides[:k]:
+            if side == "lutra":
+                out, _ = run([LUTRA, os.path.join(ROOT, lua_file)], env(BENCH_THREADS="2", **extra))
+            else:
+                out, _ = run([PY, os.path.join(ROOT, py_file)], env(**dict(dict(configs)[side], **extra)))
+            got[side] = out_lines(out)
+        per.append((got["lutra"], {c: got[c] for c in names}))
+    rep = best_of_configs(per, names)
+    paired_table(title, unit, rep, names)
+    return {"lutra": {k: v["lutra"] for k, v in rep.items()}, "torch": {k: v["torch"] for k, v in rep.items()},
+            "ratio": {k: v["ratio"] for k, v in rep.items()}, "best": {k: v["best"] for k, v in rep.items()},
+            "ratios": {k: v["ratios"] for k, v in rep.items()}, "rounds": rounds}
+
+
+# ---- the slow kernels of issues 31 and 29 (bench/kernels_cpu.lua, bench/kernels_cpu_torch.py) ------------------
+# Process CPU time per call on one thread on both sides: a process waiting for a shared CPU does not count the
+# wait, so the row compares the kernels' cost, not the scheduler's share; one thread is PyTorch's cheapest
+# configuration in CPU time (a second thread only adds hand-offs to the sum).
+KERNEL_CONFIGS = [("1T SkylakeX PASSIVE", dict(OPENBLAS_CORETYPE="SkylakeX", OMP_WAIT_POLICY="PASSIVE", T="1"))]
+
+
+def section_kernels():
+    rounds = max(3, ROUNDS - 2) if not QUICK else 2
+    return paired("bench/kernels_cpu.lua", "bench/kernels_cpu_torch.py",
+                  "Issue 31/29 kernels, fwd+bwd where named, one thread, %d alternating rounds" % rounds,
+                  rounds=rounds, configs=KERNEL_CONFIGS, unit="CPU microseconds per call")
 
 
 # ---- vision area: conv/pool/norm layers fwd+bwd (bench/vision_bench.lua, bench/vision_bench_torch.py) ----------
 def section_vision():
-    """Both sides alternate ROUNDS times in this run; per round the ratio PyTorch / lutra of each layer; the table
-    gives the medians over rounds (of the milliseconds and of the ratios) and the load average around it."""
-    rounds = 2 if QUICK else ROUNDS
-    reps = "7" if QUICK else "15"
-    loads, per = [load_avg()], {}
-
-    def lines(out):
-        d = {}
-        for line in out.splitlines():
-            parts = line.split()
-            try:
-                d[" ".join(parts[:-1])] = float(parts[-1])
-            except (ValueError, IndexError):
-                pass
-        return d
-    for _ in range(rounds):
-        a, _ = run([LUTRA, os.path.join(ROOT, "bench/vision_bench.lua")], env(BENCH_THREADS="2", BENCH_REPS=reps))
-        b, _ = run([PY, os.path.join(ROOT, "bench/vision_bench_torch.py")],
-                   env(OMP_WAIT_POLICY="PASSIVE", OPENBLAS_CORETYPE="SkylakeX", BENCH_THREADS="2",
-                       BENCH_REPS=reps))
-        loads.append(load_avg())
-        a, b = lines(a), lines(b)
-        for k in a:
-            if k in b and a[k] > 0:
-                per.setdefault(k, []).append((a[k], b[k], b[k] / a[k]))
-    rows, rep = [], {}
-    for k, v in per.items():
-        m = [med([x[i] for x in v]) for i in range(3)]
-        rep[k] = {"lutra_ms": m[0], "torch_ms": m[1], "ratio": m[2], "raw": v}
-        rows.append([k, fmt(m[0], 3), fmt(m[1], 3), "%.2fx" % m[2]])
-    table("Vision layers fwd+bwd, batch 16 (ms, medians of %d rounds; ratio = PyTorch / lutra: >1 means lutra is "
-          "faster; load average %s)" % (rounds, " ".join("%.1f" % x for x in loads)),
-          ["layer", "lutra", "torch", "ratio"], rows)
-    return {"rounds": rounds, "load": loads, "results": rep}
+    """Both sides alternate over rounds (PyTorch in each TORCH_PAIRED configuration); per round the ratio PyTorch /
+    lutra of each layer; the table gives the medians over rounds and the load average around it."""
+    rounds = 2 if QUICK else max(3, ROUNDS - 2)
+    loads = [load_avg()]
+    rep = paired("bench/vision_bench.lua", "bench/vision_bench_torch.py",
+                 "Vision layers fwd+bwd, batch 16, %d alternating rounds" % rounds, rounds=rounds,
+                 extra_env={"BENCH_REPS": "7" if QUICK else "11"}, unit="ms")
+    loads.append(load_avg())
+    print("  (load average before and after: %s)" % " ".join("%.1f" % x for x in loads))
+    rep["load"] = loads
+    return rep
 
 
 def section_bf16():
@@ -569,6 +620,46 @@ def main():
             p.wait()
 
 
+PAIRED_ROUNDS = 2 if QUICK else max(3, ROUNDS - 2)
+
+
+def paired_section(title, lua_file, py_file, extra_env=None):
+    def go():
+        return paired(lua_file, py_file, "%s, %d alternating rounds" % (title, PAIRED_ROUNDS), rounds=PAIRED_ROUNDS,
+                      extra_env=extra_env)
+    return go
+
+
+# (name for --only, what it runs); in this order. train's summary feeds perf's and the bars.
+def sections():
+    return [
+        ("floor", section_floor),
+        ("train", section_train),
+        ("batch1", section_batch1),
+        ("memory", section_memory),
+        ("ftz", section_ftz),
+        ("perf", lambda: section_perf(REPORT["sections"].get("train"))),
+        ("trainer", section_trainer),
+        ("core_ops", paired_section("Core ops", "bench/core_ops.lua", "bench/core_ops_torch.py")),
+        # the tiny GPT's training step (bench/gpt_bench.lua, bench/gpt_bench_torch.py): the best of 6 blocks of 10
+        # steps inside each process (its own default is 15: the harness's rounds already repeat the process)
+        ("gpt", paired_section("Tiny GPT step", "bench/gpt_bench.lua", "bench/gpt_bench_torch.py",
+                               {"BENCH_ROUNDS": "3" if QUICK else "6"})),
+        ("vision", section_vision),
+        ("kernels", section_kernels),
+        ("optim", paired_section("Optimizer steps", "bench/optim_bench.lua", "bench/optim_bench_torch.py",
+                                 {"BENCH_ROUNDS": "5", "BENCH_STEPS": "10" if QUICK else "20"})),
+        # the 2-layer LSTM word model's training step (bench/lstm_bench*.{lua,py}): best of 3 blocks of 3 steps
+        ("lstm", paired_section("LSTM word model (2 layers)", "bench/lstm_bench.lua", "bench/lstm_bench_torch.py",
+                                {"BENCH_ROUNDS": "3", "BENCH_STEPS": "2" if QUICK else "3"})),
+        # the workloads' GEMM shapes alone (bench/gemm_shapes.lua, bench/gemm_shapes_torch.py)
+        ("gemm", paired_section("GEMM shapes of the workloads", "bench/gemm_shapes.lua",
+                                "bench/gemm_shapes_torch.py")),
+        # bfloat16 mixed precision (bench/bf16.lua runs both sides itself, on one thread)
+        ("bf16", section_bf16),
+    ]
+
+
 def run_sections(busy):
     print("lutra bench: %s, %d rounds, %s%s" % ("quick" if QUICK else "full", ROUNDS, REPORT["date"],
                                                ", contended: %d busy processes beside both sides" % len(busy)
@@ -580,43 +671,30 @@ def run_sections(busy):
     except OSError:
         pass
     sys.stdout.flush()
-    train = None
-    if wanted("floor"):
-        section_floor()
-    if wanted("train"):
-        train = section_train()
-    if wanted("batch1"):
-        section_batch1()
-    if wanted("memory"):
-        section_memory()
-    if wanted("ftz"):
-        section_ftz()
-    if wanted("perf"):
-        section_perf(train)
-    if wanted("trainer"):
-        section_trainer()
-    if wanted("core_ops"):
-        REPORT["sections"]["core_ops"] = paired("bench/core_ops.lua", "bench/core_ops_torch.py", "Core ops")
-    if wanted("gpt"):  # gpt area: the tiny GPT's training step (bench/gpt_bench.lua, bench/gpt_bench_torch.py)
-        REPORT["sections"]["gpt"] = paired("bench/gpt_bench.lua", "bench/gpt_bench_torch.py",
-                                           "Tiny GPT step, %d alternating rounds" % max(1, ROUNDS - 2),
-                                           rounds=max(1, ROUNDS - 2))
-    if wanted("vision"):  # vision area
-        REPORT["sections"]["vision"] = section_vision()
-    if wanted("optim") and os.path.exists(os.path.join(ROOT, "bench/optim_bench_torch.py")):
-        REPORT["sections"]["optim"] = paired("bench/optim_bench.lua", "bench/optim_bench_torch.py", "Optimizer steps")
-    # recurrent: the 2-layer LSTM word model's training step (bench/lstm_bench*.{lua,py})
-    if wanted("lstm"):
-        REPORT["sections"]["lstm"] = paired("bench/lstm_bench.lua", "bench/lstm_bench_torch.py",
-                                            "LSTM word model (2 layers), %d alternating rounds" % max(1, ROUNDS - 2),
-                                            rounds=max(1, ROUNDS - 2))
-    if wanted("gemm"):  # the workloads' GEMM shapes alone (bench/gemm_shapes.lua, bench/gemm_shapes_torch.py)
-        REPORT["sections"]["gemm"] = paired("bench/gemm_shapes.lua", "bench/gemm_shapes_torch.py",
-                                            "GEMM shapes of the workloads, %d alternating rounds" % max(1, ROUNDS - 2),
-                                            rounds=max(1, ROUNDS - 2))
-    if wanted("bf16"):  # bfloat16 mixed precision (bench/bf16.lua runs both sides itself, on one thread)
-        REPORT["sections"]["bf16"] = section_bf16()
-    bars(train or {})
+    REPORT["load_start"] = load_avg()
+    REPORT["section_seconds"] = {}
+    t_all = time.time()
+    for name, fn in sections():
+        if not wanted(name):
+            continue
+        t0, c0 = time.time(), os.times()
+        got = fn()
+        if got is not None and name not in REPORT["sections"]:
+            REPORT["sections"][name] = got
+        c1 = os.times()
+        REPORT["section_seconds"][name] = time.time() - t0
+        # the CPU time of the section's processes (both sides, all threads): with the wall time under load it tells
+        # what the section would take on a quiet machine
+        cpu = (c1.children_user - c0.children_user) + (c1.children_system - c0.children_system)
+        REPORT.setdefault("section_cpu_seconds", {})[name] = cpu
+        print("  [section %s: %.0f s wall, %.0f s CPU of its processes, load %.2f]"
+              % (name, REPORT["section_seconds"][name], cpu, load_avg()), flush=True)
+    REPORT["total_seconds"] = time.time() - t_all
+    REPORT["load_end"] = load_avg()
+    bars(REPORT["sections"].get("train") or {})
+    rows = done_when()
+    if rows and WRITE_RESULTS:
+        write_results(rows)
     if JSON_OUT:
         with open(JSON_OUT, "w") as f:
             json.dump(REPORT, f, indent=1, default=str)
@@ -667,6 +745,109 @@ def bars(train):
     if rows:
         table("Bars (issues 8 and 17)", ["bar", "measured", "met"], [[a, b, "yes" if c else "NO"] for a, b, c in rows])
     REPORT["bars"] = rows
+
+
+# ---- issue 31's Done-when, one line per row, and the summary written into bench/RESULTS.md -----------------------
+TRAIN_BAR = 1.2 if CONTENDED else 1.3  # every training workload against PyTorch best: quiet / --contended
+FLOOR_BAR = 0.85  # MLP b64: the GEMM-only floor's time / lutra's step time
+KERNEL_BAR = 1.0  # every kernel row of issues 31/29
+
+
+def done_when():
+    """[(row, measured, against, bar, met)] for every Done-when row this run measured; prints them as a table."""
+    rows = []
+    secs = REPORT["sections"]
+
+    def add(name, ratio, against, bar, fmt_="%.2fx"):
+        rows.append((name, fmt_ % ratio, against, (">= " + fmt_) % bar, ratio >= bar))
+
+    for name, t in (secs.get("train") or {}).items():
+        add(name + " training step", t["ratio"][t["best_torch"]], t["best_torch"], TRAIN_BAR)
+    t = (secs.get("train") or {}).get("MLP b64")
+    if t and "GEMM-only floor" in t["ratio"]:
+        f = t["ratio"]["GEMM-only floor"]
+        rows.append(("MLP b64 share of its GEMM-only floor", "%.0f%%" % (f * 100), "floor time / lutra step",
+                     ">= %.0f%%" % (FLOOR_BAR * 100), f >= FLOOR_BAR))
+    g = secs.get("gpt")
+    if g and "gpt train step" in g["ratio"]:
+        add("tiny GPT training step", g["ratio"]["gpt train step"], g["best"]["gpt train step"], TRAIN_BAR)
+    ls = secs.get("lstm")
+    for k in sorted((ls or {}).get("ratio", {})):
+        if k.startswith("lm_step_"):
+            add("LSTM word model step (%s)" % k[len("lm_step_"):], ls["ratio"][k], ls["best"][k], TRAIN_BAR)
+    o = secs.get("optim")
+    if o and o["ratio"]:
+        import math
+        low = min(o["ratio"], key=o["ratio"].get)
+        gm = math.exp(sum(math.log(r) for r in o["ratio"].values()) / len(o["ratio"]))
+        rows.append(("optimizer steps (%d rows; geometric mean %.2fx)" % (len(o["ratio"]), gm),
+                     "%.2fx" % o["ratio"][low], "lowest row: %s, vs %s" % (low, o["best"][low]),
+                     ">= %.2fx" % TRAIN_BAR, o["ratio"][low] >= TRAIN_BAR))
+    kr = secs.get("kernels")
+    for k in (kr or {}).get("ratio", {}):
+        add("kernel: " + k, kr["ratio"][k], kr["best"][k] + ", CPU time", KERNEL_BAR)
+    if rows:
+        table("Issue 31 Done-when (%s; ratio = PyTorch best / lutra, median over rounds; PyTorch best = its fastest "
+              "configuration, named)%s" % ("--contended: one busy process per CPU beside both sides" if CONTENDED
+                                         else "quiet", " [--quick: a smoke test, not the figures]" if QUICK else ""),
+              ["row", "measured", "against", "bar", "PASS/MISS"],
+              [[a, b, c, d, "PASS" if e else "MISS"] for a, b, c, d, e in rows])
+        print("%d of %d rows PASS" % (sum(1 for r in rows if r[4]), len(rows)))
+    REPORT["done_when"] = rows
+    return rows
+
+
+RESULTS_MD = os.path.join(ROOT, "bench/RESULTS.md")
+# a full run (every section, default rounds, not --quick) writes its Done-when table into bench/RESULTS.md between
+# these markers (one pair per mode); --write-results forces it, --no-write-results prevents it
+WRITE_RESULTS = ("--no-write-results" not in args and
+                 ("--write-results" in args or
+                  (not QUICK and ONLY is None and "--rounds" not in args and not os.environ.get("BENCH_WORKLOADS"))))
+
+
+def results_markers():
+    mode = "contended" if CONTENDED else "quiet"
+    return "<!-- bench/run %s: begin -->" % mode, "<!-- bench/run %s: end -->" % mode
+
+
+def results_block(rows):
+    try:
+        commit = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"], stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True).stdout.strip() or "?"
+    except OSError:
+        commit = "?"
+    secs = REPORT["section_seconds"]
+    lines = ["",
+             "Written by `bench/run%s` on %s, commit %s, %d rounds; load average %.2f at the start, %.2f at the end; "
+             "%d:%02d in all (%s)." % (" --contended" if CONTENDED else "", REPORT["date"], commit, ROUNDS,
+                                       REPORT["load_start"], REPORT["load_end"], REPORT["total_seconds"] // 60,
+                                       REPORT["total_seconds"] % 60,
+                                       ", ".join("%s %.0f s" % kv for kv in secs.items())),
+             "",
+             "| row | measured | against | bar | |",
+             "| --- | --- | --- | --- | --- |"]
+    for a, b, c, d, e in rows:
+        lines.append("| %s | %s | %s | %s | %s |" % (a, b, c, d, "PASS" if e else "**MISS**"))
+    lines += ["", "%d of %d rows PASS." % (sum(1 for r in rows if r[4]), len(rows)), ""]
+    return "\n".join(lines)
+
+
+def write_results(rows):
+    begin, end = results_markers()
+    try:
+        with open(RESULTS_MD) as f:
+            text = f.read()
+    except OSError as e:
+        print("bench/run: cannot read %s (%s): the summary was not written" % (RESULTS_MD, e))
+        return
+    i, j = text.find(begin), text.find(end)
+    if i < 0 or j < i:
+        print("bench/run: %s has no '%s' ... '%s' markers: the summary was not written" % (RESULTS_MD, begin, end))
+        return
+    text = text[:i + len(begin)] + "\n" + results_block(rows) + text[j:]
+    with open(RESULTS_MD, "w") as f:
+        f.write(text)
+    print("bench/run: the Done-when table is written into %s (between '%s' and '%s')" % (RESULTS_MD, begin, end))
 
 
 if __name__ == "__main__":
