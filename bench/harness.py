@@ -4,7 +4,9 @@
 # --contended: one busy process per CPU runs beside both sides for the whole run (a shared machine: a build, a
 # game); the same rounds and ratios, so the two modes compare.
 # Environment: LUTRA_BIN (the lutra binary), LUTRA_BUILD (build dir holding bench_gemm_floor).
-# Sections (--only): train, batch1, memory, ftz, floor, perf, trainer, core_ops, optim, gpt, lstm, vision, gemm.
+#   [--all] [--write-results | --no-write-results]
+# Sections (--only): peak, floor, train, batch1, memory, ftz, perf, trainer, core_ops, gpt, vision, kernels, optim,
+# lstm, gemm, bf16. The default run: those of issue 31's Done-when (DEFAULT_SECTIONS); --all: every one.
 import json
 import os
 import re
@@ -40,7 +42,7 @@ for i, a in enumerate(args):
 # GEMM floor, the kernel rows), sized to finish in about 12 minutes on 2 vCPUs even with --contended. --all adds the
 # earlier issues' sections (batch 1 and FTZ, memory over 10 epochs, perf profiles, core ops, vision layers, GEMM
 # shapes, bf16); --only picks any.
-DEFAULT_SECTIONS = {"train", "trainer", "gpt", "lstm", "optim", "kernels"}
+DEFAULT_SECTIONS = {"peak", "train", "trainer", "gpt", "lstm", "optim", "kernels"}
 ALL = "--all" in args
 
 
@@ -386,6 +388,26 @@ def section_floor():
     REPORT["sections"]["floor"] = rep
 
 
+# ---- the per-core peak: OpenBLAS's sgemm alone on one thread (bench/sgemm_peak.py, CPU time) ------------------
+def section_peak():
+    rep = {}
+    for label, e in (("SkylakeX (AVX-512)", env(OPENBLAS_CORETYPE="SkylakeX")), ("OpenBLAS's own choice", env())):
+        out, _ = run([PY, os.path.join(ROOT, "bench/sgemm_peak.py"), "512,1024" if QUICK else "512,1024,2048"],
+                     env(**dict(e, REPS="3" if QUICK else "5")))
+        sizes = {}
+        for line in out.splitlines():
+            kv = dict(x.partition("=")[::2] for x in line.split()[2:])
+            if line.startswith("sgemm_peak n="):
+                sizes[line.split()[1]] = float(kv["gflops"])
+            elif line.startswith("sgemm_peak best"):
+                rep[label] = {"gflops": float(kv["gflops"]), "coretype": kv["coretype"], "sizes": sizes}
+    print("\nPer-core peak: OpenBLAS sgemm alone, 1 thread, square sizes, GFLOP/s per CPU second: %s"
+          % "; ".join("%s [%s] %.0f (%s)" % (k, v["coretype"], v["gflops"],
+                                              ", ".join("%s %.0f" % kv for kv in v["sizes"].items()))
+                      for k, v in rep.items()), flush=True)
+    REPORT["sections"]["peak"] = rep
+
+
 # ---- where the step goes: perf, share of the main thread's time inside OpenBLAS ------------------------------
 def perf_share(data, pid):
     """(share of the main thread's samples with an OpenBLAS frame or in sched_yield (OpenBLAS waiting),
@@ -571,7 +593,7 @@ KERNEL_CONFIGS = [("1T SkylakeX PASSIVE", dict(OPENBLAS_CORETYPE="SkylakeX", OMP
 
 
 def section_kernels():
-    rounds = max(3, ROUNDS - 2) if not QUICK else 2
+    rounds = PAIRED_ROUNDS
     return paired("bench/kernels_cpu.lua", "bench/kernels_cpu_torch.py",
                   "Issue 31/29 kernels, fwd+bwd where named, one thread, %d alternating rounds" % rounds,
                   rounds=rounds, configs=KERNEL_CONFIGS, unit="CPU microseconds per call")
@@ -581,7 +603,7 @@ def section_kernels():
 def section_vision():
     """Both sides alternate over rounds (PyTorch in each TORCH_PAIRED configuration); per round the ratio PyTorch /
     lutra of each layer; the table gives the medians over rounds and the load average around it."""
-    rounds = 2 if QUICK else max(3, ROUNDS - 2)
+    rounds = PAIRED_ROUNDS
     loads = [load_avg()]
     rep = paired("bench/vision_bench.lua", "bench/vision_bench_torch.py",
                  "Vision layers fwd+bwd, batch 16, %d alternating rounds" % rounds, rounds=rounds,
@@ -633,6 +655,7 @@ def paired_section(title, lua_file, py_file, extra_env=None):
 # (name for --only, what it runs); in this order. train's summary feeds perf's and the bars.
 def sections():
     return [
+        ("peak", section_peak),
         ("floor", section_floor),
         ("train", section_train),
         ("batch1", section_batch1),
@@ -818,14 +841,23 @@ def results_block(rows):
         commit = "?"
     secs = REPORT["section_seconds"]
     lines = ["",
-             "Written by `bench/run%s` on %s, commit %s, %d rounds; load average %.2f at the start, %.2f at the end; "
-             "%d:%02d in all (%s)." % (" --contended" if CONTENDED else "", REPORT["date"], commit, ROUNDS,
-                                       REPORT["load_start"], REPORT["load_end"], REPORT["total_seconds"] // 60,
-                                       REPORT["total_seconds"] % 60,
-                                       ", ".join("%s %.0f s" % kv for kv in secs.items())),
-             "",
-             "| row | measured | against | bar | |",
-             "| --- | --- | --- | --- | --- |"]
+             "Written by `bench/run%s` on %s, commit %s, %d alternating rounds for the training steps, %d for the "
+             "other sections; load average %.2f at the start, %.2f at the end; %d:%02d in all (%s)."
+             % (" --contended" if CONTENDED else "", REPORT["date"], commit, TRAIN_ROUNDS, PAIRED_ROUNDS,
+                REPORT["load_start"], REPORT["load_end"], REPORT["total_seconds"] // 60, REPORT["total_seconds"] % 60,
+                ", ".join("%s %.0f s" % kv for kv in secs.items())),
+             ""]
+    pk = REPORT["sections"].get("peak")
+    if pk:
+        lines += ["Per-core peak (OpenBLAS sgemm alone, 1 thread, GFLOP/s per CPU second): %s." % "; ".join(
+            "%s [%s] %.0f" % (k, v["coretype"], v["gflops"]) for k, v in pk.items()), ""]
+    t = (REPORT["sections"].get("train") or {}).get("MLP b64")
+    if t and "GEMM-only floor" in t["step_us"]:
+        lines += ["MLP b64: lutra %.0f us per step, its GEMM-only floor %.0f us; PyTorch %s." % (
+            t["step_us"]["lutra"], t["step_us"]["GEMM-only floor"],
+            ", ".join("%s %.0f us" % (k, v) for k, v in t["step_us"].items() if k.startswith("torch"))), ""]
+    lines += ["| row | measured | against | bar | |",
+              "| --- | --- | --- | --- | --- |"]
     for a, b, c, d, e in rows:
         lines.append("| %s | %s | %s | %s | %s |" % (a, b, c, d, "PASS" if e else "**MISS**"))
     lines += ["", "%d of %d rows PASS." % (sum(1 for r in rows if r[4]), len(rows)), ""]
