@@ -177,14 +177,19 @@ def gemm_floor(model, batch, coretype=None):
 # (mode=serve) and the harness asks them in turn for a block of steps: one round = one block of every side,
 # sides in rotating order, and the ratio of a round compares blocks run within a second or two of each other.
 class Served:
+    # started together and then waited for (ready()): the sides load (PyTorch's import, the data set, the warm-up
+    # steps) at the same time instead of one after another, which is most of a workload's fixed cost
     def __init__(self, label, cmd, e):
-        self.label = label
+        self.label, self.cmd = label, cmd
         self.p = subprocess.Popen(cmd, env=e, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True)
+
+    def ready(self):
         line = self.p.stdout.readline()
         if not line.startswith("READY"):
             self.p.kill()
-            raise RuntimeError("%s did not start: %s%s" % (" ".join(cmd), line, self.p.stderr.read()[-3000:]))
+            raise RuntimeError("%s did not start: %s%s" % (" ".join(self.cmd), line, self.p.stderr.read()[-3000:]))
+        return self
 
     def block(self, n):
         self.p.stdin.write("run %d\n" % n)
@@ -224,6 +229,8 @@ def rounds_of(variants, block, rounds, ref):
     try:
         for label, side, wargs in variants:
             procs[label] = serve_side(side, wargs)
+        for sp in procs.values():
+            sp.ready()
         per_step = {v[0]: [] for v in variants}
         allocs = {v[0]: [] for v in variants}
         labels = [v[0] for v in variants]
@@ -252,13 +259,15 @@ TRAIN_ALL = [
     ("MLP b64", "mlp", 64, (150, 100), 300),
     ("MLP b256", "mlp", 256, (40, 30), 100),
     ("LeNet-5 b64", "lenet", 64, (40, 25), 30),
-    ("tiny b1", "tiny", 1, (2000, 1000), 5000),
-    ("tiny b8", "tiny", 8, (2000, 1000), 5000),
+    ("tiny b1", "tiny", 1, (1000, 500), 5000),
+    ("tiny b8", "tiny", 8, (1000, 500), 5000),
 ]
 TRAIN = [w for w in TRAIN_ALL if not os.environ.get("BENCH_WORKLOADS") or w[0] in os.environ["BENCH_WORKLOADS"].split(",")]
 FLOOR_MODELS = {"MLP b64": ("mlp", 64), "MLP b256": ("mlp", 256), "LeNet-5 b64": ("lenet", 64)}
 TRAIN_ROUNDS = 5 if QUICK else 9  # alternating blocks per workload: medians of 9
-PAUSE = float(os.environ.get("BENCH_PAUSE", "0.3"))
+# between two blocks: idle threads of the side that just ran go to sleep (OpenBLAS's workers yield-spin ~0.1 s,
+# libgomp's without OMP_WAIT_POLICY a fraction of that; lutra's pool parks after ~20 us)
+PAUSE = float(os.environ.get("BENCH_PAUSE", "0.15"))
 
 
 def section_train():
