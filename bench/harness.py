@@ -44,6 +44,9 @@ for i, a in enumerate(args):
 # shapes, bf16); --only picks any.
 DEFAULT_SECTIONS = {"peak", "train", "trainer", "gpt", "lstm", "optim", "kernels"}
 ALL = "--all" in args
+# --contended: every side runs at about half speed (a busy process per CPU takes half of each core), so the steps
+# or blocks inside a process are halved to keep the run within its time; the rounds (the medians) stay the same
+WORK = 0.5 if CONTENDED else 1.0
 
 
 def wanted(section):
@@ -274,7 +277,7 @@ def section_train():
     sides = ["lutra"] + list(TORCH_SIDES)
     rows, summary = [], {}
     for name, model, batch, steps, warmup in TRAIN:
-        block = steps[1] if QUICK else steps[0]
+        block = max(1, int((steps[1] if QUICK else steps[0]) * WORK))
         wargs = ["model=" + model, "batch=%d" % batch, "warmup=%d" % warmup]
         variants = [(s, s, wargs) for s in sides]
         if name in FLOOR_MODELS:
@@ -642,6 +645,11 @@ def busy_processes():
 
 
 def main():
+    # a SIGTERM (or the terminal going away) unwinds like Ctrl-C, so the finally blocks kill the served sides and
+    # the busy processes instead of leaving them running
+    import signal
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda *_, s=sig: sys.exit(128 + s))
     busy = busy_processes()
     try:
         run_sections(busy)
@@ -652,6 +660,11 @@ def main():
 
 
 PAIRED_ROUNDS = 2 if QUICK else max(3, ROUNDS - 2)
+
+
+def scaled(n):
+    """n steps or blocks inside a process, halved under --contended (WORK), at least 1, as a string"""
+    return str(max(1, int(n * WORK)))
 
 
 def paired_section(title, lua_file, py_file, extra_env=None):
@@ -676,14 +689,14 @@ def sections():
         # the tiny GPT's training step (bench/gpt_bench.lua, bench/gpt_bench_torch.py): the best of 6 blocks of 10
         # steps inside each process (its own default is 15: the harness's rounds already repeat the process)
         ("gpt", paired_section("Tiny GPT step", "bench/gpt_bench.lua", "bench/gpt_bench_torch.py",
-                               {"BENCH_ROUNDS": "3" if QUICK else "6"})),
+                               {"BENCH_ROUNDS": scaled(3 if QUICK else 6)})),
         ("vision", section_vision),
         ("kernels", section_kernels),
         ("optim", paired_section("Optimizer steps", "bench/optim_bench.lua", "bench/optim_bench_torch.py",
-                                 {"BENCH_ROUNDS": "5", "BENCH_STEPS": "10" if QUICK else "20"})),
-        # the 2-layer LSTM word model's training step (bench/lstm_bench*.{lua,py}): best of 3 blocks of 3 steps
+                                 {"BENCH_ROUNDS": "5", "BENCH_STEPS": scaled(10 if QUICK else 20)})),
+        # the 2-layer LSTM word model's training step (bench/lstm_bench*.{lua,py}): best of 3 blocks of 2 steps
         ("lstm", paired_section("LSTM word model (2 layers)", "bench/lstm_bench.lua", "bench/lstm_bench_torch.py",
-                                {"BENCH_ROUNDS": "3", "BENCH_STEPS": "2" if QUICK else "3"})),
+                                {"BENCH_ROUNDS": "3", "BENCH_STEPS": scaled(1 if QUICK else 2)})),
         # the workloads' GEMM shapes alone (bench/gemm_shapes.lua, bench/gemm_shapes_torch.py)
         ("gemm", paired_section("GEMM shapes of the workloads", "bench/gemm_shapes.lua",
                                 "bench/gemm_shapes_torch.py")),

@@ -31,7 +31,7 @@ for n in sizes:
     a, b = rng.standard_normal((n, n), dtype=np.float32), rng.standard_normal((n, n), dtype=np.float32)
     c = np.zeros((n, n), dtype=np.float32)
     pa, pb, pc = (x.ctypes.data_as(P) for x in (a, b, c))
-    calls = max(1, int(2e9 / (2.0 * n ** 3)))  # ~2 GFLOP a repetition
+    calls = max(1, int(1e10 / (2.0 * n ** 3)))  # ~10 GFLOP a repetition
 
     def gemm():
         lib.cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0, pa, n, pb, n, 0.0, pc, n)
