@@ -42,7 +42,7 @@ for i, a in enumerate(args):
 # GEMM floor, the kernel rows), sized to finish in about 12 minutes on 2 vCPUs even with --contended. --all adds the
 # earlier issues' sections (batch 1 and FTZ, memory over 10 epochs, perf profiles, core ops, vision layers, GEMM
 # shapes, bf16); --only picks any.
-DEFAULT_SECTIONS = {"peak", "train", "trainer", "gpt", "lstm", "optim", "kernels"}
+DEFAULT_SECTIONS = {"peak", "train", "gpt", "lstm", "optim", "kernels"}
 ALL = "--all" in args
 # --contended: every side runs at about half speed (a busy process per CPU takes half of each core), so the steps
 # or blocks inside a process are halved to keep the run within its time; the rounds (the medians) stay the same
@@ -267,6 +267,7 @@ TRAIN_ALL = [
 ]
 TRAIN = [w for w in TRAIN_ALL if not os.environ.get("BENCH_WORKLOADS") or w[0] in os.environ["BENCH_WORKLOADS"].split(",")]
 FLOOR_MODELS = {"MLP b64": ("mlp", 64), "MLP b256": ("mlp", 256), "LeNet-5 b64": ("lenet", 64)}
+TRAINER_WORKLOAD = "MLP b64"  # also run under lt.Trainer, against PyTorch best's plain loop
 TRAIN_ROUNDS = 5 if QUICK else 9  # alternating blocks per workload: medians of 9
 # between two blocks: idle threads of the side that just ran go to sleep (OpenBLAS's workers yield-spin ~0.1 s,
 # libgomp's without OMP_WAIT_POLICY a fraction of that; lutra's pool parks after ~20 us)
@@ -282,11 +283,16 @@ def section_train():
         variants = [(s, s, wargs) for s in sides]
         if name in FLOOR_MODELS:
             variants.append(("GEMM-only floor", "GEMM-only floor", FLOOR_MODELS[name]))
+        if name == TRAINER_WORKLOAD:  # the same recipe under lt.Trainer (its DataLoader, hooks, built-in step)
+            variants.append(("lutra Trainer", "lutra", wargs + ["loop=trainer"]))
         print("  %s: %d rounds of %d-step blocks (load %.2f)" % (name, TRAIN_ROUNDS, block, load_avg()), flush=True)
         per_step, ratios, results, allocs = rounds_of(variants, block, TRAIN_ROUNDS, "lutra")
         m = {l: med(v) * 1e6 for l, v in per_step.items()}
         r = {l: med(v) for l, v in ratios.items()}
         best_label = min(BEST, key=lambda s: r[s])
+        if "lutra Trainer" in per_step:  # PyTorch best's plain loop / lutra's Trainer, per round
+            r["PyTorch best / lutra Trainer"] = med([a / b for a, b in zip(per_step[best_label],
+                                                                          per_step["lutra Trainer"])])
         summary[name] = {"batch": batch, "step_us": m, "ratio": r, "best_torch": best_label,
                          "peak_rss_kb": {l: results[l].get("peak_rss_kb") for l in sides},
                          "loss": {l: results[l].get("loss") for l in sides},
@@ -706,9 +712,9 @@ def sections():
 
 
 def run_sections(busy):
-    print("lutra bench: %s, %d rounds, %s%s" % ("quick" if QUICK else "full", ROUNDS, REPORT["date"],
-                                               ", contended: %d busy processes beside both sides" % len(busy)
-                                               if busy else ""))
+    print("lutra bench: %s, %d alternating rounds for the training steps, %d for the other sections, %s%s"
+          % ("quick" if QUICK else "full", TRAIN_ROUNDS, PAIRED_ROUNDS, REPORT["date"],
+             ", contended: %d busy processes beside both sides" % len(busy) if busy else ""))
     print("lutra binary: %s" % LUTRA)
     try:
         cpu = [l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")]
@@ -808,6 +814,10 @@ def done_when():
 
     for name, t in (secs.get("train") or {}).items():
         add(name + " training step", t["ratio"][t["best_torch"]], t["best_torch"], TRAIN_BAR)
+    t = (secs.get("train") or {}).get(TRAINER_WORKLOAD)
+    if t and "PyTorch best / lutra Trainer" in t["ratio"]:
+        add("%s under lt.Trainer" % TRAINER_WORKLOAD, t["ratio"]["PyTorch best / lutra Trainer"],
+            t["best_torch"] + " (plain loop)", TRAIN_BAR)
     t = (secs.get("train") or {}).get("MLP b64")
     if t and "GEMM-only floor" in t["ratio"]:
         f = t["ratio"]["GEMM-only floor"]
