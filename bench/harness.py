@@ -398,7 +398,7 @@ def section_floor():
         fp = gemm_floor(model, batch, coretype="Prescott")
         rep["%s b%d" % (model, batch)] = {"skylakex": f, "prescott": fp}
         print("\nGEMM-only floor %s b%d: %.3f ms/step, %.1f MFLOP/step, %.1f GFLOP/s (%s, %d threads); "
-              "with the Prescott kernel PyTorch gets by default: %.3f ms/step, %.1f GFLOP/s"
+              "with the Prescott kernel (OpenBLAS's choice on the old Intel machine): %.3f ms/step, %.1f GFLOP/s"
               % (model, batch, f["ms_per_step"], f["mflop_per_step"], f["gflops"], f["corename"], f["threads"],
                  fp["ms_per_step"], fp["gflops"]))
         for g in f["gemms"]:
@@ -482,11 +482,16 @@ def section_perf(train_summary):
             r = run_side(side, ["model=" + model, "batch=%d" % batch, "mode=perf", "perf=" + secs, "out=" + data,
                                 "warmup=20"], prof=True)
             share, top, n = perf_share(data, int(r["pid"]))
-            os.unlink(data)
+            if os.path.exists(data):
+                os.unlink(data)
             step_ms = r["step_us"] / 1e3
             gfl = fl["mflop_per_step"] / step_ms  # MFLOP per ms = GFLOP/s
-            rows.append([name if side == "lutra" else "", side, fmt(step_ms, 3), "%.0f%%" % (share * 100),
-                         fmt(step_ms * share, 3), fmt(fl["ms_per_step"], 3), fmt(gfl, 1), fmt(fl["gflops"], 1),
+            if share is None:  # perf recorded no sample of the main thread (it started late, or was refused)
+                print("  (perf: no samples of %s's main thread for %s)" % (side, name))
+            rows.append([name if side == "lutra" else "", side, fmt(step_ms, 3),
+                         "%.0f%%" % (share * 100) if share is not None else "-",
+                         fmt(step_ms * share if share is not None else None, 3), fmt(fl["ms_per_step"], 3), fmt(gfl, 1),
+                         fmt(fl["gflops"], 1),
                          "%.0f%%" % (fl["ms_per_step"] / step_ms * 100)])
             rep.setdefault(name, {})[side] = {"step_ms": step_ms, "blas_share": share, "samples": n, "top": top,
                                               "floor_ms": fl["ms_per_step"], "gflops": gfl, "floor_gflops": fl["gflops"]}
