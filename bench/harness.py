@@ -46,7 +46,8 @@ DEFAULT_SECTIONS = {"peak", "train", "gpt", "lstm", "optim", "kernels"}
 ALL = "--all" in args
 # --contended: every side runs at about half speed (a busy process per CPU takes half of each core), so the steps
 # or blocks inside a process are halved to keep the run within its time; the rounds (the medians) stay the same
-WORK = 0.5 if CONTENDED else 1.0
+# (BENCH_WORK=f sets the factor: e.g. 0.7 to shorten a run that overran its time on a slower machine)
+WORK = float(os.environ.get("BENCH_WORK") or (0.5 if CONTENDED else 1.0))
 
 
 def wanted(section):
