@@ -698,10 +698,10 @@ def sections():
         ("perf", lambda: section_perf(REPORT["sections"].get("train"))),
         ("trainer", section_trainer),
         ("core_ops", paired_section("Core ops", "bench/core_ops.lua", "bench/core_ops_torch.py")),
-        # the tiny GPT's training step (bench/gpt_bench.lua, bench/gpt_bench_torch.py): the best of 6 blocks of 10
+        # the tiny GPT's training step (bench/gpt_bench.lua, bench/gpt_bench_torch.py): the best of 4 blocks of 10
         # steps inside each process (its own default is 15: the harness's rounds already repeat the process)
         ("gpt", paired_section("Tiny GPT step", "bench/gpt_bench.lua", "bench/gpt_bench_torch.py",
-                               {"BENCH_ROUNDS": scaled(3 if QUICK else 6)})),
+                               {"BENCH_ROUNDS": scaled(2 if QUICK else 4)})),
         ("vision", section_vision),
         ("kernels", section_kernels),
         ("optim", paired_section("Optimizer steps", "bench/optim_bench.lua", "bench/optim_bench_torch.py",
