@@ -835,7 +835,8 @@ def done_when():
     ls = secs.get("lstm")
     for k in sorted((ls or {}).get("ratio", {})):
         if k.startswith("lm_step_"):
-            add("LSTM word model step (%s)" % k[len("lm_step_"):], ls["ratio"][k], ls["best"][k], TRAIN_BAR)
+            add("LSTM word model step (%s)" % k[len("lm_step_"):].split("_")[0], ls["ratio"][k], ls["best"][k],
+                TRAIN_BAR)
     o = secs.get("optim")
     if o and o["ratio"]:
         import math
