@@ -12,25 +12,29 @@
  * masked_fill: out = cond ? v : src (one pass from src); where: out = cond ? src : out, after out was filled
  * from the other branch. Written once for float32 and float64 (SELECT_KERNEL); the float32 one is split over
  * the pool like the other elementwise kernels (bitwise the same). */
-typedef struct select_job {
-  lt_iter it;
-  float *po;
-  const float *pc, *ps;
-  float v;
-  int fill; /* 1: masked_fill, 0: where */
-  int64_t total;
-} select_job;
-
 // clang-format off
-#define SELECT_KERNEL(NAME, T)                                                                      \
-  LT_VECTOR_FN static void NAME(const lt_iter *it, T *po, const float *pc, const T *ps, T v, int fill, \
-                                int64_t lo, int64_t hi) {                                           \
-    EW_SEGMENTS(it, lo, hi, o0, o1, o2, len) {                                                      \
+#define SELECT_JOB(NAME, T)                                                                         \
+  typedef struct NAME {                                                                             \
+    lt_iter it;                                                                                     \
+    T *po;                                                                                          \
+    const float *pc;                                                                                \
+    const T *ps;                                                                                    \
+    T v;                                                                                            \
+    int fill; /* 1: masked_fill, 0: where */                                                        \
+    int64_t total;                                                                                  \
+  } NAME;
+
+#define SELECT_KERNEL(NAME, JOB, T)                                                                 \
+  LT_VECTOR_FN static void NAME(const JOB *j, int64_t lo, int64_t hi) {                             \
+    T *po = j->po, v = j->v;                                                                        \
+    const float *pc = j->pc;                                                                        \
+    const T *ps = j->ps;                                                                            \
+    EW_SEGMENTS(&j->it, lo, hi, o0, o1, o2, len) {                                                  \
       T *y = po + o0;                                                                               \
       const float *m = pc + o1;                                                                     \
       const T *x = ps + o2;                                                                         \
-      int64_t s0 = it->s[0], s1 = it->s[1], s2 = it->s[2];                                          \
-      if (fill) {                                                                                   \
+      int64_t s0 = j->it.s[0], s1 = j->it.s[1], s2 = j->it.s[2];                                    \
+      if (j->fill) {                                                                                \
         if (s0 == 1 && s1 == 1 && s2 == 1)                                                          \
           for (int64_t i = 0; i < len; i++) y[i] = m[i] != 0.0f ? v : x[i];                         \
         else if (s0 == 1 && s1 == 0 && s2 == 1) {                                                   \
@@ -50,12 +54,10 @@ typedef struct select_job {
     EW_SEGMENTS_END;                                                                                \
   }
 // clang-format on
-SELECT_KERNEL(select_kernel_f, float)
-SELECT_KERNEL(select_kernel_d, double)
-
-static void select_range(const select_job *j, int64_t lo, int64_t hi) {
-  select_kernel_f(&j->it, j->po, j->pc, j->ps, j->v, j->fill, lo, hi);
-}
+SELECT_JOB(select_job, float)
+SELECT_JOB(select_job_d, double)
+SELECT_KERNEL(select_range, select_job, float)
+SELECT_KERNEL(select_range_d, select_job_d, double)
 
 static void select_part(void *arg, int i, int nparts) {
   const select_job *j = arg;
@@ -75,9 +77,10 @@ static int select_run(lt_ctx *c, lt_tensor *out, const lt_tensor *cond, const lt
   }
   const int64_t *st[3] = { out->stride, cc->stride, cs->stride };
   if (out->dtype == LT_F64) {
-    lt_iter it;
-    lt_iter_init(&it, out->ndim, out->shape, 3, st);
-    if (it.rows * it.n > 0) select_kernel_d(&it, lt_f64(out), lt_f32(cc), lt_f64(cs), v, fill, 0, it.rows * it.n);
+    select_job_d j = { .po = lt_f64(out), .pc = lt_f32(cc), .ps = lt_f64(cs), .v = v, .fill = fill };
+    lt_iter_init(&j.it, out->ndim, out->shape, 3, st);
+    j.total = j.it.rows * j.it.n;
+    if (j.total > 0) select_range_d(&j, 0, j.total);
     lt_tensor_release(cc);
     lt_tensor_release(cs);
     return LT_OK;
