@@ -182,8 +182,8 @@ int lt_optim_add_param_group(lt_ctx *c, lt_optimizer *o, const lt_optim_hparams 
     const lt_tensor *p = params[i];
     if (!p) return lt_fail(c, "%s: parameter %d is missing", name, i + 1);
     if (p->dtype == LT_F64 && !kind_takes_f64(o->kind))
-      return lt_fail(c, "%s: parameter %d is float64, which this optimizer does not support yet (float32 only)",
-                     name, i + 1);
+      return lt_fail(c, "%s: parameter %d is float64, which this optimizer does not support yet (float32 only)", name,
+                     i + 1);
     if (p->dtype != LT_F32 && p->dtype != LT_F64)
       return lt_fail(c, "%s: parameter %d is %s, the optimizer can only optimize float32 and float64 tensors", name,
                      i + 1, lt_dtype_name(p->dtype));
