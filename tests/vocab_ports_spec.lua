@@ -1,5 +1,6 @@
 -- vocab_ports_spec.lua — the model and optimizer construction of five pytorch/examples programs (dcgan,
--- siamese_network, super_resolution, mnist_rnn, time_sequence_prediction), written as a PyTorch user ports them: each line of the original is
+-- siamese_network, super_resolution, mnist_rnn, time_sequence_prediction),
+-- written as a PyTorch user ports them: each line of the original is
 -- quoted above its lutra form, which keeps PyTorch's positional arguments, tuples as lists, keyword arguments in
 -- one table. Each port then trains a step or two on random data of the example's shapes (sizes scaled down), so a
 -- regression in any name these programs use breaks a test here.
@@ -281,10 +282,14 @@ describe("time_sequence_prediction (pytorch/examples time_sequence_prediction/tr
   function Sequence:forward(input, future)
     future = future or 0
     local outputs = {}                                                     -- outputs = []
-    local h_t = lt.zeros(input:size(1), 51, { dtype = "float64" })         -- h_t = torch.zeros(input.size(0), 51, dtype=torch.double)
-    local c_t = lt.zeros(input:size(1), 51, { dtype = "float64" })         -- c_t = torch.zeros(input.size(0), 51, dtype=torch.double)
-    local h_t2 = lt.zeros(input:size(1), 51, { dtype = "float64" })        -- h_t2 = torch.zeros(input.size(0), 51, dtype=torch.double)
-    local c_t2 = lt.zeros(input:size(1), 51, { dtype = "float64" })        -- c_t2 = torch.zeros(input.size(0), 51, dtype=torch.double)
+    -- h_t = torch.zeros(input.size(0), 51, dtype=torch.double)
+    local h_t = lt.zeros(input:size(1), 51, "float64")
+    -- c_t = torch.zeros(input.size(0), 51, dtype=torch.double)
+    local c_t = lt.zeros(input:size(1), 51, "float64")
+    -- h_t2 = torch.zeros(input.size(0), 51, dtype=torch.double)
+    local h_t2 = lt.zeros(input:size(1), 51, "float64")
+    -- c_t2 = torch.zeros(input.size(0), 51, dtype=torch.double)
+    local c_t2 = lt.zeros(input:size(1), 51, "float64")
     local output
     for _, input_t in ipairs(input:split(1, 2)) do                         -- for input_t in input.split(1, dim=1):
       h_t, c_t = self.lstm1(input_t, { h_t, c_t })                         --     h_t, c_t = self.lstm1(input_t, (h_t, c_t))
@@ -334,7 +339,8 @@ describe("time_sequence_prediction (pytorch/examples time_sequence_prediction/tr
       local pred, test_loss
       lt.no_grad(function()                                                --     with torch.no_grad():
         pred = seq(test_input, fx.future)                                  --         pred = seq(test_input, future=future)
-        test_loss = criterion(pred:narrow(2, 1, L - 1), test_target)       --         loss = criterion(pred[:, :-future], test_target)
+        -- loss = criterion(pred[:, :-future], test_target)
+        test_loss = criterion(pred:narrow(2, 1, L - 1), test_target)
       end)
       local function near(what, got, want)
         assert(math.abs(got - want) <= 1e-10 * math.abs(want),
