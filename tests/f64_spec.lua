@@ -269,6 +269,12 @@ describe("ops without a float64 kernel", function()
     assert.are.equal("float64", (x * 2.5):dtype()) -- a Lua number does not promote
     assert.are.equal("float32", (lt.tensor({ 1 }) * 0.1):dtype())
     assert.are.equal("float64", (x + lt.tensor({ 1, 2 }, "int64")):dtype())
+    -- where's numbers take the float64 operand's dtype, all their digits kept (they were rounded to float32)
+    local m = lt.tensor({ 1, 0 })
+    local w = lt.where(m, 0.1, lt.tensor({ 1, 2 }, "float64"))
+    assert.are.equal("float64", w:dtype())
+    assert.are.same({ 0.1, 2 }, w:tolist())
+    assert.are.same({ 1, 1.7976931348623157e308 }, lt.where(m, lt.tensor({ 1, 2 }, "float64"), 1.7976931348623157e308):tolist())
     assert.has_error(function() lt.tensor({ 1, 2 }):add_(x) end,
       "add_: cannot update a float32 tensor in place with a float64 operand (convert it with :float())")
   end)

@@ -117,8 +117,12 @@ static int l_where(lua_State *L) {
   lt_tensor *cond = T(1, "where");
   lt_ctx *c = L_CTX(L);
   lt_tensor *a = l_f64_gate(L, l_totensor(L, 2), "where"), *b = l_f64_gate(L, l_totensor(L, 3), "where");
-  lt_tensor *ta = a ? lt_tensor_retain(a) : lt_tensor_scalar(c, l_checknumber(L, 2));
-  lt_tensor *tb = b ? lt_tensor_retain(b) : (lua_isnumber(L, 3) ? lt_tensor_scalar(c, lua_tonumber(L, 3)) : NULL);
+  /* a number takes the other operand's float dtype (PyTorch: a Python scalar does not promote, nor round a
+   * float64 value to float32) */
+  lt_dtype da = b && b->dtype == LT_F64 ? LT_F64 : LT_F32, db = a && a->dtype == LT_F64 ? LT_F64 : LT_F32;
+  lt_tensor *ta = a ? lt_tensor_retain(a) : lt_tensor_scalar_of(c, da, l_checknumber(L, 2));
+  lt_tensor *tb =
+      b ? lt_tensor_retain(b) : (lua_isnumber(L, 3) ? lt_tensor_scalar_of(c, db, lua_tonumber(L, 3)) : NULL);
   if (!ta || !tb) {
     lt_tensor_release(ta);
     lt_tensor_release(tb);

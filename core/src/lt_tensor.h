@@ -58,6 +58,8 @@ lt_tensor *lt_tensor_new(lt_ctx *c, lt_dtype dt, int ndim, const int64_t *shape)
 lt_tensor *lt_tensor_new_like(lt_ctx *c, const lt_tensor *t);                     /* same shape+dtype */
 lt_tensor *lt_tensor_zeros(lt_ctx *c, lt_dtype dt, int ndim, const int64_t *shape);
 lt_tensor *lt_tensor_scalar(lt_ctx *c, double v); /* 0-dim float32 */
+/* 0-dim of dtype dt (LT_F32 or LT_F64): a Lua number beside a float64 tensor keeps its double precision */
+lt_tensor *lt_tensor_scalar_of(lt_ctx *c, lt_dtype dt, double v);
 /* A header over the same storage (no autograd): the building block of views. */
 lt_tensor *lt_tensor_alias(lt_ctx *c, const lt_tensor *base, int ndim, const int64_t *shape, const int64_t *stride,
                            int64_t offset);

@@ -115,6 +115,13 @@ lt_tensor *lt_tensor_scalar(lt_ctx *c, double v) {
   return t;
 }
 
+lt_tensor *lt_tensor_scalar_of(lt_ctx *c, lt_dtype dt, double v) {
+  if (dt != LT_F64) return lt_tensor_scalar(c, v);
+  lt_tensor *t = lt_tensor_new(c, LT_F64, 0, NULL);
+  if (t) lt_f64(t)[0] = v;
+  return t;
+}
+
 lt_tensor *lt_tensor_alias(lt_ctx *c, const lt_tensor *base, int ndim, const int64_t *shape, const int64_t *stride,
                            int64_t offset) {
   /* the ops that make views check their shapes naming themselves; this guards the ones that derive a shape */
