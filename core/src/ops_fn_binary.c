@@ -225,7 +225,9 @@ static int fn2_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
     if (need_a) gin[0] = lt_sum_to_like(c, ra, a);
     if (need_b) gin[1] = lt_sum_to_like(c, rb, b);
     ra = rb = NULL; /* given to lt_sum_to_like */
-    ok = (!need_a || gin[0]) && (!need_b || gin[1]);
+    /* copysign's sign operand gets zeros, as PyTorch's (a gradient, not none) */
+    if (op == LT_FN2_COPYSIGN && b->requires_grad) gin[1] = lt_tensor_zeros(c, b->dtype, b->ndim, b->shape);
+    ok = (!need_a || gin[0]) && (!need_b || gin[1]) && (op != LT_FN2_COPYSIGN || !b->requires_grad || gin[1]);
   }
   lt_tensor_release(gc);
   lt_tensor_release(gcc);
