@@ -30,8 +30,8 @@ static int fn_unary_(lua_State *L, lt_fnop op, const char *name_) {
   return 1;
 }
 
-#define FN_BIND(e, name)                                                \
-  static int l_##e(lua_State *L) { return fn_unary(L, e); }             \
+#define FN_BIND(e, name)                                    \
+  static int l_##e(lua_State *L) { return fn_unary(L, e); } \
   static int l_##e##_(lua_State *L) { return fn_unary_(L, e, name "_"); }
 LT_FN_LIST(FN_BIND)
 #undef FN_BIND
@@ -44,8 +44,8 @@ LT_FN_LIST(FN_BIND)
 static lt_tensor *scalar_like(lua_State *L, int i, const lt_tensor *like) {
   double v = lua_tonumber(L, i);
   lt_dtype dt = like->dtype == LT_I64 && v == floor(v) && l_is_int64(v) ? LT_I64
-                : like->dtype == LT_F64                                ? LT_F64
-                                                                       : LT_F32;
+                : like->dtype == LT_F64                                 ? LT_F64
+                                                                        : LT_F32;
   return lt_op_full(L_CTX(L), dt, 0, NULL, v);
 }
 
@@ -78,8 +78,8 @@ static int fn_binary_(lua_State *L, lt_fn2op op, const char *name_) {
   return 1;
 }
 
-#define FN2_BIND(e, name)                                                \
-  static int l_##e(lua_State *L) { return fn_binary(L, e); }             \
+#define FN2_BIND(e, name)                                    \
+  static int l_##e(lua_State *L) { return fn_binary(L, e); } \
   static int l_##e##_(lua_State *L) { return fn_binary_(L, e, name "_"); }
 LT_FN2_LIST(FN2_BIND)
 #undef FN2_BIND

@@ -172,14 +172,16 @@ lt_tensor *lt_op_math(lt_ctx *c, lt_mathop op, lt_tensor *a);
 typedef enum lt_classop { LT_ISNAN, LT_ISINF, LT_ISFINITE } lt_classop;
 lt_tensor *lt_op_classify(lt_ctx *c, lt_classop op, lt_tensor *a); /* float32 0/1, like comparisons */
 
-/* --- more elementwise maths, float32 and float64 from one body, differentiable (ops_fn.c; the per-element value
- * and derivative of each: fn_trig.h, fn_special.h). int64 input computes in float32, as PyTorch promotes. ------ */
-#define LT_FN_LIST(X)                                                                                              \
-  X(LT_FN_TAN, "tan") X(LT_FN_ASIN, "asin") X(LT_FN_ACOS, "acos") X(LT_FN_ATAN, "atan") X(LT_FN_SINH, "sinh")     \
-  X(LT_FN_COSH, "cosh") X(LT_FN_ASINH, "asinh") X(LT_FN_ACOSH, "acosh") X(LT_FN_ATANH, "atanh")                   \
-  X(LT_FN_SINC, "sinc") X(LT_FN_RAD2DEG, "rad2deg") X(LT_FN_DEG2RAD, "deg2rad") X(LT_FN_ERFC, "erfc")              \
-  X(LT_FN_LOG2, "log2") X(LT_FN_LOG10, "log10") X(LT_FN_EXP2, "exp2") X(LT_FN_LOGIT, "logit")                     \
-  X(LT_FN_LGAMMA, "lgamma") X(LT_FN_DIGAMMA, "digamma")
+/* --- more elementwise maths, float32 and float64 from one body, differentiable (ops_fn.c; the special functions
+ * series: fn_special.h). int64 input computes in float32, as PyTorch promotes. ---------------------------------- */
+// clang-format off
+#define LT_FN_LIST(X) \
+  X(LT_FN_TAN, "tan") X(LT_FN_ASIN, "asin") X(LT_FN_ACOS, "acos") X(LT_FN_ATAN, "atan") \
+  X(LT_FN_SINH, "sinh") X(LT_FN_COSH, "cosh") X(LT_FN_ASINH, "asinh") X(LT_FN_ACOSH, "acosh") \
+  X(LT_FN_ATANH, "atanh") X(LT_FN_SINC, "sinc") X(LT_FN_RAD2DEG, "rad2deg") X(LT_FN_DEG2RAD, "deg2rad") \
+  X(LT_FN_ERFC, "erfc") X(LT_FN_LOG2, "log2") X(LT_FN_LOG10, "log10") X(LT_FN_EXP2, "exp2") \
+  X(LT_FN_LOGIT, "logit") X(LT_FN_LGAMMA, "lgamma") X(LT_FN_DIGAMMA, "digamma")
+// clang-format on
 #define LT_FN_ENUM(e, name) e,
 typedef enum lt_fnop { LT_FN_LIST(LT_FN_ENUM) LT_FN_COUNT } lt_fnop;
 #undef LT_FN_ENUM
@@ -189,9 +191,11 @@ lt_tensor *lt_op_fn(lt_ctx *c, lt_fnop op, lt_tensor *a, double p);
 int lt_op_fn_(lt_ctx *c, lt_fnop op, lt_tensor *a, double p);
 /* Binary maths with broadcasting (ops_fn_binary.c): float64 when either operand is, int64 when both are (not
  * atan2 or copysign, which give float32), float32 otherwise. floor_divide has no gradient (as PyTorch's). */
-#define LT_FN2_LIST(X)                                                                                              \
-  X(LT_FN2_ATAN2, "atan2") X(LT_FN2_FMOD, "fmod") X(LT_FN2_REMAINDER, "remainder")                               \
+// clang-format off
+#define LT_FN2_LIST(X) \
+  X(LT_FN2_ATAN2, "atan2") X(LT_FN2_FMOD, "fmod") X(LT_FN2_REMAINDER, "remainder") \
   X(LT_FN2_FLOOR_DIVIDE, "floor_divide") X(LT_FN2_FMAX, "fmax") X(LT_FN2_FMIN, "fmin") X(LT_FN2_COPYSIGN, "copysign")
+// clang-format on
 #define LT_FN2_ENUM(e, name) e,
 typedef enum lt_fn2op { LT_FN2_LIST(LT_FN2_ENUM) LT_FN2_COUNT } lt_fn2op;
 #undef LT_FN2_ENUM

@@ -103,23 +103,23 @@ typedef struct fn_job {
   int64_t total;
 } fn_job;
 
-#define FN_LOOPS(T, SUFFIX)                                                                                 \
-  static void fn_range_##SUFFIX(const fn_job *j, int64_t lo, int64_t hi) {                                  \
-    const lt_iter *it = &j->it;                                                                             \
-    T *po = j->po;                                                                                          \
-    const T *px = j->px;                                                                                    \
-    lt_fnop op = j->op;                                                                                     \
-    double p = j->p;                                                                                        \
-    EW_SEGMENTS(it, lo, hi, o0, o1, o2, len) {                                                              \
-      T *y = po + o0;                                                                                       \
-      const T *x = px + o1;                                                                                 \
-      for (int64_t i = 0; i < len; i++) y[i * it->s[0]] = (T)fn_value(op, (double)x[i * it->s[1]], p);      \
-    }                                                                                                       \
-    EW_SEGMENTS_END;                                                                                        \
-  }                                                                                                         \
-  static void fn_grad_range_##SUFFIX(const fn_job *j, int64_t lo, int64_t hi) {                             \
-    const T *x = j->px, *y = j->py, *g = j->pg;                                                             \
-    T *r = j->po;                                                                                           \
+#define FN_LOOPS(T, SUFFIX)                                                                                       \
+  static void fn_range_##SUFFIX(const fn_job *j, int64_t lo, int64_t hi) {                                        \
+    const lt_iter *it = &j->it;                                                                                   \
+    T *po = j->po;                                                                                                \
+    const T *px = j->px;                                                                                          \
+    lt_fnop op = j->op;                                                                                           \
+    double p = j->p;                                                                                              \
+    EW_SEGMENTS(it, lo, hi, o0, o1, o2, len) {                                                                    \
+      T *y = po + o0;                                                                                             \
+      const T *x = px + o1;                                                                                       \
+      for (int64_t i = 0; i < len; i++) y[i * it->s[0]] = (T)fn_value(op, (double)x[i * it->s[1]], p);            \
+    }                                                                                                             \
+    EW_SEGMENTS_END;                                                                                              \
+  }                                                                                                               \
+  static void fn_grad_range_##SUFFIX(const fn_job *j, int64_t lo, int64_t hi) {                                   \
+    const T *x = j->px, *y = j->py, *g = j->pg;                                                                   \
+    T *r = j->po;                                                                                                 \
     for (int64_t i = lo; i < hi; i++) r[i] = (T)fn_grad(j->op, (double)x[i], y ? (double)y[i] : 0.0, g[i], j->p); \
   }
 FN_LOOPS(float, f32)
@@ -163,8 +163,14 @@ static int fn_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
   lt_tensor *gcc = gc ? lt_op_contiguous(c, gc) : NULL;
   lt_tensor *r = gcc && (y || !n->saved[0]) ? lt_tensor_new_like(c, x) : NULL;
   if (r) {
-    fn_job j = { .op = op, .p = n->f[0], .dt = x->dtype, .po = fn_data(r), .px = fn_data(x),
-                 .py = y ? fn_data(y) : NULL, .pg = fn_data(gcc), .total = lt_numel(x) };
+    fn_job j = { .op = op,
+                 .p = n->f[0],
+                 .dt = x->dtype,
+                 .po = fn_data(r),
+                 .px = fn_data(x),
+                 .py = y ? fn_data(y) : NULL,
+                 .pg = fn_data(gcc),
+                 .total = lt_numel(x) };
     int parts = ew_parts(c, j.total, fn_cost(op));
     if (parts > 1) lt_pool_run(fn_grad_part, &j, parts);
     else if (j.total) fn_grad_part(&j, 0, 1);

@@ -45,7 +45,7 @@ __attribute__((always_inline)) static inline double fn2_value(lt_fn2op op, doubl
 
 /* the gradients g * d/da and g * d/db at (a, b) with y = op(a, b), as PyTorch 1.13's derivatives.yaml */
 __attribute__((always_inline)) static inline void fn2_grad(lt_fn2op op, double a, double b, double y, double g,
-                                                          double *ga, double *gb) {
+                                                           double *ga, double *gb) {
   switch (op) {
     case LT_FN2_ATAN2: {
       double r = 1 / (a * a + b * b);
@@ -113,32 +113,32 @@ typedef struct fn2_job {
   int64_t total;
 } fn2_job;
 
-#define FN2_LOOPS(T, SUFFIX)                                                                                  \
-  static void fn2_range_##SUFFIX(const fn2_job *j, int64_t lo, int64_t hi) {                                  \
-    const lt_iter *it = &j->it;                                                                               \
-    T *po = j->po;                                                                                            \
-    const T *pa = j->pa, *pb = j->pb;                                                                         \
-    EW_SEGMENTS(it, lo, hi, o0, o1, o2, len) {                                                                \
-      for (int64_t i = 0; i < len; i++)                                                                       \
+#define FN2_LOOPS(T, SUFFIX)                                                                                       \
+  static void fn2_range_##SUFFIX(const fn2_job *j, int64_t lo, int64_t hi) {                                       \
+    const lt_iter *it = &j->it;                                                                                    \
+    T *po = j->po;                                                                                                 \
+    const T *pa = j->pa, *pb = j->pb;                                                                              \
+    EW_SEGMENTS(it, lo, hi, o0, o1, o2, len) {                                                                     \
+      for (int64_t i = 0; i < len; i++)                                                                            \
         po[o0 + i * it->s[0]] = (T)fn2_value(j->op, (double)pa[o1 + i * it->s[1]], (double)pb[o2 + i * it->s[2]]); \
-    }                                                                                                         \
-    EW_SEGMENTS_END;                                                                                          \
-  }                                                                                                           \
-  static void fn2_grad_range_##SUFFIX(const fn2_job *j, int64_t lo, int64_t hi) {                             \
-    const lt_iter *it = &j->it;                                                                               \
-    const T *pg = j->pg, *py = j->py, *pa = j->pa, *pb = j->pb;                                               \
-    T *ra = j->pa_grad, *rb = j->pb_grad;                                                                     \
-    EW_SEGMENTS(it, lo, hi, o0, o1, o2, len) {                                                                \
-      for (int64_t i = 0; i < len; i++) {                                                                     \
-        int64_t k = o0 + i * it->s[0];                                                                        \
-        double ga, gb;                                                                                        \
-        fn2_grad(j->op, (double)pa[o1 + i * it->s[1]], (double)pb[o2 + i * it->s[2]], py ? (double)py[k] : 0.0, \
-                 (double)pg[k], &ga, &gb);                                                                    \
-        if (ra) ra[k] = (T)ga;                                                                                \
-        if (rb) rb[k] = (T)gb;                                                                                \
-      }                                                                                                       \
-    }                                                                                                         \
-    EW_SEGMENTS_END;                                                                                          \
+    }                                                                                                              \
+    EW_SEGMENTS_END;                                                                                               \
+  }                                                                                                                \
+  static void fn2_grad_range_##SUFFIX(const fn2_job *j, int64_t lo, int64_t hi) {                                  \
+    const lt_iter *it = &j->it;                                                                                    \
+    const T *pg = j->pg, *py = j->py, *pa = j->pa, *pb = j->pb;                                                    \
+    T *ra = j->pa_grad, *rb = j->pb_grad;                                                                          \
+    EW_SEGMENTS(it, lo, hi, o0, o1, o2, len) {                                                                     \
+      for (int64_t i = 0; i < len; i++) {                                                                          \
+        int64_t k = o0 + i * it->s[0];                                                                             \
+        double ga, gb;                                                                                             \
+        fn2_grad(j->op, (double)pa[o1 + i * it->s[1]], (double)pb[o2 + i * it->s[2]], py ? (double)py[k] : 0.0,    \
+                 (double)pg[k], &ga, &gb);                                                                         \
+        if (ra) ra[k] = (T)ga;                                                                                     \
+        if (rb) rb[k] = (T)gb;                                                                                     \
+      }                                                                                                            \
+    }                                                                                                              \
+    EW_SEGMENTS_END;                                                                                               \
   }
 FN2_LOOPS(float, f32)
 FN2_LOOPS(double, f64)
@@ -192,8 +192,10 @@ static int fn2_forward(lt_ctx *c, lt_fn2op op, const char *name, int ndim, const
         po[o0 + i * j.it.s[0]] = fn2_value_i64(op, pa[o1 + i * j.it.s[1]], pb[o2 + i * j.it.s[2]], &zero);
     }
     LT_ITER_ROWS_END(&j.it, o0, o1, o2);
-    return zero ? lt_fail(c, "%s: division by zero in int64 (PyTorch's ZeroDivisionError; use float tensors "
-                             "for IEEE results)", name)
+    return zero ? lt_fail(c,
+                          "%s: division by zero in int64 (PyTorch's ZeroDivisionError; use float tensors "
+                          "for IEEE results)",
+                          name)
                 : LT_OK;
   }
   int parts = overlaps(out, a) || overlaps(out, b) ? 1 : ew_parts(c, j.total, 8);
@@ -214,8 +216,13 @@ static int fn2_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
   int ok = gcc && (!y || yc) && (!need_a || ra) && (!need_b || rb);
   if (ok) {
     int64_t so[LT_MAX_DIM], sa[LT_MAX_DIM], sb[LT_MAX_DIM];
-    fn2_job j = { .op = op, .dt = gcc->dtype, .pa = fn2_data(a), .pb = fn2_data(b), .pg = fn2_data(gcc),
-                  .py = yc ? fn2_data(yc) : NULL, .pa_grad = ra ? fn2_data(ra) : NULL,
+    fn2_job j = { .op = op,
+                  .dt = gcc->dtype,
+                  .pa = fn2_data(a),
+                  .pb = fn2_data(b),
+                  .pg = fn2_data(gcc),
+                  .py = yc ? fn2_data(yc) : NULL,
+                  .pa_grad = ra ? fn2_data(ra) : NULL,
                   .pb_grad = rb ? fn2_data(rb) : NULL };
     fn2_iter(&j.it, gcc->ndim, gcc->shape, gcc, a, b, so, sa, sb);
     j.total = j.it.rows * j.it.n;
@@ -296,8 +303,10 @@ int lt_op_fn2_(lt_ctx *c, lt_fn2op op, lt_tensor *a, lt_tensor *b) {
                    lt_shape_str(a, sa, sizeof sa), lt_shape_str(b, sb, sizeof sb));
   lt_dtype dt = fn2_dtype(op, a, b);
   if (a->dtype == LT_I64 && dt != LT_I64)
-    return lt_fail(c, "%s: the result is %s, which cannot be written into the int64 tensor (convert it with "
-                      ":float() first)", name, lt_dtype_name(dt));
+    return lt_fail(c,
+                   "%s: the result is %s, which cannot be written into the int64 tensor (convert it with "
+                   ":float() first)",
+                   name, lt_dtype_name(dt));
   lt_tensor *cb = lt_op_to_dtype(c, b, a->dtype);
   if (!cb) return LT_ERR;
   lt_mark_modified(a);
