@@ -1,5 +1,6 @@
 -- math_fn_spec.lua — the elementwise maths of core/src/ops_fn.c (tan ... digamma) and ops_fn_binary.c (atan2, fmod,
--- remainder, floor_divide, fmax/fmin, copysign) and their Lua names (fix, sgn, clip, clamp_min/max, float_power)
+-- remainder, floor_divide, fmax/fmin, copysign), their Lua names (fix, sgn, clip, clamp_min/max, float_power) and the
+-- statistics of lua/lutra/tensor/stats.lua (nansum, nanmean, quantile, nanquantile, cov, corrcoef)
 -- against PyTorch 1.13 (tests/fixtures/mathops.json, gen_mathops.py): values and gradients, float32 to 1e-6 and
 -- float64 to 1e-12 (relative, absolute below 1), edge values (poles, domain ends, NaN) included; float64
 -- finite-difference gradchecks; the in-place forms; and the errors.
@@ -46,17 +47,20 @@ end
 -- the op of a case on lutra tensors xs
 local function apply(c, xs)
   local a = c.args[1]
-  if type(a) == "table" then -- a number operand
+  if type(a) == "table" and a.scalar ~= nil then -- a number operand
     if a.first then return lt[c.op](a.scalar, xs[1]) end
     return lt[c.op](xs[1], a.scalar)
   end
   if #xs == 2 then return lt[c.op](xs[1], xs[2]) end
-  return xs[1][c.op](xs[1], unpack(c.args))
+  local args = {}
+  for i = 1, #c.args do args[i] = c.args[i] ~= cjson.null and c.args[i] or nil end
+  return xs[1][c.op](xs[1], unpack(args, 1, #c.args))
 end
 
 -- the cases whose first operand can take the result in place (fix and float_power have no float32 in-place
--- form; clamp_min_ takes a number bound only)
-local NO_INPLACE = { fix = true, float_power = true }
+-- form, the statistics none; clamp_min_ takes a number bound only)
+local NO_INPLACE = { fix = true, float_power = true, nansum = true, nanmean = true, quantile = true,
+  nanquantile = true, cov = true, corrcoef = true }
 local function has_inplace(c, xs)
   return not NO_INPLACE[c.op] and xs[1]:dtype() ~= "int64" and c.out.dtype == xs[1]:dtype()
     and (#xs == 1 or (c.op ~= "clamp_min" and xs[2]:numel() <= xs[1]:numel() and xs[2]:dtype() == xs[1]:dtype()))
@@ -87,7 +91,7 @@ describe("elementwise maths against torch 1.13 (mathops.json)", function()
         local y = plain[1]:clone()
         local ret
         local a = c.args[1]
-        if type(a) == "table" then
+        if type(a) == "table" and a.scalar ~= nil then
           if not a.first then ret = y[c.op .. "_"](y, a.scalar) end
         elseif #plain == 2 then ret = y[c.op .. "_"](y, plain[2])
         else ret = y[c.op .. "_"](y, unpack(c.args)) end
@@ -229,5 +233,34 @@ describe("elementwise maths: errors", function()
     ok, err = pcall(function() return lt.tensor({ 1 }):float_power_(2) end)
     assert.is_false(ok)
     assert.matches("float_power_: the tensor updated in place must be float64", err, 1, true)
+  end)
+end)
+
+describe("statistics: forms and errors", function()
+  it("takes a 1-D q and stacks the quantiles first", function()
+    local x = lt.tensor({ { 1, 7, 3, 4 }, { 2, 5, 1, 0 } })
+    local both = x:quantile(lt.tensor({ 0.25, 0.5 }), 2)
+    assert.are.same({ 2, 2 }, both:shape())
+    assert.are.same(x:quantile(0.25, 2):tolist(), both[1]:tolist())
+    assert.are.same(x:quantile(0.5, 2):tolist(), both[2]:tolist())
+  end)
+
+  it("names the function and the argument", function()
+    local x = lt.tensor({ 1, 2, 3 })
+    local function err(f, ...)
+      local ok, e = pcall(f, ...)
+      assert.is_false(ok)
+      return e
+    end
+    assert.matches("quantile: q must be in [0, 1], got 1.5", err(lt.quantile, x, 1.5), 1, true)
+    assert.matches("nanquantile: unknown interpolation 'cubic'",
+      err(lt.nanquantile, x, 0.5, 1, false, { interpolation = "cubic" }), 1, true)
+    assert.matches("quantile: unknown option 'mode'", err(lt.quantile, x, 0.5, nil, false, { mode = 1 }), 1, true)
+    assert.matches("quantile: expects a float32 or float64 tensor, got int64",
+      err(lt.quantile, lt.tensor({ 1 }, "int64"), 0.5), 1, true)
+    assert.matches("quantile: the input tensor must be non-empty", err(lt.quantile, lt.zeros(0), 0.5), 1, true)
+    assert.matches("cov: expects a 1-D or 2-D tensor", err(lt.cov, lt.zeros(2, 2, 2)), 1, true)
+    assert.matches("nanmean: expects a float32 or float64 tensor", err(lt.nanmean, lt.tensor({ 1 }, "int64")), 1, true)
+    assert.matches("nansum", err(lt.nansum, x, 3), 1, true)
   end)
 end)
