@@ -54,13 +54,13 @@ local function apply(c, xs)
   if #xs == 2 then return lt[c.op](xs[1], xs[2]) end
   local args = {}
   for i = 1, #c.args do args[i] = c.args[i] ~= cjson.null and c.args[i] or nil end
-  return xs[1][c.op](xs[1], unpack(args, 1, #c.args))
+  return (xs[1][c.op](xs[1], unpack(args, 1, #c.args))) -- cummax/cummin: the values
 end
 
 -- the cases whose first operand can take the result in place (fix and float_power have no float32 in-place
 -- form, the statistics none; clamp_min_ takes a number bound only)
 local NO_INPLACE = { fix = true, float_power = true, nansum = true, nanmean = true, quantile = true,
-  nanquantile = true, cov = true, corrcoef = true }
+  nanquantile = true, cov = true, corrcoef = true, cummax = true, cummin = true, logcumsumexp = true }
 local function has_inplace(c, xs)
   return not NO_INPLACE[c.op] and xs[1]:dtype() ~= "int64" and c.out.dtype == xs[1]:dtype()
     and (#xs == 1 or (c.op ~= "clamp_min" and xs[2]:numel() <= xs[1]:numel() and xs[2]:dtype() == xs[1]:dtype()))
@@ -223,6 +223,25 @@ describe("elementwise maths: errors", function()
     assert.matches("logit: eps must be in [0, 1]", err, 1, true)
   end)
 
+  it("names an alias of a core op as called (the API fuzz found 'arctan2 -> atan2: ...')", function()
+    local ok, err = pcall(lt.arctan2, lt.zeros(2, 3), lt.zeros(4))
+    assert.is_false(ok)
+    assert.matches("^arctan2: ", err)
+    ok, err = pcall(function() return lt.zeros(3):arctan2_(lt.zeros(2, 3)) end)
+    assert.is_false(ok)
+    assert.matches("^arctan2_: ", err)
+    ok, err = pcall(lt.arcsinh_, lt.tensor({ 1 }, "int64"))
+    assert.is_false(ok)
+    assert.matches("^arcsinh_: ", err)
+    ok, err = pcall(lt.arctan2, lt.zeros(1), {})
+    assert.is_false(ok)
+    assert.matches("arctan2: expected tensors or numbers (at least one tensor), got tensor and table", err, 1, true)
+  end)
+
+  it("gives an empty result for an empty q, as torch.quantile", function()
+    assert.are.same({ 0, 2 }, lt.tensor({ { 1, 2 }, { 3, 4 } }):quantile(lt.zeros(0), 2):shape())
+  end)
+
   it("names the alias called when its inner op refuses", function()
     local ok, err = pcall(function() return lt.tensor({ 1 }):clip(2, 1) end)
     assert.is_false(ok)
@@ -262,5 +281,28 @@ describe("statistics: forms and errors", function()
     assert.matches("cov: expects a 1-D or 2-D tensor", err(lt.cov, lt.zeros(2, 2, 2)), 1, true)
     assert.matches("nanmean: expects a float32 or float64 tensor", err(lt.nanmean, lt.tensor({ 1 }, "int64")), 1, true)
     assert.matches("nansum", err(lt.nansum, x, 3), 1, true)
+  end)
+end)
+
+describe("cummax and cummin", function()
+  it("give the 1-based index each value came from: the last of equal values, a NaN's until the next", function()
+    local x = lt.tensor({ { 1, 3, 2, 3, 0 / 0, 5 }, { 4, 1, 1, 6, 2, 2 } })
+    local _, i = x:cummax(2)
+    assert.are.same({ { 1, 2, 2, 4, 5, 5 }, { 1, 1, 1, 4, 4, 4 } }, i:totable())
+    local _, j = lt.cummin(x, 2)
+    assert.are.same({ { 1, 1, 1, 1, 5, 5 }, { 1, 2, 3, 3, 3, 3 } }, j:totable())
+    local v, k = lt.tensor({ 3, 1, 2 }, "int64"):cummin(1)
+    assert.are.same({ 3, 1, 1 }, v:tolist())
+    assert.are.same({ 1, 2, 2 }, k:tolist())
+    assert.are.equal("int64", v:dtype())
+  end)
+
+  it("require dim and name themselves", function()
+    local ok, err = pcall(lt.cummax, lt.zeros(2))
+    assert.is_false(ok)
+    assert.matches("cummax: dim is required", err, 1, true)
+    ok, err = pcall(lt.logcumsumexp, lt.zeros(2), 3)
+    assert.is_false(ok)
+    assert.matches("logcumsumexp", err, 1, true)
   end)
 end)

@@ -203,6 +203,14 @@ const char *lt_fn2op_name(lt_fn2op op);
 lt_tensor *lt_op_fn2(lt_ctx *c, lt_fn2op op, lt_tensor *a, lt_tensor *b);
 int lt_op_fn2_(lt_ctx *c, lt_fn2op op, lt_tensor *a, lt_tensor *b); /* a = a op b (b broadcast to a) */
 
+/* --- more scans (ops_scan_more.c), float32 and float64, along dim (0-based) ----------------------------------- */
+/* cummax (max 1) or cummin: the running extreme and the 0-based int64 index it came from (the last of equal values;
+ * a NaN wins and stays, as PyTorch's); differentiable in the values (the gradient goes to those indices). int64
+ * input: values and indices, no gradient. */
+int lt_op_cumext(lt_ctx *c, lt_tensor *a, int dim, int max, lt_tensor **values, lt_tensor **indices);
+/* log(cumsum(exp(x))) along dim, without overflow; differentiable */
+lt_tensor *lt_op_logcumsumexp(lt_ctx *c, lt_tensor *a, int dim);
+
 /* --- indexed writes and mask selections (ops_scatter.c); indices 0-based int64, data float32 --------- */
 /* x with src's elements (or value when src is NULL) written (add: added) at index along dim */
 lt_tensor *lt_op_scatter(lt_ctx *c, lt_tensor *x, int dim, lt_tensor *index, lt_tensor *src, double value, int add);

@@ -26,7 +26,7 @@ end
 --- x:nansum([dim[, keepdim]]): the sum with NaN treated as 0
 function M.nansum(x, dim, keepdim)
   if dim ~= nil then dim = util.check_dim("nansum", dim, x:dim(), 2) end
-  local v = without_nan(x)
+  local v = util.call_as("nansum", without_nan, x)
   if dim == nil then return util.call_as("nansum", v.sum, v) end
   return util.call_as("nansum", v.sum, v, dim, keepdim)
 end
@@ -35,7 +35,7 @@ end
 function M.nanmean(x, dim, keepdim)
   check_float("nanmean", x, 2)
   if dim ~= nil then dim = util.check_dim("nanmean", dim, x:dim(), 2) end
-  local v, nan = without_nan(x)
+  local v, nan = util.call_as("nanmean", without_nan, x)
   local count = 1 - nan
   if dim == nil then return util.call_as("nanmean", function() return v:sum() / count:sum() end) end
   return util.call_as("nanmean", function() return v:sum(dim, keepdim) / count:sum(dim, keepdim) end)
@@ -72,6 +72,9 @@ local function quantile_of(fname, x, q, dim, keepdim, opts, ignore_nan)
   else
     error(fmt("%s: q must be a number or a 0-D or 1-D tensor, got %s", fname,
       core.is_tensor(q) and "a tensor of shape " .. util.shape_str(q) or type(q)), 3)
+  end
+  if #qs == 0 then -- an empty q: an empty result of the shape that one q would have after its first dim
+    return quantile_of(fname, x, core.zeros(1, x:dtype()), dim, keepdim, opts, ignore_nan):narrow(1, 1, 0)
   end
   for _, v in ipairs(qs) do
     if not (v >= 0 and v <= 1) then error(fmt("%s: q must be in [0, 1], got %s", fname, tostring(v)), 3) end
