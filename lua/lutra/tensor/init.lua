@@ -11,6 +11,7 @@ require "lutra.tensor.sort" -- sort, topk
 require "lutra.tensor.math" -- round with decimals
 require "lutra.tensor.pointwise_more" -- fix, sgn, clip, clamp_min/max, float_power
 require "lutra.tensor.stats" -- nansum, nanmean, quantile, nanquantile, cov, corrcoef
+require "lutra.tensor.shape_more" -- fliplr, flipud, atleast_nd, argwhere, triu/tril_indices, logspace
 require "lutra.tensor.dtype" -- x:to(dtype)
 require "lutra.tensor.index" -- Torch7's x[{1, {2, 3}}] (the C __index hands it the keys it does not know)
 
