@@ -26,10 +26,12 @@ static int fn_unary(lua_State *L, lt_fnop op, const char *name) {
   return l_push(L, r);
 }
 
-static int fn_unary_(lua_State *L, lt_fnop op, const char *name_) {
-  char canonical[40];
+/* name: the name called without its '_' */
+static int fn_unary_(lua_State *L, lt_fnop op, const char *name) {
+  char canonical[40], name_[40];
   snprintf(canonical, sizeof canonical, "%s_", lt_fnop_name(op));
-  lt_tensor *t = l_check_writable(L, T(1, canonical), name_);
+  snprintf(name_, sizeof name_, "%s_", name);
+  lt_tensor *t = l_check_writable(L, T(1, canonical), name);
   if (lt_op_fn_(L_CTX(L), op, t, fn_param(L, op, name_))) return l_error_as(L, name_);
   lua_settop(L, 1);
   return 1;
@@ -37,14 +39,14 @@ static int fn_unary_(lua_State *L, lt_fnop op, const char *name_) {
 
 #define FN_BIND(e, name)                                          \
   static int l_##e(lua_State *L) { return fn_unary(L, e, name); } \
-  static int l_##e##_(lua_State *L) { return fn_unary_(L, e, name "_"); }
+  static int l_##e##_(lua_State *L) { return fn_unary_(L, e, name); }
 LT_FN_LIST(FN_BIND)
 #undef FN_BIND
 
 /* PyTorch's other names: the same ops, their errors named as called */
 #define FN_ALIAS(fn, e, alias)                                      \
   static int l_##fn(lua_State *L) { return fn_unary(L, e, alias); } \
-  static int l_##fn##_(lua_State *L) { return fn_unary_(L, e, alias "_"); }
+  static int l_##fn##_(lua_State *L) { return fn_unary_(L, e, alias); }
 FN_ALIAS(arcsin, LT_FN_ASIN, "arcsin")
 FN_ALIAS(arccos, LT_FN_ACOS, "arccos")
 FN_ALIAS(arctan, LT_FN_ATAN, "arctan")
@@ -85,10 +87,12 @@ static int fn_binary(lua_State *L, lt_fn2op op, const char *name) {
   return l_push(L, r);
 }
 
-static int fn_binary_(lua_State *L, lt_fn2op op, const char *name_) {
-  char gate[40];
+/* name: the name called without its '_' */
+static int fn_binary_(lua_State *L, lt_fn2op op, const char *name) {
+  char gate[40], name_[40];
   snprintf(gate, sizeof gate, "%s_", lt_fn2op_name(op));
-  lt_tensor *a = l_check_writable(L, T(1, gate), name_);
+  snprintf(name_, sizeof name_, "%s_", name);
+  lt_tensor *a = l_check_writable(L, T(1, gate), name);
   lt_tensor *tb = l_f64_gate(L, l_totensor(L, 2), gate);
   if (!tb && lua_type(L, 2) != LUA_TNUMBER)
     return l_errorf(L, "%s: expected a tensor or a number, got %s", name_, type_of(L, 2));
@@ -103,11 +107,11 @@ static int fn_binary_(lua_State *L, lt_fn2op op, const char *name_) {
 
 #define FN2_BIND(e, name)                                          \
   static int l_##e(lua_State *L) { return fn_binary(L, e, name); } \
-  static int l_##e##_(lua_State *L) { return fn_binary_(L, e, name "_"); }
+  static int l_##e##_(lua_State *L) { return fn_binary_(L, e, name); }
 LT_FN2_LIST(FN2_BIND)
 #undef FN2_BIND
 static int l_arctan2(lua_State *L) { return fn_binary(L, LT_FN2_ATAN2, "arctan2"); }
-static int l_arctan2_(lua_State *L) { return fn_binary_(L, LT_FN2_ATAN2, "arctan2_"); }
+static int l_arctan2_(lua_State *L) { return fn_binary_(L, LT_FN2_ATAN2, "arctan2"); }
 
 /* ---- scans: x:cummax(dim) -> values, 1-based indices; x:logcumsumexp(dim) -------------------------------------- */
 
