@@ -62,23 +62,21 @@ function M.atleast_3d(...) return atleast_all("atleast_3d", 3, ...) end
 --- x:argwhere(): the 1-based indices of the non-zero elements, one row each ([n x x:dim()] int64), as nonzero
 function M.argwhere(x) return util.call_as("argwhere", methods.nonzero, x) end
 
--- the 1-based (row, col) pairs of a row x col matrix's upper (upper) or lower triangle with diagonal offset
+-- the 1-based (row, col) pairs of a row x col matrix's upper (upper) or lower triangle with diagonal offset: the
+-- non-zeros of its mask, row by row (tensor ops, so a huge size is an allocation error, not a long Lua loop)
 local function tri_indices(fname, row, col, offset, upper)
   A.int_arg(fname, "row", row, 0)
   A.int_arg(fname, "col", col, 0)
   A.int_arg(fname, "offset", offset or 0)
   offset = offset or 0
-  local rs, cs = {}, {}
-  for i = 1, row do
-    for j = 1, col do
-      local k = j - i
-      if (upper and k >= offset) or (not upper and k <= offset) then
-        rs[#rs + 1], cs[#cs + 1] = i, j
-      end
-    end
-  end
-  if #rs == 0 then return core.zeros({ 2, 0 }, "int64") end
-  return core.stack({ core.tensor(rs, "int64"), core.tensor(cs, "int64") }, 1)
+  if row == 0 or col == 0 then return core.zeros({ 2, 0 }, "int64") end
+  return util.call_as(fname, function()
+    local k = core.arange(1, col + 1, 1, "int64"):view(1, col) - core.arange(1, row + 1, 1, "int64"):view(row, 1)
+    local mask = upper and k:ge(offset) or k:le(offset)
+    local nz = mask:nonzero()
+    if nz:size(1) == 0 then return core.zeros({ 2, 0 }, "int64") end
+    return nz:t():contiguous()
+  end)
 end
 
 --- lt.triu_indices(row, col[, offset = 0]) / lt.tril_indices: a [2 x n] int64 tensor of the 1-based row and column
@@ -93,13 +91,8 @@ function M.logspace(a, b, n, base)
   A.int_arg("logspace", "n", n, 0)
   if base ~= nil and type(base) ~= "number" then util.check_arg("logspace", 4, base, "number") end
   base = base or 10
-  local v = {}
-  for i = 0, n - 1 do
-    local t = n == 1 and a or a + (b - a) * i / (n - 1)
-    v[i + 1] = base ^ t
-  end
-  if n == 0 then return core.zeros(0) end
-  return core.tensor(v)
+  -- tensor ops, so a huge n is an allocation error, not a long Lua loop
+  return util.call_as("logspace", function() return core.pow(base, core.linspace(a, b, n)) end)
 end
 
 -- fliplr, flipud and argwhere are also tensor methods; the others are lt.* functions only, as in PyTorch
