@@ -152,3 +152,6 @@ print(string.format("  Trainer:fit                                   %7.3f   fra
 print(string.format("  Trainer:fit + callback with 10 empty hooks    %7.3f   framework +%.3f", n_ten, n_ten - n_raw))
 print(string.format("  one defined empty hook                        %7.3f", n_one - n_fit))
 print(string.format("  absent hooks (a callback defining none)       %7.3f", n_empty - n_fit))
+-- one line to compare builds by (ratios within one run move less with the machine's load than times)
+print(string.format("ratios: fit / plain loop %.3f, fit + 10 hooks / plain loop %.3f, with lt.data.DataLoader %.3f; " ..
+  "loop alone: fit + 10 hooks / fit %.3f", r_fit / r_raw, r_ten / r_raw, r_fit_dl / r_raw_dl, n_ten / n_fit))

@@ -17,16 +17,19 @@ int l_hook_failed(l_loops *H, lua_State *L, const char *what, int cb);
  * -1 keeps the current one), calls and restores the hook. On success the handler stays under the nres
  * results (the caller's lua_settop(L, handler - 1) removes both); on failure l_docall keeps the message,
  * prefixed "<what>[ (callback #cb+1)]: " (l_hook_failed), leaves nothing of the call (not the handler
- * either) and returns LT_ERR. Inline: they are on every batch's path. */
+ * either) and returns LT_ERR. Inline: they are on every batch's path. l_docall_fn: the same with the
+ * function at index fn, above the handler with other values between them (the dispatcher's targets share
+ * one handler, a kept result under their calls); on failure it leaves nothing from the handler up. */
 static inline int l_push_handler(l_loops *H, lua_State *L) {
   lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_msgh);
   return lua_gettop(L);
 }
 
-static inline int l_docall(l_loops *H, lua_State *L, int handler, int nres, int hook, const char *what, int cb) {
+static inline int l_docall_fn(l_loops *H, lua_State *L, int handler, int fn, int nres, int hook, const char *what,
+                              int cb) {
   int prev = H->cur_hook;
   if (hook >= 0) H->cur_hook = hook;
-  int rc = lua_pcall(L, lua_gettop(L) - handler - 1, nres, handler);
+  int rc = lua_pcall(L, lua_gettop(L) - fn, nres, handler);
   H->cur_hook = prev;
   if (rc) {
     rc = l_hook_failed(H, L, what, cb);
@@ -34,6 +37,10 @@ static inline int l_docall(l_loops *H, lua_State *L, int handler, int nres, int 
     return rc;
   }
   return LT_OK;
+}
+
+static inline int l_docall(l_loops *H, lua_State *L, int handler, int nres, int hook, const char *what, int cb) {
+  return l_docall_fn(H, L, handler, handler + 1, nres, hook, what, cb);
 }
 
 /* Replaces the message on top with "<what> (callback #cb+1): <msg>" (cb -1: "<what>: <msg>"; TARGET_DM:

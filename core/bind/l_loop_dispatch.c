@@ -151,21 +151,21 @@ static int l_call_hook_target(lua_State *L) {
 
 /* ---- the dispatcher ------------------------------------------------------------------------------------ */
 
-/* A hook target's call up to its own arguments: the handler (its index is returned), the function, then
- * (callback, trainer, model) for a callback, (dm) for the datamodule or (model) for the model. */
+/* A hook target's call up to its own arguments, above the dispatch's handler: the function (its index is
+ * returned), then (callback, trainer, model) for a callback, (dm) for the datamodule or (model) for the model. */
 static int push_target(l_loops *H, lua_State *L, const l_target *t) {
-  int handler = l_push_handler(H, L);
   lua_rawgeti(L, LUA_REGISTRYINDEX, t->fn_ref);
+  int fn = lua_gettop(L);
   if (t->cb == TARGET_DM) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_dm);
-    return handler;
+    return fn;
   }
   if (t->cb >= 0) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, H->cb_refs[t->cb]);
     lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_trainer);
   }
   lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_model);
-  return handler;
+  return fn;
 }
 
 /* The one way a hook is called: each target of h, in dispatch order, gets its own arguments (push_target)
@@ -173,42 +173,54 @@ static int push_target(l_loops *H, lua_State *L, const l_target *t) {
  * lt_hook_args (push_c_args) or copied from the stack (push_stack_args), so the loops' calls move nothing
  * more than one call each. res > 0: the index of a slot that receives the first result of the model's (or,
  * for a data hook, the datamodule's) call; res == RES_TOP: that result is left on top instead, in the
- * slot its handler had (nil when no such target ran), so the per-batch steps push no slot before the call
+ * slot the handler had (nil when no such target ran), so the per-batch steps push no slot before the call
  * and clear none after. errors == 0: the first failure stops the call (LT_ERR, the message kept: failed;
  * nothing left); errors = the index of a table: every target runs and each failure's message is appended
- * there (on_exception's mode). The stack is left as it was (but the result with RES_TOP). */
+ * there (on_exception's mode; never with RES_TOP). The stack is left as it was (but the result with RES_TOP).
+ * The targets share one message handler, pushed once. A target whose result nobody wants (every callback,
+ * and the model when res is 0: most on_* hooks) is the fast path: called for no result, it leaves the
+ * stack at the handler, so there is nothing to move or pop after it. */
 #define RES_TOP (-1)
 static inline __attribute__((always_inline)) int dispatch(l_loops *H, lua_State *L, lt_hook h, l_push_args push,
                                                           const void *ctx, int res, int errors) {
-  int kept = 0; /* RES_TOP: a result is on top */
-  for (int i = 0; i < H->ntargets[h]; i++) {
+  int n = H->ntargets[h];
+  if (n == 0) {
+    if (res == RES_TOP) lua_pushnil(L);
+    return LT_OK;
+  }
+  int handler = l_push_handler(H, L);
+  int kept = 0; /* RES_TOP: a result is kept above the handler */
+  for (int i = 0; i < n; i++) {
     const l_target *t = &H->targets[h][i];
-    int handler = push_target(H, L, t);
+    int want = res != 0 && t->cb < 0; /* the model's (or datamodule's) result; a callback's is never used */
+    int fn = push_target(H, L, t);
     push(H, L, h, t, ctx);
     if (H->lp.prof) lt_prof_enter(H->lp.prof, t->prof_row);
-    int rc = l_docall(H, L, handler, 1, h, lt_hook_names[h], t->cb);
+    int rc = l_docall_fn(H, L, handler, fn, want, h, lt_hook_names[h], t->cb);
     if (H->lp.prof) lt_prof_exit(H->lp.prof);
-    if (rc != LT_OK) {
-      if (!errors) {
-        if (kept) lua_pop(L, 1);
-        return LT_ERR;
-      }
+    if (rc != LT_OK) { /* l_docall_fn left nothing from the handler up */
+      if (!errors) return LT_ERR;
       lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_err); /* collected, not kept */
       luaL_unref(L, LUA_REGISTRYINDEX, H->ref_err);
       H->ref_err = LUA_NOREF;
       lua_rawseti(L, errors, (int)lua_objlen(L, errors) + 1);
+      l_push_handler(H, L); /* at the same index: nothing was above it but the call */
       continue;
     }
-    if (t->cb < 0 && res == RES_TOP) { /* the result into the handler's slot: the top */
-      lua_replace(L, handler);
-      if (kept) lua_remove(L, handler - 1); /* a datamodule's result before the model's */
+    if (!want) continue; /* the fast path: the stack is at the handler again */
+    if (res > 0) {
+      lua_replace(L, res);
+    } else { /* RES_TOP: the model's result replaces a datamodule's */
+      if (kept) lua_replace(L, -2);
       kept = 1;
-      continue;
     }
-    if (res > 0 && t->cb < 0) lua_replace(L, res);
-    lua_settop(L, handler - 1);
   }
-  if (res == RES_TOP && !kept) lua_pushnil(L);
+  if (res != RES_TOP) {
+    lua_settop(L, handler - 1);
+  } else { /* the result into the handler's slot: the top */
+    if (!kept) lua_pushnil(L);
+    lua_replace(L, handler);
+  }
   return LT_OK;
 }
 
@@ -225,6 +237,14 @@ int l_push_stack_args(l_loops *H, lua_State *L, lt_hook h, const l_target *t, co
   int m = t->trim && sa->nargs > 0 ? sa->nargs - 1 : sa->nargs;
   for (int k = 0; k < m; k++) lua_pushvalue(L, sa->first + k);
   return m;
+}
+
+/* R[a] then R[b], R read once from the registry (the batch-end hooks' outputs and batch) */
+static void push_R2(l_loops *H, lua_State *L, int a, int b) {
+  lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_R);
+  lua_rawgeti(L, -1, a);
+  lua_rawgeti(L, -2, b);
+  lua_remove(L, -3);
 }
 
 /* The arguments after the target's own of the hooks the C loops call, from their lt_hook_args (ctx). */
@@ -264,8 +284,7 @@ static int push_c_args(l_loops *H, lua_State *L, lt_hook h, const l_target *t, c
       lua_pushinteger(L, (lua_Integer)a->batch_idx);
       return 2;
     case LT_HOOK_ON_TRAIN_BATCH_END:
-      push_R(H, L, R_BATCH_OUT);
-      push_R(H, L, R_TRAIN_BATCH);
+      push_R2(H, L, R_BATCH_OUT, R_TRAIN_BATCH);
       lua_pushinteger(L, (lua_Integer)a->batch_idx);
       return 3;
     case LT_HOOK_ON_VALIDATION_BATCH_START:
@@ -278,8 +297,7 @@ static int push_c_args(l_loops *H, lua_State *L, lt_hook h, const l_target *t, c
     case LT_HOOK_ON_VALIDATION_BATCH_END:
     case LT_HOOK_ON_TEST_BATCH_END:
     case LT_HOOK_ON_PREDICT_BATCH_END:
-      push_R(H, L, R_EVAL_OUT);
-      push_R(H, L, R_EVAL_BATCH);
+      push_R2(H, L, R_EVAL_OUT, R_EVAL_BATCH);
       lua_pushinteger(L, (lua_Integer)a->batch_idx);
       lua_pushinteger(L, (lua_Integer)a->dataloader_idx);
       return 4;
