@@ -139,8 +139,10 @@ function M.cov(x, opts) return cov_of("cov", x, opts) end
 function M.corrcoef(x)
   local c = cov_of("corrcoef", x)
   if c:dim() == 0 then return c / c end
-  local sd = (c * core.eye(c:size(1)):type_as(c)):sum(2):sqrt()
-  return (c / sd:unsqueeze(2) / sd:unsqueeze(1)):clamp(-1, 1)
+  return util.call_as("corrcoef", function()
+    local sd = (c * core.eye(c:size(1)):type_as(c)):sum(2):sqrt()
+    return (c / sd:unsqueeze(2) / sd:unsqueeze(1)):clamp(-1, 1)
+  end)
 end
 
 A.register(M, { quantile = true, nanquantile = true })
