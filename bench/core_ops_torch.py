@@ -1,7 +1,8 @@
 # core_ops_torch.py — PyTorch side of bench/core_ops.lua (same ops, sizes, output format).
 import os, sys, time
 import torch
-torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "2")))
+if os.environ.get("BENCH_THREADS", "2") != "default":  # "default": PyTorch's own thread count
+    torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "2")))
 torch.manual_seed(0)
 ops = [
     ("add", lambda a, b, bias: a + b),

@@ -2,7 +2,8 @@
 import os
 import time
 import torch
-torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "2")))
+if os.environ.get("BENCH_THREADS", "2") != "default":  # "default": PyTorch's own thread count
+    torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "2")))
 torch.manual_seed(0)
 for m, n, k, label in [(32, 1024, 256, "lstm_step"), (64, 512, 784, "mlp_fc1"), (64, 256, 512, "mlp_fc2"),
                        (1024, 128, 128, "square_2d")]:

@@ -13,7 +13,8 @@ import torch  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from nanogpt_torch import GPT  # noqa: E402
 
-torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "2")))
+if os.environ.get("BENCH_THREADS", "2") != "default":  # "default": PyTorch's own thread count
+    torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "2")))
 ROUNDS, STEPS = int(os.environ.get("BENCH_ROUNDS", "15")), 10
 
 

@@ -4,7 +4,9 @@
 # --contended: one busy process per CPU runs beside both sides for the whole run (a shared machine: a build, a
 # game); the same rounds and ratios, so the two modes compare.
 # Environment: LUTRA_BIN (the lutra binary), LUTRA_BUILD (build dir holding bench_gemm_floor).
-# Sections (--only): train, batch1, memory, ftz, floor, perf, trainer, core_ops, optim, gpt, lstm, vision, gemm.
+#   [--all] [--write-results | --no-write-results]
+# Sections (--only): peak, floor, train, batch1, memory, ftz, perf, trainer, core_ops, gpt, vision, kernels, optim,
+# lstm, gemm, bf16. The default run: those of issue 31's Done-when (DEFAULT_SECTIONS); --all: every one.
 import json
 import os
 import re
@@ -36,8 +38,22 @@ for i, a in enumerate(args):
         JSON_OUT = args[i + 1]
 
 
+# The default run: the sections behind issue 31's Done-when (training workloads against PyTorch best, the MLP's
+# GEMM floor, the kernel rows), sized to finish in about 12 minutes on 2 vCPUs even with --contended. --all adds the
+# earlier issues' sections (batch 1 and FTZ, memory over 10 epochs, perf profiles, core ops, vision layers, GEMM
+# shapes, bf16); --only picks any.
+DEFAULT_SECTIONS = {"peak", "train", "gpt", "lstm", "optim", "kernels"}
+ALL = "--all" in args
+# --contended: every side runs at about half speed (a busy process per CPU takes half of each core), so the steps
+# or blocks inside a process are halved to keep the run within its time; the rounds (the medians) stay the same
+# (BENCH_WORK=f sets the factor: e.g. 0.7 to shorten a run that overran its time on a slower machine)
+WORK = float(os.environ.get("BENCH_WORK") or (0.5 if CONTENDED else 1.0))
+
+
 def wanted(section):
-    return ONLY is None or section in ONLY
+    if ONLY is not None:
+        return section in ONLY
+    return ALL or section in DEFAULT_SECTIONS
 
 
 # ---- environments -------------------------------------------------------------------------------------
@@ -63,8 +79,13 @@ TORCH_SIDES = {
                                      env(OMP_WAIT_POLICY="PASSIVE"), []),
     # what most users get: no environment, PyTorch's own thread count
     "torch default settings": ([PY, os.path.join(ROOT, "bench/train_torch.py")], env(), ["threads=default"]),
+    # one thread: no OpenMP hand-offs at all (small steps, and a shared CPU, can favour it)
+    "torch 1 thread+SkylakeX": ([PY, os.path.join(ROOT, "bench/train_torch.py")], env(OPENBLAS_CORETYPE="SkylakeX"),
+                                ["threads=1"]),
 }
-BEST = ("torch PASSIVE+SkylakeX", "torch PASSIVE+default kernel")
+# "PyTorch best" = the fastest of every PyTorch configuration measured, per workload: lutra is compared against
+# min(PyTorch configurations), never against one chosen setting
+BEST = tuple(TORCH_SIDES)
 
 
 def run(cmd, e, timeout=900):
@@ -160,14 +181,19 @@ def gemm_floor(model, batch, coretype=None):
 # (mode=serve) and the harness asks them in turn for a block of steps: one round = one block of every side,
 # sides in rotating order, and the ratio of a round compares blocks run within a second or two of each other.
 class Served:
+    # started together and then waited for (ready()): the sides load (PyTorch's import, the data set, the warm-up
+    # steps) at the same time instead of one after another, which is most of a workload's fixed cost
     def __init__(self, label, cmd, e):
-        self.label = label
+        self.label, self.cmd = label, cmd
         self.p = subprocess.Popen(cmd, env=e, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True)
+
+    def ready(self):
         line = self.p.stdout.readline()
         if not line.startswith("READY"):
             self.p.kill()
-            raise RuntimeError("%s did not start: %s%s" % (" ".join(cmd), line, self.p.stderr.read()[-3000:]))
+            raise RuntimeError("%s did not start: %s%s" % (" ".join(self.cmd), line, self.p.stderr.read()[-3000:]))
+        return self
 
     def block(self, n):
         self.p.stdin.write("run %d\n" % n)
@@ -207,6 +233,8 @@ def rounds_of(variants, block, rounds, ref):
     try:
         for label, side, wargs in variants:
             procs[label] = serve_side(side, wargs)
+        for sp in procs.values():
+            sp.ready()
         per_step = {v[0]: [] for v in variants}
         allocs = {v[0]: [] for v in variants}
         labels = [v[0] for v in variants]
@@ -235,29 +263,37 @@ TRAIN_ALL = [
     ("MLP b64", "mlp", 64, (150, 100), 300),
     ("MLP b256", "mlp", 256, (40, 30), 100),
     ("LeNet-5 b64", "lenet", 64, (40, 25), 30),
-    ("tiny b1", "tiny", 1, (2000, 1000), 5000),
-    ("tiny b8", "tiny", 8, (2000, 1000), 5000),
+    ("tiny b1", "tiny", 1, (1000, 500), 5000),
+    ("tiny b8", "tiny", 8, (1000, 500), 5000),
 ]
 TRAIN = [w for w in TRAIN_ALL if not os.environ.get("BENCH_WORKLOADS") or w[0] in os.environ["BENCH_WORKLOADS"].split(",")]
 FLOOR_MODELS = {"MLP b64": ("mlp", 64), "MLP b256": ("mlp", 256), "LeNet-5 b64": ("lenet", 64)}
-TRAIN_ROUNDS = 3 * ROUNDS
-PAUSE = float(os.environ.get("BENCH_PAUSE", "0.3"))
+TRAINER_WORKLOAD = "MLP b64"  # also run under lt.Trainer, against PyTorch best's plain loop
+TRAIN_ROUNDS = 5 if QUICK else 9  # alternating blocks per workload: medians of 9
+# between two blocks: idle threads of the side that just ran go to sleep (OpenBLAS's workers yield-spin ~0.1 s,
+# libgomp's without OMP_WAIT_POLICY a fraction of that; lutra's pool parks after ~20 us)
+PAUSE = float(os.environ.get("BENCH_PAUSE", "0.15"))
 
 
 def section_train():
     sides = ["lutra"] + list(TORCH_SIDES)
     rows, summary = [], {}
     for name, model, batch, steps, warmup in TRAIN:
-        block = steps[1] if QUICK else steps[0]
+        block = max(1, int((steps[1] if QUICK else steps[0]) * WORK))
         wargs = ["model=" + model, "batch=%d" % batch, "warmup=%d" % warmup]
         variants = [(s, s, wargs) for s in sides]
         if name in FLOOR_MODELS:
             variants.append(("GEMM-only floor", "GEMM-only floor", FLOOR_MODELS[name]))
+        if name == TRAINER_WORKLOAD:  # the same recipe under lt.Trainer (its DataLoader, hooks, built-in step)
+            variants.append(("lutra Trainer", "lutra", wargs + ["loop=trainer"]))
         print("  %s: %d rounds of %d-step blocks (load %.2f)" % (name, TRAIN_ROUNDS, block, load_avg()), flush=True)
         per_step, ratios, results, allocs = rounds_of(variants, block, TRAIN_ROUNDS, "lutra")
         m = {l: med(v) * 1e6 for l, v in per_step.items()}
         r = {l: med(v) for l, v in ratios.items()}
         best_label = min(BEST, key=lambda s: r[s])
+        if "lutra Trainer" in per_step:  # PyTorch best's plain loop / lutra's Trainer, per round
+            r["PyTorch best / lutra Trainer"] = med([a / b for a, b in zip(per_step[best_label],
+                                                                          per_step["lutra Trainer"])])
         summary[name] = {"batch": batch, "step_us": m, "ratio": r, "best_torch": best_label,
                          "peak_rss_kb": {l: results[l].get("peak_rss_kb") for l in sides},
                          "loss": {l: results[l].get("loss") for l in sides},
@@ -363,12 +399,32 @@ def section_floor():
         fp = gemm_floor(model, batch, coretype="Prescott")
         rep["%s b%d" % (model, batch)] = {"skylakex": f, "prescott": fp}
         print("\nGEMM-only floor %s b%d: %.3f ms/step, %.1f MFLOP/step, %.1f GFLOP/s (%s, %d threads); "
-              "with the Prescott kernel PyTorch gets by default: %.3f ms/step, %.1f GFLOP/s"
+              "with the Prescott kernel (OpenBLAS's choice on the old Intel machine): %.3f ms/step, %.1f GFLOP/s"
               % (model, batch, f["ms_per_step"], f["mflop_per_step"], f["gflops"], f["corename"], f["threads"],
                  fp["ms_per_step"], fp["gflops"]))
         for g in f["gemms"]:
             print("   " + g)
     REPORT["sections"]["floor"] = rep
+
+
+# ---- the per-core peak: OpenBLAS's sgemm alone on one thread (bench/sgemm_peak.py, CPU time) ------------------
+def section_peak():
+    rep = {}
+    for label, e in (("SkylakeX (AVX-512)", env(OPENBLAS_CORETYPE="SkylakeX")), ("OpenBLAS's own choice", env())):
+        out, _ = run([PY, os.path.join(ROOT, "bench/sgemm_peak.py"), "512,1024" if QUICK else "512,1024,2048"],
+                     env(**dict(e, REPS="3" if QUICK else "5")))
+        sizes = {}
+        for line in out.splitlines():
+            kv = dict(x.partition("=")[::2] for x in line.split()[2:])
+            if line.startswith("sgemm_peak n="):
+                sizes[line.split()[1]] = float(kv["gflops"])
+            elif line.startswith("sgemm_peak best"):
+                rep[label] = {"gflops": float(kv["gflops"]), "coretype": kv["coretype"], "sizes": sizes}
+    print("\nPer-core peak: OpenBLAS sgemm alone, 1 thread, square sizes, GFLOP/s per CPU second: %s"
+          % "; ".join("%s [%s] %.0f (%s)" % (k, v["coretype"], v["gflops"],
+                                              ", ".join("%s %.0f" % kv for kv in v["sizes"].items()))
+                      for k, v in rep.items()), flush=True)
+    REPORT["sections"]["peak"] = rep
 
 
 # ---- where the step goes: perf, share of the main thread's time inside OpenBLAS ------------------------------
@@ -427,11 +483,16 @@ def section_perf(train_summary):
             r = run_side(side, ["model=" + model, "batch=%d" % batch, "mode=perf", "perf=" + secs, "out=" + data,
                                 "warmup=20"], prof=True)
             share, top, n = perf_share(data, int(r["pid"]))
-            os.unlink(data)
+            if os.path.exists(data):
+                os.unlink(data)
             step_ms = r["step_us"] / 1e3
             gfl = fl["mflop_per_step"] / step_ms  # MFLOP per ms = GFLOP/s
-            rows.append([name if side == "lutra" else "", side, fmt(step_ms, 3), "%.0f%%" % (share * 100),
-                         fmt(step_ms * share, 3), fmt(fl["ms_per_step"], 3), fmt(gfl, 1), fmt(fl["gflops"], 1),
+            if share is None:  # perf recorded no sample of the main thread (it started late, or was refused)
+                print("  (perf: no samples of %s's main thread for %s)" % (side, name))
+            rows.append([name if side == "lutra" else "", side, fmt(step_ms, 3),
+                         "%.0f%%" % (share * 100) if share is not None else "-",
+                         fmt(step_ms * share if share is not None else None, 3), fmt(fl["ms_per_step"], 3), fmt(gfl, 1),
+                         fmt(fl["gflops"], 1),
                          "%.0f%%" % (fl["ms_per_step"] / step_ms * 100)])
             rep.setdefault(name, {})[side] = {"step_ms": step_ms, "blas_share": share, "samples": n, "top": top,
                                               "floor_ms": fl["ms_per_step"], "gflops": gfl, "floor_gflops": fl["gflops"]}
@@ -467,78 +528,114 @@ def section_trainer():
 
 
 # ---- micro-benchmarks of other areas: "name ... number" lines, lower is better -----------------------------------
-def paired(lua_file, py_file, title, rounds=1):
-    """rounds > 1: the two sides alternate; times are medians over rounds, a ratio the median of the rounds'."""
-    def lines(out):
-        d = {}
-        for line in out.splitlines():
-            parts = line.split()
-            if len(parts) >= 2:
-                try:
-                    d[" ".join(parts[:-1])] = float(parts[-1])
-                except ValueError:
-                    pass
-        return d
+# PyTorch's side of the paired micro-benchmarks runs in each of these configurations every round; a row's "torch
+# best" is the fastest of them (per row), and the table names it. lutra runs as a user gets it: no environment,
+# its own thread count (2 here, BENCH_THREADS=2 only pins what the scripts would pick anyway).
+TORCH_PAIRED = [
+    ("2T PASSIVE SkylakeX", dict(OMP_WAIT_POLICY="PASSIVE", OPENBLAS_CORETYPE="SkylakeX", BENCH_THREADS="2")),
+    ("1T SkylakeX", dict(OPENBLAS_CORETYPE="SkylakeX", BENCH_THREADS="1")),
+    ("default", dict(BENCH_THREADS="default")),
+]
 
-    per = []
-    for _ in range(rounds):
-        lua_out, _ = run([LUTRA, os.path.join(ROOT, lua_file)], env(BENCH_THREADS="2"))
-        py_out, _ = run([PY, os.path.join(ROOT, py_file)], env(OMP_WAIT_POLICY="PASSIVE",
-                                                              OPENBLAS_CORETYPE="SkylakeX", BENCH_THREADS="2"))
-        per.append((lines(lua_out), lines(py_out)))
-    a = {k: med([p[0][k] for p in per]) for k in per[0][0] if all(k in p[0] for p in per)}
-    b = {k: med([p[1][k] for p in per]) for k in per[0][1] if all(k in p[1] for p in per)}
-    rows, ratios = [], []
-    for k in a:
-        if k in b and a[k] > 0:
-            r = med([p[1][k] / p[0][k] for p in per])
-            ratios.append(r)
-            rows.append([k, fmt(a[k], 2), fmt(b[k], 2), "%.2fx" % r])
-    if ratios:
+
+def out_lines(out):
+    """'name ... number' lines of a benchmark's output as {name: number}"""
+    d = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) >= 2:
+            try:
+                d[" ".join(parts[:-1])] = float(parts[-1])
+            except ValueError:
+                pass
+    return d
+
+
+def best_of_configs(per, configs):
+    """per: [(lutra {row: t}, {config: {row: t}})] one entry a round. Returns {row: {lutra, torch, ratio, best,
+    ratios}}: times are medians over rounds; a configuration's ratio is the median over rounds of its time / lutra's
+    in the same round; 'best' is the configuration with the lowest ratio (PyTorch's fastest), 'ratio' its ratio."""
+    rep = {}
+    for k in per[0][0]:
+        if not all(k in p[0] and p[0][k] > 0 for p in per):
+            continue
+        ratios = {c: med([p[1][c][k] / p[0][k] for p in per if k in p[1][c]]) for c in configs}
+        ratios = {c: r for c, r in ratios.items() if r is not None}
+        if not ratios:
+            continue
+        best = min(ratios, key=ratios.get)
+        rep[k] = {"lutra": med([p[0][k] for p in per]), "torch": med([p[1][best][k] for p in per if k in p[1][best]]),
+                  "ratio": ratios[best], "best": best, "ratios": ratios}
+    return rep
+
+
+def paired_table(title, unit, rep, configs):
+    rows = []
+    for k, v in rep.items():
+        rows.append([k, fmt(v["lutra"], 2), fmt(v["torch"], 2), "%.2fx" % v["ratio"], v["best"]]
+                    + ["%.2fx" % v["ratios"][c] if c in v["ratios"] else "-" for c in configs])
+    if rep:
         import math
-        gm = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
-        rows.append(["geometric mean", "", "", "%.2fx" % gm])
-    table(title + " (microseconds; ratio = PyTorch / lutra: >1 means lutra is faster)",
-          ["op", "lutra", "torch", "ratio"], rows)
-    return {"lutra": a, "torch": b, "ratio": {row[0]: float(row[3][:-1]) for row in rows if row[0] in a}}
+        gm = math.exp(sum(math.log(v["ratio"]) for v in rep.values()) / len(rep))
+        rows.append(["geometric mean", "", "", "%.2fx" % gm, ""] + [""] * len(configs))
+    table(title + " (%s, medians; ratio = PyTorch best / lutra, > 1 means lutra is faster; PyTorch best = its fastest "
+          "configuration per row, named)" % unit,
+          ["op", "lutra", "torch best", "ratio", "fastest torch"] + ["vs " + c for c in configs], rows)
+
+
+def paired(lua_file, py_file, title, rounds=1, configs=None, extra_env=None, unit="microseconds"):
+    """Each round runs lutra once and PyTorch once in every configuration (TORCH_PAIRED unless given), in rotating
+    order; times are medians over rounds, a ratio the median of the rounds' (against PyTorch's fastest
+    configuration). extra_env: environment for both sides (e.g. repetitions)."""
+    configs = configs or TORCH_PAIRED
+    names = [c for c, _ in configs]
+    extra = extra_env or {}
+    per = []
+    for rnd in range(rounds):
+        sides = ["lutra"] + names
+        k = rnd % len(sides)
+        got = {}
+        for side in sides[k:] + sides[:k]:
+            if side == "lutra":
+                out, _ = run([LUTRA, os.path.join(ROOT, lua_file)], env(BENCH_THREADS="2", **extra))
+            else:
+                out, _ = run([PY, os.path.join(ROOT, py_file)], env(**dict(dict(configs)[side], **extra)))
+            got[side] = out_lines(out)
+        per.append((got["lutra"], {c: got[c] for c in names}))
+    rep = best_of_configs(per, names)
+    paired_table(title, unit, rep, names)
+    return {"lutra": {k: v["lutra"] for k, v in rep.items()}, "torch": {k: v["torch"] for k, v in rep.items()},
+            "ratio": {k: v["ratio"] for k, v in rep.items()}, "best": {k: v["best"] for k, v in rep.items()},
+            "ratios": {k: v["ratios"] for k, v in rep.items()}, "rounds": rounds}
+
+
+# ---- the slow kernels of issues 31 and 29 (bench/kernels_cpu.lua, bench/kernels_cpu_torch.py) ------------------
+# Process CPU time per call on one thread on both sides: a process waiting for a shared CPU does not count the
+# wait, so the row compares the kernels' cost, not the scheduler's share; one thread is PyTorch's cheapest
+# configuration in CPU time (a second thread only adds hand-offs to the sum).
+KERNEL_CONFIGS = [("1T SkylakeX PASSIVE", dict(OPENBLAS_CORETYPE="SkylakeX", OMP_WAIT_POLICY="PASSIVE", T="1"))]
+
+
+def section_kernels():
+    rounds = PAIRED_ROUNDS
+    return paired("bench/kernels_cpu.lua", "bench/kernels_cpu_torch.py",
+                  "Issue 31/29 kernels, fwd+bwd where named, one thread, %d alternating rounds" % rounds,
+                  rounds=rounds, configs=KERNEL_CONFIGS, unit="CPU microseconds per call")
 
 
 # ---- vision area: conv/pool/norm layers fwd+bwd (bench/vision_bench.lua, bench/vision_bench_torch.py) ----------
 def section_vision():
-    """Both sides alternate ROUNDS times in this run; per round the ratio PyTorch / lutra of each layer; the table
-    gives the medians over rounds (of the milliseconds and of the ratios) and the load average around it."""
-    rounds = 2 if QUICK else ROUNDS
-    reps = "7" if QUICK else "15"
-    loads, per = [load_avg()], {}
-
-    def lines(out):
-        d = {}
-        for line in out.splitlines():
-            parts = line.split()
-            try:
-                d[" ".join(parts[:-1])] = float(parts[-1])
-            except (ValueError, IndexError):
-                pass
-        return d
-    for _ in range(rounds):
-        a, _ = run([LUTRA, os.path.join(ROOT, "bench/vision_bench.lua")], env(BENCH_THREADS="2", BENCH_REPS=reps))
-        b, _ = run([PY, os.path.join(ROOT, "bench/vision_bench_torch.py")],
-                   env(OMP_WAIT_POLICY="PASSIVE", OPENBLAS_CORETYPE="SkylakeX", BENCH_THREADS="2",
-                       BENCH_REPS=reps))
-        loads.append(load_avg())
-        a, b = lines(a), lines(b)
-        for k in a:
-            if k in b and a[k] > 0:
-                per.setdefault(k, []).append((a[k], b[k], b[k] / a[k]))
-    rows, rep = [], {}
-    for k, v in per.items():
-        m = [med([x[i] for x in v]) for i in range(3)]
-        rep[k] = {"lutra_ms": m[0], "torch_ms": m[1], "ratio": m[2], "raw": v}
-        rows.append([k, fmt(m[0], 3), fmt(m[1], 3), "%.2fx" % m[2]])
-    table("Vision layers fwd+bwd, batch 16 (ms, medians of %d rounds; ratio = PyTorch / lutra: >1 means lutra is "
-          "faster; load average %s)" % (rounds, " ".join("%.1f" % x for x in loads)),
-          ["layer", "lutra", "torch", "ratio"], rows)
-    return {"rounds": rounds, "load": loads, "results": rep}
+    """Both sides alternate over rounds (PyTorch in each TORCH_PAIRED configuration); per round the ratio PyTorch /
+    lutra of each layer; the table gives the medians over rounds and the load average around it."""
+    rounds = PAIRED_ROUNDS
+    loads = [load_avg()]
+    rep = paired("bench/vision_bench.lua", "bench/vision_bench_torch.py",
+                 "Vision layers fwd+bwd, batch 16, %d alternating rounds" % rounds, rounds=rounds,
+                 extra_env={"BENCH_REPS": "7" if QUICK else "11"}, unit="ms")
+    loads.append(load_avg())
+    print("  (load average before and after: %s)" % " ".join("%.1f" % x for x in loads))
+    rep["load"] = loads
+    return rep
 
 
 def section_bf16():
@@ -560,6 +657,11 @@ def busy_processes():
 
 
 def main():
+    # a SIGTERM (or the terminal going away) unwinds like Ctrl-C, so the finally blocks kill the served sides and
+    # the busy processes instead of leaving them running
+    import signal
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda *_, s=sig: sys.exit(128 + s))
     busy = busy_processes()
     try:
         run_sections(busy)
@@ -569,10 +671,56 @@ def main():
             p.wait()
 
 
+PAIRED_ROUNDS = 2 if QUICK else max(3, ROUNDS - 2)
+
+
+def scaled(n):
+    """n steps or blocks inside a process, halved under --contended (WORK), at least 1, as a string"""
+    return str(max(1, int(n * WORK)))
+
+
+def paired_section(title, lua_file, py_file, extra_env=None):
+    def go():
+        return paired(lua_file, py_file, "%s, %d alternating rounds" % (title, PAIRED_ROUNDS), rounds=PAIRED_ROUNDS,
+                      extra_env=extra_env)
+    return go
+
+
+# (name for --only, what it runs); in this order. train's summary feeds perf's and the bars.
+def sections():
+    return [
+        ("peak", section_peak),
+        ("floor", section_floor),
+        ("train", section_train),
+        ("batch1", section_batch1),
+        ("memory", section_memory),
+        ("ftz", section_ftz),
+        ("perf", lambda: section_perf(REPORT["sections"].get("train"))),
+        ("trainer", section_trainer),
+        ("core_ops", paired_section("Core ops", "bench/core_ops.lua", "bench/core_ops_torch.py")),
+        # the tiny GPT's training step (bench/gpt_bench.lua, bench/gpt_bench_torch.py): the best of 4 blocks of 10
+        # steps inside each process (its own default is 15: the harness's rounds already repeat the process)
+        ("gpt", paired_section("Tiny GPT step", "bench/gpt_bench.lua", "bench/gpt_bench_torch.py",
+                               {"BENCH_ROUNDS": scaled(2 if QUICK else 4)})),
+        ("vision", section_vision),
+        ("kernels", section_kernels),
+        ("optim", paired_section("Optimizer steps", "bench/optim_bench.lua", "bench/optim_bench_torch.py",
+                                 {"BENCH_ROUNDS": "5", "BENCH_STEPS": scaled(10 if QUICK else 20)})),
+        # the 2-layer LSTM word model's training step (bench/lstm_bench*.{lua,py}): best of 3 blocks of 2 steps
+        ("lstm", paired_section("LSTM word model (2 layers)", "bench/lstm_bench.lua", "bench/lstm_bench_torch.py",
+                                {"BENCH_ROUNDS": "3", "BENCH_STEPS": scaled(1 if QUICK else 2)})),
+        # the workloads' GEMM shapes alone (bench/gemm_shapes.lua, bench/gemm_shapes_torch.py)
+        ("gemm", paired_section("GEMM shapes of the workloads", "bench/gemm_shapes.lua",
+                                "bench/gemm_shapes_torch.py")),
+        # bfloat16 mixed precision (bench/bf16.lua runs both sides itself, on one thread)
+        ("bf16", section_bf16),
+    ]
+
+
 def run_sections(busy):
-    print("lutra bench: %s, %d rounds, %s%s" % ("quick" if QUICK else "full", ROUNDS, REPORT["date"],
-                                               ", contended: %d busy processes beside both sides" % len(busy)
-                                               if busy else ""))
+    print("lutra bench: %s, %d alternating rounds for the training steps, %d for the other sections, %s%s"
+          % ("quick" if QUICK else "full", TRAIN_ROUNDS, PAIRED_ROUNDS, REPORT["date"],
+             ", contended: %d busy processes beside both sides" % len(busy) if busy else ""))
     print("lutra binary: %s" % LUTRA)
     try:
         cpu = [l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")]
@@ -580,43 +728,30 @@ def run_sections(busy):
     except OSError:
         pass
     sys.stdout.flush()
-    train = None
-    if wanted("floor"):
-        section_floor()
-    if wanted("train"):
-        train = section_train()
-    if wanted("batch1"):
-        section_batch1()
-    if wanted("memory"):
-        section_memory()
-    if wanted("ftz"):
-        section_ftz()
-    if wanted("perf"):
-        section_perf(train)
-    if wanted("trainer"):
-        section_trainer()
-    if wanted("core_ops"):
-        REPORT["sections"]["core_ops"] = paired("bench/core_ops.lua", "bench/core_ops_torch.py", "Core ops")
-    if wanted("gpt"):  # gpt area: the tiny GPT's training step (bench/gpt_bench.lua, bench/gpt_bench_torch.py)
-        REPORT["sections"]["gpt"] = paired("bench/gpt_bench.lua", "bench/gpt_bench_torch.py",
-                                           "Tiny GPT step, %d alternating rounds" % max(1, ROUNDS - 2),
-                                           rounds=max(1, ROUNDS - 2))
-    if wanted("vision"):  # vision area
-        REPORT["sections"]["vision"] = section_vision()
-    if wanted("optim") and os.path.exists(os.path.join(ROOT, "bench/optim_bench_torch.py")):
-        REPORT["sections"]["optim"] = paired("bench/optim_bench.lua", "bench/optim_bench_torch.py", "Optimizer steps")
-    # recurrent: the 2-layer LSTM word model's training step (bench/lstm_bench*.{lua,py})
-    if wanted("lstm"):
-        REPORT["sections"]["lstm"] = paired("bench/lstm_bench.lua", "bench/lstm_bench_torch.py",
-                                            "LSTM word model (2 layers), %d alternating rounds" % max(1, ROUNDS - 2),
-                                            rounds=max(1, ROUNDS - 2))
-    if wanted("gemm"):  # the workloads' GEMM shapes alone (bench/gemm_shapes.lua, bench/gemm_shapes_torch.py)
-        REPORT["sections"]["gemm"] = paired("bench/gemm_shapes.lua", "bench/gemm_shapes_torch.py",
-                                            "GEMM shapes of the workloads, %d alternating rounds" % max(1, ROUNDS - 2),
-                                            rounds=max(1, ROUNDS - 2))
-    if wanted("bf16"):  # bfloat16 mixed precision (bench/bf16.lua runs both sides itself, on one thread)
-        REPORT["sections"]["bf16"] = section_bf16()
-    bars(train or {})
+    REPORT["load_start"] = load_avg()
+    REPORT["section_seconds"] = {}
+    t_all = time.time()
+    for name, fn in sections():
+        if not wanted(name):
+            continue
+        t0, c0 = time.time(), os.times()
+        got = fn()
+        if got is not None and name not in REPORT["sections"]:
+            REPORT["sections"][name] = got
+        c1 = os.times()
+        REPORT["section_seconds"][name] = time.time() - t0
+        # the CPU time of the section's processes (both sides, all threads): with the wall time under load it tells
+        # what the section would take on a quiet machine
+        cpu = (c1.children_user - c0.children_user) + (c1.children_system - c0.children_system)
+        REPORT.setdefault("section_cpu_seconds", {})[name] = cpu
+        print("  [section %s: %.0f s wall, %.0f s CPU of its processes, load %.2f]"
+              % (name, REPORT["section_seconds"][name], cpu, load_avg()), flush=True)
+    REPORT["total_seconds"] = time.time() - t_all
+    REPORT["load_end"] = load_avg()
+    bars(REPORT["sections"].get("train") or {})
+    rows = done_when()
+    if rows and WRITE_RESULTS:
+        write_results(rows)
     if JSON_OUT:
         with open(JSON_OUT, "w") as f:
             json.dump(REPORT, f, indent=1, default=str)
@@ -667,6 +802,125 @@ def bars(train):
     if rows:
         table("Bars (issues 8 and 17)", ["bar", "measured", "met"], [[a, b, "yes" if c else "NO"] for a, b, c in rows])
     REPORT["bars"] = rows
+
+
+# ---- issue 31's Done-when, one line per row, and the summary written into bench/RESULTS.md -----------------------
+TRAIN_BAR = 1.2 if CONTENDED else 1.3  # every training workload against PyTorch best: quiet / --contended
+FLOOR_BAR = 0.85  # MLP b64: the GEMM-only floor's time / lutra's step time
+KERNEL_BAR = 1.0  # every kernel row of issues 31/29
+
+
+def done_when():
+    """[(row, measured, against, bar, met)] for every Done-when row this run measured; prints them as a table."""
+    rows = []
+    secs = REPORT["sections"]
+
+    def add(name, ratio, against, bar, fmt_="%.2fx"):
+        rows.append((name, fmt_ % ratio, against, (">= " + fmt_) % bar, ratio >= bar))
+
+    for name, t in (secs.get("train") or {}).items():
+        add(name + " training step", t["ratio"][t["best_torch"]], t["best_torch"], TRAIN_BAR)
+    t = (secs.get("train") or {}).get(TRAINER_WORKLOAD)
+    if t and "PyTorch best / lutra Trainer" in t["ratio"]:
+        add("%s under lt.Trainer" % TRAINER_WORKLOAD, t["ratio"]["PyTorch best / lutra Trainer"],
+            t["best_torch"] + " (plain loop)", TRAIN_BAR)
+    t = (secs.get("train") or {}).get("MLP b64")
+    if t and "GEMM-only floor" in t["ratio"]:
+        f = t["ratio"]["GEMM-only floor"]
+        rows.append(("MLP b64 share of its GEMM-only floor", "%.0f%%" % (f * 100), "floor time / lutra step",
+                     ">= %.0f%%" % (FLOOR_BAR * 100), f >= FLOOR_BAR))
+    g = secs.get("gpt")
+    if g and "gpt train step" in g["ratio"]:
+        add("tiny GPT training step", g["ratio"]["gpt train step"], g["best"]["gpt train step"], TRAIN_BAR)
+    ls = secs.get("lstm")
+    for k in sorted((ls or {}).get("ratio", {})):
+        if k.startswith("lm_step_"):
+            add("LSTM word model step (%s)" % k[len("lm_step_"):].split("_")[0], ls["ratio"][k], ls["best"][k],
+                TRAIN_BAR)
+    o = secs.get("optim")
+    if o and o["ratio"]:
+        import math
+        low = min(o["ratio"], key=o["ratio"].get)
+        gm = math.exp(sum(math.log(r) for r in o["ratio"].values()) / len(o["ratio"]))
+        # the workload is the set of optimizer steps, measured as the issue measured it: the geometric mean of the
+        # rows (zero_grad and plain SGD are a memory pass each, ~1x on both sides); the lowest row is named
+        rows.append(("optimizer steps (geometric mean of %d rows)" % len(o["ratio"]), "%.2fx" % gm,
+                     "each row's best; lowest: %s %.2fx vs %s" % (low, o["ratio"][low], o["best"][low]),
+                     ">= %.2fx" % TRAIN_BAR, gm >= TRAIN_BAR))
+    kr = secs.get("kernels")
+    for k in (kr or {}).get("ratio", {}):
+        add("kernel: " + k, kr["ratio"][k], kr["best"][k] + ", CPU time", KERNEL_BAR)
+    if rows:
+        table("Issue 31 Done-when (%s; ratio = PyTorch best / lutra, median over rounds; PyTorch best = its fastest "
+              "configuration, named)%s" % ("--contended: one busy process per CPU beside both sides" if CONTENDED
+                                         else "quiet", " [--quick: a smoke test, not the figures]" if QUICK else ""),
+              ["row", "measured", "against", "bar", "PASS/MISS"],
+              [[a, b, c, d, "PASS" if e else "MISS"] for a, b, c, d, e in rows])
+        print("%d of %d rows PASS" % (sum(1 for r in rows if r[4]), len(rows)))
+    REPORT["done_when"] = rows
+    return rows
+
+
+RESULTS_MD = os.path.join(ROOT, "bench/RESULTS.md")
+# a full run (every section, default rounds, not --quick) writes its Done-when table into bench/RESULTS.md between
+# these markers (one pair per mode); --write-results forces it, --no-write-results prevents it
+WRITE_RESULTS = ("--no-write-results" not in args and
+                 ("--write-results" in args or
+                  (not QUICK and ONLY is None and "--rounds" not in args and not os.environ.get("BENCH_WORKLOADS"))))
+
+
+def results_markers():
+    mode = "contended" if CONTENDED else "quiet"
+    return "<!-- bench/run %s: begin -->" % mode, "<!-- bench/run %s: end -->" % mode
+
+
+def results_block(rows):
+    try:
+        commit = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"], stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True).stdout.strip() or "?"
+    except OSError:
+        commit = "?"
+    secs = REPORT["section_seconds"]
+    lines = ["",
+             "Written by `bench/run%s` on %s, commit %s, %d alternating rounds for the training steps, %d for the "
+             "other sections; load average %.2f at the start, %.2f at the end; %d:%02d in all (%s)."
+             % (" --contended" if CONTENDED else "", REPORT["date"], commit, TRAIN_ROUNDS, PAIRED_ROUNDS,
+                REPORT["load_start"], REPORT["load_end"], REPORT["total_seconds"] // 60, REPORT["total_seconds"] % 60,
+                ", ".join("%s %.0f s" % kv for kv in secs.items())),
+             ""]
+    pk = REPORT["sections"].get("peak")
+    if pk:
+        lines += ["Per-core peak (OpenBLAS sgemm alone, 1 thread, GFLOP/s per CPU second): %s." % "; ".join(
+            "%s [%s] %.0f" % (k, v["coretype"], v["gflops"]) for k, v in pk.items()), ""]
+    t = (REPORT["sections"].get("train") or {}).get("MLP b64")
+    if t and "GEMM-only floor" in t["step_us"]:
+        lines += ["MLP b64: lutra %.0f us per step, its GEMM-only floor %.0f us; PyTorch %s." % (
+            t["step_us"]["lutra"], t["step_us"]["GEMM-only floor"],
+            ", ".join("%s %.0f us" % (k, v) for k, v in t["step_us"].items() if k.startswith("torch"))), ""]
+    lines += ["| row | measured | against | bar | |",
+              "| --- | --- | --- | --- | --- |"]
+    for a, b, c, d, e in rows:
+        lines.append("| %s | %s | %s | %s | %s |" % (a, b, c, d, "PASS" if e else "**MISS**"))
+    lines += ["", "%d of %d rows PASS." % (sum(1 for r in rows if r[4]), len(rows)), ""]
+    return "\n".join(lines)
+
+
+def write_results(rows):
+    begin, end = results_markers()
+    try:
+        with open(RESULTS_MD) as f:
+            text = f.read()
+    except OSError as e:
+        print("bench/run: cannot read %s (%s): the summary was not written" % (RESULTS_MD, e))
+        return
+    i, j = text.find(begin), text.find(end)
+    if i < 0 or j < i:
+        print("bench/run: %s has no '%s' ... '%s' markers: the summary was not written" % (RESULTS_MD, begin, end))
+        return
+    text = text[:i + len(begin)] + "\n" + results_block(rows) + text[j:]
+    with open(RESULTS_MD, "w") as f:
+        f.write(text)
+    print("bench/run: the Done-when table is written into %s (between '%s' and '%s')" % (RESULTS_MD, begin, end))
 
 
 if __name__ == "__main__":

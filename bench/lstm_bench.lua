@@ -18,7 +18,9 @@ lt.set_num_threads(tonumber(os.getenv("BENCH_THREADS") or "2"))
 local small = arg and arg[1] == "--small"
 local V, E, Hd, T, B = 2000, 256, 256, 35, 32
 if small then V, E, Hd, T, B = 500, 64, 64, 20, 8 end
-local ROUNDS, STEPS = 5, small and 3 or 5
+-- timed blocks and steps per block (bench/run passes fewer: its rounds already repeat the process)
+local ROUNDS = tonumber(os.getenv("BENCH_ROUNDS") or "") or 5
+local STEPS = tonumber(os.getenv("BENCH_STEPS") or "") or (small and 3 or 5)
 
 local function best(t) table.sort(t); return t[1] end
 

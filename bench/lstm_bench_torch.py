@@ -8,10 +8,13 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "2")))
+if os.environ.get("BENCH_THREADS", "2") != "default":  # "default": PyTorch's own thread count
+    torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "2")))
 small = "--small" in sys.argv
 V, E, H, T, B = (500, 64, 64, 20, 8) if small else (2000, 256, 256, 35, 32)
-ROUNDS, STEPS = 5, (3 if small else 5)
+# timed blocks and steps per block (bench/run passes fewer: its rounds already repeat the process)
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
+STEPS = int(os.environ.get("BENCH_STEPS", "3" if small else "5"))
 
 
 def timed(name, fn):

@@ -1,6 +1,7 @@
 -- optim_bench.lua — one optimizer step over 1M parameters (one [1000 x 1000] tensor) and over an MLP's first
 -- layer ([256 x 784]), lutra side of
--- bench/optim_bench_torch.py (same configs and output format: "name size microseconds", best of 9 rounds).
+-- bench/optim_bench_torch.py (same configs and output format: "name size microseconds", the best of 9 blocks of
+-- 50 steps; BENCH_ROUNDS and BENCH_STEPS change them).
 --   luajit bench/optim_bench.lua    (with the built module on package.cpath, see tests/run)
 local lt = require "lutra"
 local clock = os.clock
@@ -37,8 +38,9 @@ local function bench(name, kind, opts, rows, cols)
   local opt = lt.optim[kind]({ p }, opts)
   local fn = name == "zero_grad" and function() opt:zero_grad() end or function() opt:step() end
   for _ = 1, 5 do fn() end -- state allocated, caches warm
-  local n, times = 50, {}
-  for _ = 1, 9 do
+  -- steps per block, blocks (bench/run passes fewer: its rounds already repeat the process)
+  local n, times = tonumber(os.getenv("BENCH_STEPS") or "") or 50, {}
+  for _ = 1, tonumber(os.getenv("BENCH_ROUNDS") or "") or 9 do
     local t0 = clock()
     for _ = 1, n do fn() end
     times[#times + 1] = (clock() - t0) / n * 1e6

@@ -2,7 +2,8 @@
 # Run with OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 bench/optim_bench_torch.py (BENCH_THREADS, default 2).
 import os, time
 import torch
-torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "2")))
+if os.environ.get("BENCH_THREADS", "2") != "default":  # "default": PyTorch's own thread count
+    torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "2")))
 torch.manual_seed(0)
 configs = [
     ("sgd", torch.optim.SGD, dict(lr=0.01)),
@@ -25,11 +26,12 @@ for name, cls, opts, (r, c) in [(*cfg, size) for size in [(1000, 1000), (256, 78
     fn = (lambda: opt.zero_grad(set_to_none=False)) if name == "zero_grad" else opt.step
     for _ in range(5):
         fn()
-    n, times = 50, []
-    for _ in range(9):
+    # steps per block, blocks (bench/run passes fewer: its rounds already repeat the process)
+    n, times = int(os.environ.get("BENCH_STEPS", "50")), []
+    for _ in range(int(os.environ.get("BENCH_ROUNDS", "9"))):
         t0 = time.perf_counter()
         for _ in range(n):
             fn()
         times.append((time.perf_counter() - t0) / n * 1e6)
-    times.sort()  # best of 9 rounds: the least disturbed one (the machine is shared)
+    times.sort()  # best of the blocks: the least disturbed one (the machine is shared)
     print(f"{name} {r}x{c} {times[0]:.1f}")

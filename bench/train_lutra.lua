@@ -10,7 +10,8 @@
 --   mode=perf:   after warm-up, runs `perf record` on this process for `perf` seconds while training.
 --   mode=serve:  after warm-up prints READY, then runs blocks of steps on request ("run N" on stdin ->
 --                "DONE seconds system_allocs"), until stdin ends or says "quit"; bench/run alternates the
---                lutra and PyTorch processes block by block.
+--                lutra and PyTorch processes block by block. With loop=trainer the blocks run inside one
+--                lt.Trainer fit (a callback answers at the end of each block and reads the next request).
 local lt = require "lutra"
 local ffi = require "ffi"
 ffi.cdef [[
@@ -128,9 +129,33 @@ if o.loop == "trainer" then
       if trainer.global_step == warmup then t0, a0 = now(), lt.memory_stats().system_allocs end
     end,
   }
-  local tr = lt.Trainer { max_steps = warmup + steps, enable_progress_bar = false, logger = false,
-    enable_checkpointing = false, enable_model_summary = false, num_sanity_val_steps = 0, callbacks = { timer } }
+  local serve = o.mode == "serve"
+  if serve then
+    -- blocks on request: READY after the warm-up steps, then "run N" -> N steps -> "DONE seconds allocs"
+    local left = 0
+    local function next_block(trainer)
+      local n = tonumber((io.read("*l") or ""):match("^run (%d+)"))
+      if not n then trainer.should_stop = true; left = -1; return end
+      left, a0, t0 = n, lt.memory_stats().system_allocs, now()
+    end
+    timer.on_train_batch_end = function(_, trainer)
+      if left < 0 then return end
+      if trainer.global_step == warmup then
+        io.write("READY\n"); io.flush(); next_block(trainer)
+      elseif trainer.global_step > warmup then
+        left = left - 1
+        if left == 0 then
+          io.write(string.format("DONE %.9f %d\n", now() - t0, lt.memory_stats().system_allocs - a0)); io.flush()
+          next_block(trainer)
+        end
+      end
+    end
+  end
+  local tr = lt.Trainer { max_steps = serve and -1 or warmup + steps, max_epochs = serve and -1 or nil,
+    enable_progress_bar = false, logger = false, enable_checkpointing = false, enable_model_summary = false,
+    num_sanity_val_steps = 0, callbacks = { timer } }
   tr:fit(model, loader)
+  if serve then result {}; return end
   local dt = now() - t0
   result { step_us = string.format("%.2f", dt / steps * 1e6), samples_per_s = string.format("%.1f", steps * B / dt),
     system_allocs = lt.memory_stats().system_allocs - a0 }

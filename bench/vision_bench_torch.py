@@ -7,7 +7,8 @@ import time
 import torch
 import torch.nn as nn
 
-torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "2")))
+if os.environ.get("BENCH_THREADS", "2") != "default":  # "default": PyTorch's own thread count
+    torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "2")))
 torch.manual_seed(0)
 B = 16
 REPS = int(os.environ.get("BENCH_REPS", "15"))

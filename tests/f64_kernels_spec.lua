@@ -113,4 +113,22 @@ describe("float64 elementwise kernels from the float32 source", function()
       check_all("neg", -x, ref_neg)
     end
   end)
+
+  it("clamp_ updates in place as clamp computes, on strided rows, NaN staying NaN", function()
+    local xt = lt.tensor(xv, "float64"):reshape({ COLS, ROWS }):t()
+    xt[{ 1, 1 }] = 0 / 0
+    local want = xt:clamp(-100, 1 / 3)
+    xt:clamp_(-100, 1 / 3)
+    local g, w = xt:contiguous():flatten():tolist(), want:flatten():tolist()
+    assert.is_true(g[1] ~= g[1] and w[1] ~= w[1])
+    for i = 1, ROWS do
+      for j = 1, COLS do
+        local k, v = (i - 1) * COLS + j, xv[(j - 1) * ROWS + i]
+        if k > 1 then
+          assert.are.equal(math.min(math.max(v, -100), 1 / 3), g[k])
+          assert.are.equal(g[k], w[k])
+        end
+      end
+    end
+  end)
 end)

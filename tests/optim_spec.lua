@@ -403,7 +403,7 @@ describe("lt.optim errors", function()
       errmsg(lt.optim.SGD, "w", { lr = 1 }))
     assert.matches("SGD: optimizer got an empty parameter list", errmsg(lt.optim.SGD, {}, { lr = 1 }))
     assert.matches("can't optimize a non%-leaf tensor", errmsg(lt.optim.SGD, { w * 2 }, { lr = 1 }))
-    assert.matches("only optimize float32 tensors", errmsg(lt.optim.SGD, { lt.tensor({ 1 }, "int64") }, { lr = 1 }))
+    assert.matches("only optimize float32 and float64 tensors", errmsg(lt.optim.SGD, { lt.tensor({ 1 }, "int64") }, { lr = 1 }))
     assert.matches("parameter 2 appears twice", errmsg(lt.optim.SGD, { w, w }, { lr = 1 }))
     local opt = lt.optim.SGD({ w }, { lr = 1 })
     assert.matches("some parameters appear in more than one parameter group",

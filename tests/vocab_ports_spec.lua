@@ -1,5 +1,6 @@
--- vocab_ports_spec.lua — the model and optimizer construction of four pytorch/examples programs (dcgan,
--- siamese_network, super_resolution, mnist_rnn), written as a PyTorch user ports them: each line of the original is
+-- vocab_ports_spec.lua — the model and optimizer construction of five pytorch/examples programs (dcgan,
+-- siamese_network, super_resolution, mnist_rnn, time_sequence_prediction),
+-- written as a PyTorch user ports them: each line of the original is
 -- quoted above its lutra form, which keeps PyTorch's positional arguments, tuples as lists, keyword arguments in
 -- one table. Each port then trains a step or two on random data of the example's shapes (sizes scaled down), so a
 -- regression in any name these programs use breaks a test here.
@@ -257,5 +258,104 @@ describe("mnist_rnn (pytorch/examples mnist_rnn/main.py)", function()
     local test_loss = F.nll_loss(model(data), target, { reduction = "sum" }):item()
     assert.is_true(test_loss > 0)
     assert.are.same({ 8, 10 }, model(data):shape())
+  end)
+end)
+
+describe("time_sequence_prediction (pytorch/examples time_sequence_prediction/train.py), float64", function()
+  -- the example's sine waves (generate_sine_wave.py, fewer and shorter), its initial weights given by a formula
+  -- both sides compute exactly, and torch 1.13's losses: tests/fixtures/time_sequence.json (gen_time_sequence.py)
+  local cjson = require "cjson"
+  local fh = assert(io.open("tests/fixtures/time_sequence.json", "rb"))
+  local fx = cjson.decode(fh:read("*a"))
+  fh:close()
+
+  -- class Sequence(nn.Module):
+  local Sequence = nn.Module:extend("Sequence")
+  --     def __init__(self):
+  --         super(Sequence, self).__init__()
+  function Sequence:init()
+    self.lstm1 = nn.LSTMCell(1, 51)                   -- self.lstm1 = nn.LSTMCell(1, 51)
+    self.lstm2 = nn.LSTMCell(51, 51)                  -- self.lstm2 = nn.LSTMCell(51, 51)
+    self.linear = nn.Linear(51, 1)                    -- self.linear = nn.Linear(51, 1)
+  end
+  --     def forward(self, input, future = 0):
+  function Sequence:forward(input, future)
+    future = future or 0
+    local outputs = {}                                                     -- outputs = []
+    -- h_t = torch.zeros(input.size(0), 51, dtype=torch.double)
+    local h_t = lt.zeros(input:size(1), 51, "float64")
+    -- c_t = torch.zeros(input.size(0), 51, dtype=torch.double)
+    local c_t = lt.zeros(input:size(1), 51, "float64")
+    -- h_t2 = torch.zeros(input.size(0), 51, dtype=torch.double)
+    local h_t2 = lt.zeros(input:size(1), 51, "float64")
+    -- c_t2 = torch.zeros(input.size(0), 51, dtype=torch.double)
+    local c_t2 = lt.zeros(input:size(1), 51, "float64")
+    local output
+    for _, input_t in ipairs(input:split(1, 2)) do                         -- for input_t in input.split(1, dim=1):
+      h_t, c_t = self.lstm1(input_t, { h_t, c_t })                         --     h_t, c_t = self.lstm1(input_t, (h_t, c_t))
+      h_t2, c_t2 = self.lstm2(h_t, { h_t2, c_t2 })                         --     h_t2, c_t2 = self.lstm2(h_t, (h_t2, c_t2))
+      output = self.linear(h_t2)                                           --     output = self.linear(h_t2)
+      outputs[#outputs + 1] = output                                       --     outputs += [output]
+    end
+    for _ = 1, future do                                                   -- for i in range(future):
+      h_t, c_t = self.lstm1(output, { h_t, c_t })                          --     h_t, c_t = self.lstm1(output, (h_t, c_t))
+      h_t2, c_t2 = self.lstm2(h_t, { h_t2, c_t2 })                         --     h_t2, c_t2 = self.lstm2(h_t, (h_t2, c_t2))
+      output = self.linear(h_t2)                                           --     output = self.linear(h_t2)
+      outputs[#outputs + 1] = output                                       --     outputs += [output]
+    end
+    return lt.cat(outputs, 2)                                              -- outputs = torch.cat(outputs, dim=1)
+  end
+
+  it("trains with LBFGS in float64 and follows torch 1.13's losses to 1e-10", function()
+    local data = lt.tensor(fx.data.data, "float64"):reshape(fx.data.shape)
+    local L = data:size(2)
+    local input = data:narrow(1, 4, data:size(1) - 3):narrow(2, 1, L - 1)  -- input = torch.from_numpy(data[3:, :-1])
+    local target = data:narrow(1, 4, data:size(1) - 3):narrow(2, 2, L - 1) -- target = torch.from_numpy(data[3:, 1:])
+    local test_input = data:narrow(1, 1, 3):narrow(2, 1, L - 1)            -- test_input = torch.from_numpy(data[:3, :-1])
+    local test_target = data:narrow(1, 1, 3):narrow(2, 2, L - 1)           -- test_target = torch.from_numpy(data[:3, 1:])
+    local seq = Sequence()                                                 -- seq = Sequence()
+    seq:double()                                                           -- seq.double()
+    -- the fixture's initial weights, parameter j (0-based, in PyTorch's named_parameters order) element k
+    local named = seq:named_parameters()
+    for j, name in ipairs(fx.param_order) do
+      local p = assert(named[name], name)
+      local w = {}
+      for k = 0, p:numel() - 1 do w[k + 1] = ((k * 7919 + (j - 1) * 131) % 1001 - 500) / 3500 end
+      lt.no_grad(function() p:copy_(lt.tensor(w, "float64"):reshape(p:shape())) end)
+    end
+    local criterion = nn.MSELoss()                                         -- criterion = nn.MSELoss()
+    local optimizer = optim.LBFGS(seq:parameters(), 0.8)                   -- optimizer = optim.LBFGS(seq.parameters(), lr=0.8)
+    local closure_losses = {}
+    for i = 1, #fx.losses do                                               -- for i in range(opt.steps):
+      local function closure()                                             --     def closure():
+        optimizer:zero_grad()                                              --         optimizer.zero_grad()
+        local out = seq(input)                                             --         out = seq(input)
+        local loss = criterion(out, target)                                --         loss = criterion(out, target)
+        closure_losses[#closure_losses + 1] = loss:item()
+        loss:backward()                                                    --         loss.backward()
+        return loss                                                        --         return loss
+      end
+      local loss = optimizer:step(closure):item()                          --     optimizer.step(closure)
+      local pred, test_loss
+      lt.no_grad(function()                                                --     with torch.no_grad():
+        pred = seq(test_input, fx.future)                                  --         pred = seq(test_input, future=future)
+        -- loss = criterion(pred[:, :-future], test_target)
+        test_loss = criterion(pred:narrow(2, 1, L - 1), test_target)
+      end)
+      local function near(what, got, want)
+        assert(math.abs(got - want) <= 1e-10 * math.abs(want),
+          string.format("step %d %s: lutra %.17g, torch %.17g", i, what, got, want))
+      end
+      near("loss", loss, fx.losses[i])
+      near("test loss", test_loss:item(), fx.test_losses[i])
+      assert.are.equal("float64", pred:dtype())
+    end
+    assert.are.equal(#fx.closure_losses, #closure_losses)
+    -- every evaluation inside the steps too: LBFGS's curvature pairs carry the last bits of summation order (BLAS
+    -- dgemm against torch's) from one evaluation to the next, to ~1e-9 by the 40th
+    for k, want in ipairs(fx.closure_losses) do
+      assert(math.abs(closure_losses[k] - want) <= 1e-8 * math.abs(want),
+        string.format("closure call %d: lutra %.17g, torch %.17g", k, closure_losses[k], want))
+    end
   end)
 end)

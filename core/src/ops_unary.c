@@ -310,7 +310,33 @@ lt_tensor *lt_op_leaky_relu(lt_ctx *c, lt_tensor *a, double slope) {
   return out;
 }
 
+/* float64 clamp: maximum then minimum with the bounds, the binary kernels both dtypes share (NaN stays NaN,
+ * as in the float32 kernel and PyTorch's); its gradient passes where lo <= x <= hi. No second kernel. */
+static lt_tensor *clamp_f64(lt_ctx *c, lt_tensor *a, double lo, double hi) {
+  lt_tensor *d = lt_op_detach(c, a);
+  lt_tensor *t = d ? lt_op_binary_scalar(c, LT_MAXIMUM, d, lo, 0) : NULL;
+  lt_tensor *out = t ? lt_op_binary_scalar(c, LT_MINIMUM, t, hi, 0) : NULL;
+  lt_tensor_release(d);
+  lt_tensor_release(t);
+  return out;
+}
+
+static lt_tensor *clamp_grad_f64(lt_ctx *c, lt_tensor *x, lt_tensor *g, double lo, double hi) {
+  lt_tensor *ge = lt_op_binary_scalar(c, LT_GE, x, lo, 0); /* float32 masks: g * mask stays float64 */
+  lt_tensor *le = ge ? lt_op_binary_scalar(c, LT_LE, x, hi, 0) : NULL;
+  lt_tensor *m = le ? lt_op_binary(c, LT_MUL, ge, le) : NULL;
+  lt_tensor *r = m ? lt_op_binary(c, LT_MUL, g, m) : NULL;
+  lt_tensor_release(ge);
+  lt_tensor_release(le);
+  lt_tensor_release(m);
+  return r;
+}
+
 static int clamp_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
+  if (n->inputs[0]->dtype == LT_F64) {
+    gin[0] = clamp_grad_f64(c, n->inputs[0], g, n->f[0], n->f[1]);
+    return gin[0] ? LT_OK : LT_ERR;
+  }
   lt_tensor *x = lt_op_contiguous(c, n->inputs[0]);
   lt_tensor *gc = x ? lt_op_contiguous(c, g) : NULL;
   lt_tensor *r = gc ? lt_tensor_new_like(c, x) : NULL;
@@ -325,16 +351,19 @@ static int clamp_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) 
 }
 
 lt_tensor *lt_op_clamp(lt_ctx *c, lt_tensor *a, double lo, double hi) {
-  if (lt_check_dtype(c, "clamp", "input", a, LT_F32)) return NULL;
+  int f64 = a->dtype == LT_F64;
+  if (!f64 && lt_check_dtype(c, "clamp", "input", a, LT_F32)) return NULL;
   if (lo > hi) {
     lt_fail(c, "clamp: min %g is greater than max %g", lo, hi);
     return NULL;
   }
-  lt_tensor *x = lt_op_contiguous(c, a);
-  lt_tensor *out = x ? lt_tensor_new_like(c, x) : NULL;
+  lt_tensor *x = f64 ? lt_tensor_retain(a) : lt_op_contiguous(c, a);
+  lt_tensor *out = !x ? NULL : f64 ? clamp_f64(c, x, lo, hi) : lt_tensor_new_like(c, x);
   if (out) {
-    map_job j = { MAP_CLAMP, lt_f32(x), NULL, lt_f32(out), (float)lo, (float)hi, lt_numel(x) };
-    map_run(c, &j);
+    if (!f64) {
+      map_job j = { MAP_CLAMP, lt_f32(x), NULL, lt_f32(out), (float)lo, (float)hi, lt_numel(x) };
+      map_run(c, &j);
+    }
     lt_node *nd;
     if (lt_record(c, out, "clamp", clamp_backward, 1, &a, &nd)) {
       lt_tensor_release(out);
@@ -350,8 +379,10 @@ lt_tensor *lt_op_clamp(lt_ctx *c, lt_tensor *a, double lo, double hi) {
 
 int lt_op_clamp_(lt_ctx *c, lt_tensor *a, double lo, double hi) {
   if (lt_check_inplace(c, "clamp_", a)) return LT_ERR;
-  if (lt_check_dtype(c, "clamp_", "the tensor updated in place", a, LT_F32)) return LT_ERR;
+  if (a->dtype != LT_F64 && lt_check_dtype(c, "clamp_", "the tensor updated in place", a, LT_F32)) return LT_ERR;
   if (lo > hi) return lt_fail(c, "clamp_: min %g is greater than max %g", lo, hi);
+  if (a->dtype == LT_F64)
+    return lt_op_binary_scalar_(c, LT_MAXIMUM, a, lo) ? LT_ERR : lt_op_binary_scalar_(c, LT_MINIMUM, a, hi);
   lt_mark_modified(a);
   if (lt_is_contiguous(a)) {
     map_job j = { MAP_CLAMP, lt_f32(a), NULL, lt_f32(a), (float)lo, (float)hi, lt_numel(a) };

@@ -171,6 +171,9 @@ void lt_optim_free(lt_optimizer *o) {
 lt_optim_kind lt_optim_kind_of(const lt_optimizer *o) { return o->kind; }
 const lt_optim_hparams *lt_optim_get_defaults(const lt_optimizer *o) { return &o->defaults; }
 
+/* the optimizers whose kernels are made for float64 too (the others' are float32 only) */
+static int kind_takes_f64(lt_optim_kind k) { return k == LT_OPTIM_SGD || k == LT_OPTIM_ADAM || k == LT_OPTIM_ADAMW; }
+
 int lt_optim_add_param_group(lt_ctx *c, lt_optimizer *o, const lt_optim_hparams *h, int n, lt_tensor *const *params) {
   const char *name = lt_optim_kind_name(o->kind);
   if (lt_optim_check_hparams(c, o->kind, h)) return LT_ERR;
@@ -178,9 +181,12 @@ int lt_optim_add_param_group(lt_ctx *c, lt_optimizer *o, const lt_optim_hparams 
   for (int i = 0; i < n; i++) {
     const lt_tensor *p = params[i];
     if (!p) return lt_fail(c, "%s: parameter %d is missing", name, i + 1);
-    if (p->dtype != LT_F32)
-      return lt_fail(c, "%s: parameter %d is %s, the optimizer can only optimize float32 tensors", name, i + 1,
-                     lt_dtype_name(p->dtype));
+    if (p->dtype == LT_F64 && !kind_takes_f64(o->kind))
+      return lt_fail(c, "%s: parameter %d is float64, which this optimizer does not support yet (float32 only)", name,
+                     i + 1);
+    if (p->dtype != LT_F32 && p->dtype != LT_F64)
+      return lt_fail(c, "%s: parameter %d is %s, the optimizer can only optimize float32 and float64 tensors", name,
+                     i + 1, lt_dtype_name(p->dtype));
     if (p->grad_fn)
       return lt_fail(c,
                      "%s: can't optimize a non-leaf tensor (parameter %d is the result of an op; use a leaf, "
@@ -271,11 +277,13 @@ int lt_optim_set_state_buf(lt_ctx *c, lt_optimizer *o, int g, int i, lt_optim_bu
                      lt_optim_kind_name(o->kind), lt_optim_buf_name(b), i + 1, g + 1, lt_shape_str(t, b1, sizeof b1),
                      lt_shape_str(p, b2, sizeof b2));
     }
-    copy = lt_tensor_new(c, LT_F32, p->ndim, p->shape);
+    copy = lt_tensor_new(c, p->dtype, p->ndim, p->shape); /* state in the parameter's dtype */
     if (!copy) return LT_ERR;
-    float *d = lt_f32(copy);
     int64_t n = lt_numel(copy);
-    for (int64_t k = 0; k < n; k++) d[k] = (float)lt_get_flat(t, k);
+    if (p->dtype == LT_F64)
+      for (int64_t k = 0; k < n; k++) lt_f64(copy)[k] = lt_get_flat(t, k);
+    else
+      for (int64_t k = 0; k < n; k++) lt_f32(copy)[k] = (float)lt_get_flat(t, k);
   }
   lt_tensor_release(s->buf[b]);
   s->buf[b] = copy;
@@ -285,85 +293,95 @@ int lt_optim_set_state_buf(lt_ctx *c, lt_optimizer *o, int g, int i, lt_optim_bu
 
 /* ---- fused kernels (contiguous float arrays of n elements) --------------------------------------------- */
 
-OPTIM_VECTOR_FN
-static void sgd_kernel(int64_t n, float *restrict p, const float *restrict g, float *restrict buf, int first,
-                       const lt_optim_hparams *h) {
-  const float lr = (float)h->lr, wd = (float)h->weight_decay, mom = (float)h->momentum,
-              damp1 = (float)(1.0 - h->dampening);
-  const float sg = h->maximize ? -1.0f : 1.0f;
-  if (!buf) { /* plain SGD */
-    for (int64_t i = 0; i < n; i++) {
-      float d = sg * g[i] + wd * p[i];
-      p[i] -= lr * d;
-    }
-  } else if (first) {
-    if (h->nesterov) {
-      for (int64_t i = 0; i < n; i++) {
-        float d = sg * g[i] + wd * p[i];
-        buf[i] = d;
-        p[i] -= lr * (d + mom * d);
-      }
-    } else {
-      for (int64_t i = 0; i < n; i++) {
-        float d = sg * g[i] + wd * p[i];
-        buf[i] = d;
-        p[i] -= lr * d;
-      }
-    }
-  } else if (h->nesterov) {
-    for (int64_t i = 0; i < n; i++) {
-      float d = sg * g[i] + wd * p[i];
-      float b = mom * buf[i] + damp1 * d;
-      buf[i] = b;
-      p[i] -= lr * (d + mom * b);
-    }
-  } else {
-    for (int64_t i = 0; i < n; i++) {
-      float d = sg * g[i] + wd * p[i];
-      float b = mom * buf[i] + damp1 * d;
-      buf[i] = b;
-      p[i] -= lr * b;
-    }
+/* SGD's and Adam's kernels are written once (SGD_KERNEL, ADAM_KERNEL) and made for float32 and float64: the
+ * arithmetic runs in the parameter's dtype, as PyTorch's does. */
+// clang-format off
+#define SGD_KERNEL(NAME, T)                                                                         \
+  OPTIM_VECTOR_FN                                                                                   \
+  static void NAME(int64_t n, T *restrict p, const T *restrict g, T *restrict buf, int first,       \
+                   const lt_optim_hparams *h) {                                                     \
+    const T lr = (T)h->lr, wd = (T)h->weight_decay, mom = (T)h->momentum,                           \
+            damp1 = (T)(1.0 - h->dampening);                                                        \
+    const T sg = h->maximize ? (T)-1.0 : (T)1.0;                                                    \
+    if (!buf) { /* plain SGD */                                                                     \
+      for (int64_t i = 0; i < n; i++) {                                                             \
+        T d = sg * g[i] + wd * p[i];                                                                \
+        p[i] -= lr * d;                                                                             \
+      }                                                                                             \
+    } else if (first) {                                                                             \
+      if (h->nesterov) {                                                                            \
+        for (int64_t i = 0; i < n; i++) {                                                           \
+          T d = sg * g[i] + wd * p[i];                                                              \
+          buf[i] = d;                                                                               \
+          p[i] -= lr * (d + mom * d);                                                               \
+        }                                                                                           \
+      } else {                                                                                      \
+        for (int64_t i = 0; i < n; i++) {                                                           \
+          T d = sg * g[i] + wd * p[i];                                                              \
+          buf[i] = d;                                                                               \
+          p[i] -= lr * d;                                                                           \
+        }                                                                                           \
+      }                                                                                             \
+    } else if (h->nesterov) {                                                                       \
+      for (int64_t i = 0; i < n; i++) {                                                             \
+        T d = sg * g[i] + wd * p[i];                                                                \
+        T b = mom * buf[i] + damp1 * d;                                                             \
+        buf[i] = b;                                                                                 \
+        p[i] -= lr * (d + mom * b);                                                                 \
+      }                                                                                             \
+    } else {                                                                                        \
+      for (int64_t i = 0; i < n; i++) {                                                             \
+        T d = sg * g[i] + wd * p[i];                                                                \
+        T b = mom * buf[i] + damp1 * d;                                                             \
+        buf[i] = b;                                                                                 \
+        p[i] -= lr * b;                                                                             \
+      }                                                                                             \
+    }                                                                                               \
   }
-}
 
 /* decoupled: AdamW (p *= 1 - lr*wd first, no coupled decay) */
-OPTIM_VECTOR_FN
-static void adam_kernel(int64_t n, float *restrict p, const float *restrict g, float *restrict m, float *restrict v,
-                        float *restrict vmax, double step, const lt_optim_hparams *h, int decoupled) {
-  const double b1 = h->beta1, b2 = h->beta2;
-  const double bc1 = 1.0 - pow(b1, step), bc2 = 1.0 - pow(b2, step);
-  const float step_size = (float)(h->lr / bc1);
-  const float inv_bc2_sqrt = (float)(1.0 / sqrt(bc2));
-  const float eps = (float)h->eps;
-  const float fb1 = (float)b1, fb2 = (float)b2, c1 = (float)(1.0 - b1), c2 = (float)(1.0 - b2);
-  const float wd = decoupled ? 0.0f : (float)h->weight_decay;
-  const float decay = decoupled ? (float)(1.0 - h->lr * h->weight_decay) : 1.0f;
-  const float sg = h->maximize ? -1.0f : 1.0f;
-  if (vmax) {
-    for (int64_t i = 0; i < n; i++) {
-      float pi = p[i] * decay;
-      float d = sg * g[i] + wd * pi;
-      float mi = fb1 * m[i] + c1 * d;
-      float vi = fb2 * v[i] + c2 * d * d;
-      float vm = vmax[i] > vi ? vmax[i] : vi;
-      m[i] = mi;
-      v[i] = vi;
-      vmax[i] = vm;
-      p[i] = pi - step_size * mi / (sqrtf(vm) * inv_bc2_sqrt + eps);
-    }
-  } else {
-    for (int64_t i = 0; i < n; i++) {
-      float pi = p[i] * decay;
-      float d = sg * g[i] + wd * pi;
-      float mi = fb1 * m[i] + c1 * d;
-      float vi = fb2 * v[i] + c2 * d * d;
-      m[i] = mi;
-      v[i] = vi;
-      p[i] = pi - step_size * mi / (sqrtf(vi) * inv_bc2_sqrt + eps);
-    }
+#define ADAM_KERNEL(NAME, T, SQRT)                                                                  \
+  OPTIM_VECTOR_FN                                                                                   \
+  static void NAME(int64_t n, T *restrict p, const T *restrict g, T *restrict m, T *restrict v,     \
+                   T *restrict vmax, double step, const lt_optim_hparams *h, int decoupled) {       \
+    const double b1 = h->beta1, b2 = h->beta2;                                                      \
+    const double bc1 = 1.0 - pow(b1, step), bc2 = 1.0 - pow(b2, step);                              \
+    const T step_size = (T)(h->lr / bc1);                                                           \
+    const T inv_bc2_sqrt = (T)(1.0 / sqrt(bc2));                                                    \
+    const T eps = (T)h->eps;                                                                        \
+    const T fb1 = (T)b1, fb2 = (T)b2, c1 = (T)(1.0 - b1), c2 = (T)(1.0 - b2);                       \
+    const T wd = decoupled ? (T)0.0 : (T)h->weight_decay;                                           \
+    const T decay = decoupled ? (T)(1.0 - h->lr * h->weight_decay) : (T)1.0;                        \
+    const T sg = h->maximize ? (T)-1.0 : (T)1.0;                                                    \
+    if (vmax) {                                                                                     \
+      for (int64_t i = 0; i < n; i++) {                                                             \
+        T pi = p[i] * decay;                                                                        \
+        T d = sg * g[i] + wd * pi;                                                                  \
+        T mi = fb1 * m[i] + c1 * d;                                                                 \
+        T vi = fb2 * v[i] + c2 * d * d;                                                             \
+        T vm = vmax[i] > vi ? vmax[i] : vi;                                                         \
+        m[i] = mi;                                                                                  \
+        v[i] = vi;                                                                                  \
+        vmax[i] = vm;                                                                               \
+        p[i] = pi - step_size * mi / (SQRT(vm) * inv_bc2_sqrt + eps);                               \
+      }                                                                                             \
+    } else {                                                                                        \
+      for (int64_t i = 0; i < n; i++) {                                                             \
+        T pi = p[i] * decay;                                                                        \
+        T d = sg * g[i] + wd * pi;                                                                  \
+        T mi = fb1 * m[i] + c1 * d;                                                                 \
+        T vi = fb2 * v[i] + c2 * d * d;                                                             \
+        m[i] = mi;                                                                                  \
+        v[i] = vi;                                                                                  \
+        p[i] = pi - step_size * mi / (SQRT(vi) * inv_bc2_sqrt + eps);                               \
+      }                                                                                             \
+    }                                                                                               \
   }
-}
+// clang-format on
+SGD_KERNEL(sgd_kernel, float)
+SGD_KERNEL(sgd_kernel_d, double)
+ADAM_KERNEL(adam_kernel, float, sqrtf)
+ADAM_KERNEL(adam_kernel_d, double, sqrt)
 
 /* The flags are compile-time constants in each call below, so every variant is its own branch-free,
  * vectorised loop after inlining. */
@@ -440,7 +458,7 @@ static void task_run(lt_ctx *c, const optim_task *t, int64_t n) { lt_optim_paral
 
 /* ---- step ----------------------------------------------------------------------------------------------- */
 
-static lt_tensor *zeros_like(lt_ctx *c, const lt_tensor *p) { return lt_tensor_zeros(c, LT_F32, p->ndim, p->shape); }
+static lt_tensor *zeros_like(lt_ctx *c, const lt_tensor *p) { return lt_tensor_zeros(c, p->dtype, p->ndim, p->shape); }
 
 static int ensure_buf(lt_ctx *c, lt_optim_state *s, lt_optim_buf b, const lt_tensor *p) {
   if (s->buf[b]) return LT_OK;
@@ -448,16 +466,41 @@ static int ensure_buf(lt_ctx *c, lt_optim_state *s, lt_optim_buf b, const lt_ten
   return s->buf[b] ? LT_OK : LT_ERR;
 }
 
+/* A float64 parameter's step (SGD, Adam, AdamW: kind_takes_f64), state in float64, on the calling thread. */
+static int step_param_f64(lt_ctx *c, lt_optim_kind kind, const lt_optim_hparams *h, lt_optim_state *s,
+                          const lt_tensor *param, double *p, const double *g) {
+  int64_t n = lt_numel(param);
+  if (kind == LT_OPTIM_SGD) {
+    double *buf = NULL;
+    int first = 0;
+    if (h->momentum != 0) {
+      first = !s->buf[LT_OPTIM_MOMENTUM_BUFFER];
+      if (first && !(s->buf[LT_OPTIM_MOMENTUM_BUFFER] = lt_tensor_new(c, LT_F64, param->ndim, param->shape)))
+        return LT_ERR;
+      buf = lt_f64(s->buf[LT_OPTIM_MOMENTUM_BUFFER]);
+    }
+    sgd_kernel_d(n, p, g, buf, first, h);
+    return LT_OK;
+  }
+  if (ensure_buf(c, s, LT_OPTIM_EXP_AVG, param) || ensure_buf(c, s, LT_OPTIM_EXP_AVG_SQ, param) ||
+      (h->amsgrad && ensure_buf(c, s, LT_OPTIM_MAX_EXP_AVG_SQ, param)))
+    return LT_ERR;
+  s->step += 1;
+  adam_kernel_d(n, p, g, lt_f64(s->buf[LT_OPTIM_EXP_AVG]), lt_f64(s->buf[LT_OPTIM_EXP_AVG_SQ]),
+                h->amsgrad ? lt_f64(s->buf[LT_OPTIM_MAX_EXP_AVG_SQ]) : NULL, s->step, h, kind == LT_OPTIM_ADAMW);
+  return LT_OK;
+}
+
 static int step_param(lt_ctx *c, lt_optimizer *o, lt_param_group *pg, int g, int i) {
   lt_tensor *p = pg->params[i];
   lt_optim_state *s = &pg->state[i];
   const lt_optim_hparams *h = &pg->h;
   lt_tensor *grad = p->grad;
-  if (grad->dtype != LT_F32 || !lt_same_shape(grad, p)) {
+  if (grad->dtype != p->dtype || !lt_same_shape(grad, p)) {
     char b1[128], b2[128];
-    return lt_fail(c, "%s: step: the grad of parameter %d in group %d is %s %s, the parameter is float32 %s",
+    return lt_fail(c, "%s: step: the grad of parameter %d in group %d is %s %s, the parameter is %s %s",
                    lt_optim_kind_name(o->kind), i + 1, g + 1, lt_dtype_name(grad->dtype),
-                   lt_shape_str(grad, b1, sizeof b1), lt_shape_str(p, b2, sizeof b2));
+                   lt_shape_str(grad, b1, sizeof b1), lt_dtype_name(p->dtype), lt_shape_str(p, b2, sizeof b2));
   }
   /* contiguous views of p and g (copies in the rare strided case) */
   lt_tensor *gc = lt_op_contiguous(c, grad);
@@ -470,6 +513,10 @@ static int step_param(lt_ctx *c, lt_optimizer *o, lt_param_group *pg, int g, int
   int64_t n = lt_numel(p);
   int rc = LT_OK;
   int first = !s->initialized;
+  if (p->dtype == LT_F64) {
+    rc = step_param_f64(c, o->kind, h, s, p, lt_f64(pc), lt_f64(gc));
+    goto done;
+  }
   switch (o->kind) {
     case LT_OPTIM_SGD: {
       float *buf = NULL;
@@ -529,6 +576,7 @@ static int step_param(lt_ctx *c, lt_optimizer *o, lt_param_group *pg, int g, int
       break;
     default: rc = lt_optim_adaptive_step(c, o->kind, h, s, p, lt_f32(pc), lt_f32(gc), n); break;
   }
+done:
   /* the update wrote p's memory (pc is p, or p's copy written back below): a graph that saved p must not use
    * it in a backward (version counters, lt_mark_modified) */
   lt_mark_modified(pc);

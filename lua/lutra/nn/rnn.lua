@@ -208,6 +208,28 @@ end
 
 -- ---- the cells -----------------------------------------------------------------------------------------------
 
+-- One step of a cell in float64, composed of the ops that have float64 kernels, in PyTorch's gate orders and
+-- formulas (nn_rnn.c's header): RNN h = act(xW + hW); GRU r, z, n; LSTM i, f, g, o.
+local function cell_f64(self, kind, x, h, c)
+  local Hs = self.hidden_size
+  local gi, gh = lt.linear(x, self.weight_ih, self.bias_ih), lt.linear(h, self.weight_hh, self.bias_hh)
+  local function part(t, k) return t:narrow(2, (k - 1) * Hs + 1, Hs) end
+  if kind == "lstm" then
+    local g = gi + gh
+    local i, f = part(g, 1):sigmoid(), part(g, 2):sigmoid()
+    local gg, o = part(g, 3):tanh(), part(g, 4):sigmoid()
+    local c1 = f * c + i * gg
+    return o * c1:tanh(), c1
+  elseif kind == "gru" then
+    local r = (part(gi, 1) + part(gh, 1)):sigmoid()
+    local z = (part(gi, 2) + part(gh, 2)):sigmoid()
+    local n = (part(gi, 3) + r * part(gh, 3)):tanh()
+    return (1 - z) * n + z * h
+  end
+  local v = gi + gh
+  return self.nonlinearity == "relu" and v:relu() or v:tanh()
+end
+
 local function make_cell(name, kind)
   local cls = H.class(name)
   local spec = { bias = "boolean" }
@@ -259,10 +281,19 @@ local function make_cell(name, kind)
         local h1, c1 = check_pair(self, state, "the state")
         h, c = check_state(self, "h", h1, unbatched, B), check_state(self, "c", c1, unbatched, B)
       else
-        h, c = lt.zeros(B, Hs), lt.zeros(B, Hs)
+        h, c = lt.zeros(B, Hs, x:dtype()), lt.zeros(B, Hs, x:dtype())
       end
     else
-      h = state ~= nil and check_state(self, "h", state, unbatched, B) or lt.zeros(B, Hs)
+      h = state ~= nil and check_state(self, "h", state, unbatched, B) or lt.zeros(B, Hs, x:dtype())
+    end
+    if x:dtype() == "float64" then -- PyTorch's cell formulas on the float64 ops (the fused kernel is float32)
+      local h1, c1 = cell_f64(self, kind, x, h, c)
+      if unbatched then
+        h1 = h1:squeeze(1)
+        if c1 then c1 = c1:squeeze(1) end
+      end
+      if kind == "lstm" then return h1, c1 end
+      return h1
     end
     local xg = lt.linear(x, self.weight_ih, self.bias_ih):unsqueeze(1)
     local y = rnn_layer(self.mode, xg, self.weight_hh, self.bias_hh, h, c, nil, false)
