@@ -172,6 +172,45 @@ lt_tensor *lt_op_math(lt_ctx *c, lt_mathop op, lt_tensor *a);
 typedef enum lt_classop { LT_ISNAN, LT_ISINF, LT_ISFINITE } lt_classop;
 lt_tensor *lt_op_classify(lt_ctx *c, lt_classop op, lt_tensor *a); /* float32 0/1, like comparisons */
 
+/* --- more elementwise maths, float32 and float64 from one body, differentiable (ops_fn.c; the special functions
+ * series: fn_special.h). int64 input computes in float32, as PyTorch promotes. ---------------------------------- */
+// clang-format off
+#define LT_FN_LIST(X) \
+  X(LT_FN_TAN, "tan") X(LT_FN_ASIN, "asin") X(LT_FN_ACOS, "acos") X(LT_FN_ATAN, "atan") \
+  X(LT_FN_SINH, "sinh") X(LT_FN_COSH, "cosh") X(LT_FN_ASINH, "asinh") X(LT_FN_ACOSH, "acosh") \
+  X(LT_FN_ATANH, "atanh") X(LT_FN_SINC, "sinc") X(LT_FN_RAD2DEG, "rad2deg") X(LT_FN_DEG2RAD, "deg2rad") \
+  X(LT_FN_ERFC, "erfc") X(LT_FN_LOG2, "log2") X(LT_FN_LOG10, "log10") X(LT_FN_EXP2, "exp2") \
+  X(LT_FN_LOGIT, "logit") X(LT_FN_LGAMMA, "lgamma") X(LT_FN_DIGAMMA, "digamma")
+// clang-format on
+#define LT_FN_ENUM(e, name) e,
+typedef enum lt_fnop { LT_FN_LIST(LT_FN_ENUM) LT_FN_COUNT } lt_fnop;
+#undef LT_FN_ENUM
+const char *lt_fnop_name(lt_fnop op);
+/* p: logit's eps (x clamped to [eps, 1 - eps] first; a negative eps: none, as None in PyTorch); 0 for the others */
+lt_tensor *lt_op_fn(lt_ctx *c, lt_fnop op, lt_tensor *a, double p);
+int lt_op_fn_(lt_ctx *c, lt_fnop op, lt_tensor *a, double p);
+/* Binary maths with broadcasting (ops_fn_binary.c): float64 when either operand is, int64 when both are (not
+ * atan2 or copysign, which give float32), float32 otherwise. floor_divide has no gradient (as PyTorch's). */
+// clang-format off
+#define LT_FN2_LIST(X) \
+  X(LT_FN2_ATAN2, "atan2") X(LT_FN2_FMOD, "fmod") X(LT_FN2_REMAINDER, "remainder") \
+  X(LT_FN2_FLOOR_DIVIDE, "floor_divide") X(LT_FN2_FMAX, "fmax") X(LT_FN2_FMIN, "fmin") X(LT_FN2_COPYSIGN, "copysign")
+// clang-format on
+#define LT_FN2_ENUM(e, name) e,
+typedef enum lt_fn2op { LT_FN2_LIST(LT_FN2_ENUM) LT_FN2_COUNT } lt_fn2op;
+#undef LT_FN2_ENUM
+const char *lt_fn2op_name(lt_fn2op op);
+lt_tensor *lt_op_fn2(lt_ctx *c, lt_fn2op op, lt_tensor *a, lt_tensor *b);
+int lt_op_fn2_(lt_ctx *c, lt_fn2op op, lt_tensor *a, lt_tensor *b); /* a = a op b (b broadcast to a) */
+
+/* --- more scans (ops_scan_more.c), float32 and float64, along dim (0-based) ----------------------------------- */
+/* cummax (max 1) or cummin: the running extreme and the 0-based int64 index it came from (the last of equal values;
+ * a NaN wins and stays, as PyTorch's); differentiable in the values (the gradient goes to those indices). int64
+ * input: values and indices, no gradient. */
+int lt_op_cumext(lt_ctx *c, lt_tensor *a, int dim, int max, lt_tensor **values, lt_tensor **indices);
+/* log(cumsum(exp(x))) along dim, without overflow; differentiable */
+lt_tensor *lt_op_logcumsumexp(lt_ctx *c, lt_tensor *a, int dim);
+
 /* --- indexed writes and mask selections (ops_scatter.c); indices 0-based int64, data float32 --------- */
 /* x with src's elements (or value when src is NULL) written (add: added) at index along dim */
 lt_tensor *lt_op_scatter(lt_ctx *c, lt_tensor *x, int dim, lt_tensor *index, lt_tensor *src, double value, int add);

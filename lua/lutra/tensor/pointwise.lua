@@ -1,5 +1,5 @@
 -- tensor/pointwise.lua — PyTorch's elementwise names composed of the core's ops (where, exp, log, sqrt, narrow),
--- so autograd comes with them: nan_to_num, lerp, hypot, atan2/arctan2, logaddexp, xlogy, isclose, equal, diff. Operands
+-- so autograd comes with them: nan_to_num, lerp, hypot, logaddexp, xlogy, isclose, equal, diff. Operands
 -- broadcast as the core's arithmetic does; comparisons give 0/1 float tensors as the core's do.
 --
 --   local y = x:nan_to_num(0, 1e4, -1e4)
@@ -63,38 +63,6 @@ function M.xlogy(x, y)
   end)
 end
 
--- atan of |t| <= 1: two half-angle steps (atan t = 2 atan(t / (1 + sqrt(1 + t^2)))) bring |t| under 0.2, where
--- 8 terms of the series leave an error under 1e-12; every step is a differentiable op.
-local function atan_unit(t)
-  for _ = 1, 2 do t = t / ((t:square() + 1):sqrt() + 1) end
-  local t2 = t:square()
-  local p = t2 * 0 + (-1 / 15)
-  for k = 6, 0, -1 do p = p * t2 + (k % 2 == 0 and 1 or -1) / (2 * k + 1) end
-  return t * p * 4
-end
-
--- atan of any z: for |z| > 1, sign(z) * pi / 2 - atan(1 / z) (the unused branch kept finite for the gradient)
-local function atan(z)
-  local big = z:abs():gt(1)
-  local a = atan_unit(core.where(big, 1 / core.where(big, z, 1), z))
-  return core.where(big, z:sign() * (math.pi / 2) - a, a)
-end
-
-local function atan2_of(fname, y, x)
-  util.check_arg(fname, 2, x, "tensor", 3)
-  return util.call_as(fname, function()
-    local zero = x:eq(0)
-    local base = atan(y / core.where(zero, 1, x))
-    local shift = core.where(y:ge(0), math.pi, -math.pi) * x:lt(0) -- x < 0: the other half-plane
-    return core.where(zero, y:sign() * (math.pi / 2), base + shift)
-  end)
-end
-
---- lt.atan2(y, x): the angle of the point (x, y) in (-pi, pi], elementwise with broadcasting; arctan2 is the same.
---- Composed of differentiable ops (a range-reduced series, accurate to float32's rounding).
-function M.atan2(y, x) return atan2_of("atan2", y, x) end
-function M.arctan2(y, x) return atan2_of("arctan2", y, x) end
-
 --- lt.isclose(a, b[, rtol = 1e-5[, atol = 1e-8[, equal_nan = false]]]): a 0/1 tensor of |a - b| <= atol + rtol *
 --- |b| (equal infinities are close, NaN only to NaN with equal_nan).
 function M.isclose(a, b, rtol, atol, equal_nan)
@@ -147,7 +115,7 @@ function M.diff(x, n, dim, prepend, append)
   return x
 end
 
-local as_methods = { "nan_to_num", "lerp", "hypot", "atan2", "arctan2", "logaddexp", "xlogy", "isclose", "equal", "diff" }
+local as_methods = { "nan_to_num", "lerp", "hypot", "logaddexp", "xlogy", "isclose", "equal", "diff" }
 for _, name in ipairs(as_methods) do
   local f = util.named(name, M[name])
   methods[name] = f
