@@ -5,6 +5,8 @@
  * L1 while the tiles of its rows run. */
 #include "lt_gemm_small_m.h"
 
+#include <string.h>
+
 #include "lt_pool.h"
 
 #define NR LT_GEMM_SM_NR
@@ -88,6 +90,17 @@ void lt_gemm_small_m_pack_t(const float *w, int64_t n, int64_t k, float *packed)
     for (int64_t jj = 0; jj < NR; jj++) {
       const float *src = q + jj < n ? w + (q + jj) * k : NULL;
       for (int64_t p = 0; p < k; p++) dst[p * NR + jj] = src ? src[p] : 0.0f;
+    }
+  }
+}
+
+void lt_gemm_small_m_pack_n(const float *b, int64_t k, int64_t n, float *packed) {
+  for (int64_t q = 0; q < n; q += NR) {
+    float *dst = packed + q * k;
+    int64_t nc = n - q < NR ? n - q : NR;
+    for (int64_t p = 0; p < k; p++) {
+      memcpy(dst + p * NR, b + p * n + q, sizeof(float) * (size_t)nc);
+      for (int64_t jj = nc; jj < NR; jj++) dst[p * NR + jj] = 0.0f;
     }
   }
 }

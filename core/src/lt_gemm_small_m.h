@@ -23,6 +23,8 @@ int lt_gemm_small_m_ok(void);
 int64_t lt_gemm_small_m_packed_size(int64_t n, int64_t k);
 /* w [n x k] row-major (ld k), to be used as B = w^T [k x n]: panel q holds, for each p < k, w[q*NR + jj][p]. */
 void lt_gemm_small_m_pack_t(const float *w, int64_t n, int64_t k, float *packed);
+/* b [k x n] row-major (ld n), used as B as it is: panel q holds, for each p < k, b[p][q*NR + jj]. */
+void lt_gemm_small_m_pack_n(const float *b, int64_t k, int64_t n, float *packed);
 /* C [m x n] = A [m x k] B (+ C when accumulate), row-major A (lda) and C (ldc). B's column panel q (columns
  * q*NR ..) starts at b + q * panel_stride and its row p at + p * ldb: a packed B has panel_stride = NR * k and
  * ldb = NR; a row-major [k x n] B read in place has panel_stride = NR and ldb = n. threads: parts on the pool. */
