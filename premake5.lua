@@ -50,7 +50,7 @@ end
 
 -- targetdir BUILD/bin/<config>/<sub> for each configuration (the layout ./lutra and the tests expect)
 local function targetdirs(sub)
-  for _, cfg in ipairs { "release", "debug", "asan" } do
+  for _, cfg in ipairs { "release", "debug", "asan", "tsan" } do
     filter("configurations:" .. cfg)
       targetdir(BUILD .. "/bin/" .. cfg .. "/" .. sub)
   end
@@ -58,7 +58,7 @@ local function targetdirs(sub)
 end
 
 workspace "lutra"
-  configurations { "release", "debug", "asan" }
+  configurations { "release", "debug", "asan", "tsan" }
   location(BUILD)
   language "C"
   cdialect "C11"
@@ -87,6 +87,13 @@ workspace "lutra"
                    "-fno-sanitize-recover=undefined,float-cast-overflow" }
     linkoptions { "-fsanitize=address,undefined,float-cast-overflow" }
     targetdir(BUILD .. "/bin/asan")
+  filter "configurations:tsan"
+    -- ThreadSanitizer, for what crosses threads: lutra's pool, lt.thread / lt.background states, DataLoader
+    -- workers, tensors shared by refcount (tests/run --config tsan runs those tests: .ci/run)
+    symbols "On"
+    buildoptions { "-O1", "-fsanitize=thread", "-fno-omit-frame-pointer" }
+    linkoptions { "-fsanitize=thread" }
+    targetdir(BUILD .. "/bin/tsan")
   filter {}
 
 -- Everything of the core and the Lua binding, for C hosts (and for the binary and the module).
@@ -106,7 +113,7 @@ project "lutra_shared"
   kind "SharedLib"
   targetname "lutra"
   links { "lutra_static" } -- the build order, and a relink when liblutra.a changes
-  for _, cfg in ipairs { "release", "debug", "asan" } do
+  for _, cfg in ipairs { "release", "debug", "asan", "tsan" } do
     filter("configurations:" .. cfg)
       linkoptions { "-Wl,--whole-archive", "bin/" .. cfg .. "/liblutra.a", "-Wl,--no-whole-archive" }
   end

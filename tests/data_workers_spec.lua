@@ -254,7 +254,35 @@ describe("DataLoader{num_workers}", function()
         "DataLoader: option 'prefetch_factor' must be a positive integer, got 0")
       assert.has_error(function() lt.data.DataLoader(ds, { num_workers = 1, worker_init_fn = 3 }) end,
         "DataLoader: option 'worker_init_fn' must be a function, got number")
+      assert.has_error(function() lt.data.DataLoader(ds, { num_workers = 1, timeout = -1 }) end,
+        "DataLoader: option 'timeout' must be a number of seconds >= 0, got -1")
+      assert.has_error(function() lt.data.DataLoader(ds, { timeout = 5 }) end,
+        "DataLoader: option 'timeout' needs num_workers > 0 (it bounds the wait for a worker's batch), got timeout = 5")
+      lt.data.DataLoader(ds, { timeout = 0 }) -- (PyTorch's default, accepted without workers)
     end)
+
+    it("timeout: a worker slower than the timeout stops the epoch with PyTorch's error, naming batch and worker",
+      function()
+        local before = tasks()
+        local ds = plain_dataset(8)
+        local get = ds.get
+        function ds:get(i)
+          if i == 3 then os.execute("sleep 1") end -- (batch 2: worker 2's first)
+          return get(self, i)
+        end
+        local loader = lt.data.DataLoader(ds, { batch_size = 2, num_workers = 2, timeout = 0.2 })
+        local seen = 0
+        local ok, err = pcall(function()
+          for _ in loader:iter() do seen = seen + 1 end
+        end)
+        assert.is_false(ok)
+        assert.are.equal(1, seen)
+        assert.are.equal("DataLoader timed out after 0.2 seconds waiting for batch 2 from worker 2", tostring(err))
+        assert.are.equal(before, tasks())
+        -- a timeout longer than the slowest batch changes nothing
+        local slow = lt.data.DataLoader(ds, { batch_size = 2, num_workers = 2, timeout = 30 })
+        assert_same_batches(batches(lt.data.DataLoader(plain_dataset(8), { batch_size = 2 })), batches(slow))
+      end)
 
     it("a dataset that cannot cross to a worker state is named with the path to the value", function()
       local ds = plain_dataset(4)

@@ -23,6 +23,7 @@
  * may be longer than ctx->err) for fit_advance's ("error", message). In the collecting mode (on_exception)
  * every target runs and the failures are gathered instead.
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,7 +31,7 @@
 
 uint8_t l_hook_targets[LT_NHOOKS];
 
-void l_hook_targets_init(void) {
+static void fill_hook_targets(void) {
   uint8_t *tg = l_hook_targets;
   for (int h = 0; h < LT_NHOOKS; h++) tg[h] = TG_CB | TG_MODEL;
   static const lt_hook model_only[] = {
@@ -79,6 +80,13 @@ void l_hook_targets_init(void) {
   static const lt_hook data_hooks[] = { LT_HOOK_TRAIN_DATALOADER, LT_HOOK_VAL_DATALOADER, LT_HOOK_TEST_DATALOADER,
                                         LT_HOOK_PREDICT_DATALOADER };
   for (size_t i = 0; i < sizeof data_hooks / sizeof *data_hooks; i++) tg[data_hooks[i]] = TG_MODEL | TG_DM | TG_DM_ONLY;
+}
+
+/* Once per process: every Lua state that opens lutra calls this, maybe in several threads at once, and the
+ * table is read by the states already running loops. */
+void l_hook_targets_init(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, fill_hook_targets);
 }
 
 /* Pushes obj[name] when it is a function (obj at index idx), else pushes nothing and returns 0: the one

@@ -3,6 +3,7 @@
  * and the registration of every binding area. The Lua part (lua/lutra/) is embedded in the static
  * library by core/bind/embed_lua.lua, so a host needs no files on disk.
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,9 +58,10 @@ void l_infer_register(lua_State *L); /* l_infer.c: _infer_new (inference plans, 
 
 /* ---- process-wide run state (what a host or a signal handler may ask; the run count: l_run.c) ------ */
 
-static int interactive = -1;     /* lutra_set_interactive (a C host, the binary): -1 not said, 0 quiet, 1 not */
-static int lua_interactive = -1; /* lt.set_interactive from Lua: -1 not said */
-static int preloaded;            /* lutra_preload was called: a host opened lutra */
+/* (atomic: any thread's state may set or read them, e.g. a host opening lutra in two threads at once) */
+static atomic_int interactive = -1;     /* lutra_set_interactive (a C host, the binary): -1 not said, 0 quiet, 1 not */
+static atomic_int lua_interactive = -1; /* lt.set_interactive from Lua: -1 not said */
+static atomic_int preloaded;            /* lutra_preload was called: a host opened lutra */
 
 void lutra_set_interactive(int on) { interactive = on != 0; }
 void lutra_empty_cache(void) { lt_alloc_trim(); }

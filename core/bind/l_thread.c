@@ -276,8 +276,10 @@ static void worker_failed(lua_State *L, worker *w) {
 }
 
 /* What makes lutra loadable in a worker's new state (l_module.c's l_preload_modules, handed over at registration:
- * the module opener registers this file, so this file does not call back into it). Set before any worker starts. */
-static void (*open_lutra)(lua_State *L);
+ * the module opener registers this file, so this file does not call back into it). Set before any worker starts,
+ * and again (the same function) by every state that opens lutra, maybe in another thread: atomic. */
+typedef void (*opener_fn)(lua_State *L);
+static _Atomic(opener_fn) open_lutra;
 
 static void *worker_main(void *arg) {
   worker *w = arg;
@@ -291,7 +293,7 @@ static void *worker_main(void *arg) {
     pthread_mutex_unlock(&w->mu);
   } else {
     luaL_openlibs(L);
-    open_lutra(L);
+    atomic_load_explicit(&open_lutra, memory_order_relaxed)(L);
     pthread_mutex_lock(&w->mu);
     w->WL = L;
     if (atomic_load(&w->stop)) lua_sethook(L, stop_hook, LUA_MASKCOUNT, 1);
@@ -518,7 +520,7 @@ static int l_thread_id(lua_State *L) {
 }
 
 void l_thread_register(lua_State *L, void (*preload)(lua_State *L)) {
-  open_lutra = preload;
+  atomic_store_explicit(&open_lutra, preload, memory_order_relaxed);
   /* The methods are set again each time lutra's core is opened in this state (busted reloads it between spec
    * files): they are closures over the tensor metatable of this opening, which l_totensor compares with, so
    * methods kept from an earlier opening would take this opening's tensors for foreign userdata. */

@@ -62,7 +62,7 @@ static void int_stop(lua_State *L, lua_Debug *ar)
 static void int_arm(void)
 {
   lua_State *L = __atomic_load_n(&int_L, __ATOMIC_SEQ_CST);
-  if (L == NULL || int_closing) return;
+  if (L == NULL || __atomic_load_n(&int_closing, __ATOMIC_SEQ_CST)) return;
   int_hook_armed = 1;
   lua_sethook(L, int_stop, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
 }
@@ -92,7 +92,7 @@ static void int_handler(int sig)
   int saved = errno;
   (void)sig;
   __atomic_add_fetch(&int_in_handler, 1, __ATOMIC_SEQ_CST);
-  if (int_closing) {
+  if (__atomic_load_n(&int_closing, __ATOMIC_SEQ_CST)) {
     /* exiting: nothing left to interrupt; a 2nd Ctrl-C restores the default, so a 3rd ends a stuck exit */
     if (++int_count >= 2) int_default();
   } else if (int_mode == CLI_INT_PROMPT) {
@@ -148,8 +148,9 @@ void cli_int_init(lua_State *L)
 void cli_int_end(void)
 {
   int_count = 0;
-  int_closing = 1;
-  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  /* sequentially consistent: this store comes before the load of int_in_handler below, as the handler's
+   * increment comes before its load of int_closing (no fence: ThreadSanitizer does not model fences) */
+  __atomic_store_n(&int_closing, 1, __ATOMIC_SEQ_CST);
   /* a handler that started before int_closing was set may still be using int_L: wait for it */
   while (__atomic_load_n(&int_in_handler, __ATOMIC_SEQ_CST) != 0) sched_yield();
   __atomic_store_n(&int_L, NULL, __ATOMIC_SEQ_CST);

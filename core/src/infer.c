@@ -392,33 +392,28 @@ static int run_embedding(lt_ctx *c, const lt_infer_plan *p, const lt_infer_step 
 }
 
 static void run_conv(const lt_infer_plan *p, const lt_infer_step *s) {
-  const int64_t *g = s->geo;
-  int64_t N = g[LT_INFER_GEO_N], Ci = g[LT_INFER_GEO_CIN], H = g[LT_INFER_GEO_H], Wd = g[LT_INFER_GEO_W];
-  int64_t Co = g[LT_INFER_GEO_COUT], OH = g[LT_INFER_GEO_OH], OW = g[LT_INFER_GEO_OW];
-  int64_t KH = g[LT_INFER_GEO_KH], KW = g[LT_INFER_GEO_KW], SH = g[LT_INFER_GEO_SH], SW = g[LT_INFER_GEO_SW];
-  int64_t PH = g[LT_INFER_GEO_PH], PW = g[LT_INFER_GEO_PW], DH = g[LT_INFER_GEO_DH], DW = g[LT_INFER_GEO_DW];
-  int64_t G = g[LT_INFER_GEO_GROUPS], cig = Ci / G, cog = Co / G;
+  lt_infer_conv_geo q = lt_infer_conv_geo_of(s->geo);
   const float *x = lt_f32(p->bufs[s->in]), *W = lt_f32(s->t[0]), *b = s->t[1] ? lt_f32(s->t[1]) : NULL;
   float *y = lt_f32(p->bufs[s->out]);
-  for (int64_t n = 0; n < N; n++)
-    for (int64_t oc = 0; oc < Co; oc++) {
-      float *yo = y + (n * Co + oc) * OH * OW;
+  for (int64_t n = 0; n < q.N; n++)
+    for (int64_t oc = 0; oc < q.Co; oc++) {
+      float *yo = y + (n * q.Co + oc) * q.OH * q.OW;
       float bias = b ? b[oc] : 0.0f;
-      for (int64_t i = 0; i < OH * OW; i++) yo[i] = bias;
-      int64_t ic0 = (oc / cog) * cig;
-      for (int64_t ic = 0; ic < cig; ic++) {
-        const float *xi = x + (n * Ci + ic0 + ic) * H * Wd;
-        for (int64_t ki = 0; ki < KH; ki++)
-          for (int64_t kj = 0; kj < KW; kj++) {
-            float w = W[((oc * cig + ic) * KH + ki) * KW + kj];
-            for (int64_t oh = 0; oh < OH; oh++) {
-              int64_t ih = oh * SH - PH + ki * DH;
-              if (ih < 0 || ih >= H) continue;
-              const float *xr = xi + ih * Wd;
-              float *yr = yo + oh * OW;
-              for (int64_t ow = 0; ow < OW; ow++) {
-                int64_t iw = ow * SW - PW + kj * DW;
-                if (iw >= 0 && iw < Wd) yr[ow] += w * xr[iw];
+      for (int64_t i = 0; i < q.OH * q.OW; i++) yo[i] = bias;
+      int64_t ic0 = (oc / q.Cog) * q.Cig;
+      for (int64_t ic = 0; ic < q.Cig; ic++) {
+        const float *xi = x + (n * q.Ci + ic0 + ic) * q.H * q.W;
+        for (int64_t ki = 0; ki < q.KH; ki++)
+          for (int64_t kj = 0; kj < q.KW; kj++) {
+            float w = W[((oc * q.Cig + ic) * q.KH + ki) * q.KW + kj];
+            for (int64_t oh = 0; oh < q.OH; oh++) {
+              int64_t ih = oh * q.SH - q.PH + ki * q.DH;
+              if (ih < 0 || ih >= q.H) continue;
+              const float *xr = xi + ih * q.W;
+              float *yr = yo + oh * q.OW;
+              for (int64_t ow = 0; ow < q.OW; ow++) {
+                int64_t iw = ow * q.SW - q.PW + kj * q.DW;
+                if (iw >= 0 && iw < q.W) yr[ow] += w * xr[iw];
               }
             }
           }

@@ -56,34 +56,29 @@ int lt_infer_check_convt(lt_ctx *c, const lt_infer_plan *p, const lt_infer_step 
 }
 
 void lt_infer_run_convt(const lt_infer_plan *p, const lt_infer_step *s) {
-  const int64_t *g = s->geo;
-  int64_t N = g[LT_INFER_GEO_N], Ci = g[LT_INFER_GEO_CIN], H = g[LT_INFER_GEO_H], Wd = g[LT_INFER_GEO_W];
-  int64_t Co = g[LT_INFER_GEO_COUT], OH = g[LT_INFER_GEO_OH], OW = g[LT_INFER_GEO_OW];
-  int64_t KH = g[LT_INFER_GEO_KH], KW = g[LT_INFER_GEO_KW], SH = g[LT_INFER_GEO_SH], SW = g[LT_INFER_GEO_SW];
-  int64_t PH = g[LT_INFER_GEO_PH], PW = g[LT_INFER_GEO_PW], DH = g[LT_INFER_GEO_DH], DW = g[LT_INFER_GEO_DW];
-  int64_t G = g[LT_INFER_GEO_GROUPS], Cig = Ci / G, Cog = Co / G;
+  lt_infer_conv_geo q = lt_infer_conv_geo_of(s->geo);
   const float *x = lt_f32(p->bufs[s->in]), *w = lt_f32(s->t[0]), *b = s->t[1] ? lt_f32(s->t[1]) : NULL;
   float *y = lt_f32(p->bufs[s->out]);
-  for (int64_t n = 0; n < N; n++) {
-    for (int64_t co = 0; co < Co; co++) {
-      float *yo = y + (n * Co + co) * OH * OW;
-      for (int64_t i = 0; i < OH * OW; i++) yo[i] = b ? b[co] : 0.0f;
+  for (int64_t n = 0; n < q.N; n++) {
+    for (int64_t co = 0; co < q.Co; co++) {
+      float *yo = y + (n * q.Co + co) * q.OH * q.OW;
+      for (int64_t i = 0; i < q.OH * q.OW; i++) yo[i] = b ? b[co] : 0.0f;
     }
-    for (int64_t ci = 0; ci < Ci; ci++) {
-      const float *xi = x + (n * Ci + ci) * H * Wd;
-      int64_t gr = ci / Cig;
-      for (int64_t col = 0; col < Cog; col++) {
-        float *yo = y + (n * Co + gr * Cog + col) * OH * OW;
-        const float *wk = w + (ci * Cog + col) * KH * KW;
-        for (int64_t ki = 0; ki < KH; ki++)
-          for (int64_t kj = 0; kj < KW; kj++) {
-            float wv = wk[ki * KW + kj];
-            for (int64_t ih = 0; ih < H; ih++) {
-              int64_t oh = ih * SH - PH + ki * DH;
-              if (oh < 0 || oh >= OH) continue;
-              for (int64_t iw = 0; iw < Wd; iw++) {
-                int64_t ow = iw * SW - PW + kj * DW;
-                if (ow >= 0 && ow < OW) yo[oh * OW + ow] += wv * xi[ih * Wd + iw];
+    for (int64_t ci = 0; ci < q.Ci; ci++) {
+      const float *xi = x + (n * q.Ci + ci) * q.H * q.W;
+      int64_t gr = ci / q.Cig;
+      for (int64_t col = 0; col < q.Cog; col++) {
+        float *yo = y + (n * q.Co + gr * q.Cog + col) * q.OH * q.OW;
+        const float *wk = w + (ci * q.Cog + col) * q.KH * q.KW;
+        for (int64_t ki = 0; ki < q.KH; ki++)
+          for (int64_t kj = 0; kj < q.KW; kj++) {
+            float wv = wk[ki * q.KW + kj];
+            for (int64_t ih = 0; ih < q.H; ih++) {
+              int64_t oh = ih * q.SH - q.PH + ki * q.DH;
+              if (oh < 0 || oh >= q.OH) continue;
+              for (int64_t iw = 0; iw < q.W; iw++) {
+                int64_t ow = iw * q.SW - q.PW + kj * q.DW;
+                if (ow >= 0 && ow < q.OW) yo[oh * q.OW + ow] += wv * xi[ih * q.W + iw];
               }
             }
           }

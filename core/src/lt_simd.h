@@ -14,7 +14,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(LT_NO_CLONES)
+/* (not under ThreadSanitizer: the clones' load-time resolvers run before its runtime starts, and crash) */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(LT_NO_CLONES) && \
+    !defined(__SANITIZE_THREAD__)
 #define LT_VECTOR_FN __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
 #else
 #define LT_VECTOR_FN

@@ -14,7 +14,8 @@
 /* Each kernel is compiled for baseline x86-64, AVX2 and AVX-512 and the best is picked at load time.
  * ISO C mode (-std=c11) keeps FMA contraction off, so every variant rounds the same way. ISA levels, not
  * arch=<cpu> names: GCC picks an arch=haswell clone only on a CPU that *is* a Haswell (cpu_is). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__) && \
+    !defined(__SANITIZE_THREAD__)
 #define OPTIM_VECTOR_FN __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
 #else
 #define OPTIM_VECTOR_FN

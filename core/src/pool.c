@@ -72,7 +72,7 @@ static struct {
   int avail;                /* CPUs the process may use, re-read every RECHECK_JOBS jobs */
   unsigned checks;          /* re-checks done (the quota is re-read every RECHECK_QUOTA of them) */
   int nworkers;             /* workers running */
-  int quit_from;            /* workers with index >= quit_from leave at the next job */
+  atomic_int quit_from;     /* workers with index >= quit_from leave at the next job (read by the others too) */
   lt_pool_fn fn;
   void *arg;
   int nparts;
@@ -151,7 +151,8 @@ static void *worker_main(void *arg) {
       g = atomic_load_explicit(&P.gen, memory_order_acquire);
     }
     seen = g;
-    if (me->index >= P.quit_from) return NULL;
+    /* (published by the gen increment, which this thread's acquire load of gen saw) */
+    if (me->index >= atomic_load_explicit(&P.quit_from, memory_order_relaxed)) return NULL;
     run_parts(1);
   }
 }
@@ -213,14 +214,14 @@ static void resize(void) {
   if (!atfork) atfork = pthread_atfork(NULL, NULL, after_fork_child) == 0;
   int n = target() - 1;
   if (n < P.nworkers) {
-    P.quit_from = n + 1;
+    atomic_store_explicit(&P.quit_from, n + 1, memory_order_relaxed);
     wake_workers(); /* workers n+1.. leave; the others find no part to claim */
     for (int i = n; i < P.nworkers; i++)
       if (P.w[i].running) {
         pthread_join(P.w[i].th, NULL);
         P.w[i].running = 0;
       }
-    P.quit_from = MAX_WORKERS + 1;
+    atomic_store_explicit(&P.quit_from, MAX_WORKERS + 1, memory_order_relaxed);
     P.nworkers = n;
   }
   while (P.nworkers < n) {

@@ -559,14 +559,19 @@ function M._not_a_table(x)
 end
 
 local function nonnegative_int(v) if not (is_int(v) and v >= 0) then return "must be an integer >= 0, got " .. tostring(v) end end
+local function nonnegative_seconds(v)
+  if not (type(v) == "number" and v >= 0 and v < math.huge) then
+    return "must be a number of seconds >= 0, got " .. tostring(v)
+  end
+end
 
 --- lt.data.DataLoader(ds, {batch_size=1, shuffle=false, drop_last=false, seed=nil, collate_fn=nil,
----   num_workers=0, prefetch_factor=2, persistent_workers=false, worker_init_fn=nil})
+---   num_workers=0, prefetch_factor=2, persistent_workers=false, worker_init_fn=nil, timeout=0})
 function M.DataLoader(ds, opts)
   opts = check_options("DataLoader", opts, {
     batch_size = positive_int, shuffle = boolean, drop_last = boolean, seed = optional_int, collate_fn = func,
     num_workers = nonnegative_int, prefetch_factor = positive_int, persistent_workers = boolean,
-    worker_init_fn = func,
+    worker_init_fn = func, timeout = nonnegative_seconds,
   })
   local num_workers = opts.num_workers or 0
   if num_workers == 0 then -- PyTorch's checks (torch/utils/data/dataloader.py)
@@ -575,6 +580,11 @@ function M.DataLoader(ds, opts)
         .. "(num_workers = 0 loads in the calling state)", 2)
     end
     if opts.persistent_workers then error("DataLoader: option 'persistent_workers' needs num_workers > 0", 2) end
+    -- (PyTorch asserts timeout == 0 when the first batch is asked for; said here, where the option is given)
+    if (opts.timeout or 0) > 0 then
+      error("DataLoader: option 'timeout' needs num_workers > 0 (it bounds the wait for a worker's batch), got "
+        .. "timeout = " .. tostring(opts.timeout), 2)
+    end
   end
   local n = dataset_len("DataLoader", ds)
   local tensor_backed = is_instance(ds, TensorDataset)
@@ -598,6 +608,7 @@ function M.DataLoader(ds, opts)
     -- worker states (lutra/data/workers.lua); a loader without workers never reads the global RNG's state
     num_workers = num_workers, prefetch_factor = num_workers > 0 and (opts.prefetch_factor or 2) or nil,
     persistent_workers = opts.persistent_workers == true, worker_init_fn = opts.worker_init_fn,
+    timeout = opts.timeout or 0,
     _seed_origin = num_workers > 0 and not shuffle and (opts.seed and string.format("seed %d", opts.seed) or lt.get_rng_state())
       or nil,
   }

@@ -197,7 +197,11 @@ function M.iter(f, gen, nb, batch_indices, resumed)
     if b >= nb then finish(); return nil end
     local k = b + 1
     local i = (k - 1) % N + 1
-    local r = pool[i]:receive()
+    local r, why = pool[i]:receive(f.timeout > 0 and f.timeout or nil)
+    if why == "timeout" then
+      fail(f, string.format("DataLoader timed out after %g seconds waiting for batch %d from worker %d", f.timeout,
+        k, i))
+    end
     if r == nil then worker_gone(f, i, pool[i]) end
     inflight[i] = inflight[i] - 1
     if r[1] ~= k then fail(f, string.format("DataLoader worker %d: sent batch %s, batch %d expected", i, tostring(r[1]), k)) end
