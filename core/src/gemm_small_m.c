@@ -23,8 +23,8 @@ static inline __mmask16 first_n(int64_t n) {
 
 /* C[mr x nc] (+)= A[mr x k] B[k x nc], nc <= NR (the lanes past nc are neither read from C nor written) */
 SM_TARGET __attribute__((always_inline)) static inline void tile(int mr, int64_t k, const float *a, int64_t lda,
-                                                                  const float *b, int64_t ldb, float *c, int64_t ldc,
-                                                                  int64_t nc, int accumulate) {
+                                                                 const float *b, int64_t ldb, float *c, int64_t ldc,
+                                                                 int64_t nc, int accumulate) {
   __m512 acc0[MR], acc1[MR];
   for (int i = 0; i < mr; i++) acc0[i] = acc1[i] = _mm512_setzero_ps();
   __mmask16 m0 = first_n(nc), m1 = first_n(nc - 16);
@@ -76,8 +76,8 @@ int lt_gemm_small_m_ok(void) {
 }
 #else
 int lt_gemm_small_m_ok(void) { return 0; }
-static void panel(int64_t m, int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
-                  int64_t ldc, int64_t nc, int accumulate) {
+static void panel(int64_t m, int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb, float *c, int64_t ldc,
+                  int64_t nc, int accumulate) {
   (void)m, (void)k, (void)a, (void)lda, (void)b, (void)ldb, (void)c, (void)ldc, (void)nc, (void)accumulate;
 }
 #endif
