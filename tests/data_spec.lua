@@ -440,7 +440,7 @@ describe("lt.data.DataLoader", function()
     local ds = range_ds(3)
     has(errmsg(lt.data.DataLoader, ds, { batchsize = 2 }),
       "DataLoader: unknown option 'batchsize' (known options: batch_size, collate_fn, drop_last, num_workers, "
-        .. "persistent_workers, prefetch_factor, seed, shuffle, worker_init_fn)")
+        .. "persistent_workers, prefetch_factor, seed, shuffle, timeout, worker_init_fn)")
     has(errmsg(lt.data.DataLoader, ds, { batch_size = 0 }), "DataLoader: option 'batch_size' must be a positive integer, got 0")
     has(errmsg(lt.data.DataLoader, ds, { shuffle = 1 }), "DataLoader: option 'shuffle' must be a boolean, got number")
     has(errmsg(lt.data.DataLoader, { get = function() end }),

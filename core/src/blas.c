@@ -73,20 +73,24 @@ static const char *choose_family(cpu_feats f) {
   return NULL;
 }
 
-static void naive_sgemm(int order, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
-                        const float *b, int ldb, float beta, float *c, int ldc) {
-  (void)order;
-  for (int i = 0; i < m; i++)
-    for (int j = 0; j < n; j++) {
-      float s = 0;
-      for (int p = 0; p < k; p++) {
-        float x = ta == CblasTrans ? a[p * lda + i] : a[i * lda + p];
-        float y = tb == CblasTrans ? b[j * ldb + p] : b[p * ldb + j];
-        s += x * y;
-      }
-      c[i * ldc + j] = alpha * s + (beta == 0 ? 0 : beta * c[i * ldc + j]);
-    }
-}
+/* The plain C GEMM used when no BLAS library loads, written once for float32 and float64. */
+#define NAIVE_GEMM(NAME, T)                                                                                           \
+  static void NAME(int order, int ta, int tb, int m, int n, int k, T alpha, const T *a, int lda, const T *b, int ldb, \
+                   T beta, T *c, int ldc) {                                                                           \
+    (void)order;                                                                                                      \
+    for (int i = 0; i < m; i++)                                                                                       \
+      for (int j = 0; j < n; j++) {                                                                                   \
+        T s = 0;                                                                                                      \
+        for (int p = 0; p < k; p++) {                                                                                 \
+          T x = ta == CblasTrans ? a[p * lda + i] : a[i * lda + p];                                                   \
+          T y = tb == CblasTrans ? b[j * ldb + p] : b[p * ldb + j];                                                   \
+          s += x * y;                                                                                                 \
+        }                                                                                                             \
+        c[i * ldc + j] = alpha * s + (beta == 0 ? 0 : beta * c[i * ldc + j]);                                         \
+      }                                                                                                               \
+  }
+NAIVE_GEMM(naive_sgemm, float)
+NAIVE_GEMM(naive_dgemm, double)
 
 int lt_blas_cpu_count(void) { return lt_cpus_available(NULL); }
 
@@ -370,21 +374,6 @@ typedef void (*dgemm_fn)(int, int, int, int, int, int, double, const double *, i
                          double *, int);
 static dgemm_fn dgemm_ptr;
 static pthread_once_t dgemm_once = PTHREAD_ONCE_INIT;
-
-static void naive_dgemm(int order, int ta, int tb, int m, int n, int k, double alpha, const double *a, int lda,
-                        const double *b, int ldb, double beta, double *c, int ldc) {
-  (void)order;
-  for (int i = 0; i < m; i++)
-    for (int j = 0; j < n; j++) {
-      double s = 0;
-      for (int p = 0; p < k; p++) {
-        double x = ta == CblasTrans ? a[p * lda + i] : a[i * lda + p];
-        double y = tb == CblasTrans ? b[j * ldb + p] : b[p * ldb + j];
-        s += x * y;
-      }
-      c[i * ldc + j] = alpha * s + (beta == 0 ? 0 : beta * c[i * ldc + j]);
-    }
-}
 
 static void dgemm_init(void) {
   lt_blas_init();

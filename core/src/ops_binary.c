@@ -11,6 +11,7 @@
 #include "lt_ops.h"
 #include "lt_simd.h"
 #include "ops_ew_internal.h"
+#include "ops_ew_kernels.h"
 #include "ops_f64.h"
 
 static const char *const binop_names[] = { "add", "sub", "mul", "div", "pow", "maximum", "minimum",
@@ -20,25 +21,6 @@ const char *lt_binop_name(lt_binop op) { return binop_names[op]; }
 static int is_compare(lt_binop op) { return op >= LT_EQ; }
 
 /* ---- scalar maths, shared by forward loops ---------------------------------------------------- */
-
-__attribute__((always_inline)) static inline float bin_f(lt_binop op, float x, float y) {
-  switch (op) {
-    case LT_ADD: return x + y;
-    case LT_SUB: return x - y;
-    case LT_MUL: return x * y;
-    case LT_DIV: return x / y;
-    case LT_POW: return powf(x, y);
-    case LT_MAXIMUM: return x >= y || isnan(x) ? x : y;
-    case LT_MINIMUM: return x <= y || isnan(x) ? x : y;
-    case LT_EQ: return x == y;
-    case LT_NE: return x != y;
-    case LT_LT: return x < y;
-    case LT_LE: return x <= y;
-    case LT_GT: return x > y;
-    case LT_GE: return x >= y;
-  }
-  return 0;
-}
 
 static inline int64_t bin_i(lt_binop op, int64_t x, int64_t y) {
   switch (op) {
@@ -57,40 +39,9 @@ static inline int64_t bin_i(lt_binop op, int64_t x, int64_t y) {
   }
 }
 
-/* Row loop for float32: specialised on unit/zero strides so each case vectorises. */
-__attribute__((always_inline)) static inline void bin_row_f(lt_binop op, float *o, int64_t so, const float *x,
-                                                            int64_t sx, const float *y, int64_t sy, int64_t n) {
-  if (so == 1 && sx == 1 && sy == 1) {
-    for (int64_t i = 0; i < n; i++) o[i] = bin_f(op, x[i], y[i]);
-  } else if (so == 1 && sx == 1 && sy == 0) {
-    float v = y[0];
-    for (int64_t i = 0; i < n; i++) o[i] = bin_f(op, x[i], v);
-  } else if (so == 1 && sx == 0 && sy == 1) {
-    float v = x[0];
-    for (int64_t i = 0; i < n; i++) o[i] = bin_f(op, v, y[i]);
-  } else {
-    for (int64_t i = 0; i < n; i++) o[i * so] = bin_f(op, x[i * sx], y[i * sy]);
-  }
-}
-
-#define BIN_CASE(OP)                                                               \
-  case OP:                                                                         \
-    EW_SEGMENTS(it, lo, hi, o0, o1, o2, len) {                                     \
-      bin_row_f(OP, po + o0, it->s[0], px + o1, it->s[1], py + o2, it->s[2], len); \
-    }                                                                              \
-    EW_SEGMENTS_END;                                                               \
-    break;
-
-LT_VECTOR_FN static void binary_range(lt_binop op, const lt_iter *it, float *po, const float *px, const float *py,
-                                      int64_t lo, int64_t hi) {
-  switch (op) {
-    // clang-format off
-    BIN_CASE(LT_ADD) BIN_CASE(LT_SUB) BIN_CASE(LT_MUL) BIN_CASE(LT_DIV) BIN_CASE(LT_POW) BIN_CASE(LT_MAXIMUM)
-    BIN_CASE(LT_MINIMUM) BIN_CASE(LT_EQ) BIN_CASE(LT_NE) BIN_CASE(LT_LT) BIN_CASE(LT_LE) BIN_CASE(LT_GT)
-    BIN_CASE(LT_GE)
-    // clang-format on
-  }
-}
+/* The float32 kernels, from the source the float64 ones share (ops_ew_kernels.h) */
+BINARY_SCALAR(bin_f, float, powf)
+BINARY_KERNEL(binary_range, float, float, bin_f)
 
 static void binary_part(void *arg, int i, int nparts) {
   const ew_job *j = arg;

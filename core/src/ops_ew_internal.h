@@ -1,7 +1,8 @@
 /*
  * ops_ew_internal.h — what the elementwise kernels share (ops_binary.c, ops_unary.c, ops_where.c, and
  * accumulate.c below them): when a kernel is split over lutra's pool, the walk of an element range as strided
- * row segments, the in-place overlap test, int64 arithmetic that wraps, and the job of a one-kernel split. Large float32 kernels are split into element
+ * row segments, the row loops every element type shares (float32 and float64 kernels from one source: see
+ * ops_ew_kernels.h), the in-place overlap test, int64 arithmetic that wraps, and the job of a one-kernel split. Large float32 kernels are split into element
  * ranges on the pool (lt_pool.h); each element is computed by the same code whatever the split, so results are
  * bitwise the same on any number of threads.
  */
@@ -57,6 +58,46 @@ static inline int ew_parts(lt_ctx *c, int64_t n, int cost) {
       }                                                                                             \
     }                                                                                               \
   }
+// clang-format on
+
+/* ---- one source for every element type ---------------------------------------------------------------- */
+
+/* One row of a binary elementwise kernel, for any element type: o[i so] = F(ARGS..., x[i sx], y[i sy]) for
+ * i < n, with the all-unit-stride and broadcast-scalar cases written out so each one vectorises. The result
+ * converts to o's element type (a float64 comparison writes a float32 mask). The float32 and float64 kernels
+ * are both made from this one loop (ops_ew_kernels.h); F is a function or a function-like macro, ARGS
+ * what it takes before the two elements (the op, for a kernel that switches on it). The strides and n are
+ * read more than once: pass plain values. */
+// clang-format off
+#define EW_BINARY_ROW(o, so, x, sx, y, sy, n, F, ...)                                               \
+  do {                                                                                              \
+    __typeof__(&(o)[0]) _o = (o);                                                                   \
+    const __typeof__((x)[0]) *_x = (x);                                                             \
+    const __typeof__((y)[0]) *_y = (y);                                                             \
+    if ((so) == 1 && (sx) == 1 && (sy) == 1) {                                                      \
+      for (int64_t _i = 0; _i < (n); _i++) _o[_i] = F(__VA_ARGS__, _x[_i], _y[_i]);                 \
+    } else if ((so) == 1 && (sx) == 1 && (sy) == 0) {                                               \
+      __typeof__(_y[0]) _v = _y[0];                                                                 \
+      for (int64_t _i = 0; _i < (n); _i++) _o[_i] = F(__VA_ARGS__, _x[_i], _v);                     \
+    } else if ((so) == 1 && (sx) == 0 && (sy) == 1) {                                               \
+      __typeof__(_x[0]) _v = _x[0];                                                                 \
+      for (int64_t _i = 0; _i < (n); _i++) _o[_i] = F(__VA_ARGS__, _v, _y[_i]);                     \
+    } else {                                                                                        \
+      for (int64_t _i = 0; _i < (n); _i++) _o[_i * (so)] = F(__VA_ARGS__, _x[_i * (sx)], _y[_i * (sy)]); \
+    }                                                                                               \
+  } while (0)
+
+/* One row of a unary elementwise kernel, for any element type: o[i so] = F(ARGS..., x[i sx]) for i < n, the
+ * unit-stride case written out so it vectorises. */
+#define EW_UNARY_ROW(o, so, x, sx, n, F, ...)                                                       \
+  do {                                                                                              \
+    __typeof__(&(o)[0]) _o = (o);                                                                   \
+    const __typeof__((x)[0]) *_x = (x);                                                             \
+    if ((so) == 1 && (sx) == 1)                                                                     \
+      for (int64_t _i = 0; _i < (n); _i++) _o[_i] = F(__VA_ARGS__, _x[_i]);                         \
+    else                                                                                            \
+      for (int64_t _i = 0; _i < (n); _i++) _o[_i * (so)] = F(__VA_ARGS__, _x[_i * (sx)]);           \
+  } while (0)
 // clang-format on
 
 /* An in-place update whose other operand shares storage with it but is not the same view (x:add_(x:t())), or

@@ -5,25 +5,13 @@
 
 #include "lt_iter.h"
 #include "ops_ew_internal.h"
+#include "ops_ew_kernels.h"
 
-static inline double bin_d(lt_binop op, double x, double y) {
-  switch (op) {
-    case LT_ADD: return x + y;
-    case LT_SUB: return x - y;
-    case LT_MUL: return x * y;
-    case LT_DIV: return x / y;
-    case LT_POW: return pow(x, y);
-    case LT_MAXIMUM: return x >= y || isnan(x) ? x : y;
-    case LT_MINIMUM: return x <= y || isnan(x) ? x : y;
-    case LT_EQ: return x == y;
-    case LT_NE: return x != y;
-    case LT_LT: return x < y;
-    case LT_LE: return x <= y;
-    case LT_GT: return x > y;
-    case LT_GE: return x >= y;
-  }
-  return 0;
-}
+/* The float64 kernels, from the source the float32 ones share (ops_ew_kernels.h); a comparison writes a
+ * float32 mask */
+BINARY_SCALAR(bin_d, double, pow)
+BINARY_KERNEL(binary_range_d, double, double, bin_d)
+BINARY_KERNEL(compare_range_d, double, float, bin_d)
 
 void lt_binary_f64(lt_binop op, int ndim, const int64_t *shape, lt_tensor *out, const lt_tensor *x,
                    const lt_tensor *y) {
@@ -34,24 +22,13 @@ void lt_binary_f64(lt_binop op, int ndim, const int64_t *shape, lt_tensor *out, 
   const int64_t *st[3] = { so, sx, sy };
   lt_iter it;
   lt_iter_init(&it, ndim, shape, 3, st);
-  const double *px = lt_f64(x), *py = lt_f64(y);
-  if (out->dtype == LT_F32) { /* a comparison's mask */
-    float *po = lt_f32(out);
-    LT_ITER_ROWS(&it, o0, o1, o2) {
-      for (int64_t i = 0; i < it.n; i++)
-        po[o0 + i * it.s[0]] = (float)bin_d(op, px[o1 + i * it.s[1]], py[o2 + i * it.s[2]]);
-    }
-    LT_ITER_ROWS_END(&it, o0, o1, o2);
-    return;
-  }
-  double *po = lt_f64(out);
-  LT_ITER_ROWS(&it, o0, o1, o2) {
-    for (int64_t i = 0; i < it.n; i++) po[o0 + i * it.s[0]] = bin_d(op, px[o1 + i * it.s[1]], py[o2 + i * it.s[2]]);
-  }
-  LT_ITER_ROWS_END(&it, o0, o1, o2);
+  int64_t total = it.rows * it.n;
+  if (total == 0) return;
+  if (out->dtype == LT_F32) compare_range_d(op, &it, lt_f32(out), lt_f64(x), lt_f64(y), 0, total);
+  else binary_range_d(op, &it, lt_f64(out), lt_f64(x), lt_f64(y), 0, total);
 }
 
-static inline double un_d(lt_unop op, double x) {
+__attribute__((always_inline)) static inline double un_d(lt_unop op, double x) {
   switch (op) {
     case LT_NEG: return -x;
     case LT_EXP: return exp(x);
@@ -72,16 +49,14 @@ static inline double un_d(lt_unop op, double x) {
   return 0;
 }
 
+UNARY_KERNEL(unary_range_d, double, un_d)
+
 void lt_unary_f64(lt_unop op, lt_tensor *out, const lt_tensor *x) {
   const int64_t *st[2] = { out->stride, x->stride };
   lt_iter it;
   lt_iter_init(&it, x->ndim, x->shape, 2, st);
-  double *po = lt_f64(out);
-  const double *px = lt_f64(x);
-  LT_ITER_ROWS(&it, o0, o1, o2) {
-    for (int64_t i = 0; i < it.n; i++) po[o0 + i * it.s[0]] = un_d(op, px[o1 + i * it.s[1]]);
-  }
-  LT_ITER_ROWS_END(&it, o0, o1, o2);
+  int64_t total = it.rows * it.n;
+  if (total > 0) unary_range_d(op, &it, lt_f64(out), lt_f64(x), 0, total);
 }
 
 void lt_unary_grad_f64(lt_unop op, const double *x, const double *y, const double *g, double *r, int64_t n) {

@@ -1,8 +1,9 @@
 /*
  * ops_f64.h — the float64 kernels (ops_f64.c), beside the float32 ones of each family: elementwise binary and
  * unary maths with their gradients, and sums along a dim (the float64 accumulation kernels autograd uses are
- * accumulate.c's). Plain strided loops over libm's double functions: float64 is asked for its precision, and
- * the float32 kernels' fast approximations would lose it. The ops that call them (ops_binary.c, ops_unary.c,
+ * accumulate.c's). The elementwise walks are the float32 kernels' own source (ops_ew_kernels.h); the maths
+ * is libm's double functions: float64 is asked for its precision, and the float32 kernels' fast
+ * approximations would lose it. The ops that call them (ops_binary.c, ops_unary.c,
  * ops_reduce.c) dispatch on dtype; every other op refuses float64 (lt_check_no_f64).
  */
 #ifndef OPS_F64_H

@@ -8,6 +8,7 @@
 #include "lt_ops.h"
 #include "lt_simd.h"
 #include "ops_ew_internal.h"
+#include "ops_ew_kernels.h"
 #include "ops_f64.h"
 
 static const char *const unop_names[] = { "neg", "exp", "log",  "sqrt",  "abs",  "tanh",  "sigmoid", "relu",
@@ -41,29 +42,8 @@ __attribute__((always_inline)) static inline float un_f(lt_unop op, float x) {
   return 0;
 }
 
-#define UN_CASE(OP)                                                                    \
-  case OP:                                                                             \
-    EW_SEGMENTS(it, lo, hi, o0, o1, o2, len) {                                         \
-      float *y = po + o0;                                                              \
-      const float *x = px + o1;                                                        \
-      if (it->s[0] == 1 && it->s[1] == 1)                                              \
-        for (int64_t i = 0; i < len; i++) y[i] = un_f(OP, x[i]);                       \
-      else                                                                             \
-        for (int64_t i = 0; i < len; i++) y[i * it->s[0]] = un_f(OP, x[i * it->s[1]]); \
-    }                                                                                  \
-    EW_SEGMENTS_END;                                                                   \
-    break;
-
-LT_VECTOR_FN static void unary_range(lt_unop op, const lt_iter *it, float *po, const float *px, int64_t lo,
-                                     int64_t hi) {
-  switch (op) {
-    // clang-format off
-    UN_CASE(LT_NEG) UN_CASE(LT_EXP) UN_CASE(LT_LOG) UN_CASE(LT_SQRT) UN_CASE(LT_ABS) UN_CASE(LT_TANH)
-    UN_CASE(LT_SIGMOID) UN_CASE(LT_RELU) UN_CASE(LT_SIN) UN_CASE(LT_COS) UN_CASE(LT_GELU) UN_CASE(LT_RSQRT)
-    UN_CASE(LT_SIGN) UN_CASE(LT_LOG1P) UN_CASE(LT_SQUARE)
-    // clang-format on
-  }
-}
+/* the float32 walk, from the source the float64 one shares (ops_ew_kernels.h) */
+UNARY_KERNEL(unary_range, float, un_f)
 
 /* Work per element relative to a one-flop op: lt_expf-based ops vectorise (~0.6 ns an element on one core,
  * twice a one-flop op), libm calls do not (log: ~5 ns). */

@@ -8,6 +8,7 @@ local util = require "lutra.utils.check"
 
 require "lutra.tensor" -- printing and Lua-side tensor helpers
 require "lutra.tensor.linalg" -- addmm, baddbmm, einsum
+require "lutra.tensor.products" -- mm, bmm, mv, dot, outer, kron, tensordot, cross, diagonal, diag, ...
 
 local submodules = {
   nn = "lutra.nn", F = "lutra.F", optim = "lutra.optim", data = "lutra.data", callbacks = "lutra.callbacks",
@@ -22,6 +23,7 @@ local submodules = {
 }
 submodules.utils = "lutra.utils" -- modules area: save_image, make_grid
 submodules.vision = "lutra.vision" -- images as data: io, transforms, datasets (lua/lutra/vision/)
+submodules.linalg = "lutra.linalg" -- torch.linalg: multi_dot, vector_norm, matrix_norm, norm, cross
 submodules.background = { "lutra.background", "background" } -- a fit in a state of its own (lua/lutra/background.lua)
 submodules.help = { "lutra.help", "help" } -- lt.help(name_or_object): the reference entry (lua/lutra/help.lua)
 

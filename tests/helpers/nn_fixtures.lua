@@ -36,7 +36,8 @@ function X.build_module(case)
   return lt.nn[case.module](unpack(args, 1, #case.args + 1))
 end
 
---- Raises a message naming what, the element and both values when got and ref differ.
+--- Raises a message naming what, the element and both values when got and ref differ (NaN matches NaN and an
+--- infinity the same infinity).
 function X.check(what, got, ref, rtol, atol)
   rtol, atol = rtol or 1e-5, atol or 1e-6
   assert(got ~= nil, what .. ": no tensor (nil)")
@@ -49,7 +50,8 @@ function X.check(what, got, ref, rtol, atol)
   local g = got:flatten():tolist()
   for i, r in ipairs(ref.data) do
     local tol = math.max(atol, rtol * math.abs(r))
-    if not (math.abs(g[i] - r) <= tol) then
+    local same_special = (g[i] ~= g[i] and r ~= r) or (g[i] == r) -- both NaN, or the same infinity
+    if not same_special and not (math.abs(g[i] - r) <= tol) then
       error(string.format("%s: element %d is %.9g, expected %.9g (diff %.3g > tol %.3g)", what, i, g[i], r,
         math.abs(g[i] - r), tol), 2)
     end

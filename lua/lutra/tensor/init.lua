@@ -9,6 +9,10 @@ require "lutra.tensor.reduce" -- var, std, argmin, logsumexp, any, all, norm ove
 require "lutra.tensor.shape" -- split, chunk, repeat, tile, flip, roll, unbind, unflatten
 require "lutra.tensor.sort" -- sort, topk
 require "lutra.tensor.math" -- round with decimals
+require "lutra.tensor.statistics" -- amax, amin, median, kthvalue, mode, var_mean, count_nonzero, ...
+require "lutra.tensor.pointwise" -- nan_to_num, lerp, hypot, logaddexp, xlogy, isclose, equal, diff
+require "lutra.tensor.rearrange" -- movedim, hstack, tensor_split, rot90, take, meshgrid, block_diag, ...
+require "lutra.tensor.counting" -- bincount, histc, searchsorted, bucketize, unique, dist, cdist
 require "lutra.tensor.dtype" -- x:to(dtype)
 require "lutra.tensor.index" -- Torch7's x[{1, {2, 3}}] (the C __index hands it the keys it does not know)
 

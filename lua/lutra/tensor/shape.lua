@@ -75,7 +75,7 @@ function M.flip(x, dims, ...)
   local r = x
   for _, d in ipairs(ds) do
     local n = x:size(d)
-    if n > 1 then r = r:index_select(d, core.arange(n, 0, -1, "int64")) end
+    if n > 1 then r = util.call_as("flip", r.index_select, r, d, core.arange(n, 0, -1, "int64")) end
   end
   return r == x and x:clone() or r
 end
@@ -102,7 +102,7 @@ function M.roll(x, shifts, dims)
     if s ~= 0 then
       local idx = {}
       for i = 0, n - 1 do idx[i + 1] = (i - s) % n + 1 end
-      r = r:index_select(d, core.tensor(idx, "int64"))
+      r = util.call_as("roll", r.index_select, r, d, core.tensor(idx, "int64"))
     end
   end
   return r == x and x:clone() or r

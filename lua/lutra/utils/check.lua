@@ -5,6 +5,7 @@
 --   util.check_dim(what, d, ndim[, level]) -> d (1..ndim)         a 1-based dim (negative from the end), checked
 --   util.tensor_function(name, method) -> f                 lt.name(x, ...) of a Lua tensor method, x checked
 --   util.call_as(what, f, ...) -> f(...)          f's error named by `what` (a composite op's inner op failed)
+--   util.named(what, f) -> g                       g(...) is util.call_as(what, f, ...): a composed op, named
 --   util.shape_str(t) -> "[2 x 3]"                          a tensor's shape (or a list of sizes) for messages
 --   util.sorted_keys(t) -> {k1, k2, ...}                                    a table's keys, sorted
 --   util.closest(name, names) -> the name in names nearest to name (a typo's fix), or nil
@@ -139,17 +140,26 @@ function M.tensor_function(name, method)
   end
 end
 
-local function call_as_result(what, ok, ...)
+-- (a message that already names `what` first, "what: ..." or "bad argument #2 to 'what' (...)", is kept)
+local function call_as_result(what, level, ok, ...)
   if ok then return ... end
   local msg = tostring((...)):gsub("^[^\n]-:%d+: ", "")
-  if msg:sub(1, #what + 1) == what .. ":" then error(msg, 3) end
-  error(what .. ": " .. msg, 3)
+  if msg:sub(1, #what + 1) == what .. ":" or msg:match("^bad argument #%d+ to '(.-)'") == what then
+    error(msg, level)
+  end
+  error(what .. ": " .. msg, level)
 end
 
 --- Calls f(...) and returns what it returns; an error it raises is raised again at the caller of call_as' caller
 --- with `what` first ("tile: expand: size 1 is too large, got 1e+300"), unless it already starts so. For the
 --- ops composed in Lua of other ops: the inner op's message says what is wrong, `what` says which call it was.
-function M.call_as(what, f, ...) return call_as_result(what, pcall(f, ...)) end
+function M.call_as(what, f, ...) return call_as_result(what, 3, pcall(f, ...)) end
+
+--- f as the public function `what`: every error it raises, its own or an inner op's, starts with `what`
+--- (call_as). The one way the Lua-composed names (lua/lutra/tensor/products.lua, ...) are registered.
+function M.named(what, f)
+  return function(...) return call_as_result(what, 2, pcall(f, ...)) end
+end
 
 --- Checks a table of named options: nil gives {}; a non-table, an unknown name or a bad value is an error
 --- naming `what` and the option. spec maps each known name to what its value must be: a type name ("number",
