@@ -56,3 +56,14 @@ bench("conv2d 64->128 k4 s2 32x32", fb(nn.Conv2d(64, 128, 4, { stride = 2, paddi
 bench("conv2d 128->256 k4 s2 16x16", fb(nn.Conv2d(128, 256, 4, { stride = 2, padding = 1 }), x4(128, 16, 16)), 5)
 bench("conv_transpose2d 32->1 k4 s2 32x32", fb(nn.ConvTranspose2d(32, 1, 4, { stride = 2, padding = 1 }), x4(32, 32, 32)), 5)
 bench("conv_transpose2d 64->3 k4 s2 32x32", fb(nn.ConvTranspose2d(64, 3, 4, { stride = 2, padding = 1 }), x4(64, 32, 32)), 5)
+-- the word-level LSTM of bench/lstm_bench.lua (one layer, E = H = 256, 35 steps of batch 32): the recurrent
+-- products are 35 GEMMs of 32x1024x256 each way
+do
+  local lstm, x = nn.LSTM(256, 256), lt.randn(35, 32, 256):requires_grad(true)
+  local params = lstm:parameters(); params[#params + 1] = x
+  bench("lstm fwd+bwd H256 T35 B32", function()
+    local y = lstm(x); y:sum():backward()
+    for _, p in ipairs(params) do p:zero_grad(true) end
+  end, 3)
+  lt.no_grad(function() bench("lstm fwd H256 T35 B32", function() return lstm(x) end, 5) end)
+end

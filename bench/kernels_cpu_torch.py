@@ -48,3 +48,10 @@ bench("conv2d 64->128 k4 s2 32x32", fb(nn.Conv2d(64, 128, 4, stride=2, padding=1
 bench("conv2d 128->256 k4 s2 16x16", fb(nn.Conv2d(128, 256, 4, stride=2, padding=1), x4(128, 16, 16)), 5)
 bench("conv_transpose2d 32->1 k4 s2 32x32", fb(nn.ConvTranspose2d(32, 1, 4, stride=2, padding=1), x4(32, 32, 32)), 5)
 bench("conv_transpose2d 64->3 k4 s2 32x32", fb(nn.ConvTranspose2d(64, 3, 4, stride=2, padding=1), x4(64, 32, 32)), 5)
+lstm, xl = nn.LSTM(256, 256), torch.randn(35, 32, 256, requires_grad=True)
+def lstm_fb():
+    y, _ = lstm(xl); y.sum().backward()
+    for p in list(lstm.parameters()) + [xl]: p.grad = None
+bench("lstm fwd+bwd H256 T35 B32", lstm_fb, 3)
+with torch.no_grad():
+    bench("lstm fwd H256 T35 B32", lambda: lstm(xl), 5)

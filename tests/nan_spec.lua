@@ -73,7 +73,7 @@ local calls = {
 describe("NaN and infinities against PyTorch 1.13 (nan.json)", function()
   for _, case in ipairs(fixture("nan.json")) do
     it(case.name, function()
-      local f = assert(calls[case.name], "no call for case " .. case.name)
+      local f = assert(calls[case.name:match("^%S+")], "no call for case " .. case.name) -- "softmax (rows of 12)"
       local x = tensor_of(case["in"])
       compare(case.name, x, f(x), tensor_of(case.out))
     end)

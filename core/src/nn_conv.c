@@ -62,6 +62,8 @@ LT_VECTOR_FN static void im2col(const conv_geom *g, const float *x, float *col, 
           for (int64_t ow = 0; ow < lo; ow++) dst[ow] = 0;
           if (SW == 1)
             for (int64_t ow = lo; ow < hi; ow++) dst[ow] = src[ow];
+          else if (SW == 2) /* a constant stride: the loads vectorise as pairs of vectors and a permute */
+            for (int64_t ow = lo; ow < hi; ow++) dst[ow] = src[2 * ow];
           else
             for (int64_t ow = lo; ow < hi; ow++) dst[ow] = src[ow * SW];
           for (int64_t ow = hi; ow < WO; ow++) dst[ow] = 0;
@@ -87,6 +89,8 @@ LT_VECTOR_FN static void col2im(const conv_geom *g, const float *col, int64_t ld
           float *restrict dst = base + (oh * SH - g->PH + ki) * g->W;
           if (SW == 1)
             for (int64_t ow = lo; ow < hi; ow++) dst[ow] += src[ow];
+          else if (SW == 2)
+            for (int64_t ow = lo; ow < hi; ow++) dst[2 * ow] += src[ow];
           else
             for (int64_t ow = lo; ow < hi; ow++) dst[ow * SW] += src[ow];
         }

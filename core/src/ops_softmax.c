@@ -74,10 +74,88 @@ __attribute__((always_inline)) static inline double row_dot(const float *g, cons
   return lanes_sum(acc, tail);
 }
 
+/* Rows of at most SM_SHORT classes (a [batch x classes] softmax) are computed SM_SHORT_ROWS rows at a time,
+ * transposed into a scratch block so that every step runs across the rows, 16 to a vector: row by row, a row of
+ * 16 is one vector whose max and sum are a few dependent shuffles each, and log_softmax's libm log of the sum cost
+ * more than the rest of the row. */
+#define SM_SHORT 32
+#define SM_SHORT_ROWS 64
+
+/* Natural log of a float, branch-free so that a loop of it vectorises (Cephes' logf: the mantissa in
+ * [sqrt(1/2), sqrt(2)), a degree-9 polynomial, the exponent times ln 2 in two parts; within 2 ulp). Used for the
+ * sums of a softmax's exps, which are >= 1 or NaN; NaN and inf come back as they are. */
+__attribute__((always_inline)) static inline float sm_logf(float x) {
+  union {
+    float f;
+    uint32_t u;
+  } b = { .f = x };
+  float e = (float)((int32_t)((b.u >> 23) & 0xffu) - 127);
+  b.u = (b.u & 0x007fffffu) | 0x3f800000u; /* the mantissa, in [1, 2) */
+  float m = b.f > 1.41421356f ? b.f * 0.5f : b.f;
+  e = b.f > 1.41421356f ? e + 1.0f : e;
+  float f = m - 1.0f, z = f * f;
+  float p = 7.0376836292e-2f;
+  p = __builtin_fmaf(p, f, -1.1514610310e-1f);
+  p = __builtin_fmaf(p, f, 1.1676998740e-1f);
+  p = __builtin_fmaf(p, f, -1.2420140846e-1f);
+  p = __builtin_fmaf(p, f, 1.4249322787e-1f);
+  p = __builtin_fmaf(p, f, -1.6668057665e-1f);
+  p = __builtin_fmaf(p, f, 2.0000714765e-1f);
+  p = __builtin_fmaf(p, f, -2.4999993993e-1f);
+  p = __builtin_fmaf(p, f, 3.3333331174e-1f);
+  p = p * f * z;
+  p = __builtin_fmaf(e, -2.12194440e-4f, p);
+  p = __builtin_fmaf(-0.5f, z, p);
+  float r = __builtin_fmaf(e, 0.693359375f, f + p);
+  return x != x || x > 3.40282347e38f ? x : r;
+}
+
+/* Forward rows [lo, hi) of n <= SM_SHORT classes each (contiguous rows), a block of rows at a time. */
+__attribute__((always_inline)) static inline void softmax_fwd_short(const float *x, float *y, int64_t n, int log_form,
+                                                                    int64_t lo, int64_t hi) {
+  float t[SM_SHORT * SM_SHORT_ROWS], mx[SM_SHORT_ROWS], f[SM_SHORT_ROWS];
+  double s[SM_SHORT_ROWS];
+  int32_t bad[SM_SHORT_ROWS];
+  for (int64_t r = lo; r < hi; r += SM_SHORT_ROWS) {
+    int64_t m = hi - r < SM_SHORT_ROWS ? hi - r : SM_SHORT_ROWS;
+    const float *px = x + r * n;
+    float *py = y + r * n;
+    for (int64_t k = 0; k < m; k++)
+      for (int64_t j = 0; j < n; j++) t[j * SM_SHORT_ROWS + k] = px[k * n + j];
+    for (int64_t k = 0; k < m; k++) {
+      mx[k] = -INFINITY;
+      s[k] = 0;
+      bad[k] = 0;
+    }
+    for (int64_t j = 0; j < n; j++)
+      for (int64_t k = 0; k < m; k++) {
+        float v = t[j * SM_SHORT_ROWS + k];
+        mx[k] = v > mx[k] ? v : mx[k];
+        bad[k] |= v != v;
+      }
+    for (int64_t k = 0; k < m; k++) mx[k] = bad[k] ? NAN : mx[k];
+    for (int64_t j = 0; j < n; j++)
+      for (int64_t k = 0; k < m; k++) { s[k] += lt_expf(t[j * SM_SHORT_ROWS + k] - mx[k]); }
+    if (log_form) {
+      for (int64_t k = 0; k < m; k++) f[k] = mx[k] + sm_logf((float)s[k]); /* the log-sum-exp */
+      for (int64_t k = 0; k < m; k++)
+        for (int64_t j = 0; j < n; j++) py[k * n + j] = px[k * n + j] - f[k];
+    } else {
+      for (int64_t k = 0; k < m; k++) f[k] = (float)(1.0 / s[k]);
+      for (int64_t k = 0; k < m; k++) /* exp again: along the row it vectorises, a transposed read does not */
+        for (int64_t j = 0; j < n; j++) py[k * n + j] = lt_expf(px[k * n + j] - mx[k]) * f[k];
+    }
+  }
+}
+
 /* Rows [lo, hi) of the forward pass. A NaN in a row makes the whole row NaN (lt_max_f32 returns NaN); a row
  * of -inf is NaN too, and -inf entries among finite ones get exact zeros, all as in PyTorch. */
 LT_VECTOR_FN static void softmax_fwd(const float *x, float *y, int64_t n, int64_t inner, int log_form, int64_t lo,
                                      int64_t hi) {
+  if (inner == 1 && n <= SM_SHORT) {
+    softmax_fwd_short(x, y, n, log_form, lo, hi);
+    return;
+  }
   if (inner == 1) {
     for (int64_t r = lo; r < hi; r++) {
       const float *px = x + r * n;

@@ -1,0 +1,34 @@
+/*
+ * lt_gemm_small_m.h — a GEMM for few rows against a weight that is reused many times: the recurrent products of
+ * an RNN layer (h_{t-1} W_hh^T forward, dgh_t W_hh backward: [batch x 4*hidden] x [hidden], once per timestep).
+ * OpenBLAS packs the whole weight again on every call (15% of an LSTM step); here the weight is packed once per
+ * sequence (or read in place, when it is already laid out along C's columns) and each step runs a register tile
+ * of 8 rows x 32 columns over it, C's columns split over lutra's pool.
+ *
+ * AVX-512 only, chosen at run time: lt_gemm_small_m_ok() says whether the CPU has it (else the caller keeps
+ * lt_blas_sgemm). Sums run along k in order, one fused multiply-add per term, so a result does not depend on the
+ * thread count or on where its row sits in a tile.
+ */
+#ifndef LT_GEMM_SMALL_M_H
+#define LT_GEMM_SMALL_M_H
+
+#include <stdint.h>
+
+/* Columns per panel of a packed B (and per register tile). */
+#define LT_GEMM_SM_NR 32
+
+/* Whether this CPU runs the kernel (AVX-512F, checked once). */
+int lt_gemm_small_m_ok(void);
+/* Floats of the packed form of a [n x k] weight used transposed (panels of LT_GEMM_SM_NR columns, zero-padded). */
+int64_t lt_gemm_small_m_packed_size(int64_t n, int64_t k);
+/* w [n x k] row-major (ld k), to be used as B = w^T [k x n]: panel q holds, for each p < k, w[q*NR + jj][p]. */
+void lt_gemm_small_m_pack_t(const float *w, int64_t n, int64_t k, float *packed);
+/* b [k x n] row-major (ld n), used as B as it is: panel q holds, for each p < k, b[p][q*NR + jj]. */
+void lt_gemm_small_m_pack_n(const float *b, int64_t k, int64_t n, float *packed);
+/* C [m x n] = A [m x k] B (+ C when accumulate), row-major A (lda) and C (ldc). B's column panel q (columns
+ * q*NR ..) starts at b + q * panel_stride and its row p at + p * ldb: a packed B has panel_stride = NR * k and
+ * ldb = NR; a row-major [k x n] B read in place has panel_stride = NR and ldb = n. threads: parts on the pool. */
+void lt_gemm_small_m(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
+                     int64_t panel_stride, float *c, int64_t ldc, int accumulate, int threads);
+
+#endif
