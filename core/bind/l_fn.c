@@ -2,7 +2,7 @@
  * l_fn.c — bindings of the elementwise maths of core/src/ops_fn.c and ops_fn_binary.c as tensor methods and lt.*
  * functions: x:tan(), x:tan_(), lt.atan2(y, x) ..., with PyTorch's aliases (arcsin ... arctan2). The binary ones
  * take a tensor or a number on either side. Aliases of older ops (fix, sgn, clip, clamp_min/max, float_power)
- * are lua/lutra/tensor/pointwise_more.lua's.
+ * are lua/lutra/tensor/pointwise_aliases.lua's.
  */
 #include <math.h>
 #include <stdio.h>

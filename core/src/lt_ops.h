@@ -203,7 +203,7 @@ const char *lt_fn2op_name(lt_fn2op op);
 lt_tensor *lt_op_fn2(lt_ctx *c, lt_fn2op op, lt_tensor *a, lt_tensor *b);
 int lt_op_fn2_(lt_ctx *c, lt_fn2op op, lt_tensor *a, lt_tensor *b); /* a = a op b (b broadcast to a) */
 
-/* --- more scans (ops_scan_more.c), float32 and float64, along dim (0-based) ----------------------------------- */
+/* --- the scans that are not sums or products (ops_scan_nonlinear.c), float32 and float64, along dim (0-based) */
 /* cummax (max 1) or cummin: the running extreme and the 0-based int64 index it came from (the last of equal values;
  * a NaN wins and stays, as PyTorch's); differentiable in the values (the gradient goes to those indices). int64
  * input: values and indices, no gradient. */

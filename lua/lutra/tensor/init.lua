@@ -9,9 +9,9 @@ require "lutra.tensor.reduce" -- var, std, argmin, logsumexp, any, all, norm ove
 require "lutra.tensor.shape" -- split, chunk, repeat, tile, flip, roll, unbind, unflatten
 require "lutra.tensor.sort" -- sort, topk
 require "lutra.tensor.math" -- round with decimals
-require "lutra.tensor.pointwise_more" -- fix, sgn, clip, clamp_min/max, float_power
+require "lutra.tensor.pointwise_aliases" -- fix, sgn, clip, clamp_min/max, float_power
 require "lutra.tensor.stats" -- nansum, nanmean, quantile, nanquantile, cov, corrcoef
-require "lutra.tensor.shape_more" -- fliplr, flipud, atleast_nd, argwhere, triu/tril_indices, logspace
+require "lutra.tensor.numpy_names" -- fliplr, flipud, atleast_nd, argwhere, triu/tril_indices, logspace
 require "lutra.tensor.statistics" -- amax, amin, median, kthvalue, mode, var_mean, count_nonzero, ...
 require "lutra.tensor.pointwise" -- nan_to_num, lerp, hypot, logaddexp, xlogy, isclose, equal, diff
 require "lutra.tensor.rearrange" -- movedim, hstack, tensor_split, rot90, take, meshgrid, block_diag, ...

@@ -1,6 +1,6 @@
--- tensor/shape_more.lua — more of PyTorch's shape and index names, composed of lutra's ops: fliplr / flipud,
--- atleast_1d / 2d / 3d, argwhere, triu_indices / tril_indices and logspace. Indices are 1-based, as everywhere in
--- lutra.
+-- tensor/numpy_names.lua — the shape and index names PyTorch took from NumPy, composed of lutra's ops:
+-- fliplr / flipud, atleast_1d / 2d / 3d, argwhere, triu_indices / tril_indices and logspace. Indices are
+-- 1-based, as everywhere in lutra.
 local core = require "lutra.core"
 local util = require "lutra.utils.check"
 local A = require "lutra.tensor.args"

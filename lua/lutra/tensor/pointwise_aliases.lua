@@ -1,4 +1,4 @@
--- tensor/pointwise_more.lua — PyTorch's other names for elementwise ops lutra has under one name (fix: trunc,
+-- tensor/pointwise_aliases.lua — PyTorch's other names for elementwise ops lutra has under one name (fix: trunc,
 -- sgn: sign, clip: clamp), clamp_min / clamp_max (a number, or a tensor bound with broadcasting), and float_power
 -- (pow computed in float64). The kernels are the core's; errors name the function called.
 local core = require "lutra.core"

@@ -1,5 +1,5 @@
 /*
- * ops_scan_more.c — cummax / cummin (values and indices) and logcumsumexp along a dim, float32 and float64 from one
+ * ops_scan_nonlinear.c — cummax / cummin (values and indices) and logcumsumexp along a dim, float32 and float64 from one
  * body each (the line loops are generated for both element types), with their backward rules. Like ops_scan.c they
  * work on a contiguous copy one line at a time (lt_lines.h).
  */

@@ -1,5 +1,5 @@
--- shape_more_spec.lua — fliplr/flipud, atleast_1d/2d/3d, argwhere, triu_indices/tril_indices and logspace
--- (lua/lutra/tensor/shape_more.lua): the expected values are torch 1.13's (indices shifted to lutra's 1-based).
+-- numpy_names_spec.lua — fliplr/flipud, atleast_1d/2d/3d, argwhere, triu_indices/tril_indices and logspace
+-- (lua/lutra/tensor/numpy_names.lua): the expected values are torch 1.13's (indices shifted to lutra's 1-based).
 local lt = require "lutra"
 
 local function err_of(f, ...)
@@ -8,7 +8,7 @@ local function err_of(f, ...)
   return e
 end
 
-describe("shape_more", function()
+describe("numpy_names", function()
   it("fliplr and flipud reverse dim 2 and dim 1", function()
     local x = lt.tensor({ { 1, 2, 3 }, { 4, 5, 6 } })
     assert.are.same({ { 3, 2, 1 }, { 6, 5, 4 } }, x:fliplr():totable())
