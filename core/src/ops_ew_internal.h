@@ -128,4 +128,8 @@ typedef struct ew_job {
   int64_t total;
 } ew_job;
 
+/* ops_unary.c: clamp's float32 rows over n contiguous elements (ops_clamp.c) */
+void lt_clamp_rows_f32(lt_ctx *c, const float *x, float *out, int64_t n, double lo, double hi);
+void lt_clamp_grad_rows_f32(lt_ctx *c, const float *x, const float *g, float *r, int64_t n, double lo, double hi);
+
 #endif

@@ -235,7 +235,7 @@ int lt_op_unary_(lt_ctx *c, lt_unop op, lt_tensor *a) {
   return LT_OK;
 }
 
-/* ---- leaky_relu, clamp, where ------------------------------------------------------------------ */
+/* ---- leaky_relu, clamp's rows, where ------------------------------------------------------------------ */
 
 /* The contiguous one-pass kernels of leaky_relu and clamp, forward and backward. */
 typedef enum { MAP_LEAKY, MAP_LEAKY_GRAD, MAP_CLAMP, MAP_CLAMP_GRAD } map_kind;
@@ -310,97 +310,16 @@ lt_tensor *lt_op_leaky_relu(lt_ctx *c, lt_tensor *a, double slope) {
   return out;
 }
 
-/* float64 clamp: maximum then minimum with the bounds, the binary kernels both dtypes share (NaN stays NaN,
- * as in the float32 kernel and PyTorch's); its gradient passes where lo <= x <= hi. No second kernel. */
-static lt_tensor *clamp_f64(lt_ctx *c, lt_tensor *a, double lo, double hi) {
-  lt_tensor *d = lt_op_detach(c, a);
-  lt_tensor *t = d ? lt_op_binary_scalar(c, LT_MAXIMUM, d, lo, 0) : NULL;
-  lt_tensor *out = t ? lt_op_binary_scalar(c, LT_MINIMUM, t, hi, 0) : NULL;
-  lt_tensor_release(d);
-  lt_tensor_release(t);
-  return out;
+/* clamp's float32 one-pass rows over n contiguous elements (the op itself is in ops_clamp.c, which also uses the
+ * binary ops for float64: kept out of this file, whose ops the binary ops' backward calls) */
+void lt_clamp_rows_f32(lt_ctx *c, const float *x, float *out, int64_t n, double lo, double hi) {
+  map_job j = { MAP_CLAMP, x, NULL, out, (float)lo, (float)hi, n };
+  map_run(c, &j);
 }
 
-static lt_tensor *clamp_grad_f64(lt_ctx *c, lt_tensor *x, lt_tensor *g, double lo, double hi) {
-  lt_tensor *ge = lt_op_binary_scalar(c, LT_GE, x, lo, 0); /* float32 masks: g * mask stays float64 */
-  lt_tensor *le = ge ? lt_op_binary_scalar(c, LT_LE, x, hi, 0) : NULL;
-  lt_tensor *m = le ? lt_op_binary(c, LT_MUL, ge, le) : NULL;
-  lt_tensor *r = m ? lt_op_binary(c, LT_MUL, g, m) : NULL;
-  lt_tensor_release(ge);
-  lt_tensor_release(le);
-  lt_tensor_release(m);
-  return r;
-}
-
-static int clamp_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
-  if (n->inputs[0]->dtype == LT_F64) {
-    gin[0] = clamp_grad_f64(c, n->inputs[0], g, n->f[0], n->f[1]);
-    return gin[0] ? LT_OK : LT_ERR;
-  }
-  lt_tensor *x = lt_op_contiguous(c, n->inputs[0]);
-  lt_tensor *gc = x ? lt_op_contiguous(c, g) : NULL;
-  lt_tensor *r = gc ? lt_tensor_new_like(c, x) : NULL;
-  if (r) {
-    map_job j = { MAP_CLAMP_GRAD, lt_f32(x), lt_f32(gc), lt_f32(r), (float)n->f[0], (float)n->f[1], lt_numel(x) };
-    map_run(c, &j);
-  }
-  lt_tensor_release(x);
-  lt_tensor_release(gc);
-  gin[0] = r;
-  return r ? LT_OK : LT_ERR;
-}
-
-lt_tensor *lt_op_clamp(lt_ctx *c, lt_tensor *a, double lo, double hi) {
-  int f64 = a->dtype == LT_F64;
-  if (!f64 && lt_check_dtype(c, "clamp", "input", a, LT_F32)) return NULL;
-  if (lo > hi) {
-    lt_fail(c, "clamp: min %g is greater than max %g", lo, hi);
-    return NULL;
-  }
-  lt_tensor *x = f64 ? lt_tensor_retain(a) : lt_op_contiguous(c, a);
-  lt_tensor *out = !x ? NULL : f64 ? clamp_f64(c, x, lo, hi) : lt_tensor_new_like(c, x);
-  if (out) {
-    if (!f64) {
-      map_job j = { MAP_CLAMP, lt_f32(x), NULL, lt_f32(out), (float)lo, (float)hi, lt_numel(x) };
-      map_run(c, &j);
-    }
-    lt_node *nd;
-    if (lt_record(c, out, "clamp", clamp_backward, 1, &a, &nd)) {
-      lt_tensor_release(out);
-      out = NULL;
-    } else if (nd) {
-      nd->f[0] = lo;
-      nd->f[1] = hi;
-    }
-  }
-  lt_tensor_release(x);
-  return out;
-}
-
-int lt_op_clamp_(lt_ctx *c, lt_tensor *a, double lo, double hi) {
-  if (lt_check_inplace(c, "clamp_", a)) return LT_ERR;
-  if (a->dtype != LT_F64 && lt_check_dtype(c, "clamp_", "the tensor updated in place", a, LT_F32)) return LT_ERR;
-  if (lo > hi) return lt_fail(c, "clamp_: min %g is greater than max %g", lo, hi);
-  if (a->dtype == LT_F64)
-    return lt_op_binary_scalar_(c, LT_MAXIMUM, a, lo) ? LT_ERR : lt_op_binary_scalar_(c, LT_MINIMUM, a, hi);
-  lt_mark_modified(a);
-  if (lt_is_contiguous(a)) {
-    map_job j = { MAP_CLAMP, lt_f32(a), NULL, lt_f32(a), (float)lo, (float)hi, lt_numel(a) };
-    map_run(c, &j);
-    return LT_OK;
-  }
-  const int64_t *st[1] = { a->stride };
-  lt_iter it;
-  lt_iter_init(&it, a->ndim, a->shape, 1, st);
-  float l = (float)lo, h = (float)hi, *p = lt_f32(a);
-  LT_ITER_ROWS(&it, o0, o1, o2) {
-    for (int64_t i = 0; i < it.n; i++) {
-      float *v = p + o0 + i * it.s[0];
-      *v = *v < l ? l : (*v > h ? h : *v);
-    }
-  }
-  LT_ITER_ROWS_END(&it, o0, o1, o2);
-  return LT_OK;
+void lt_clamp_grad_rows_f32(lt_ctx *c, const float *x, const float *g, float *r, int64_t n, double lo, double hi) {
+  map_job j = { MAP_CLAMP_GRAD, x, g, r, (float)lo, (float)hi, n };
+  map_run(c, &j);
 }
 
 /* ---- ReLU fused into the op before it (linear, conv2d: lt_act) ------------------------------------------ */
