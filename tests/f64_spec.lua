@@ -169,35 +169,7 @@ local function apply(c, xs)
   return xs[1][op](xs[1])
 end
 
--- central differences of L = sum(f(x) * r) in float64 against autograd, for each float64 input
-local function gradcheck64(f, inputs, r)
-  local leaves = {}
-  for i, x in ipairs(inputs) do leaves[i] = x:clone():requires_grad(true) end
-  local loss = (f(leaves):double() * r):sum()
-  loss:backward()
-  local h = 1e-6
-  for i, x in ipairs(inputs) do
-    if x:dtype() == "float64" then
-      local flat = x:flatten():tolist()
-      local ga = leaves[i].grad:flatten():tolist()
-      for k = 1, #flat do
-        local function at(v)
-          local p = {}
-          for j, y in ipairs(inputs) do p[j] = y end
-          local m = lt.tensor(flat, "float64")
-          m[k] = v
-          p[i] = m:reshape(x:shape())
-          return (f(p):double() * r):sum():item()
-        end
-        local num = (at(flat[k] + h) - at(flat[k] - h)) / (2 * h)
-        local tol = 1e-7 * math.max(1, math.abs(num))
-        if not (math.abs(num - ga[k]) <= tol) then
-          error(string.format("gradcheck: input %d element %d: autograd %.12g, differences %.12g", i, k, ga[k], num), 2)
-        end
-      end
-    end
-  end
-end
+local gradcheck64 = require "tests.helpers.gradcheck64" -- (every float64 input against central differences)
 
 describe("float64 ops against torch 1.13 to 1e-12 (f64.json), with float64 gradchecks", function()
   for _, c in ipairs(load_cases()) do

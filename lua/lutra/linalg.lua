@@ -15,23 +15,7 @@ M.multi_dot = products.multi_dot
 --- lt.linalg.cross(a, b[, dim = -1]): the cross product along dim (torch.linalg.cross's default is the last dim).
 function M.cross(a, b, dim) return products.cross(a, b, dim or -1) end
 
--- dims: nil (all), a number or a list; returned as a sorted list of distinct 1-based dims.
-local function dim_list(fname, x, dim)
-  local ds = {}
-  if dim == nil then
-    for d = 1, x:dim() do ds[d] = d end
-    return ds
-  end
-  local list = type(dim) == "table" and dim or { dim }
-  local seen = {}
-  for i, d in ipairs(list) do
-    ds[i] = util.check_dim(fname, d, x:dim(), 4)
-    if seen[ds[i]] then error(string.format("%s: dim %d is listed twice", fname, ds[i]), 3) end
-    seen[ds[i]] = true
-  end
-  table.sort(ds)
-  return ds
-end
+local dim_list = util.dim_list
 
 -- reduce(x, d, keepdim) over each dim of ds (sorted), from the last so the earlier dims keep their numbers
 local function over(x, ds, keepdim, reduce)

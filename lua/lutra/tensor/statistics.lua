@@ -11,23 +11,7 @@ local methods = core.Tensor.methods
 
 local M = {}
 
--- dims: nil (all), a number or a list; a sorted list of distinct 1-based dims
-local function dim_list(fname, x, dim)
-  local ds = {}
-  if dim == nil then
-    for d = 1, x:dim() do ds[d] = d end
-    return ds
-  end
-  local list = type(dim) == "table" and dim or { dim }
-  local seen = {}
-  for i, d in ipairs(list) do
-    ds[i] = util.check_dim(fname, d, x:dim(), 4)
-    if seen[ds[i]] then error(string.format("%s: dim %d is listed twice", fname, ds[i]), 3) end
-    seen[ds[i]] = true
-  end
-  table.sort(ds)
-  return ds
-end
+local dim_list = util.dim_list
 
 local function reduce_dims(fname, x, dim, keepdim, how)
   if x:numel() == 0 then error(string.format("%s: the %s of an empty tensor %s is not defined", fname, how,

@@ -131,6 +131,26 @@ function M.check_dim(what, d, ndim, level)
     ndim, n, n), level)
 end
 
+--- The dims a reduction over several dims is given: nil (all of x's), a number or a list; returned as a sorted
+--- list of distinct 1-based dims (a dim listed twice is an error). Errors point at the caller of the function
+--- that called this one, as check_dim's at its default level.
+function M.dim_list(fname, x, dim)
+  local ds = {}
+  if dim == nil then
+    for d = 1, x:dim() do ds[d] = d end
+    return ds
+  end
+  local list = type(dim) == "table" and dim or { dim }
+  local seen = {}
+  for i, d in ipairs(list) do
+    ds[i] = M.check_dim(fname, d, x:dim(), 4)
+    if seen[ds[i]] then error(fmt("%s: dim %d is listed twice", fname, ds[i]), 3) end
+    seen[ds[i]] = true
+  end
+  table.sort(ds)
+  return ds
+end
+
 --- The lt.name(x, ...) form of a tensor method written in Lua: argument 1 is checked to be a tensor (as a
 --- method's self always is, so the method itself need not check), then the method is called.
 function M.tensor_function(name, method)
