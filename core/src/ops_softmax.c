@@ -110,6 +110,26 @@ __attribute__((always_inline)) static inline float sm_logf(float x) {
   return x != x || x > 3.40282347e38f ? x : r;
 }
 
+/* For m side-by-side rows stored as columns (element j of row k at p[j * ld + k]): each row's max (NaN when
+ * the row has one) and sum of exp(v - max). Both blocked paths below use it, ld a constant or the inner size. */
+__attribute__((always_inline)) static inline void cols_max_expsum(const float *p, int64_t ld, int64_t n, int64_t m,
+                                                                  float *mx, double *s, int32_t *bad) {
+  for (int64_t k = 0; k < m; k++) {
+    mx[k] = -INFINITY;
+    s[k] = 0;
+    bad[k] = 0;
+  }
+  for (int64_t j = 0; j < n; j++)
+    for (int64_t k = 0; k < m; k++) {
+      float v = p[j * ld + k];
+      mx[k] = v > mx[k] ? v : mx[k];
+      bad[k] |= v != v;
+    }
+  for (int64_t k = 0; k < m; k++) mx[k] = bad[k] ? NAN : mx[k];
+  for (int64_t j = 0; j < n; j++)
+    for (int64_t k = 0; k < m; k++) s[k] += lt_expf(p[j * ld + k] - mx[k]);
+}
+
 /* Forward rows [lo, hi) of n <= SM_SHORT classes each (contiguous rows), a block of rows at a time. */
 __attribute__((always_inline)) static inline void softmax_fwd_short(const float *x, float *y, int64_t n, int log_form,
                                                                     int64_t lo, int64_t hi) {
@@ -122,20 +142,7 @@ __attribute__((always_inline)) static inline void softmax_fwd_short(const float 
     float *py = y + r * n;
     for (int64_t k = 0; k < m; k++)
       for (int64_t j = 0; j < n; j++) t[j * SM_SHORT_ROWS + k] = px[k * n + j];
-    for (int64_t k = 0; k < m; k++) {
-      mx[k] = -INFINITY;
-      s[k] = 0;
-      bad[k] = 0;
-    }
-    for (int64_t j = 0; j < n; j++)
-      for (int64_t k = 0; k < m; k++) {
-        float v = t[j * SM_SHORT_ROWS + k];
-        mx[k] = v > mx[k] ? v : mx[k];
-        bad[k] |= v != v;
-      }
-    for (int64_t k = 0; k < m; k++) mx[k] = bad[k] ? NAN : mx[k];
-    for (int64_t j = 0; j < n; j++)
-      for (int64_t k = 0; k < m; k++) { s[k] += lt_expf(t[j * SM_SHORT_ROWS + k] - mx[k]); }
+    cols_max_expsum(t, SM_SHORT_ROWS, n, m, mx, s, bad);
     if (log_form) {
       for (int64_t k = 0; k < m; k++) f[k] = mx[k] + sm_logf((float)s[k]); /* the log-sum-exp */
       for (int64_t k = 0; k < m; k++)
@@ -185,20 +192,7 @@ LT_VECTOR_FN static void softmax_fwd(const float *x, float *y, int64_t n, int64_
     if (m > SM_BLOCK) m = SM_BLOCK;
     const float *px = x + o * n * inner + k0;
     float *py = y + o * n * inner + k0;
-    for (int64_t k = 0; k < m; k++) {
-      mx[k] = -INFINITY;
-      s[k] = 0;
-      bad[k] = 0;
-    }
-    for (int64_t j = 0; j < n; j++)
-      for (int64_t k = 0; k < m; k++) {
-        float v = px[j * inner + k];
-        mx[k] = v > mx[k] ? v : mx[k];
-        bad[k] |= v != v;
-      }
-    for (int64_t k = 0; k < m; k++) mx[k] = bad[k] ? NAN : mx[k];
-    for (int64_t j = 0; j < n; j++)
-      for (int64_t k = 0; k < m; k++) s[k] += lt_expf(px[j * inner + k] - mx[k]);
+    cols_max_expsum(px, inner, n, m, mx, s, bad);
     if (log_form) {
       for (int64_t k = 0; k < m; k++) mx[k] += (float)log(s[k]); /* now the log-sum-exp */
       for (int64_t j = 0; j < n; j++)
