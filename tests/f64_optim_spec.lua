@@ -12,18 +12,8 @@ local function load()
   return fx
 end
 
-local function tensor_of(obj) return lt.tensor(obj.data, "float64"):reshape(obj.shape) end
-
-local function check(what, got, ref)
-  assert.are.equal("float64", got:dtype(), what .. ": dtype")
-  assert.are.same(ref.shape, got:shape(), what .. ": shape")
-  local g = got:flatten():tolist()
-  for i, r in ipairs(ref.data) do
-    if not (math.abs(g[i] - r) <= 1e-12 * math.max(1, math.abs(r))) then
-      error(string.format("%s: element %d is %.17g, torch %.17g", what, i, g[i], r), 2)
-    end
-  end
-end
+local f64_ref = require "tests.helpers.f64_ref"
+local tensor_of, check = f64_ref.tensor_of, f64_ref.check
 
 local function options(o) -- the fixture's options with Lua lists for tuples
   local t = {}
