@@ -1,5 +1,6 @@
 /*
- * l_fn.c — bindings of the elementwise maths of core/src/ops_fn.c and ops_fn_binary.c as tensor methods and lt.*
+ * l_special.c — bindings of the special functions and elementwise maths of core/src/ops_special.c and
+ * ops_special_binary.c as tensor methods and lt.*
  * functions: x:tan(), x:tan_(), lt.atan2(y, x) ..., with PyTorch's aliases (arcsin ... arctan2). The binary ones
  * take a tensor or a number on either side. Aliases of older ops (fix, sgn, clip, clamp_min/max, float_power)
  * are lua/lutra/tensor/pointwise_aliases.lua's.
@@ -163,4 +164,4 @@ static const luaL_Reg methods[] = { LT_FN_LIST(FN_REG) LT_FN2_LIST(FN_REG)
 #undef FN_REG
 
 /* Expects the module table on top, after l_tensor_register made the methods table. */
-void l_fn_register(lua_State *L) { l_tensor_add(L, NULL, methods, NULL); }
+void l_special_register(lua_State *L) { l_tensor_add(L, NULL, methods, NULL); }
