@@ -163,22 +163,11 @@ static void *fn2_data(const lt_tensor *t) {
   return t->dtype == LT_F64 ? (void *)lt_f64(t) : t->dtype == LT_I64 ? (void *)lt_i64(t) : (void *)lt_f32(t);
 }
 
-/* the iteration of out = a op b over shape (out, a, b as operands 0, 1, 2; a and b broadcast) */
-static void fn2_iter(lt_iter *it, int ndim, const int64_t *shape, const lt_tensor *out, const lt_tensor *a,
-                     const lt_tensor *b, int64_t so[], int64_t sa[], int64_t sb[]) {
-  lt_broadcast_strides(out, ndim, shape, so);
-  lt_broadcast_strides(a, ndim, shape, sa);
-  lt_broadcast_strides(b, ndim, shape, sb);
-  const int64_t *st[3] = { so, sa, sb };
-  lt_iter_init(it, ndim, shape, 3, st);
-}
-
 /* out = a op b, all three of out's dtype; out may be a (in place, when a has the broadcast shape) */
 static int fn2_forward(lt_ctx *c, lt_fn2op op, const char *name, int ndim, const int64_t *shape, lt_tensor *out,
                        const lt_tensor *a, const lt_tensor *b) {
-  int64_t so[LT_MAX_DIM], sa[LT_MAX_DIM], sb[LT_MAX_DIM];
   fn2_job j = { .op = op, .dt = out->dtype, .po = fn2_data(out), .pa = fn2_data(a), .pb = fn2_data(b) };
-  fn2_iter(&j.it, ndim, shape, out, a, b, so, sa, sb);
+  ew_binary_iter(&j.it, ndim, shape, out, a, b);
   j.total = j.it.rows * j.it.n;
   if (j.total == 0) return LT_OK;
   if (out->dtype == LT_I64) {
@@ -213,7 +202,6 @@ static int fn2_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
   lt_tensor *rb = gcc && need_b ? lt_tensor_new_like(c, gcc) : NULL;
   int ok = gcc && (!y || yc) && (!need_a || ra) && (!need_b || rb);
   if (ok) {
-    int64_t so[LT_MAX_DIM], sa[LT_MAX_DIM], sb[LT_MAX_DIM];
     fn2_job j = { .op = op,
                   .dt = gcc->dtype,
                   .pa = fn2_data(a),
@@ -222,7 +210,7 @@ static int fn2_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
                   .py = yc ? fn2_data(yc) : NULL,
                   .pa_grad = ra ? fn2_data(ra) : NULL,
                   .pb_grad = rb ? fn2_data(rb) : NULL };
-    fn2_iter(&j.it, gcc->ndim, gcc->shape, gcc, a, b, so, sa, sb);
+    ew_binary_iter(&j.it, gcc->ndim, gcc->shape, gcc, a, b);
     j.total = j.it.rows * j.it.n;
     int parts = ew_parts(c, j.total, 4);
     if (parts > 1) lt_pool_run(fn2_grad_part, &j, parts);
