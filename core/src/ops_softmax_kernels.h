@@ -1,0 +1,206 @@
+/*
+ * ops_softmax_kernels.h — softmax and log_softmax's forward and backward rows, written once for float and
+ * double. ops_softmax.c includes it once per element type, after defining:
+ *   SM_T              the element type (float, double)
+ *   SM_FN(name)       name with the type's suffix (the functions here are static, one set per type)
+ *   SM_EXP(x)         exp of one element (float32: lt_simd.h's vectorising approximation; float64: libm's exp,
+ *                     as float64 is asked for its precision)
+ *   SM_LOG_SUM(s)     log of a (double) sum of exps, in the short rows' vectorised loop
+ *   SM_ROW_MAX(x, n)  the largest element of a contiguous row, NaN if it holds one
+ *   SM_LONG           rows longer than this take SM_SUM_LONG / SM_DOT_LONG for their sums, where 16 lanes of
+ *                     SM_T would lose precision (float32 from 4096)
+ *   SM_SUM_LONG(x, n), SM_DOT_LONG(g, y, n)
+ * The sums of exps are doubles for both types. The file has no include guard on purpose.
+ */
+
+/* Sum of a row of a few classes (the common [batch x classes] case): one chain of double adds, where
+ * 16 lanes would add their empty lanes on top. */
+__attribute__((always_inline)) static inline double SM_FN(sum_short)(const SM_T *x, int64_t n) {
+  double s = 0;
+  for (int64_t j = 0; j < n; j++) s += x[j];
+  return s;
+}
+
+/* Sums of 16 lanes (+ the tail) as a tree of double adds: four dependent adds, where a chain over the lanes
+ * is sixteen (on rows of 64, a quarter of the row's time). The order is fixed, so a row's result does not depend
+ * on where it sits or which thread computes it. */
+__attribute__((always_inline)) static inline double SM_FN(lanes_sum)(const SM_T *acc, SM_T tail) {
+  double d[8];
+  for (int k = 0; k < 8; k++) d[k] = (double)acc[k] + (double)acc[k + 8];
+  for (int k = 0; k < 4; k++) d[k] += d[k + 4];
+  return ((d[0] + d[2]) + (d[1] + d[3])) + tail;
+}
+
+/* y[j] = exp(x[j] - mx) (store 1) or only their sum (store 0), in one pass; returns the sum */
+__attribute__((always_inline)) static inline double SM_FN(exp_sum)(const SM_T *x, SM_T *y, int64_t n, SM_T mx,
+                                                                   int store) {
+  SM_T acc[16] = { 0 }, tail = 0;
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16)
+    for (int k = 0; k < 16; k++) {
+      SM_T e = SM_EXP(x[j + k] - mx);
+      if (store) y[j + k] = e;
+      acc[k] += e;
+    }
+  for (; j < n; j++) {
+    SM_T e = SM_EXP(x[j] - mx);
+    if (store) y[j] = e;
+    tail += e;
+  }
+  return SM_FN(lanes_sum)(acc, tail);
+}
+
+/* sum of g[j] (y NULL) or of g[j] * y[j] */
+__attribute__((always_inline)) static inline double SM_FN(row_dot)(const SM_T *g, const SM_T *y, int64_t n) {
+  SM_T acc[16] = { 0 }, tail = 0;
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16)
+    for (int k = 0; k < 16; k++) acc[k] += y ? g[j + k] * y[j + k] : g[j + k];
+  for (; j < n; j++) tail += y ? g[j] * y[j] : g[j];
+  return SM_FN(lanes_sum)(acc, tail);
+}
+
+/* For m side-by-side rows stored as columns (element j of row k at p[j * ld + k]): each row's max (NaN when
+ * the row has one) and sum of exp(v - max). Both blocked paths below use it, ld a constant or the inner size. */
+__attribute__((always_inline)) static inline void SM_FN(cols_max_expsum)(const SM_T *p, int64_t ld, int64_t n,
+                                                                         int64_t m, SM_T *mx, double *s,
+                                                                         int32_t *bad) {
+  for (int64_t k = 0; k < m; k++) {
+    mx[k] = -INFINITY;
+    s[k] = 0;
+    bad[k] = 0;
+  }
+  for (int64_t j = 0; j < n; j++)
+    for (int64_t k = 0; k < m; k++) {
+      SM_T v = p[j * ld + k];
+      mx[k] = v > mx[k] ? v : mx[k];
+      bad[k] |= v != v;
+    }
+  for (int64_t k = 0; k < m; k++) mx[k] = bad[k] ? NAN : mx[k];
+  for (int64_t j = 0; j < n; j++)
+    for (int64_t k = 0; k < m; k++) s[k] += SM_EXP(p[j * ld + k] - mx[k]);
+}
+
+/* Forward rows [lo, hi) of n <= SM_SHORT classes each (contiguous rows), a block of rows at a time. */
+__attribute__((always_inline)) static inline void SM_FN(softmax_fwd_short)(const SM_T *x, SM_T *y, int64_t n,
+                                                                           int log_form, int64_t lo, int64_t hi) {
+  SM_T t[SM_SHORT * SM_SHORT_ROWS], mx[SM_SHORT_ROWS], f[SM_SHORT_ROWS];
+  double s[SM_SHORT_ROWS];
+  int32_t bad[SM_SHORT_ROWS];
+  for (int64_t r = lo; r < hi; r += SM_SHORT_ROWS) {
+    int64_t m = hi - r < SM_SHORT_ROWS ? hi - r : SM_SHORT_ROWS;
+    const SM_T *px = x + r * n;
+    SM_T *py = y + r * n;
+    for (int64_t k = 0; k < m; k++)
+      for (int64_t j = 0; j < n; j++) t[j * SM_SHORT_ROWS + k] = px[k * n + j];
+    SM_FN(cols_max_expsum)(t, SM_SHORT_ROWS, n, m, mx, s, bad);
+    if (log_form) {
+      for (int64_t k = 0; k < m; k++) f[k] = mx[k] + SM_LOG_SUM(s[k]); /* the log-sum-exp */
+      for (int64_t k = 0; k < m; k++)
+        for (int64_t j = 0; j < n; j++) py[k * n + j] = px[k * n + j] - f[k];
+    } else {
+      for (int64_t k = 0; k < m; k++) f[k] = (SM_T)(1.0 / s[k]);
+      for (int64_t k = 0; k < m; k++) /* exp again: along the row it vectorises, a transposed read does not */
+        for (int64_t j = 0; j < n; j++) py[k * n + j] = SM_EXP(px[k * n + j] - mx[k]) * f[k];
+    }
+  }
+}
+
+/* Rows [lo, hi) of the forward pass. A NaN in a row makes the whole row NaN (SM_ROW_MAX returns NaN); a row
+ * of -inf is NaN too, and -inf entries among finite ones get exact zeros, all as in PyTorch. */
+LT_VECTOR_FN static void SM_FN(softmax_fwd)(const SM_T *x, SM_T *y, int64_t n, int64_t inner, int log_form,
+                                            int64_t lo, int64_t hi) {
+  if (inner == 1 && n <= SM_SHORT) {
+    SM_FN(softmax_fwd_short)(x, y, n, log_form, lo, hi);
+    return;
+  }
+  if (inner == 1) {
+    for (int64_t r = lo; r < hi; r++) {
+      const SM_T *px = x + r * n;
+      SM_T *py = y + r * n;
+      SM_T mx = SM_ROW_MAX(px, n);
+      double s;
+      if (n < 16) { /* a row of a few classes: one chain of double adds */
+        for (int64_t j = 0; j < n; j++) py[j] = SM_EXP(px[j] - mx);
+        s = SM_FN(sum_short)(py, n);
+      } else
+        s = n <= SM_LONG ? SM_FN(exp_sum)(px, py, n, mx, !log_form)
+                         : (SM_FN(exp_sum)(px, py, n, mx, 1), SM_SUM_LONG(py, n));
+      if (log_form) {
+        SM_T lse = mx + (SM_T)log(s);
+        for (int64_t j = 0; j < n; j++) py[j] = px[j] - lse;
+      } else {
+        SM_T inv = (SM_T)(1.0 / s);
+        for (int64_t j = 0; j < n; j++) py[j] *= inv;
+      }
+    }
+    return;
+  }
+  SM_T mx[SM_BLOCK];
+  double s[SM_BLOCK];
+  int32_t bad[SM_BLOCK];
+  for (int64_t r = lo; r < hi;) {
+    int64_t o = r / inner, k0 = r % inner, m = inner - k0;
+    if (m > hi - r) m = hi - r;
+    if (m > SM_BLOCK) m = SM_BLOCK;
+    const SM_T *px = x + o * n * inner + k0;
+    SM_T *py = y + o * n * inner + k0;
+    SM_FN(cols_max_expsum)(px, inner, n, m, mx, s, bad);
+    if (log_form) {
+      for (int64_t k = 0; k < m; k++) mx[k] += (SM_T)log(s[k]); /* now the log-sum-exp */
+      for (int64_t j = 0; j < n; j++)
+        for (int64_t k = 0; k < m; k++) py[j * inner + k] = px[j * inner + k] - mx[k];
+    } else {
+      SM_T inv[SM_BLOCK];
+      for (int64_t k = 0; k < m; k++) inv[k] = (SM_T)(1.0 / s[k]);
+      for (int64_t j = 0; j < n; j++)
+        for (int64_t k = 0; k < m; k++) py[j * inner + k] = SM_EXP(px[j * inner + k] - mx[k]) * inv[k];
+    }
+    r += m;
+  }
+}
+
+/* Rows [lo, hi) of the backward pass, from the saved output y: softmax dx = y * (g - sum(g*y)), log_softmax
+ * dx = g - exp(y) * sum(g). */
+LT_VECTOR_FN static void SM_FN(softmax_bwd)(const SM_T *py, const SM_T *pg, SM_T *pr, int64_t n, int64_t inner,
+                                            int log_form, int64_t lo, int64_t hi) {
+  if (inner == 1) {
+    for (int64_t r = lo; r < hi; r++) {
+      const SM_T *y = py + r * n, *g = pg + r * n;
+      SM_T *d = pr + r * n;
+      if (log_form) {
+        SM_T s = (SM_T)(n <= SM_LONG ? SM_FN(row_dot)(g, NULL, n) : SM_SUM_LONG(g, n));
+        for (int64_t j = 0; j < n; j++) d[j] = g[j] - SM_EXP(y[j]) * s;
+      } else {
+        SM_T s = (SM_T)(n <= SM_LONG ? SM_FN(row_dot)(g, y, n) : SM_DOT_LONG(g, y, n));
+        for (int64_t j = 0; j < n; j++) d[j] = y[j] * (g[j] - s);
+      }
+    }
+    return;
+  }
+  double s[SM_BLOCK];
+  SM_T sf[SM_BLOCK];
+  for (int64_t r = lo; r < hi;) {
+    int64_t o = r / inner, k0 = r % inner, m = inner - k0;
+    if (m > hi - r) m = hi - r;
+    if (m > SM_BLOCK) m = SM_BLOCK;
+    int64_t base = o * n * inner + k0;
+    const SM_T *y = py + base, *g = pg + base;
+    SM_T *d = pr + base;
+    for (int64_t k = 0; k < m; k++) s[k] = 0;
+    if (log_form) {
+      for (int64_t j = 0; j < n; j++)
+        for (int64_t k = 0; k < m; k++) s[k] += g[j * inner + k];
+      for (int64_t k = 0; k < m; k++) sf[k] = (SM_T)s[k];
+      for (int64_t j = 0; j < n; j++)
+        for (int64_t k = 0; k < m; k++) d[j * inner + k] = g[j * inner + k] - SM_EXP(y[j * inner + k]) * sf[k];
+    } else {
+      for (int64_t j = 0; j < n; j++)
+        for (int64_t k = 0; k < m; k++) s[k] += (double)g[j * inner + k] * y[j * inner + k];
+      for (int64_t k = 0; k < m; k++) sf[k] = (SM_T)s[k];
+      for (int64_t j = 0; j < n; j++)
+        for (int64_t k = 0; k < m; k++) d[j * inner + k] = y[j * inner + k] * (g[j * inner + k] - sf[k]);
+    }
+    r += m;
+  }
+}
