@@ -6,58 +6,99 @@
  *   SM_EXP(x)         exp of one element (float32: lt_simd.h's vectorising approximation; float64: libm's exp,
  *                     as float64 is asked for its precision)
  *   SM_LOG_SUM(s)     log of a (double) sum of exps, in the short rows' vectorised loop
- *   SM_ROW_MAX(x, n)  the largest element of a contiguous row, NaN if it holds one
+ *   SM_I              the signed integer type of SM_T's size (the lanes' comparison masks)
  *   SM_LONG           rows longer than this take SM_SUM_LONG / SM_DOT_LONG for their sums, where 16 lanes of
  *                     SM_T would lose precision (float32 from 4096)
  *   SM_SUM_LONG(x, n), SM_DOT_LONG(g, y, n)
  * The sums of exps are doubles for both types. The file has no include guard on purpose.
  */
 
-/* Sum of a row of a few classes (the common [batch x classes] case): one chain of double adds, where
- * 16 lanes would add their empty lanes on top. */
-__attribute__((always_inline)) static inline double SM_FN(sum_short)(const SM_T *x, int64_t n) {
-  double s = 0;
-  for (int64_t j = 0; j < n; j++) s += x[j];
-  return s;
-}
+/* 16 lanes of SM_T in one vector value (GCC's vector extension): a register, where an array of 16 that the
+ * vectoriser updates in place stays in memory, and each vector of a row waits on the store and reload of the
+ * previous one (a third of a 64-wide row's time). SM_FN(mask) is the lanes' comparison result. */
+typedef SM_T SM_FN(lanes) __attribute__((vector_size(16 * sizeof(SM_T))));
+typedef SM_I SM_FN(mask) __attribute__((vector_size(16 * sizeof(SM_T))));
+
+/* (a macro: a function passing these vectors by value changes the ABI in the clones without AVX-512) */
+#define SM_LOAD16(v, p) memcpy(&(v), (p), sizeof(v))
 
 /* Sums of 16 lanes (+ the tail) as a tree of double adds: four dependent adds, where a chain over the lanes
  * is sixteen (on rows of 64, a quarter of the row's time). The order is fixed, so a row's result does not depend
  * on where it sits or which thread computes it. */
-__attribute__((always_inline)) static inline double SM_FN(lanes_sum)(const SM_T *acc, SM_T tail) {
+__attribute__((always_inline)) static inline double SM_FN(lanes_sum)(const SM_FN(lanes) *acc, SM_T tail) {
   double d[8];
-  for (int k = 0; k < 8; k++) d[k] = (double)acc[k] + (double)acc[k + 8];
+  for (int k = 0; k < 8; k++) d[k] = (double)(*acc)[k] + (double)(*acc)[k + 8];
   for (int k = 0; k < 4; k++) d[k] += d[k + 4];
   return ((d[0] + d[2]) + (d[1] + d[3])) + tail;
+}
+
+/* Largest element of a contiguous row; NaN if the row holds one (as PyTorch's max, so a softmax over such a
+ * row is all NaN); -inf for an empty row. 16 lanes of running maxima, NaNs flagged on the side (a vector max
+ * drops them). */
+__attribute__((always_inline)) static inline SM_T SM_FN(row_max)(const SM_T *x, int64_t n) {
+  SM_T m = -INFINITY;
+  SM_I bad = 0;
+  int64_t j = 0;
+  if (n >= 16) {
+    SM_FN(lanes) acc, v;
+    SM_LOAD16(acc, x);
+    SM_FN(mask) nan = acc != acc;
+    for (j = 16; j + 16 <= n; j += 16) {
+      SM_LOAD16(v, x + j);
+      SM_FN(mask) gt = v > acc;
+      acc = (SM_FN(lanes))(((SM_FN(mask))v & gt) | ((SM_FN(mask))acc & ~gt));
+      nan |= v != v;
+    }
+    for (int k = 0; k < 16; k++) {
+      m = acc[k] > m ? acc[k] : m;
+      bad |= nan[k];
+    }
+  }
+  for (; j < n; j++) {
+    m = x[j] > m ? x[j] : m;
+    bad |= x[j] != x[j];
+  }
+  return bad ? (SM_T)NAN : m;
 }
 
 /* y[j] = exp(x[j] - mx) (store 1) or only their sum (store 0), in one pass; returns the sum */
 __attribute__((always_inline)) static inline double SM_FN(exp_sum)(const SM_T *x, SM_T *y, int64_t n, SM_T mx,
                                                                    int store) {
-  SM_T acc[16] = { 0 }, tail = 0;
+  SM_FN(lanes) acc = { 0 };
+  SM_T tail = 0;
   int64_t j = 0;
-  for (; j + 16 <= n; j += 16)
-    for (int k = 0; k < 16; k++) {
-      SM_T e = SM_EXP(x[j + k] - mx);
-      if (store) y[j + k] = e;
-      acc[k] += e;
-    }
+  for (; j + 16 <= n; j += 16) {
+    SM_T e[16];
+    for (int k = 0; k < 16; k++) e[k] = SM_EXP(x[j + k] - mx);
+    if (store) memcpy(y + j, e, sizeof e);
+    SM_FN(lanes) v;
+    SM_LOAD16(v, e);
+    acc += v;
+  }
   for (; j < n; j++) {
     SM_T e = SM_EXP(x[j] - mx);
     if (store) y[j] = e;
     tail += e;
   }
-  return SM_FN(lanes_sum)(acc, tail);
+  return SM_FN(lanes_sum)(&acc, tail);
 }
 
 /* sum of g[j] (y NULL) or of g[j] * y[j] */
 __attribute__((always_inline)) static inline double SM_FN(row_dot)(const SM_T *g, const SM_T *y, int64_t n) {
-  SM_T acc[16] = { 0 }, tail = 0;
+  SM_FN(lanes) acc = { 0 };
+  SM_T tail = 0;
   int64_t j = 0;
-  for (; j + 16 <= n; j += 16)
-    for (int k = 0; k < 16; k++) acc[k] += y ? g[j + k] * y[j + k] : g[j + k];
+  for (; j + 16 <= n; j += 16) {
+    SM_FN(lanes) a, b;
+    SM_LOAD16(a, g + j);
+    if (y) {
+      SM_LOAD16(b, y + j);
+      a *= b;
+    }
+    acc += a;
+  }
   for (; j < n; j++) tail += y ? g[j] * y[j] : g[j];
-  return SM_FN(lanes_sum)(acc, tail);
+  return SM_FN(lanes_sum)(&acc, tail);
 }
 
 /* For m side-by-side rows stored as columns (element j of row k at p[j * ld + k]): each row's max (NaN when
@@ -106,7 +147,7 @@ __attribute__((always_inline)) static inline void SM_FN(softmax_fwd_short)(const
   }
 }
 
-/* Rows [lo, hi) of the forward pass. A NaN in a row makes the whole row NaN (SM_ROW_MAX returns NaN); a row
+/* Rows [lo, hi) of the forward pass. A NaN in a row makes the whole row NaN (row_max returns NaN); a row
  * of -inf is NaN too, and -inf entries among finite ones get exact zeros, all as in PyTorch. */
 LT_VECTOR_FN static void SM_FN(softmax_fwd)(const SM_T *x, SM_T *y, int64_t n, int64_t inner, int log_form,
                                             int64_t lo, int64_t hi) {
@@ -115,23 +156,29 @@ LT_VECTOR_FN static void SM_FN(softmax_fwd)(const SM_T *x, SM_T *y, int64_t n, i
     return;
   }
   if (inner == 1) {
-    for (int64_t r = lo; r < hi; r++) {
-      const SM_T *px = x + r * n;
-      SM_T *py = y + r * n;
-      SM_T mx = SM_ROW_MAX(px, n);
-      double s;
-      if (n < 16) { /* a row of a few classes: one chain of double adds */
-        for (int64_t j = 0; j < n; j++) py[j] = SM_EXP(px[j] - mx);
-        s = SM_FN(sum_short)(py, n);
-      } else
-        s = n <= SM_LONG ? SM_FN(exp_sum)(px, py, n, mx, !log_form)
-                         : (SM_FN(exp_sum)(px, py, n, mx, 1), SM_SUM_LONG(py, n));
-      if (log_form) {
-        SM_T lse = mx + (SM_T)log(s);
-        for (int64_t j = 0; j < n; j++) py[j] = px[j] - lse;
-      } else {
-        SM_T inv = (SM_T)(1.0 / s);
-        for (int64_t j = 0; j < n; j++) py[j] *= inv;
+    /* SM_PHASE_ROWS rows at a time, each step for all of them before the next: a row alone is a chain (max, its
+     * lanes folded, the exps' sum folded, a division, the scaling) that leaves the core waiting; the rows' chains
+     * side by side overlap */
+    for (int64_t r0 = lo; r0 < hi; r0 += SM_PHASE_ROWS) {
+      int64_t m = hi - r0 < SM_PHASE_ROWS ? hi - r0 : SM_PHASE_ROWS;
+      const SM_T *x0 = x + r0 * n;
+      SM_T *y0 = y + r0 * n;
+      SM_T mx[SM_PHASE_ROWS];
+      double s[SM_PHASE_ROWS];
+      for (int64_t k = 0; k < m; k++) mx[k] = SM_FN(row_max)(x0 + k * n, n);
+      for (int64_t k = 0; k < m; k++)
+        s[k] = n <= SM_LONG ? SM_FN(exp_sum)(x0 + k * n, y0 + k * n, n, mx[k], !log_form)
+                            : (SM_FN(exp_sum)(x0 + k * n, y0 + k * n, n, mx[k], 1), SM_SUM_LONG(y0 + k * n, n));
+      for (int64_t k = 0; k < m; k++) {
+        const SM_T *px = x0 + k * n;
+        SM_T *py = y0 + k * n;
+        if (log_form) {
+          SM_T lse = mx[k] + (SM_T)log(s[k]);
+          for (int64_t j = 0; j < n; j++) py[j] = px[j] - lse;
+        } else {
+          SM_T inv = (SM_T)(1.0 / s[k]);
+          for (int64_t j = 0; j < n; j++) py[j] *= inv;
+        }
       }
     }
     return;
