@@ -18,6 +18,7 @@
  * previous one (a third of a 64-wide row's time). SM_FN(mask) is the lanes' comparison result. */
 typedef SM_T SM_FN(lanes) __attribute__((vector_size(16 * sizeof(SM_T))));
 typedef SM_I SM_FN(mask) __attribute__((vector_size(16 * sizeof(SM_T))));
+typedef double SM_FN(dlanes) __attribute__((vector_size(16 * sizeof(double))));
 
 /* (a macro: a function passing these vectors by value changes the ABI in the clones without AVX-512) */
 #define SM_LOAD16(v, p) memcpy(&(v), (p), sizeof(v))
@@ -26,10 +27,11 @@ typedef SM_I SM_FN(mask) __attribute__((vector_size(16 * sizeof(SM_T))));
  * is sixteen (on rows of 64, a quarter of the row's time). The order is fixed, so a row's result does not depend
  * on where it sits or which thread computes it. */
 __attribute__((always_inline)) static inline double SM_FN(lanes_sum)(const SM_FN(lanes) *acc, SM_T tail) {
-  double d[8];
-  for (int k = 0; k < 8; k++) d[k] = (double)(*acc)[k] + (double)(*acc)[k + 8];
-  for (int k = 0; k < 4; k++) d[k] += d[k + 4];
-  return ((d[0] + d[2]) + (d[1] + d[3])) + tail;
+  SM_FN(dlanes) d = __builtin_convertvector(*acc, SM_FN(dlanes));
+  d += __builtin_shufflevector(d, d, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7); /* d[k] + d[k + 8] */
+  d += __builtin_shufflevector(d, d, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3);       /* ... + [k + 4] */
+  d += __builtin_shufflevector(d, d, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1);       /* (0 + 2), (1 + 3) */
+  return (d[0] + d[1]) + tail;
 }
 
 /* Largest element of a contiguous row; NaN if the row holds one (as PyTorch's max, so a softmax over such a
@@ -49,10 +51,21 @@ __attribute__((always_inline)) static inline SM_T SM_FN(row_max)(const SM_T *x, 
       acc = (SM_FN(lanes))(((SM_FN(mask))v & gt) | ((SM_FN(mask))acc & ~gt));
       nan |= v != v;
     }
-    for (int k = 0; k < 16; k++) {
-      m = acc[k] > m ? acc[k] : m;
-      bad |= nan[k];
-    }
+    /* fold the lanes as a tree: lane 0 ends with the max of all (the others with partial ones) */
+#define SM_FOLD_MAX(...)                                                                 \
+  do {                                                                                   \
+    v = __builtin_shufflevector(acc, acc, __VA_ARGS__);                                  \
+    SM_FN(mask) gt = v > acc;                                                            \
+    acc = (SM_FN(lanes))(((SM_FN(mask))v & gt) | ((SM_FN(mask))acc & ~gt));              \
+    nan |= __builtin_shufflevector(nan, nan, __VA_ARGS__);                               \
+  } while (0)
+    SM_FOLD_MAX(8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
+    SM_FOLD_MAX(4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3);
+    SM_FOLD_MAX(2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1);
+    SM_FOLD_MAX(1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0);
+#undef SM_FOLD_MAX
+    m = acc[0];
+    bad = nan[0];
   }
   for (; j < n; j++) {
     m = x[j] > m ? x[j] : m;
