@@ -5,7 +5,7 @@
  *   SM_FN(name)       name with the type's suffix (the functions here are static, one set per type)
  *   SM_EXP(x)         exp of one element (float32: lt_simd.h's vectorising approximation; float64: libm's exp,
  *                     as float64 is asked for its precision)
- *   SM_LOG_SUM(s)     log of a (double) sum of exps, in the short rows' vectorised loop
+ *   SM_LOG_SUM(s)     log of a (double) sum of exps, in loops over rows that vectorise
  *   SM_I              the signed integer type of SM_T's size (the lanes' comparison masks)
  *   SM_LONG           rows longer than this take SM_SUM_LONG / SM_DOT_LONG for their sums, where 16 lanes of
  *                     SM_T would lose precision (float32 from 4096)
@@ -182,16 +182,18 @@ LT_VECTOR_FN static void SM_FN(softmax_fwd)(const SM_T *x, SM_T *y, int64_t n, i
       for (int64_t k = 0; k < m; k++)
         s[k] = n <= SM_LONG ? SM_FN(exp_sum)(x0 + k * n, y0 + k * n, n, mx[k], !log_form)
                             : (SM_FN(exp_sum)(x0 + k * n, y0 + k * n, n, mx[k], 1), SM_SUM_LONG(y0 + k * n, n));
+      SM_T f[SM_PHASE_ROWS]; /* the log-sum-exps (log_softmax) or 1 / sum */
+      if (log_form)
+        for (int64_t k = 0; k < m; k++) f[k] = mx[k] + SM_LOG_SUM(s[k]);
+      else
+        for (int64_t k = 0; k < m; k++) f[k] = (SM_T)(1.0 / s[k]);
       for (int64_t k = 0; k < m; k++) {
         const SM_T *px = x0 + k * n;
         SM_T *py = y0 + k * n;
-        if (log_form) {
-          SM_T lse = mx[k] + (SM_T)log(s[k]);
-          for (int64_t j = 0; j < n; j++) py[j] = px[j] - lse;
-        } else {
-          SM_T inv = (SM_T)(1.0 / s[k]);
-          for (int64_t j = 0; j < n; j++) py[j] *= inv;
-        }
+        if (log_form)
+          for (int64_t j = 0; j < n; j++) py[j] = px[j] - f[k];
+        else
+          for (int64_t j = 0; j < n; j++) py[j] *= f[k];
       }
     }
     return;
