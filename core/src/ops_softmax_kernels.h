@@ -26,7 +26,7 @@ typedef double SM_FN(dlanes) __attribute__((vector_size(16 * sizeof(double))));
 /* Sums of 16 lanes (+ the tail) as a tree of double adds: four dependent adds, where a chain over the lanes
  * is sixteen (on rows of 64, a quarter of the row's time). The order is fixed, so a row's result does not depend
  * on where it sits or which thread computes it. */
-__attribute__((always_inline)) static inline double SM_FN(lanes_sum)(const SM_FN(lanes) *acc, SM_T tail) {
+__attribute__((always_inline)) static inline double SM_FN(lanes_sum)(const SM_FN(lanes) * acc, SM_T tail) {
   SM_FN(dlanes) d = __builtin_convertvector(*acc, SM_FN(dlanes));
   d += __builtin_shufflevector(d, d, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7); /* d[k] + d[k + 8] */
   d += __builtin_shufflevector(d, d, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3);       /* ... + [k + 4] */
@@ -52,12 +52,12 @@ __attribute__((always_inline)) static inline SM_T SM_FN(row_max)(const SM_T *x, 
       nan |= v != v;
     }
     /* fold the lanes as a tree: lane 0 ends with the max of all (the others with partial ones) */
-#define SM_FOLD_MAX(...)                                                                 \
-  do {                                                                                   \
-    v = __builtin_shufflevector(acc, acc, __VA_ARGS__);                                  \
-    SM_FN(mask) gt = v > acc;                                                            \
-    acc = (SM_FN(lanes))(((SM_FN(mask))v & gt) | ((SM_FN(mask))acc & ~gt));              \
-    nan |= __builtin_shufflevector(nan, nan, __VA_ARGS__);                               \
+#define SM_FOLD_MAX(...)                                                    \
+  do {                                                                      \
+    v = __builtin_shufflevector(acc, acc, __VA_ARGS__);                     \
+    SM_FN(mask) gt = v > acc;                                               \
+    acc = (SM_FN(lanes))(((SM_FN(mask))v & gt) | ((SM_FN(mask))acc & ~gt)); \
+    nan |= __builtin_shufflevector(nan, nan, __VA_ARGS__);                  \
   } while (0)
     SM_FOLD_MAX(8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
     SM_FOLD_MAX(4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3);
@@ -117,8 +117,7 @@ __attribute__((always_inline)) static inline double SM_FN(row_dot)(const SM_T *g
 /* For m side-by-side rows stored as columns (element j of row k at p[j * ld + k]): each row's max (NaN when
  * the row has one) and sum of exp(v - max). Both blocked paths below use it, ld a constant or the inner size. */
 __attribute__((always_inline)) static inline void SM_FN(cols_max_expsum)(const SM_T *p, int64_t ld, int64_t n,
-                                                                         int64_t m, SM_T *mx, double *s,
-                                                                         int32_t *bad) {
+                                                                         int64_t m, SM_T *mx, double *s, int32_t *bad) {
   for (int64_t k = 0; k < m; k++) {
     mx[k] = -INFINITY;
     s[k] = 0;
@@ -162,8 +161,8 @@ __attribute__((always_inline)) static inline void SM_FN(softmax_fwd_short)(const
 
 /* Rows [lo, hi) of the forward pass. A NaN in a row makes the whole row NaN (row_max returns NaN); a row
  * of -inf is NaN too, and -inf entries among finite ones get exact zeros, all as in PyTorch. */
-LT_VECTOR_FN static void SM_FN(softmax_fwd)(const SM_T *x, SM_T *y, int64_t n, int64_t inner, int log_form,
-                                            int64_t lo, int64_t hi) {
+LT_VECTOR_FN static void SM_FN(softmax_fwd)(const SM_T *x, SM_T *y, int64_t n, int64_t inner, int log_form, int64_t lo,
+                                            int64_t hi) {
   if (inner == 1 && n <= SM_SHORT) {
     SM_FN(softmax_fwd_short)(x, y, n, log_form, lo, hi);
     return;
