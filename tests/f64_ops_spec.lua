@@ -31,6 +31,18 @@ local OPS = {
   topk = function(a) return (a.x:topk(2, 2)) end,
   kthvalue = function(a) return (a.x:kthvalue(2, 2)) end,
   median = function(a) return (a.x:median(2)) end,
+  floor = function(a) return a.x:floor() end,
+  ceil = function(a) return a.x:ceil() end,
+  round = function(a) return a.x:round() end,
+  trunc = function(a) return a.x:trunc() end,
+  frac = function(a) return a.x:frac() end,
+  erf = function(a) return a.x:erf() end,
+  erfinv = function(a) return a.x:erfinv() end,
+  reciprocal = function(a) return a.x:reciprocal() end,
+  expm1 = function(a) return a.x:expm1() end,
+  tril = function(a) return a.x:tril(-1) end,
+  triu = function(a) return a.x:triu(1) end,
+  norm = function(a, o) return a.x:norm(o.p == "inf" and math.huge or o.p, 2) end,
   cross_entropy = function(a, o)
     return lt.F.cross_entropy(a.x, a.t, { weight = a.w, reduction = o.reduction, ignore_index = o.ignore_index,
       label_smoothing = o.label_smoothing })
