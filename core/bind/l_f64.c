@@ -18,6 +18,8 @@ static const char *const f64_names[] = {
   "acos_",
   "acosh",
   "acosh_",
+  "adaptive_avg_pool2d",
+  "adaptive_max_pool2d",
   "add",
   "asin",
   "asin_",
