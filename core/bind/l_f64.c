@@ -130,6 +130,7 @@ static const char *const f64_names[] = {
   "remainder_",
   "requires_grad",
   "reshape",
+  "rnn_layer",
   "rsqrt",
   "rsqrt_",
   "select",
