@@ -35,6 +35,7 @@ static const char *const f64_names[] = {
   "cat",
   "clamp",
   "clamp_",
+  "clip_gradients",
   "clone",
   "contiguous",
   "copy",

@@ -132,9 +132,8 @@ __attribute__((always_inline)) static inline void R_(gru_row_back)(int64_t H, co
 /* -> dx [B, 3H] (gradient of xg), dgh [B, 3H] (of gh), dhp = dh * z (the direct part of dh_{t-1}) */
 LT_VECTOR_FN static void R_(gru_step_back)(int64_t B, int64_t H, const R_T *dh, const R_T *a, const R_T *hn,
                                            const R_T *hp, R_T *dx, R_T *dgh, R_T *dhp) {
-  for (int64_t b = 0; b < B; b++)
-    R_(gru_row_back)
-    (H, dh + b * H, a + b * 3 * H, hn + b * H, hp + b * H, dx + b * 3 * H, dgh + b * 3 * H, dhp + b * H);
+  for (int64_t b = 0; b < B; b++) R_(gru_row_back)
+  (H, dh + b * H, a + b * 3 * H, hn + b * H, hp + b * H, dx + b * 3 * H, dgh + b * 3 * H, dhp + b * H);
 }
 
 static void R_(add_rows)(R_T *dst, const R_T *src, int64_t n) {
