@@ -35,31 +35,12 @@ static int64_t g_og(const gconv_geom *g) { return g->O / g->G; }             /* 
 static int64_t g_kg(const gconv_geom *g) { return g_cg(g) * g->KH * g->KW; } /* rows of one group's col */
 static int64_t g_p(const gconv_geom *g) { return g->HO * g->WO; }
 
-/* col [Cg*KH*KW, HO*WO] (rows ld apart) of the Cg channels starting at x (zeros where the dilated window is in
- * the padding); with add, the adjoint instead: x += fold(col) */
-LT_VECTOR_FN static void unfold_or_fold(const gconv_geom *g, float *x, float *col, int64_t ld, int add) {
-  const int64_t HO = g->HO, WO = g->WO, P = HO * WO;
-  for (int64_t ch = 0; ch < g_cg(g); ch++)
-    for (int64_t ki = 0; ki < g->KH; ki++) {
-      int64_t oh_lo, oh_hi;
-      lt_conv_valid_range(ki * g->DH, g->SH, g->PH, g->H, HO, &oh_lo, &oh_hi);
-      for (int64_t kj = 0; kj < g->KW; kj++) {
-        float *row = col + ((ch * g->KH + ki) * g->KW + kj) * ld;
-        int64_t lo, hi;
-        lt_conv_valid_range(kj * g->DW, g->SW, g->PW, g->W, WO, &lo, &hi);
-        if (!add) memset(row, 0, sizeof(float) * (size_t)P);
-        float *base = x + ch * g->H * g->W - g->PW + kj * g->DW;
-        for (int64_t oh = oh_lo; oh < oh_hi; oh++) {
-          float *restrict xr = base + (oh * g->SH - g->PH + ki * g->DH) * g->W;
-          float *restrict cr = row + oh * WO;
-          if (add)
-            for (int64_t ow = lo; ow < hi; ow++) xr[ow * g->SW] += cr[ow];
-          else
-            for (int64_t ow = lo; ow < hi; ow++) cr[ow] = xr[ow * g->SW];
-        }
-      }
-    }
-}
+/* unfold_or_fold_f32: col [Cg*KH*KW, HO*WO] <-> one item's Cg channels (conv_unfold.h) */
+#define CONV_T float
+#define CONV_SFX f32
+#include "conv_unfold.h"
+#undef CONV_T
+#undef CONV_SFX
 
 static float *scratch(lt_ctx *c, int64_t n) {
   float *p = lt_alloc(sizeof(float) * (size_t)n);
@@ -92,7 +73,7 @@ static void fold_part(void *arg, int part, int nparts) {
   int64_t lo, hi;
   lt_pool_range(j->nb, part, nparts, 1, &lo, &hi);
   for (int64_t i = lo; i < hi; i++)
-    unfold_or_fold(g, j->x + i * g->C * g->H * g->W, j->col + i * g_p(g), j->nb * g_p(g), (int)j->add);
+    unfold_or_fold_f32(g, j->x + i * g->C * g->H * g->W, j->col + i * g_p(g), j->nb * g_p(g), (int)j->add);
 }
 
 /* col <- the unfold of nb items from x (add 0), or x += their folds from col (add 1) */
