@@ -37,6 +37,8 @@ static const char *const f64_names[] = {
   "clamp_",
   "clone",
   "contiguous",
+  "conv2d",
+  "conv_transpose2d",
   "copy",
   "copy_",
   "copysign",
