@@ -123,9 +123,11 @@ static void CONV_FN(gather_or_scatter)(const gconv_geom *g, CONV_T *y, CONV_T *t
     }
 }
 
-/* The three passes (conv_pass) on the im2col + GEMM path, per chunk of nb items and per group */
+/* The three passes (conv_pass) on the im2col + GEMM path, per chunk of nb items and per group. With wg_out,
+ * CONV_FORWARD also adds the weight gradient wg_out += wg_gy @ im2col(in)^T from the same unfolded chunk (a
+ * transposed convolution's backward unfolds its output gradient once for both of its gradients) */
 static int CONV_FN(conv_run)(lt_ctx *c, const gconv_geom *g, conv_pass pass, const CONV_T *in, const CONV_T *other,
-                             CONV_T *out) {
+                             CONV_T *out, const CONV_T *wg_gy, CONV_T *wg_out) {
   const int64_t Kg = g_kg(g), P = g_p(g), Og = g_og(g), Cg = g_cg(g), HW = g->H * g->W;
   /* small planes only: a plane of CONV_CHUNK_MAX_P columns or more makes a wide enough GEMM alone, and then the
    * item's [Og, P] block of y (or gy) is the GEMM's operand itself, with no gather or scatter */
@@ -151,6 +153,10 @@ static int CONV_FN(conv_run)(lt_ctx *c, const gconv_geom *g, conv_pass pass, con
           CONV_FN(fold_items)(c, g, (CONV_T *)in + xo, col, m, 0);
           rc = CONV_GEMM(c, 0, 0, Og, L, Kg, 1, other + wo, Kg, col, L, 0, t, L);
           if (!rc && m > 1) CONV_FN(gather_or_scatter)(g, out + yo, t, m, 0);
+          if (rc || !wg_out) break;
+          t = m > 1 ? tbuf : (CONV_T *)wg_gy + yo;
+          if (m > 1) CONV_FN(gather_or_scatter)(g, (CONV_T *)wg_gy + yo, t, m, 1);
+          rc = CONV_GEMM(c, 0, 1, Og, Kg, L, 1, t, L, col, L, 1, wg_out + wo, Kg);
           break;
         case CONV_INPUT_GRAD:
           if (m > 1) CONV_FN(gather_or_scatter)(g, (CONV_T *)in + yo, t, m, 1);

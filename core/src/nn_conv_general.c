@@ -107,7 +107,7 @@ typedef enum conv_pass { CONV_FORWARD, CONV_INPUT_GRAD, CONV_WEIGHT_GRAD } conv_
  * layer, 32->1 k4 s2: 5x slower in the direct kernel's stride-2 scatter than one GEMM per item) */
 static int conv_run(lt_ctx *c, const gconv_geom *g, conv_pass pass, lt_dtype dt, const void *in, const void *other,
                     void *out) {
-  if (dt == LT_F64) return conv_run_f64(c, g, pass, in, other, out);
+  if (dt == LT_F64) return conv_run_f64(c, g, pass, in, other, out, NULL, NULL);
   if (g_cg(g) == 1 && g->G > 1 && g->KH * g->KW <= LT_CONV_DW_MAX_TAPS) {
     const lt_dw_geom d = { g->N,  g->C,  g_og(g), g->H,  g->W,  g->HO, g->WO, g->KH,
                            g->KW, g->SH, g->SW,   g->PH, g->PW, g->DH, g->DW };
@@ -118,7 +118,17 @@ static int conv_run(lt_ctx *c, const gconv_geom *g, conv_pass pass, lt_dtype dt,
     }
     return LT_OK;
   }
-  return conv_run_f32(c, g, pass, in, other, out);
+  return conv_run_f32(c, g, pass, in, other, out, NULL, NULL);
+}
+
+/* CONV_FORWARD into out and CONV_WEIGHT_GRAD of (in, wg_gy) into wg_out: one unfold of in for both on the GEMM
+ * path, two passes where conv_run takes the depthwise kernels */
+static int conv_run_fwd_wg(lt_ctx *c, const gconv_geom *g, lt_dtype dt, const void *in, const void *w, void *out,
+                           const void *wg_gy, void *wg_out) {
+  if (dt == LT_F64) return conv_run_f64(c, g, CONV_FORWARD, in, w, out, wg_gy, wg_out);
+  if (g_cg(g) == 1 && g->G > 1)
+    return conv_run(c, g, CONV_FORWARD, dt, in, w, out) || conv_run(c, g, CONV_WEIGHT_GRAD, dt, in, wg_gy, wg_out);
+  return conv_run_f32(c, g, CONV_FORWARD, in, w, out, wg_gy, wg_out);
 }
 
 /* y [N, Ch, P] += b[ch] in y's dtype */
@@ -185,14 +195,19 @@ static int gconv_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gi
   if (!gc) return LT_ERR;
   const lt_dtype dt = gc->dtype;
   const void *gy = data(gc);
-  if (x->requires_grad) {
+  if (g.T && x->requires_grad && w->requires_grad) { /* both gradients unfold gy: once */
+    if (!(wc = lt_op_contiguous(c, w)) || !(xc = lt_op_contiguous(c, x)) || !(gx = lt_tensor_new(c, dt, 4, x->shape)) ||
+        !(gw = lt_tensor_zeros(c, dt, 4, w->shape)) ||
+        conv_run_fwd_wg(c, &g, dt, gy, data(wc), data(gx), data(xc), data(gw)))
+      goto fail;
+  } else if (x->requires_grad) {
     if (!(wc = lt_op_contiguous(c, w))) goto fail;
     if (g.T ? !(gx = lt_tensor_new(c, dt, 4, x->shape)) || conv_run(c, &g, CONV_FORWARD, dt, gy, data(wc), data(gx))
             : !(gx = lt_tensor_zeros(c, dt, 4, x->shape)) ||
                   conv_run(c, &g, CONV_INPUT_GRAD, dt, gy, data(wc), data(gx)))
       goto fail;
   }
-  if (w->requires_grad) {
+  if (w->requires_grad && !gw) {
     if (!(xc = lt_op_contiguous(c, x)) || !(gw = lt_tensor_zeros(c, dt, 4, w->shape))) goto fail;
     if (g.T ? conv_run(c, &g, CONV_WEIGHT_GRAD, dt, gy, data(xc), data(gw))
             : conv_run(c, &g, CONV_WEIGHT_GRAD, dt, data(xc), gy, data(gw)))
