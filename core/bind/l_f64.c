@@ -44,6 +44,8 @@ static const char *const f64_names[] = {
   "clip_gradients",
   "clone",
   "contiguous",
+  "conv2d",
+  "conv_transpose2d",
   "copy",
   "copy_",
   "copysign",
