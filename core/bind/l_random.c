@@ -76,7 +76,7 @@ static int l_full_like(lua_State *L) {
 static int l_linspace(lua_State *L) {
   double a = l_checknumber(L, 1), b = l_checknumber(L, 2);
   int64_t n = l_checkint(L, 3, "linspace", "steps", 0, L_INT_MAX);
-  lt_tensor *r = lt_op_linspace(L_CTX(L), a, b, n);
+  lt_tensor *r = lt_op_linspace(L_CTX(L), a, b, n, l_checkdtype(L, 4, L_DEFAULT_DTYPE(L), "linspace"));
   if (!r) return l_error_as(L, "linspace"); /* an allocation failure is linspace's */
   return l_push(L, r);
 }
