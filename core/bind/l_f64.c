@@ -122,6 +122,7 @@ static const char *const f64_names[] = {
   "ones_like",
   "param",
   "permute",
+  "poisson",
   "pow",
   "rad2deg",
   "rad2deg_",
