@@ -45,7 +45,8 @@ lt_tensor *lt_op_poisson(lt_ctx *c, lt_tensor *rates) {
   for (int64_t i = 0; out && i < n; i++) {
     double rate = x->dtype == LT_F64 ? lt_f64(x)[i] : (double)lt_f32(x)[i];
     if (!(rate >= 0) || isinf(rate)) { /* NaN fails the first test */
-      lt_fail(c, "poisson: rates must be finite and >= 0, got %g at element %lld", rate, (long long)i + 1);
+      if (isnan(rate)) lt_fail(c, "poisson: rates must be finite and >= 0, got NaN at element %lld", (long long)i + 1);
+      else lt_fail(c, "poisson: rates must be finite and >= 0, got %g at element %lld", rate, (long long)i + 1);
       lt_tensor_release(out);
       out = NULL;
       break;

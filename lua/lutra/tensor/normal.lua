@@ -2,7 +2,7 @@
 --   lt.normal(mean, std, size[, dtype])     numbers, a tensor of size (the default dtype unless given)
 --   lt.normal(mean_t[, std = 1])            a tensor of mean_t's shape and dtype
 --   lt.normal(mean, std_t)                  a tensor of std_t's shape and dtype
---   lt.normal(mean_t, std_t)                the broadcast shape, the promoted float dtype
+--   lt.normal(mean_t, std_t)                the broadcast shape, mean_t's dtype (as torch 1.13)
 -- The result records no gradient: PyTorch's gradient of normal with respect to mean and std is zero.
 local core = require "lutra.core"
 local util = require "lutra.utils.check"
@@ -30,8 +30,9 @@ local function draw(mean, std)
   return util.call_as("normal", core.no_grad, function()
     local m = m_t and mean:detach() or mean
     local s = s_t and std:detach() or std
-    local like = m_t and s_t and (m + s) or (m_t and m) or s -- the broadcast shape and the promoted dtype
-    return core.randn(like:shape(), like:dtype()) * s + m
+    local like = m_t and s_t and (m + s) or (m_t and m) or s -- the broadcast shape
+    local out = core.randn(like:shape(), (m_t and m or s):dtype()) * s + m
+    return m_t and out:to(m:dtype()) or out
   end)
 end
 
