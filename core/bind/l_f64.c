@@ -158,6 +158,7 @@ static const char *const f64_names[] = {
   "ones_like",
   "param",
   "permute",
+  "poisson",
   "pow",
   "prod",
   "rad2deg",
