@@ -90,9 +90,13 @@ static inline double sigmoid_f64(double x) { return 1.0 / (1.0 + exp(-x)); }
 static int rnn_layer_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin) {
   lt_gemm_bf16_scope(c);
   if (lt_blas_ready(c)) return LT_ERR;
+  lt_dtype dt = n->saved[0]->dtype; /* the workspace's: the layer's */
+  if (gout->dtype != dt)
+    return lt_fail(c, "rnn_layer: backward: the output's gradient is %s, the layer ran in %s",
+                   lt_dtype_name(gout->dtype), lt_dtype_name(dt));
   lt_tensor *g = lt_op_contiguous(c, gout);
   if (!g) return LT_ERR;
-  int st = g->dtype == LT_F64 ? rnn_backward_f64(c, n, g, gin) : rnn_backward_f32(c, n, g, gin);
+  int st = dt == LT_F64 ? rnn_backward_f64(c, n, g, gin) : rnn_backward_f32(c, n, g, gin);
   lt_tensor_release(g);
   return st;
 }
