@@ -151,3 +151,64 @@ describe("lt.normal with tensors, lt.poisson", function()
     assert.truthy(e:find("poisson: rates must be float32 or float64, got int64", 1, true), e)
   end)
 end)
+
+describe("scatter_reduce, as torch 1.13", function()
+  -- float32 to 1e-6 relative, float64 to 1e-12 (relative where magnitudes are large)
+  local function close(what, got, ref, dtype)
+    assert.are.equal(dtype, got:dtype(), what .. ": dtype")
+    assert.are.same(ref.shape, got:shape(), what .. ": shape")
+    local tol = dtype == "float64" and 1e-12 or 1e-6
+    local g = got:flatten():tolist()
+    for i, r in ipairs(ref.data) do
+      if not (math.abs(g[i] - r) <= tol * math.max(1, math.abs(r))) then
+        error(string.format("%s: element %d is %.17g, torch %.17g", what, i, g[i], r), 2)
+      end
+    end
+  end
+  for n, case in ipairs(fx.scatter_reduce) do
+    it(string.format("case %d: %s %s include_self=%s dim %d, values and gradients", n, case.dtype, case.reduce,
+      tostring(case.include_self), case.dim), function()
+      local x = tensor_of(case.x, case.dtype):requires_grad(true)
+      local src = tensor_of(case.src, case.dtype):requires_grad(true)
+      local out = x:scatter_reduce(case.dim, index_of(case.index), src, case.reduce, { include_self = case.include_self })
+      close("out", out, case.out, case.dtype)
+      out:backward(tensor_of(case.grad_out, case.dtype))
+      close("grad x", x.grad, case.grad_x, case.dtype)
+      close("grad src", src.grad, case.grad_src, case.dtype)
+      local y = tensor_of(case.x, case.dtype)
+      assert.are.equal(y, y:scatter_reduce_(case.dim, index_of(case.index), tensor_of(case.src, case.dtype), case.reduce,
+        { include_self = case.include_self }))
+      close("in place", y, case.out, case.dtype)
+    end)
+  end
+
+  it("passes a float64 finite-difference gradcheck for every reduce", function()
+    local gradcheck64 = require "tests.helpers.gradcheck64"
+    local idx = lt.tensor({ { 1, 2 }, { 2, 1 }, { 1, 1 } }, "int64")
+    for _, reduce in ipairs({ "sum", "prod", "mean", "amax", "amin" }) do
+      for _, inc in ipairs({ true, false }) do
+        local x = lt.tensor({ { 0.3, -1.2, 0.7 }, { 1.1, 0.4, -0.6 } }, "float64")
+        local src = lt.tensor({ { 0.9, -0.2 }, { -1.3, 0.5 }, { 0.8, 1.7 } }, "float64")
+        local r = lt.tensor({ { 0.7, -1.1, 0.4 }, { 1.3, 0.2, -0.9 } }, "float64")
+        gradcheck64(function(p) return p[1]:scatter_reduce(1, idx, p[2], reduce, { include_self = inc }) end, { x, src }, r)
+      end
+    end
+  end)
+
+  it("is lt.scatter_reduce too, and names the op, the reduce, the option, the dtypes and the index in errors", function()
+    local x, i, s = lt.zeros(2, 3), lt.tensor({ { 1, 2 } }, "int64"), lt.ones(1, 2)
+    same("lt.scatter_reduce", lt.scatter_reduce(x, 2, i, s, "sum"), { shape = { 2, 3 }, data = { 1, 1, 0, 0, 0, 0 } })
+    local function err(...)
+      local ok, e = pcall(...)
+      assert.is_false(ok)
+      return e
+    end
+    assert.truthy(err(x.scatter_reduce, x, 2, i, s, "max"):find("scatter_reduce: reduce must be one of \"sum\", \"prod\", \"mean\", \"amax\", \"amin\", got 'max'", 1, true))
+    assert.truthy(err(x.scatter_reduce, x, 2, i, s, "sum", { include_self = 1 }):find("scatter_reduce: option 'include_self' must be a boolean, got number", 1, true))
+    assert.truthy(err(x.scatter_reduce, x, 2, i, s, "sum", { inclde_self = true }):find("scatter_reduce: unknown option 'inclde_self' (known options: include_self)", 1, true))
+    assert.truthy(err(x.scatter_reduce, x, 2, i, lt.ones(1, 2, "float64"), "sum"):find("scatter_reduce: the input is float32 and src is float64: both must have the same dtype", 1, true))
+    assert.truthy(err(x.scatter_reduce, x, 2, lt.tensor({ { 1, 4 } }, "int64"), s, "amax"):find("scatter_reduce: index 4 is out of range for dim 2 of size 3 (indices are 1-based)", 1, true))
+    assert.truthy(err(x.scatter_reduce, x, 2, lt.tensor({ 1, 2 }, "int64"), s, "sum"):find("scatter_reduce: index [2] and src must have as many dims as the input [2 x 3]", 1, true))
+    assert.truthy(err(x.scatter_reduce, x, 2, lt.tensor({ { 1, 2, 3 } }, "int64"), s, "sum"):find("scatter_reduce: index [1 x 3] is larger than the src in dim 2", 1, true))
+  end)
+end)

@@ -134,6 +134,8 @@ static const char *const f64_names[] = {
   "reshape",
   "rsqrt",
   "rsqrt_",
+  "scatter_reduce",
+  "scatter_reduce_",
   "select",
   "shape",
   "sigmoid",

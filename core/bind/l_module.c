@@ -29,6 +29,7 @@ void l_fn_register(lua_State *L);        /* l_fn.c: tan, asin ... digamma, atan2
 void l_names_register(lua_State *L);     /* l_names.c: the missing-name error with the nearest name */
 void l_index_ops_register(lua_State *L); /* l_index_ops.c: masked_fill, scatter, nonzero ... */
 void l_random_register(lua_State *L);    /* l_random.c: randint, multinomial, bernoulli, *_like, linspace */
+void l_scatter_reduce_register(lua_State *L); /* l_scatter_reduce.c: scatter_reduce, scatter_reduce_ */
 /* modules and images */
 void l_activation_register(lua_State *L); /* l_activation.c: silu, elu, softplus, mish, hard*, prelu */
 void l_image_register(lua_State *L);      /* l_image.c: PNG files through libpng (lt.utils.save_image) */
@@ -208,6 +209,7 @@ static int open_with_upvalues(lua_State *L) {
   l_names_register(L);
   l_index_ops_register(L);
   l_random_register(L);
+  l_scatter_reduce_register(L);
   l_activation_register(L); /* modules and images */
   l_image_register(L);
   l_vision_register(L);
