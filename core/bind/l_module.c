@@ -17,6 +17,8 @@
 #include "lutra.h"
 
 /* Each binding area registers its functions into the module table on top of the stack. */
+void l_scatter_reduce_register(lua_State *L); /* l_scatter_reduce.c: scatter_reduce, scatter_reduce_ */
+
 void l_tensor_register(lua_State *L);    /* l_tensor.c: the tensor userdata, its metatable */
 void l_nn_register(lua_State *L);        /* l_nn.c: conv, pooling, norms, losses, dropout, embedding */
 void l_optim_register(lua_State *L);     /* l_optim.c: optimizers (fused C updates) */
@@ -29,7 +31,6 @@ void l_fn_register(lua_State *L);        /* l_fn.c: tan, asin ... digamma, atan2
 void l_names_register(lua_State *L);     /* l_names.c: the missing-name error with the nearest name */
 void l_index_ops_register(lua_State *L); /* l_index_ops.c: masked_fill, scatter, nonzero ... */
 void l_random_register(lua_State *L);    /* l_random.c: randint, multinomial, bernoulli, *_like, linspace */
-void l_scatter_reduce_register(lua_State *L); /* l_scatter_reduce.c: scatter_reduce, scatter_reduce_ */
 /* modules and images */
 void l_activation_register(lua_State *L); /* l_activation.c: silu, elu, softplus, mish, hard*, prelu */
 void l_image_register(lua_State *L);      /* l_image.c: PNG files through libpng (lt.utils.save_image) */

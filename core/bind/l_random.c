@@ -89,11 +89,11 @@ static int l_linspace(lua_State *L) {
 }
 
 void l_random_register(lua_State *L) {
-  static const luaL_Reg fns[] = { { "randint", l_randint },     { "multinomial", l_multinomial },
-                                  { "bernoulli", l_bernoulli }, { "randn_like", l_randn_like },
-                                  { "rand_like", l_rand_like }, { "full_like", l_full_like },
-                                  { "linspace", l_linspace },   { "poisson", l_poisson },
-                                  { NULL, NULL } };
+  static const luaL_Reg fns[] = {
+    { "randint", l_randint },       { "multinomial", l_multinomial }, { "bernoulli", l_bernoulli },
+    { "randn_like", l_randn_like }, { "rand_like", l_rand_like },     { "full_like", l_full_like },
+    { "linspace", l_linspace },     { "poisson", l_poisson },         { NULL, NULL }
+  };
   l_setops(L, fns);
   /* p:bernoulli() and p:multinomial(n) too, as torch's methods */
   static const luaL_Reg meth[] = { { "bernoulli", l_bernoulli }, { "multinomial", l_multinomial }, { NULL, NULL } };

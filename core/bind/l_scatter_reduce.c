@@ -27,8 +27,7 @@ static int parse_include_self(lua_State *L, int i, const char *fname) {
   while (lua_next(L, i)) {
     const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
     if (!k || strcmp(k, "include_self"))
-      return l_errorf(L, "%s: unknown option '%s' (known options: include_self)", fname,
-                      k ? k : luaL_typename(L, -2));
+      return l_errorf(L, "%s: unknown option '%s' (known options: include_self)", fname, k ? k : luaL_typename(L, -2));
     if (!lua_isboolean(L, -1))
       return l_errorf(L, "%s: option 'include_self' must be a boolean, got %s", fname, luaL_typename(L, -1));
     include_self = lua_toboolean(L, -1);

@@ -20,8 +20,7 @@ typedef struct sr_plan {
   int64_t n, *o, *s;
 } sr_plan;
 
-static int plan_make(lt_ctx *c, sr_plan *p, const lt_tensor *out, int dim, const lt_tensor *idx,
-                     const lt_tensor *src) {
+static int plan_make(lt_ctx *c, sr_plan *p, const lt_tensor *out, int dim, const lt_tensor *idx, const lt_tensor *src) {
   int64_t ost[LT_MAX_DIM];
   lt_contiguous_strides(out->ndim, out->shape, ost);
   p->n = lt_numel(idx);
@@ -52,23 +51,23 @@ static void plan_free(sr_plan *p) {
 }
 
 /* forward: out holds a contiguous copy of x; touched (numel bytes, zeroed) marks the positions that receive */
-#define SR_FORWARD(T, NAME)                                                                                            \
-  static void NAME(T *out, const T *src, const sr_plan *p, int reduce, int include_self, unsigned char *touched) {   \
-    for (int64_t i = 0; i < p->n; i++) {                                                                               \
-      T v = src[p->s[i]], *q = out + p->o[i];                                                                          \
-      if (!include_self && !touched[p->o[i]]) {                                                                        \
-        *q = v; /* the first value received replaces x's */                                                           \
-      } else if (reduce == LT_SR_SUM || reduce == LT_SR_MEAN) {                                                        \
-        *q += v;                                                                                                       \
-      } else if (reduce == LT_SR_PROD) {                                                                               \
-        *q *= v;                                                                                                       \
-      } else if (reduce == LT_SR_AMAX) {                                                                               \
-        *q = (v > *q || v != v) ? v : *q; /* NaN wins, as torch's */                                                   \
-      } else {                                                                                                         \
-        *q = (v < *q || v != v) ? v : *q;                                                                              \
-      }                                                                                                                \
-      touched[p->o[i]] = 1;                                                                                            \
-    }                                                                                                                  \
+#define SR_FORWARD(T, NAME)                                                                                        \
+  static void NAME(T *out, const T *src, const sr_plan *p, int reduce, int include_self, unsigned char *touched) { \
+    for (int64_t i = 0; i < p->n; i++) {                                                                           \
+      T v = src[p->s[i]], *q = out + p->o[i];                                                                      \
+      if (!include_self && !touched[p->o[i]]) {                                                                    \
+        *q = v; /* the first value received replaces x's */                                                        \
+      } else if (reduce == LT_SR_SUM || reduce == LT_SR_MEAN) {                                                    \
+        *q += v;                                                                                                   \
+      } else if (reduce == LT_SR_PROD) {                                                                           \
+        *q *= v;                                                                                                   \
+      } else if (reduce == LT_SR_AMAX) {                                                                           \
+        *q = (v > *q || v != v) ? v : *q; /* NaN wins, as torch's */                                               \
+      } else {                                                                                                     \
+        *q = (v < *q || v != v) ? v : *q;                                                                          \
+      }                                                                                                            \
+      touched[p->o[i]] = 1;                                                                                        \
+    }                                                                                                              \
   }
 SR_FORWARD(float, sr_forward_f32)
 SR_FORWARD(double, sr_forward_f64)
@@ -84,74 +83,73 @@ static double *mean_counts(const sr_plan *p, int include_self, int64_t numel) {
 }
 
 /* backward: g, x, res contiguous (x's shape); gx (numel) and gs (index-shaped, one per index element) written */
-#define SR_BACKWARD(T, NAME)                                                                                           \
-  static int NAME(const T *g, const T *x, const T *res, const T *src, const sr_plan *p, int reduce,                   \
-                  int include_self, int64_t numel, T *gx, T *gs) {                                                    \
-    if (reduce == LT_SR_SUM) {                                                                                         \
-      memcpy(gx, g, (size_t)numel * sizeof(T));                                                                        \
-      for (int64_t i = 0; i < p->n; i++) gs[i] = g[p->o[i]];                                                           \
-    } else if (reduce == LT_SR_MEAN) {                                                                                 \
-      double *cnt = mean_counts(p, include_self, numel);                                                               \
-      if (!cnt) return LT_ERR;                                                                                         \
-      for (int64_t k = 0; k < numel; k++) gx[k] = g[k] / (T)cnt[k];                                                    \
-      for (int64_t i = 0; i < p->n; i++) gs[i] = g[p->o[i]] / (T)cnt[p->o[i]];                                         \
-      lt_free(cnt, (size_t)numel * sizeof *cnt);                                                                       \
-    } else if (reduce == LT_SR_AMAX || reduce == LT_SR_AMIN) {                                                         \
-      /* N = (x == res) + the received values equal to res; the gradient g / N goes to each of them */                 \
-      T *N = lt_alloc((size_t)numel * sizeof(T));                                                                      \
-      if (!N) return LT_ERR;                                                                                           \
-      for (int64_t k = 0; k < numel; k++) N[k] = (T)(x[k] == res[k]);                                                  \
-      for (int64_t i = 0; i < p->n; i++) N[p->o[i]] += (T)(src[p->s[i]] == res[p->o[i]]);                              \
-      for (int64_t k = 0; k < numel; k++) gx[k] = (T)(x[k] == res[k]) * (g[k] / N[k]);                                 \
-      for (int64_t i = 0; i < p->n; i++)                                                                               \
-        gs[i] = (T)(src[p->s[i]] == res[p->o[i]]) * (g[p->o[i]] / N[p->o[i]]);                                         \
-      lt_free(N, (size_t)numel * sizeof(T));                                                                           \
-    } else { /* prod */                                                                                                \
+#define SR_BACKWARD(T, NAME)                                                                                            \
+  static int NAME(const T *g, const T *x, const T *res, const T *src, const sr_plan *p, int reduce, int include_self,   \
+                  int64_t numel, T *gx, T *gs) {                                                                        \
+    if (reduce == LT_SR_SUM) {                                                                                          \
+      memcpy(gx, g, (size_t)numel * sizeof(T));                                                                         \
+      for (int64_t i = 0; i < p->n; i++) gs[i] = g[p->o[i]];                                                            \
+    } else if (reduce == LT_SR_MEAN) {                                                                                  \
+      double *cnt = mean_counts(p, include_self, numel);                                                                \
+      if (!cnt) return LT_ERR;                                                                                          \
+      for (int64_t k = 0; k < numel; k++) gx[k] = g[k] / (T)cnt[k];                                                     \
+      for (int64_t i = 0; i < p->n; i++) gs[i] = g[p->o[i]] / (T)cnt[p->o[i]];                                          \
+      lt_free(cnt, (size_t)numel * sizeof *cnt);                                                                        \
+    } else if (reduce == LT_SR_AMAX || reduce == LT_SR_AMIN) {                                                          \
+      /* N = (x == res) + the received values equal to res; the gradient g / N goes to each of them */                  \
+      T *N = lt_alloc((size_t)numel * sizeof(T));                                                                       \
+      if (!N) return LT_ERR;                                                                                            \
+      for (int64_t k = 0; k < numel; k++) N[k] = (T)(x[k] == res[k]);                                                   \
+      for (int64_t i = 0; i < p->n; i++) N[p->o[i]] += (T)(src[p->s[i]] == res[p->o[i]]);                               \
+      for (int64_t k = 0; k < numel; k++) gx[k] = (T)(x[k] == res[k]) * (g[k] / N[k]);                                  \
+      for (int64_t i = 0; i < p->n; i++) gs[i] = (T)(src[p->s[i]] == res[p->o[i]]) * (g[p->o[i]] / N[p->o[i]]);         \
+      lt_free(N, (size_t)numel * sizeof(T));                                                                            \
+    } else { /* prod */                                                                                                 \
       /* ms: the product with x's zeros taken as 1 (gx = g * ms / x'); mz: with src's lone zeros taken as 1;          \
-       * zeros: how many zeros each position receives */                                                             \
-      T *ms = lt_alloc((size_t)numel * sizeof(T)), *mz = lt_alloc((size_t)numel * sizeof(T));                         \
-      int64_t *zeros = lt_alloc((size_t)numel * sizeof(int64_t));                                                      \
-      unsigned char *seen = lt_alloc((size_t)numel);                                                                   \
-      if (!ms || !mz || !zeros || !seen) {                                                                             \
-        lt_free(ms, (size_t)numel * sizeof(T));                                                                        \
-        lt_free(mz, (size_t)numel * sizeof(T));                                                                        \
-        lt_free(zeros, (size_t)numel * sizeof(int64_t));                                                               \
-        lt_free(seen, (size_t)numel);                                                                                  \
-        return LT_ERR;                                                                                                 \
-      }                                                                                                                \
-      for (int64_t k = 0; k < numel; k++) {                                                                            \
-        ms[k] = x[k] == 0 ? (T)1 : x[k];                                                                               \
-        mz[k] = x[k];                                                                                                  \
-        zeros[k] = 0;                                                                                                  \
-        seen[k] = 0;                                                                                                   \
-      }                                                                                                                \
-      for (int64_t i = 0; i < p->n; i++) zeros[p->o[i]] += src[p->s[i]] == 0;                                         \
-      for (int64_t i = 0; i < p->n; i++) {                                                                             \
-        int64_t o = p->o[i];                                                                                           \
-        T v = src[p->s[i]], vz = (v == 0 && zeros[o] == 1) ? (T)1 : v;                                                 \
-        if (!include_self && !seen[o]) {                                                                               \
-          ms[o] = v;                                                                                                   \
-          mz[o] = vz;                                                                                                  \
-          seen[o] = 1;                                                                                                 \
-        } else {                                                                                                       \
-          ms[o] *= v;                                                                                                  \
-          mz[o] *= vz;                                                                                                 \
-        }                                                                                                              \
-      }                                                                                                                \
-      for (int64_t k = 0; k < numel; k++) gx[k] = g[k] * ms[k] / (x[k] == 0 ? (T)1 : x[k]);                            \
-      for (int64_t i = 0; i < p->n; i++) {                                                                             \
-        int64_t o = p->o[i];                                                                                           \
-        T v = src[p->s[i]];                                                                                            \
-        gs[i] = (v == 0 && zeros[o] == 1) ? g[o] * mz[o] : (g[o] * res[o]) / (v == 0 ? (T)1 : v);                      \
-      }                                                                                                                \
-      lt_free(ms, (size_t)numel * sizeof(T));                                                                          \
-      lt_free(mz, (size_t)numel * sizeof(T));                                                                          \
-      lt_free(zeros, (size_t)numel * sizeof(int64_t));                                                                 \
-      lt_free(seen, (size_t)numel);                                                                                    \
-    }                                                                                                                  \
-    if (!include_self)                                                                                                 \
-      for (int64_t i = 0; i < p->n; i++) gx[p->o[i]] = 0; /* x's values there were not used */                         \
-    return LT_OK;                                                                                                      \
+       * zeros: how many zeros each position receives */ \
+      T *ms = lt_alloc((size_t)numel * sizeof(T)), *mz = lt_alloc((size_t)numel * sizeof(T));                           \
+      int64_t *zeros = lt_alloc((size_t)numel * sizeof(int64_t));                                                       \
+      unsigned char *seen = lt_alloc((size_t)numel);                                                                    \
+      if (!ms || !mz || !zeros || !seen) {                                                                              \
+        lt_free(ms, (size_t)numel * sizeof(T));                                                                         \
+        lt_free(mz, (size_t)numel * sizeof(T));                                                                         \
+        lt_free(zeros, (size_t)numel * sizeof(int64_t));                                                                \
+        lt_free(seen, (size_t)numel);                                                                                   \
+        return LT_ERR;                                                                                                  \
+      }                                                                                                                 \
+      for (int64_t k = 0; k < numel; k++) {                                                                             \
+        ms[k] = x[k] == 0 ? (T)1 : x[k];                                                                                \
+        mz[k] = x[k];                                                                                                   \
+        zeros[k] = 0;                                                                                                   \
+        seen[k] = 0;                                                                                                    \
+      }                                                                                                                 \
+      for (int64_t i = 0; i < p->n; i++) zeros[p->o[i]] += src[p->s[i]] == 0;                                           \
+      for (int64_t i = 0; i < p->n; i++) {                                                                              \
+        int64_t o = p->o[i];                                                                                            \
+        T v = src[p->s[i]], vz = (v == 0 && zeros[o] == 1) ? (T)1 : v;                                                  \
+        if (!include_self && !seen[o]) {                                                                                \
+          ms[o] = v;                                                                                                    \
+          mz[o] = vz;                                                                                                   \
+          seen[o] = 1;                                                                                                  \
+        } else {                                                                                                        \
+          ms[o] *= v;                                                                                                   \
+          mz[o] *= vz;                                                                                                  \
+        }                                                                                                               \
+      }                                                                                                                 \
+      for (int64_t k = 0; k < numel; k++) gx[k] = g[k] * ms[k] / (x[k] == 0 ? (T)1 : x[k]);                             \
+      for (int64_t i = 0; i < p->n; i++) {                                                                              \
+        int64_t o = p->o[i];                                                                                            \
+        T v = src[p->s[i]];                                                                                             \
+        gs[i] = (v == 0 && zeros[o] == 1) ? g[o] * mz[o] : (g[o] * res[o]) / (v == 0 ? (T)1 : v);                       \
+      }                                                                                                                 \
+      lt_free(ms, (size_t)numel * sizeof(T));                                                                           \
+      lt_free(mz, (size_t)numel * sizeof(T));                                                                           \
+      lt_free(zeros, (size_t)numel * sizeof(int64_t));                                                                  \
+      lt_free(seen, (size_t)numel);                                                                                     \
+    }                                                                                                                   \
+    if (!include_self)                                                                                                  \
+      for (int64_t i = 0; i < p->n; i++) gx[p->o[i]] = 0; /* x's values there were not used */                          \
+    return LT_OK;                                                                                                       \
   }
 SR_BACKWARD(float, sr_backward_f32)
 SR_BACKWARD(double, sr_backward_f64)
@@ -215,8 +213,8 @@ lt_tensor *lt_op_scatter_reduce(lt_ctx *c, lt_tensor *x, int dim, lt_tensor *idx
     return NULL;
   }
   if (src->dtype != x->dtype) {
-    lt_fail(c, "scatter_reduce: the input is %s and src is %s: both must have the same dtype",
-            lt_dtype_name(x->dtype), lt_dtype_name(src->dtype));
+    lt_fail(c, "scatter_reduce: the input is %s and src is %s: both must have the same dtype", lt_dtype_name(x->dtype),
+            lt_dtype_name(src->dtype));
     return NULL;
   }
   if (lt_check_dtype(c, op, "index", idx, LT_I64)) return NULL;
@@ -239,8 +237,8 @@ lt_tensor *lt_op_scatter_reduce(lt_ctx *c, lt_tensor *x, int dim, lt_tensor *idx
   for (int64_t i = 0; i < N; i++) {
     int64_t v = lt_get_flat_i64(idx, i);
     if (v < 0 || v >= x->shape[dim]) {
-      lt_fail(c, "%s: index %lld is out of range for dim %d of size %lld (indices are 1-based)", op,
-              (long long)(v + 1), dim + 1, (long long)x->shape[dim]);
+      lt_fail(c, "%s: index %lld is out of range for dim %d of size %lld (indices are 1-based)", op, (long long)(v + 1),
+              dim + 1, (long long)x->shape[dim]);
       return NULL;
     }
   }
