@@ -178,8 +178,8 @@ lt_tensor *lt_op_math(lt_ctx *c, lt_mathop op, lt_tensor *a);
 typedef enum lt_classop { LT_ISNAN, LT_ISINF, LT_ISFINITE } lt_classop;
 lt_tensor *lt_op_classify(lt_ctx *c, lt_classop op, lt_tensor *a); /* float32 0/1, like comparisons */
 
-/* --- more elementwise maths, float32 and float64 from one body, differentiable (ops_fn.c; the special functions
- * series: fn_special.h). int64 input computes in float32, as PyTorch promotes. ---------------------------------- */
+/* --- more elementwise maths, float32 and float64 from one body, differentiable (ops_special.c; the special
+ * functions' series: special_math.h). int64 input computes in float32, as PyTorch promotes. --------------------- */
 // clang-format off
 #define LT_FN_LIST(X) \
   X(LT_FN_TAN, "tan") X(LT_FN_ASIN, "asin") X(LT_FN_ACOS, "acos") X(LT_FN_ATAN, "atan") \
@@ -195,7 +195,7 @@ const char *lt_fnop_name(lt_fnop op);
 /* p: logit's eps (x clamped to [eps, 1 - eps] first; a negative eps: none, as None in PyTorch); 0 for the others */
 lt_tensor *lt_op_fn(lt_ctx *c, lt_fnop op, lt_tensor *a, double p);
 int lt_op_fn_(lt_ctx *c, lt_fnop op, lt_tensor *a, double p);
-/* Binary maths with broadcasting (ops_fn_binary.c): float64 when either operand is, int64 when both are (not
+/* Binary maths with broadcasting (ops_special_binary.c): float64 when either operand is, int64 when both are (not
  * atan2 or copysign, which give float32), float32 otherwise. floor_divide has no gradient (as PyTorch's). */
 // clang-format off
 #define LT_FN2_LIST(X) \
