@@ -26,35 +26,39 @@ local function expect(msg, f, ...)
 end
 
 describe("index_copy and index_put, as torch 1.13", function()
+  -- the fixture's values are quarters, exact in float32 and float64: both dtypes compare with the same numbers
+  for _, dt in ipairs({ "float32", "float64" }) do
   for n, case in ipairs(fx.cases) do
-    it(string.format("case %d: %s values and gradients", n, case.op), function()
-      local x = tensor_of(case.x):requires_grad(true)
+    it(string.format("case %d: %s %s values and gradients", n, dt, case.op), function()
+      local x = tensor_of(case.x, dt):requires_grad(true)
       local out, other
       if case.op == "index_copy" then
-        other = tensor_of(case.source):requires_grad(true)
+        other = tensor_of(case.source, dt):requires_grad(true)
         out = x:index_copy(case.dim, index_of(case.index), other)
       else
-        other = tensor_of(case.values):requires_grad(true)
+        other = tensor_of(case.values, dt):requires_grad(true)
         local idx = {}
         for i, o in ipairs(case.indices) do idx[i] = index_of(o) end
         out = x:index_put(idx, other, case.accumulate)
       end
+      assert.are.equal(dt, out:dtype())
       same("out", out, case.out)
-      out:backward(tensor_of(case.grad_out))
+      out:backward(tensor_of(case.grad_out, dt))
       same("grad x", x.grad, case.grad_x)
       same("grad " .. (case.op == "index_copy" and "source" or "values"), other.grad,
         case.op == "index_copy" and case.grad_source or case.grad_values)
       -- the in-place forms write the same values into x and return it
-      local y = tensor_of(case.x)
-      local r = case.op == "index_copy" and y:index_copy_(case.dim, index_of(case.index), tensor_of(case.source))
+      local y = tensor_of(case.x, dt)
+      local r = case.op == "index_copy" and y:index_copy_(case.dim, index_of(case.index), tensor_of(case.source, dt))
         or y:index_put_((function()
           local idx = {}
           for i, o in ipairs(case.indices) do idx[i] = index_of(o) end
           return idx
-        end)(), tensor_of(case.values), case.accumulate)
+        end)(), tensor_of(case.values, dt), case.accumulate)
       assert.are.equal(y, r)
       same("in place", y, case.out)
     end)
+  end
   end
 
   it("is also lt.index_copy / lt.index_put, and index_put takes a number as values", function()
