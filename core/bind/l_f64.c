@@ -178,6 +178,8 @@ static const char *const f64_names[] = {
   "rsqrt_",
   "scatter",
   "scatter_add",
+  "scatter_reduce",
+  "scatter_reduce_",
   "select",
   "shape",
   "sigmoid",

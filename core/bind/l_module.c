@@ -17,6 +17,8 @@
 #include "lutra.h"
 
 /* Each binding area registers its functions into the module table on top of the stack. */
+void l_scatter_reduce_register(lua_State *L); /* l_scatter_reduce.c: scatter_reduce, scatter_reduce_ */
+
 void l_tensor_register(lua_State *L);    /* l_tensor.c: the tensor userdata, its metatable */
 void l_nn_register(lua_State *L);        /* l_nn.c: conv, pooling, norms, losses, dropout, embedding */
 void l_optim_register(lua_State *L);     /* l_optim.c: optimizers (fused C updates) */
@@ -208,6 +210,7 @@ static int open_with_upvalues(lua_State *L) {
   l_names_register(L);
   l_index_ops_register(L);
   l_random_register(L);
+  l_scatter_reduce_register(L);
   l_activation_register(L); /* modules and images */
   l_image_register(L);
   l_vision_register(L);

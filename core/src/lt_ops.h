@@ -27,7 +27,12 @@ int lt_op_normal_(lt_ctx *c, lt_tensor *t, double mean, double std);
 void lt_normal_fill_f32(lt_ctx *c, float *p, int64_t n, double mean, double std);
 /* int64 values uniform in [low, high) */
 lt_tensor *lt_op_randint(lt_ctx *c, int64_t low, int64_t high, int ndim, const int64_t *shape);
-lt_tensor *lt_op_bernoulli(lt_ctx *c, lt_tensor *p);   /* 0/1 float32, p in [0, 1] */
+lt_tensor *lt_op_bernoulli(lt_ctx *c, lt_tensor *p); /* 0/1 float32, p in [0, 1] */
+/* ops_scatter_reduce.c: torch's scatter_reduce(dim, index (0-based), src, reduce, include_self), float32/float64 */
+enum { LT_SR_SUM, LT_SR_PROD, LT_SR_MEAN, LT_SR_AMAX, LT_SR_AMIN, LT_SR_COUNT };
+extern const char *const lt_scatter_reduce_names[LT_SR_COUNT]; /* "sum", "prod", "mean", "amax", "amin" */
+lt_tensor *lt_op_scatter_reduce(lt_ctx *c, lt_tensor *x, int dim, lt_tensor *idx, lt_tensor *src, int reduce,
+                                int include_self);
 lt_tensor *lt_op_poisson(lt_ctx *c, lt_tensor *rates); /* ops_poisson.c: rates' dtype, rates finite >= 0 */
 /* n 0-based category indices per row of p (1-D or 2-D weights) */
 lt_tensor *lt_op_multinomial(lt_ctx *c, lt_tensor *p, int64_t n, int replacement);

@@ -47,7 +47,9 @@ local function index_copy(fname, x, dim, index, source)
     end
   end
   if x:dim() == 0 then
-    return util.call_as(fname, function() return x:reshape({ 1 }):scatter(1, index:reshape({ 1 }), source:reshape({ 1 })):reshape({}) end)
+    return util.call_as(fname, function()
+      return x:reshape({ 1 }):scatter(1, index:reshape({ 1 }), source:reshape({ 1 })):reshape({})
+    end)
   end
   local view = {}
   for k = 1, x:dim() do view[k] = k == d and n or 1 end
@@ -65,14 +67,14 @@ end
 local function broadcast(fname, list)
   local shape = {}
   for _, t in ipairs(list) do
-    local s, off = t:shape(), 0
+    local s = t:shape()
     if #s > #shape then
       local grown = {}
       for k = 1, #s - #shape do grown[k] = 1 end
       for k = 1, #shape do grown[#grown + 1] = shape[k] end
       shape = grown
     end
-    off = #shape - #s
+    local off = #shape - #s
     for k = 1, #s do
       local a, b = shape[off + k], s[k]
       if a ~= b and a ~= 1 and b ~= 1 then

@@ -84,7 +84,7 @@ end
 function M.triu_indices(row, col, offset) return tri_indices("triu_indices", row, col, offset, true) end
 function M.tril_indices(row, col, offset) return tri_indices("tril_indices", row, col, offset, false) end
 
---- lt.logspace(a, b, n[, base = 10]): n float32 values base^v for v evenly spaced in [a, b]
+--- lt.logspace(a, b, n[, base = 10]): n values base^v (of the default dtype) for v evenly spaced in [a, b]
 function M.logspace(a, b, n, base)
   if type(a) ~= "number" then util.check_arg("logspace", 1, a, "number") end
   if type(b) ~= "number" then util.check_arg("logspace", 2, b, "number") end
