@@ -9,6 +9,8 @@
 
 /* LT_OK when t has dtype want, else the message names op and what ("input", "the tensor updated in place") */
 int lt_check_dtype(lt_ctx *c, const char *op, const char *what, const lt_tensor *t, lt_dtype want);
+/* LT_OK when t is float32 or float64 (an op with kernels for both), else the message names op and what */
+int lt_check_float(lt_ctx *c, const char *op, const char *what, const lt_tensor *t);
 /* The one refusal of float64 by an op that has no float64 kernel yet: LT_OK unless t is float64. The binding
  * calls it for every tensor argument of a function not declared float64-capable (l_checktensor), and
  * lt_check_dtype for a float32-only check, so no float32 kernel reads doubles. */

@@ -54,19 +54,24 @@ static int pool_check(lt_ctx *c, const char *op, lt_tensor *x, int kh, int kw, i
 
 /* ---- max ---------------------------------------------------------------------------------------- */
 
-/* each output's gradient goes to the input cell its window took (lt_nn.h) */
+/* each output's gradient goes to the input cell its window took (lt_nn.h), in the input's dtype */
+#define MAX_POOL_SCATTER(T, pg, px)       \
+  for (int64_t pl = 0; pl < planes; pl++) \
+    for (int64_t p = 0; p < P; p++)       \
+      if (idx[pl * P + p] >= 0) (px)[pl * HW + idx[pl * P + p]] += (pg)[pl * P + p];
+
 int lt_nn_max_pool_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin) {
   const lt_tensor *x = n->inputs[0];
   lt_tensor *gc;
   lt_tensor *gx = lt_nn_pool_grad_buffers(c, gout, x, &gc);
   if (!gx) return LT_ERR;
   const int64_t *idx = lt_i64(n->saved[0]);
-  const float *pg = lt_f32(gc);
-  float *px = lt_f32(gx);
   const int64_t planes = x->shape[0] * x->shape[1], P = gc->shape[2] * gc->shape[3], HW = x->shape[2] * x->shape[3];
-  for (int64_t pl = 0; pl < planes; pl++)
-    for (int64_t p = 0; p < P; p++)
-      if (idx[pl * P + p] >= 0) px[pl * HW + idx[pl * P + p]] += pg[pl * P + p];
+  if (x->dtype == LT_F64) {
+    MAX_POOL_SCATTER(double, lt_f64(gc), lt_f64(gx))
+  } else {
+    MAX_POOL_SCATTER(float, lt_f32(gc), lt_f32(gx))
+  }
   lt_tensor_release(gc);
   gin[0] = gx;
   return LT_OK;

@@ -17,6 +17,11 @@ int lt_check_dtype(lt_ctx *c, const char *op, const char *what, const lt_tensor 
   return lt_fail(c, LT_E_DTYPE, op, what, lt_dtype_name(want), lt_dtype_name(t->dtype));
 }
 
+int lt_check_float(lt_ctx *c, const char *op, const char *what, const lt_tensor *t) {
+  if (t->dtype == LT_F32 || t->dtype == LT_F64) return LT_OK;
+  return lt_fail(c, LT_E_DTYPE, op, what, "float32 or float64", lt_dtype_name(t->dtype));
+}
+
 int lt_check_inplace(lt_ctx *c, const char *op, const lt_tensor *t) {
   if (c->grad_enabled && t->requires_grad) return lt_fail(c, LT_E_INPLACE_GRAD, op);
   return LT_OK;
