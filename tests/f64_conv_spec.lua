@@ -113,6 +113,46 @@ describe("float64 convolutions against torch 1.13 (f64_conv.json)", function()
     end, { xt, wt, bt }, lt.randn(1, 1, 6, 6):double())
   end)
 
+  -- float32 against the float64 path (nn_conv_general.c's im2col + dgemm, separate code) on the tuned kernel's
+  -- stride-2 rows: AVX-512 ones up to 64 outputs wide, the plain loop past that (and on CPUs without AVX-512)
+  it("float32 stride-2 convolutions (rows of 5, 33 and 70 outputs) agree with the float64 path", function()
+    lt.manual_seed(11)
+    for _, wid in ipairs({ 10, 66, 140 }) do
+      local x, w, b = lt.randn(2, 3, 7, wid), lt.randn(4, 3, 4, 4), lt.randn(4)
+      local g = lt.randn(2, 4, 3, wid / 2)
+      local xs, ws = x:clone():requires_grad(true), w:clone():requires_grad(true)
+      local y = lt.F.conv2d(xs, ws, b, { stride = 2, padding = 1 })
+      local loss = (y * g):sum()
+      loss:backward()
+      local xd, wd = x:double():requires_grad(true), w:double():requires_grad(true)
+      local yd = lt.F.conv2d(xd, wd, b:double(), { stride = 2, padding = 1, dilation = 1, groups = 1 })
+      local loss64 = (yd * g:double()):sum()
+      loss64:backward()
+      for name, pair in pairs({ y = { y, yd }, gx = { xs.grad, xd.grad }, gw = { ws.grad, wd.grad } }) do
+        local a, r = pair[1]:flatten():tolist(), pair[2]:flatten():tolist()
+        for i = 1, #r do
+          assert(math.abs(a[i] - r[i]) <= 1e-4 * math.max(1, math.abs(r[i])),
+            string.format("width %d %s element %d: %.9g, float64 %.17g", wid, name, i, a[i], r[i]))
+        end
+      end
+    end
+  end)
+
+  it("conv_transpose2d's input gradient is the same with and without the weight's (one shared unfold)", function()
+    lt.manual_seed(12)
+    local x, w, g = lt.randn(2, 3, 5, 5), lt.randn(3, 2, 4, 4), lt.randn(2, 2, 10, 10)
+    local function grads(wgrad)
+      local xs, ws = x:clone():requires_grad(true), w:clone():requires_grad(wgrad)
+      local loss = (lt.F.conv_transpose2d(xs, ws, nil, { stride = 2, padding = 1 }) * g):sum()
+      loss:backward()
+      return xs.grad:tolist(), ws.grad
+    end
+    local both, gw = grads(true)
+    local alone = grads(false)
+    assert.are.same(alone, both)
+    assert.is_not_nil(gw)
+  end)
+
   it("refuses a float32/float64 mix naming both dtypes", function()
     local x64, w32 = lt.randn(1, 2, 5, 5):double(), lt.randn(3, 2, 3, 3)
     local ok, err = pcall(lt.F.conv2d, x64, w32)

@@ -32,7 +32,9 @@ static int64_t geom_p(const conv_geom *g) { return g->HO * g->WO; }
 
 /* items per chunk: the col buffer stays within 64K floats (256 KB, cache-resident) unless one item alone
  * is larger. Measured on LeNet shapes (batch 64): one big GEMM over the whole batch was 2-3x slower than
- * cache-sized chunks, since OpenBLAS then streams a multi-MB packed operand through memory. */
+ * cache-sized chunks, since OpenBLAS then streams a multi-MB packed operand through memory. On DCGAN's
+ * Conv2d 128->256 k4 s2 16x16 (K = 2048, one item a chunk) OpenBLAS re-packs the weight for every item (14% of
+ * fwd+bwd samples); 4 items a chunk cut that to 5.5%, but im2col/col2im on the 2 MB col grew by as much. */
 static int64_t chunk_items(const conv_geom *g) {
   int64_t per = geom_k(g) * geom_p(g), cap = (int64_t)1 << 16;
   int64_t m = per > 0 ? cap / per : g->N;
@@ -173,13 +175,57 @@ __attribute__((target("avx512f"))) static void col2im_s1_avx512(const conv_geom 
       }
     }
 }
+
+/* Stride-2 im2col on AVX-512 (DCGAN's k4 s2 convolutions, strided 1-d convolutions): 16 loaded floats hold the
+ * inputs of 8 outputs, the even lanes, which one permute packs into the 8 lanes stored. The load's mask keeps
+ * only the inputs of valid outputs (zeros for the padding, and no read outside the input). WO <= 64: the masks, made per kernel tap,
+ * are then cheap beside the rows they serve (a 1-d row of 200 outputs made them cost more than the copy). */
+#define S2_MAX_CHUNKS 8
+__attribute__((target("avx512f"))) static void im2col_s2_avx512(const conv_geom *g, const float *x, float *col,
+                                                                int64_t ld) {
+  const int64_t WO = g->WO, HO = g->HO, W = g->W, SH = g->SH, nc = (WO + 7) / 8;
+  const __m512i even = _mm512_set_epi32(15, 13, 11, 9, 7, 5, 3, 1, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512 zero = _mm512_setzero_ps();
+  __mmask16 kload[S2_MAX_CHUNKS], kstore[S2_MAX_CHUNKS];
+  for (int64_t q = 0; q < nc; q++) kstore[q] = (__mmask16)((1u << (WO - 8 * q < 8 ? WO - 8 * q : 8)) - 1);
+  for (int64_t ch = 0; ch < g->C; ch++)
+    for (int64_t ki = 0; ki < g->KH; ki++) {
+      int64_t oh_lo, oh_hi;
+      lt_conv_valid_range(ki, SH, g->PH, g->H, HO, &oh_lo, &oh_hi);
+      for (int64_t kj = 0; kj < g->KW; kj++) {
+        float *dst = col + ((ch * g->KH + ki) * g->KW + kj) * ld;
+        int64_t lo, hi;
+        lt_conv_valid_range(kj, 2, g->PW, W, WO, &lo, &hi);
+        for (int64_t q = 0; q < nc; q++) { /* the even lanes 2*(ow - 8q) of the chunk's valid outputs ow */
+          unsigned m = 0;
+          for (int64_t ow = lo > 8 * q ? lo : 8 * q; ow < hi && ow < 8 * q + 8; ow++) m |= 1u << (2 * (ow - 8 * q));
+          kload[q] = (__mmask16)m;
+        }
+        int64_t oh = 0;
+        for (; oh < oh_lo; oh++, dst += WO)
+          for (int64_t q = 0; q < nc; q++) _mm512_mask_storeu_ps(dst + 8 * q, kstore[q], zero);
+        for (; oh < oh_hi; oh++, dst += WO) {
+          const float *src = x + ch * g->H * W + (oh * SH - g->PH + ki) * W - g->PW + kj;
+          for (int64_t q = 0; q < nc; q++)
+            _mm512_mask_storeu_ps(dst + 8 * q, kstore[q],
+                                  _mm512_permutexvar_ps(even, _mm512_maskz_loadu_ps(kload[q], src + 16 * q)));
+        }
+        for (; oh < HO; oh++, dst += WO)
+          for (int64_t q = 0; q < nc; q++) _mm512_mask_storeu_ps(dst + 8 * q, kstore[q], zero);
+      }
+    }
+}
 #endif
 
-/* dispatch: the AVX-512 row code for stride 1 when the CPU has it */
+/* dispatch: the AVX-512 row code for strides 1 and 2 when the CPU has it */
 static void unfold(const conv_geom *g, const float *x, float *col, int64_t ld) {
 #ifdef CONV_AVX512
   if (g->SW == 1 && g->SH == 1 && g->WO <= 64 && __builtin_cpu_supports("avx512f")) {
     im2col_s1_avx512(g, x, col, ld);
+    return;
+  }
+  if (g->SW == 2 && g->WO <= 64 && __builtin_cpu_supports("avx512f")) {
+    im2col_s2_avx512(g, x, col, ld);
     return;
   }
 #endif
