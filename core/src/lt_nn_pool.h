@@ -15,8 +15,8 @@
 #include "lt_errors.h"
 #include "lt_nn.h"
 
-/* A zeroed gradient (x's dtype) for the pool's [N x C x H x W] input x, and in *gc the output gradient made contiguous (the
- * caller releases it); NULL, with nothing held, when either cannot be allocated. */
+/* A zeroed gradient (x's dtype) for the pool's [N x C x H x W] input x, and in *gc the output gradient made
+ * contiguous (the caller releases it); NULL, with nothing held, when either cannot be allocated. */
 static inline lt_tensor *lt_nn_pool_grad_buffers(lt_ctx *c, lt_tensor *gout, const lt_tensor *x, lt_tensor **gc) {
   *gc = lt_op_contiguous(c, gout);
   lt_tensor *gx = *gc ? lt_tensor_zeros(c, x->dtype, 4, x->shape) : NULL;
