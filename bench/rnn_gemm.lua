@@ -10,6 +10,7 @@ typedef struct { long tv_sec; long tv_nsec; } lt_rg_ts; int clock_gettime(int, l
 void lt_blas_sgemm(int transa, int transb, int m, int n, int k, float alpha, const float *a, int lda,
                    const float *b, int ldb, float beta, float *c, int ldc);
 int lt_gemm_small_m_ok(void);
+int64_t lt_gemm_small_m_nr(void);
 int64_t lt_gemm_small_m_packed_size(int64_t n, int64_t k);
 void lt_gemm_small_m_pack_t(const float *w, int64_t n, int64_t k, float *packed);
 void lt_gemm_small_m_pack_n(const float *b, int64_t k, int64_t n, float *packed);
@@ -25,6 +26,8 @@ local function now() C.clock_gettime(2, ts); return tonumber(ts.tv_sec) + tonumb
 local function ptr(t) return ffi.cast("float *", t:data_ptr()) end
 
 local M, N, K = 32, 1024, 256
+-- the panel width: a packed weight's ldb (NR * k its panel stride), a weight read in place's panel stride
+local NR = tonumber(C.lt_gemm_small_m_nr())
 local a, w, g = lt.randn(M, K), lt.randn(N, K), lt.randn(M, N)
 local c1, c2, d1, d2, d3 = lt.zeros(M, N), lt.zeros(M, N), lt.zeros(M, K), lt.zeros(M, K), lt.zeros(M, K)
 local wt = lt.empty(tonumber(C.lt_gemm_small_m_packed_size(N, K)))
@@ -47,10 +50,10 @@ end
 local gf = 2 * M * N * K / 1e3
 for _ = 1, 3 do
   local fb = time(function() C.lt_blas_sgemm(0, 1, M, N, K, 1, pa, K, pw, K, 1, ptr(c1), N) end, 200)
-  local fs = time(function() C.lt_gemm_small_m(M, N, K, pa, K, pwt, 32, 32 * K, ptr(c2), N, 1, threads) end, 200)
+  local fs = time(function() C.lt_gemm_small_m(M, N, K, pa, K, pwt, NR, NR * K, ptr(c2), N, 1, threads) end, 200)
   local bb = time(function() C.lt_blas_sgemm(0, 0, M, K, N, 1, pg, N, pw, K, 0, ptr(d1), K) end, 200)
-  local bi = time(function() C.lt_gemm_small_m(M, K, N, pg, N, pw, K, 32, ptr(d2), K, 0, threads) end, 200)
-  local bp = time(function() C.lt_gemm_small_m(M, K, N, pg, N, pwn, 32, 32 * N, ptr(d3), K, 0, threads) end, 200)
+  local bi = time(function() C.lt_gemm_small_m(M, K, N, pg, N, pw, K, NR, ptr(d2), K, 0, threads) end, 200)
+  local bp = time(function() C.lt_gemm_small_m(M, K, N, pg, N, pwn, NR, NR * N, ptr(d3), K, 0, threads) end, 200)
   print(("forward: OpenBLAS %.1f us (%.0f GFLOP/s), packed once %.1f us (%.0f GFLOP/s): %.2fx | backward: OpenBLAS " ..
     "%.1f us, in place %.1f us, packed once %.1f us (%.0f GFLOP/s): %.2fx"):format(fb, gf / fb, fs, gf / fs, fb / fs,
     bb, bi, bp, gf / bp, bb / bp))

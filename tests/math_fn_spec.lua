@@ -1,4 +1,4 @@
--- math_fn_spec.lua — the elementwise maths of core/src/ops_fn.c (tan ... digamma) and ops_fn_binary.c (atan2, fmod,
+-- math_fn_spec.lua — the elementwise maths of core/src/ops_special.c (tan ... digamma) and ops_special_binary.c (atan2, fmod,
 -- remainder, floor_divide, fmax/fmin, copysign), their Lua names (fix, sgn, clip, clamp_min/max, float_power) and the
 -- statistics of lua/lutra/tensor/stats.lua (nansum, nanmean, quantile, nanquantile, cov, corrcoef)
 -- against PyTorch 1.13 (tests/fixtures/mathops.json, gen_mathops.py): values and gradients, float32 to 1e-6 and

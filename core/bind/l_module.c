@@ -25,7 +25,7 @@ void l_io_register(lua_State *L);        /* l_io.c: safetensors checkpoints, ato
 void l_loop_register(lua_State *L);      /* l_loop.c: the training loops and hook dispatch */
 void l_dist_register(lua_State *L);      /* l_dist.c: MPI communication (lt.distributed) */
 void l_math_ops_register(lua_State *L);  /* l_math_ops.c: sort, scans, prod, norm, tril/triu, rounding, erf ... */
-void l_fn_register(lua_State *L);        /* l_fn.c: tan, asin ... digamma, atan2, fmod, remainder ... */
+void l_special_register(lua_State *L);   /* l_special.c: tan, asin ... digamma, atan2, fmod, remainder ... */
 void l_names_register(lua_State *L);     /* l_names.c: the missing-name error with the nearest name */
 void l_index_ops_register(lua_State *L); /* l_index_ops.c: masked_fill, scatter, nonzero ... */
 void l_random_register(lua_State *L);    /* l_random.c: randint, multinomial, bernoulli, *_like, linspace */
@@ -198,7 +198,7 @@ static int open_with_upvalues(lua_State *L) {
   l_runtime_register(L);
   l_autocast_register(L);
   l_math_ops_register(L);
-  l_fn_register(L);
+  l_special_register(L);
   l_nn_register(L);
   l_optim_register(L);
   l_data_register(L);

@@ -1,6 +1,6 @@
 /*
  * l_random.c — random tensors and their kin as lt.* functions: randint, multinomial (1-based results),
- * bernoulli (also p:bernoulli()), randn_like, rand_like, full_like, linspace. All draw from lutra's RNG, so
+ * bernoulli (also p:bernoulli()), poisson, randn_like, rand_like, full_like, linspace. All draw from lutra's RNG, so
  * lt.manual_seed makes them reproducible (kernels in core/src/ops_random.c).
  */
 #include <string.h>
@@ -55,6 +55,13 @@ static int l_multinomial(lua_State *L) {
 
 static int l_bernoulli(lua_State *L) { return l_push(L, lt_op_bernoulli(L_CTX(L), l_checktensor(L, 1, "bernoulli"))); }
 
+/* lt.poisson(rates): a draw per element, in the rates' float dtype (no gradient: PyTorch's is zero) */
+static int l_poisson(lua_State *L) {
+  lt_tensor *r = lt_op_poisson(L_CTX(L), l_checktensor(L, 1, "poisson"));
+  if (!r) return l_error_as(L, "poisson");
+  return l_push(L, r);
+}
+
 static int l_randn_like(lua_State *L) {
   lt_tensor *t = l_checktensor(L, 1, "randn_like");
   return l_push(L, lt_op_randn(L_CTX(L), t->ndim, t->shape));
@@ -76,7 +83,7 @@ static int l_full_like(lua_State *L) {
 static int l_linspace(lua_State *L) {
   double a = l_checknumber(L, 1), b = l_checknumber(L, 2);
   int64_t n = l_checkint(L, 3, "linspace", "steps", 0, L_INT_MAX);
-  lt_tensor *r = lt_op_linspace(L_CTX(L), a, b, n);
+  lt_tensor *r = lt_op_linspace(L_CTX(L), a, b, n, l_checkdtype(L, 4, L_DEFAULT_DTYPE(L), "linspace"));
   if (!r) return l_error_as(L, "linspace"); /* an allocation failure is linspace's */
   return l_push(L, r);
 }
@@ -85,7 +92,8 @@ void l_random_register(lua_State *L) {
   static const luaL_Reg fns[] = { { "randint", l_randint },     { "multinomial", l_multinomial },
                                   { "bernoulli", l_bernoulli }, { "randn_like", l_randn_like },
                                   { "rand_like", l_rand_like }, { "full_like", l_full_like },
-                                  { "linspace", l_linspace },   { NULL, NULL } };
+                                  { "linspace", l_linspace },   { "poisson", l_poisson },
+                                  { NULL, NULL } };
   l_setops(L, fns);
   /* p:bernoulli() and p:multinomial(n) too, as torch's methods */
   static const luaL_Reg meth[] = { { "bernoulli", l_bernoulli }, { "multinomial", l_multinomial }, { NULL, NULL } };

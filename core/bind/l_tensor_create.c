@@ -1,7 +1,8 @@
 /*
  * l_tensor_create.c — making and filling tensors: lt.tensor from nested tables, numbers or tensors, zeros,
- * ones, full, arange, eye, *_like, the in-place fills (zero_, fill_, copy_, uniform_, normal_), and lutra's
- * random generator (manual_seed, the RNG state, random_integer, randperm).
+ * ones, full, arange, eye, *_like, the in-place fills (zero_, fill_, copy_, uniform_, normal_), lutra's
+ * random generator (manual_seed, the RNG state, random_integer, randperm), and the default dtype
+ * (set_default_dtype / get_default_dtype: what every creation without a dtype makes, L_DEFAULT_DTYPE).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -55,7 +56,7 @@ static int fill_from_table(lua_State *L, int idx, int depth, int64_t *shape, int
 
 static int l_tensor_new(lua_State *L) {
   lt_tensor *src = l_totensor(L, 1);
-  lt_dtype dt = l_checkdtype(L, 2, src ? src->dtype : LT_F32, "tensor"); /* a tensor keeps its dtype, as torch's */
+  lt_dtype dt = l_checkdtype(L, 2, src ? src->dtype : L_DEFAULT_DTYPE(L), "tensor"); /* a tensor keeps its dtype, as torch's */
   if (src) {
     lt_tensor *r = lt_op_to_dtype(L_CTX(L), src, dt);
     if (r == src) {
@@ -90,19 +91,34 @@ static int l_tensor_new(lua_State *L) {
   return 1;
 }
 
+/* rand / randn: a float dtype only (PyTorch: "not implemented for 'Long'") */
+static lt_dtype float_dtype(lua_State *L, int idx, const char *name) {
+  lt_dtype dt = l_checkdtype(L, idx, L_DEFAULT_DTYPE(L), name);
+  if (dt == LT_I64) l_errorf(L, "%s: dtype must be float32 or float64, got int64", name);
+  return dt;
+}
+
 static int creation(lua_State *L, const char *name, int kind) {
   int64_t shape[LT_MAX_DIM];
   int ndim = l_checkshape(L, 1, shape, name);
   int next = lua_istable(L, 1) ? 2 : ndim + 1;
   lt_ctx *c = L_CTX(L);
   l_check_new_shape(L, ndim, shape, name);
+  lt_dtype dt = kind >= 3 ? float_dtype(L, next, name) : l_checkdtype(L, next, L_DEFAULT_DTYPE(L), name);
   lt_tensor *t = NULL;
   switch (kind) {
-    case 0: t = lt_tensor_zeros(c, l_checkdtype(L, next, LT_F32, name), ndim, shape); break;
-    case 1: t = lt_op_full(c, l_checkdtype(L, next, LT_F32, name), ndim, shape, 1.0); break;
-    case 2: t = lt_tensor_new(c, l_checkdtype(L, next, LT_F32, name), ndim, shape); break;
-    case 3: t = lt_op_rand(c, ndim, shape); break;
-    case 4: t = lt_op_randn(c, ndim, shape); break;
+    case 0: t = lt_tensor_zeros(c, dt, ndim, shape); break;
+    case 1: t = lt_op_full(c, dt, ndim, shape, 1.0); break;
+    case 2: t = lt_tensor_new(c, dt, ndim, shape); break;
+    case 3:
+    case 4:
+      t = lt_tensor_new(c, dt, ndim, shape);
+      if (t && (kind == 3 ? lt_op_uniform_(c, t, 0.0, 1.0) : lt_op_normal_(c, t, 0.0, 1.0))) {
+        lt_tensor_release(t);
+        t = NULL;
+      }
+      if (t) t->storage->version = 0; /* a new tensor, as lt_op_full's */
+      break;
   }
   if (!t) return l_error_as(L, name);
   return l_push(L, t);
@@ -119,7 +135,7 @@ static int l_full(lua_State *L) {
   int ndim = l_checkshape(L, 1, shape, "full");
   l_check_new_shape(L, ndim, shape, "full");
   double v = l_checknumber(L, 2);
-  lt_dtype dt = l_checkdtype(L, 3, LT_F32, "full");
+  lt_dtype dt = l_checkdtype(L, 3, L_DEFAULT_DTYPE(L), "full");
   if (dt == LT_I64 && !l_is_int64(v)) return l_errorf(L, "full: value %.14g is not an int64 value", v);
   lt_tensor *t = lt_op_full(L_CTX(L), dt, ndim, shape, v);
   if (!t) return l_error_as(L, "full");
@@ -134,8 +150,7 @@ static int l_arange(lua_State *L) {
     a = 0;
   } else b = l_checknumber(L, 2);
   double step = l_optnumber(L, 3, 1.0);
-  int all_int = a == floor(a) && b == floor(b) && step == floor(step);
-  lt_dtype dt = l_checkdtype(L, 4, all_int && lua_isstring(L, 4) ? LT_I64 : LT_F32, "arange");
+  lt_dtype dt = l_checkdtype(L, 4, L_DEFAULT_DTYPE(L), "arange");
   lt_tensor *t = lt_op_arange(L_CTX(L), a, b, step, dt);
   if (!t) return l_error_as(L, "arange"); /* an allocation failure is arange's */
   return l_push(L, t);
@@ -144,7 +159,7 @@ static int l_arange(lua_State *L) {
 static int l_eye(lua_State *L) {
   int64_t n = l_checkint(L, 1, "eye", "n", 0, L_INT_MAX);
   int64_t m = lua_isnoneornil(L, 2) ? n : l_checkint(L, 2, "eye", "m", 0, L_INT_MAX);
-  lt_tensor *t = lt_op_eye(L_CTX(L), n, m);
+  lt_tensor *t = lt_op_eye(L_CTX(L), n, m, l_checkdtype(L, 3, L_DEFAULT_DTYPE(L), "eye"));
   if (!t) return l_error_as(L, "eye"); /* the core's "tensor: the result [...] ..." is eye's */
   return l_push(L, t);
 }
@@ -156,6 +171,27 @@ static int like(lua_State *L, const char *name, double v) {
 }
 static int l_zeros_like(lua_State *L) { return like(L, "zeros_like", 0.0); }
 static int l_ones_like(lua_State *L) { return like(L, "ones_like", 1.0); }
+
+/* ---- the default dtype ----------------------------------------------------------------------------- */
+
+/* lt.set_default_dtype("float64" | "float32"): PyTorch's torch.set_default_dtype, floating types only. It is
+ * this Lua state's (a worker state lutra starts copies its parent's at its start: l_thread.c). */
+static int l_set_default_dtype(lua_State *L) {
+  const char *s = lua_type(L, 1) == LUA_TSTRING ? lua_tostring(L, 1) : NULL;
+  if (!s)
+    return l_errorf(L, "set_default_dtype: expected \"float32\" or \"float64\", got %s", luaL_typename(L, 1));
+  if (!strcmp(s, "int64") || !strcmp(s, "long"))
+    return l_errorf(L, "set_default_dtype: only floating-point types are supported as the default type, got '%s'", s);
+  if (strcmp(s, "float32") && strcmp(s, "float") && strcmp(s, "float64") && strcmp(s, "double"))
+    return l_errorf(L, "set_default_dtype: unknown dtype '%s' (expected \"float32\" or \"float64\")", s);
+  L_CTX(L)->default_dtype = (int)l_checkdtype(L, 1, LT_F32, "set_default_dtype");
+  return 0;
+}
+
+static int l_get_default_dtype(lua_State *L) {
+  lua_pushstring(L, L_DEFAULT_DTYPE(L) == LT_F64 ? "float64" : "float32");
+  return 1;
+}
 
 /* ---- in-place fills ------------------------------------------------------------------------- */
 
@@ -254,6 +290,8 @@ static const luaL_Reg functions[] = { { "tensor", l_tensor_new },
                                       { "set_rng_state", l_set_rng_state },
                                       { "random_integer", l_random_integer },
                                       { "randperm", l_randperm },
+                                      { "set_default_dtype", l_set_default_dtype },
+                                      { "get_default_dtype", l_get_default_dtype },
                                       { NULL, NULL } };
 
 /* Creation, fills and the RNG: expects the module table on top, after l_tensor_register. */

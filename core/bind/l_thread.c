@@ -42,6 +42,8 @@ typedef struct worker {
   l_msg *boot;        /* fn and its arguments */
   char *path, *cpath; /* the parent's package.path and package.cpath */
   lua_State *WL;      /* the worker's state while it runs (for the stop hook), under mu */
+  int default_dtype;  /* the parent's lt.get_default_dtype() at spawn: the worker starts with it, as a forked
+                         PyTorch DataLoader worker keeps torch's default dtype */
   pthread_t th;
   int started, joined, id;
 } worker;
@@ -189,6 +191,7 @@ static int l_thread_run(lua_State *L) {
   lua_rawset(L, LUA_REGISTRYINDEX);
   L_STATE(L)->ctx.num_threads = 1; /* a worker starts with one compute thread
                                       (the host's fills the other core) */
+  L_STATE(L)->ctx.default_dtype = w->default_dtype;
   lua_settop(L, 0);
   int n = l_carry_decode(L, w->boot, "lt.thread.spawn");
   lua_call(L, n - 1, LUA_MULTRET);
@@ -378,6 +381,7 @@ static int l_thread_spawn(lua_State *L) {
   atomic_init(&w->refs, 1);
   atomic_init(&w->stop, 0);
   w->boot = boot;
+  w->default_dtype = L_CTX(L)->default_dtype;
   w->path = package_string(L, "path");
   w->cpath = package_string(L, "cpath");
   h->w = w;

@@ -34,6 +34,8 @@ typedef struct l_box {
 
 #define L_STATE(L) ((l_state *)lua_touserdata((L), lua_upvalueindex(1)))
 #define L_CTX(L) (&L_STATE(L)->ctx)
+/* the dtype of what is created without one (lt.set_default_dtype: float32 or float64) */
+#define L_DEFAULT_DTYPE(L) ((lt_dtype)L_CTX(L)->default_dtype)
 
 /* Registers funcs into the table at the top of the stack with the two standard upvalues, and records each
  * closure's name for argument errors (l_argerror). l_setmethods is for methods (self is argument 1). */

@@ -82,6 +82,8 @@ static void panel(int64_t m, int64_t k, const float *a, int64_t lda, const float
 }
 #endif
 
+int64_t lt_gemm_small_m_nr(void) { return NR; }
+
 int64_t lt_gemm_small_m_packed_size(int64_t n, int64_t k) { return (n + NR - 1) / NR * NR * k; }
 
 void lt_gemm_small_m_pack_t(const float *w, int64_t n, int64_t k, float *packed) {

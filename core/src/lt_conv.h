@@ -1,5 +1,5 @@
 /*
- * lt_conv.h — the window arithmetic the convolution kernels share (nn_conv.c, nn_conv_general.c).
+ * lt_conv.h — the checks and window arithmetic the convolution kernels share (nn_conv.c, nn_conv_general.c).
  */
 #ifndef LT_CONV_H
 #define LT_CONV_H
@@ -7,11 +7,16 @@
 #include <stdint.h>
 
 #include "lt_ctx.h"
+#include "lt_tensor.h"
 
 /* The sizes a convolution derives from its input, weight and options: its output oshape [N x O x HO x WO] and the
  * unfolded input [K x PH x PW] of one item (K rows of PH*PW positions) must hold at most 2^62 elements each
  * (lt_size.h), checked before any of them is computed or allocated; fails naming op and the shape. */
 int lt_conv_check_sizes(lt_ctx *c, const char *op, const int64_t *oshape, int64_t K, int64_t PH, int64_t PW);
+
+/* LT_OK when input x, weight w and bias b (or NULL) are all float32 or all float64; else a message naming op and
+ * the dtypes ("conv2d: input is float32 and weight is float64: both must have the same float dtype") */
+int lt_conv_check_dtypes(lt_ctx *c, const char *op, const lt_tensor *x, const lt_tensor *w, const lt_tensor *b);
 
 /* range [lo, hi) of output positions o (of nout) whose input position o*S - P + off lies in [0, n): the columns an
  * unfolded kernel tap at offset off reads from the input, the rest being padding */

@@ -42,6 +42,7 @@ typedef struct lt_ctx {
   int detect_anomaly;   /* an op whose output (forward) or gradient (backward) is NaN/inf fails, named */
   struct lt_prof *prof; /* time per op and backward kernel into the loops' profiler (lt_prof.h); NULL: off */
   int autocast;         /* LT_AUTOCAST_OFF / _BF16 (lt_gemm_bf16.h): the GEMM ops' precision (lt.autocast) */
+  int default_dtype;    /* lt_dtype of what is created without a dtype (lt.set_default_dtype); 0 is LT_F32 */
 } lt_ctx;
 
 void lt_ctx_init(lt_ctx *c);

@@ -16,6 +16,9 @@
 
 /* Columns per panel of a packed B (and per register tile). */
 #define LT_GEMM_SM_NR 32
+/* The same, for callers that cannot read a C constant (bench/rnn_gemm.lua through the FFI): a packed B's ldb, and
+ * its panel_stride is this times k. */
+int64_t lt_gemm_small_m_nr(void);
 
 /* Whether this CPU runs the kernel (AVX-512F, checked once). */
 int lt_gemm_small_m_ok(void);

@@ -16,7 +16,7 @@
 /* --- creation and filling (ops_create.c; rand, randn, uniform_, normal_: ops_random.c) -------- */
 lt_tensor *lt_op_full(lt_ctx *c, lt_dtype dt, int ndim, const int64_t *shape, double v);
 lt_tensor *lt_op_arange(lt_ctx *c, double a, double b, double step, lt_dtype dt);
-lt_tensor *lt_op_eye(lt_ctx *c, int64_t n, int64_t m);
+lt_tensor *lt_op_eye(lt_ctx *c, int64_t n, int64_t m, lt_dtype dt);
 lt_tensor *lt_op_rand(lt_ctx *c, int ndim, const int64_t *shape);
 lt_tensor *lt_op_randn(lt_ctx *c, int ndim, const int64_t *shape);
 int lt_op_fill_(lt_ctx *c, lt_tensor *t, double v);
@@ -28,9 +28,10 @@ void lt_normal_fill_f32(lt_ctx *c, float *p, int64_t n, double mean, double std)
 /* int64 values uniform in [low, high) */
 lt_tensor *lt_op_randint(lt_ctx *c, int64_t low, int64_t high, int ndim, const int64_t *shape);
 lt_tensor *lt_op_bernoulli(lt_ctx *c, lt_tensor *p); /* 0/1 float32, p in [0, 1] */
+lt_tensor *lt_op_poisson(lt_ctx *c, lt_tensor *rates); /* ops_poisson.c: rates' dtype, rates finite >= 0 */
 /* n 0-based category indices per row of p (1-D or 2-D weights) */
 lt_tensor *lt_op_multinomial(lt_ctx *c, lt_tensor *p, int64_t n, int replacement);
-lt_tensor *lt_op_linspace(lt_ctx *c, double a, double b, int64_t n);
+lt_tensor *lt_op_linspace(lt_ctx *c, double a, double b, int64_t n, lt_dtype dt); /* float32 or float64 */
 int lt_op_copy_(lt_ctx *c, lt_tensor *dst, lt_tensor *src);      /* broadcasts src, converts dtype */
 lt_tensor *lt_op_clone(lt_ctx *c, lt_tensor *t);                 /* differentiable, contiguous */
 lt_tensor *lt_op_contiguous(lt_ctx *c, lt_tensor *t);            /* retains t when already contiguous */
@@ -172,8 +173,8 @@ lt_tensor *lt_op_math(lt_ctx *c, lt_mathop op, lt_tensor *a);
 typedef enum lt_classop { LT_ISNAN, LT_ISINF, LT_ISFINITE } lt_classop;
 lt_tensor *lt_op_classify(lt_ctx *c, lt_classop op, lt_tensor *a); /* float32 0/1, like comparisons */
 
-/* --- more elementwise maths, float32 and float64 from one body, differentiable (ops_fn.c; the special functions
- * series: fn_special.h). int64 input computes in float32, as PyTorch promotes. ---------------------------------- */
+/* --- more elementwise maths, float32 and float64 from one body, differentiable (ops_special.c; the special
+ * functions' series: special_math.h). int64 input computes in float32, as PyTorch promotes. --------------------- */
 // clang-format off
 #define LT_FN_LIST(X) \
   X(LT_FN_TAN, "tan") X(LT_FN_ASIN, "asin") X(LT_FN_ACOS, "acos") X(LT_FN_ATAN, "atan") \
@@ -189,7 +190,7 @@ const char *lt_fnop_name(lt_fnop op);
 /* p: logit's eps (x clamped to [eps, 1 - eps] first; a negative eps: none, as None in PyTorch); 0 for the others */
 lt_tensor *lt_op_fn(lt_ctx *c, lt_fnop op, lt_tensor *a, double p);
 int lt_op_fn_(lt_ctx *c, lt_fnop op, lt_tensor *a, double p);
-/* Binary maths with broadcasting (ops_fn_binary.c): float64 when either operand is, int64 when both are (not
+/* Binary maths with broadcasting (ops_special_binary.c): float64 when either operand is, int64 when both are (not
  * atan2 or copysign, which give float32), float32 otherwise. floor_divide has no gradient (as PyTorch's). */
 // clang-format off
 #define LT_FN2_LIST(X) \

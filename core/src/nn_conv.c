@@ -210,6 +210,18 @@ int lt_conv_check_sizes(lt_ctx *c, const char *op, const int64_t *oshape, int64_
   return lt_fail(c, LT_E_SIZE, op, b);
 }
 
+int lt_conv_check_dtypes(lt_ctx *c, const char *op, const lt_tensor *x, const lt_tensor *w, const lt_tensor *b) {
+  const lt_dtype d = x->dtype;
+  if (d != LT_F32 && d != LT_F64) return lt_check_dtype(c, op, "input", x, LT_F32);
+  if (w->dtype != d)
+    return lt_fail(c, "%s: input is %s and weight is %s: both must have the same float dtype", op, lt_dtype_name(d),
+                   lt_dtype_name(w->dtype));
+  if (b && b->dtype != d)
+    return lt_fail(c, "%s: input is %s, weight %s, bias %s: all must have the same float dtype", op, lt_dtype_name(d),
+                   lt_dtype_name(w->dtype), lt_dtype_name(b->dtype));
+  return LT_OK;
+}
+
 static float *scratch(lt_ctx *c, int64_t n) {
   float *p = lt_alloc(sizeof(float) * (size_t)n);
   if (!p) lt_fail(c, LT_E_OOM, sizeof(float) * (size_t)n);
@@ -549,8 +561,15 @@ lt_tensor *lt_nn_conv2d(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, int
 lt_tensor *lt_nn_conv2d_act(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, int sh, int sw, int ph, int pw,
                             lt_act act) {
   char b1[128], b2[128];
-  if (lt_check_dtype(c, "conv2d", "input", x, LT_F32) || lt_check_dtype(c, "conv2d", "weight", w, LT_F32)) return NULL;
-  if (b && lt_check_dtype(c, "conv2d", "bias", b, LT_F32)) return NULL;
+  if (lt_conv_check_dtypes(c, "conv2d", x, w, b)) return NULL;
+  if (x->dtype == LT_F64) { /* float64 takes nn_conv_general.c's im2col + dgemm, then the activation as its op */
+    const int s[2] = { sh, sw }, p[2] = { ph, pw }, d[2] = { 1, 1 };
+    lt_tensor *y = lt_nn_conv2d_ex(c, x, w, b, s, p, d, 1);
+    if (!y || act != LT_ACT_RELU) return y;
+    lt_tensor *r = lt_op_unary(c, LT_RELU, y);
+    lt_tensor_release(y);
+    return r;
+  }
   if (w->ndim != 4) {
     lt_fail(c, "conv2d: weight must be 4-D [out_channels x in_channels x kh x kw], got %s",
             lt_shape_str(w, b1, sizeof b1));

@@ -12,9 +12,11 @@
  * Dilation 1 with one group goes to nn_conv.c's tuned kernel instead (lt_nn_conv2d_ex dispatches); one input
  * channel per group (depthwise) to the direct kernels of nn_conv_depthwise.c (conv_run dispatches).
  */
+#include <limits.h>
 #include <string.h>
 
 #include "lt_alloc.h"
+#include "lt_blas.h"
 #include "lt_conv.h"
 #include "lt_conv_dw.h"
 #include "lt_ctx.h"
@@ -35,36 +37,36 @@ static int64_t g_og(const gconv_geom *g) { return g->O / g->G; }             /* 
 static int64_t g_kg(const gconv_geom *g) { return g_cg(g) * g->KH * g->KW; } /* rows of one group's col */
 static int64_t g_p(const gconv_geom *g) { return g->HO * g->WO; }
 
-/* col [Cg*KH*KW, HO*WO] (rows ld apart) of the Cg channels starting at x (zeros where the dilated window is in
- * the padding); with add, the adjoint instead: x += fold(col) */
-LT_VECTOR_FN static void unfold_or_fold(const gconv_geom *g, float *x, float *col, int64_t ld, int add) {
-  const int64_t HO = g->HO, WO = g->WO, P = HO * WO;
-  for (int64_t ch = 0; ch < g_cg(g); ch++)
-    for (int64_t ki = 0; ki < g->KH; ki++) {
-      int64_t oh_lo, oh_hi;
-      lt_conv_valid_range(ki * g->DH, g->SH, g->PH, g->H, HO, &oh_lo, &oh_hi);
-      for (int64_t kj = 0; kj < g->KW; kj++) {
-        float *row = col + ((ch * g->KH + ki) * g->KW + kj) * ld;
-        int64_t lo, hi;
-        lt_conv_valid_range(kj * g->DW, g->SW, g->PW, g->W, WO, &lo, &hi);
-        if (!add) memset(row, 0, sizeof(float) * (size_t)P);
-        float *base = x + ch * g->H * g->W - g->PW + kj * g->DW;
-        for (int64_t oh = oh_lo; oh < oh_hi; oh++) {
-          float *restrict xr = base + (oh * g->SH - g->PH + ki * g->DH) * g->W;
-          float *restrict cr = row + oh * WO;
-          if (add)
-            for (int64_t ow = lo; ow < hi; ow++) xr[ow * g->SW] += cr[ow];
-          else
-            for (int64_t ow = lo; ow < hi; ow++) cr[ow] = xr[ow * g->SW];
-        }
-      }
-    }
+/* the first element of a contiguous tensor, in its dtype */
+static void *data(const lt_tensor *t) { return (char *)t->storage->data + (size_t)t->offset * lt_dtype_size(t->dtype); }
+
+static void *conv_scratch(lt_ctx *c, size_t es, int64_t n) {
+  void *p = lt_alloc(es * (size_t)n);
+  if (!p) lt_fail(c, LT_E_OOM, es * (size_t)n);
+  return p;
 }
 
-static float *scratch(lt_ctx *c, int64_t n) {
-  float *p = lt_alloc(sizeof(float) * (size_t)n);
-  if (!p) lt_fail(c, LT_E_OOM, sizeof(float) * (size_t)n);
-  return p;
+/* lt_gemm's contract for float64, on the BLAS's dgemm */
+static int gemm_f64(lt_ctx *c, int transa, int transb, int64_t m, int64_t n, int64_t k, double alpha, const double *a,
+                    int64_t lda, const double *b, int64_t ldb, double beta, double *cc, int64_t ldc) {
+  if (m > INT_MAX || n > INT_MAX || k > INT_MAX || lda > INT_MAX || ldb > INT_MAX || ldc > INT_MAX)
+    return lt_fail(c, LT_E_BLAS_SIZE);
+  if (m == 0 || n == 0) return LT_OK;
+  if (lt_blas_ready(c)) return LT_ERR;
+  if (k == 0) {
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < n; j++) cc[i * ldc + j] = beta == 0 ? 0 : beta * cc[i * ldc + j];
+    return LT_OK;
+  }
+  lt_blas_dgemm(transa, transb, (int)m, (int)n, (int)k, alpha, a, (int)(lda ? lda : 1), b, (int)(ldb ? ldb : 1), beta,
+                cc, (int)(ldc ? ldc : 1));
+  return LT_OK;
+}
+
+static double sum_f64(const double *p, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; i++) s += p[i];
+  return s;
 }
 
 /* The three passes, per chunk of nb items and per group, over one col buffer [Kg, nb*P] (item i's columns at
@@ -79,50 +81,36 @@ typedef enum conv_pass { CONV_FORWARD, CONV_INPUT_GRAD, CONV_WEIGHT_GRAD } conv_
 #define CONV_PAR_MIN (INT64_C(1) << 15)      /* floats unfolded or folded below which the pool does not pay */
 #define CONV_CHUNK_MAX_P 512                 /* output planes (HO*WO) from which items go one at a time */
 
-typedef struct fold_job {
-  const gconv_geom *g;
-  float *x;   /* the chunk's first item, at its group's first channel */
-  float *col; /* [Kg, nb*P] */
-  int64_t nb, add;
-} fold_job;
+/* the kernels of both dtypes from one source (conv_unfold.h): *_f32 and *_f64 */
+#define CONV_T float
+#define CONV_SFX f32
+#define CONV_GEMM lt_gemm
+#define CONV_SUM lt_sum_f32 /* vector lanes, then double */
+#include "conv_unfold.h"
+#undef CONV_T
+#undef CONV_SFX
+#undef CONV_GEMM
+#undef CONV_SUM
+#define CONV_T double
+#define CONV_SFX f64
+#define CONV_GEMM gemm_f64
+#define CONV_SUM sum_f64
+#include "conv_unfold.h"
+#undef CONV_T
+#undef CONV_SFX
+#undef CONV_GEMM
+#undef CONV_SUM
 
-static void fold_part(void *arg, int part, int nparts) {
-  const fold_job *j = arg;
-  const gconv_geom *g = j->g;
-  int64_t lo, hi;
-  lt_pool_range(j->nb, part, nparts, 1, &lo, &hi);
-  for (int64_t i = lo; i < hi; i++)
-    unfold_or_fold(g, j->x + i * g->C * g->H * g->W, j->col + i * g_p(g), j->nb * g_p(g), (int)j->add);
-}
-
-/* col <- the unfold of nb items from x (add 0), or x += their folds from col (add 1) */
-static void fold_items(lt_ctx *c, const gconv_geom *g, float *x, float *col, int64_t nb, int add) {
-  fold_job j = { g, x, col, nb, add };
-  int parts = lt_pool_parts(c->num_threads, g_kg(g) * nb * g_p(g), CONV_PAR_MIN);
-  if (parts > nb) parts = (int)nb;
-  if (parts > 1) lt_pool_run(fold_part, &j, parts);
-  else fold_part(&j, 0, 1);
-}
-
-/* t [Og, nb*P] <-> the chunk's planes in y [.., O, P] from item 0 at its group's first channel (to_t: gather) */
-static void gather_or_scatter(const gconv_geom *g, float *y, float *t, int64_t nb, int to_t) {
-  const int64_t P = g_p(g), Og = g_og(g);
-  for (int64_t i = 0; i < nb; i++)
-    for (int64_t o = 0; o < Og; o++) {
-      float *yr = y + (i * g->O + o) * P, *tr = t + o * nb * P + i * P;
-      if (to_t) memcpy(tr, yr, sizeof(float) * (size_t)P);
-      else memcpy(yr, tr, sizeof(float) * (size_t)P);
-    }
-}
-
-static int conv_run(lt_ctx *c, const gconv_geom *g, conv_pass pass, const float *in, const float *other, float *out) {
-  const int64_t Kg = g_kg(g), P = g_p(g), Og = g_og(g), Cg = g_cg(g), HW = g->H * g->W;
-  /* depthwise (groups of one input channel): no col buffer, no per-plane GEMMs. One group of one channel is
-   * not: there the "channel multiplier" is every output channel (a transposed convolution to 1 channel, as a
-   * DCGAN's last layer, 32->1 k4 s2: 5x slower in the direct kernel's stride-2 scatter than one GEMM per item) */
-  if (Cg == 1 && g->G > 1 && g->KH * g->KW <= LT_CONV_DW_MAX_TAPS) {
-    const lt_dw_geom d = { g->N,  g->C,  Og,    g->H,  g->W,  g->HO, g->WO, g->KH,
-                           g->KW, g->SH, g->SW, g->PH, g->PW, g->DH, g->DW };
+/* a pass in the tensors' dtype (in, other and out share it); float32 depthwise (groups of one input channel)
+ * takes the direct kernels, with no col buffer and no per-plane GEMMs. One group of one channel does not: there
+ * the "channel multiplier" is every output channel (a transposed convolution to 1 channel, as a DCGAN's last
+ * layer, 32->1 k4 s2: 5x slower in the direct kernel's stride-2 scatter than one GEMM per item) */
+static int conv_run(lt_ctx *c, const gconv_geom *g, conv_pass pass, lt_dtype dt, const void *in, const void *other,
+                    void *out) {
+  if (dt == LT_F64) return conv_run_f64(c, g, pass, in, other, out, NULL, NULL);
+  if (g_cg(g) == 1 && g->G > 1 && g->KH * g->KW <= LT_CONV_DW_MAX_TAPS) {
+    const lt_dw_geom d = { g->N,  g->C,  g_og(g), g->H,  g->W,  g->HO, g->WO, g->KH,
+                           g->KW, g->SH, g->SW,   g->PH, g->PW, g->DH, g->DW };
     switch (pass) {
       case CONV_FORWARD: lt_conv_dw_forward(c, &d, in, other, out); break;
       case CONV_INPUT_GRAD: lt_conv_dw_input_grad(c, &d, in, other, out); break;
@@ -130,66 +118,31 @@ static int conv_run(lt_ctx *c, const gconv_geom *g, conv_pass pass, const float 
     }
     return LT_OK;
   }
-  /* small planes only: a plane of CONV_CHUNK_MAX_P columns or more makes a wide enough GEMM alone, and then the
-   * item's [Og, P] block of y (or gy) is the GEMM's operand itself, with no gather or scatter */
-  int64_t nb = P < CONV_CHUNK_MAX_P ? CONV_CHUNK_FLOATS / (Kg * P > 0 ? Kg * P : 1) : 1;
-  nb = nb < 1 ? 1 : nb > g->N ? g->N : nb;
-  const int64_t tsize = nb > 1 ? Og * nb * P : 0;
-  float *col = scratch(c, Kg * nb * P), *tbuf = col && tsize ? scratch(c, tsize) : NULL;
-  if (!col || (tsize && !tbuf)) {
-    if (col) lt_free(col, sizeof(float) * (size_t)(Kg * nb * P));
-    return LT_ERR;
-  }
-  int rc = LT_OK;
-  for (int64_t n0 = 0; n0 < g->N && !rc; n0 += nb) {
-    const int64_t m = n0 + nb <= g->N ? nb : g->N - n0, L = m * P; /* the chunk's items and columns */
-    for (int64_t gr = 0; gr < g->G && !rc; gr++) {
-      const int64_t xo = (n0 * g->C + gr * Cg) * HW, yo = (n0 * g->O + gr * Og) * P, wo = gr * Og * Kg;
-      /* the chunk's outputs [Og, L]: the gathered buffer, or the one item's block in place */
-      const float *plane = pass == CONV_FORWARD ? out + yo : pass == CONV_INPUT_GRAD ? in + yo : other + yo;
-      float *t = m > 1 ? tbuf : (float *)plane;
-      switch (pass) {
-        case CONV_FORWARD:
-          fold_items(c, g, (float *)in + xo, col, m, 0);
-          rc = lt_gemm(c, 0, 0, Og, L, Kg, 1.0f, other + wo, Kg, col, L, 0.0f, t, L);
-          if (!rc && m > 1) gather_or_scatter(g, out + yo, t, m, 0);
-          break;
-        case CONV_INPUT_GRAD:
-          if (m > 1) gather_or_scatter(g, (float *)in + yo, t, m, 1);
-          rc = lt_gemm(c, 1, 0, Kg, L, Og, 1.0f, other + wo, Kg, t, L, 0.0f, col, L);
-          if (!rc) fold_items(c, g, out + xo, col, m, 1);
-          break;
-        case CONV_WEIGHT_GRAD:
-          fold_items(c, g, (float *)in + xo, col, m, 0);
-          if (m > 1) gather_or_scatter(g, (float *)other + yo, t, m, 1);
-          rc = lt_gemm(c, 0, 1, Og, Kg, L, 1.0f, t, L, col, L, 1.0f, out + wo, Kg);
-          break;
-      }
-    }
-  }
-  lt_free(col, sizeof(float) * (size_t)(Kg * nb * P));
-  if (tbuf) lt_free(tbuf, sizeof(float) * (size_t)tsize);
-  return rc;
+  return conv_run_f32(c, g, pass, in, other, out, NULL, NULL);
 }
 
-/* y [N, Ch, P] += b[ch] */
-static void add_bias(float *y, const float *b, int64_t N, int64_t Ch, int64_t P) {
-  for (int64_t n = 0; n < N; n++)
-    for (int64_t o = 0; o < Ch; o++) {
-      float *row = y + (n * Ch + o) * P;
-      for (int64_t p = 0; p < P; p++) row[p] += b[o];
-    }
+/* CONV_FORWARD into out and CONV_WEIGHT_GRAD of (in, wg_gy) into wg_out: one unfold of in for both on the GEMM
+ * path, two passes where conv_run takes the depthwise kernels */
+static int conv_run_fwd_wg(lt_ctx *c, const gconv_geom *g, lt_dtype dt, const void *in, const void *w, void *out,
+                           const void *wg_gy, void *wg_out) {
+  if (dt == LT_F64) return conv_run_f64(c, g, CONV_FORWARD, in, w, out, wg_gy, wg_out);
+  if (g_cg(g) == 1 && g->G > 1)
+    return conv_run(c, g, CONV_FORWARD, dt, in, w, out) || conv_run(c, g, CONV_WEIGHT_GRAD, dt, in, wg_gy, wg_out);
+  return conv_run_f32(c, g, CONV_FORWARD, in, w, out, wg_gy, wg_out);
+}
+
+/* y [N, Ch, P] += b[ch] in y's dtype */
+static void add_bias(lt_tensor *y, const lt_tensor *b, int64_t N, int64_t Ch, int64_t P) {
+  if (y->dtype == LT_F64) add_bias_f64(lt_f64(y), lt_f64(b), N, Ch, P);
+  else add_bias_f32(lt_f32(y), lt_f32(b), N, Ch, P);
 }
 
 /* gb [Ch] = sums of gy [N, Ch, P] over the batch and the plane */
-static lt_tensor *bias_grad(lt_ctx *c, const float *gy, int64_t N, int64_t Ch, int64_t P) {
-  lt_tensor *gb = lt_tensor_new(c, LT_F32, 1, &Ch);
+static lt_tensor *bias_grad(lt_ctx *c, const lt_tensor *gy, int64_t N, int64_t Ch, int64_t P) {
+  lt_tensor *gb = lt_tensor_new(c, gy->dtype, 1, &Ch);
   if (!gb) return NULL;
-  for (int64_t o = 0; o < Ch; o++) {
-    double s = 0;
-    for (int64_t n = 0; n < N; n++) s += lt_sum_f32(gy + (n * Ch + o) * P, P);
-    lt_f32(gb)[o] = (float)s;
-  }
+  if (gy->dtype == LT_F64) bias_sums_f64(lt_f64(gy), N, Ch, P, lt_f64(gb));
+  else bias_sums_f32(lt_f32(gy), N, Ch, P, lt_f32(gb));
   return gb;
 }
 
@@ -197,8 +150,7 @@ static lt_tensor *bias_grad(lt_ctx *c, const float *gy, int64_t N, int64_t Ch, i
 static int check_common(lt_ctx *c, const char *op, lt_tensor *x, lt_tensor *w, lt_tensor *b, int64_t bias_len,
                         const int *s, const int *p, const int *d, int groups) {
   char b1[128], b2[128];
-  if (lt_check_dtype(c, op, "input", x, LT_F32) || lt_check_dtype(c, op, "weight", w, LT_F32)) return LT_ERR;
-  if (b && lt_check_dtype(c, op, "bias", b, LT_F32)) return LT_ERR;
+  if (lt_conv_check_dtypes(c, op, x, w, b)) return LT_ERR;
   if (x->ndim != 4)
     return lt_fail(c, "%s: input must be 4-D [batch x channels x height x width], got %s", op,
                    lt_shape_str(x, b1, sizeof b1));
@@ -241,23 +193,29 @@ static int gconv_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gi
   memcpy(&g, n->i, sizeof g);
   lt_tensor *gc = lt_op_contiguous(c, gout), *xc = NULL, *wc = NULL, *gx = NULL, *gw = NULL, *gb = NULL;
   if (!gc) return LT_ERR;
-  const float *gy = lt_f32(gc);
-  if (x->requires_grad) {
+  const lt_dtype dt = gc->dtype;
+  const void *gy = data(gc);
+  if (g.T && x->requires_grad && w->requires_grad) { /* both gradients unfold gy: once */
+    if (!(wc = lt_op_contiguous(c, w)) || !(xc = lt_op_contiguous(c, x)) || !(gx = lt_tensor_new(c, dt, 4, x->shape)) ||
+        !(gw = lt_tensor_zeros(c, dt, 4, w->shape)) ||
+        conv_run_fwd_wg(c, &g, dt, gy, data(wc), data(gx), data(xc), data(gw)))
+      goto fail;
+  } else if (x->requires_grad) {
     if (!(wc = lt_op_contiguous(c, w))) goto fail;
-    if (g.T ? !(gx = lt_tensor_new(c, LT_F32, 4, x->shape)) || conv_run(c, &g, CONV_FORWARD, gy, lt_f32(wc), lt_f32(gx))
-            : !(gx = lt_tensor_zeros(c, LT_F32, 4, x->shape)) ||
-                  conv_run(c, &g, CONV_INPUT_GRAD, gy, lt_f32(wc), lt_f32(gx)))
+    if (g.T ? !(gx = lt_tensor_new(c, dt, 4, x->shape)) || conv_run(c, &g, CONV_FORWARD, dt, gy, data(wc), data(gx))
+            : !(gx = lt_tensor_zeros(c, dt, 4, x->shape)) ||
+                  conv_run(c, &g, CONV_INPUT_GRAD, dt, gy, data(wc), data(gx)))
       goto fail;
   }
-  if (w->requires_grad) {
-    if (!(xc = lt_op_contiguous(c, x)) || !(gw = lt_tensor_zeros(c, LT_F32, 4, w->shape))) goto fail;
-    if (g.T ? conv_run(c, &g, CONV_WEIGHT_GRAD, gy, lt_f32(xc), lt_f32(gw))
-            : conv_run(c, &g, CONV_WEIGHT_GRAD, lt_f32(xc), gy, lt_f32(gw)))
+  if (w->requires_grad && !gw) {
+    if (!(xc = lt_op_contiguous(c, x)) || !(gw = lt_tensor_zeros(c, dt, 4, w->shape))) goto fail;
+    if (g.T ? conv_run(c, &g, CONV_WEIGHT_GRAD, dt, gy, data(xc), data(gw))
+            : conv_run(c, &g, CONV_WEIGHT_GRAD, dt, data(xc), gy, data(gw)))
       goto fail;
   }
   /* the bias is on the output: the convolution's [N, O, P], the transpose's [N, C, H*W] */
   if (b && b->requires_grad &&
-      !(gb = g.T ? bias_grad(c, gy, g.N, g.C, g.H * g.W) : bias_grad(c, gy, g.N, g.O, g_p(&g))))
+      !(gb = g.T ? bias_grad(c, gc, g.N, g.C, g.H * g.W) : bias_grad(c, gc, g.N, g.O, g_p(&g))))
     goto fail;
   gin[0] = gx;
   gin[1] = gw;
@@ -282,9 +240,10 @@ static lt_tensor *run_forward(lt_ctx *c, const char *op, const gconv_geom *g, lt
   const int64_t oshape[4] = { g->N, g->T ? g->C : g->O, g->T ? g->H : g->HO, g->T ? g->W : g->WO };
   lt_tensor *xc, *wc, *bc;
   if (contiguous3(c, x, w, b, &xc, &wc, &bc)) return NULL;
-  lt_tensor *out = g->T ? lt_tensor_zeros(c, LT_F32, 4, oshape) : lt_tensor_new(c, LT_F32, 4, oshape);
-  int rc = out ? conv_run(c, g, g->T ? CONV_INPUT_GRAD : CONV_FORWARD, lt_f32(xc), lt_f32(wc), lt_f32(out)) : LT_ERR;
-  if (!rc && b) add_bias(lt_f32(out), lt_f32(bc), g->N, oshape[1], oshape[2] * oshape[3]);
+  lt_tensor *out = g->T ? lt_tensor_zeros(c, x->dtype, 4, oshape) : lt_tensor_new(c, x->dtype, 4, oshape);
+  int rc =
+      out ? conv_run(c, g, g->T ? CONV_INPUT_GRAD : CONV_FORWARD, x->dtype, data(xc), data(wc), data(out)) : LT_ERR;
+  if (!rc && b) add_bias(out, bc, g->N, oshape[1], oshape[2] * oshape[3]);
   lt_tensor_release(xc);
   lt_tensor_release(wc);
   lt_tensor_release(bc);
@@ -306,7 +265,8 @@ lt_tensor *lt_nn_conv2d_ex(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, 
   const char *op = "conv2d";
   char b1[128], b2[128];
   if (check_common(c, op, x, w, b, w->ndim == 4 ? w->shape[0] : 0, stride, padding, dilation, groups)) return NULL;
-  if (dilation[0] == 1 && dilation[1] == 1 && groups == 1) /* the tuned kernel (and its fused forms) */
+  /* float32 without dilation or groups: the tuned kernel (and its fused forms) */
+  if (x->dtype == LT_F32 && dilation[0] == 1 && dilation[1] == 1 && groups == 1)
     return lt_nn_conv2d(c, x, w, b, stride[0], stride[1], padding[0], padding[1]);
   if (w->shape[0] % groups) {
     lt_fail(c, "%s: out_channels %lld are not divisible by groups %d (weight %s)", op, (long long)w->shape[0], groups,

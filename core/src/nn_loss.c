@@ -1,7 +1,8 @@
 /*
  * nn_loss.c — fused losses with their backward rules: cross_entropy (log-softmax + NLL in one pass,
  * class weights, ignore_index, label smoothing), nll_loss, mse_loss, l1_loss and
- * binary_cross_entropy_with_logits (stable form, optional pos_weight). Sums are taken in double.
+ * binary_cross_entropy_with_logits (stable form, optional pos_weight). Sums are taken in double; every loss
+ * takes float32 or float64 (its loops are written once for both, as macros over the element type).
  *
  * Class dimension is dim 2 (Lua) of [N, C] or [N, C, d...]; targets are [N] or [N, d...], 0-based
  * here (the binding converts from Lua's 1-based classes) and printed 1-based in messages.
@@ -19,7 +20,8 @@
 static int class_dims(lt_ctx *c, const char *op, const char *what, lt_tensor *x, lt_tensor *t, lt_tensor *w, int64_t *N,
                       int64_t *C, int64_t *inner) {
   char b1[128], b2[128];
-  if (lt_check_dtype(c, op, what, x, LT_F32) || lt_check_dtype(c, op, "target", t, LT_I64)) return LT_ERR;
+  if ((x->dtype != LT_F64 && lt_check_dtype(c, op, what, x, LT_F32)) || lt_check_dtype(c, op, "target", t, LT_I64))
+    return LT_ERR;
   if (x->ndim < 2)
     return lt_fail(c, "%s: %s must be [batch x classes] (or [batch x classes x d...]), got %s", op, what,
                    lt_shape_str(x, b1, sizeof b1));
@@ -33,7 +35,10 @@ static int class_dims(lt_ctx *c, const char *op, const char *what, lt_tensor *x,
   *inner = 1;
   for (int d = 2; d < x->ndim; d++) *inner *= x->shape[d];
   if (w) {
-    if (lt_check_dtype(c, op, "weight", w, LT_F32)) return LT_ERR;
+    if (lt_is_float(w->dtype) && w->dtype != x->dtype)
+      return lt_fail(c, "%s: %s is %s and weight is %s: both must have the same float dtype", op, what,
+                     lt_dtype_name(x->dtype), lt_dtype_name(w->dtype));
+    if (lt_check_dtype(c, op, "weight", w, x->dtype)) return LT_ERR;
     if (w->ndim != 1 || w->shape[0] != *C)
       return lt_fail(c, "%s: weight must be [%lld] (one per class), got %s", op, (long long)*C,
                      lt_shape_str(w, b1, sizeof b1));
@@ -53,14 +58,9 @@ static int check_targets(lt_ctx *c, const char *op, const int64_t *t, int64_t n,
 static lt_tensor *loss_out_dt(lt_ctx *c, lt_reduction red, int ndim, const int64_t *shape, lt_dtype dt) {
   return red == LT_REDUCE_NONE ? lt_tensor_new(c, dt, ndim, shape) : lt_tensor_new(c, dt, 0, NULL);
 }
-static lt_tensor *loss_out(lt_ctx *c, lt_reduction red, int ndim, const int64_t *shape) {
-  return loss_out_dt(c, red, ndim, shape, LT_F32);
-}
 
-/* upstream gradient of sample s: gout[s] for none, the scalar otherwise */
-static inline float go_at(const float *pg, lt_reduction red, int64_t s) {
-  return red == LT_REDUCE_NONE ? pg[s] : pg[0];
-}
+/* upstream gradient of sample s: gout[s] for none, the scalar otherwise (pg float or double) */
+#define GO_AT(pg, red, s) ((double)((red) == LT_REDUCE_NONE ? (pg)[s] : (pg)[0]))
 
 /* the class losses' inputs made contiguous: logits *xc, targets *tc and the class weights *wc (NULL without);
  * LT_ERR, with nothing held, when one cannot be allocated */
@@ -106,6 +106,14 @@ LT_VECTOR_FN static double row_lse(const float *x, int64_t C) {
   return (double)mx + log(se);
 }
 
+/* float64's: libm's exp, for its precision */
+static double row_lse_f64(const double *x, int64_t C) {
+  double mx = -INFINITY, se = 0;
+  for (int64_t j = 0; j < C; j++) mx = x[j] > mx || isnan(x[j]) ? x[j] : mx;
+  for (int64_t j = 0; j < C; j++) se += exp(x[j] - mx);
+  return mx + log(se);
+}
+
 /* Gradient of one contiguous row: g_j = a (p_j - [j == t]) + b (W p_j - w_j), p = exp(x - lse). */
 LT_VECTOR_FN static void row_grad(const float *x, float *g, int64_t C, int64_t t, float lse, float a, float b, float W,
                                   const float *w) {
@@ -118,6 +126,83 @@ LT_VECTOR_FN static void row_grad(const float *x, float *g, int64_t C, int64_t t
     }
   g[t] -= a;
 }
+static void row_grad_f64(const double *x, double *g, int64_t C, int64_t t, double lse, double a, double b, double W,
+                         const double *w) {
+  for (int64_t j = 0; j < C; j++) {
+    double p = exp(x[j] - lse);
+    g[j] = a * p + (b != 0 ? b * (W * p - (w ? w[j] : 1.0)) : 0);
+  }
+  g[t] -= a;
+}
+
+/* cross_entropy's loops, written once for float and double (T, accessor P, contiguous-row kernels ROW_LSE
+ * and ROW_GRAD); sums in double either way */
+#define CE_BACKWARD_LOOP(T, P, ROW_GRAD)                                                    \
+  {                                                                                         \
+    const T *px = P(xc), *pg = P(gc), *lse = P(n->saved[0]);                                \
+    const int64_t *pt = lt_i64(n->saved[1]);                                                \
+    const T *pw = n->saved[2] ? P(n->saved[2]) : NULL;                                      \
+    double W = 0;                                                                           \
+    if (pw)                                                                                 \
+      for (int64_t k = 0; k < C; k++) W += pw[k];                                           \
+    else W = (double)C;                                                                     \
+    T *po = P(gx);                                                                          \
+    for (int64_t i = 0; i < N; i++)                                                         \
+      for (int64_t k = 0; k < inner; k++) {                                                 \
+        int64_t s = i * inner + k, base = i * C * inner + k;                                \
+        int64_t t = pt[s];                                                                  \
+        if (t == ignore) {                                                                  \
+          for (int64_t j = 0; j < C; j++) po[base + j * inner] = 0;                         \
+          continue;                                                                         \
+        }                                                                                   \
+        double go = GO_AT(pg, red, s);                                                      \
+        double a = (1 - eps) * (pw ? pw[t] : 1.0) * sn * go, b = eps / (double)C * ss * go; \
+        double l = lse[s];                                                                  \
+        if (inner == 1) {                                                                   \
+          ROW_GRAD(px + base, po + base, C, t, (T)l, (T)a, (T)b, (T)W, pw);                 \
+          continue;                                                                         \
+        }                                                                                   \
+        for (int64_t j = 0; j < C; j++) {                                                   \
+          double p = exp((double)px[base + j * inner] - l);                                 \
+          double gj = a * (p - (j == t)) + (b != 0 ? b * (W * p - (pw ? pw[j] : 1.0)) : 0); \
+          po[base + j * inner] = (T)gj;                                                     \
+        }                                                                                   \
+      }                                                                                     \
+  }
+#define CE_FORWARD_LOOP(T, P, ROW_LSE)                                                                \
+  {                                                                                                   \
+    const T *px = P(xc), *pw = wc ? P(wc) : NULL;                                                     \
+    T *pl = P(lse), *po = P(out);                                                                     \
+    for (int64_t i = 0; i < N; i++)                                                                   \
+      for (int64_t k = 0; k < inner; k++) {                                                           \
+        int64_t s = i * inner + k, base = i * C * inner + k;                                          \
+        double l;                                                                                     \
+        if (inner == 1) {                                                                             \
+          l = ROW_LSE(px + base, C);                                                                  \
+        } else {                                                                                      \
+          double mx = -INFINITY;                                                                      \
+          for (int64_t j = 0; j < C; j++) mx = px[base + j * inner] > mx ? px[base + j * inner] : mx; \
+          double se = 0;                                                                              \
+          for (int64_t j = 0; j < C; j++) se += exp((double)px[base + j * inner] - mx);               \
+          l = mx + log(se);                                                                           \
+        }                                                                                             \
+        pl[s] = (T)l;                                                                                 \
+        int64_t t = pt[s];                                                                            \
+        if (t == ignore) {                                                                            \
+          if (red == LT_REDUCE_NONE) po[s] = 0;                                                       \
+          continue;                                                                                   \
+        }                                                                                             \
+        double wt = pw ? pw[t] : 1.0;                                                                 \
+        double nll = wt * (l - px[base + t * inner]);                                                 \
+        double smooth = 0;                                                                            \
+        if (eps > 0)                                                                                  \
+          for (int64_t j = 0; j < C; j++) smooth += (pw ? pw[j] : 1.0) * (l - px[base + j * inner]);  \
+        wsum += wt;                                                                                   \
+        tot_nll += nll;                                                                               \
+        tot_smooth += smooth;                                                                         \
+        if (red == LT_REDUCE_NONE) po[s] = (T)((1 - eps) * nll + eps / (double)C * smooth);           \
+      }                                                                                               \
+  }
 
 /* node: i = {red, ignore, N, C, inner}; f = {eps, nll scale, smooth scale};
  * saved = {lse [N*inner], target (0-based, contiguous), weight or NULL} */
@@ -128,41 +213,14 @@ static int cross_entropy_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_ten
   double eps = n->f[0], sn = n->f[1], ss = n->f[2];
   lt_tensor *gc = lt_op_contiguous(c, gout);
   lt_tensor *xc = gc ? lt_op_contiguous(c, x) : NULL;
-  lt_tensor *gx = xc ? lt_tensor_new(c, LT_F32, x->ndim, x->shape) : NULL;
+  lt_tensor *gx = xc ? lt_tensor_new(c, x->dtype, x->ndim, x->shape) : NULL;
   if (!gx) {
     lt_tensor_release(gc);
     lt_tensor_release(xc);
     return LT_ERR;
   }
-  const float *px = lt_f32(xc), *pg = lt_f32(gc), *lse = lt_f32(n->saved[0]);
-  const int64_t *pt = lt_i64(n->saved[1]);
-  const float *pw = n->saved[2] ? lt_f32(n->saved[2]) : NULL;
-  double W = 0;
-  if (pw)
-    for (int64_t k = 0; k < C; k++) W += pw[k];
-  else W = (double)C;
-  float *po = lt_f32(gx);
-  for (int64_t i = 0; i < N; i++)
-    for (int64_t k = 0; k < inner; k++) {
-      int64_t s = i * inner + k, base = i * C * inner + k;
-      int64_t t = pt[s];
-      if (t == ignore) {
-        for (int64_t j = 0; j < C; j++) po[base + j * inner] = 0;
-        continue;
-      }
-      double go = go_at(pg, red, s);
-      double a = (1 - eps) * (pw ? pw[t] : 1.0) * sn * go, b = eps / (double)C * ss * go;
-      double l = lse[s];
-      if (inner == 1) {
-        row_grad(px + base, po + base, C, t, (float)l, (float)a, (float)b, (float)W, pw);
-        continue;
-      }
-      for (int64_t j = 0; j < C; j++) {
-        double p = exp((double)px[base + j * inner] - l);
-        double gj = a * (p - (j == t)) + (b != 0 ? b * (W * p - (pw ? pw[j] : 1.0)) : 0);
-        po[base + j * inner] = (float)gj;
-      }
-    }
+  if (x->dtype == LT_F64) CE_BACKWARD_LOOP(double, lt_f64, row_grad_f64)
+  else CE_BACKWARD_LOOP(float, lt_f32, row_grad)
   lt_tensor_release(gc);
   lt_tensor_release(xc);
   gin[0] = gx;
@@ -181,43 +239,14 @@ lt_tensor *lt_nn_cross_entropy(lt_ctx *c, lt_tensor *x, lt_tensor *target, lt_te
   lt_tensor *xc, *tc, *wc;
   if (class_inputs(c, x, target, weight, &xc, &tc, &wc)) return NULL;
   int64_t ns = N * inner;
-  lt_tensor *lse = lt_tensor_new(c, LT_F32, 1, &ns);
-  lt_tensor *out = lse ? loss_out(c, red, target->ndim, target->shape) : NULL;
+  lt_tensor *lse = lt_tensor_new(c, x->dtype, 1, &ns);
+  lt_tensor *out = lse ? loss_out_dt(c, red, target->ndim, target->shape, x->dtype) : NULL;
   if (!out) goto fail;
   const int64_t *pt = lt_i64(tc);
   if (check_targets(c, op, pt, ns, C, ignore)) goto fail;
-  const float *px = lt_f32(xc), *pw = wc ? lt_f32(wc) : NULL;
-  float *pl = lt_f32(lse), *po = lt_f32(out);
   double tot_nll = 0, tot_smooth = 0, wsum = 0;
-  for (int64_t i = 0; i < N; i++)
-    for (int64_t k = 0; k < inner; k++) {
-      int64_t s = i * inner + k, base = i * C * inner + k;
-      double l;
-      if (inner == 1) {
-        l = row_lse(px + base, C);
-      } else {
-        double mx = -INFINITY;
-        for (int64_t j = 0; j < C; j++) mx = px[base + j * inner] > mx ? px[base + j * inner] : mx;
-        double se = 0;
-        for (int64_t j = 0; j < C; j++) se += exp((double)px[base + j * inner] - mx);
-        l = mx + log(se);
-      }
-      pl[s] = (float)l;
-      int64_t t = pt[s];
-      if (t == ignore) {
-        if (red == LT_REDUCE_NONE) po[s] = 0;
-        continue;
-      }
-      double wt = pw ? pw[t] : 1.0;
-      double nll = wt * (l - px[base + t * inner]);
-      double smooth = 0;
-      if (eps > 0)
-        for (int64_t j = 0; j < C; j++) smooth += (pw ? pw[j] : 1.0) * (l - px[base + j * inner]);
-      wsum += wt;
-      tot_nll += nll;
-      tot_smooth += smooth;
-      if (red == LT_REDUCE_NONE) po[s] = (float)((1 - eps) * nll + eps / (double)C * smooth);
-    }
+  if (x->dtype == LT_F64) CE_FORWARD_LOOP(double, lt_f64, row_lse_f64)
+  else CE_FORWARD_LOOP(float, lt_f32, row_lse)
   double sn = 1, ss = 1;
   if (red == LT_REDUCE_MEAN) {
     /* both terms over the targets' total weight (their count when unweighted): ignored targets count
@@ -225,7 +254,9 @@ lt_tensor *lt_nn_cross_entropy(lt_ctx *c, lt_tensor *x, lt_tensor *target, lt_te
     sn = 1.0 / wsum;
     ss = 1.0 / wsum;
   }
-  if (red != LT_REDUCE_NONE) po[0] = (float)((1 - eps) * tot_nll * sn + eps / (double)C * tot_smooth * ss);
+  double total = (1 - eps) * tot_nll * sn + eps / (double)C * tot_smooth * ss;
+  if (red != LT_REDUCE_NONE && x->dtype == LT_F64) lt_f64(out)[0] = total;
+  else if (red != LT_REDUCE_NONE) lt_f32(out)[0] = (float)total;
   lt_node *nd;
   if (lt_record(c, out, op, cross_entropy_backward, 1, &x, &nd)) goto fail;
   if (nd) {
@@ -249,26 +280,51 @@ fail:
 
 /* ---- nll_loss ----------------------------------------------------------------------------------- */
 
+/* nll_loss's loops, written once for float and double (T, accessor P); sums in double */
+#define NLL_BACKWARD_LOOP(T, P)                                                                     \
+  {                                                                                                 \
+    const T *pg = P(gc), *pw = n->saved[1] ? P(n->saved[1]) : NULL;                                 \
+    const int64_t *pt = lt_i64(n->saved[0]);                                                        \
+    T *po = P(gx);                                                                                  \
+    for (int64_t i = 0; i < N; i++)                                                                 \
+      for (int64_t k = 0; k < inner; k++) {                                                         \
+        int64_t s = i * inner + k, t = pt[s];                                                       \
+        if (t == ignore) continue;                                                                  \
+        po[i * C * inner + t * inner + k] = (T)(-(pw ? pw[t] : 1.0) * n->f[0] * GO_AT(pg, red, s)); \
+      }                                                                                             \
+  }
+#define NLL_FORWARD_LOOP(T, P)                                                                \
+  {                                                                                           \
+    const T *px = P(xc), *pw = wc ? P(wc) : NULL;                                             \
+    T *po = P(out);                                                                           \
+    for (int64_t i = 0; i < N; i++)                                                           \
+      for (int64_t k = 0; k < inner; k++) {                                                   \
+        int64_t s = i * inner + k, t = pt[s];                                                 \
+        if (t == ignore) {                                                                    \
+          if (red == LT_REDUCE_NONE) po[s] = 0;                                               \
+          continue;                                                                           \
+        }                                                                                     \
+        double wt = pw ? pw[t] : 1.0, l = -wt * px[i * C * inner + t * inner + k];            \
+        wsum += wt;                                                                           \
+        tot += l;                                                                             \
+        if (red == LT_REDUCE_NONE) po[s] = (T)l;                                              \
+      }                                                                                       \
+    if (red != LT_REDUCE_NONE) po[0] = (T)(tot * (red == LT_REDUCE_MEAN ? 1.0 / wsum : 1.0)); \
+  }
+
 /* node: i = {red, ignore, N, C, inner}; f = {scale}; saved = {target, weight or NULL} */
 static int nll_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin) {
   lt_tensor *x = n->inputs[0];
   lt_reduction red = (lt_reduction)n->i[0];
   int64_t ignore = n->i[1], N = n->i[2], C = n->i[3], inner = n->i[4];
   lt_tensor *gc = lt_op_contiguous(c, gout);
-  lt_tensor *gx = gc ? lt_tensor_zeros(c, LT_F32, x->ndim, x->shape) : NULL;
+  lt_tensor *gx = gc ? lt_tensor_zeros(c, x->dtype, x->ndim, x->shape) : NULL;
   if (!gx) {
     lt_tensor_release(gc);
     return LT_ERR;
   }
-  const float *pg = lt_f32(gc), *pw = n->saved[1] ? lt_f32(n->saved[1]) : NULL;
-  const int64_t *pt = lt_i64(n->saved[0]);
-  float *po = lt_f32(gx);
-  for (int64_t i = 0; i < N; i++)
-    for (int64_t k = 0; k < inner; k++) {
-      int64_t s = i * inner + k, t = pt[s];
-      if (t == ignore) continue;
-      po[i * C * inner + t * inner + k] = (float)(-(pw ? pw[t] : 1.0) * n->f[0] * go_at(pg, red, s));
-    }
+  if (x->dtype == LT_F64) NLL_BACKWARD_LOOP(double, lt_f64)
+  else NLL_BACKWARD_LOOP(float, lt_f32)
   lt_tensor_release(gc);
   gin[0] = gx;
   return LT_OK;
@@ -281,28 +337,15 @@ lt_tensor *lt_nn_nll_loss(lt_ctx *c, lt_tensor *x, lt_tensor *target, lt_tensor 
   if (class_dims(c, op, "input", x, target, weight, &N, &C, &inner)) return NULL;
   lt_tensor *xc, *tc, *wc;
   if (class_inputs(c, x, target, weight, &xc, &tc, &wc)) return NULL;
-  lt_tensor *out = loss_out(c, red, target->ndim, target->shape);
+  lt_tensor *out = loss_out_dt(c, red, target->ndim, target->shape, x->dtype);
   if (!out) goto fail;
   const int64_t *pt = lt_i64(tc);
   int64_t ns = N * inner;
   if (check_targets(c, op, pt, ns, C, ignore)) goto fail;
-  const float *px = lt_f32(xc), *pw = wc ? lt_f32(wc) : NULL;
-  float *po = lt_f32(out);
   double tot = 0, wsum = 0;
-  for (int64_t i = 0; i < N; i++)
-    for (int64_t k = 0; k < inner; k++) {
-      int64_t s = i * inner + k, t = pt[s];
-      if (t == ignore) {
-        if (red == LT_REDUCE_NONE) po[s] = 0;
-        continue;
-      }
-      double wt = pw ? pw[t] : 1.0, l = -wt * px[i * C * inner + t * inner + k];
-      wsum += wt;
-      tot += l;
-      if (red == LT_REDUCE_NONE) po[s] = (float)l;
-    }
+  if (x->dtype == LT_F64) NLL_FORWARD_LOOP(double, lt_f64)
+  else NLL_FORWARD_LOOP(float, lt_f32)
   double scale = red == LT_REDUCE_MEAN ? 1.0 / wsum : 1.0;
-  if (red != LT_REDUCE_NONE) po[0] = (float)(tot * scale);
   lt_node *nd;
   if (lt_record(c, out, op, nll_backward, 1, &x, &nd)) goto fail;
   if (nd) {

@@ -53,13 +53,8 @@ static void binary_part(void *arg, int i, int nparts) {
 /* out = x op y over a common shape; all float32; out may alias x (in-place). */
 static void binary_f32(lt_ctx *c, lt_binop op, int ndim, const int64_t *shape, lt_tensor *out, const lt_tensor *x,
                        const lt_tensor *y) {
-  int64_t so[LT_MAX_DIM], sx[LT_MAX_DIM], sy[LT_MAX_DIM];
-  lt_broadcast_strides(out, ndim, shape, so);
-  lt_broadcast_strides(x, ndim, shape, sx);
-  lt_broadcast_strides(y, ndim, shape, sy);
-  const int64_t *st[3] = { so, sx, sy };
   ew_job j = { .op = op, .po = lt_f32(out), .px = lt_f32(x), .py = lt_f32(y) };
-  lt_iter_init(&j.it, ndim, shape, 3, st);
+  ew_binary_iter(&j.it, ndim, shape, out, x, y);
   j.total = j.it.rows * j.it.n;
   if (j.total == 0) return;
   int parts = overlaps(out, x) || overlaps(out, y) ? 1 : ew_parts(c, j.total, op == LT_POW ? 4 : 1);
@@ -70,13 +65,8 @@ static void binary_f32(lt_ctx *c, lt_binop op, int ndim, const int64_t *shape, l
 /* int64 operands; out is int64 (arithmetic) or float32 (comparison masks). */
 static void binary_i64(lt_binop op, int ndim, const int64_t *shape, lt_tensor *out, const lt_tensor *x,
                        const lt_tensor *y) {
-  int64_t so[LT_MAX_DIM], sx[LT_MAX_DIM], sy[LT_MAX_DIM];
-  lt_broadcast_strides(out, ndim, shape, so);
-  lt_broadcast_strides(x, ndim, shape, sx);
-  lt_broadcast_strides(y, ndim, shape, sy);
-  const int64_t *st[3] = { so, sx, sy };
   lt_iter it;
-  lt_iter_init(&it, ndim, shape, 3, st);
+  ew_binary_iter(&it, ndim, shape, out, x, y);
   const int64_t *px = lt_i64(x), *py = lt_i64(y);
   LT_ITER_ROWS(&it, o0, o1, o2) {
     for (int64_t i = 0; i < it.n; i++) {

@@ -57,11 +57,15 @@ lt_tensor *lt_op_arange(lt_ctx *c, double a, double b, double step, lt_dtype dt)
   return t;
 }
 
-lt_tensor *lt_op_eye(lt_ctx *c, int64_t n, int64_t m) {
+lt_tensor *lt_op_eye(lt_ctx *c, int64_t n, int64_t m, lt_dtype dt) {
   int64_t shape[2] = { n, m };
-  lt_tensor *t = lt_tensor_zeros(c, LT_F32, 2, shape);
+  lt_tensor *t = lt_tensor_zeros(c, dt, 2, shape);
   if (!t) return NULL;
-  for (int64_t i = 0; i < n && i < m; i++) lt_f32(t)[i * m + i] = 1.0f;
+  for (int64_t i = 0; i < n && i < m; i++) {
+    if (dt == LT_I64) lt_i64(t)[i * m + i] = 1;
+    else if (dt == LT_F64) lt_f64(t)[i * m + i] = 1.0;
+    else lt_f32(t)[i * m + i] = 1.0f;
+  }
   return t;
 }
 

@@ -60,6 +60,18 @@ static inline int ew_parts(lt_ctx *c, int64_t n, int cost) {
   }
 // clang-format on
 
+/* The iteration of out = x op y over their broadcast shape (operands 0, 1, 2: out, x and y, each seen at that
+ * shape; lt_iter_init keeps its own copy of the strides). */
+static inline void ew_binary_iter(lt_iter *it, int ndim, const int64_t *shape, const lt_tensor *out, const lt_tensor *x,
+                                  const lt_tensor *y) {
+  int64_t so[LT_MAX_DIM], sx[LT_MAX_DIM], sy[LT_MAX_DIM];
+  lt_broadcast_strides(out, ndim, shape, so);
+  lt_broadcast_strides(x, ndim, shape, sx);
+  lt_broadcast_strides(y, ndim, shape, sy);
+  const int64_t *st[3] = { so, sx, sy };
+  lt_iter_init(it, ndim, shape, 3, st);
+}
+
 /* ---- one source for every element type ---------------------------------------------------------------- */
 
 /* One row of a binary elementwise kernel, for any element type: o[i so] = F(ARGS..., x[i sx], y[i sy]) for

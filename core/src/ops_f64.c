@@ -15,13 +15,8 @@ BINARY_KERNEL(compare_range_d, double, float, bin_d)
 
 void lt_binary_f64(lt_binop op, int ndim, const int64_t *shape, lt_tensor *out, const lt_tensor *x,
                    const lt_tensor *y) {
-  int64_t so[LT_MAX_DIM], sx[LT_MAX_DIM], sy[LT_MAX_DIM];
-  lt_broadcast_strides(out, ndim, shape, so);
-  lt_broadcast_strides(x, ndim, shape, sx);
-  lt_broadcast_strides(y, ndim, shape, sy);
-  const int64_t *st[3] = { so, sx, sy };
   lt_iter it;
-  lt_iter_init(&it, ndim, shape, 3, st);
+  ew_binary_iter(&it, ndim, shape, out, x, y);
   int64_t total = it.rows * it.n;
   if (total == 0) return;
   if (out->dtype == LT_F32) compare_range_d(op, &it, lt_f32(out), lt_f64(x), lt_f64(y), 0, total);

@@ -1,5 +1,5 @@
 /* ops_index.c — gather and index_select (0-based int64 indices here; the binding converts from Lua's
- * 1-based ones), with scatter-add backward rules. */
+ * 1-based ones), with scatter-add backward rules; float32, float64 (autograd) and int64 data. */
 #include <string.h>
 
 #include "lt_errors.h"
@@ -9,11 +9,28 @@ static int check_index_tensor(lt_ctx *c, const char *op, const lt_tensor *idx) {
   return lt_check_dtype(c, op, "index", idx, LT_I64);
 }
 
+/* r[..., idx[..., j, ...], ...] += g[..., j, ...] along dim: gather's gradient, for float and double */
+#define GATHER_GRAD(NAME, T)                                                                \
+  static void NAME(T *pr, const T *pg, const lt_tensor *idx, int dim, const int64_t *rst) { \
+    for (int64_t i = 0, N = lt_numel(idx); i < N; i++) {                                    \
+      int64_t rem = i, off = 0;                                                             \
+      int64_t ix = lt_get_flat_i64(idx, i);                                                 \
+      for (int d = idx->ndim - 1; d >= 0; d--) {                                            \
+        int64_t k = rem % idx->shape[d];                                                    \
+        rem /= idx->shape[d];                                                               \
+        off += (d == dim ? ix : k) * rst[d];                                                \
+      }                                                                                     \
+      pr[off] += pg[i];                                                                     \
+    }                                                                                       \
+  }
+GATHER_GRAD(gather_grad_f32, float)
+GATHER_GRAD(gather_grad_f64, double)
+
 /* out[..., j, ...] = a[..., idx[..., j, ...], ...] along dim; idx has a's ndim, sizes <= a's off dim */
 static int gather_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
   lt_tensor *a = n->inputs[0], *idx = n->saved[0];
   int dim = (int)n->i[0];
-  lt_tensor *r = lt_tensor_zeros(c, LT_F32, a->ndim, a->shape);
+  lt_tensor *r = lt_tensor_zeros(c, a->dtype, a->ndim, a->shape);
   lt_tensor *gc = r ? lt_op_contiguous(c, g) : NULL;
   if (!gc) {
     lt_tensor_release(r);
@@ -21,19 +38,8 @@ static int gather_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin)
   }
   int64_t rst[LT_MAX_DIM];
   lt_contiguous_strides(a->ndim, a->shape, rst);
-  float *pr = lt_f32(r);
-  const float *pg = lt_f32(gc);
-  int64_t N = lt_numel(idx);
-  for (int64_t i = 0; i < N; i++) {
-    int64_t rem = i, off = 0;
-    int64_t ix = lt_get_flat_i64(idx, i);
-    for (int d = idx->ndim - 1; d >= 0; d--) {
-      int64_t k = rem % idx->shape[d];
-      rem /= idx->shape[d];
-      off += (d == dim ? ix : k) * rst[d];
-    }
-    pr[off] += pg[i];
-  }
+  if (a->dtype == LT_F64) gather_grad_f64(lt_f64(r), lt_f64(gc), idx, dim, rst);
+  else gather_grad_f32(lt_f32(r), lt_f32(gc), idx, dim, rst);
   lt_tensor_release(gc);
   gin[0] = r;
   return LT_OK;
@@ -74,9 +80,9 @@ lt_tensor *lt_op_gather(lt_ctx *c, lt_tensor *a, int dim, lt_tensor *idx) {
       off += (d == dim ? ix : k) * a->stride[d];
     }
     if (a->dtype == LT_F32) lt_f32(out)[i] = ((float *)a->storage->data)[off];
-    else lt_i64(out)[i] = ((int64_t *)a->storage->data)[off];
+    else lt_i64(out)[i] = ((int64_t *)a->storage->data)[off]; /* int64, or float64's bits */
   }
-  if (a->dtype == LT_F32) {
+  if (lt_is_float(a->dtype)) {
     lt_node *nd;
     if (lt_record(c, out, "gather", gather_backward, 1, &a, &nd)) {
       lt_tensor_release(out);
@@ -91,27 +97,35 @@ lt_tensor *lt_op_gather(lt_ctx *c, lt_tensor *a, int dim, lt_tensor *idx) {
   return out;
 }
 
+/* r[o, idx[j], :] += g[o, j, :]: index_select's gradient, for float and double */
+#define INDEX_SELECT_GRAD(NAME, T)                                                                        \
+  static void NAME(T *pr, const T *pg, const lt_tensor *idx, int64_t outer, int64_t len, int64_t inner) { \
+    int64_t k = lt_numel(idx);                                                                            \
+    for (int64_t o = 0; o < outer; o++)                                                                   \
+      for (int64_t j = 0; j < k; j++) {                                                                   \
+        int64_t ix = lt_get_flat_i64(idx, j);                                                             \
+        T *dst = pr + (o * len + ix) * inner;                                                             \
+        const T *src = pg + (o * k + j) * inner;                                                          \
+        for (int64_t q = 0; q < inner; q++) dst[q] += src[q];                                             \
+      }                                                                                                   \
+  }
+INDEX_SELECT_GRAD(index_select_grad_f32, float)
+INDEX_SELECT_GRAD(index_select_grad_f64, double)
+
 static int index_select_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
   lt_tensor *a = n->inputs[0], *idx = n->saved[0];
   int dim = (int)n->i[0];
-  lt_tensor *r = lt_tensor_zeros(c, LT_F32, a->ndim, a->shape);
+  lt_tensor *r = lt_tensor_zeros(c, a->dtype, a->ndim, a->shape);
   lt_tensor *gc = r ? lt_op_contiguous(c, g) : NULL;
   if (!gc) {
     lt_tensor_release(r);
     return LT_ERR;
   }
-  int64_t outer = 1, inner = 1, len = a->shape[dim], k = lt_numel(idx);
+  int64_t outer = 1, inner = 1, len = a->shape[dim];
   for (int d = 0; d < dim; d++) outer *= a->shape[d];
   for (int d = dim + 1; d < a->ndim; d++) inner *= a->shape[d];
-  float *pr = lt_f32(r);
-  const float *pg = lt_f32(gc);
-  for (int64_t o = 0; o < outer; o++)
-    for (int64_t j = 0; j < k; j++) {
-      int64_t ix = lt_get_flat_i64(idx, j);
-      float *dst = pr + (o * len + ix) * inner;
-      const float *src = pg + (o * k + j) * inner;
-      for (int64_t q = 0; q < inner; q++) dst[q] += src[q];
-    }
+  if (a->dtype == LT_F64) index_select_grad_f64(lt_f64(r), lt_f64(gc), idx, outer, len, inner);
+  else index_select_grad_f32(lt_f32(r), lt_f32(gc), idx, outer, len, inner);
   lt_tensor_release(gc);
   gin[0] = r;
   return LT_OK;
@@ -157,7 +171,7 @@ lt_tensor *lt_op_index_select(lt_ctx *c, lt_tensor *a, int dim, lt_tensor *idx) 
              (size_t)inner * es);
   }
   lt_tensor_release(ac);
-  if (a->dtype == LT_F32) {
+  if (lt_is_float(a->dtype)) {
     lt_node *nd;
     if (lt_record(c, out, "index_select", index_select_backward, 1, &a, &nd)) {
       lt_tensor_release(out);

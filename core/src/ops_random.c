@@ -131,9 +131,14 @@ lt_tensor *lt_op_randn(lt_ctx *c, int ndim, const int64_t *shape) {
 
 int lt_op_uniform_(lt_ctx *c, lt_tensor *t, double a, double b) {
   if (lt_check_inplace(c, "uniform_", t)) return LT_ERR;
-  if (lt_check_dtype(c, "uniform_", "the tensor", t, LT_F32)) return LT_ERR;
+  if (t->dtype == LT_I64) return lt_check_dtype(c, "uniform_", "the tensor", t, LT_F32);
   if (!(a <= b)) return lt_fail(c, "uniform_: expected a <= b, got a=%g, b=%g", a, b);
   lt_mark_modified(t);
+  if (t->dtype == LT_F64) {
+    double *q = lt_f64(t);
+    LT_FOR_EACH_ELEMENT(t, o, q[o] = a + (b - a) * lt_rng_uniform(&c->rng));
+    return LT_OK;
+  }
   float *p = lt_f32(t);
   LT_FOR_EACH_ELEMENT(t, o, p[o] = (float)(a + (b - a) * lt_rng_uniform(&c->rng)));
   return LT_OK;
@@ -141,9 +146,14 @@ int lt_op_uniform_(lt_ctx *c, lt_tensor *t, double a, double b) {
 
 int lt_op_normal_(lt_ctx *c, lt_tensor *t, double mean, double std) {
   if (lt_check_inplace(c, "normal_", t)) return LT_ERR;
-  if (lt_check_dtype(c, "normal_", "the tensor", t, LT_F32)) return LT_ERR;
+  if (t->dtype == LT_I64) return lt_check_dtype(c, "normal_", "the tensor", t, LT_F32);
   if (!(std >= 0)) return lt_fail(c, "normal_: std must be >= 0, got %g", std);
   lt_mark_modified(t);
+  if (t->dtype == LT_F64) { /* double precision from libm's log/sin/cos (lt_rng_normal), element by element */
+    double *q = lt_f64(t);
+    LT_FOR_EACH_ELEMENT(t, o, q[o] = mean + std * lt_rng_normal(&c->rng));
+    return LT_OK;
+  }
   if (lt_is_contiguous(t)) {
     lt_normal_fill_f32(c, lt_f32(t), lt_numel(t), mean, std);
     return LT_OK;
@@ -273,7 +283,7 @@ lt_tensor *lt_op_multinomial(lt_ctx *c, lt_tensor *prob, int64_t n, int replacem
 }
 
 /* PyTorch's CPU formula: the first half steps up from a, the second down from b, so both ends are exact. */
-lt_tensor *lt_op_linspace(lt_ctx *c, double a, double b, int64_t n) {
+lt_tensor *lt_op_linspace(lt_ctx *c, double a, double b, int64_t n, lt_dtype dt) {
   if (!isfinite(a) || !isfinite(b)) {
     lt_fail(c, "linspace: start and end must be finite, got %g, %g", a, b);
     return NULL;
@@ -282,8 +292,17 @@ lt_tensor *lt_op_linspace(lt_ctx *c, double a, double b, int64_t n) {
     lt_fail(c, "linspace: the number of steps must be >= 0, got %lld", (long long)n);
     return NULL;
   }
-  lt_tensor *t = lt_tensor_new(c, LT_F32, 1, &n);
+  if (dt == LT_I64) {
+    lt_fail(c, "linspace: dtype must be float32 or float64, got int64");
+    return NULL;
+  }
+  lt_tensor *t = lt_tensor_new(c, dt, 1, &n);
   if (!t) return NULL;
+  if (dt == LT_F64) { /* the same formula in double */
+    double *q = lt_f64(t), st = n > 1 ? (b - a) / (double)(n - 1) : 0.0;
+    for (int64_t i = 0; i < n; i++) q[i] = n == 1 || i < n / 2 ? a + st * (double)i : b - st * (double)(n - i - 1);
+    return t;
+  }
   float *p = lt_f32(t), fa = (float)a, fb = (float)b;
   if (n == 1) p[0] = fa;
   float step = n > 1 ? (fb - fa) / (float)(n - 1) : 0.0f;

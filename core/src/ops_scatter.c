@@ -1,16 +1,29 @@
 /*
  * ops_scatter.c — indexed writes and mask selections, forward and backward side by side: scatter (a tensor or
  * a value), scatter_add, index_add, index_fill, masked_select, nonzero. Indices are 0-based int64 here (the
- * binding converts Lua's 1-based ones); the data is float32. Each op writes into a contiguous copy of x, as
- * PyTorch's out-of-place forms do.
+ * binding converts Lua's 1-based ones); the data is float32 or float64 (the loops are written once for both,
+ * SCATTER_LOOP and MASKED_LOOPS). Each op writes into a contiguous copy of x, as PyTorch's out-of-place forms do.
  */
 #include <string.h>
 
 #include "lt_errors.h"
 #include "lt_ops.h"
 
+/* x float32 or float64 */
+static int check_float_input(lt_ctx *c, const char *op, const lt_tensor *x) {
+  return x->dtype == LT_F64 ? LT_OK : lt_check_dtype(c, op, "input", x, LT_F32);
+}
+
+/* t (src, source) has x's float dtype, as PyTorch's scatter and index_add require */
+static int check_same_float(lt_ctx *c, const char *op, const char *what, const lt_tensor *x, const lt_tensor *t) {
+  if (t->dtype == x->dtype) return LT_OK;
+  if (!lt_is_float(t->dtype)) return lt_check_dtype(c, op, what, t, x->dtype);
+  return lt_fail(c, "%s: input is %s and %s is %s: both must have the same float dtype", op, lt_dtype_name(x->dtype),
+                 what, lt_dtype_name(t->dtype));
+}
+
 static int index_checks(lt_ctx *c, const char *op, const lt_tensor *x, int dim, const lt_tensor *idx) {
-  if (lt_check_dtype(c, op, "input", x, LT_F32) || lt_check_dtype(c, op, "index", idx, LT_I64)) return LT_ERR;
+  if (check_float_input(c, op, x) || lt_check_dtype(c, op, "index", idx, LT_I64)) return LT_ERR;
   if (dim < 0 || dim >= x->ndim) return lt_fail(c, LT_E_DIM_RANGE, op, dim + 1, x->ndim, x->ndim, x->ndim);
   return LT_OK;
 }
@@ -28,7 +41,7 @@ static int index_value_check(lt_ctx *c, const char *op, int64_t v, int64_t n, in
  * its other elements were not read, their gradient is 0). Takes gs. */
 static lt_tensor *src_grad(lt_ctx *c, lt_tensor *gs, const lt_tensor *src) {
   if (!gs || lt_same_shape(gs, src)) return gs;
-  lt_tensor *r = lt_tensor_zeros(c, LT_F32, src->ndim, src->shape);
+  lt_tensor *r = lt_tensor_zeros(c, src->dtype, src->ndim, src->shape);
   lt_tensor *corner = r ? lt_tensor_retain(r) : NULL;
   for (int d = 0; corner && d < src->ndim; d++) {
     lt_tensor *v = lt_op_narrow(c, corner, d, 0, gs->shape[d]);
@@ -44,6 +57,26 @@ static lt_tensor *src_grad(lt_ctx *c, lt_tensor *gs, const lt_tensor *src) {
   return r;
 }
 
+/* out[..., idx[i], ...] = (or +=) src[i] (or value) along dim, out contiguous; for float and double */
+#define SCATTER_LOOP(NAME, T)                                                                                      \
+  static void NAME(T *po, const int64_t *ost, const lt_tensor *idx, int dim, const lt_tensor *src, T v, int add) { \
+    const T *ps = src ? (const T *)src->storage->data + src->offset : NULL;                                        \
+    for (int64_t i = 0, N = lt_numel(idx); i < N; i++) {                                                           \
+      int64_t rem = i, off = 0, soff = 0, ix = lt_get_flat_i64(idx, i);                                            \
+      for (int d = idx->ndim - 1; d >= 0; d--) {                                                                   \
+        int64_t k = rem % idx->shape[d];                                                                           \
+        rem /= idx->shape[d];                                                                                      \
+        off += (d == dim ? ix : k) * ost[d];                                                                       \
+        if (src) soff += k * src->stride[d];                                                                       \
+      }                                                                                                            \
+      T s = src ? ps[soff] : v;                                                                                    \
+      if (add) po[off] += s;                                                                                       \
+      else po[off] = s;                                                                                            \
+    }                                                                                                              \
+  }
+SCATTER_LOOP(scatter_f32, float)
+SCATTER_LOOP(scatter_f64, double)
+
 /* node: i[0] dim, i[1] 1 when src is a tensor, i[2] add; saved[0] the 0-based index */
 static int scatter_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
   int dim = (int)n->i[0], has_src = (int)n->i[1], add = (int)n->i[2];
@@ -58,7 +91,7 @@ lt_tensor *lt_op_scatter(lt_ctx *c, lt_tensor *x, int dim, lt_tensor *idx, lt_te
   const char *op = add ? "scatter_add" : "scatter";
   char b1[128], b2[128];
   if (index_checks(c, op, x, dim, idx)) return NULL;
-  if (src && lt_check_dtype(c, op, "src", src, LT_F32)) return NULL;
+  if (src && check_same_float(c, op, "src", x, src)) return NULL;
   if (idx->ndim != x->ndim || (src && src->ndim != x->ndim)) {
     lt_fail(c, "%s: index %s and %s must have as many dims as the input %s", op, lt_shape_str(idx, b1, sizeof b1),
             src ? "src" : "the input", lt_shape_str(x, b2, sizeof b2));
@@ -73,7 +106,7 @@ lt_tensor *lt_op_scatter(lt_ctx *c, lt_tensor *x, int dim, lt_tensor *idx, lt_te
   int64_t N = lt_numel(idx);
   for (int64_t i = 0; i < N; i++)
     if (index_value_check(c, op, lt_get_flat_i64(idx, i), x->shape[dim], dim)) return NULL;
-  lt_tensor *out = lt_tensor_new(c, LT_F32, x->ndim, x->shape);
+  lt_tensor *out = lt_tensor_new(c, x->dtype, x->ndim, x->shape);
   if (!out) return NULL;
   if (lt_op_copy_(c, out, x)) {
     lt_tensor_release(out);
@@ -81,20 +114,8 @@ lt_tensor *lt_op_scatter(lt_ctx *c, lt_tensor *x, int dim, lt_tensor *idx, lt_te
   }
   int64_t ost[LT_MAX_DIM];
   lt_contiguous_strides(x->ndim, x->shape, ost);
-  float *po = lt_f32(out), v = (float)value;
-  const float *ps = src ? lt_f32(src) : NULL;
-  for (int64_t i = 0; i < N; i++) {
-    int64_t rem = i, off = 0, soff = 0, ix = lt_get_flat_i64(idx, i);
-    for (int d = idx->ndim - 1; d >= 0; d--) {
-      int64_t k = rem % idx->shape[d];
-      rem /= idx->shape[d];
-      off += (d == dim ? ix : k) * ost[d];
-      if (src) soff += k * src->stride[d];
-    }
-    float s = src ? ps[soff] : v;
-    if (add) po[off] += s;
-    else po[off] = s;
-  }
+  if (x->dtype == LT_F64) scatter_f64(lt_f64(out), ost, idx, dim, src, value, add);
+  else scatter_f32(lt_f32(out), ost, idx, dim, src, (float)value, add);
   lt_tensor *ins[2] = { x, src };
   lt_node *nd;
   if (lt_record(c, out, op, scatter_backward, src ? 2 : 1, ins, &nd)) {
@@ -154,7 +175,7 @@ static int fill_slice(lt_ctx *c, lt_tensor *s, int64_t j, void *arg) {
 }
 
 static lt_tensor *copy_of(lt_ctx *c, lt_tensor *x) {
-  lt_tensor *out = lt_tensor_new(c, LT_F32, x->ndim, x->shape);
+  lt_tensor *out = lt_tensor_new(c, x->dtype, x->ndim, x->shape);
   if (out && lt_op_copy_(c, out, x)) {
     lt_tensor_release(out);
     return NULL;
@@ -176,7 +197,7 @@ static int index_add_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **g
 
 lt_tensor *lt_op_index_add(lt_ctx *c, lt_tensor *x, int dim, lt_tensor *idx, lt_tensor *src, double alpha) {
   char b1[128], b2[128];
-  if (check_index_vector(c, "index_add", x, dim, idx) || lt_check_dtype(c, "index_add", "source", src, LT_F32))
+  if (check_index_vector(c, "index_add", x, dim, idx) || check_same_float(c, "index_add", "source", x, src))
     return NULL;
   int ok = src->ndim == x->ndim && src->shape[dim] == lt_numel(idx);
   for (int d = 0; ok && d < x->ndim; d++) ok = d == dim || src->shape[d] == x->shape[d];
@@ -241,20 +262,32 @@ lt_tensor *lt_op_index_fill(lt_ctx *c, lt_tensor *x, int dim, lt_tensor *idx, do
 
 /* ---- masked_select, nonzero ------------------------------------------------------------------------- */
 
+/* masked_select's two loops for float and double: the selection of xs where m != 0, and its gradient (g's
+ * values put back at the selected positions) */
+#define MASKED_LOOPS(SELECT, SPREAD, T)                                \
+  static void SELECT(const float *pm, const T *px, int64_t N, T *po) { \
+    for (int64_t i = 0, k = 0; i < N; i++)                             \
+      if (pm[i] != 0.0f) po[k++] = px[i];                              \
+  }                                                                    \
+  static void SPREAD(const float *pm, const T *pg, int64_t N, T *pf) { \
+    for (int64_t i = 0, k = 0; i < N; i++)                             \
+      if (pm[i] != 0.0f) pf[i] = pg[k++];                              \
+  }
+MASKED_LOOPS(masked_pick_f32, masked_spread_f32, float)
+MASKED_LOOPS(masked_pick_f64, masked_spread_f64, double)
+
 /* x and mask broadcast to one shape; saved[0] the float32 mask over it. The gradient puts g's values back at
  * the selected positions and sums them down to x's shape. */
 static int masked_select_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
   lt_tensor *m = n->saved[0], *x = n->inputs[0];
-  lt_tensor *full = lt_tensor_zeros(c, LT_F32, m->ndim, m->shape);
+  lt_tensor *full = lt_tensor_zeros(c, x->dtype, m->ndim, m->shape);
   lt_tensor *gc = full ? lt_op_contiguous(c, g) : NULL;
   if (!gc) {
     lt_tensor_release(full);
     return LT_ERR;
   }
-  float *pf = lt_f32(full);
-  const float *pm = lt_f32(m), *pg = lt_f32(gc);
-  for (int64_t i = 0, k = 0, N = lt_numel(m); i < N; i++)
-    if (pm[i] != 0.0f) pf[i] = pg[k++];
+  if (x->dtype == LT_F64) masked_spread_f64(lt_f32(m), lt_f64(gc), lt_numel(m), lt_f64(full));
+  else masked_spread_f32(lt_f32(m), lt_f32(gc), lt_numel(m), lt_f32(full));
   lt_tensor_release(gc);
   gin[0] = lt_op_sum_to(c, full, x->ndim, x->shape);
   lt_tensor_release(full);
@@ -264,22 +297,21 @@ static int masked_select_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor
 lt_tensor *lt_op_masked_select(lt_ctx *c, lt_tensor *x, lt_tensor *mask) {
   int nd;
   int64_t shape[LT_MAX_DIM];
-  if (lt_check_dtype(c, "masked_select", "input", x, LT_F32)) return NULL;
+  if (check_float_input(c, "masked_select", x)) return NULL;
   if (lt_broadcast_shape(c, "masked_select", x, mask, &nd, shape)) return NULL;
-  lt_tensor *m = lt_tensor_new(c, LT_F32, nd, shape), *xs = m ? lt_tensor_new(c, LT_F32, nd, shape) : NULL;
+  lt_tensor *m = lt_tensor_new(c, LT_F32, nd, shape), *xs = m ? lt_tensor_new(c, x->dtype, nd, shape) : NULL;
   if (!xs || lt_op_copy_(c, m, mask) || lt_op_copy_(c, xs, x)) {
     lt_tensor_release(m);
     lt_tensor_release(xs);
     return NULL;
   }
-  const float *pm = lt_f32(m), *px = lt_f32(xs);
+  const float *pm = lt_f32(m);
   int64_t N = lt_numel(m), cnt = 0;
   for (int64_t i = 0; i < N; i++) cnt += pm[i] != 0.0f;
-  lt_tensor *out = lt_tensor_new(c, LT_F32, 1, &cnt);
+  lt_tensor *out = lt_tensor_new(c, x->dtype, 1, &cnt);
   if (out) {
-    float *po = lt_f32(out);
-    for (int64_t i = 0, k = 0; i < N; i++)
-      if (pm[i] != 0.0f) po[k++] = px[i];
+    if (x->dtype == LT_F64) masked_pick_f64(pm, lt_f64(xs), N, lt_f64(out));
+    else masked_pick_f32(pm, lt_f32(xs), N, lt_f32(out));
     lt_node *node;
     if (lt_record(c, out, "masked_select", masked_select_backward, 1, &x, &node)) {
       lt_tensor_release(out);

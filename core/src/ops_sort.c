@@ -1,4 +1,4 @@
-/* ops_sort.c — argsort and topk's indices along a dim: a stable merge sort of each line's indices (ties keep
+/* ops_sort.c — argsort and topk's indices along a dim (float32, float64 or int64 keys): a stable merge sort of each line's indices (ties keep
  * their order, as torch.sort(stable=True)), NaN ordered above every number as in torch; topk selects its k
  * first (quickselect) and sorts only those. sort and topk are built on them in lua/lutra/tensor/sort.lua:
  * their values are a gather of the input at these indices, so gradients flow through gather. */
@@ -11,21 +11,27 @@
 #include "lt_ops.h"
 
 typedef struct sort_keys {
-  const float *f;
+  const float *f; /* the keys: exactly one of f, d, i is set */
+  const double *d;
   const int64_t *i;
   int64_t base, stride;
   int descending;
   int ties_by_index; /* the merge must compare indices of equal keys: its input is not in index order */
 } sort_keys;
 
+/* a before b, NaN above every number; float keys are widened to double exactly */
+static inline int float_before(double a, double b, int descending) {
+  int na = isnan(a), nb = isnan(b);
+  if (na || nb) return descending ? na && !nb : nb && !na;
+  return descending ? a > b : a < b;
+}
+
 /* 1 when element p must come strictly before element q */
 static int before(const sort_keys *k, int64_t p, int64_t q) {
   int64_t op = k->base + p * k->stride, oq = k->base + q * k->stride;
   if (k->i) return k->descending ? k->i[op] > k->i[oq] : k->i[op] < k->i[oq];
-  float a = k->f[op], b = k->f[oq];
-  int na = isnan(a), nb = isnan(b);
-  if (na || nb) return k->descending ? na && !nb : nb && !na;
-  return k->descending ? a > b : a < b;
+  if (k->d) return float_before(k->d[op], k->d[oq], k->descending);
+  return float_before(k->f[op], k->f[oq], k->descending);
 }
 
 /* the sort's total order: before(), and for equal keys the lower index first (what the stable sort gives) */
@@ -93,9 +99,13 @@ static lt_tensor *sorted_indices(lt_ctx *c, lt_tensor *a, int dim, int descendin
     lt_tensor_release(out);
     return NULL;
   }
-  sort_keys k = {
-    ac->dtype == LT_F32 ? lt_f32(ac) : NULL, ac->dtype == LT_I64 ? lt_i64(ac) : NULL, 0, l.inner, descending, 0
-  };
+  sort_keys k = { ac->dtype == LT_F32 ? lt_f32(ac) : NULL,
+                  ac->dtype == LT_F64 ? lt_f64(ac) : NULL,
+                  ac->dtype == LT_I64 ? lt_i64(ac) : NULL,
+                  0,
+                  l.inner,
+                  descending,
+                  0 };
   lt_lines lo = l; /* the output's lines */
   lo.n = keep;
   int64_t *po = lt_i64(out);

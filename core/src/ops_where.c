@@ -153,12 +153,12 @@ static int masked_fill_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor *
 }
 
 lt_tensor *lt_op_masked_fill(lt_ctx *c, lt_tensor *x, lt_tensor *mask, double value) {
-  if (lt_check_dtype(c, "masked_fill", "input", x, LT_F32)) return NULL;
+  if (x->dtype != LT_F64 && lt_check_dtype(c, "masked_fill", "input", x, LT_F32)) return NULL;
   int nd;
   int64_t shape[LT_MAX_DIM];
   if (lt_broadcast_shape(c, "masked_fill", x, mask, &nd, shape)) return NULL; /* both broadcast, as torch's */
   lt_tensor *fm = lt_op_to_dtype(c, mask, LT_F32);
-  lt_tensor *out = fm ? lt_tensor_new(c, LT_F32, nd, shape) : NULL;
+  lt_tensor *out = fm ? lt_tensor_new(c, x->dtype, nd, shape) : NULL;
   if (out && select_run(c, out, fm, x, value, 1)) {
     lt_tensor_release(out);
     out = NULL;

@@ -8,7 +8,9 @@
  *   RMSprop: g += wd*p; sq = a*sq + (1-a)*g^2; [ga = a*ga + (1-a)*g; avg = sqrt(sq - ga^2) + eps]
  *            momentum: buf = mom*buf + g/avg, p -= lr*buf; else p -= lr*g/avg
  *
- * Each rule is one loop over the parameter's elements (float32 arithmetic, like PyTorch's kernels).
+ * Each rule is one loop over the parameter's elements, written once and made for float32 and float64 (the
+ * arithmetic and the state in the parameter's dtype, like PyTorch's kernels; a group may mix the two: each
+ * parameter updates in its own dtype).
  * maximize negates the gradient first. Parameters and grads that are not contiguous go through a
  * contiguous copy (rare: parameters are normally contiguous leaves).
  */
@@ -171,9 +173,6 @@ void lt_optim_free(lt_optimizer *o) {
 lt_optim_kind lt_optim_kind_of(const lt_optimizer *o) { return o->kind; }
 const lt_optim_hparams *lt_optim_get_defaults(const lt_optimizer *o) { return &o->defaults; }
 
-/* the optimizers whose kernels are made for float64 too (the others' are float32 only) */
-static int kind_takes_f64(lt_optim_kind k) { return k == LT_OPTIM_SGD || k == LT_OPTIM_ADAM || k == LT_OPTIM_ADAMW; }
-
 int lt_optim_add_param_group(lt_ctx *c, lt_optimizer *o, const lt_optim_hparams *h, int n, lt_tensor *const *params) {
   const char *name = lt_optim_kind_name(o->kind);
   if (lt_optim_check_hparams(c, o->kind, h)) return LT_ERR;
@@ -181,9 +180,6 @@ int lt_optim_add_param_group(lt_ctx *c, lt_optimizer *o, const lt_optim_hparams 
   for (int i = 0; i < n; i++) {
     const lt_tensor *p = params[i];
     if (!p) return lt_fail(c, "%s: parameter %d is missing", name, i + 1);
-    if (p->dtype == LT_F64 && !kind_takes_f64(o->kind))
-      return lt_fail(c, "%s: parameter %d is float64, which this optimizer does not support yet (float32 only)", name,
-                     i + 1);
     if (p->dtype != LT_F32 && p->dtype != LT_F64)
       return lt_fail(c, "%s: parameter %d is %s, the optimizer can only optimize float32 and float64 tensors", name,
                      i + 1, lt_dtype_name(p->dtype));
@@ -223,7 +219,8 @@ int lt_optim_add_param_group(lt_ctx *c, lt_optimizer *o, const lt_optim_hparams 
   /* PyTorch's Adagrad makes its state (step 0, sum = initial_accumulator_value) in the constructor */
   for (int i = 0; o->kind == LT_OPTIM_ADAGRAD && i < n; i++) {
     lt_optim_state *s = &pg->state[i];
-    s->buf[LT_OPTIM_SUM] = lt_op_full(c, LT_F32, params[i]->ndim, params[i]->shape, h->initial_accumulator_value);
+    s->buf[LT_OPTIM_SUM] =
+        lt_op_full(c, params[i]->dtype, params[i]->ndim, params[i]->shape, h->initial_accumulator_value);
     s->initialized = 1;
     if (!s->buf[LT_OPTIM_SUM]) {
       for (int j = 0; j < i; j++) state_clear(&pg->state[j]);
@@ -383,45 +380,49 @@ SGD_KERNEL(sgd_kernel_d, double)
 ADAM_KERNEL(adam_kernel, float, sqrtf)
 ADAM_KERNEL(adam_kernel_d, double, sqrt)
 
-/* The flags are compile-time constants in each call below, so every variant is its own branch-free,
- * vectorised loop after inlining. */
-static inline __attribute__((always_inline)) void rmsprop_loop(int64_t n, float *restrict p, const float *restrict g,
-                                                               float *restrict sq, float *restrict ga,
-                                                               float *restrict buf, const lt_optim_hparams *h,
-                                                               const int centered, const int momentum) {
-  const float a = (float)h->alpha, a1 = (float)(1.0 - h->alpha), eps = (float)h->eps, lr = (float)h->lr,
-              wd = (float)h->weight_decay, mom = (float)h->momentum;
-  const float sg = h->maximize ? -1.0f : 1.0f;
-  for (int64_t i = 0; i < n; i++) {
-    float d = sg * g[i] + wd * p[i];
-    float s = a * sq[i] + a1 * d * d;
-    sq[i] = s;
-    float avg;
-    if (centered) {
-      float gi = a * ga[i] + a1 * d;
-      ga[i] = gi;
-      avg = sqrtf(s - gi * gi) + eps;
-    } else {
-      avg = sqrtf(s) + eps;
-    }
-    if (momentum) {
-      float b = mom * buf[i] + d / avg;
-      buf[i] = b;
-      p[i] -= lr * b;
-    } else {
-      p[i] -= lr * d / avg;
-    }
+/* RMSprop's rule, written once for float32 and float64 as SGD's and Adam's. The flags are compile-time constants
+ * in each call of NAME##_loop, so every variant is its own branch-free, vectorised loop after inlining. */
+// clang-format off
+#define RMSPROP_KERNEL(NAME, T, SQRT)                                                               \
+  static inline __attribute__((always_inline)) void NAME##_loop(                                    \
+      int64_t n, T *restrict p, const T *restrict g, T *restrict sq, T *restrict ga, T *restrict buf, \
+      const lt_optim_hparams *h, const int centered, const int momentum) {                          \
+    const T a = (T)h->alpha, a1 = (T)(1.0 - h->alpha), eps = (T)h->eps, lr = (T)h->lr,              \
+            wd = (T)h->weight_decay, mom = (T)h->momentum;                                          \
+    const T sg = h->maximize ? (T)-1.0 : (T)1.0;                                                    \
+    for (int64_t i = 0; i < n; i++) {                                                               \
+      T d = sg * g[i] + wd * p[i];                                                                  \
+      T s = a * sq[i] + a1 * d * d;                                                                 \
+      sq[i] = s;                                                                                    \
+      T avg;                                                                                        \
+      if (centered) {                                                                               \
+        T gi = a * ga[i] + a1 * d;                                                                  \
+        ga[i] = gi;                                                                                 \
+        avg = SQRT(s - gi * gi) + eps;                                                              \
+      } else {                                                                                      \
+        avg = SQRT(s) + eps;                                                                        \
+      }                                                                                             \
+      if (momentum) {                                                                               \
+        T b = mom * buf[i] + d / avg;                                                               \
+        buf[i] = b;                                                                                 \
+        p[i] -= lr * b;                                                                             \
+      } else {                                                                                      \
+        p[i] -= lr * d / avg;                                                                       \
+      }                                                                                             \
+    }                                                                                               \
+  }                                                                                                 \
+                                                                                                    \
+  OPTIM_VECTOR_FN                                                                                   \
+  static void NAME(int64_t n, T *restrict p, const T *restrict g, T *restrict sq, T *restrict ga,   \
+                   T *restrict buf, const lt_optim_hparams *h) {                                    \
+    if (ga && buf) NAME##_loop(n, p, g, sq, ga, buf, h, 1, 1);                                      \
+    else if (ga) NAME##_loop(n, p, g, sq, ga, NULL, h, 1, 0);                                       \
+    else if (buf) NAME##_loop(n, p, g, sq, NULL, buf, h, 0, 1);                                     \
+    else NAME##_loop(n, p, g, sq, NULL, NULL, h, 0, 0);                                             \
   }
-}
-
-OPTIM_VECTOR_FN
-static void rmsprop_kernel(int64_t n, float *restrict p, const float *restrict g, float *restrict sq,
-                           float *restrict ga, float *restrict buf, const lt_optim_hparams *h) {
-  if (ga && buf) rmsprop_loop(n, p, g, sq, ga, buf, h, 1, 1);
-  else if (ga) rmsprop_loop(n, p, g, sq, ga, NULL, h, 1, 0);
-  else if (buf) rmsprop_loop(n, p, g, sq, NULL, buf, h, 0, 1);
-  else rmsprop_loop(n, p, g, sq, NULL, NULL, h, 0, 0);
-}
+// clang-format on
+RMSPROP_KERNEL(rmsprop_kernel, float, sqrtf)
+RMSPROP_KERNEL(rmsprop_kernel_d, double, sqrt)
 
 /* ---- parallel runner ---------------------------------------------------------------------------------- */
 
@@ -466,7 +467,8 @@ static int ensure_buf(lt_ctx *c, lt_optim_state *s, lt_optim_buf b, const lt_ten
   return s->buf[b] ? LT_OK : LT_ERR;
 }
 
-/* A float64 parameter's step (SGD, Adam, AdamW: kind_takes_f64), state in float64, on the calling thread. */
+/* A float64 parameter's step, state in float64: SGD, Adam, AdamW, RMSprop on the calling thread (float64 models are
+ * small), the kinds of optim_adaptive.c by their step. */
 static int step_param_f64(lt_ctx *c, lt_optim_kind kind, const lt_optim_hparams *h, lt_optim_state *s,
                           const lt_tensor *param, double *p, const double *g) {
   int64_t n = lt_numel(param);
@@ -482,6 +484,18 @@ static int step_param_f64(lt_ctx *c, lt_optim_kind kind, const lt_optim_hparams 
     sgd_kernel_d(n, p, g, buf, first, h);
     return LT_OK;
   }
+  if (kind == LT_OPTIM_RMSPROP) {
+    if (ensure_buf(c, s, LT_OPTIM_SQUARE_AVG, param) ||
+        (h->momentum > 0 && ensure_buf(c, s, LT_OPTIM_MOMENTUM_BUFFER, param)) ||
+        (h->centered && ensure_buf(c, s, LT_OPTIM_GRAD_AVG, param)))
+      return LT_ERR;
+    s->step += 1;
+    rmsprop_kernel_d(n, p, g, lt_f64(s->buf[LT_OPTIM_SQUARE_AVG]),
+                     h->centered ? lt_f64(s->buf[LT_OPTIM_GRAD_AVG]) : NULL,
+                     h->momentum > 0 ? lt_f64(s->buf[LT_OPTIM_MOMENTUM_BUFFER]) : NULL, h);
+    return LT_OK;
+  }
+  if (kind != LT_OPTIM_ADAM && kind != LT_OPTIM_ADAMW) return lt_optim_adaptive_step(c, kind, h, s, param, p, g, n);
   if (ensure_buf(c, s, LT_OPTIM_EXP_AVG, param) || ensure_buf(c, s, LT_OPTIM_EXP_AVG_SQ, param) ||
       (h->amsgrad && ensure_buf(c, s, LT_OPTIM_MAX_EXP_AVG_SQ, param)))
     return LT_ERR;

@@ -32,10 +32,11 @@ typedef void (*lt_optim_range_fn)(void *arg, int64_t lo, int64_t hi);
 /* Runs fn over [0, n) in 64-byte aligned ranges, on several threads when n is large (optim_parallel.c). */
 void lt_optim_parallel(lt_ctx *c, lt_optim_range_fn fn, void *arg, int64_t n);
 
-/* One update of a parameter of kind Adagrad..ASGD: p and g are contiguous float arrays of n elements (the
- * parameter's), `like` gives the shape of new state buffers; s is created on first use. */
+/* One update of a parameter of kind Adagrad..ASGD: p and g are contiguous arrays of n elements of like's dtype
+ * (float32 or float64: the parameter's), `like` gives the dtype and shape of new state buffers; s is created on
+ * first use. */
 int lt_optim_adaptive_step(lt_ctx *c, lt_optim_kind k, const lt_optim_hparams *h, lt_optim_state *s,
-                           const lt_tensor *like, float *p, const float *g, int64_t n);
+                           const lt_tensor *like, void *p, const void *g, int64_t n);
 
 /* Adds defaults, hyper-parameter names and checks for the kinds of optim_adaptive.c. */
 void lt_optim_adaptive_defaults(lt_optim_kind k, lt_optim_hparams *h);

@@ -16,7 +16,7 @@ function M.check(what, got, ref)
   assert.are.same(ref.shape, got:shape(), what .. ": shape")
   local g = got:flatten():tolist()
   for i, r in ipairs(ref.data) do
-    if not (math.abs(g[i] - r) <= 1e-12 * math.max(1, math.abs(r))) then
+    if not (g[i] == r or math.abs(g[i] - r) <= 1e-12 * math.max(1, math.abs(r))) then -- (== for infinities)
       error(string.format("%s: element %d is %.17g, torch %.17g", what, i, g[i], r), 2)
     end
   end

@@ -32,7 +32,10 @@ end
 
 local function check_tensor(name, what, x)
   if not lt.is_tensor(x) then error(string.format("%s: %s must be a tensor, got %s", name, what, type(x)), 3) end
-  if x:dtype() ~= "float32" then error(string.format("%s: %s must be float32, got %s", name, what, x:dtype()), 3) end
+  local dt = x:dtype()
+  if dt ~= "float32" and dt ~= "float64" then
+    error(string.format("%s: %s must be float32 or float64, got %s", name, what, dt), 3)
+  end
 end
 
 local function same_shape(a, b)
@@ -45,6 +48,10 @@ end
 local function check_pair(name, x, y, xn, yn)
   check_tensor(name, xn or "input", x)
   check_tensor(name, yn or "target", y)
+  if x:dtype() ~= y:dtype() then -- PyTorch's composed losses would promote; its fused ones refuse: lutra refuses
+    error(string.format("%s: %s is %s and %s is %s: both must have the same float dtype", name, xn or "input",
+      x:dtype(), yn or "target", y:dtype()), 3)
+  end
   if not same_shape(x, y) then
     error(string.format("%s: %s %s and %s %s must have the same shape", name, yn or "target", y:shape_str(),
       xn or "input", x:shape_str()), 3)

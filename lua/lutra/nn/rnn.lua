@@ -161,8 +161,8 @@ local function make_layered(name, kind)
         local sfx = "_l" .. l .. (dir == 1 and "_reverse" or "")
         local k = l * D + dir + 1
         local xg = lt.linear(layer_in, self["weight_ih" .. sfx], self["bias_ih" .. sfx])
-        local h = h0 and h0:select(1, k) or lt.zeros(B, P)
-        local c = kind == "lstm" and (c0 and c0:select(1, k) or lt.zeros(B, Hs)) or nil
+        local h = h0 and h0:select(1, k) or lt.zeros(B, P, x:dtype())
+        local c = kind == "lstm" and (c0 and c0:select(1, k) or lt.zeros(B, Hs, x:dtype())) or nil
         local y = rnn_layer(self.mode, xg, self["weight_hh" .. sfx], self["bias_hh" .. sfx], h, c,
           self["weight_hr" .. sfx], dir == 1)
         local o = y:narrow(1, 1, T * B * P):view(T, B, P)
@@ -207,28 +207,6 @@ function M.LSTM:_legacy_state_dict_keys(sd, prefix)
 end
 
 -- ---- the cells -----------------------------------------------------------------------------------------------
-
--- One step of a cell in float64, composed of the ops that have float64 kernels, in PyTorch's gate orders and
--- formulas (nn_rnn.c's header): RNN h = act(xW + hW); GRU r, z, n; LSTM i, f, g, o.
-local function cell_f64(self, kind, x, h, c)
-  local Hs = self.hidden_size
-  local gi, gh = lt.linear(x, self.weight_ih, self.bias_ih), lt.linear(h, self.weight_hh, self.bias_hh)
-  local function part(t, k) return t:narrow(2, (k - 1) * Hs + 1, Hs) end
-  if kind == "lstm" then
-    local g = gi + gh
-    local i, f = part(g, 1):sigmoid(), part(g, 2):sigmoid()
-    local gg, o = part(g, 3):tanh(), part(g, 4):sigmoid()
-    local c1 = f * c + i * gg
-    return o * c1:tanh(), c1
-  elseif kind == "gru" then
-    local r = (part(gi, 1) + part(gh, 1)):sigmoid()
-    local z = (part(gi, 2) + part(gh, 2)):sigmoid()
-    local n = (part(gi, 3) + r * part(gh, 3)):tanh()
-    return (1 - z) * n + z * h
-  end
-  local v = gi + gh
-  return self.nonlinearity == "relu" and v:relu() or v:tanh()
-end
 
 local function make_cell(name, kind)
   local cls = H.class(name)
@@ -285,15 +263,6 @@ local function make_cell(name, kind)
       end
     else
       h = state ~= nil and check_state(self, "h", state, unbatched, B) or lt.zeros(B, Hs, x:dtype())
-    end
-    if x:dtype() == "float64" then -- PyTorch's cell formulas on the float64 ops (the fused kernel is float32)
-      local h1, c1 = cell_f64(self, kind, x, h, c)
-      if unbatched then
-        h1 = h1:squeeze(1)
-        if c1 then c1 = c1:squeeze(1) end
-      end
-      if kind == "lstm" then return h1, c1 end
-      return h1
     end
     local xg = lt.linear(x, self.weight_ih, self.bias_ih):unsqueeze(1)
     local y = rnn_layer(self.mode, xg, self.weight_hh, self.bias_hh, h, c, nil, false)

@@ -17,6 +17,8 @@ require "lutra.tensor.pointwise" -- nan_to_num, lerp, hypot, logaddexp, xlogy, i
 require "lutra.tensor.rearrange" -- movedim, hstack, tensor_split, rot90, take, meshgrid, block_diag, ...
 require "lutra.tensor.counting" -- bincount, histc, searchsorted, bucketize, unique, dist, cdist
 require "lutra.tensor.dtype" -- x:to(dtype)
+require "lutra.tensor.indexed_writes" -- index_copy, index_put (accumulate), and their in-place forms
+require "lutra.tensor.normal" -- lt.normal with tensor means and stds
 require "lutra.tensor.index" -- Torch7's x[{1, {2, 3}}] (the C __index hands it the keys it does not know)
 
 return methods

@@ -1,11 +1,11 @@
 /*
- * fn_special.h — the per-element special functions of ops_fn.c that libm lacks: digamma and its derivative
+ * special_math.h — the per-element special functions of ops_special.c that libm lacks: digamma and its derivative
  * (trigamma), sinc with its derivative, logit with its eps. Written in double; the float32 kernels call them
  * too and round, so both dtypes come from one body. The series follow PyTorch 1.13's (aten/src/ATen/native/
  * Math.h: calc_digamma, calc_trigamma) so float64 results match it to the last bits, not just to the function.
  */
-#ifndef FN_SPECIAL_H
-#define FN_SPECIAL_H
+#ifndef SPECIAL_MATH_H
+#define SPECIAL_MATH_H
 
 #include <math.h>
 

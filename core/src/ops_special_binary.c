@@ -1,8 +1,8 @@
 /*
- * ops_fn_binary.c — binary maths with broadcasting (lt_op_fn2: atan2, fmod, remainder, floor_divide, fmax, fmin,
+ * ops_special_binary.c — binary maths with broadcasting (lt_op_fn2: atan2, fmod, remainder, floor_divide, fmax, fmin,
  * copysign), float32 and float64 from one body per op, int64 where PyTorch keeps int64, with their backward
  * rules. Each op is a per-element value (fn2_value) and the pair of partial derivatives (fn2_grad), in double;
- * the loops are generated for float and double.
+ * every element type runs them through the same row loops (ops_ew_internal.h's EW_SEGMENTS and EW_BINARY_ROW).
  */
 #include <math.h>
 #include <stdio.h>
@@ -79,7 +79,7 @@ __attribute__((always_inline)) static inline void fn2_grad(lt_fn2op op, double a
 }
 
 /* int64 forms; *zero set when a division by zero was met (PyTorch raises ZeroDivisionError) */
-static inline int64_t fn2_value_i64(lt_fn2op op, int64_t a, int64_t b, int *zero) {
+static inline int64_t fn2_value_i64(int *zero, lt_fn2op op, int64_t a, int64_t b) {
   switch (op) {
     case LT_FN2_FMAX: return a > b ? a : b;
     case LT_FN2_FMIN: return a < b ? a : b;
@@ -102,7 +102,7 @@ static inline int64_t fn2_value_i64(lt_fn2op op, int64_t a, int64_t b, int *zero
 
 static int fn2_int_capable(lt_fn2op op) { return op != LT_FN2_ATAN2 && op != LT_FN2_COPYSIGN; }
 
-/* ---- the loops, generated for float and double ---------------------------------------------------------- */
+/* ---- the loops, the same for float and double ------------------------------------------------------------- */
 
 typedef struct fn2_job {
   lt_fn2op op;
@@ -113,85 +113,72 @@ typedef struct fn2_job {
   int64_t total;
 } fn2_job;
 
-#define FN2_LOOPS(T, SUFFIX)                                                                                       \
-  static void fn2_range_##SUFFIX(const fn2_job *j, int64_t lo, int64_t hi) {                                       \
-    const lt_iter *it = &j->it;                                                                                    \
-    T *po = j->po;                                                                                                 \
-    const T *pa = j->pa, *pb = j->pb;                                                                              \
-    EW_SEGMENTS(it, lo, hi, o0, o1, o2, len) {                                                                     \
-      for (int64_t i = 0; i < len; i++)                                                                            \
-        po[o0 + i * it->s[0]] = (T)fn2_value(j->op, (double)pa[o1 + i * it->s[1]], (double)pb[o2 + i * it->s[2]]); \
-    }                                                                                                              \
-    EW_SEGMENTS_END;                                                                                               \
-  }                                                                                                                \
-  static void fn2_grad_range_##SUFFIX(const fn2_job *j, int64_t lo, int64_t hi) {                                  \
-    const lt_iter *it = &j->it;                                                                                    \
-    const T *pg = j->pg, *py = j->py, *pa = j->pa, *pb = j->pb;                                                    \
-    T *ra = j->pa_grad, *rb = j->pb_grad;                                                                          \
-    EW_SEGMENTS(it, lo, hi, o0, o1, o2, len) {                                                                     \
-      for (int64_t i = 0; i < len; i++) {                                                                          \
-        int64_t k = o0 + i * it->s[0];                                                                             \
-        double ga, gb;                                                                                             \
-        fn2_grad(j->op, (double)pa[o1 + i * it->s[1]], (double)pb[o2 + i * it->s[2]], py ? (double)py[k] : 0.0,    \
-                 (double)pg[k], &ga, &gb);                                                                         \
-        if (ra) ra[k] = (T)ga;                                                                                     \
-        if (rb) rb[k] = (T)gb;                                                                                     \
-      }                                                                                                            \
-    }                                                                                                              \
-    EW_SEGMENTS_END;                                                                                               \
-  }
-FN2_LOOPS(float, f32)
-FN2_LOOPS(double, f64)
-
+/* forward: elements [lo, hi) of the iteration */
 static void fn2_part(void *arg, int i, int nparts) {
   const fn2_job *j = arg;
   int64_t lo, hi;
   lt_pool_range(j->total, i, nparts, 16, &lo, &hi);
   if (lo >= hi) return;
-  if (j->dt == LT_F64) fn2_range_f64(j, lo, hi);
-  else fn2_range_f32(j, lo, hi);
+  const lt_iter *it = &j->it;
+  lt_fn2op op = j->op;
+  EW_SEGMENTS(it, lo, hi, o0, o1, o2, len) {
+    if (j->dt == LT_F64)
+      EW_BINARY_ROW((double *)j->po + o0, it->s[0], (const double *)j->pa + o1, it->s[1], (const double *)j->pb + o2,
+                    it->s[2], len, fn2_value, op);
+    else
+      EW_BINARY_ROW((float *)j->po + o0, it->s[0], (const float *)j->pa + o1, it->s[1], (const float *)j->pb + o2,
+                    it->s[2], len, fn2_value, op);
+  }
+  EW_SEGMENTS_END;
 }
+
+/* backward: both partials at elements [lo, hi) of the iteration, with T the element type */
+#define FN2_GRAD_RANGE(T, j, lo, hi)                                                                        \
+  do {                                                                                                      \
+    const lt_iter *it = &(j)->it;                                                                           \
+    const T *pg = (j)->pg, *py = (j)->py, *pa = (j)->pa, *pb = (j)->pb;                                     \
+    T *ra = (j)->pa_grad, *rb = (j)->pb_grad;                                                               \
+    EW_SEGMENTS(it, lo, hi, o0, o1, o2, len) {                                                              \
+      for (int64_t i = 0; i < len; i++) {                                                                   \
+        int64_t k = o0 + i * it->s[0];                                                                      \
+        double ga, gb;                                                                                      \
+        fn2_grad((j)->op, pa[o1 + i * it->s[1]], pb[o2 + i * it->s[2]], py ? py[k] : 0.0, pg[k], &ga, &gb); \
+        if (ra) ra[k] = (T)ga;                                                                              \
+        if (rb) rb[k] = (T)gb;                                                                              \
+      }                                                                                                     \
+    }                                                                                                       \
+    EW_SEGMENTS_END;                                                                                        \
+  } while (0)
 
 static void fn2_grad_part(void *arg, int i, int nparts) {
   const fn2_job *j = arg;
   int64_t lo, hi;
   lt_pool_range(j->total, i, nparts, 16, &lo, &hi);
   if (lo >= hi) return;
-  if (j->dt == LT_F64) fn2_grad_range_f64(j, lo, hi);
-  else fn2_grad_range_f32(j, lo, hi);
+  if (j->dt == LT_F64) FN2_GRAD_RANGE(double, j, lo, hi);
+  else FN2_GRAD_RANGE(float, j, lo, hi);
 }
 
 static void *fn2_data(const lt_tensor *t) {
   return t->dtype == LT_F64 ? (void *)lt_f64(t) : t->dtype == LT_I64 ? (void *)lt_i64(t) : (void *)lt_f32(t);
 }
 
-/* the iteration of out = a op b over shape (out, a, b as operands 0, 1, 2; a and b broadcast) */
-static void fn2_iter(lt_iter *it, int ndim, const int64_t *shape, const lt_tensor *out, const lt_tensor *a,
-                     const lt_tensor *b, int64_t so[], int64_t sa[], int64_t sb[]) {
-  lt_broadcast_strides(out, ndim, shape, so);
-  lt_broadcast_strides(a, ndim, shape, sa);
-  lt_broadcast_strides(b, ndim, shape, sb);
-  const int64_t *st[3] = { so, sa, sb };
-  lt_iter_init(it, ndim, shape, 3, st);
-}
-
 /* out = a op b, all three of out's dtype; out may be a (in place, when a has the broadcast shape) */
 static int fn2_forward(lt_ctx *c, lt_fn2op op, const char *name, int ndim, const int64_t *shape, lt_tensor *out,
                        const lt_tensor *a, const lt_tensor *b) {
-  int64_t so[LT_MAX_DIM], sa[LT_MAX_DIM], sb[LT_MAX_DIM];
   fn2_job j = { .op = op, .dt = out->dtype, .po = fn2_data(out), .pa = fn2_data(a), .pb = fn2_data(b) };
-  fn2_iter(&j.it, ndim, shape, out, a, b, so, sa, sb);
+  ew_binary_iter(&j.it, ndim, shape, out, a, b);
   j.total = j.it.rows * j.it.n;
   if (j.total == 0) return LT_OK;
   if (out->dtype == LT_I64) {
     int64_t *po = j.po;
     const int64_t *pa = j.pa, *pb = j.pb;
+    int64_t s0 = j.it.s[0], s1 = j.it.s[1], s2 = j.it.s[2]; /* locals: the int64 stores could alias j.it */
     int zero = 0;
-    LT_ITER_ROWS(&j.it, o0, o1, o2) {
-      for (int64_t i = 0; i < j.it.n; i++)
-        po[o0 + i * j.it.s[0]] = fn2_value_i64(op, pa[o1 + i * j.it.s[1]], pb[o2 + i * j.it.s[2]], &zero);
+    EW_SEGMENTS(&j.it, 0, j.total, o0, o1, o2, len) {
+      EW_BINARY_ROW(po + o0, s0, pa + o1, s1, pb + o2, s2, len, fn2_value_i64, &zero, op);
     }
-    LT_ITER_ROWS_END(&j.it, o0, o1, o2);
+    EW_SEGMENTS_END;
     return zero ? lt_fail(c,
                           "%s: division by zero in int64 (PyTorch's ZeroDivisionError; use float tensors "
                           "for IEEE results)",
@@ -215,7 +202,6 @@ static int fn2_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
   lt_tensor *rb = gcc && need_b ? lt_tensor_new_like(c, gcc) : NULL;
   int ok = gcc && (!y || yc) && (!need_a || ra) && (!need_b || rb);
   if (ok) {
-    int64_t so[LT_MAX_DIM], sa[LT_MAX_DIM], sb[LT_MAX_DIM];
     fn2_job j = { .op = op,
                   .dt = gcc->dtype,
                   .pa = fn2_data(a),
@@ -224,7 +210,7 @@ static int fn2_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
                   .py = yc ? fn2_data(yc) : NULL,
                   .pa_grad = ra ? fn2_data(ra) : NULL,
                   .pb_grad = rb ? fn2_data(rb) : NULL };
-    fn2_iter(&j.it, gcc->ndim, gcc->shape, gcc, a, b, so, sa, sb);
+    ew_binary_iter(&j.it, gcc->ndim, gcc->shape, gcc, a, b);
     j.total = j.it.rows * j.it.n;
     int parts = ew_parts(c, j.total, 4);
     if (parts > 1) lt_pool_run(fn2_grad_part, &j, parts);

@@ -1,14 +1,15 @@
 /*
- * ops_fn.c — more elementwise maths (lt_op_fn: tan, asin ... digamma, the list in lt_ops.h's LT_FN_LIST), float32
- * and float64, with their backward rules. Each op is one pair of per-element functions in double: its value
- * (fn_value) and g times its derivative (fn_grad); the float and double kernels are the same loops generated
- * for the two element types, so there is one body per op. Domain errors give NaN (or +-inf at poles) as
- * PyTorch's do, never an error. Large tensors are split over the pool like the other elementwise kernels.
+ * ops_special.c — the special functions and more elementwise maths (lt_op_fn: tan, asin ... digamma, the list in
+ * lt_ops.h's LT_FN_LIST), float32 and float64, with their backward rules. Each op is one pair of per-element
+ * functions in double: its value (fn_value) and g times its derivative (fn_grad); both element types run them
+ * through the same row loops (ops_ew_internal.h's EW_SEGMENTS and EW_UNARY_ROW), so there is one body per op.
+ * Domain errors give NaN (or +-inf at poles) as PyTorch's do, never an error. Large tensors are split over the pool
+ * like the other elementwise kernels.
  */
 #include <math.h>
 #include <stdio.h>
 
-#include "fn_special.h"
+#include "special_math.h"
 #include "lt_ops.h"
 #include "ops_ew_internal.h"
 
@@ -24,7 +25,7 @@ const char *lt_fnop_name(lt_fnop op) { return op >= 0 && op < LT_FN_COUNT ? fn_n
 #define DEG2RAD 0.017453292519943295769
 
 /* the value of op at x; p is logit's eps */
-__attribute__((always_inline)) static inline double fn_value(lt_fnop op, double x, double p) {
+__attribute__((always_inline)) static inline double fn_value(lt_fnop op, double p, double x) {
   switch (op) {
     case LT_FN_TAN: return tan(x);
     case LT_FN_ASIN: return asin(x);
@@ -91,7 +92,7 @@ static int fn_cost(lt_fnop op) { return fn_reads_nothing(op) ? 1 : 8; }
 /* the elements of a float32 or float64 tensor, from its first */
 static void *fn_data(const lt_tensor *t) { return t->dtype == LT_F64 ? (void *)lt_f64(t) : (void *)lt_f32(t); }
 
-/* ---- the loops, generated for float and double ---------------------------------------------------------- */
+/* ---- the loops, the same for float and double ------------------------------------------------------------- */
 
 typedef struct fn_job {
   lt_fnop op;
@@ -103,44 +104,38 @@ typedef struct fn_job {
   int64_t total;
 } fn_job;
 
-#define FN_LOOPS(T, SUFFIX)                                                                                       \
-  static void fn_range_##SUFFIX(const fn_job *j, int64_t lo, int64_t hi) {                                        \
-    const lt_iter *it = &j->it;                                                                                   \
-    T *po = j->po;                                                                                                \
-    const T *px = j->px;                                                                                          \
-    lt_fnop op = j->op;                                                                                           \
-    double p = j->p;                                                                                              \
-    EW_SEGMENTS(it, lo, hi, o0, o1, o2, len) {                                                                    \
-      T *y = po + o0;                                                                                             \
-      const T *x = px + o1;                                                                                       \
-      for (int64_t i = 0; i < len; i++) y[i * it->s[0]] = (T)fn_value(op, (double)x[i * it->s[1]], p);            \
-    }                                                                                                             \
-    EW_SEGMENTS_END;                                                                                              \
-  }                                                                                                               \
-  static void fn_grad_range_##SUFFIX(const fn_job *j, int64_t lo, int64_t hi) {                                   \
-    const T *x = j->px, *y = j->py, *g = j->pg;                                                                   \
-    T *r = j->po;                                                                                                 \
-    for (int64_t i = lo; i < hi; i++) r[i] = (T)fn_grad(j->op, (double)x[i], y ? (double)y[i] : 0.0, g[i], j->p); \
-  }
-FN_LOOPS(float, f32)
-FN_LOOPS(double, f64)
-
+/* forward: elements [lo, hi) of the iteration */
 static void fn_part(void *arg, int i, int nparts) {
   const fn_job *j = arg;
   int64_t lo, hi;
   lt_pool_range(j->total, i, nparts, 16, &lo, &hi);
   if (lo >= hi) return;
-  if (j->dt == LT_F64) fn_range_f64(j, lo, hi);
-  else fn_range_f32(j, lo, hi);
+  const lt_iter *it = &j->it;
+  lt_fnop op = j->op;
+  double p = j->p;
+  EW_SEGMENTS(it, lo, hi, o0, o1, o2, len) {
+    if (j->dt == LT_F64)
+      EW_UNARY_ROW((double *)j->po + o0, it->s[0], (const double *)j->px + o1, it->s[1], len, fn_value, op, p);
+    else EW_UNARY_ROW((float *)j->po + o0, it->s[0], (const float *)j->px + o1, it->s[1], len, fn_value, op, p);
+  }
+  EW_SEGMENTS_END;
 }
+
+/* backward: r[i] = fn_grad at element i of the contiguous x, y, g, for i in [lo, hi), with T the element type */
+#define FN_GRAD_ROW(T, j, lo, hi)                                                                         \
+  do {                                                                                                    \
+    const T *x = (j)->px, *y = (j)->py, *g = (j)->pg;                                                     \
+    T *r = (j)->po;                                                                                       \
+    for (int64_t i = (lo); i < (hi); i++) r[i] = (T)fn_grad((j)->op, x[i], y ? y[i] : 0.0, g[i], (j)->p); \
+  } while (0)
 
 static void fn_grad_part(void *arg, int i, int nparts) {
   const fn_job *j = arg;
   int64_t lo, hi;
   lt_pool_range(j->total, i, nparts, 16, &lo, &hi);
   if (lo >= hi) return;
-  if (j->dt == LT_F64) fn_grad_range_f64(j, lo, hi);
-  else fn_grad_range_f32(j, lo, hi);
+  if (j->dt == LT_F64) FN_GRAD_ROW(double, j, lo, hi);
+  else FN_GRAD_ROW(float, j, lo, hi);
 }
 
 /* out = op(x): same shape and dtype (float32 or float64), any strides; out may be x */

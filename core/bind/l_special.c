@@ -1,5 +1,6 @@
 /*
- * l_fn.c — bindings of the elementwise maths of core/src/ops_fn.c and ops_fn_binary.c as tensor methods and lt.*
+ * l_special.c — bindings of the special functions and elementwise maths of core/src/ops_special.c and
+ * ops_special_binary.c as tensor methods and lt.*
  * functions: x:tan(), x:tan_(), lt.atan2(y, x) ..., with PyTorch's aliases (arcsin ... arctan2). The binary ones
  * take a tensor or a number on either side. Aliases of older ops (fix, sgn, clip, clamp_min/max, float_power)
  * are lua/lutra/tensor/pointwise_aliases.lua's.
@@ -26,13 +27,24 @@ static int fn_unary(lua_State *L, lt_fnop op, const char *name) {
   return l_push(L, r);
 }
 
+/* The two names of an in-place call: the op's own (the float64 gate asks under it) and the one called (an alias's,
+ * for its errors), each with its '_' */
+typedef struct inplace_names {
+  char op[40], called[40];
+} inplace_names;
+
+static inplace_names names_of_inplace(const char *op_name, const char *called) {
+  inplace_names n;
+  snprintf(n.op, sizeof n.op, "%s_", op_name);
+  snprintf(n.called, sizeof n.called, "%s_", called);
+  return n;
+}
+
 /* name: the name called without its '_' */
 static int fn_unary_(lua_State *L, lt_fnop op, const char *name) {
-  char canonical[40], name_[40];
-  snprintf(canonical, sizeof canonical, "%s_", lt_fnop_name(op));
-  snprintf(name_, sizeof name_, "%s_", name);
-  lt_tensor *t = l_check_writable(L, T(1, canonical), name);
-  if (lt_op_fn_(L_CTX(L), op, t, fn_param(L, op, name_))) return l_error_as(L, name_);
+  inplace_names n = names_of_inplace(lt_fnop_name(op), name);
+  lt_tensor *t = l_check_writable(L, T(1, n.op), name);
+  if (lt_op_fn_(L_CTX(L), op, t, fn_param(L, op, n.called))) return l_error_as(L, n.called);
   lua_settop(L, 1);
   return 1;
 }
@@ -89,18 +101,16 @@ static int fn_binary(lua_State *L, lt_fn2op op, const char *name) {
 
 /* name: the name called without its '_' */
 static int fn_binary_(lua_State *L, lt_fn2op op, const char *name) {
-  char gate[40], name_[40];
-  snprintf(gate, sizeof gate, "%s_", lt_fn2op_name(op));
-  snprintf(name_, sizeof name_, "%s_", name);
-  lt_tensor *a = l_check_writable(L, T(1, gate), name);
-  lt_tensor *tb = l_f64_gate(L, l_totensor(L, 2), gate);
+  inplace_names n = names_of_inplace(lt_fn2op_name(op), name);
+  lt_tensor *a = l_check_writable(L, T(1, n.op), name);
+  lt_tensor *tb = l_f64_gate(L, l_totensor(L, 2), n.op);
   if (!tb && lua_type(L, 2) != LUA_TNUMBER)
-    return l_errorf(L, "%s: expected a tensor or a number, got %s", name_, type_of(L, 2));
+    return l_errorf(L, "%s: expected a tensor or a number, got %s", n.called, type_of(L, 2));
   lt_tensor *b = tb ? lt_tensor_retain(tb) : scalar_like(L, 2, a);
-  if (!b) return l_error_as(L, name_);
+  if (!b) return l_error_as(L, n.called);
   int st = lt_op_fn2_(L_CTX(L), op, a, b);
   lt_tensor_release(b);
-  if (st) return l_error_as(L, name_);
+  if (st) return l_error_as(L, n.called);
   lua_settop(L, 1);
   return 1;
 }
@@ -163,4 +173,4 @@ static const luaL_Reg methods[] = { LT_FN_LIST(FN_REG) LT_FN2_LIST(FN_REG)
 #undef FN_REG
 
 /* Expects the module table on top, after l_tensor_register made the methods table. */
-void l_fn_register(lua_State *L) { l_tensor_add(L, NULL, methods, NULL); }
+void l_special_register(lua_State *L) { l_tensor_add(L, NULL, methods, NULL); }

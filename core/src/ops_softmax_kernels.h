@@ -1,0 +1,267 @@
+/*
+ * ops_softmax_kernels.h — softmax and log_softmax's forward and backward rows, written once for float and
+ * double. ops_softmax.c includes it once per element type, after defining:
+ *   SM_T              the element type (float, double)
+ *   SM_FN(name)       name with the type's suffix (the functions here are static, one set per type)
+ *   SM_EXP(x)         exp of one element (float32: lt_simd.h's vectorising approximation; float64: libm's exp,
+ *                     as float64 is asked for its precision)
+ *   SM_LOG_SUM(s)     log of a (double) sum of exps, in loops over rows that vectorise
+ *   SM_I              the signed integer type of SM_T's size (the lanes' comparison masks)
+ *   SM_LONG           rows longer than this take SM_SUM_LONG / SM_DOT_LONG for their sums, where 16 lanes of
+ *                     SM_T would lose precision (float32 from 4096)
+ *   SM_SUM_LONG(x, n), SM_DOT_LONG(g, y, n)
+ * The sums of exps are doubles for both types. The file has no include guard on purpose.
+ */
+
+/* 16 lanes of SM_T in one vector value (GCC's vector extension): a register, where an array of 16 that the
+ * vectoriser updates in place stays in memory, and each vector of a row waits on the store and reload of the
+ * previous one (a third of a 64-wide row's time). SM_FN(mask) is the lanes' comparison result. */
+typedef SM_T SM_FN(lanes) __attribute__((vector_size(16 * sizeof(SM_T))));
+typedef SM_I SM_FN(mask) __attribute__((vector_size(16 * sizeof(SM_T))));
+typedef double SM_FN(dlanes) __attribute__((vector_size(16 * sizeof(double))));
+
+/* (a macro: a function passing these vectors by value changes the ABI in the clones without AVX-512) */
+#define SM_LOAD16(v, p) memcpy(&(v), (p), sizeof(v))
+
+/* Sums of 16 lanes (+ the tail) as a tree of double adds: four dependent adds, where a chain over the lanes
+ * is sixteen (on rows of 64, a quarter of the row's time). The order is fixed, so a row's result does not depend
+ * on where it sits or which thread computes it. */
+__attribute__((always_inline)) static inline double SM_FN(lanes_sum)(const SM_FN(lanes) * acc, SM_T tail) {
+  SM_FN(dlanes) d = __builtin_convertvector(*acc, SM_FN(dlanes));
+  d += __builtin_shufflevector(d, d, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7); /* d[k] + d[k + 8] */
+  d += __builtin_shufflevector(d, d, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3);       /* ... + [k + 4] */
+  d += __builtin_shufflevector(d, d, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1);       /* (0 + 2), (1 + 3) */
+  return (d[0] + d[1]) + tail;
+}
+
+/* Largest element of a contiguous row; NaN if the row holds one (as PyTorch's max, so a softmax over such a
+ * row is all NaN); -inf for an empty row. 16 lanes of running maxima, NaNs flagged on the side (a vector max
+ * drops them). */
+__attribute__((always_inline)) static inline SM_T SM_FN(row_max)(const SM_T *x, int64_t n) {
+  SM_T m = -INFINITY;
+  SM_I bad = 0;
+  int64_t j = 0;
+  if (n >= 16) {
+    SM_FN(lanes) acc, v;
+    SM_LOAD16(acc, x);
+    SM_FN(mask) nan = acc != acc;
+    for (j = 16; j + 16 <= n; j += 16) {
+      SM_LOAD16(v, x + j);
+      SM_FN(mask) gt = v > acc;
+      acc = (SM_FN(lanes))(((SM_FN(mask))v & gt) | ((SM_FN(mask))acc & ~gt));
+      nan |= v != v;
+    }
+    /* fold the lanes as a tree: lane 0 ends with the max of all (the others with partial ones) */
+#define SM_FOLD_MAX(...)                                                    \
+  do {                                                                      \
+    v = __builtin_shufflevector(acc, acc, __VA_ARGS__);                     \
+    SM_FN(mask) gt = v > acc;                                               \
+    acc = (SM_FN(lanes))(((SM_FN(mask))v & gt) | ((SM_FN(mask))acc & ~gt)); \
+    nan |= __builtin_shufflevector(nan, nan, __VA_ARGS__);                  \
+  } while (0)
+    SM_FOLD_MAX(8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
+    SM_FOLD_MAX(4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3);
+    SM_FOLD_MAX(2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1);
+    SM_FOLD_MAX(1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0);
+#undef SM_FOLD_MAX
+    m = acc[0];
+    bad = nan[0];
+  }
+  for (; j < n; j++) {
+    m = x[j] > m ? x[j] : m;
+    bad |= x[j] != x[j];
+  }
+  return bad ? (SM_T)NAN : m;
+}
+
+/* y[j] = exp(x[j] - mx) (store 1) or only their sum (store 0), in one pass; returns the sum */
+__attribute__((always_inline)) static inline double SM_FN(exp_sum)(const SM_T *x, SM_T *y, int64_t n, SM_T mx,
+                                                                   int store) {
+  SM_FN(lanes) acc = { 0 };
+  SM_T tail = 0;
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    SM_T e[16];
+    for (int k = 0; k < 16; k++) e[k] = SM_EXP(x[j + k] - mx);
+    if (store) memcpy(y + j, e, sizeof e);
+    SM_FN(lanes) v;
+    SM_LOAD16(v, e);
+    acc += v;
+  }
+  for (; j < n; j++) {
+    SM_T e = SM_EXP(x[j] - mx);
+    if (store) y[j] = e;
+    tail += e;
+  }
+  return SM_FN(lanes_sum)(&acc, tail);
+}
+
+/* sum of g[j] (y NULL) or of g[j] * y[j] */
+__attribute__((always_inline)) static inline double SM_FN(row_dot)(const SM_T *g, const SM_T *y, int64_t n) {
+  SM_FN(lanes) acc = { 0 };
+  SM_T tail = 0;
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    SM_FN(lanes) a, b;
+    SM_LOAD16(a, g + j);
+    if (y) {
+      SM_LOAD16(b, y + j);
+      a *= b;
+    }
+    acc += a;
+  }
+  for (; j < n; j++) tail += y ? g[j] * y[j] : g[j];
+  return SM_FN(lanes_sum)(&acc, tail);
+}
+
+/* For m side-by-side rows stored as columns (element j of row k at p[j * ld + k]): each row's max (NaN when
+ * the row has one) and sum of exp(v - max). Both blocked paths below use it, ld a constant or the inner size. */
+__attribute__((always_inline)) static inline void SM_FN(cols_max_expsum)(const SM_T *p, int64_t ld, int64_t n,
+                                                                         int64_t m, SM_T *mx, double *s, int32_t *bad) {
+  for (int64_t k = 0; k < m; k++) {
+    mx[k] = -INFINITY;
+    s[k] = 0;
+    bad[k] = 0;
+  }
+  for (int64_t j = 0; j < n; j++)
+    for (int64_t k = 0; k < m; k++) {
+      SM_T v = p[j * ld + k];
+      mx[k] = v > mx[k] ? v : mx[k];
+      bad[k] |= v != v;
+    }
+  for (int64_t k = 0; k < m; k++) mx[k] = bad[k] ? NAN : mx[k];
+  for (int64_t j = 0; j < n; j++)
+    for (int64_t k = 0; k < m; k++) s[k] += SM_EXP(p[j * ld + k] - mx[k]);
+}
+
+/* Forward rows [lo, hi) of n <= SM_SHORT classes each (contiguous rows), a block of rows at a time. */
+__attribute__((always_inline)) static inline void SM_FN(softmax_fwd_short)(const SM_T *x, SM_T *y, int64_t n,
+                                                                           int log_form, int64_t lo, int64_t hi) {
+  SM_T t[SM_SHORT * SM_SHORT_ROWS], mx[SM_SHORT_ROWS], f[SM_SHORT_ROWS];
+  double s[SM_SHORT_ROWS];
+  int32_t bad[SM_SHORT_ROWS];
+  for (int64_t r = lo; r < hi; r += SM_SHORT_ROWS) {
+    int64_t m = hi - r < SM_SHORT_ROWS ? hi - r : SM_SHORT_ROWS;
+    const SM_T *px = x + r * n;
+    SM_T *py = y + r * n;
+    for (int64_t k = 0; k < m; k++)
+      for (int64_t j = 0; j < n; j++) t[j * SM_SHORT_ROWS + k] = px[k * n + j];
+    SM_FN(cols_max_expsum)(t, SM_SHORT_ROWS, n, m, mx, s, bad);
+    if (log_form) {
+      for (int64_t k = 0; k < m; k++) f[k] = mx[k] + SM_LOG_SUM(s[k]); /* the log-sum-exp */
+      for (int64_t k = 0; k < m; k++)
+        for (int64_t j = 0; j < n; j++) py[k * n + j] = px[k * n + j] - f[k];
+    } else {
+      for (int64_t k = 0; k < m; k++) f[k] = (SM_T)(1.0 / s[k]);
+      for (int64_t k = 0; k < m; k++) /* exp again: along the row it vectorises, a transposed read does not */
+        for (int64_t j = 0; j < n; j++) py[k * n + j] = SM_EXP(px[k * n + j] - mx[k]) * f[k];
+    }
+  }
+}
+
+/* Rows [lo, hi) of the forward pass. A NaN in a row makes the whole row NaN (row_max returns NaN); a row
+ * of -inf is NaN too, and -inf entries among finite ones get exact zeros, all as in PyTorch. */
+LT_VECTOR_FN static void SM_FN(softmax_fwd)(const SM_T *x, SM_T *y, int64_t n, int64_t inner, int log_form, int64_t lo,
+                                            int64_t hi) {
+  if (inner == 1 && n <= SM_SHORT) {
+    SM_FN(softmax_fwd_short)(x, y, n, log_form, lo, hi);
+    return;
+  }
+  if (inner == 1) {
+    /* SM_PHASE_ROWS rows at a time, each step for all of them before the next: a row alone is a chain (max, its
+     * lanes folded, the exps' sum folded, a division, the scaling) that leaves the core waiting; the rows' chains
+     * side by side overlap */
+    for (int64_t r0 = lo; r0 < hi; r0 += SM_PHASE_ROWS) {
+      int64_t m = hi - r0 < SM_PHASE_ROWS ? hi - r0 : SM_PHASE_ROWS;
+      const SM_T *x0 = x + r0 * n;
+      SM_T *y0 = y + r0 * n;
+      SM_T mx[SM_PHASE_ROWS];
+      double s[SM_PHASE_ROWS];
+      for (int64_t k = 0; k < m; k++) mx[k] = SM_FN(row_max)(x0 + k * n, n);
+      for (int64_t k = 0; k < m; k++)
+        s[k] = n <= SM_LONG ? SM_FN(exp_sum)(x0 + k * n, y0 + k * n, n, mx[k], !log_form)
+                            : (SM_FN(exp_sum)(x0 + k * n, y0 + k * n, n, mx[k], 1), SM_SUM_LONG(y0 + k * n, n));
+      SM_T f[SM_PHASE_ROWS]; /* the log-sum-exps (log_softmax) or 1 / sum */
+      if (log_form)
+        for (int64_t k = 0; k < m; k++) f[k] = mx[k] + SM_LOG_SUM(s[k]);
+      else
+        for (int64_t k = 0; k < m; k++) f[k] = (SM_T)(1.0 / s[k]);
+      for (int64_t k = 0; k < m; k++) {
+        const SM_T *px = x0 + k * n;
+        SM_T *py = y0 + k * n;
+        if (log_form)
+          for (int64_t j = 0; j < n; j++) py[j] = px[j] - f[k];
+        else
+          for (int64_t j = 0; j < n; j++) py[j] *= f[k];
+      }
+    }
+    return;
+  }
+  SM_T mx[SM_BLOCK];
+  double s[SM_BLOCK];
+  int32_t bad[SM_BLOCK];
+  for (int64_t r = lo; r < hi;) {
+    int64_t o = r / inner, k0 = r % inner, m = inner - k0;
+    if (m > hi - r) m = hi - r;
+    if (m > SM_BLOCK) m = SM_BLOCK;
+    const SM_T *px = x + o * n * inner + k0;
+    SM_T *py = y + o * n * inner + k0;
+    SM_FN(cols_max_expsum)(px, inner, n, m, mx, s, bad);
+    if (log_form) {
+      for (int64_t k = 0; k < m; k++) mx[k] += (SM_T)log(s[k]); /* now the log-sum-exp */
+      for (int64_t j = 0; j < n; j++)
+        for (int64_t k = 0; k < m; k++) py[j * inner + k] = px[j * inner + k] - mx[k];
+    } else {
+      SM_T inv[SM_BLOCK];
+      for (int64_t k = 0; k < m; k++) inv[k] = (SM_T)(1.0 / s[k]);
+      for (int64_t j = 0; j < n; j++)
+        for (int64_t k = 0; k < m; k++) py[j * inner + k] = SM_EXP(px[j * inner + k] - mx[k]) * inv[k];
+    }
+    r += m;
+  }
+}
+
+/* Rows [lo, hi) of the backward pass, from the saved output y: softmax dx = y * (g - sum(g*y)), log_softmax
+ * dx = g - exp(y) * sum(g). */
+LT_VECTOR_FN static void SM_FN(softmax_bwd)(const SM_T *py, const SM_T *pg, SM_T *pr, int64_t n, int64_t inner,
+                                            int log_form, int64_t lo, int64_t hi) {
+  if (inner == 1) {
+    for (int64_t r = lo; r < hi; r++) {
+      const SM_T *y = py + r * n, *g = pg + r * n;
+      SM_T *d = pr + r * n;
+      if (log_form) {
+        SM_T s = (SM_T)(n <= SM_LONG ? SM_FN(row_dot)(g, NULL, n) : SM_SUM_LONG(g, n));
+        for (int64_t j = 0; j < n; j++) d[j] = g[j] - SM_EXP(y[j]) * s;
+      } else {
+        SM_T s = (SM_T)(n <= SM_LONG ? SM_FN(row_dot)(g, y, n) : SM_DOT_LONG(g, y, n));
+        for (int64_t j = 0; j < n; j++) d[j] = y[j] * (g[j] - s);
+      }
+    }
+    return;
+  }
+  double s[SM_BLOCK];
+  SM_T sf[SM_BLOCK];
+  for (int64_t r = lo; r < hi;) {
+    int64_t o = r / inner, k0 = r % inner, m = inner - k0;
+    if (m > hi - r) m = hi - r;
+    if (m > SM_BLOCK) m = SM_BLOCK;
+    int64_t base = o * n * inner + k0;
+    const SM_T *y = py + base, *g = pg + base;
+    SM_T *d = pr + base;
+    for (int64_t k = 0; k < m; k++) s[k] = 0;
+    if (log_form) {
+      for (int64_t j = 0; j < n; j++)
+        for (int64_t k = 0; k < m; k++) s[k] += g[j * inner + k];
+      for (int64_t k = 0; k < m; k++) sf[k] = (SM_T)s[k];
+      for (int64_t j = 0; j < n; j++)
+        for (int64_t k = 0; k < m; k++) d[j * inner + k] = g[j * inner + k] - SM_EXP(y[j * inner + k]) * sf[k];
+    } else {
+      for (int64_t j = 0; j < n; j++)
+        for (int64_t k = 0; k < m; k++) s[k] += (double)g[j * inner + k] * y[j * inner + k];
+      for (int64_t k = 0; k < m; k++) sf[k] = (SM_T)s[k];
+      for (int64_t j = 0; j < n; j++)
+        for (int64_t k = 0; k < m; k++) d[j * inner + k] = y[j * inner + k] * (g[j * inner + k] - sf[k]);
+    }
+    r += m;
+  }
+}

