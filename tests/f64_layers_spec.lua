@@ -67,7 +67,7 @@ local RUN = {
   prelu = function(_, x) return F.prelu(x[1], x[2]) end,
 }
 for _, name in ipairs { "leaky_relu", "silu", "elu", "softplus", "mish", "hardtanh", "hardswish", "hardsigmoid" } do
-  RUN[name] = function(c, x) return F[name](x[1], table.unpack(c.options)) end
+  RUN[name] = function(c, x) return F[name](x[1], unpack(c.options)) end
 end
 
 describe("float64 layers against torch 1.13", function()
