@@ -4,6 +4,7 @@
 -- docs/reference/dtypes.md names as refusing.
 local lt = require "lutra"
 local cjson = require "cjson"
+local unpack = unpack or table.unpack -- luacheck: ignore 143
 
 local f64_ref = require "tests.helpers.f64_ref"
 local gradcheck64 = require "tests.helpers.gradcheck64"
@@ -131,5 +132,104 @@ describe("float64 mixed with float32", function()
     assert.are.equal("float32", y:cumsum(1):dtype())
     assert.are.equal("float32", lt.F.cross_entropy(y, lt.tensor({ 1, 2 }, "int64")):dtype())
     assert.are.equal("float32", y:gather(2, i):dtype())
+  end)
+end)
+
+describe("float64 random fills", function()
+  -- a double that a float32 cannot hold: the draw was made in double, not rounded from float32
+  local function has_double_digits(t)
+    local n = 0
+    for _, v in ipairs(t:flatten():tolist()) do
+      if v ~= lt.tensor({ v }, "float32"):item() then n = n + 1 end
+    end
+    return n
+  end
+  it("uniform_, normal_, rand_like, randn_like draw float64 values with the right moments", function()
+    lt.manual_seed(7)
+    local x = lt.zeros({ 200, 100 }, "float64")
+    local r = lt.randn_like(x)
+    assert.are.equal("float64", r:dtype())
+    assert(math.abs(r:mean():item()) < 0.03 and math.abs(r:std():item() - 1) < 0.03)
+    assert.are.equal(20000, has_double_digits(r))
+    r:normal_(2, 3)
+    assert(math.abs(r:mean():item() - 2) < 0.1 and math.abs(r:std():item() - 3) < 0.1)
+    -- a strided view fills in place too
+    local v = lt.zeros({ 4, 6 }, "float64"):t()
+    v:normal_()
+    assert.are.equal(24, has_double_digits(v))
+    local u = lt.rand_like(x)
+    assert.are.equal("float64", u:dtype())
+    assert(u:min():item() >= 0 and u:max():item() < 1 and math.abs(u:mean():item() - 0.5) < 0.02)
+    u:uniform_(-2, -1)
+    assert(u:min():item() >= -2 and u:max():item() < -1)
+    assert.are.equal(20000, has_double_digits(u))
+    assert.are.same({ 0.1, 0.1 }, lt.full_like(lt.zeros({ 2 }, "float64"), 0.1):tolist())
+    assert.are.equal("float32", lt.randn_like(lt.zeros({ 2 })):dtype())
+  end)
+  it("bernoulli and multinomial take float64 probabilities", function()
+    lt.manual_seed(7)
+    local b = lt.bernoulli(lt.full({ 20000 }, 0.3, "float64"))
+    assert.are.equal("float64", b:dtype())
+    assert(math.abs(b:mean():item() - 0.3) < 0.02)
+    assert.are.same({ 0, 1 }, lt.unique(b):tolist())
+    assert.has_error(function() lt.bernoulli(lt.tensor({ 0.5, 1.5 }, "float64")) end,
+      "bernoulli: probability 1.5 at element 2 is not in [0, 1]")
+    local m = lt.multinomial(lt.tensor({ 0.2, 0.8 }, "float64"), 20000, { replacement = true })
+    assert(math.abs(m:double():mean():item() - 1.8) < 0.02)
+    assert.has_error(function() lt.multinomial(lt.tensor({ 0.2, -1 }, "float64"), 1) end,
+      "multinomial: probabilities must be finite and >= 0, got -1 in row 1")
+  end)
+end)
+
+-- The refusal list is the one docs/reference/dtypes.md gives: every public tensor method is called on a float64
+-- tensor (with no argument and with a dim), and the ones answering "float64 is not supported yet" must be the
+-- page's "tensor methods:" bullet; the lt.F functions that refuse so must be named on the page.
+describe("the float64 refusals are those docs/reference/dtypes.md lists", function()
+  local MSG = "float64 is not supported yet"
+  local page = assert(io.open("docs/reference/dtypes.md", "rb")):read("*a")
+  local section = page:match("Every other op refuses a float64 tensor.-\n\n(.-)\n\n")
+  local function names_in(text)
+    local set = {}
+    for n in text:gmatch("`([%w_]+)`") do set[n] = true end
+    return set
+  end
+  local function refuses(fn, ...)
+    local ok, err = pcall(fn, ...)
+    return not ok and tostring(err):find(MSG, 1, true) ~= nil
+  end
+  local x = lt.tensor({ { 0.5, 2, -1 }, { 3, 0.25, 1.5 } }, "float64")
+
+  it("tensor methods", function()
+    local documented = names_in(assert(section:match("%* tensor methods: ([^\n]*)"), "no 'tensor methods:' bullet"))
+    local mt = getmetatable(x)
+    local names = {}
+    for _, t in ipairs { type(mt.__index) == "table" and mt.__index or {}, mt.methods or {} } do
+      for k, v in pairs(t) do
+        if type(k) == "string" and type(v) == "function" then names[k] = v end
+      end
+    end
+    assert(next(names), "no tensor methods found")
+    local found = {}
+    for name in pairs(names) do
+      if refuses(function() return x[name](x) end) or refuses(function() return x[name](x, 1) end) then
+        found[name] = true
+      end
+    end
+    assert.are.same(documented, found)
+  end)
+
+  it("lt.F functions", function()
+    local documented = names_in(section)
+    local i = lt.tensor({ 1, 2 }, "int64")
+    for name, fn in pairs(lt.F) do
+      if type(fn) == "function" then
+        for _, args in ipairs { { x }, { x, 1 }, { x, x }, { x, i }, { x, x, x } } do
+          if refuses(fn, unpack(args)) then
+            assert(documented[name], "lt.F." .. name .. " refuses float64 but docs/reference/dtypes.md does not say so")
+            break
+          end
+        end
+      end
+    end
   end)
 end)

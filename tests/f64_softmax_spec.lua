@@ -65,6 +65,20 @@ describe("float64 softmax through the modules and F", function()
     local ref = a:contiguous():t():contiguous():softmax(2):tolist()
     assert.are.same(ref, a:t():softmax(2):tolist())
   end)
+  it("a large float64 tensor split over threads gives the single-thread result bit for bit", function()
+    local big = lt.randn(64, 40, 33):double() * 5
+    local before = lt.get_num_threads()
+    local results = {}
+    for i, threads in ipairs({ 1, 2 }) do
+      lt.set_num_threads(threads)
+      local a = big:clone():requires_grad(true)
+      local y = a:log_softmax(3) + a:softmax(2)
+      y:sum():backward()
+      results[i] = { y:flatten():tolist(), a.grad:flatten():tolist() }
+    end
+    lt.set_num_threads(before)
+    assert.are.same(results[1], results[2])
+  end)
   it("float32 input stays float32", function()
     local y = lt.tensor({ 1, 2, 3 }):softmax(1)
     assert.are.equal("float32", y:dtype())

@@ -62,14 +62,20 @@ static int l_poisson(lua_State *L) {
   return l_push(L, r);
 }
 
-static int l_randn_like(lua_State *L) {
-  lt_tensor *t = l_checktensor(L, 1, "randn_like");
-  return l_push(L, lt_op_randn(L_CTX(L), t->ndim, t->shape));
+/* randn_like and rand_like of a float64 x are float64 (drawn in double), as torch's; float32 otherwise */
+static int random_like(lua_State *L, int normal) {
+  lt_tensor *t = l_checktensor(L, 1, normal ? "randn_like" : "rand_like");
+  if (t->dtype != LT_F64)
+    return l_push(L, normal ? lt_op_randn(L_CTX(L), t->ndim, t->shape) : lt_op_rand(L_CTX(L), t->ndim, t->shape));
+  lt_tensor *r = lt_tensor_new(L_CTX(L), LT_F64, t->ndim, t->shape);
+  if (r && (normal ? lt_op_normal_(L_CTX(L), r, 0.0, 1.0) : lt_op_uniform_(L_CTX(L), r, 0.0, 1.0))) {
+    lt_tensor_release(r);
+    r = NULL;
+  }
+  return l_push(L, r);
 }
-static int l_rand_like(lua_State *L) {
-  lt_tensor *t = l_checktensor(L, 1, "rand_like");
-  return l_push(L, lt_op_rand(L_CTX(L), t->ndim, t->shape));
-}
+static int l_randn_like(lua_State *L) { return random_like(L, 1); }
+static int l_rand_like(lua_State *L) { return random_like(L, 0); }
 
 /* lt.full_like(x, value[, dtype = x's]) */
 static int l_full_like(lua_State *L) {
@@ -89,11 +95,11 @@ static int l_linspace(lua_State *L) {
 }
 
 void l_random_register(lua_State *L) {
-  static const luaL_Reg fns[] = { { "randint", l_randint },     { "multinomial", l_multinomial },
-                                  { "bernoulli", l_bernoulli }, { "randn_like", l_randn_like },
-                                  { "rand_like", l_rand_like }, { "full_like", l_full_like },
-                                  { "linspace", l_linspace },   { "poisson", l_poisson },
-                                  { NULL, NULL } };
+  static const luaL_Reg fns[] = {
+    { "randint", l_randint },       { "multinomial", l_multinomial }, { "bernoulli", l_bernoulli },
+    { "randn_like", l_randn_like }, { "rand_like", l_rand_like },     { "full_like", l_full_like },
+    { "linspace", l_linspace },     { "poisson", l_poisson },         { NULL, NULL }
+  };
   l_setops(L, fns);
   /* p:bernoulli() and p:multinomial(n) too, as torch's methods */
   static const luaL_Reg meth[] = { { "bernoulli", l_bernoulli }, { "multinomial", l_multinomial }, { NULL, NULL } };

@@ -56,7 +56,8 @@ static int fill_from_table(lua_State *L, int idx, int depth, int64_t *shape, int
 
 static int l_tensor_new(lua_State *L) {
   lt_tensor *src = l_totensor(L, 1);
-  lt_dtype dt = l_checkdtype(L, 2, src ? src->dtype : L_DEFAULT_DTYPE(L), "tensor"); /* a tensor keeps its dtype, as torch's */
+  lt_dtype dt =
+      l_checkdtype(L, 2, src ? src->dtype : L_DEFAULT_DTYPE(L), "tensor"); /* a tensor keeps its dtype, as torch's */
   if (src) {
     lt_tensor *r = lt_op_to_dtype(L_CTX(L), src, dt);
     if (r == src) {
@@ -178,8 +179,7 @@ static int l_ones_like(lua_State *L) { return like(L, "ones_like", 1.0); }
  * this Lua state's (a worker state lutra starts copies its parent's at its start: l_thread.c). */
 static int l_set_default_dtype(lua_State *L) {
   const char *s = lua_type(L, 1) == LUA_TSTRING ? lua_tostring(L, 1) : NULL;
-  if (!s)
-    return l_errorf(L, "set_default_dtype: expected \"float32\" or \"float64\", got %s", luaL_typename(L, 1));
+  if (!s) return l_errorf(L, "set_default_dtype: expected \"float32\" or \"float64\", got %s", luaL_typename(L, 1));
   if (!strcmp(s, "int64") || !strcmp(s, "long"))
     return l_errorf(L, "set_default_dtype: only floating-point types are supported as the default type, got '%s'", s);
   if (strcmp(s, "float32") && strcmp(s, "float") && strcmp(s, "float64") && strcmp(s, "double"))

@@ -8,14 +8,19 @@
 
 /* ---- queries ---------------------------------------------------------------------------------- */
 
-static int l_shape(lua_State *L) {
-  lt_tensor *t = T(1, "shape");
-  lua_createtable(L, t->ndim, 0);
-  for (int d = 0; d < t->ndim; d++) {
-    lua_pushinteger(L, (lua_Integer)t->shape[d]);
+/* pushes the n sizes (a shape or strides) as a Lua array */
+static int push_dims(lua_State *L, const int64_t *v, int n) {
+  lua_createtable(L, n, 0);
+  for (int d = 0; d < n; d++) {
+    lua_pushinteger(L, (lua_Integer)v[d]);
     lua_rawseti(L, -2, d + 1);
   }
   return 1;
+}
+
+static int l_shape(lua_State *L) {
+  lt_tensor *t = T(1, "shape");
+  return push_dims(L, t->shape, t->ndim);
 }
 
 static int l_size(lua_State *L) {
@@ -28,12 +33,7 @@ static int l_size(lua_State *L) {
 
 static int l_stride(lua_State *L) {
   lt_tensor *t = T(1, "stride");
-  lua_createtable(L, t->ndim, 0);
-  for (int d = 0; d < t->ndim; d++) {
-    lua_pushinteger(L, (lua_Integer)t->stride[d]);
-    lua_rawseti(L, -2, d + 1);
-  }
-  return 1;
+  return push_dims(L, t->stride, t->ndim);
 }
 
 static int l_dim(lua_State *L) {

@@ -113,12 +113,18 @@ void lt_add_f64(lt_tensor *out, const lt_tensor *a, const lt_tensor *b) {
   LT_ITER_ROWS_END(&it, o0, o1, o2);
 }
 
-static void sum_to_f64(lt_tensor *out, const lt_tensor *g) {
+/* The iteration of a sum into out over g's shape: out (operand 0) broadcast to it, so that each of g's elements
+ * (operand 1) meets the element of out it adds to. */
+static void sum_to_iter(lt_iter *it, const lt_tensor *out, const lt_tensor *g) {
   int64_t so[LT_MAX_DIM];
   lt_broadcast_strides(out, g->ndim, g->shape, so);
   const int64_t *st[2] = { so, g->stride };
+  lt_iter_init(it, g->ndim, g->shape, 2, st);
+}
+
+static void sum_to_f64(lt_tensor *out, const lt_tensor *g) {
   lt_iter it;
-  lt_iter_init(&it, g->ndim, g->shape, 2, st);
+  sum_to_iter(&it, out, g);
   double *po = lt_f64(out);
   const double *pg = lt_f64(g);
   LT_ITER_ROWS(&it, o0, o1, o2) {
@@ -140,11 +146,8 @@ LT_VECTOR_FN lt_tensor *lt_op_sum_to(lt_ctx *c, lt_tensor *g, int ndim, const in
     sum_to_f64(out, g);
     return out;
   }
-  int64_t so[LT_MAX_DIM];
-  lt_broadcast_strides(out, g->ndim, g->shape, so);
-  const int64_t *st[2] = { so, g->stride };
   lt_iter it;
-  lt_iter_init(&it, g->ndim, g->shape, 2, st);
+  sum_to_iter(&it, out, g);
   float *po = lt_f32(out);
   const float *pg = lt_f32(g);
   LT_ITER_ROWS(&it, o0, o1, o2) {

@@ -125,6 +125,16 @@ static lt_tensor *rows_output(lt_ctx *c, const lt_tensor *src, int64_t count) {
   return lt_tensor_new(c, src->dtype, src->ndim, shape);
 }
 
+/* A contiguous rows_source's row: its bytes, and where its first row starts */
+static size_t row_bytes(const lt_tensor *s) {
+  size_t bytes = lt_dtype_size(s->dtype);
+  for (int d = 1; d < s->ndim; d++) bytes *= (size_t)s->shape[d];
+  return bytes;
+}
+static const char *first_row(const lt_tensor *s) {
+  return (const char *)s->storage->data + (size_t)s->offset * lt_dtype_size(s->dtype);
+}
+
 lt_tensor *lt_data_gather_rows(lt_ctx *c, const lt_tensor *src, const int64_t *rows, int64_t count, int64_t base) {
   lt_tensor *s = rows_source(c, src, "gather_rows");
   if (!s) return NULL;
@@ -133,10 +143,8 @@ lt_tensor *lt_data_gather_rows(lt_ctx *c, const lt_tensor *src, const int64_t *r
     lt_tensor_release(s);
     return NULL;
   }
-  size_t es = lt_dtype_size(s->dtype);
-  size_t row_bytes = es;
-  for (int d = 1; d < s->ndim; d++) row_bytes *= (size_t)s->shape[d];
-  const char *from = (const char *)s->storage->data + (size_t)s->offset * es;
+  size_t rb = row_bytes(s);
+  const char *from = first_row(s);
   char *to = (char *)out->storage->data;
   int64_t n = s->shape[0];
   for (int64_t j = 0; j < count; j++) {
@@ -147,7 +155,7 @@ lt_tensor *lt_data_gather_rows(lt_ctx *c, const lt_tensor *src, const int64_t *r
       lt_tensor_release(out);
       return NULL;
     }
-    memcpy(to + (size_t)j * row_bytes, from + (size_t)r * row_bytes, row_bytes);
+    memcpy(to + (size_t)j * rb, from + (size_t)r * rb, rb);
   }
   lt_tensor_release(s);
   return out;
@@ -167,11 +175,8 @@ lt_tensor *lt_data_slice_rows(lt_ctx *c, const lt_tensor *src, int64_t start, in
     lt_tensor_release(s);
     return NULL;
   }
-  size_t es = lt_dtype_size(s->dtype);
-  size_t row_bytes = es;
-  for (int d = 1; d < s->ndim; d++) row_bytes *= (size_t)s->shape[d];
-  const char *from = (const char *)s->storage->data + (size_t)s->offset * es;
-  memcpy(out->storage->data, from + (size_t)start * row_bytes, (size_t)count * row_bytes);
+  size_t rb = row_bytes(s);
+  memcpy(out->storage->data, first_row(s) + (size_t)start * rb, (size_t)count * rb);
   lt_tensor_release(s);
   return out;
 }

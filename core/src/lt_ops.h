@@ -27,13 +27,13 @@ int lt_op_normal_(lt_ctx *c, lt_tensor *t, double mean, double std);
 void lt_normal_fill_f32(lt_ctx *c, float *p, int64_t n, double mean, double std);
 /* int64 values uniform in [low, high) */
 lt_tensor *lt_op_randint(lt_ctx *c, int64_t low, int64_t high, int ndim, const int64_t *shape);
-lt_tensor *lt_op_bernoulli(lt_ctx *c, lt_tensor *p); /* 0/1 float32, p in [0, 1] */
+lt_tensor *lt_op_bernoulli(lt_ctx *c, lt_tensor *p);   /* 0/1 float32, p in [0, 1] */
 lt_tensor *lt_op_poisson(lt_ctx *c, lt_tensor *rates); /* ops_poisson.c: rates' dtype, rates finite >= 0 */
 /* n 0-based category indices per row of p (1-D or 2-D weights) */
 lt_tensor *lt_op_multinomial(lt_ctx *c, lt_tensor *p, int64_t n, int replacement);
 lt_tensor *lt_op_linspace(lt_ctx *c, double a, double b, int64_t n, lt_dtype dt); /* float32 or float64 */
-int lt_op_copy_(lt_ctx *c, lt_tensor *dst, lt_tensor *src);      /* broadcasts src, converts dtype */
-lt_tensor *lt_op_clone(lt_ctx *c, lt_tensor *t);                 /* differentiable, contiguous */
+int lt_op_copy_(lt_ctx *c, lt_tensor *dst, lt_tensor *src);                       /* broadcasts src, converts dtype */
+lt_tensor *lt_op_clone(lt_ctx *c, lt_tensor *t);                                  /* differentiable, contiguous */
 lt_tensor *lt_op_contiguous(lt_ctx *c, lt_tensor *t);            /* retains t when already contiguous */
 lt_tensor *lt_op_to_dtype(lt_ctx *c, lt_tensor *t, lt_dtype dt); /* copy; retains when same dtype */
 lt_tensor *lt_op_detach(lt_ctx *c, lt_tensor *t);                /* shares storage, no grad */

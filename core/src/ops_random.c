@@ -1,6 +1,7 @@
 /*
  * ops_random.c — random tensors: rand, randn, uniform_, normal_ (the fast normal fill behind randn / normal_ /
- * randn_like), randint, bernoulli, multinomial; and linspace.
+ * randn_like), randint, bernoulli, multinomial; and linspace. uniform_, normal_, bernoulli and multinomial also
+ * take float64.
  *
  * Box-Muller in float32 over blocks of NORMAL_BLOCK values: each block draws from its own xoshiro stream,
  * seeded from one word of lutra's RNG and the block's number, so blocks can run on any thread in any order and
@@ -181,35 +182,46 @@ lt_tensor *lt_op_randint(lt_ctx *c, int64_t low, int64_t high, int ndim, const i
   return t;
 }
 
+/* bernoulli's draws for float and double probabilities (T): 1 where a uniform falls below p; the index of the
+ * first p outside [0, 1] (1-based), else 0 */
+#define BERNOULLI_LOOP(NAME, T)                                   \
+  static int64_t NAME(lt_rng *r, const T *pp, T *pt, int64_t n) { \
+    for (int64_t i = 0; i < n; i++) {                             \
+      if (!(pp[i] >= (T)0 && pp[i] <= (T)1)) return i + 1;        \
+      pt[i] = lt_rng_uniform(r) < (double)pp[i] ? (T)1 : (T)0;    \
+    }                                                             \
+    return 0;                                                     \
+  }
+BERNOULLI_LOOP(bernoulli_f32, float)
+BERNOULLI_LOOP(bernoulli_f64, double)
+
 lt_tensor *lt_op_bernoulli(lt_ctx *c, lt_tensor *prob) {
-  if (lt_check_dtype(c, "bernoulli", "probabilities", prob, LT_F32)) return NULL;
+  if (prob->dtype != LT_F64 && lt_check_dtype(c, "bernoulli", "probabilities", prob, LT_F32)) return NULL;
   lt_tensor *p = lt_op_contiguous(c, prob);
-  lt_tensor *t = p ? lt_tensor_new(c, LT_F32, p->ndim, p->shape) : NULL;
+  lt_tensor *t = p ? lt_tensor_new(c, p->dtype, p->ndim, p->shape) : NULL;
   if (t) {
-    const float *pp = lt_f32(p);
-    float *pt = lt_f32(t);
-    for (int64_t i = 0, n = lt_numel(t); i < n; i++) {
-      if (!(pp[i] >= 0.0f && pp[i] <= 1.0f)) {
-        lt_fail(c, "bernoulli: probability %g at element %lld is not in [0, 1]", (double)pp[i], (long long)(i + 1));
-        lt_tensor_release(t);
-        t = NULL;
-        break;
-      }
-      pt[i] = lt_rng_uniform(&c->rng) < (double)pp[i] ? 1.0f : 0.0f;
+    int64_t n = lt_numel(t);
+    int64_t bad = p->dtype == LT_F64 ? bernoulli_f64(&c->rng, lt_f64(p), lt_f64(t), n)
+                                     : bernoulli_f32(&c->rng, lt_f32(p), lt_f32(t), n);
+    if (bad) {
+      lt_fail(c, "bernoulli: probability %g at element %lld is not in [0, 1]", lt_get_flat(p, bad - 1), (long long)bad);
+      lt_tensor_release(t);
+      t = NULL;
     }
   }
   lt_tensor_release(p);
   return t;
 }
 
-/* One row of multinomial: n categories drawn from weights w[0..k) (copied into scratch, zeroed as drawn when
- * without replacement). Linear search over the running sum: k is a vocabulary or a class count. */
-static void multinomial_row(lt_rng *r, const float *w, int64_t k, int64_t n, int replacement, double *scratch,
-                            int64_t *out) {
+/* One row of multinomial: n categories drawn from weights wf[0..k) or wd[0..k) (float32 or float64; copied into
+ * scratch, zeroed as drawn when without replacement). Linear search over the running sum: k is a vocabulary or
+ * a class count. */
+static void multinomial_row(lt_rng *r, const float *wf, const double *wd, int64_t k, int64_t n, int replacement,
+                            double *scratch, int64_t *out) {
   double total = 0;
   for (int64_t j = 0; j < k; j++) {
-    scratch[j] = w[j];
-    total += w[j];
+    scratch[j] = wf ? wf[j] : wd[j];
+    total += scratch[j];
   }
   for (int64_t s = 0; s < n; s++) {
     double u = lt_rng_uniform(r) * total, acc = 0;
@@ -230,7 +242,7 @@ static void multinomial_row(lt_rng *r, const float *w, int64_t k, int64_t n, int
 
 lt_tensor *lt_op_multinomial(lt_ctx *c, lt_tensor *prob, int64_t n, int replacement) {
   char b1[128];
-  if (lt_check_dtype(c, "multinomial", "probabilities", prob, LT_F32)) return NULL;
+  if (prob->dtype != LT_F64 && lt_check_dtype(c, "multinomial", "probabilities", prob, LT_F32)) return NULL;
   if (prob->ndim != 1 && prob->ndim != 2) {
     lt_fail(c, "multinomial: probabilities must be 1-D or 2-D, got %s", lt_shape_str(prob, b1, sizeof b1));
     return NULL;
@@ -242,12 +254,13 @@ lt_tensor *lt_op_multinomial(lt_ctx *c, lt_tensor *prob, int64_t n, int replacem
   }
   lt_tensor *p = lt_op_contiguous(c, prob);
   if (!p) return NULL;
-  const float *pp = lt_f32(p);
+  const float *pp = p->dtype == LT_F32 ? lt_f32(p) : NULL;
+  const double *pd = p->dtype == LT_F64 ? lt_f64(p) : NULL;
   for (int64_t r = 0; r < rows; r++) {
     int64_t positive = 0;
     for (int64_t j = 0; j < k; j++) {
-      float v = pp[r * k + j];
-      if (!(v >= 0.0f) || isinf(v)) {
+      double v = pp ? pp[r * k + j] : pd[r * k + j];
+      if (!(v >= 0.0) || isinf(v)) {
         lt_tensor_release(p);
         lt_fail(c, "multinomial: probabilities must be finite and >= 0, got %g in row %lld", (double)v,
                 (long long)(r + 1));
@@ -275,7 +288,8 @@ lt_tensor *lt_op_multinomial(lt_ctx *c, lt_tensor *prob, int64_t n, int replacem
   }
   if (t) {
     for (int64_t r = 0; r < rows; r++)
-      multinomial_row(&c->rng, pp + r * k, k, n, replacement, scratch, lt_i64(t) + r * n);
+      multinomial_row(&c->rng, pp ? pp + r * k : NULL, pd ? pd + r * k : NULL, k, n, replacement, scratch,
+                      lt_i64(t) + r * n);
     lt_free(scratch, (size_t)k * sizeof *scratch);
   }
   lt_tensor_release(p);

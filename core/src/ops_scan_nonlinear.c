@@ -8,6 +8,13 @@
 #include "lt_lines.h"
 #include "lt_ops.h"
 
+/* a scan's dim (0-based; a 0-dim tensor has dim 0, as PyTorch's): LT_ERR with the message when out of range */
+static int check_scan_dim(lt_ctx *c, const char *name, const lt_tensor *a, int dim) {
+  if (dim < 0 || (a->ndim > 0 && dim >= a->ndim) || (a->ndim == 0 && dim != 0))
+    return lt_fail(c, "%s: dim %d is out of range for a tensor with %d dims", name, dim + 1, a->ndim);
+  return LT_OK;
+}
+
 /* ---- cummax / cummin ------------------------------------------------------------------------------------------ */
 
 /* the running extreme of each line and where it came from: a later equal value takes over (>= / <=, as PyTorch's),
@@ -64,8 +71,7 @@ static int cumext_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin)
 int lt_op_cumext(lt_ctx *c, lt_tensor *a, int dim, int max, lt_tensor **values, lt_tensor **indices) {
   const char *name = max ? "cummax" : "cummin";
   *values = *indices = NULL;
-  if (dim < 0 || (a->ndim > 0 && dim >= a->ndim) || (a->ndim == 0 && dim != 0))
-    return lt_fail(c, "%s: dim %d is out of range for a tensor with %d dims", name, dim + 1, a->ndim);
+  if (check_scan_dim(c, name, a, dim)) return LT_ERR;
   lt_tensor *x = lt_op_contiguous(c, a);
   lt_tensor *v = x ? lt_tensor_new_like(c, x) : NULL;
   lt_tensor *i = v ? lt_tensor_new(c, LT_I64, x->ndim, x->shape) : NULL;
@@ -155,10 +161,7 @@ static int lcse_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) {
 }
 
 lt_tensor *lt_op_logcumsumexp(lt_ctx *c, lt_tensor *a, int dim) {
-  if (dim < 0 || (a->ndim > 0 && dim >= a->ndim) || (a->ndim == 0 && dim != 0)) {
-    lt_fail(c, "logcumsumexp: dim %d is out of range for a tensor with %d dims", dim + 1, a->ndim);
-    return NULL;
-  }
+  if (check_scan_dim(c, "logcumsumexp", a, dim)) return NULL;
   lt_tensor *fa = lt_op_to_dtype(c, a, a->dtype == LT_F64 ? LT_F64 : LT_F32);
   lt_tensor *x = fa ? lt_op_contiguous(c, fa) : NULL;
   lt_tensor *out = x ? lt_tensor_new_like(c, x) : NULL;

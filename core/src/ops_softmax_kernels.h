@@ -6,112 +6,75 @@
  *   SM_EXP(x)         exp of one element (float32: lt_simd.h's vectorising approximation; float64: libm's exp,
  *                     as float64 is asked for its precision)
  *   SM_LOG_SUM(s)     log of a (double) sum of exps, in loops over rows that vectorise
- *   SM_I              the signed integer type of SM_T's size (the lanes' comparison masks)
+ *   SM_ROW_MAX(x, n)  the largest element of a contiguous row, NaN if it holds one
  *   SM_LONG           rows longer than this take SM_SUM_LONG / SM_DOT_LONG for their sums, where 16 lanes of
  *                     SM_T would lose precision (float32 from 4096)
  *   SM_SUM_LONG(x, n), SM_DOT_LONG(g, y, n)
  * The sums of exps are doubles for both types. The file has no include guard on purpose.
  */
 
-/* 16 lanes of SM_T in one vector value (GCC's vector extension): a register, where an array of 16 that the
- * vectoriser updates in place stays in memory, and each vector of a row waits on the store and reload of the
- * previous one (a third of a 64-wide row's time). SM_FN(mask) is the lanes' comparison result. */
-typedef SM_T SM_FN(lanes) __attribute__((vector_size(16 * sizeof(SM_T))));
-typedef SM_I SM_FN(mask) __attribute__((vector_size(16 * sizeof(SM_T))));
-typedef double SM_FN(dlanes) __attribute__((vector_size(16 * sizeof(double))));
-
-/* (a macro: a function passing these vectors by value changes the ABI in the clones without AVX-512) */
-#define SM_LOAD16(v, p) memcpy(&(v), (p), sizeof(v))
+/* The 16 lanes of the row sums as 16 / SM_VL vectors of 32 bytes (GCC's vector extension): registers, where an
+ * array of 16 that the vectoriser updated in place stayed in memory, and each vector of a row waited on the
+ * store and reload of the previous one (a third of a 64-wide row's time). 32 bytes, not 64: wider vectors than
+ * the AVX2 clone's registers are split through the stack there. */
+#define SM_VL (32 / (int)sizeof(SM_T))
+typedef SM_T SM_FN(vec) __attribute__((vector_size(32)));
+typedef double SM_FN(dvec) __attribute__((vector_size(SM_VL * sizeof(double))));
 
 /* Sums of 16 lanes (+ the tail) as a tree of double adds: four dependent adds, where a chain over the lanes
  * is sixteen (on rows of 64, a quarter of the row's time). The order is fixed, so a row's result does not depend
  * on where it sits or which thread computes it. */
-__attribute__((always_inline)) static inline double SM_FN(lanes_sum)(const SM_FN(lanes) * acc, SM_T tail) {
-  SM_FN(dlanes) d = __builtin_convertvector(*acc, SM_FN(dlanes));
-  d += __builtin_shufflevector(d, d, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7); /* d[k] + d[k + 8] */
-  d += __builtin_shufflevector(d, d, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3);       /* ... + [k + 4] */
-  d += __builtin_shufflevector(d, d, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1);       /* (0 + 2), (1 + 3) */
-  return (d[0] + d[1]) + tail;
-}
-
-/* Largest element of a contiguous row; NaN if the row holds one (as PyTorch's max, so a softmax over such a
- * row is all NaN); -inf for an empty row. 16 lanes of running maxima, NaNs flagged on the side (a vector max
- * drops them). */
-__attribute__((always_inline)) static inline SM_T SM_FN(row_max)(const SM_T *x, int64_t n) {
-  SM_T m = -INFINITY;
-  SM_I bad = 0;
-  int64_t j = 0;
-  if (n >= 16) {
-    SM_FN(lanes) acc, v;
-    SM_LOAD16(acc, x);
-    SM_FN(mask) nan = acc != acc;
-    for (j = 16; j + 16 <= n; j += 16) {
-      SM_LOAD16(v, x + j);
-      SM_FN(mask) gt = v > acc;
-      acc = (SM_FN(lanes))(((SM_FN(mask))v & gt) | ((SM_FN(mask))acc & ~gt));
-      nan |= v != v;
-    }
-    /* fold the lanes as a tree: lane 0 ends with the max of all (the others with partial ones) */
-#define SM_FOLD_MAX(...)                                                    \
-  do {                                                                      \
-    v = __builtin_shufflevector(acc, acc, __VA_ARGS__);                     \
-    SM_FN(mask) gt = v > acc;                                               \
-    acc = (SM_FN(lanes))(((SM_FN(mask))v & gt) | ((SM_FN(mask))acc & ~gt)); \
-    nan |= __builtin_shufflevector(nan, nan, __VA_ARGS__);                  \
-  } while (0)
-    SM_FOLD_MAX(8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
-    SM_FOLD_MAX(4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3);
-    SM_FOLD_MAX(2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1);
-    SM_FOLD_MAX(1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0);
-#undef SM_FOLD_MAX
-    m = acc[0];
-    bad = nan[0];
-  }
-  for (; j < n; j++) {
-    m = x[j] > m ? x[j] : m;
-    bad |= x[j] != x[j];
-  }
-  return bad ? (SM_T)NAN : m;
+__attribute__((always_inline)) static inline double SM_FN(lanes_sum)(const SM_FN(vec) * acc, SM_T tail) {
+  SM_FN(dvec) h[8 / SM_VL];
+  for (int q = 0; q < 8 / SM_VL; q++) /* lanes k and k + 8, k < 8 */
+    h[q] = __builtin_convertvector(acc[q], SM_FN(dvec)) + __builtin_convertvector(acc[q + 8 / SM_VL], SM_FN(dvec));
+  double d[8];
+  for (int k = 0; k < 8; k++) d[k] = h[k / SM_VL][k % SM_VL];
+  for (int k = 0; k < 4; k++) d[k] += d[k + 4];
+  return ((d[0] + d[2]) + (d[1] + d[3])) + tail;
 }
 
 /* y[j] = exp(x[j] - mx) (store 1) or only their sum (store 0), in one pass; returns the sum */
 __attribute__((always_inline)) static inline double SM_FN(exp_sum)(const SM_T *x, SM_T *y, int64_t n, SM_T mx,
                                                                    int store) {
-  SM_FN(lanes) acc = { 0 };
+  SM_FN(vec) acc[16 / SM_VL] = { 0 };
   SM_T tail = 0;
   int64_t j = 0;
   for (; j + 16 <= n; j += 16) {
     SM_T e[16];
     for (int k = 0; k < 16; k++) e[k] = SM_EXP(x[j + k] - mx);
     if (store) memcpy(y + j, e, sizeof e);
-    SM_FN(lanes) v;
-    SM_LOAD16(v, e);
-    acc += v;
+    for (int q = 0; q < 16 / SM_VL; q++) {
+      SM_FN(vec) v;
+      memcpy(&v, e + q * SM_VL, sizeof v);
+      acc[q] += v;
+    }
   }
   for (; j < n; j++) {
     SM_T e = SM_EXP(x[j] - mx);
     if (store) y[j] = e;
     tail += e;
   }
-  return SM_FN(lanes_sum)(&acc, tail);
+  return SM_FN(lanes_sum)(acc, tail);
 }
 
 /* sum of g[j] (y NULL) or of g[j] * y[j] */
 __attribute__((always_inline)) static inline double SM_FN(row_dot)(const SM_T *g, const SM_T *y, int64_t n) {
-  SM_FN(lanes) acc = { 0 };
+  SM_FN(vec) acc[16 / SM_VL] = { 0 };
   SM_T tail = 0;
   int64_t j = 0;
-  for (; j + 16 <= n; j += 16) {
-    SM_FN(lanes) a, b;
-    SM_LOAD16(a, g + j);
-    if (y) {
-      SM_LOAD16(b, y + j);
-      a *= b;
+  for (; j + 16 <= n; j += 16)
+    for (int q = 0; q < 16 / SM_VL; q++) {
+      SM_FN(vec) a, b;
+      memcpy(&a, g + j + q * SM_VL, sizeof a);
+      if (y) {
+        memcpy(&b, y + j + q * SM_VL, sizeof b);
+        a *= b;
+      }
+      acc[q] += a;
     }
-    acc += a;
-  }
   for (; j < n; j++) tail += y ? g[j] * y[j] : g[j];
-  return SM_FN(lanes_sum)(&acc, tail);
+  return SM_FN(lanes_sum)(acc, tail);
 }
 
 /* For m side-by-side rows stored as columns (element j of row k at p[j * ld + k]): each row's max (NaN when
@@ -159,7 +122,7 @@ __attribute__((always_inline)) static inline void SM_FN(softmax_fwd_short)(const
   }
 }
 
-/* Rows [lo, hi) of the forward pass. A NaN in a row makes the whole row NaN (row_max returns NaN); a row
+/* Rows [lo, hi) of the forward pass. A NaN in a row makes the whole row NaN (SM_ROW_MAX returns NaN); a row
  * of -inf is NaN too, and -inf entries among finite ones get exact zeros, all as in PyTorch. */
 LT_VECTOR_FN static void SM_FN(softmax_fwd)(const SM_T *x, SM_T *y, int64_t n, int64_t inner, int log_form, int64_t lo,
                                             int64_t hi) {
@@ -177,7 +140,7 @@ LT_VECTOR_FN static void SM_FN(softmax_fwd)(const SM_T *x, SM_T *y, int64_t n, i
       SM_T *y0 = y + r0 * n;
       SM_T mx[SM_PHASE_ROWS];
       double s[SM_PHASE_ROWS];
-      for (int64_t k = 0; k < m; k++) mx[k] = SM_FN(row_max)(x0 + k * n, n);
+      for (int64_t k = 0; k < m; k++) mx[k] = SM_ROW_MAX(x0 + k * n, n);
       for (int64_t k = 0; k < m; k++)
         s[k] = n <= SM_LONG ? SM_FN(exp_sum)(x0 + k * n, y0 + k * n, n, mx[k], !log_form)
                             : (SM_FN(exp_sum)(x0 + k * n, y0 + k * n, n, mx[k], 1), SM_SUM_LONG(y0 + k * n, n));
@@ -265,3 +228,5 @@ LT_VECTOR_FN static void SM_FN(softmax_bwd)(const SM_T *py, const SM_T *pg, SM_T
     r += m;
   }
 }
+
+#undef SM_VL

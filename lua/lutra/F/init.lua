@@ -87,13 +87,14 @@ local function loss_opts(name, opts, spec)
   return checked
 end
 
---- cross_entropy(logits [N, C] (or [N, C, d...]), targets int64 1..C [N] | class probabilities float32 of
+--- cross_entropy(logits [N, C] (or [N, C, d...]), targets int64 1..C [N] | class probabilities (float) of
 --- the logits' shape, opts); opts: reduction, ignore_index (1-based), label_smoothing, weight [C]
 function F.cross_entropy(logits, targets, opts)
   local o = loss_opts("cross_entropy", opts,
     { reduction = "string", ignore_index = "number", label_smoothing = "number", weight = "tensor" })
   -- float targets of the logits' shape are class probabilities; other float targets are refused in C (int64)
-  if lt.is_tensor(targets) and targets:dtype() == "float32" and lt.is_tensor(logits)
+  local tdt = lt.is_tensor(targets) and targets:dtype()
+  if (tdt == "float32" or tdt == "float64") and lt.is_tensor(logits)
     and targets:shape_str() == logits:shape_str() then
     return FL.cross_entropy_probs(logits, targets, o)
   end
