@@ -1,6 +1,7 @@
 -- f64_layers_spec.lua — the nn layers in float64 against torch 1.13 (tests/fixtures/f64_layers.json,
 -- gen_f64_layers.py): an MLP of Embedding, Linear, BatchNorm1d, ReLU, Dropout and LayerNorm made float64 with
--- m:double() and trained 3 SGD steps; the adaptive pools, batch_norm, layer_norm and embedding one by one (output
+-- m:double() and trained 3 SGD steps; the adaptive pools, batch_norm, layer_norm, embedding and the activations
+-- (leaky_relu, silu, elu, softplus, mish, hardtanh, hardswish, hardsigmoid, prelu) one by one (output
 -- and gradients to 1e-12, float64 finite-difference gradchecks); dropout's float64 mask; the dtype mix refused.
 local lt = require "lutra"
 local nn, F = lt.nn, lt.F
@@ -63,7 +64,11 @@ local RUN = {
   end,
   layer_norm = function(_, x) return F.layer_norm(x[1], { 7, 5 }, x[2], x[3], 1e-5) end,
   embedding = function(c, x) return F.embedding(x[1], x[2], c.padding_idx) end,
+  prelu = function(_, x) return F.prelu(x[1], x[2]) end,
 }
+for _, name in ipairs { "leaky_relu", "silu", "elu", "softplus", "mish", "hardtanh", "hardswish", "hardsigmoid" } do
+  RUN[name] = function(c, x) return F[name](x[1], unpack(c.options)) end
+end
 
 describe("float64 layers against torch 1.13", function()
   for _, c in ipairs(FX.layers) do

@@ -15,8 +15,8 @@
 #include "lt_errors.h"
 #include "lt_nn.h"
 
-/* A zeroed gradient (x's dtype) for the pool's [N x C x H x W] input x, and in *gc the output gradient made contiguous (the
- * caller releases it); NULL, with nothing held, when either cannot be allocated. */
+/* A zeroed gradient (x's dtype) for the pool's [N x C x H x W] input x, and in *gc the output gradient made
+ * contiguous (the caller releases it); NULL, with nothing held, when either cannot be allocated. */
 static inline lt_tensor *lt_nn_pool_grad_buffers(lt_ctx *c, lt_tensor *gout, const lt_tensor *x, lt_tensor **gc) {
   *gc = lt_op_contiguous(c, gout);
   lt_tensor *gx = *gc ? lt_tensor_zeros(c, x->dtype, 4, x->shape) : NULL;
@@ -29,13 +29,15 @@ typedef double (*lt_nn_avg_window_fn)(const void *geom, int64_t oh, int64_t ow, 
 
 /* the spreading loop of lt_nn_avg_pool_backward over element type T */
 #define LT_NN_AVG_POOL_SPREAD(T, pg, px, planes, H, W, HO, WO, geom, window) \
+  const T *src = (pg);                                                       \
+  T *dst = (px);                                                             \
   for (int64_t pl = 0; pl < (planes); pl++) {                                \
-    T *plane = (px) + pl * (H) * (W);                                        \
+    T *plane = dst + pl * (H) * (W);                                         \
     for (int64_t oh = 0; oh < (HO); oh++)                                    \
       for (int64_t ow = 0; ow < (WO); ow++) {                                \
         int64_t h0, h1, w0, w1;                                              \
         const double div = window(geom, oh, ow, &h0, &h1, &w0, &w1);         \
-        const T v = (T)((pg)[(pl * (HO) + oh) * (WO) + ow] / div);           \
+        const T v = (T)(src[(pl * (HO) + oh) * (WO) + ow] / div);            \
         for (int64_t ih = h0; ih < h1; ih++)                                 \
           for (int64_t iw = w0; iw < w1; iw++) plane[ih * (W) + iw] += v;    \
       }                                                                      \

@@ -11,12 +11,16 @@
 #include "lt_nn.h"
 
 /* each looked-up row's gradient added into its weight row, but the padding row's */
-#define EMB_SCATTER(T, pg, pw)                         \
-  for (int64_t s = 0, m = lt_numel(idx); s < m; s++) { \
-    if (pi[s] == pad) continue;                        \
-    T *row = (pw) + pi[s] * d;                         \
-    const T *g = (pg) + s * d;                         \
-    for (int64_t j = 0; j < d; j++) row[j] += g[j];    \
+#define EMB_SCATTER(T, pg, pw)                           \
+  {                                                      \
+    const T *src = (pg);                                 \
+    T *dst = (pw);                                       \
+    for (int64_t s = 0, m = lt_numel(idx); s < m; s++) { \
+      if (pi[s] == pad) continue;                        \
+      T *row = dst + pi[s] * d;                          \
+      const T *g = src + s * d;                          \
+      for (int64_t j = 0; j < d; j++) row[j] += g[j];    \
+    }                                                    \
   }
 
 /* node: inputs {w}; saved[0] = indices (contiguous); i[0] = padding_idx or -1 */

@@ -55,10 +55,14 @@ static int pool_check(lt_ctx *c, const char *op, lt_tensor *x, int kh, int kw, i
 /* ---- max ---------------------------------------------------------------------------------------- */
 
 /* each output's gradient goes to the input cell its window took (lt_nn.h), in the input's dtype */
-#define MAX_POOL_SCATTER(T, pg, px)       \
-  for (int64_t pl = 0; pl < planes; pl++) \
-    for (int64_t p = 0; p < P; p++)       \
-      if (idx[pl * P + p] >= 0) (px)[pl * HW + idx[pl * P + p]] += (pg)[pl * P + p];
+#define MAX_POOL_SCATTER(T, pg, px)                                                  \
+  {                                                                                  \
+    const T *src = (pg);                                                             \
+    T *dst = (px);                                                                   \
+    for (int64_t pl = 0; pl < planes; pl++)                                          \
+      for (int64_t p = 0; p < P; p++)                                                \
+        if (idx[pl * P + p] >= 0) dst[pl * HW + idx[pl * P + p]] += src[pl * P + p]; \
+  }
 
 int lt_nn_max_pool_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin) {
   const lt_tensor *x = n->inputs[0];

@@ -104,7 +104,7 @@ static inline double run_sum_d(const double *x, int64_t n) {
  *   output 1): each input cell is in one window, so its gradient is written once, with no zeroed buffer to add
  *   into (the same values as the general backward's 0 + g / cells); a window of whole rows is one fill. */
 // clang-format off
-#define APOOL_KERNELS(S, T, K, UK, KMAX, CK)                                                                                      \
+#define APOOL_KERNELS(S, T, K, UK, KMAX, CK)                                                                         \
   LT_VECTOR_FN static void avg_planes_##S(const apool_geom *g, const apool_win *w, const T *x, T *out) {          \
     for (int64_t pl = 0; pl < g->N * g->C; pl++) {                                                                \
       const T *plane = x + pl * g->H * g->W;                                                                      \

@@ -241,29 +241,41 @@ int lt_op_unary_(lt_ctx *c, lt_unop op, lt_tensor *a) {
 typedef enum { MAP_LEAKY, MAP_LEAKY_GRAD, MAP_CLAMP, MAP_CLAMP_GRAD } map_kind;
 typedef struct map_job {
   map_kind kind;
-  const float *px, *pg; /* input, incoming gradient (backward) */
-  float *po;
-  float a, b; /* slope, or min and max */
+  const void *px, *pg; /* input, incoming gradient (backward): float32, or float64 when f64 */
+  void *po;
+  double a, b; /* slope, or min and max (rounded to float32 by its kernel) */
   int64_t n;
+  int f64;
 } map_job;
 
-LT_VECTOR_FN static void map_range(const map_job *j, int64_t lo, int64_t hi) {
-  const float *px = j->px, *pg = j->pg;
-  float *po = j->po, a = j->a, b = j->b;
-  switch (j->kind) {
-    case MAP_LEAKY:
-      for (int64_t i = lo; i < hi; i++) po[i] = px[i] > 0 ? px[i] : a * px[i];
-      break;
-    case MAP_LEAKY_GRAD:
-      for (int64_t i = lo; i < hi; i++) po[i] = px[i] > 0 ? pg[i] : a * pg[i];
-      break;
-    case MAP_CLAMP:
-      for (int64_t i = lo; i < hi; i++) po[i] = px[i] < a ? a : (px[i] > b ? b : px[i]);
-      break;
-    case MAP_CLAMP_GRAD:
-      for (int64_t i = lo; i < hi; i++) po[i] = (px[i] >= a && px[i] <= b) ? pg[i] : 0.0f;
-      break;
-  }
+/* map_range_S: elements [lo, hi) of a map job over element type T (suffix S) */
+// clang-format off
+#define MAP_KERNEL(S, T)                                                                                              \
+LT_VECTOR_FN static void map_range_##S(const map_job *j, int64_t lo, int64_t hi) {                                    \
+  const T *px = j->px, *pg = j->pg;                                                                                   \
+  T *po = j->po, a = (T)j->a, b = (T)j->b;                                                                            \
+  switch (j->kind) {                                                                                                  \
+    case MAP_LEAKY:                                                                                                   \
+      for (int64_t i = lo; i < hi; i++) po[i] = px[i] > 0 ? px[i] : a * px[i];                                        \
+      break;                                                                                                          \
+    case MAP_LEAKY_GRAD:                                                                                              \
+      for (int64_t i = lo; i < hi; i++) po[i] = px[i] > 0 ? pg[i] : a * pg[i];                                        \
+      break;                                                                                                          \
+    case MAP_CLAMP:                                                                                                   \
+      for (int64_t i = lo; i < hi; i++) po[i] = px[i] < a ? a : (px[i] > b ? b : px[i]);                              \
+      break;                                                                                                          \
+    case MAP_CLAMP_GRAD:                                                                                              \
+      for (int64_t i = lo; i < hi; i++) po[i] = (px[i] >= a && px[i] <= b) ? pg[i] : (T)0;                            \
+      break;                                                                                                          \
+  }                                                                                                                   \
+}
+// clang-format on
+MAP_KERNEL(f, float)
+MAP_KERNEL(d, double)
+
+static void map_range(const map_job *j, int64_t lo, int64_t hi) {
+  if (j->f64) map_range_d(j, lo, hi);
+  else map_range_f(j, lo, hi);
 }
 
 static void map_part(void *arg, int i, int nparts) {
@@ -284,7 +296,15 @@ static int leaky_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) 
   lt_tensor *gc = x ? lt_op_contiguous(c, g) : NULL;
   lt_tensor *r = gc ? lt_tensor_new_like(c, x) : NULL;
   if (r) {
-    map_job j = { MAP_LEAKY_GRAD, lt_f32(x), lt_f32(gc), lt_f32(r), (float)n->f[0], 0, lt_numel(x) };
+    const int f64 = x->dtype == LT_F64;
+    map_job j = { MAP_LEAKY_GRAD,
+                  f64 ? (const void *)lt_f64(x) : lt_f32(x),
+                  f64 ? (const void *)lt_f64(gc) : lt_f32(gc),
+                  f64 ? (void *)lt_f64(r) : lt_f32(r),
+                  n->f[0],
+                  0,
+                  lt_numel(x),
+                  f64 };
     map_run(c, &j);
   }
   lt_tensor_release(x);
@@ -294,11 +314,15 @@ static int leaky_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin) 
 }
 
 lt_tensor *lt_op_leaky_relu(lt_ctx *c, lt_tensor *a, double slope) {
-  if (lt_check_dtype(c, "leaky_relu", "input", a, LT_F32)) return NULL;
+  if (lt_check_float(c, "leaky_relu", "input", a)) return NULL;
   lt_tensor *x = lt_op_contiguous(c, a);
   lt_tensor *out = x ? lt_tensor_new_like(c, x) : NULL;
   if (out) {
-    map_job j = { MAP_LEAKY, lt_f32(x), NULL, lt_f32(out), (float)slope, 0, lt_numel(x) };
+    const int f64 = x->dtype == LT_F64;
+    map_job j = { MAP_LEAKY,   f64 ? (const void *)lt_f64(x) : lt_f32(x),
+                  NULL,        f64 ? (void *)lt_f64(out) : lt_f32(out),
+                  slope,       0,
+                  lt_numel(x), f64 };
     map_run(c, &j);
     lt_node *nd;
     if (lt_record(c, out, "leaky_relu", leaky_backward, 1, &a, &nd)) {
@@ -313,12 +337,12 @@ lt_tensor *lt_op_leaky_relu(lt_ctx *c, lt_tensor *a, double slope) {
 /* clamp's float32 one-pass rows over n contiguous elements (the op itself is in ops_clamp.c, which also uses the
  * binary ops for float64: kept out of this file, whose ops the binary ops' backward calls) */
 void lt_clamp_rows_f32(lt_ctx *c, const float *x, float *out, int64_t n, double lo, double hi) {
-  map_job j = { MAP_CLAMP, x, NULL, out, (float)lo, (float)hi, n };
+  map_job j = { MAP_CLAMP, x, NULL, out, lo, hi, n, 0 };
   map_run(c, &j);
 }
 
 void lt_clamp_grad_rows_f32(lt_ctx *c, const float *x, const float *g, float *r, int64_t n, double lo, double hi) {
-  map_job j = { MAP_CLAMP_GRAD, x, g, r, (float)lo, (float)hi, n };
+  map_job j = { MAP_CLAMP_GRAD, x, g, r, lo, hi, n, 0 };
   map_run(c, &j);
 }
 
