@@ -227,7 +227,7 @@ describe("ops without a float64 kernel", function()
   local x = lt.tensor({ 0.5, 2 }, "float64")
   local MSG = "float64 is not supported yet (float32 only)"
   it("refuse float64 with the one message, never reading doubles as floats", function()
-    assert.has_error(function() x:leaky_relu() end, "leaky_relu: " .. MSG)
+    assert.has_error(function() lt.F.max_pool2d(x:reshape(1, 1, 1, 2), 1) end, "max_pool2d: " .. MSG)
     -- an op composed in Lua names itself first (found by the API fuzz: lt.sort said only "argsort: ...")
     assert.has_error(function() lt.F.instance_norm(x:reshape(1, 1, 2)) end, "instance_norm: group_norm: " .. MSG)
   end)

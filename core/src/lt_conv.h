@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "lt_ctx.h"
+#include "lt_ops.h"
 #include "lt_tensor.h"
 
 /* The sizes a convolution derives from its input, weight and options: its output oshape [N x O x HO x WO] and the
@@ -17,6 +18,12 @@ int lt_conv_check_sizes(lt_ctx *c, const char *op, const int64_t *oshape, int64_
 /* LT_OK when input x, weight w and bias b (or NULL) are all float32 or all float64; else a message naming op and
  * the dtypes ("conv2d: input is float32 and weight is float64: both must have the same float dtype") */
 int lt_conv_check_dtypes(lt_ctx *c, const char *op, const lt_tensor *x, const lt_tensor *w, const lt_tensor *b);
+
+/* nn_conv.c's tuned float32 conv2d (no dilation, one group) with its fused activation. lt_nn_conv2d_act
+ * (nn_conv_general.c) is the entry every caller uses: it sends float64 to the general im2col + dgemm path, so the
+ * tuned file never calls the general one and the two do not call each other around a loop. */
+lt_tensor *lt_nn_conv2d_f32_act(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, int sh, int sw, int ph, int pw,
+                                lt_act act);
 
 /* range [lo, hi) of output positions o (of nout) whose input position o*S - P + off lies in [0, n): the columns an
  * unfolded kernel tap at offset off reads from the input, the rest being padding */

@@ -600,22 +600,10 @@ static int conv2d_relu_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tenso
   return rc;
 }
 
-lt_tensor *lt_nn_conv2d(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, int sh, int sw, int ph, int pw) {
-  return lt_nn_conv2d_act(c, x, w, b, sh, sw, ph, pw, LT_ACT_NONE);
-}
-
-lt_tensor *lt_nn_conv2d_act(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, int sh, int sw, int ph, int pw,
-                            lt_act act) {
+lt_tensor *lt_nn_conv2d_f32_act(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, int sh, int sw, int ph, int pw,
+                                lt_act act) {
   char b1[128], b2[128];
   if (lt_conv_check_dtypes(c, "conv2d", x, w, b)) return NULL;
-  if (x->dtype == LT_F64) { /* float64 takes nn_conv_general.c's im2col + dgemm, then the activation as its op */
-    const int s[2] = { sh, sw }, p[2] = { ph, pw }, d[2] = { 1, 1 };
-    lt_tensor *y = lt_nn_conv2d_ex(c, x, w, b, s, p, d, 1);
-    if (!y || act != LT_ACT_RELU) return y;
-    lt_tensor *r = lt_op_unary(c, LT_RELU, y);
-    lt_tensor_release(y);
-    return r;
-  }
   if (w->ndim != 4) {
     lt_fail(c, "conv2d: weight must be 4-D [out_channels x in_channels x kh x kw], got %s",
             lt_shape_str(w, b1, sizeof b1));

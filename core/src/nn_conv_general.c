@@ -260,6 +260,23 @@ static lt_tensor *run_forward(lt_ctx *c, const char *op, const gconv_geom *g, lt
   return out;
 }
 
+lt_tensor *lt_nn_conv2d(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, int sh, int sw, int ph, int pw) {
+  return lt_nn_conv2d_act(c, x, w, b, sh, sw, ph, pw, LT_ACT_NONE);
+}
+
+/* float32: the tuned kernel with the activation fused; float64: im2col + dgemm here, then the activation as its op */
+lt_tensor *lt_nn_conv2d_act(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, int sh, int sw, int ph, int pw,
+                            lt_act act) {
+  if (lt_conv_check_dtypes(c, "conv2d", x, w, b)) return NULL;
+  if (x->dtype != LT_F64) return lt_nn_conv2d_f32_act(c, x, w, b, sh, sw, ph, pw, act);
+  const int s[2] = { sh, sw }, p[2] = { ph, pw }, d[2] = { 1, 1 };
+  lt_tensor *y = lt_nn_conv2d_ex(c, x, w, b, s, p, d, 1);
+  if (!y || act != LT_ACT_RELU) return y;
+  lt_tensor *r = lt_op_unary(c, LT_RELU, y);
+  lt_tensor_release(y);
+  return r;
+}
+
 lt_tensor *lt_nn_conv2d_ex(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, const int *stride, const int *padding,
                            const int *dilation, int groups) {
   const char *op = "conv2d";
@@ -267,7 +284,7 @@ lt_tensor *lt_nn_conv2d_ex(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, 
   if (check_common(c, op, x, w, b, w->ndim == 4 ? w->shape[0] : 0, stride, padding, dilation, groups)) return NULL;
   /* float32 without dilation or groups: the tuned kernel (and its fused forms) */
   if (x->dtype == LT_F32 && dilation[0] == 1 && dilation[1] == 1 && groups == 1)
-    return lt_nn_conv2d(c, x, w, b, stride[0], stride[1], padding[0], padding[1]);
+    return lt_nn_conv2d_f32_act(c, x, w, b, stride[0], stride[1], padding[0], padding[1], LT_ACT_NONE);
   if (w->shape[0] % groups) {
     lt_fail(c, "%s: out_channels %lld are not divisible by groups %d (weight %s)", op, (long long)w->shape[0], groups,
             lt_shape_str(w, b1, sizeof b1));
