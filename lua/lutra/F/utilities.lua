@@ -63,10 +63,16 @@ local function pad_index(mode, n, before, after)
   return lt.tensor(idx, "int64")
 end
 
---- pad(x, {left, right[, top, bottom[, front, back]]}[, {mode = "constant", value = 0}]): the pairs pad the
---- last dim, then the one before, ... (PyTorch's order); negative amounts crop (constant mode).
-function M.pad(x, pad, opts)
+--- pad(x, {left, right[, top, bottom[, front, back]]}[, {mode = "constant", value = 0}]), or PyTorch's positional
+--- pad(x, pad, mode[, value]): the pairs pad the last dim, then the one before, ... (PyTorch's order); negative
+--- amounts crop (constant mode). The padding has x's dtype.
+function M.pad(x, pad, opts, pos_value)
   check_tensor("pad", x, "input")
+  if type(opts) == "string" or (opts == nil and pos_value ~= nil) then
+    opts = { mode = opts, value = pos_value }
+  elseif pos_value ~= nil then
+    error("pad: the value comes after the mode (pad(x, pad, mode, value)) or in the options table", 2)
+  end
   local o = H.check_opts("pad", opts, { mode = "string", value = "number" })
   local mode, value = o.mode or "constant", o.value or 0
   if mode ~= "constant" and mode ~= "reflect" and mode ~= "replicate" then
@@ -93,9 +99,9 @@ function M.pad(x, pad, opts)
       if after < 0 then y = y:narrow(d, 1, n + after); after = 0 end
       local parts = {}
       local shape = y:shape()
-      if before > 0 then shape[d] = before; parts[#parts + 1] = lt.full(shape, value) end
+      if before > 0 then shape[d] = before; parts[#parts + 1] = lt.full(shape, value, x:dtype()) end
       parts[#parts + 1] = y
-      if after > 0 then shape = y:shape(); shape[d] = after; parts[#parts + 1] = lt.full(shape, value) end
+      if after > 0 then shape = y:shape(); shape[d] = after; parts[#parts + 1] = lt.full(shape, value, x:dtype()) end
       if #parts > 1 then y = lt.cat(parts, d) end
     else
       if before < 0 or after < 0 then error("pad: negative padding is only for mode \"constant\"", 2) end
@@ -145,7 +151,7 @@ end
 
 -- The [out x in] matrix that maps a dim of size n_in to n_out: rows of 0/1 (nearest) or of two weights
 -- (linear), with PyTorch's source coordinates. scale is the user's scale_factor (nil when size was given).
-local function interp_matrix(mode, n_in, n_out, align_corners, scale)
+local function interp_matrix(mode, n_in, n_out, align_corners, scale, dtype)
   local w = {}
   local ratio = scale and 1 / scale or n_in / n_out
   for i = 0, n_out - 1 do
@@ -165,13 +171,19 @@ local function interp_matrix(mode, n_in, n_out, align_corners, scale)
     end
     w[i + 1] = row
   end
-  return lt.tensor(w)
+  return lt.tensor(w, dtype)
 end
 
 --- interpolate(x [N x C x H x W] (or [N x C x L]), {size = | scale_factor =, mode = "nearest"|"bilinear"|"linear",
---- align_corners = false}): resampled spatial dims; differentiable in x (two matmuls with interpolation matrices).
-function M.interpolate(x, opts)
+--- align_corners = false}), or PyTorch's positional interpolate(x, size, scale_factor, mode, align_corners) (size a
+--- number or a list, nil when scale_factor is given): resampled spatial dims, in x's dtype; differentiable in x
+--- (two matmuls with interpolation matrices).
+function M.interpolate(x, opts, ...)
   check_tensor("interpolate", x, "input")
+  if type(opts) ~= "table" or lt.is_tensor(opts) or opts[1] ~= nil or select("#", ...) > 0 then
+    local scale_factor, mode, align_corners = ...
+    opts = { size = opts, scale_factor = scale_factor, mode = mode, align_corners = align_corners }
+  end
   local o = H.check_opts("interpolate", opts, { size = "number|table", scale_factor = "number|table",
     mode = "string", align_corners = "boolean" })
   local mode = o.mode or "nearest"
@@ -217,10 +229,10 @@ function M.interpolate(x, opts)
   local ac = o.align_corners == true
   local y = x
   local last = x:dim()
-  local aw = interp_matrix(mode, x:size(last), sizes[nsp], ac, scales and scales[nsp])
+  local aw = interp_matrix(mode, x:size(last), sizes[nsp], ac, scales and scales[nsp], x:dtype())
   y = y:matmul(aw:t())
   if nsp == 2 then
-    local ah = interp_matrix(mode, x:size(last - 1), sizes[1], ac, scales and scales[1])
+    local ah = interp_matrix(mode, x:size(last - 1), sizes[1], ac, scales and scales[1], x:dtype())
     y = ah:matmul(y)
   end
   return y
