@@ -182,10 +182,20 @@ static void stop_hook(lua_State *L, lua_Debug *ar) {
   luaL_error(L, "lt.thread: stopped by the parent");
 }
 
+/* The worker a private entry of a worker's state is given: only lt.thread's boot code calls them, with the worker
+ * as a light userdata; anything else (a tensor, a table from a user who found the name) is an error, not a worker
+ * struct read from foreign memory. */
+static worker *worker_arg(lua_State *L, const char *fname) {
+  if (lua_type(L, 1) != LUA_TLIGHTUSERDATA)
+    l_errorf(L, "%s: lutra's internal entry for lt.thread's workers, not for calls (got %s)", fname,
+             luaL_typename(L, 1));
+  return lua_touserdata(L, 1);
+}
+
 /* core._thread_run(w): in the worker's state, with lutra loaded: decodes fn and
  * its arguments, calls fn and keeps its returns as the worker's result */
 static int l_thread_run(lua_State *L) {
-  worker *w = lua_touserdata(L, 1);
+  worker *w = worker_arg(L, "_thread_run");
   lua_pushlightuserdata(L, (void *)&worker_key);
   lua_pushlightuserdata(L, w);
   lua_rawset(L, LUA_REGISTRYINDEX);
@@ -206,7 +216,7 @@ static int l_thread_run(lua_State *L) {
 /* core._thread_fail(w, err): the error value kept as a message when it is a
  * table that crosses */
 static int l_thread_fail(lua_State *L) {
-  worker *w = lua_touserdata(L, 1);
+  worker *w = worker_arg(L, "_thread_fail");
   l_msg *m = l_carry_encode(L, 2, 1, "lt.thread", NULL);
   pthread_mutex_lock(&w->mu);
   w->result = m;
