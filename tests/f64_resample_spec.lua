@@ -53,5 +53,7 @@ describe("F.pad and F.interpolate in float64 against torch 1.13", function()
     assert.are.same(F.interpolate(x, 6):tolist(), F.interpolate(x, { size = 6 }):tolist())
     assert.has_error(function() F.pad(x, { 1, 1 }, { mode = "constant" }, 3) end,
       "pad: the value comes after the mode (pad(x, pad, mode, value)) or in the options table")
+    -- a positional size list holds numbers (found by the API fuzz: a tensor in it reached a comparison)
+    assert.has_error(function() F.interpolate(x, { lt.zeros(1), 2 }) end, "interpolate: size[1] must be a number, got userdata")
   end)
 end)

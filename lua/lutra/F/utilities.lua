@@ -207,6 +207,11 @@ function M.interpolate(x, opts, ...)
     local t = type(v) == "table" and v or {}
     if type(v) == "number" then for i = 1, nsp do t[i] = v end end
     if #t ~= nsp then error(string.format("interpolate: %s needs %d value(s), got %d", what, nsp, #t), 3) end
+    for i = 1, nsp do
+      if type(t[i]) ~= "number" then
+        error(string.format("interpolate: %s[%d] must be a number, got %s", what, i, type(t[i])), 3)
+      end
+    end
     return t
   end
   local sizes, scales = {}, nil
