@@ -8,6 +8,7 @@ describe("lt's private entries", function()
   it("raise or return on hostile arguments, never crash the process", function()
     local out = child.run [[
 local lt = require "lutra"
+local unpack = table.unpack or unpack -- (PUC Lua 5.4 has only table.unpack)
 local x = lt.tensor({ { 0.5, 2, -1 }, { 3, 0.25, 1.5 } }, "float64")
 for _, n in ipairs { "_thread_run", "_thread_fail" } do
   io.write("calling ", n, "\n")
