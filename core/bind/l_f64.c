@@ -186,6 +186,7 @@ static const char *const f64_names[] = {
   "round",
   "rsqrt",
   "rsqrt_",
+  "scaled_dot_product_attention",
   "scatter",
   "scatter_add",
   "scatter_reduce",
