@@ -11,6 +11,7 @@
 
 /* sorted (strcmp order) for bsearch */
 static const char *const f64_names[] = {
+  "DataLoader",
   "__newindex",
   "abs",
   "abs_",
@@ -165,6 +166,7 @@ static const char *const f64_names[] = {
   "normal_",
   "numel",
   "ones_like",
+  "output_loss",
   "param",
   "permute",
   "poisson",
