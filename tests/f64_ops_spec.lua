@@ -288,7 +288,8 @@ describe("the float64 refusals are those docs/reference/dtypes.md lists", functi
               local refused = refuses(function() return m(f64(unpack(s))) end)
                 or refuses(function() return m(f64(unpack(s)), f64(unpack(s))) end)
                 or refuses(function() return m(f64(unpack(s)), f64(unpack(s)), f64(unpack(s))) end)
-              assert(not refused or documented[name], "lt.nn." .. name .. " refuses float64 but docs/reference/dtypes.md does not say so")
+              assert(not refused or documented[name],
+                "lt.nn." .. name .. " refuses float64 but docs/reference/dtypes.md does not say so")
             end
           end
         end
@@ -308,7 +309,8 @@ describe("the float64 refusals are those docs/reference/dtypes.md lists", functi
               return l
             end)
           end)
-          assert(not refused or documented[name], "lt.optim." .. name .. " refuses float64 but docs/reference/dtypes.md does not say so")
+          assert(not refused or documented[name],
+            "lt.optim." .. name .. " refuses float64 but docs/reference/dtypes.md does not say so")
         end
       end
     end

@@ -30,7 +30,9 @@ local CALLS = {
   ["group_norm plain"] = function(p) return F.group_norm(p[1], 2) end,
   ["instance_norm"] = function(p) return F.instance_norm(p[1], { weight = p[2], bias = p[3], eps = 1e-4 }) end,
   ["sdpa"] = function(p) return F.scaled_dot_product_attention(p[1], p[2], p[3]) end,
-  ["sdpa causal scale"] = function(p) return F.scaled_dot_product_attention(p[1], p[2], p[3], { is_causal = true, scale = 0.3 }) end,
+  ["sdpa causal scale"] = function(p)
+    return F.scaled_dot_product_attention(p[1], p[2], p[3], { is_causal = true, scale = 0.3 })
+  end,
   ["sdpa float mask"] = function(p) return F.scaled_dot_product_attention(p[1], p[2], p[3], { attn_mask = MASK }) end,
   ["sdpa bool mask"] = function(p) return F.scaled_dot_product_attention(p[1], p[2], p[3], { attn_mask = BOOL_MASK }) end,
 }
