@@ -167,7 +167,6 @@ static void ATT_FN(backward_part)(void *arg, int i, int n) {
   int64_t b0, b1, ns = (int64_t)ATT_BR * j->g->S;
   lt_pool_range(j->g->nbh, i, n, 1, &b0, &b1);
   T *P = (T *)j->scratch + (int64_t)i * j->per;
-  if (b0 < b1)
-    ATT_FN(sdpa_backward)
-    (j->g, b0, b1, &j->dO, (const T *)j->O, (const T *)j->lse_in, j->dq, j->dk, j->dv, P, P + ns, P + 2 * ns);
+  if (b0 < b1) ATT_FN(sdpa_backward)
+  (j->g, b0, b1, &j->dO, (const T *)j->O, (const T *)j->lse_in, j->dq, j->dk, j->dv, P, P + ns, P + 2 * ns);
 }

@@ -66,7 +66,7 @@ LT_VECTOR_FN static void input_grad_row_##D(T *restrict gx, const T *restrict g,
                                             T w, T mean, T rstd, T md, T mdx) {                                    \
   for (int64_t i = 0; i < n; i++) gx[i] = rstd * (g[i] * w - md - (x[i] - mean) * rstd * mdx);                     \
 }                                                                                                                  \
-static void gn_forward_##D(const gn_geom *gp, const lt_tensor *xc, const lt_tensor *wc, const lt_tensor *bc,       \
+__attribute__((noinline)) static void gn_forward_##D(const gn_geom *gp, const lt_tensor *xc, const lt_tensor *wc, const lt_tensor *bc,       \
                            lt_tensor *out, lt_tensor *stats, lt_tensor *running_mean, lt_tensor *running_var,       \
                            double eps, double momentum) {                                                          \
   const gn_geom g = *gp;                                                                                           \
@@ -98,7 +98,7 @@ static void gn_forward_##D(const gn_geom *gp, const lt_tensor *xc, const lt_tens
     *rv = (T)((1 - momentum) * *rv + momentum * sv / (double)g.N);                                                 \
   }                                                                                                                \
 }                                                                                                                  \
-static void gn_backward_##D(const gn_geom *gp, const lt_tensor *xc, const lt_tensor *gc, const lt_tensor *wc,      \
+__attribute__((noinline)) static void gn_backward_##D(const gn_geom *gp, const lt_tensor *xc, const lt_tensor *gc, const lt_tensor *wc,      \
                             const lt_tensor *stats, lt_tensor *gx, lt_tensor *gw, lt_tensor *gb) {                 \
   const gn_geom g = *gp;                                                                                           \
   const int64_t Cg = g.C / g.G, M = Cg * g.S;                                                                      \

@@ -152,7 +152,8 @@ static void window(int64_t start, int64_t k, int64_t d, int64_t n, int64_t *lo, 
 
 /* The general window loop over element type T (float32 and float64): one definition, two functions. */
 #define MAX_POOL_PLANES(T, NAME)                                                                                 \
-  static void NAME(const pool_geom *gp, const T *restrict px, T *restrict po, int64_t *restrict pi) {            \
+  __attribute__((noinline)) static void NAME(const pool_geom *gp, const T *restrict px, T *restrict po,          \
+                                             int64_t *restrict pi) {                                             \
     const pool_geom g = *gp;                                                                                     \
     for (int64_t pl = 0; pl < g.N * g.C; pl++) {                                                                 \
       const T *plane = px + pl * g.H * g.W;                                                                      \
@@ -215,7 +216,7 @@ lt_tensor *lt_nn_max_pool2d(lt_ctx *c, lt_tensor *x, int kh, int kw, int sh, int
 
 lt_tensor *lt_nn_max_pool2d_dilated(lt_ctx *c, lt_tensor *x, int kh, int kw, int sh, int sw, int ph, int pw, int dh,
                                     int dw, int ceil_mode) {
-  pool_geom g;
+  pool_geom g = { 0 }; /* (set by pool_check; GCC cannot see it through the error path) */
   if (pool_check(c, "max_pool2d", x, kh, kw, sh, sw, ph, pw, dh, dw, ceil_mode, &g)) return NULL;
   int64_t oshape[4] = { g.N, g.C, g.HO, g.WO };
   lt_tensor *xc = lt_op_contiguous(c, x);
@@ -292,7 +293,7 @@ static int avg_pool_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor *
 
 lt_tensor *lt_nn_avg_pool2d(lt_ctx *c, lt_tensor *x, int kh, int kw, int sh, int sw, int ph, int pw,
                             int count_include_pad, int ceil_mode) {
-  pool_geom g;
+  pool_geom g = { 0 }; /* (set by pool_check; GCC cannot see it through the error path) */
   if (pool_check(c, "avg_pool2d", x, kh, kw, sh, sw, ph, pw, 1, 1, ceil_mode, &g)) return NULL;
   g.count_pad = count_include_pad != 0;
   int64_t oshape[4] = { g.N, g.C, g.HO, g.WO };
