@@ -10,7 +10,8 @@
  *   SM_LONG           rows longer than this take SM_SUM_LONG / SM_DOT_LONG for their sums, where 16 lanes of
  *                     SM_T would lose precision (float32 from 4096)
  *   SM_SUM_LONG(x, n), SM_DOT_LONG(g, y, n)
- * The sums of exps are doubles for both types. The file has no include guard on purpose.
+ * The sums of exps are doubles for both types. The file has no include guard on purpose, and undefines these
+ * parameters at its end, so the next type defines them afresh.
  */
 
 /* The 16 lanes of the row sums as 16 / SM_VL vectors of 32 bytes (GCC's vector extension): registers, where an
@@ -34,30 +35,6 @@ __attribute__((always_inline)) static inline double SM_FN(lanes_sum)(const SM_FN
   return ((d[0] + d[2]) + (d[1] + d[3])) + tail;
 }
 
-/* y[j] = exp(x[j] - mx) (store 1) or only their sum (store 0), in one pass; returns the sum */
-__attribute__((always_inline)) static inline double SM_FN(exp_sum)(const SM_T *x, SM_T *y, int64_t n, SM_T mx,
-                                                                   int store) {
-  SM_FN(vec) acc[16 / SM_VL] = { 0 };
-  SM_T tail = 0;
-  int64_t j = 0;
-  for (; j + 16 <= n; j += 16) {
-    SM_T e[16];
-    for (int k = 0; k < 16; k++) e[k] = SM_EXP(x[j + k] - mx);
-    if (store) memcpy(y + j, e, sizeof e);
-    for (int q = 0; q < 16 / SM_VL; q++) {
-      SM_FN(vec) v;
-      memcpy(&v, e + q * SM_VL, sizeof v);
-      acc[q] += v;
-    }
-  }
-  for (; j < n; j++) {
-    SM_T e = SM_EXP(x[j] - mx);
-    if (store) y[j] = e;
-    tail += e;
-  }
-  return SM_FN(lanes_sum)(acc, tail);
-}
-
 /* sum of g[j] (y NULL) or of g[j] * y[j] */
 __attribute__((always_inline)) static inline double SM_FN(row_dot)(const SM_T *g, const SM_T *y, int64_t n) {
   SM_FN(vec) acc[16 / SM_VL] = { 0 };
@@ -78,9 +55,11 @@ __attribute__((always_inline)) static inline double SM_FN(row_dot)(const SM_T *g
 }
 
 /* For m side-by-side rows stored as columns (element j of row k at p[j * ld + k]): each row's max (NaN when
- * the row has one) and sum of exp(v - max). Both blocked paths below use it, ld a constant or the inner size. */
+ * the row has one) and sum of exp(v - max), the exps also stored at e (same layout) unless e is NULL. Both
+ * blocked paths below use it, ld a constant or the inner size. */
 __attribute__((always_inline)) static inline void SM_FN(cols_max_expsum)(const SM_T *p, int64_t ld, int64_t n,
-                                                                         int64_t m, SM_T *mx, double *s, int32_t *bad) {
+                                                                         int64_t m, SM_T *mx, double *s, int32_t *bad,
+                                                                         SM_T *e) {
   for (int64_t k = 0; k < m; k++) {
     mx[k] = -INFINITY;
     s[k] = 0;
@@ -93,8 +72,16 @@ __attribute__((always_inline)) static inline void SM_FN(cols_max_expsum)(const S
       bad[k] |= v != v;
     }
   for (int64_t k = 0; k < m; k++) mx[k] = bad[k] ? NAN : mx[k];
-  for (int64_t j = 0; j < n; j++)
-    for (int64_t k = 0; k < m; k++) s[k] += SM_EXP(p[j * ld + k] - mx[k]);
+  if (e)
+    for (int64_t j = 0; j < n; j++)
+      for (int64_t k = 0; k < m; k++) {
+        SM_T v = SM_EXP(p[j * ld + k] - mx[k]);
+        e[j * ld + k] = v;
+        s[k] += v;
+      }
+  else
+    for (int64_t j = 0; j < n; j++)
+      for (int64_t k = 0; k < m; k++) s[k] += SM_EXP(p[j * ld + k] - mx[k]);
 }
 
 /* Forward rows [lo, hi) of n <= SM_SHORT classes each (contiguous rows), a block of rows at a time. */
@@ -109,7 +96,7 @@ __attribute__((always_inline)) static inline void SM_FN(softmax_fwd_short)(const
     SM_T *py = y + r * n;
     for (int64_t k = 0; k < m; k++)
       for (int64_t j = 0; j < n; j++) t[j * SM_SHORT_ROWS + k] = px[k * n + j];
-    SM_FN(cols_max_expsum)(t, SM_SHORT_ROWS, n, m, mx, s, bad);
+    SM_FN(cols_max_expsum)(t, SM_SHORT_ROWS, n, m, mx, s, bad, NULL);
     if (log_form) {
       for (int64_t k = 0; k < m; k++) f[k] = mx[k] + SM_LOG_SUM(s[k]); /* the log-sum-exp */
       for (int64_t k = 0; k < m; k++)
@@ -141,9 +128,12 @@ LT_VECTOR_FN static void SM_FN(softmax_fwd)(const SM_T *x, SM_T *y, int64_t n, i
       SM_T mx[SM_PHASE_ROWS];
       double s[SM_PHASE_ROWS];
       for (int64_t k = 0; k < m; k++) mx[k] = SM_ROW_MAX(x0 + k * n, n);
+      /* the exps stored (log_softmax overwrites them below), then summed from L1: the sum's vectors are loads,
+       * where summing the exps as they were made read 32-byte halves of 64-byte results through the stack */
       for (int64_t k = 0; k < m; k++)
-        s[k] = n <= SM_LONG ? SM_FN(exp_sum)(x0 + k * n, y0 + k * n, n, mx[k], !log_form)
-                            : (SM_FN(exp_sum)(x0 + k * n, y0 + k * n, n, mx[k], 1), SM_SUM_LONG(y0 + k * n, n));
+        for (int64_t j = 0; j < n; j++) y0[k * n + j] = SM_EXP(x0[k * n + j] - mx[k]);
+      for (int64_t k = 0; k < m; k++)
+        s[k] = n <= SM_LONG ? SM_FN(row_dot)(y0 + k * n, NULL, n) : SM_SUM_LONG(y0 + k * n, n);
       SM_T f[SM_PHASE_ROWS]; /* the log-sum-exps (log_softmax) or 1 / sum */
       if (log_form)
         for (int64_t k = 0; k < m; k++) f[k] = mx[k] + SM_LOG_SUM(s[k]);
@@ -169,16 +159,17 @@ LT_VECTOR_FN static void SM_FN(softmax_fwd)(const SM_T *x, SM_T *y, int64_t n, i
     if (m > SM_BLOCK) m = SM_BLOCK;
     const SM_T *px = x + o * n * inner + k0;
     SM_T *py = y + o * n * inner + k0;
-    SM_FN(cols_max_expsum)(px, inner, n, m, mx, s, bad);
+    /* softmax: each exp computed once, stored in the output and scaled there (the block stays in L1) */
+    SM_FN(cols_max_expsum)(px, inner, n, m, mx, s, bad, log_form ? NULL : py);
     if (log_form) {
-      for (int64_t k = 0; k < m; k++) mx[k] += (SM_T)log(s[k]); /* now the log-sum-exp */
+      for (int64_t k = 0; k < m; k++) mx[k] += SM_LOG_SUM(s[k]); /* now the log-sum-exp */
       for (int64_t j = 0; j < n; j++)
         for (int64_t k = 0; k < m; k++) py[j * inner + k] = px[j * inner + k] - mx[k];
     } else {
       SM_T inv[SM_BLOCK];
       for (int64_t k = 0; k < m; k++) inv[k] = (SM_T)(1.0 / s[k]);
       for (int64_t j = 0; j < n; j++)
-        for (int64_t k = 0; k < m; k++) py[j * inner + k] = SM_EXP(px[j * inner + k] - mx[k]) * inv[k];
+        for (int64_t k = 0; k < m; k++) py[j * inner + k] *= inv[k];
     }
     r += m;
   }
@@ -230,3 +221,11 @@ LT_VECTOR_FN static void SM_FN(softmax_bwd)(const SM_T *py, const SM_T *pg, SM_T
 }
 
 #undef SM_VL
+#undef SM_T
+#undef SM_FN
+#undef SM_EXP
+#undef SM_LOG_SUM
+#undef SM_ROW_MAX
+#undef SM_LONG
+#undef SM_SUM_LONG
+#undef SM_DOT_LONG
