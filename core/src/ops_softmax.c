@@ -98,23 +98,11 @@ __attribute__((always_inline)) static inline float sm_expf_nonpos(float x0) {
   return x0 < -87.3365447504019f ? 0.0f : y; /* exp(-inf) = 0: a -inf mask gives exact zeros */
 }
 
-/* Largest element of a contiguous float64 row; NaN if the row holds one (as lt_max_f32 for float32) */
-static inline double max_f64(const double *x, int64_t n) {
-  double m = -INFINITY;
-  int32_t bad = 0;
-  for (int64_t i = 0; i < n; i++) {
-    m = x[i] > m ? x[i] : m;
-    bad |= x[i] != x[i];
-  }
-  return bad ? NAN : m;
-}
-
 /* The kernels, once per element type (ops_softmax_kernels.h) */
 #define SM_T float
 #define SM_FN(name) name##_f
 #define SM_EXP(x) sm_expf_nonpos(x)
 #define SM_LOG_SUM(s) sm_logf((float)(s))
-#define SM_ROW_MAX(x, n) lt_max_f32(x, n)
 #define SM_LONG 4096
 #define SM_SUM_LONG(x, n) lt_sum_f32(x, n)
 #define SM_DOT_LONG(g, y, n) lt_dot_f32(g, y, n)
@@ -125,7 +113,6 @@ static inline double max_f64(const double *x, int64_t n) {
 #define SM_FN(name) name##_d
 #define SM_EXP(x) exp(x)
 #define SM_LOG_SUM(s) log(s)
-#define SM_ROW_MAX(x, n) max_f64(x, n)
 #define SM_LONG INT64_MAX
 #define SM_SUM_LONG(x, n) row_dot_d(x, NULL, n)
 #define SM_DOT_LONG(g, y, n) row_dot_d(g, y, n)

@@ -6,7 +6,6 @@
  *   SM_EXP(x)         exp of one element (float32: lt_simd.h's vectorising approximation; float64: libm's exp,
  *                     as float64 is asked for its precision)
  *   SM_LOG_SUM(s)     log of a (double) sum of exps, in loops over rows that vectorise
- *   SM_ROW_MAX(x, n)  the largest element of a contiguous row, NaN if it holds one
  *   SM_LONG           rows longer than this take SM_SUM_LONG / SM_DOT_LONG for their sums, where 16 lanes of
  *                     SM_T would lose precision (float32 from 4096)
  *   SM_SUM_LONG(x, n), SM_DOT_LONG(g, y, n)
@@ -33,6 +32,53 @@ __attribute__((always_inline)) static inline double SM_FN(lanes_sum)(const SM_FN
   for (int k = 0; k < 8; k++) d[k] = h[k / SM_VL][k % SM_VL];
   for (int k = 0; k < 4; k++) d[k] += d[k + 4];
   return ((d[0] + d[2]) + (d[1] + d[3])) + tail;
+}
+
+/* The largest element of a contiguous row, NaN if it holds one (as PyTorch's max, so that the row's softmax is
+ * all NaN), -inf if empty. The same 16 lanes in registers (lt_max_f32's array was folded through the stack, a
+ * sixth of a 64-wide row's forward time); NaNs are flagged on the side because a compare-and-select drops them. */
+typedef __typeof__((SM_FN(vec)){ 0 } > (SM_FN(vec)){ 0 }) SM_FN(mask);
+/* *a = max(*a, *b) lane by lane (pointers: a vector passed by value breaks the baseline clone's ABI) */
+__attribute__((always_inline)) static inline void SM_FN(vmax)(SM_FN(vec) * a, const SM_FN(vec) * b) {
+  SM_FN(mask) gt = *b > *a;
+  *a = (SM_FN(vec))(((SM_FN(mask))*b & gt) | ((SM_FN(mask))*a & ~gt));
+}
+__attribute__((always_inline)) static inline SM_T SM_FN(row_max)(const SM_T *x, int64_t n) {
+  SM_T m = -INFINITY;
+  int64_t i = 0, bad = 0;
+  if (n >= 16) {
+    SM_FN(vec) acc[16 / SM_VL];
+    SM_FN(mask) nan[16 / SM_VL];
+    for (int q = 0; q < 16 / SM_VL; q++) {
+      memcpy(&acc[q], x + q * SM_VL, sizeof acc[q]);
+      nan[q] = acc[q] != acc[q];
+    }
+    for (i = 16; i + 16 <= n; i += 16)
+      for (int q = 0; q < 16 / SM_VL; q++) {
+        SM_FN(vec) v;
+        memcpy(&v, x + i + q * SM_VL, sizeof v);
+        SM_FN(vmax)(&acc[q], &v);
+        nan[q] |= v != v;
+      }
+    for (int w = 16 / SM_VL / 2; w >= 1; w /= 2) /* fold the vectors as a tree, then the lanes */
+      for (int q = 0; q < w; q++) {
+        SM_FN(vmax)(&acc[q], &acc[q + w]);
+        nan[q] |= nan[q + w];
+      }
+    SM_T l[SM_VL];
+    for (int k = 0; k < SM_VL; k++) {
+      l[k] = acc[0][k];
+      bad |= nan[0][k];
+    }
+    for (int w = SM_VL / 2; w >= 1; w /= 2)
+      for (int k = 0; k < w; k++) l[k] = l[k + w] > l[k] ? l[k + w] : l[k];
+    m = l[0];
+  }
+  for (; i < n; i++) {
+    m = x[i] > m ? x[i] : m;
+    bad |= x[i] != x[i];
+  }
+  return bad ? (SM_T)NAN : m;
 }
 
 /* sum of g[j] (y NULL) or of g[j] * y[j] */
@@ -109,7 +155,7 @@ __attribute__((always_inline)) static inline void SM_FN(softmax_fwd_short)(const
   }
 }
 
-/* Rows [lo, hi) of the forward pass. A NaN in a row makes the whole row NaN (SM_ROW_MAX returns NaN); a row
+/* Rows [lo, hi) of the forward pass. A NaN in a row makes the whole row NaN (row_max returns NaN); a row
  * of -inf is NaN too, and -inf entries among finite ones get exact zeros, all as in PyTorch. */
 LT_VECTOR_FN static void SM_FN(softmax_fwd)(const SM_T *x, SM_T *y, int64_t n, int64_t inner, int log_form, int64_t lo,
                                             int64_t hi) {
@@ -127,7 +173,7 @@ LT_VECTOR_FN static void SM_FN(softmax_fwd)(const SM_T *x, SM_T *y, int64_t n, i
       SM_T *y0 = y + r0 * n;
       SM_T mx[SM_PHASE_ROWS];
       double s[SM_PHASE_ROWS];
-      for (int64_t k = 0; k < m; k++) mx[k] = SM_ROW_MAX(x0 + k * n, n);
+      for (int64_t k = 0; k < m; k++) mx[k] = SM_FN(row_max)(x0 + k * n, n);
       /* the exps stored (log_softmax overwrites them below), then summed from L1: the sum's vectors are loads,
        * where summing the exps as they were made read 32-byte halves of 64-byte results through the stack */
       for (int64_t k = 0; k < m; k++)
@@ -225,7 +271,6 @@ LT_VECTOR_FN static void SM_FN(softmax_bwd)(const SM_T *py, const SM_T *pg, SM_T
 #undef SM_FN
 #undef SM_EXP
 #undef SM_LOG_SUM
-#undef SM_ROW_MAX
 #undef SM_LONG
 #undef SM_SUM_LONG
 #undef SM_DOT_LONG
