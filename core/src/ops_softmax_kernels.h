@@ -100,12 +100,17 @@ __attribute__((always_inline)) static inline double SM_FN(row_dot)(const SM_T *g
   return SM_FN(lanes_sum)(acc, tail);
 }
 
+/* Column sums below add up to this many terms in SM_T (as the 16 lanes of a contiguous row do), then in double:
+ * converting every term to double took as long as the rest of a strided backward. */
+#define SM_COL_CHUNK (SM_LONG / 16)
+
 /* For m side-by-side rows stored as columns (element j of row k at p[j * ld + k]): each row's max (NaN when
  * the row has one) and sum of exp(v - max), the exps also stored at e (same layout) unless e is NULL. Both
- * blocked paths below use it, ld a constant or the inner size. */
+ * blocked paths below use it, ld a constant or the inner size; m <= SM_BLOCK. */
 __attribute__((always_inline)) static inline void SM_FN(cols_max_expsum)(const SM_T *p, int64_t ld, int64_t n,
                                                                          int64_t m, SM_T *mx, double *s, int32_t *bad,
                                                                          SM_T *e) {
+  SM_T part[SM_BLOCK];
   for (int64_t k = 0; k < m; k++) {
     mx[k] = -INFINITY;
     s[k] = 0;
@@ -118,16 +123,41 @@ __attribute__((always_inline)) static inline void SM_FN(cols_max_expsum)(const S
       bad[k] |= v != v;
     }
   for (int64_t k = 0; k < m; k++) mx[k] = bad[k] ? NAN : mx[k];
-  if (e)
-    for (int64_t j = 0; j < n; j++)
-      for (int64_t k = 0; k < m; k++) {
-        SM_T v = SM_EXP(p[j * ld + k] - mx[k]);
-        e[j * ld + k] = v;
-        s[k] += v;
-      }
-  else
-    for (int64_t j = 0; j < n; j++)
-      for (int64_t k = 0; k < m; k++) s[k] += SM_EXP(p[j * ld + k] - mx[k]);
+  for (int64_t j0 = 0; j0 < n; j0 += SM_COL_CHUNK) {
+    int64_t j1 = n - j0 > SM_COL_CHUNK ? j0 + SM_COL_CHUNK : n;
+    for (int64_t k = 0; k < m; k++) part[k] = 0;
+    if (e)
+      for (int64_t j = j0; j < j1; j++)
+        for (int64_t k = 0; k < m; k++) {
+          SM_T v = SM_EXP(p[j * ld + k] - mx[k]);
+          e[j * ld + k] = v;
+          part[k] += v;
+        }
+    else
+      for (int64_t j = j0; j < j1; j++)
+        for (int64_t k = 0; k < m; k++) part[k] += SM_EXP(p[j * ld + k] - mx[k]);
+    for (int64_t k = 0; k < m; k++) s[k] += part[k];
+  }
+}
+
+/* For m side-by-side rows stored as columns (as above): sf[k] = the sum of row k of g (y NULL) or of g * y */
+__attribute__((always_inline)) static inline void SM_FN(cols_dot)(const SM_T *g, const SM_T *y, int64_t ld, int64_t n,
+                                                                  int64_t m, SM_T *sf) {
+  double s[SM_BLOCK];
+  SM_T part[SM_BLOCK];
+  for (int64_t k = 0; k < m; k++) s[k] = 0;
+  for (int64_t j0 = 0; j0 < n; j0 += SM_COL_CHUNK) {
+    int64_t j1 = n - j0 > SM_COL_CHUNK ? j0 + SM_COL_CHUNK : n;
+    for (int64_t k = 0; k < m; k++) part[k] = 0;
+    if (y)
+      for (int64_t j = j0; j < j1; j++)
+        for (int64_t k = 0; k < m; k++) part[k] += g[j * ld + k] * y[j * ld + k];
+    else
+      for (int64_t j = j0; j < j1; j++)
+        for (int64_t k = 0; k < m; k++) part[k] += g[j * ld + k];
+    for (int64_t k = 0; k < m; k++) s[k] += part[k];
+  }
+  for (int64_t k = 0; k < m; k++) sf[k] = (SM_T)s[k];
 }
 
 /* Forward rows [lo, hi) of n <= SM_SHORT classes each (contiguous rows), a block of rows at a time. */
@@ -239,7 +269,6 @@ LT_VECTOR_FN static void SM_FN(softmax_bwd)(const SM_T *py, const SM_T *pg, SM_T
     }
     return;
   }
-  double s[SM_BLOCK];
   SM_T sf[SM_BLOCK];
   for (int64_t r = lo; r < hi;) {
     int64_t o = r / inner, k0 = r % inner, m = inner - k0;
@@ -248,17 +277,11 @@ LT_VECTOR_FN static void SM_FN(softmax_bwd)(const SM_T *py, const SM_T *pg, SM_T
     int64_t base = o * n * inner + k0;
     const SM_T *y = py + base, *g = pg + base;
     SM_T *d = pr + base;
-    for (int64_t k = 0; k < m; k++) s[k] = 0;
+    SM_FN(cols_dot)(g, log_form ? NULL : y, inner, n, m, sf);
     if (log_form) {
-      for (int64_t j = 0; j < n; j++)
-        for (int64_t k = 0; k < m; k++) s[k] += g[j * inner + k];
-      for (int64_t k = 0; k < m; k++) sf[k] = (SM_T)s[k];
       for (int64_t j = 0; j < n; j++)
         for (int64_t k = 0; k < m; k++) d[j * inner + k] = g[j * inner + k] - SM_EXP(y[j * inner + k]) * sf[k];
     } else {
-      for (int64_t j = 0; j < n; j++)
-        for (int64_t k = 0; k < m; k++) s[k] += (double)g[j * inner + k] * y[j * inner + k];
-      for (int64_t k = 0; k < m; k++) sf[k] = (SM_T)s[k];
       for (int64_t j = 0; j < n; j++)
         for (int64_t k = 0; k < m; k++) d[j * inner + k] = y[j * inner + k] * (g[j * inner + k] - sf[k]);
     }
@@ -267,6 +290,7 @@ LT_VECTOR_FN static void SM_FN(softmax_bwd)(const SM_T *py, const SM_T *pg, SM_T
 }
 
 #undef SM_VL
+#undef SM_COL_CHUNK
 #undef SM_T
 #undef SM_FN
 #undef SM_EXP
