@@ -4,6 +4,7 @@
 -- sizes 1..17 and past a block) in float32 and float64, against the formula computed in Lua's doubles; and the
 -- special values (NaN, -inf, +inf) on each path.
 local lt = require "lutra"
+local unpack = table.unpack or unpack -- (LuaJIT without 5.2 compat has only the global)
 
 -- Reference softmax / log_softmax of x (flat table, shape [outer, n, inner], softmax over n) and the gradient of
 -- sum(y * r): softmax dx = y (r - sum(r y)), log_softmax dx = r - exp(y) sum(r).
@@ -57,8 +58,8 @@ local function check_case(dtype, shape, d, outer, n, inner)
   seed = seed + 1
   lt.manual_seed(seed)
   -- every other case spread to +-150, where exp(x - anything but the max) overflows float32
-  local x0 = (lt.randn(table.unpack(shape)) * (seed % 2 == 0 and 50 or 3)):to(dtype)
-  local r = lt.randn(table.unpack(shape)):to(dtype)
+  local x0 = (lt.randn(unpack(shape)) * (seed % 2 == 0 and 50 or 3)):to(dtype)
+  local r = lt.randn(unpack(shape)):to(dtype)
   local xs, rs = x0:flatten():tolist(), r:flatten():tolist()
   -- a log-probability's error follows the inputs' magnitude (x - lse rounds at x's ulp); a gradient's, also
   -- the row's sum of r (about sqrt(n))

@@ -123,19 +123,16 @@ __attribute__((always_inline)) static inline void SM_FN(cols_max_expsum)(const S
       bad[k] |= v != v;
     }
   for (int64_t k = 0; k < m; k++) mx[k] = bad[k] ? NAN : mx[k];
+  /* each chunk's partial sums start from its first term, not from a zeroed array (GCC made that a rep stos, a
+   * tenth of a strided pass over rows of 4) */
   for (int64_t j0 = 0; j0 < n; j0 += SM_COL_CHUNK) {
     int64_t j1 = n - j0 > SM_COL_CHUNK ? j0 + SM_COL_CHUNK : n;
-    for (int64_t k = 0; k < m; k++) part[k] = 0;
-    if (e)
-      for (int64_t j = j0; j < j1; j++)
-        for (int64_t k = 0; k < m; k++) {
-          SM_T v = SM_EXP(p[j * ld + k] - mx[k]);
-          e[j * ld + k] = v;
-          part[k] += v;
-        }
-    else
-      for (int64_t j = j0; j < j1; j++)
-        for (int64_t k = 0; k < m; k++) part[k] += SM_EXP(p[j * ld + k] - mx[k]);
+    for (int64_t j = j0; j < j1; j++)
+      for (int64_t k = 0; k < m; k++) {
+        SM_T v = SM_EXP(p[j * ld + k] - mx[k]);
+        if (e) e[j * ld + k] = v;
+        part[k] = j > j0 ? part[k] + v : v;
+      }
     for (int64_t k = 0; k < m; k++) s[k] += part[k];
   }
 }
@@ -145,19 +142,16 @@ __attribute__((always_inline)) static inline void SM_FN(cols_dot)(const SM_T *g,
                                                                   int64_t m, SM_T *sf) {
   double s[SM_BLOCK];
   SM_T part[SM_BLOCK];
-  for (int64_t k = 0; k < m; k++) s[k] = 0;
-  for (int64_t j0 = 0; j0 < n; j0 += SM_COL_CHUNK) {
+  for (int64_t j0 = 0; j0 < n; j0 += SM_COL_CHUNK) { /* (no zeroed arrays, as above) */
     int64_t j1 = n - j0 > SM_COL_CHUNK ? j0 + SM_COL_CHUNK : n;
-    for (int64_t k = 0; k < m; k++) part[k] = 0;
-    if (y)
-      for (int64_t j = j0; j < j1; j++)
-        for (int64_t k = 0; k < m; k++) part[k] += g[j * ld + k] * y[j * ld + k];
-    else
-      for (int64_t j = j0; j < j1; j++)
-        for (int64_t k = 0; k < m; k++) part[k] += g[j * ld + k];
-    for (int64_t k = 0; k < m; k++) s[k] += part[k];
+    for (int64_t j = j0; j < j1; j++)
+      for (int64_t k = 0; k < m; k++) {
+        SM_T v = y ? g[j * ld + k] * y[j * ld + k] : g[j * ld + k];
+        part[k] = j > j0 ? part[k] + v : v;
+      }
+    for (int64_t k = 0; k < m; k++) s[k] = (j0 ? s[k] : 0.0) + part[k];
   }
-  for (int64_t k = 0; k < m; k++) sf[k] = (SM_T)s[k];
+  for (int64_t k = 0; k < m; k++) sf[k] = n ? (SM_T)s[k] : 0;
 }
 
 /* Forward rows [lo, hi) of n <= SM_SHORT classes each (contiguous rows), a block of rows at a time. */
