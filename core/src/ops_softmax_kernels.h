@@ -179,12 +179,79 @@ __attribute__((always_inline)) static inline void SM_FN(softmax_fwd_short)(const
   }
 }
 
+/* Offsets of rows r .. r + m - 1 (a row's elements at base[k] + j * inner) */
+__attribute__((always_inline)) static inline void SM_FN(row_bases)(int64_t *base, int64_t r, int64_t m, int64_t n,
+                                                                   int64_t inner) {
+  for (int64_t k = 0; k < m; k++) base[k] = (r + k) / inner * n * inner + (r + k) % inner;
+}
+
+/* Forward rows [lo, hi) of n <= SM_SHORT classes over a dim followed by 1 < inner < SM_SMALL_INNER elements: a
+ * block of rows gathered into a scratch, so that the max, exps, sums and scaling run SM_SHORT_ROWS rows to a
+ * vector (taken in place, a block held `inner` rows and left most of each vector empty). */
+__attribute__((always_inline)) static inline void SM_FN(softmax_fwd_gathered)(const SM_T *x, SM_T *y, int64_t n,
+                                                                              int64_t inner, int log_form, int64_t lo,
+                                                                              int64_t hi) {
+  SM_T t[SM_SHORT * SM_SHORT_ROWS], mx[SM_SHORT_ROWS], f[SM_SHORT_ROWS];
+  double s[SM_SHORT_ROWS];
+  int32_t bad[SM_SHORT_ROWS];
+  int64_t base[SM_SHORT_ROWS];
+  for (int64_t r = lo; r < hi; r += SM_SHORT_ROWS) {
+    int64_t m = hi - r < SM_SHORT_ROWS ? hi - r : SM_SHORT_ROWS;
+    SM_FN(row_bases)(base, r, m, n, inner);
+    for (int64_t k = 0; k < m; k++)
+      for (int64_t j = 0; j < n; j++) t[j * SM_SHORT_ROWS + k] = x[base[k] + j * inner];
+    SM_FN(cols_max_expsum)(t, SM_SHORT_ROWS, n, m, mx, s, bad, log_form ? NULL : t);
+    if (log_form) {
+      for (int64_t k = 0; k < m; k++) f[k] = mx[k] + SM_LOG_SUM(s[k]); /* t holds x: x - the log-sum-exp */
+      for (int64_t j = 0; j < n; j++)
+        for (int64_t k = 0; k < m; k++) t[j * SM_SHORT_ROWS + k] -= f[k];
+    } else {
+      for (int64_t k = 0; k < m; k++) f[k] = (SM_T)(1.0 / s[k]);
+      for (int64_t j = 0; j < n; j++)
+        for (int64_t k = 0; k < m; k++) t[j * SM_SHORT_ROWS + k] *= f[k];
+    }
+    for (int64_t k = 0; k < m; k++)
+      for (int64_t j = 0; j < n; j++) y[base[k] + j * inner] = t[j * SM_SHORT_ROWS + k];
+  }
+}
+
+/* Backward of the rows softmax_fwd_gathered computes, gathered the same way (y, g) */
+__attribute__((always_inline)) static inline void SM_FN(softmax_bwd_gathered)(const SM_T *py, const SM_T *pg, SM_T *pr,
+                                                                              int64_t n, int64_t inner, int log_form,
+                                                                              int64_t lo, int64_t hi) {
+  SM_T ty[SM_SHORT * SM_SHORT_ROWS], tg[SM_SHORT * SM_SHORT_ROWS], sf[SM_SHORT_ROWS];
+  int64_t base[SM_SHORT_ROWS];
+  for (int64_t r = lo; r < hi; r += SM_SHORT_ROWS) {
+    int64_t m = hi - r < SM_SHORT_ROWS ? hi - r : SM_SHORT_ROWS;
+    SM_FN(row_bases)(base, r, m, n, inner);
+    for (int64_t k = 0; k < m; k++)
+      for (int64_t j = 0; j < n; j++) {
+        ty[j * SM_SHORT_ROWS + k] = py[base[k] + j * inner];
+        tg[j * SM_SHORT_ROWS + k] = pg[base[k] + j * inner];
+      }
+    SM_FN(cols_dot)(tg, log_form ? NULL : ty, SM_SHORT_ROWS, n, m, sf);
+    if (log_form)
+      for (int64_t j = 0; j < n; j++)
+        for (int64_t k = 0; k < m; k++) tg[j * SM_SHORT_ROWS + k] -= SM_EXP(ty[j * SM_SHORT_ROWS + k]) * sf[k];
+    else
+      for (int64_t j = 0; j < n; j++)
+        for (int64_t k = 0; k < m; k++)
+          tg[j * SM_SHORT_ROWS + k] = ty[j * SM_SHORT_ROWS + k] * (tg[j * SM_SHORT_ROWS + k] - sf[k]);
+    for (int64_t k = 0; k < m; k++)
+      for (int64_t j = 0; j < n; j++) pr[base[k] + j * inner] = tg[j * SM_SHORT_ROWS + k];
+  }
+}
+
 /* Rows [lo, hi) of the forward pass. A NaN in a row makes the whole row NaN (row_max returns NaN); a row
  * of -inf is NaN too, and -inf entries among finite ones get exact zeros, all as in PyTorch. */
 LT_VECTOR_FN static void SM_FN(softmax_fwd)(const SM_T *x, SM_T *y, int64_t n, int64_t inner, int log_form, int64_t lo,
                                             int64_t hi) {
   if (inner == 1 && n <= SM_SHORT) {
     SM_FN(softmax_fwd_short)(x, y, n, log_form, lo, hi);
+    return;
+  }
+  if (inner > 1 && inner < SM_SMALL_INNER && n <= SM_SHORT) {
+    SM_FN(softmax_fwd_gathered)(x, y, n, inner, log_form, lo, hi);
     return;
   }
   if (inner == 1) {
@@ -249,6 +316,10 @@ LT_VECTOR_FN static void SM_FN(softmax_fwd)(const SM_T *x, SM_T *y, int64_t n, i
  * dx = g - exp(y) * sum(g). */
 LT_VECTOR_FN static void SM_FN(softmax_bwd)(const SM_T *py, const SM_T *pg, SM_T *pr, int64_t n, int64_t inner,
                                             int log_form, int64_t lo, int64_t hi) {
+  if (inner > 1 && inner < SM_SMALL_INNER_BWD && n <= SM_SHORT) {
+    SM_FN(softmax_bwd_gathered)(py, pg, pr, n, inner, log_form, lo, hi);
+    return;
+  }
   if (inner == 1) {
     for (int64_t r = lo; r < hi; r++) {
       const SM_T *y = py + r * n, *g = pg + r * n;
