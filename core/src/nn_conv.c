@@ -17,6 +17,7 @@
 #include "lt_conv.h"
 #include "lt_ctx.h"
 #include "lt_errors.h"
+#include "lt_gemm_small_m.h"
 #include "lt_nn.h"
 #include "lt_pool.h"
 #include "lt_simd.h"
@@ -245,6 +246,10 @@ static void fold(const conv_geom *g, const float *col, int64_t ld, float *gx) {
 /* dst = src + bias (one output plane out of the GEMM's [O, m*P] block), compiled per CPU */
 LT_VECTOR_FN static void add_bias_row(float *restrict dst, const float *restrict src, float bias, int64_t n) {
   for (int64_t p = 0; p < n; p++) dst[p] = src[p] + bias;
+}
+
+LT_VECTOR_FN static void add_bias_inplace(float *y, float bias, int64_t n) {
+  for (int64_t p = 0; p < n; p++) y[p] += bias;
 }
 
 int lt_conv_check_sizes(lt_ctx *c, const char *op, const int64_t *oshape, int64_t K, int64_t PH, int64_t PW) {
@@ -523,6 +528,62 @@ static int dc_weight_grad(lt_ctx *c, const conv_geom *g, const float *x, const f
   return LT_OK;
 }
 
+/* --- the weight read in place: lutra's small-M GEMM ------------------------------------------------------
+ * DCGAN's Conv2d 128->256 k4 s2 16x16 (K = 2048, P = 64) spent 16% of fwd+bwd in OpenBLAS packing the 2 MB
+ * weight again for every item (forward, and transposed for the input gradient), and batching items into one GEMM
+ * only moved that cost into im2col/col2im on a col past L2. Here each item runs lutra's 8 x 32 register tile
+ * (gemm_small_m.c), which reads A's rows in place: the forward takes W as it is, with im2col done KC rows at a
+ * time into an L1/L2-sized block and the result written straight into the output (no [O, P] copy and bias pass);
+ * the input gradient takes W^T, transposed once per call, in blocks of KC rows against the item's gradient read in
+ * place. The weight gradient stays on OpenBLAS (its k is the item's P, and the weight is C there, not packed).
+ * One thread only (the pool's split of OpenBLAS's GEMMs keeps the 2-thread case), AVX-512, and only for wide
+ * GEMMs (K >= 512, O >= 64): LeNet's and the first layers' small K gain nothing from it. */
+#define SM_KC 256 /* rows of the col block (forward) and of the W^T block (input gradient) */
+
+static int sm_ok(lt_ctx *c, const conv_geom *g) {
+  return c->num_threads == 1 && geom_k(g) >= 512 && g->O >= 64 && lt_gemm_small_m_ok();
+}
+
+/* channels per col block: KC rows, whole channels */
+static int64_t sm_cb(const conv_geom *g) {
+  int64_t cb = SM_KC / (g->KH * g->KW);
+  return cb < 1 ? 1 : cb > g->C ? g->C : cb;
+}
+static int64_t sm_col_floats(const conv_geom *g) { return sm_cb(g) * g->KH * g->KW * geom_p(g); }
+
+/* y [N, O, P] = W @ im2col(x) + b, per item in blocks of channels; col: sm_col_floats */
+static void sm_forward(const conv_geom *g, const float *x, const float *w, const float *b, float *y, float *col) {
+  const int64_t K = geom_k(g), P = geom_p(g), CHW = g->C * g->H * g->W, cb = sm_cb(g), KK = g->KH * g->KW;
+  for (int64_t i = 0; i < g->N; i++) {
+    float *yi = y + i * g->O * P;
+    for (int64_t c0 = 0; c0 < g->C; c0 += cb) {
+      conv_geom gs = *g; /* the channels c0 .. c0 + gs.C of the item */
+      gs.C = g->C - c0 < cb ? g->C - c0 : cb;
+      unfold(&gs, x + i * CHW + c0 * g->H * g->W, col, P);
+      lt_gemm_small_m(g->O, P, gs.C * KK, w + c0 * KK, K, col, P, LT_GEMM_SM_NR, yi, P, c0 > 0, 1);
+    }
+    if (b)
+      for (int64_t o = 0; o < g->O; o++) add_bias_inplace(yi + o * P, b[o], P);
+  }
+}
+
+/* gx [N, C, H, W] += col2im(W^T @ gy) per item; wt: W^T [K, O] (filled here), gcol [K, P] */
+static void sm_input_grad(const conv_geom *g, const float *w, const float *gy, float *gx, float *wt, float *gcol) {
+  const int64_t K = geom_k(g), P = geom_p(g), CHW = g->C * g->H * g->W;
+  for (int64_t o0 = 0; o0 < g->O; o0 += 16) /* in 16 x 16 blocks: the strided side stays in cache */
+    for (int64_t k0 = 0; k0 < K; k0 += 16)
+      for (int64_t o = o0; o < o0 + 16 && o < g->O; o++)
+        for (int64_t k = k0; k < k0 + 16 && k < K; k++) wt[k * g->O + o] = w[o * K + k];
+  for (int64_t i = 0; i < g->N; i++) {
+    const float *gi = gy + i * g->O * P;
+    for (int64_t r0 = 0; r0 < K; r0 += SM_KC) {
+      const int64_t rows = K - r0 < SM_KC ? K - r0 : SM_KC;
+      lt_gemm_small_m(rows, P, g->O, wt + r0 * g->O, g->O, gi, P, LT_GEMM_SM_NR, gcol + r0 * P, P, 0, 1);
+    }
+    fold(g, gcol, P, gx + i * CHW);
+  }
+}
+
 static int conv2d_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin) {
   lt_tensor *x = n->inputs[0], *w = n->inputs[1], *b = n->ninputs > 2 ? n->inputs[2] : NULL;
   conv_geom g;
@@ -537,6 +598,17 @@ static int conv2d_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **g
   if (need_x && !(wc = lt_op_contiguous(c, w))) goto fail;
   if (!direct && (!(col = scratch(c, K * nb * P)) || !(gperm = scratch(c, g.O * nb * P)))) goto fail;
   if (need_x && !(gx = lt_tensor_zeros(c, LT_F32, 4, x->shape))) goto fail;
+  const int sm = !direct && need_x && sm_ok(c, &g); /* the input gradient on the small-M GEMM (below) */
+  if (sm) {
+    float *wt = scratch(c, K * g.O), *gcol = wt ? scratch(c, K * P) : NULL;
+    if (!gcol) {
+      if (wt) lt_free(wt, sizeof(float) * (size_t)(K * g.O));
+      goto fail;
+    }
+    sm_input_grad(&g, lt_f32(wc), lt_f32(gc), lt_f32(gx), wt, gcol);
+    lt_free(wt, sizeof(float) * (size_t)(K * g.O));
+    lt_free(gcol, sizeof(float) * (size_t)(K * P));
+  }
   /* the im2col path accumulates its chunks with beta = 1: into w's existing gradient directly when it has one
    * (lt_grad_inplace_target), else into zeros */
   const lt_tensor *ops[3] = { x, w, gout };
@@ -545,7 +617,7 @@ static int conv2d_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **g
   else if (need_w && !(gw = lt_tensor_zeros(c, LT_F32, 4, w->shape))) goto fail;
   const float *pg = lt_f32(gc);
   if (direct && need_w && dc_weight_grad(c, &g, lt_f32(xc), pg, lt_f32(gw))) goto fail;
-  for (int64_t i0 = 0; i0 < g.N && !direct && (need_w || need_x); i0 += nb) {
+  for (int64_t i0 = 0; i0 < g.N && !direct && (need_w || (need_x && !sm)); i0 += nb) {
     const int64_t m = g.N - i0 < nb ? g.N - i0 : nb, ld = m * P;
     for (int64_t j = 0; j < m; j++)
       for (int64_t o = 0; o < g.O; o++)
@@ -554,7 +626,7 @@ static int conv2d_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **g
       for (int64_t j = 0; j < m; j++) unfold(&g, lt_f32(xc) + (i0 + j) * CHW, col + j * P, ld);
       if (lt_gemm(c, 0, 1, g.O, K, ld, 1.0f, gperm, ld, col, ld, 1.0f, lt_f32(gw), K)) goto fail;
     }
-    if (need_x) {
+    if (need_x && !sm) {
       if (lt_gemm(c, 1, 0, K, ld, g.O, 1.0f, lt_f32(wc), K, gperm, ld, 0.0f, col, ld)) goto fail;
       for (int64_t j = 0; j < m; j++) fold(&g, col + j * P, ld, lt_f32(gx) + (i0 + j) * CHW);
     }
@@ -649,12 +721,17 @@ lt_tensor *lt_nn_conv2d_f32_act(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor
   lt_tensor *wc = xc ? lt_op_contiguous(c, w) : NULL;
   lt_tensor *bc = wc && b ? lt_op_contiguous(c, b) : NULL;
   if (!wc || (b && !bc)) goto fail;
-  const int direct = direct_ok(&g, x);
+  const int direct = direct_ok(&g, x), sm = !direct && sm_ok(c, &g);
   if (direct) {
     dc_job j = { .g = &g, .x = lt_f32(xc), .w = lt_f32(wc), .b = b ? lt_f32(bc) : NULL, .out = lt_f32(out) };
     if (dc_run(c, &j)) goto fail;
+  } else if (sm) {
+    float *smcol = scratch(c, sm_col_floats(&g));
+    if (!smcol) goto fail;
+    sm_forward(&g, lt_f32(xc), lt_f32(wc), b ? lt_f32(bc) : NULL, lt_f32(out), smcol);
+    lt_free(smcol, sizeof(float) * (size_t)sm_col_floats(&g));
   } else if (!(col = scratch(c, K * nb * P)) || !(tmp = scratch(c, g.O * nb * P))) goto fail;
-  for (int64_t i0 = 0; i0 < g.N && !direct; i0 += nb) {
+  for (int64_t i0 = 0; i0 < g.N && !direct && !sm; i0 += nb) {
     const int64_t m = g.N - i0 < nb ? g.N - i0 : nb, ld = m * P;
     for (int64_t j = 0; j < m; j++) unfold(&g, lt_f32(xc) + (i0 + j) * CHW, col + j * P, ld);
     if (lt_gemm(c, 0, 0, g.O, ld, K, 1.0f, lt_f32(wc), K, col, ld, 0.0f, tmp, ld)) goto fail;
