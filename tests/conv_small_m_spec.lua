@@ -2,7 +2,8 @@
 -- O >= 64 on one thread, AVX-512): forward and input gradient against the same call on two threads (OpenBLAS's
 -- path), against float64 (nn_conv_general.c with dgemm), and a finite-difference check of both gradients.
 -- Shapes cover odd sizes (P not a multiple of the 32-column tile, O not a multiple of the 8-row tile), the
--- channel blocks of 256 col rows (a ragged last block), strides 1, 2 and 3, 1-D rows, no bias, wide output rows.
+-- channel blocks of 256 col rows (a ragged last block), strides 1, 2 and 3, 1-D rows, no bias, wide output rows;
+-- and the stride-2 im2col/col2im rows (AVX-512) that both GEMM paths use.
 local lt = require "lutra"
 local F = lt.F
 
@@ -20,6 +21,11 @@ local shapes = {
   { n = 3, c = 128, h = 1, w = 37, o = 65, k = { 1, 5 }, s = { 1, 1 }, p = { 0, 2 }, bias = true }, -- 1-D rows
   { n = 1, c = 64, h = 5, w = 70, o = 64, k = { 3, 3 }, s = { 1, 1 }, p = { 1, 1 }, bias = true }, -- rows of 70
   { n = 2, c = 600, h = 3, w = 3, o = 64, k = { 1, 1 }, s = { 1, 1 }, p = { 0, 0 }, bias = true }, -- 1x1, 600 ch
+  -- narrower layers (OpenBLAS's GEMM) through the stride-2 im2col/col2im rows: rows of 8 with an odd row count,
+  -- a 5-wide kernel (taps of both parities), a padding wider than the stride
+  { n = 2, c = 36, h = 13, w = 16, o = 5, k = { 3, 3 }, s = { 2, 2 }, p = { 1, 1 }, bias = true },
+  { n = 2, c = 8, h = 9, w = 20, o = 6, k = { 5, 5 }, s = { 2, 2 }, p = { 2, 2 }, bias = false },
+  { n = 1, c = 3, h = 6, w = 31, o = 4, k = { 2, 7 }, s = { 2, 2 }, p = { 0, 3 }, bias = true },
 }
 
 local function name_of(s)
