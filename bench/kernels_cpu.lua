@@ -46,6 +46,14 @@ do
   local m1, m2 = lt.randn(1024, 128), lt.randn(128, 128)
   bench("matmul 1024x128x128", function() return m1:matmul(m2) end, 200)
 end
+do -- a training batch gathered from a data set larger than the caches (the MLP benchmarks' batches)
+  local X, perm, pos = lt.randn(60000, 784), lt.randperm(60000), 0
+  bench("index_select 64 rows of 60000x784", function()
+    if pos + 64 > 60000 then pos = 0 end
+    pos = pos + 64
+    return X:index_select(1, perm:narrow(1, pos - 63, 64))
+  end, 200)
+end
 local B = 16
 local function x4(c, h, w) return lt.randn(B, c, h, w):requires_grad(true) end
 local function x3(c, l) return lt.randn(B, c, l):requires_grad(true) end
