@@ -28,6 +28,10 @@ def sfb(d, log=False):
         (x.log_softmax(d) if log else x.softmax(d)).backward(g); x.grad = None
     return f
 bench("softmax_fb_4d_last", sfb(3)); bench("softmax_fb_4d_dim2", sfb(1)); bench("log_softmax_fb_4d_last", sfb(3, True))
+xs, gs = torch.randn(4096, 16, 4, requires_grad=True), torch.randn(4096, 16, 4)
+def small_inner():
+    xs.softmax(1).backward(gs); xs.grad = None
+bench("softmax_fb_small_inner", small_inner)
 a = torch.randn(64, 16)
 bench("softmax 64x16", lambda: a.softmax(1), 2000)
 bench("log_softmax 64x16", lambda: a.log_softmax(1), 2000)
