@@ -4,7 +4,7 @@
 -- sizes 1..17 and past a block) in float32 and float64, against the formula computed in Lua's doubles; and the
 -- special values (NaN, -inf, +inf) on each path.
 local lt = require "lutra"
-local unpack = table.unpack or unpack -- (LuaJIT without 5.2 compat has only the global)
+local unpack = table.unpack or unpack -- luacheck: ignore 143 (LuaJIT without 5.2 compat has only the global)
 
 -- Reference softmax / log_softmax of x (flat table, shape [outer, n, inner], softmax over n) and the gradient of
 -- sum(y * r): softmax dx = y (r - sum(r y)), log_softmax dx = r - exp(y) sum(r).
@@ -96,7 +96,7 @@ describe("softmax and log_softmax on every kernel path", function()
     it(dtype .. ": the last dim, rows of 1..257, ranks 1..4", function()
       for ndim = 1, 4 do
         for _, n in ipairs({ 1, 3, 15, 16, 17, 31, 32, 33, 47, 48, 64, 100, 257 }) do
-          local shape, outer = shape_of(ndim, ndim, n, 1)
+          local shape = shape_of(ndim, ndim, n, 1)
           if ndim > 1 then shape[1] = 67 end -- more rows than a short block holds, and rows of 8 at a time
           check_case(dtype, shape, ndim, ndim > 1 and 67 or 1, n, 1)
         end

@@ -41,7 +41,7 @@ typedef __typeof__((SM_FN(vec)){ 0 } > (SM_FN(vec)){ 0 }) SM_FN(mask);
 /* *a = max(*a, *b) lane by lane (pointers: a vector passed by value breaks the baseline clone's ABI) */
 __attribute__((always_inline)) static inline void SM_FN(vmax)(SM_FN(vec) * a, const SM_FN(vec) * b) {
   SM_FN(mask) gt = *b > *a;
-  *a = (SM_FN(vec))(((SM_FN(mask))*b & gt) | ((SM_FN(mask))*a & ~gt));
+  *a = (SM_FN(vec))(((SM_FN(mask)) * b & gt) | ((SM_FN(mask)) * a & ~gt));
 }
 __attribute__((always_inline)) static inline SM_T SM_FN(row_max)(const SM_T *x, int64_t n) {
   SM_T m = -INFINITY;
@@ -107,9 +107,8 @@ __attribute__((always_inline)) static inline double SM_FN(row_dot)(const SM_T *g
 /* For m side-by-side rows stored as columns (element j of row k at p[j * ld + k]): each row's max (NaN when
  * the row has one) and sum of exp(v - max), the exps also stored at e (same layout) unless e is NULL. Both
  * blocked paths below use it, ld a constant or the inner size; m <= SM_BLOCK. */
-__attribute__((always_inline)) static inline void SM_FN(cols_max_expsum)(const SM_T *p, int64_t ld, int64_t n,
-                                                                         int64_t m, SM_T *mx, double *s, int32_t *bad,
-                                                                         SM_T *e) {
+__attribute__((always_inline)) static inline void
+SM_FN(cols_max_expsum)(const SM_T *p, int64_t ld, int64_t n, int64_t m, SM_T *mx, double *s, int32_t *bad, SM_T *e) {
   SM_T part[SM_BLOCK];
   for (int64_t k = 0; k < m; k++) {
     mx[k] = -INFINITY;
@@ -188,9 +187,8 @@ __attribute__((always_inline)) static inline void SM_FN(row_bases)(int64_t *base
 /* Forward rows [lo, hi) of n <= SM_SHORT classes over a dim followed by 1 < inner < SM_SMALL_INNER elements: a
  * block of rows gathered into a scratch, so that the max, exps, sums and scaling run SM_SHORT_ROWS rows to a
  * vector (taken in place, a block held `inner` rows and left most of each vector empty). */
-__attribute__((always_inline)) static inline void SM_FN(softmax_fwd_gathered)(const SM_T *x, SM_T *y, int64_t n,
-                                                                              int64_t inner, int log_form, int64_t lo,
-                                                                              int64_t hi) {
+__attribute__((always_inline)) static inline void
+SM_FN(softmax_fwd_gathered)(const SM_T *x, SM_T *y, int64_t n, int64_t inner, int log_form, int64_t lo, int64_t hi) {
   SM_T t[SM_SHORT * SM_SHORT_ROWS], mx[SM_SHORT_ROWS], f[SM_SHORT_ROWS];
   double s[SM_SHORT_ROWS];
   int32_t bad[SM_SHORT_ROWS];
