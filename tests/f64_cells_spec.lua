@@ -7,9 +7,7 @@ local cjson = require "cjson"
 local f64_ref = require "tests.helpers.f64_ref"
 local tensor_of, check = f64_ref.tensor_of, f64_ref.check
 
-local f = assert(io.open("tests/fixtures/f64_cells.json", "rb"))
-local CASES = cjson.decode(f:read("*a"))
-f:close()
+local CASES = f64_ref.load("f64_cells")
 
 describe("float64 recurrent cells against torch 1.13 (f64_cells.json)", function()
   for _, c in ipairs(CASES) do

@@ -5,15 +5,12 @@
 -- (the kernels are one source for both dtypes); modules after m:double() on a DCGAN-shaped chain; float64
 -- finite-difference gradchecks; a dtype mix refused naming both dtypes.
 local lt = require "lutra"
-local cjson = require "cjson"
 
 local f64_ref = require "tests.helpers.f64_ref"
 local gradcheck64 = require "tests.helpers.gradcheck64"
 local tensor_of, check = f64_ref.tensor_of, f64_ref.check
 
-local f = assert(io.open("tests/fixtures/f64_conv.json", "rb"))
-local FIX = cjson.decode(f:read("*a"))
-f:close()
+local FIX = f64_ref.load("f64_conv")
 
 -- lutra's call of a fixture case on (x, w, b)
 local function call(c, x, w, b)

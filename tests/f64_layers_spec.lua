@@ -11,9 +11,7 @@ local f64_ref = require "tests.helpers.f64_ref"
 local tensor_of, check = f64_ref.tensor_of, f64_ref.check
 local gradcheck64 = require "tests.helpers.gradcheck64"
 
-local f = assert(io.open("tests/fixtures/f64_layers.json", "rb"))
-local FX = cjson.decode(f:read("*a"))
-f:close()
+local FX = f64_ref.load("f64_layers")
 
 local function formula(n, j) -- gen_f64_layers.py's formula: the same doubles
   local w = {}

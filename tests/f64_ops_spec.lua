@@ -10,9 +10,7 @@ local f64_ref = require "tests.helpers.f64_ref"
 local gradcheck64 = require "tests.helpers.gradcheck64"
 local tensor_of, check = f64_ref.tensor_of, f64_ref.check
 
-local f = assert(io.open("tests/fixtures/f64_ops.json", "rb"))
-local CASES = cjson.decode(f:read("*a"))
-f:close()
+local CASES = f64_ref.load("f64_ops")
 
 -- op name -> function(args, options) -> y, calling lutra as a user would (dims and indices 1-based)
 local OPS = {
@@ -187,7 +185,7 @@ end)
 describe("the float64 refusals are those docs/reference/dtypes.md lists", function()
   local MSG = "float64 is not supported yet"
   local page = assert(io.open("docs/reference/dtypes.md", "rb")):read("*a")
-  local section = page:match("Every other op refuses a float64 tensor.-\n\n(.-)\n\n")
+  local section = page:match("takes float64 where PyTorch.s does.-\n\n(.-)\n\n")
   local function names_in(text)
     local set = {}
     for n in text:gmatch("`([%w_]+)`") do set[n] = true end
@@ -228,6 +226,91 @@ describe("the float64 refusals are those docs/reference/dtypes.md lists", functi
             assert(documented[name], "lt.F." .. name .. " refuses float64 but docs/reference/dtypes.md does not say so")
             break
           end
+        end
+      end
+    end
+  end)
+
+  -- every name of a namespace, the lazily loaded ones too (names.lua keeps them in the metatable)
+  local function public_names(t)
+    local set, list = {}, {}
+    for k in pairs(t) do set[k] = true end
+    local mt = getmetatable(t)
+    if type(mt) == "table" and type(rawget(mt, "__lutra_lazy")) == "table" then
+      for k in pairs(mt.__lutra_lazy) do set[k] = true end
+    end
+    for k in pairs(set) do
+      if type(k) == "string" and not k:match("^_") then list[#list + 1] = k end
+    end
+    table.sort(list)
+    return list
+  end
+  local function f64(...) return lt.randn(...):double() end
+
+  it("lt.* and lt.linalg.* functions", function()
+    local documented = names_in(section)
+    local skip = { help = true, set_default_dtype = true } -- (help prints; the default dtype is global state)
+    local i = lt.tensor({ 1, 2 }, "int64")
+    local probed = 0
+    for _, ns in ipairs { { "lt.", lt }, { "lt.linalg.", lt.linalg } } do
+      for _, name in ipairs(public_names(ns[2])) do
+        local fn = ns[2][name]
+        if type(fn) == "function" and not skip[name] then
+          probed = probed + 1
+          for _, args in ipairs { { x }, { x, 1 }, { x, x }, { x, i }, { x, x, x }, { f64(1, 2, 4, 4) },
+            { f64(1, 2, 4, 4), 2 }, { f64(2, 3, 8), 2 }, { f64(2, 3, 8), f64(2, 3, 8) } } do
+            if refuses(fn, unpack(args)) then
+              assert(documented[name], ns[1] .. name .. " refuses float64 but docs/reference/dtypes.md does not say so")
+              break
+            end
+          end
+        end
+      end
+    end
+    assert(probed > 300, "probed " .. probed .. " functions")
+  end)
+
+  it("lt.nn modules after m:double() (constructed with a few argument patterns) and lt.optim optimizers", function()
+    local documented = names_in(section)
+    local ctors = { {}, { 2 }, { 4 }, { 8 }, { 2, 2 }, { 8, 4 }, { 4, 4, 3 }, { 2, 4, 3 }, { 2, 8 }, { 8, 2 }, { 4, 4 },
+      { 8, 8 }, { 8, 2, { batch_first = true } } }
+    local shapes = { { 2, 3 }, { 2, 3, 8 }, { 1, 2, 4, 4 }, { 1, 2, 4, 4, 4 }, { 4 }, { 2, 4, 8 }, { 3, 2, 4 } }
+    local constructed = 0
+    for _, name in ipairs(public_names(lt.nn)) do
+      local class = name:match("^%u") and lt.nn[name]
+      if class then
+        for _, a in ipairs(ctors) do
+          local ok, m = pcall(class, unpack(a))
+          if ok and type(m) == "table" and m.double then
+            constructed = constructed + 1
+            m:double()
+            for _, s in ipairs(shapes) do
+              local refused = refuses(function() return m(f64(unpack(s))) end)
+                or refuses(function() return m(f64(unpack(s)), f64(unpack(s))) end)
+                or refuses(function() return m(f64(unpack(s)), f64(unpack(s)), f64(unpack(s))) end)
+              assert(not refused or documented[name],
+                "lt.nn." .. name .. " refuses float64 but docs/reference/dtypes.md does not say so")
+            end
+          end
+        end
+      end
+    end
+    assert(constructed > 100, "constructed " .. constructed .. " modules")
+    for _, name in ipairs(public_names(lt.optim)) do
+      if name:match("^%u") then
+        local w = lt.param(f64(3))
+        local ok, opt = pcall(lt.optim[name], { w }, { lr = 0.01 })
+        if ok and type(opt) == "table" and opt.step then
+          local refused = refuses(function()
+            return opt:step(function()
+              opt:zero_grad()
+              local l = (w * w):sum()
+              l:backward()
+              return l
+            end)
+          end)
+          assert(not refused or documented[name],
+            "lt.optim." .. name .. " refuses float64 but docs/reference/dtypes.md does not say so")
         end
       end
     end

@@ -6,12 +6,10 @@
 local lt = require "lutra"
 local cjson = require "cjson"
 
-local f = assert(io.open("tests/fixtures/f64_optim2.json", "rb"))
-local fx = cjson.decode(f:read("*a"))
-f:close()
-
 local f64_ref = require "tests.helpers.f64_ref"
 local tensor_of, check = f64_ref.tensor_of, f64_ref.check
+
+local fx = f64_ref.load("f64_optim2")
 
 local function copy(o)
   local t = {}

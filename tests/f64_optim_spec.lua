@@ -5,13 +5,6 @@
 local lt = require "lutra"
 local cjson = require "cjson"
 
-local function load()
-  local f = assert(io.open("tests/fixtures/f64_optim.json", "rb"))
-  local fx = cjson.decode(f:read("*a"))
-  f:close()
-  return fx
-end
-
 local f64_ref = require "tests.helpers.f64_ref"
 local tensor_of, check = f64_ref.tensor_of, f64_ref.check
 
@@ -22,7 +15,7 @@ local function options(o) -- the fixture's options with Lua lists for tuples
 end
 
 describe("float64 optimizers against torch 1.13 (f64_optim.json)", function()
-  local fx = load()
+  local fx = f64_ref.load("f64_optim")
   for n, c in ipairs(fx.cases) do
     it(string.format("%s %s", c.optimizer, cjson.encode(c.options)), function()
       local w, b = tensor_of(fx.w0):requires_grad(true), tensor_of(fx.b0):requires_grad(true)

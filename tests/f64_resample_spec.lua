@@ -4,15 +4,12 @@
 -- (the padding and the interpolation matrices were float32 and mixed dtypes failed inside).
 local lt = require "lutra"
 local F = lt.F
-local cjson = require "cjson"
 
 local f64_ref = require "tests.helpers.f64_ref"
 local tensor_of, check = f64_ref.tensor_of, f64_ref.check
 local gradcheck64 = require "tests.helpers.gradcheck64"
 
-local f = assert(io.open("tests/fixtures/f64_resample.json", "rb"))
-local FX = cjson.decode(f:read("*a"))
-f:close()
+local FX = f64_ref.load("f64_resample")
 
 -- gen_f64_resample.py's CASES, as a PyTorch user writes them in lutra
 local CALLS = {

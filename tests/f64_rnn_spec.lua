@@ -10,9 +10,7 @@ local f64_ref = require "tests.helpers.f64_ref"
 local gradcheck64 = require "tests.helpers.gradcheck64"
 local tensor_of, check = f64_ref.tensor_of, f64_ref.check
 
-local f = assert(io.open("tests/fixtures/f64_rnn.json", "rb"))
-local CASES = cjson.decode(f:read("*a"))
-f:close()
+local CASES = f64_ref.load("f64_rnn")
 
 -- the layer of a case, float64, weights set from the fixture's formula (parameter j in PyTorch's order)
 local function layer_of(c)

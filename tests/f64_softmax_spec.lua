@@ -3,15 +3,12 @@
 -- rows in blocks, long contiguous rows, a dim that is not the last, 0-d, -inf entries), float64 finite-difference
 -- gradchecks, the modules and F's functions in float64, and float32 left as it was.
 local lt = require "lutra"
-local cjson = require "cjson"
 
 local f64_ref = require "tests.helpers.f64_ref"
 local gradcheck64 = require "tests.helpers.gradcheck64"
 local tensor_of, check = f64_ref.tensor_of, f64_ref.check
 
-local f = assert(io.open("tests/fixtures/f64_softmax.json", "rb"))
-local CASES = cjson.decode(f:read("*a"))
-f:close()
+local CASES = f64_ref.load("f64_softmax")
 
 describe("float64 softmax and log_softmax against torch 1.13 (f64_softmax.json)", function()
   for _, c in ipairs(CASES) do

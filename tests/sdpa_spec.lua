@@ -166,7 +166,7 @@ describe("scaled_dot_product_attention", function()
       err_of(function() return sdpa(q, lt.randn(5, 4), lt.randn(5, 6)) end), 1, true)
     assert.matches("query must have at least 2 dims",
       err_of(function() return sdpa(lt.randn(4), k, v) end), 1, true)
-    assert.matches("scaled_dot_product_attention: query must be float32, got int64",
+    assert.matches("scaled_dot_product_attention: query must be float32 or float64, got int64",
       err_of(function() return sdpa(lt.zeros(2, 3, 4):long(), k, v) end), 1, true)
     assert.matches("attn_mask [3 x 4] cannot be broadcast to the weights' shape [2 x 3 x 5]",
       err_of(function() return sdpa(q, k, v, { attn_mask = lt.zeros(3, 4) }) end), 1, true)

@@ -11,6 +11,7 @@
 
 /* sorted (strcmp order) for bsearch */
 static const char *const f64_names[] = {
+  "DataLoader",
   "__newindex",
   "abs",
   "abs_",
@@ -33,6 +34,7 @@ static const char *const f64_names[] = {
   "atan_",
   "atanh",
   "atanh_",
+  "avg_pool2d",
   "backward",
   "batch_norm",
   "bernoulli",
@@ -104,6 +106,7 @@ static const char *const f64_names[] = {
   "gelu_",
   "grad",
   "grad_fn",
+  "group_norm",
   "gt",
   "hardsigmoid",
   "hardswish",
@@ -144,6 +147,7 @@ static const char *const f64_names[] = {
   "masked_select",
   "matmul",
   "max",
+  "max_pool2d",
   "maximum",
   "mean",
   "min",
@@ -162,6 +166,7 @@ static const char *const f64_names[] = {
   "normal_",
   "numel",
   "ones_like",
+  "output_loss",
   "param",
   "permute",
   "poisson",
@@ -183,6 +188,7 @@ static const char *const f64_names[] = {
   "round",
   "rsqrt",
   "rsqrt_",
+  "scaled_dot_product_attention",
   "scatter",
   "scatter_add",
   "scatter_reduce",

@@ -15,6 +15,9 @@
  *
  * q, k and v are used in place when their last dim is contiguous (the heads of a fused qkv projection are
  * strided views): the GEMMs take the row stride as their leading dimension.
+ *
+ * float32 or float64 (q, k and v share one dtype; the output, the saved lse and the gradients are in it): the
+ * kernels are written once in nn_attention_kernels.h, included for each (float64 through dgemm and libm's exp).
  */
 #include <math.h>
 #include <string.h>
@@ -33,28 +36,21 @@
 
 /* A [rows x cols] matrix per bh: element (r, c) of bh at base[off[bh] + r * rs + c]. */
 typedef struct att_mat {
-  const float *base;
-  int64_t *off; /* [nbh] */
-  int64_t rs;   /* row stride (>= cols, the GEMM's leading dimension) */
+  const void *base; /* float or double: the inputs' dtype */
+  int64_t *off;     /* [nbh] */
+  int64_t rs;       /* row stride (>= cols, the GEMM's leading dimension) */
 } att_mat;
 
 /* The same, written: the gradients dq, dk, dv, laid out as their inputs (see dense_like). */
 typedef struct att_out {
-  float *base;
+  void *base;
   int64_t *off; /* [nbh] */
   int64_t rs;
 } att_out;
 
-/* Zeroes rows x cols of m's bh matrix. */
-static void zero_rows(const att_out *m, int64_t bh, int64_t rows, int64_t cols) {
-  float *p = m->base + m->off[bh];
-  if (m->rs == cols) memset(p, 0, sizeof(float) * (size_t)(rows * cols));
-  else
-    for (int64_t r = 0; r < rows; r++) memset(p + r * m->rs, 0, sizeof(float) * (size_t)cols);
-}
-
 typedef struct att_mask {
   const float *f;   /* float32 mask, or NULL */
+  const double *d;  /* float64 mask, or NULL */
   const int64_t *i; /* int64 mask, or NULL */
   int binary;       /* 1: non-zero means masked (-inf); 0: added to the scores */
   int64_t *off;     /* [nbh] */
@@ -63,7 +59,7 @@ typedef struct att_mask {
 
 typedef struct att_geom {
   int64_t nbh, L, S, E, Ev;
-  float scale;
+  double scale; /* float32's rounded to float */
   int causal;
   double p;      /* dropout probability */
   uint64_t seed; /* of the dropout hash */
@@ -84,137 +80,6 @@ static inline int keep_at(uint64_t seed, uint64_t idx, uint32_t thresh) {
   return (uint32_t)(z >> 40) >= thresh;
 }
 
-/* Adds the mask to the n scores of row i of bh (masked entries become -inf). */
-static void apply_mask(const att_mask *m, int64_t bh, int64_t i, float *row, int64_t n) {
-  int64_t o = m->off[bh] + i * m->sl;
-  if (m->i) {
-    for (int64_t j = 0; j < n; j++)
-      if (m->i[o + j * m->ss]) row[j] = -INFINITY;
-  } else if (m->binary) {
-    for (int64_t j = 0; j < n; j++)
-      if (m->f[o + j * m->ss] != 0.0f) row[j] = -INFINITY;
-  } else {
-    for (int64_t j = 0; j < n; j++) row[j] += m->f[o + j * m->ss];
-  }
-}
-
-/* The scores of rows [i0, i1) of bh into P [br x se] (ld se), each row's first visible() entries masked. */
-static void scores(const att_geom *g, int64_t bh, int64_t i0, int64_t i1, int64_t se, float *P) {
-  const float *q = g->q.base + g->q.off[bh] + i0 * g->q.rs, *k = g->k.base + g->k.off[bh];
-  lt_blas_sgemm(0, 1, (int)(i1 - i0), (int)se, (int)g->E, g->scale, q, (int)g->q.rs, k, (int)g->k.rs, 0.0f, P, (int)se);
-  if (g->m.off)
-    for (int64_t i = i0; i < i1; i++) apply_mask(&g->m, bh, i, P + (i - i0) * se, visible(g, i));
-}
-
-/* Row softmax in place over the n visible entries (the rest of the se-wide row set to 0); returns the
- * log-sum-exp. A row with every entry -inf (all masked) is NaN, as PyTorch's softmax of such a row. */
-LT_VECTOR_FN static float softmax_row(float *row, int64_t n, int64_t se) {
-  float mx = lt_max_f32(row, n);
-  if (mx == -INFINITY) {
-    for (int64_t j = 0; j < se; j++) row[j] = NAN;
-    return NAN;
-  }
-  /* exp in its own loop, which vectorises; the sum in lt_sum_f32's fixed lane order */
-  for (int64_t j = 0; j < n; j++) row[j] = lt_expf(row[j] - mx);
-  double s = lt_sum_f32(row, n);
-  float inv = (float)(1.0 / s);
-  for (int64_t j = 0; j < n; j++) row[j] *= inv;
-  for (int64_t j = n; j < se; j++) row[j] = 0.0f;
-  return mx + (float)log(s);
-}
-
-/* Weights of a row from the saved lse: exp(score - lse) over the n visible entries, 0 beyond. */
-LT_VECTOR_FN static void weights_row(float *row, int64_t n, int64_t se, float lse) {
-  for (int64_t j = 0; j < n; j++) row[j] = lt_expf(row[j] - lse);
-  for (int64_t j = n; j < se; j++) row[j] = 0.0f;
-}
-
-/* Pd = P * keep / (1 - p) for row i of bh (into dst, which may be row itself). */
-static void dropout_row(const att_geom *g, int64_t bh, int64_t i, const float *row, float *dst, int64_t n) {
-  const uint32_t thresh = (uint32_t)(g->p * 16777216.0);
-  const float inv_keep = g->p >= 1 ? 0.0f : (float)(1.0 / (1.0 - g->p));
-  const uint64_t base = ((uint64_t)bh * (uint64_t)g->L + (uint64_t)i) * (uint64_t)g->S;
-  for (int64_t j = 0; j < n; j++) dst[j] = keep_at(g->seed, base + (uint64_t)j, thresh) ? row[j] * inv_keep : 0.0f;
-}
-
-/* --- forward -------------------------------------------------------------------------------------------- */
-
-/* bh in [b0, b1): out [nbh x L x Ev] contiguous, lse [nbh x L], w [nbh x L x S] or NULL; P scratch
- * [ATT_BR x S] */
-static void sdpa_forward(const att_geom *g, int64_t b0, int64_t b1, float *out, float *lse, float *w, float *P) {
-  for (int64_t bh = b0; bh < b1; bh++) {
-    for (int64_t i0 = 0; i0 < g->L; i0 += ATT_BR) {
-      int64_t i1 = i0 + ATT_BR < g->L ? i0 + ATT_BR : g->L, br = i1 - i0;
-      int64_t se = g->causal ? (i1 < g->S ? i1 : g->S) : g->S;
-      scores(g, bh, i0, i1, se, P);
-      for (int64_t i = i0; i < i1; i++) {
-        float *row = P + (i - i0) * se;
-        int64_t n = visible(g, i);
-        lse[bh * g->L + i] = softmax_row(row, n, se);
-        if (g->p > 0) dropout_row(g, bh, i, row, row, n);
-        if (w) {
-          float *wr = w + (bh * g->L + i) * g->S;
-          memcpy(wr, row, sizeof(float) * (size_t)se);
-          memset(wr + se, 0, sizeof(float) * (size_t)(g->S - se));
-        }
-      }
-      lt_blas_sgemm(0, 0, (int)br, (int)g->Ev, (int)se, 1.0f, P, (int)se, g->v.base + g->v.off[bh], (int)g->v.rs, 0.0f,
-                    out + (bh * g->L + i0) * g->Ev, (int)g->Ev);
-    }
-  }
-}
-
-/* --- backward ------------------------------------------------------------------------------------------- */
-
-/* bh in [b0, b1): dO [nbh x L x Ev] (rows of stride dO->rs), O [nbh x L x Ev] contiguous; dq [nbh x L x E],
- * dk [nbh x S x E], dv [nbh x S x Ev] (zeroed here; any may be NULL when not needed); scratch P, Pd, dP each
- * [ATT_BR x S] */
-static void sdpa_backward(const att_geom *g, int64_t b0, int64_t b1, const att_mat *dO, const float *O,
-                          const float *lse, const att_out *dq, const att_out *dk, const att_out *dv, float *P,
-                          float *Pd, float *dP) {
-  const int64_t L = g->L, S = g->S, E = g->E, Ev = g->Ev;
-  for (int64_t bh = b0; bh < b1; bh++) {
-    float *dkb = dk ? dk->base + dk->off[bh] : NULL, *dvb = dv ? dv->base + dv->off[bh] : NULL;
-    if (dkb) zero_rows(dk, bh, S, E);
-    if (dvb) zero_rows(dv, bh, S, Ev);
-    const float *kb = g->k.base + g->k.off[bh], *vb = g->v.base + g->v.off[bh];
-    for (int64_t i0 = 0; i0 < L; i0 += ATT_BR) {
-      int64_t i1 = i0 + ATT_BR < L ? i0 + ATT_BR : L, br = i1 - i0;
-      int64_t se = g->causal ? (i1 < S ? i1 : S) : S;
-      const float *dOb = dO->base + dO->off[bh] + i0 * dO->rs, *Ob = O + (bh * L + i0) * Ev;
-      const int ldo = (int)dO->rs;
-      const float *qb = g->q.base + g->q.off[bh] + i0 * g->q.rs;
-      scores(g, bh, i0, i1, se, P);
-      for (int64_t i = i0; i < i1; i++) {
-        float *row = P + (i - i0) * se;
-        int64_t n = visible(g, i);
-        weights_row(row, n, se, lse[bh * L + i]);
-        if (g->p > 0) {
-          dropout_row(g, bh, i, row, Pd + (i - i0) * se, n);
-          for (int64_t j = n; j < se; j++) Pd[(i - i0) * se + j] = 0.0f;
-        }
-      }
-      const float *Pdrop = g->p > 0 ? Pd : P;
-      if (dvb) lt_blas_sgemm(1, 0, (int)se, (int)Ev, (int)br, 1.0f, Pdrop, (int)se, dOb, ldo, 1.0f, dvb, (int)dv->rs);
-      if (!dq && !dkb) continue;
-      lt_blas_sgemm(0, 1, (int)br, (int)se, (int)Ev, 1.0f, dOb, ldo, vb, (int)g->v.rs, 0.0f, dP, (int)se);
-      for (int64_t i = i0; i < i1; i++) {
-        float *pr = P + (i - i0) * se, *dr = dP + (i - i0) * se;
-        int64_t n = visible(g, i);
-        if (g->p > 0) dropout_row(g, bh, i, dr, dr, n);
-        float D = (float)lt_dot_f32(dOb + (i - i0) * dO->rs, Ob + (i - i0) * Ev, Ev);
-        for (int64_t j = 0; j < n; j++) dr[j] = pr[j] * (dr[j] - D);
-        for (int64_t j = n; j < se; j++) dr[j] = 0.0f;
-      }
-      if (dq)
-        lt_blas_sgemm(0, 0, (int)br, (int)E, (int)se, g->scale, dP, (int)se, kb, (int)g->k.rs, 0.0f,
-                      dq->base + dq->off[bh] + i0 * dq->rs, (int)dq->rs);
-      if (dkb)
-        lt_blas_sgemm(1, 0, (int)se, (int)E, (int)br, g->scale, dP, (int)se, qb, (int)g->q.rs, 1.0f, dkb, (int)dk->rs);
-    }
-  }
-}
-
 /* --- the (bh) units on lutra's pool ---------------------------------------------------------------------- */
 
 /* Units are whole (bh) slices (a backward unit accumulates dK and dV over its query blocks), split over the
@@ -226,36 +91,80 @@ static void sdpa_backward(const att_geom *g, int64_t b0, int64_t b1, const att_m
 
 typedef struct att_job {
   const att_geom *g;
-  float *scratch;       /* [nparts x per] */
-  int64_t per;          /* scratch floats per part */
-  float *out, *lse, *w; /* forward */
-  att_mat dO;           /* backward */
-  const float *O, *lse_in;
+  void *scratch;       /* [nparts x per] elements of the inputs' dtype */
+  int64_t per;         /* scratch elements per part */
+  size_t elem;         /* bytes per element: 4 or 8 */
+  void *out, *lse, *w; /* forward */
+  att_mat dO;          /* backward */
+  const void *O, *lse_in;
   const att_out *dq, *dk, *dv;
 } att_job;
 
-static void forward_part(void *arg, int i, int n) {
-  const att_job *j = arg;
-  int64_t b0, b1;
-  lt_pool_range(j->g->nbh, i, n, 1, &b0, &b1);
-  if (b0 < b1) sdpa_forward(j->g, b0, b1, j->out, j->lse, j->w, j->scratch + (int64_t)i * j->per);
+/* sums and max of a contiguous float64 row (lt_simd.h's are float32's); the max is NaN if the row holds one */
+static inline double sum_f64(const double *x, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; i++) s += x[i];
+  return s;
+}
+static inline double dot_f64(const double *x, const double *y, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; i++) s += x[i] * y[i];
+  return s;
+}
+static inline double max_f64(const double *x, int64_t n) {
+  double m = -INFINITY;
+  int any = 0;
+  for (int64_t i = 0; i < n; i++) {
+    m = x[i] > m ? x[i] : m;
+    any |= x[i] != x[i];
+  }
+  return any ? NAN : m;
 }
 
-static void backward_part(void *arg, int i, int n) {
-  const att_job *j = arg;
-  int64_t b0, b1, ns = (int64_t)ATT_BR * j->g->S;
-  lt_pool_range(j->g->nbh, i, n, 1, &b0, &b1);
-  float *P = j->scratch + (int64_t)i * j->per;
-  if (b0 < b1) sdpa_backward(j->g, b0, b1, &j->dO, j->O, j->lse_in, j->dq, j->dk, j->dv, P, P + ns, P + 2 * ns);
+#define T float
+#define ATT_FN(x) x##_f32
+#define ATT_GEMM lt_blas_sgemm
+#define ATT_EXP lt_expf
+#define ATT_MAX lt_max_f32
+#define ATT_SUM lt_sum_f32
+#define ATT_DOT lt_dot_f32
+#include "nn_attention_kernels.h"
+#undef T
+#undef ATT_FN
+#undef ATT_GEMM
+#undef ATT_EXP
+#undef ATT_MAX
+#undef ATT_SUM
+#undef ATT_DOT
+
+#define T double
+#define ATT_FN(x) x##_f64
+#define ATT_GEMM lt_blas_dgemm
+#define ATT_EXP exp
+#define ATT_MAX max_f64
+#define ATT_SUM sum_f64
+#define ATT_DOT dot_f64
+#include "nn_attention_kernels.h"
+#undef T
+#undef ATT_FN
+#undef ATT_GEMM
+#undef ATT_EXP
+#undef ATT_MAX
+#undef ATT_SUM
+#undef ATT_DOT
+
+/* t's first element (lt_f32 or lt_f64 by its dtype) */
+static inline void *elems(const lt_tensor *t) {
+  return (char *)t->storage->data + (size_t)t->offset * lt_dtype_size(t->dtype);
 }
 
-static float *scratch(lt_ctx *c, int64_t n) {
-  float *p = lt_alloc(sizeof(float) * (size_t)n);
-  if (!p) lt_fail(c, LT_E_OOM, sizeof(float) * (size_t)n);
+static void *scratch(lt_ctx *c, int64_t n, size_t elem) {
+  void *p = lt_alloc(elem * (size_t)n);
+  if (!p) lt_fail(c, LT_E_OOM, elem * (size_t)n);
   return p;
 }
 
-/* Runs fn over every bh, with `per` floats of scratch for each part. */
+/* Runs fn over every bh, with `per` elements of scratch (j->elem bytes each) for each part. */
 static int run_units(lt_ctx *c, const att_geom *g, lt_pool_fn fn, att_job *j, int64_t per) {
   lt_gemm_bf16_scope(c); /* the products of the forward and the backward: autocast's precision */
   int64_t work = g->nbh * g->L * g->S * (g->E + g->Ev);
@@ -263,7 +172,7 @@ static int run_units(lt_ctx *c, const att_geom *g, lt_pool_fn fn, att_job *j, in
   if (parts > g->nbh) parts = g->nbh > 0 ? (int)g->nbh : 1;
   j->g = g;
   j->per = per;
-  j->scratch = scratch(c, parts * per);
+  j->scratch = scratch(c, parts * per, j->elem);
   if (!j->scratch) return LT_ERR;
   if (parts > 1) {
     lt_blas_serial_begin();
@@ -272,7 +181,7 @@ static int run_units(lt_ctx *c, const att_geom *g, lt_pool_fn fn, att_job *j, in
   } else {
     fn(j, 0, 1);
   }
-  lt_free(j->scratch, sizeof(float) * (size_t)(parts * per));
+  lt_free(j->scratch, j->elem * (size_t)(parts * per));
   return LT_OK;
 }
 
@@ -311,10 +220,10 @@ static int64_t row_stride(const lt_tensor *t) {
   return t->shape[n - 2] == 1 ? (cols > 0 ? cols : 1) : t->stride[n - 2];
 }
 
-/* 1 when every element of the float32 mask is 0 or 1 */
+/* 1 when every element of the float mask is 0 or 1 */
 static int mask_is_binary(const lt_tensor *m) {
   int64_t n = lt_numel(m);
-  if (lt_is_contiguous(m)) {
+  if (m->dtype == LT_F32 && lt_is_contiguous(m)) {
     const float *p = lt_f32(m);
     for (int64_t i = 0; i < n; i++)
       if (p[i] != 0.0f && p[i] != 1.0f) return 0;
@@ -332,7 +241,10 @@ static int check_shapes(lt_ctx *c, const lt_tensor *q, const lt_tensor *k, const
   const lt_tensor *in[3] = { q, k, v };
   const char *names[3] = { "query", "key", "value" };
   for (int i = 0; i < 3; i++) {
-    if (lt_check_dtype(c, OP, names[i], in[i], LT_F32)) return LT_ERR;
+    if (lt_check_float(c, OP, names[i], in[i])) return LT_ERR;
+    if (in[i]->dtype != q->dtype)
+      return lt_fail(c, OP ": query is %s and %s is %s: both must have the same float dtype", lt_dtype_name(q->dtype),
+                     names[i], lt_dtype_name(in[i]->dtype));
     if (in[i]->ndim < 2)
       return lt_fail(c, OP ": %s must have at least 2 dims [.. x length x features], got %s", names[i],
                      lt_shape_str(in[i], a, sizeof a));
@@ -356,8 +268,8 @@ static int check_shapes(lt_ctx *c, const lt_tensor *q, const lt_tensor *k, const
   if (k->shape[n - 2] == 0 || q->shape[n - 1] == 0)
     return lt_fail(c, OP ": key %s has no positions or no features (attention needs at least one of each)", b);
   if (!m) return LT_OK;
-  if (m->dtype != LT_F32 && m->dtype != LT_I64)
-    return lt_fail(c, OP ": attn_mask must be float32 or int64, got %s", lt_dtype_name(m->dtype));
+  if (m->dtype != LT_F32 && m->dtype != LT_F64 && m->dtype != LT_I64)
+    return lt_fail(c, OP ": attn_mask must be float32, float64 or int64, got %s", lt_dtype_name(m->dtype));
   int64_t want[LT_MAX_DIM];
   for (int i = 0; i < n - 2; i++) want[i] = q->shape[i];
   want[n - 2] = q->shape[n - 2];
@@ -406,7 +318,8 @@ static int geom_init(lt_ctx *c, att_geom *g, att_state *s, lt_tensor *q, lt_tens
   g->S = k->shape[n - 2];
   g->E = q->shape[n - 1];
   g->Ev = v->shape[n - 1];
-  g->scale = (float)(scale > 0 ? scale : 1.0 / sqrt((double)g->E));
+  g->scale = scale > 0 ? scale : 1.0 / sqrt((double)g->E);
+  if (q->dtype == LT_F32) g->scale = (float)g->scale; /* the GEMMs' float alpha, saved for the backward */
   g->causal = causal;
   g->p = p;
   s->nbh = nbh;
@@ -423,7 +336,7 @@ static int geom_init(lt_ctx *c, att_geom *g, att_state *s, lt_tensor *q, lt_tens
   att_mat *mats[3] = { &g->q, &g->k, &g->v };
   lt_tensor *ts[3] = { s->q, s->k, s->v };
   for (int i = 0; i < 3; i++) {
-    mats[i]->base = (const float *)ts[i]->storage->data;
+    mats[i]->base = ts[i]->storage->data;
     mats[i]->off = s->offs + i * nbh;
     mats[i]->rs = row_stride(ts[i]);
     batch_offsets(ts[i], nb, q->shape, nbh, mats[i]->off);
@@ -432,6 +345,7 @@ static int geom_init(lt_ctx *c, att_geom *g, att_state *s, lt_tensor *q, lt_tens
     g->m.off = s->offs + 3 * nbh;
     batch_offsets(m, nb, q->shape, nbh, g->m.off);
     if (m->dtype == LT_I64) g->m.i = (const int64_t *)m->storage->data;
+    else if (m->dtype == LT_F64) g->m.d = (const double *)m->storage->data;
     else g->m.f = (const float *)m->storage->data;
     g->m.binary = binary;
     int md = m->ndim;
@@ -446,7 +360,7 @@ static lt_tensor *contiguous_shape(lt_ctx *c, const lt_tensor *like, int64_t row
   memcpy(shape, like->shape, sizeof(int64_t) * (size_t)like->ndim);
   shape[like->ndim - 2] = rows;
   shape[like->ndim - 1] = cols;
-  return lt_tensor_new(c, LT_F32, like->ndim, shape);
+  return lt_tensor_new(c, like->dtype, like->ndim, shape);
 }
 
 /* A new [.., rows, cols] tensor (t's batch dims) laid out in memory as t is (its dims ordered by t's strides,
@@ -459,7 +373,7 @@ static lt_tensor *dense_like(lt_ctx *c, const lt_tensor *t, int64_t rows, int64_
   memcpy(shape, t->shape, sizeof(int64_t) * (size_t)n);
   shape[n - 2] = rows;
   shape[n - 1] = cols;
-  if (t->stride[n - 1] != 1 && t->shape[n - 1] != 1) return lt_tensor_new(c, LT_F32, n, shape);
+  if (t->stride[n - 1] != 1 && t->shape[n - 1] != 1) return lt_tensor_new(c, t->dtype, n, shape);
   /* the dims before the last, outermost first: by stride, larger first; size-1 dims and ties keep their
    * order (insertion sort: a stable sort of at most LT_MAX_DIM - 1 dims) */
   for (int i = 0; i < n - 1; i++) {
@@ -476,7 +390,7 @@ static lt_tensor *dense_like(lt_ctx *c, const lt_tensor *t, int64_t rows, int64_
   }
   perm[n - 1] = n - 1;
   for (int i = 0; i < n; i++) pshape[i] = shape[perm[i]];
-  lt_tensor *base = lt_tensor_new(c, LT_F32, n, pshape);
+  lt_tensor *base = lt_tensor_new(c, t->dtype, n, pshape);
   if (!base) return NULL;
   int64_t acc = 1;
   for (int i = n - 1; i >= 0; i--) {
@@ -507,19 +421,20 @@ static int sdpa_backward_node(lt_ctx *c, lt_node *nd, lt_tensor *gout, lt_tensor
   int ok = offs && (grads[0] || !need[0]) && (grads[1] || !need[1]) && (grads[2] || !need[2]);
   if (go && !offs) lt_fail(c, LT_E_OOM, sizeof(int64_t) * (size_t)(4 * g.nbh));
   att_out outs[3];
-  att_job j = { .O = lt_f32(nd->saved[0]), .lse_in = lt_f32(nd->saved[1]) };
+  const int f64 = q->dtype == LT_F64;
+  att_job j = { .O = elems(nd->saved[0]), .lse_in = elems(nd->saved[1]), .elem = lt_dtype_size(q->dtype) };
   if (ok) {
-    j.dO = (att_mat){ (const float *)go->storage->data, offs + 3 * g.nbh, row_stride(go) };
+    j.dO = (att_mat){ go->storage->data, offs + 3 * g.nbh, row_stride(go) };
     batch_offsets(go, nb, q->shape, g.nbh, offs + 3 * g.nbh);
     const att_out **dst[3] = { &j.dq, &j.dk, &j.dv };
     for (int i = 0; i < 3; i++) {
       if (!grads[i]) continue;
-      outs[i] = (att_out){ (float *)grads[i]->storage->data, offs + i * g.nbh, row_stride(grads[i]) };
+      outs[i] = (att_out){ grads[i]->storage->data, offs + i * g.nbh, row_stride(grads[i]) };
       batch_offsets(grads[i], nb, q->shape, g.nbh, outs[i].off);
       *dst[i] = &outs[i];
     }
   }
-  if (!ok || run_units(c, &g, backward_part, &j, 3 * (int64_t)ATT_BR * S)) {
+  if (!ok || run_units(c, &g, f64 ? backward_part_f64 : backward_part_f32, &j, 3 * (int64_t)ATT_BR * S)) {
     if (offs) lt_free(offs, sizeof(int64_t) * (size_t)(4 * g.nbh));
     lt_tensor_release(go);
     for (int i = 0; i < 3; i++) lt_tensor_release(grads[i]);
@@ -557,10 +472,14 @@ lt_tensor *lt_nn_sdpa(lt_ctx *c, lt_tensor *q, lt_tensor *k, lt_tensor *v, lt_te
   lt_tensor *out = contiguous_shape(c, q, L, g.Ev);
   int64_t lshape[LT_MAX_DIM];
   memcpy(lshape, q->shape, sizeof(int64_t) * (size_t)(q->ndim - 1));
-  lt_tensor *lse = out ? lt_tensor_new(c, LT_F32, q->ndim - 1, lshape) : NULL;
+  lt_tensor *lse = out ? lt_tensor_new(c, q->dtype, q->ndim - 1, lshape) : NULL;
   lt_tensor *w = lse && weights ? contiguous_shape(c, q, L, S) : NULL;
-  att_job j = { .out = out ? lt_f32(out) : NULL, .lse = lse ? lt_f32(lse) : NULL, .w = w ? lt_f32(w) : NULL };
-  if (!(lse && (w || !weights)) || (L > 0 && run_units(c, &g, forward_part, &j, (int64_t)ATT_BR * S))) {
+  att_job j = { .out = out ? elems(out) : NULL,
+                .lse = lse ? elems(lse) : NULL,
+                .w = w ? elems(w) : NULL,
+                .elem = lt_dtype_size(q->dtype) };
+  lt_pool_fn part = q->dtype == LT_F64 ? forward_part_f64 : forward_part_f32;
+  if (!(lse && (w || !weights)) || (L > 0 && run_units(c, &g, part, &j, (int64_t)ATT_BR * S))) {
     lt_tensor_release(out);
     lt_tensor_release(lse);
     lt_tensor_release(w);

@@ -10,6 +10,8 @@
  *   gweight[c] = sum over items and positions of gy * xhat,  gbias[c] = sum of gy.
  * Optional running statistics [G] (InstanceNorm's track_running_stats) are updated in place with the batch's
  * average of the row means and of the unbiased row variances, with momentum the weight of the new value.
+ * float32 or float64: input, weight, bias, running statistics, output and gradients share one dtype (an error names
+ * both where they differ); the kernels are written once over the element type (GN_KERNELS).
  */
 #include <math.h>
 #include <string.h>
@@ -23,67 +25,124 @@ typedef struct gn_geom {
   int64_t N, C, G, S; /* S: positions per channel */
 } gn_geom;
 
-/* Row loops in float lanes (compiled per CPU); the sums end in double (lt_sum_f32, lt_dot_f32). */
-/* sum of (x - m)^2 over a row: the second pass of a two-pass variance (no cancellation when |mean| >> std) */
-LT_VECTOR_FN static double sq_dev_sum(const float *x, int64_t n, float m) {
-  double total = 0;
-  for (int64_t b = 0; b < n; b += 4096) {
-    const int64_t e = b + 4096 < n ? b + 4096 : n;
-    float acc[16] = { 0 };
-    int64_t i = b;
-    for (; i + 16 <= e; i += 16)
-      for (int l = 0; l < 16; l++) acc[l] += (x[i + l] - m) * (x[i + l] - m);
-    for (; i < e; i++) acc[0] += (x[i] - m) * (x[i] - m);
-    for (int l = 0; l < 16; l++) total += acc[l];
-  }
-  return total;
+/* sums of a contiguous float64 row (lt_sum_f32 and lt_dot_f32 are float32's) */
+static inline double sum_f64(const double *x, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; i++) s += x[i];
+  return s;
+}
+static inline double dot_f64(const double *x, const double *y, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; i++) s += x[i] * y[i];
+  return s;
 }
 
-/* y = x * scale + shift over a row */
-LT_VECTOR_FN static void affine_row(float *restrict y, const float *restrict x, int64_t n, float scale, float shift) {
-  for (int64_t i = 0; i < n; i++) y[i] = x[i] * scale + shift;
+/* The row loops and the two passes over element type T (D: f32 or f64, lt_D reads a tensor's data; SUM, DOT: the
+ * row sums ending in double): float32's in float lanes compiled per CPU, float64's in double throughout.
+ *   sq_dev_sum_D: sum of (x - m)^2 over a row, the second pass of a two-pass variance (no cancellation when
+ *                 |mean| >> std);  affine_row_D: y = x * scale + shift;
+ *   input_grad_row_D: gx = rstd * (g * w - md - (x - mean) * rstd * mdx);
+ *   gn_forward_D: normalises every row, saves (mean, rstd) per row in st, updates the running statistics;
+ *   gn_backward_D: the gradients of x, weight and bias (each NULL when not wanted). */
+// clang-format off
+#define GN_KERNELS(D, T, SUM, DOT)                                                                                 \
+LT_VECTOR_FN static double sq_dev_sum_##D(const T *x, int64_t n, T m) {                                            \
+  double total = 0;                                                                                                \
+  for (int64_t b = 0; b < n; b += 4096) {                                                                          \
+    const int64_t e = b + 4096 < n ? b + 4096 : n;                                                                 \
+    T acc[16] = { 0 };                                                                                             \
+    int64_t i = b;                                                                                                 \
+    for (; i + 16 <= e; i += 16)                                                                                   \
+      for (int l = 0; l < 16; l++) acc[l] += (x[i + l] - m) * (x[i + l] - m);                                      \
+    for (; i < e; i++) acc[0] += (x[i] - m) * (x[i] - m);                                                          \
+    for (int l = 0; l < 16; l++) total += acc[l];                                                                  \
+  }                                                                                                                \
+  return total;                                                                                                    \
+}                                                                                                                  \
+LT_VECTOR_FN static void affine_row_##D(T *restrict y, const T *restrict x, int64_t n, T scale, T shift) {          \
+  for (int64_t i = 0; i < n; i++) y[i] = x[i] * scale + shift;                                                     \
+}                                                                                                                  \
+LT_VECTOR_FN static void input_grad_row_##D(T *restrict gx, const T *restrict g, const T *restrict x, int64_t n,   \
+                                            T w, T mean, T rstd, T md, T mdx) {                                    \
+  for (int64_t i = 0; i < n; i++) gx[i] = rstd * (g[i] * w - md - (x[i] - mean) * rstd * mdx);                     \
+}                                                                                                                  \
+__attribute__((noinline)) static void gn_forward_##D(const gn_geom *gp, const lt_tensor *xc, const lt_tensor *wc, const lt_tensor *bc,       \
+                           lt_tensor *out, lt_tensor *stats, lt_tensor *running_mean, lt_tensor *running_var,       \
+                           double eps, double momentum) {                                                          \
+  const gn_geom g = *gp;                                                                                           \
+  const int64_t groups = g.G, M = (g.C / groups) * g.S, rows = g.N * groups;                                       \
+  const T *px = lt_##D(xc), *pw = wc ? lt_##D(wc) : NULL, *pb = bc ? lt_##D(bc) : NULL;                            \
+  T *po = lt_##D(out), *st = lt_##D(stats);                                                                        \
+  for (int64_t row = 0; row < rows; row++) {                                                                       \
+    const T *xr = px + row * M;                                                                                    \
+    const T fm = (T)(SUM(xr, M) / (double)M);                                                                      \
+    const double var = sq_dev_sum_##D(xr, M, fm) / (double)M;                                                      \
+    const T rstd = (T)(1.0 / sqrt(var + eps));                                                                     \
+    st[2 * row] = fm;                                                                                              \
+    st[2 * row + 1] = rstd;                                                                                        \
+    const int64_t c0 = (row % groups) * (g.C / groups);                                                            \
+    for (int64_t k = 0; k < g.C / groups; k++) { /* (x - mean) * rstd * w + b as one multiply-add */               \
+      const T scale = rstd * (pw ? pw[c0 + k] : (T)1), bk = pb ? pb[c0 + k] : (T)0;                                \
+      affine_row_##D(po + row * M + k * g.S, xr + k * g.S, g.S, scale, bk - fm * scale);                           \
+    }                                                                                                              \
+  }                                                                                                                \
+  for (int64_t gr = 0; running_mean && gr < groups; gr++) { /* batch averages of the row statistics */             \
+    double sm = 0, sv = 0;                                                                                         \
+    for (int64_t i = 0; i < g.N; i++) {                                                                            \
+      const int64_t row = i * groups + gr;                                                                         \
+      sm += st[2 * row];                                                                                           \
+      sv += sq_dev_sum_##D(px + row * M, M, st[2 * row]) / (double)(M - 1);                                        \
+    }                                                                                                              \
+    T *rm = lt_##D(running_mean) + gr * running_mean->stride[0], *rv = lt_##D(running_var) + gr * running_var->stride[0]; \
+    *rm = (T)((1 - momentum) * *rm + momentum * sm / (double)g.N);                                                 \
+    *rv = (T)((1 - momentum) * *rv + momentum * sv / (double)g.N);                                                 \
+  }                                                                                                                \
+}                                                                                                                  \
+__attribute__((noinline)) static void gn_backward_##D(const gn_geom *gp, const lt_tensor *xc, const lt_tensor *gc, const lt_tensor *wc,      \
+                            const lt_tensor *stats, lt_tensor *gx, lt_tensor *gw, lt_tensor *gb) {                 \
+  const gn_geom g = *gp;                                                                                           \
+  const int64_t Cg = g.C / g.G, M = Cg * g.S;                                                                      \
+  const T *px = lt_##D(xc), *py = lt_##D(gc), *pw = wc ? lt_##D(wc) : NULL, *st = lt_##D(stats);                   \
+  for (int64_t row = 0; row < g.N * g.G; row++) {                                                                  \
+    const T mean = st[2 * row], rstd = st[2 * row + 1];                                                            \
+    const int64_t c0 = (row % g.G) * Cg;                                                                           \
+    const T *xr = px + row * M, *gr = py + row * M;                                                                \
+    double sd = 0, sdx = 0; /* sums of dxhat and dxhat * xhat over the row */                                      \
+    for (int64_t k = 0; k < Cg; k++) {                                                                             \
+      const T wk = pw ? pw[c0 + k] : (T)1;                                                                         \
+      /* sum g and sum g * xhat = rstd * (sum g*x - mean * sum g) */                                               \
+      const double sg = SUM(gr + k * g.S, g.S);                                                                    \
+      const double sgx = rstd * (DOT(gr + k * g.S, xr + k * g.S, g.S) - (double)mean * sg);                        \
+      sd += wk * sg;                                                                                               \
+      sdx += wk * sgx;                                                                                             \
+      if (gw) lt_##D(gw)[c0 + k] += (T)sgx;                                                                        \
+      if (gb) lt_##D(gb)[c0 + k] += (T)sg;                                                                         \
+    }                                                                                                              \
+    if (!gx) continue;                                                                                             \
+    const T md = (T)(sd / (double)M), mdx = (T)(sdx / (double)M);                                                  \
+    T *out = lt_##D(gx) + row * M;                                                                                 \
+    for (int64_t k = 0; k < Cg; k++)                                                                               \
+      input_grad_row_##D(out + k * g.S, gr + k * g.S, xr + k * g.S, g.S, pw ? pw[c0 + k] : (T)1, mean, rstd, md,   \
+                         mdx);                                                                                     \
+  }                                                                                                                \
 }
-
-/* gx = rstd * (g * w - md - (x - mean) * rstd * mdx) over a row */
-LT_VECTOR_FN static void input_grad_row(float *restrict gx, const float *restrict g, const float *restrict x, int64_t n,
-                                        float w, float mean, float rstd, float md, float mdx) {
-  for (int64_t i = 0; i < n; i++) gx[i] = rstd * (g[i] * w - md - (x[i] - mean) * rstd * mdx);
-}
+// clang-format on
+GN_KERNELS(f32, float, lt_sum_f32, lt_dot_f32)
+GN_KERNELS(f64, double, sum_f64, dot_f64)
 
 static int gn_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin) {
   lt_tensor *x = n->inputs[0], *w = n->inputs[1], *b = n->inputs[2];
   gn_geom g;
   memcpy(&g, n->i, sizeof g);
-  const int64_t Cg = g.C / g.G, M = Cg * g.S;
   lt_tensor *gc = lt_op_contiguous(c, gout), *xc = gc ? lt_op_contiguous(c, x) : NULL;
   lt_tensor *wc = xc && w ? lt_op_contiguous(c, w) : NULL;
   lt_tensor *gx = NULL, *gw = NULL, *gb = NULL;
   if (!xc || (w && !wc)) goto fail;
-  if (x->requires_grad && !(gx = lt_tensor_new(c, LT_F32, x->ndim, x->shape))) goto fail;
-  if (w && w->requires_grad && !(gw = lt_tensor_zeros(c, LT_F32, 1, &g.C))) goto fail;
-  if (b && b->requires_grad && !(gb = lt_tensor_zeros(c, LT_F32, 1, &g.C))) goto fail;
-  const float *px = lt_f32(xc), *py = lt_f32(gc), *pw = w ? lt_f32(wc) : NULL, *st = lt_f32(n->saved[0]);
-  for (int64_t row = 0; row < g.N * g.G; row++) {
-    const float mean = st[2 * row], rstd = st[2 * row + 1];
-    const int64_t c0 = (row % g.G) * Cg;
-    const float *xr = px + row * M, *gr = py + row * M;
-    double sd = 0, sdx = 0; /* sums of dxhat and dxhat * xhat over the row */
-    for (int64_t k = 0; k < Cg; k++) {
-      const float wk = pw ? pw[c0 + k] : 1.0f;
-      /* sum g and sum g * xhat = rstd * (sum g*x - mean * sum g) */
-      const double sg = lt_sum_f32(gr + k * g.S, g.S);
-      const double sgx = rstd * (lt_dot_f32(gr + k * g.S, xr + k * g.S, g.S) - (double)mean * sg);
-      sd += wk * sg;
-      sdx += wk * sgx;
-      if (gw) lt_f32(gw)[c0 + k] += (float)sgx;
-      if (gb) lt_f32(gb)[c0 + k] += (float)sg;
-    }
-    if (!gx) continue;
-    const float md = (float)(sd / (double)M), mdx = (float)(sdx / (double)M);
-    float *out = lt_f32(gx) + row * M;
-    for (int64_t k = 0; k < Cg; k++)
-      input_grad_row(out + k * g.S, gr + k * g.S, xr + k * g.S, g.S, pw ? pw[c0 + k] : 1.0f, mean, rstd, md, mdx);
-  }
+  if (x->requires_grad && !(gx = lt_tensor_new(c, x->dtype, x->ndim, x->shape))) goto fail;
+  if (w && w->requires_grad && !(gw = lt_tensor_zeros(c, x->dtype, 1, &g.C))) goto fail;
+  if (b && b->requires_grad && !(gb = lt_tensor_zeros(c, x->dtype, 1, &g.C))) goto fail;
+  if (x->dtype == LT_F64) gn_backward_f64(&g, xc, gc, wc, n->saved[0], gx, gw, gb);
+  else gn_backward_f32(&g, xc, gc, wc, n->saved[0], gx, gw, gb);
   gin[0] = gx;
   gin[1] = gw;
   gin[2] = gb;
@@ -104,7 +163,7 @@ fail:
 lt_tensor *lt_nn_group_norm(lt_ctx *c, lt_tensor *x, int64_t groups, lt_tensor *weight, lt_tensor *bias, double eps,
                             lt_tensor *running_mean, lt_tensor *running_var, double momentum) {
   char b1[128];
-  if (lt_check_dtype(c, "group_norm", "input", x, LT_F32)) return NULL;
+  if (lt_check_float(c, "group_norm", "input", x)) return NULL;
   if (x->ndim < 2) {
     lt_fail(c, "group_norm: input must be [batch x channels x ...], got %s", lt_shape_str(x, b1, sizeof b1));
     return NULL;
@@ -132,38 +191,13 @@ lt_tensor *lt_nn_group_norm(lt_ctx *c, lt_tensor *x, int64_t groups, lt_tensor *
     return NULL;
   }
   lt_tensor *xc = lt_op_contiguous(c, x), *wc = NULL, *bc = NULL;
-  lt_tensor *out = xc ? lt_tensor_new(c, LT_F32, x->ndim, x->shape) : NULL;
-  lt_tensor *stats = out ? lt_tensor_new(c, LT_F32, 2, sshape) : NULL;
+  lt_tensor *out = xc ? lt_tensor_new(c, x->dtype, x->ndim, x->shape) : NULL;
+  lt_tensor *stats = out ? lt_tensor_new(c, x->dtype, 2, sshape) : NULL;
   if (stats && weight) wc = lt_op_contiguous(c, weight);
   if (stats && bias) bc = lt_op_contiguous(c, bias);
   if (!stats || (weight && !wc) || (bias && !bc)) goto fail;
-  const float *px = lt_f32(xc), *pw = weight ? lt_f32(wc) : NULL, *pb = bias ? lt_f32(bc) : NULL;
-  float *po = lt_f32(out), *st = lt_f32(stats);
-  for (int64_t row = 0; row < rows; row++) {
-    const float *xr = px + row * M;
-    const float fm = (float)(lt_sum_f32(xr, M) / (double)M);
-    const double var = sq_dev_sum(xr, M, fm) / (double)M;
-    const float rstd = (float)(1.0 / sqrt(var + eps));
-    st[2 * row] = fm;
-    st[2 * row + 1] = rstd;
-    const int64_t c0 = (row % groups) * (g.C / groups);
-    for (int64_t k = 0; k < g.C / groups; k++) { /* (x - mean) * rstd * w + b as one multiply-add */
-      const float scale = rstd * (pw ? pw[c0 + k] : 1.0f), bk = pb ? pb[c0 + k] : 0.0f;
-      affine_row(po + row * M + k * g.S, xr + k * g.S, g.S, scale, bk - fm * scale);
-    }
-  }
-  for (int64_t gr = 0; running_mean && gr < groups; gr++) { /* batch averages of the row statistics */
-    double sm = 0, sv = 0;
-    for (int64_t i = 0; i < g.N; i++) {
-      const int64_t row = i * groups + gr;
-      sm += st[2 * row];
-      sv += sq_dev_sum(px + row * M, M, st[2 * row]) / (double)(M - 1);
-    }
-    float *rm = lt_f32(running_mean) + gr * running_mean->stride[0],
-          *rv = lt_f32(running_var) + gr * running_var->stride[0];
-    *rm = (float)((1 - momentum) * *rm + momentum * sm / (double)g.N);
-    *rv = (float)((1 - momentum) * *rv + momentum * sv / (double)g.N);
-  }
+  if (x->dtype == LT_F64) gn_forward_f64(&g, xc, wc, bc, out, stats, running_mean, running_var, eps, momentum);
+  else gn_forward_f32(&g, xc, wc, bc, out, stats, running_mean, running_var, eps, momentum);
   lt_tensor_release(xc);
   lt_tensor_release(wc);
   lt_tensor_release(bc);

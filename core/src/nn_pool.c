@@ -4,6 +4,8 @@
  * Max pooling saves the flat position (within the H*W plane) of each window's maximum, so backward
  * is a scatter; padded cells never win. Average pooling divides like PyTorch: by the window clipped
  * to the padded input (count_include_pad) or by the number of real cells.
+ * float32 or float64 (the input's dtype): the window loops are written once over the element type
+ * (MAX_POOL_PLANES, AVG_POOL_PLANES); the 2x2 stride-2 rows are a float32 specialisation.
  */
 #include <math.h>
 #include <string.h>
@@ -29,7 +31,7 @@ static int64_t pool_out_size(int64_t n, int64_t k, int64_t s, int64_t p, int cei
 static int pool_check(lt_ctx *c, const char *op, lt_tensor *x, int kh, int kw, int sh, int sw, int ph, int pw, int dh,
                       int dw, int ceil_mode, pool_geom *g) {
   char b1[128];
-  if (lt_check_dtype(c, op, "input", x, LT_F32)) return LT_ERR;
+  if (lt_check_float(c, op, "input", x)) return LT_ERR;
   if (x->ndim != 4)
     return lt_fail(c, "%s: input must be 4-D [batch x channels x height x width], got %s", op,
                    lt_shape_str(x, b1, sizeof b1));
@@ -148,6 +150,40 @@ static void window(int64_t start, int64_t k, int64_t d, int64_t n, int64_t *lo, 
   *hi = h > n ? n : h;
 }
 
+/* The general window loop over element type T (float32 and float64): one definition, two functions. */
+#define MAX_POOL_PLANES(T, NAME)                                                                                 \
+  __attribute__((noinline)) static void NAME(const pool_geom *gp, const T *restrict px, T *restrict po,          \
+                                             int64_t *restrict pi) {                                             \
+    const pool_geom g = *gp;                                                                                     \
+    for (int64_t pl = 0; pl < g.N * g.C; pl++) {                                                                 \
+      const T *plane = px + pl * g.H * g.W;                                                                      \
+      for (int64_t oh = 0; oh < g.HO; oh++) {                                                                    \
+        int64_t h0, h1;                                                                                          \
+        window(oh *g.SH - g.PH, g.KH, g.DH, g.H, &h0, &h1);                                                      \
+        for (int64_t ow = 0; ow < g.WO; ow++) {                                                                  \
+          int64_t w0, w1;                                                                                        \
+          window(ow *g.SW - g.PW, g.KW, g.DW, g.W, &w0, &w1);                                                    \
+          /* a dilated window can miss the input entirely (its cells on either side of it): -inf, as PyTorch, */ \
+          /* and no cell to take the gradient */                                                                 \
+          T best = h0 < h1 && w0 < w1 ? plane[h0 * g.W + w0] : (T)-INFINITY;                                     \
+          int64_t bi = h0 < h1 && w0 < w1 ? h0 * g.W + w0 : -1;                                                  \
+          for (int64_t ih = h0; ih < h1; ih += g.DH)                                                             \
+            for (int64_t iw = w0; iw < w1; iw += g.DW) {                                                         \
+              T v = plane[ih * g.W + iw];                                                                        \
+              int take = (v > best) | ((v != v) & (best == best));                                               \
+              best = take ? v : best;                                                                            \
+              bi = take ? ih * g.W + iw : bi;                                                                    \
+            }                                                                                                    \
+          po[(pl * g.HO + oh) * g.WO + ow] = best;                                                               \
+          pi[(pl * g.HO + oh) * g.WO + ow] = bi;                                                                 \
+        }                                                                                                        \
+      }                                                                                                          \
+    }                                                                                                            \
+  }
+
+MAX_POOL_PLANES(float, max_pool_planes_f32)
+MAX_POOL_PLANES(double, max_pool_planes_f64)
+
 static void max_pool_forward(const pool_geom *gp, const float *restrict px, float *restrict po, int64_t *restrict pi) {
   const pool_geom g = *gp;
   const int64_t HW = g.H * g.W;
@@ -171,30 +207,7 @@ static void max_pool_forward(const pool_geom *gp, const float *restrict px, floa
       }
     return;
   }
-  for (int64_t pl = 0; pl < g.N * g.C; pl++) {
-    const float *plane = px + pl * HW;
-    for (int64_t oh = 0; oh < g.HO; oh++) {
-      int64_t h0, h1;
-      window(oh * g.SH - g.PH, g.KH, g.DH, g.H, &h0, &h1);
-      for (int64_t ow = 0; ow < g.WO; ow++) {
-        int64_t w0, w1;
-        window(ow * g.SW - g.PW, g.KW, g.DW, g.W, &w0, &w1);
-        /* a dilated window can miss the input entirely (its cells on either side of it): -inf, as PyTorch,
-         * and no cell to take the gradient */
-        float best = h0 < h1 && w0 < w1 ? plane[h0 * g.W + w0] : -INFINITY;
-        int64_t bi = h0 < h1 && w0 < w1 ? h0 * g.W + w0 : -1;
-        for (int64_t ih = h0; ih < h1; ih += g.DH)
-          for (int64_t iw = w0; iw < w1; iw += g.DW) {
-            float v = plane[ih * g.W + iw];
-            int take = (v > best) | ((v != v) & (best == best));
-            best = take ? v : best;
-            bi = take ? ih * g.W + iw : bi;
-          }
-        po[(pl * g.HO + oh) * g.WO + ow] = best;
-        pi[(pl * g.HO + oh) * g.WO + ow] = bi;
-      }
-    }
-  }
+  max_pool_planes_f32(gp, px, po, pi);
 }
 
 lt_tensor *lt_nn_max_pool2d(lt_ctx *c, lt_tensor *x, int kh, int kw, int sh, int sw, int ph, int pw, int ceil_mode) {
@@ -203,18 +216,20 @@ lt_tensor *lt_nn_max_pool2d(lt_ctx *c, lt_tensor *x, int kh, int kw, int sh, int
 
 lt_tensor *lt_nn_max_pool2d_dilated(lt_ctx *c, lt_tensor *x, int kh, int kw, int sh, int sw, int ph, int pw, int dh,
                                     int dw, int ceil_mode) {
-  pool_geom g;
+  pool_geom g = { 0 }; /* (set by pool_check; GCC cannot see it through the error path) */
   if (pool_check(c, "max_pool2d", x, kh, kw, sh, sw, ph, pw, dh, dw, ceil_mode, &g)) return NULL;
   int64_t oshape[4] = { g.N, g.C, g.HO, g.WO };
   lt_tensor *xc = lt_op_contiguous(c, x);
-  lt_tensor *out = xc ? lt_tensor_new(c, LT_F32, 4, oshape) : NULL;
+  lt_tensor *out = xc ? lt_tensor_new(c, x->dtype, 4, oshape) : NULL;
   lt_tensor *ind = out ? lt_tensor_new(c, LT_I64, 4, oshape) : NULL;
   if (!ind) {
     lt_tensor_release(xc);
     lt_tensor_release(out);
     return NULL;
   }
-  max_pool_forward(&g, lt_f32(xc), lt_f32(out), lt_i64(ind));
+  /* float64 takes the general loop (the 2x2 rows are float32 vector code) */
+  if (x->dtype == LT_F64) max_pool_planes_f64(&g, lt_f64(xc), lt_f64(out), lt_i64(ind));
+  else max_pool_forward(&g, lt_f32(xc), lt_f32(out), lt_i64(ind));
   lt_tensor_release(xc);
   lt_node *nd;
   if (lt_record(c, out, "max_pool2d", lt_nn_max_pool_backward, 1, &x, &nd)) goto fail;
@@ -252,6 +267,24 @@ static double avg_window(const void *geom, int64_t oh, int64_t ow, int64_t *h0, 
   return (double)(g->count_pad ? padded : (he - hs) * (we - ws));
 }
 
+/* the forward's loop over element type T: each window's sum in double, divided as PyTorch divides */
+#define AVG_POOL_PLANES(T, pxc, pout)                                       \
+  {                                                                         \
+    const T *px = (pxc);                                                    \
+    T *po = (pout);                                                         \
+    for (int64_t pl = 0; pl < g.N * g.C; pl++) {                            \
+      const T *plane = px + pl * g.H * g.W;                                 \
+      for (int64_t oh = 0; oh < g.HO; oh++)                                 \
+        for (int64_t ow = 0; ow < g.WO; ow++) {                             \
+          int64_t h0, h1, w0, w1;                                           \
+          double div = avg_window(&g, oh, ow, &h0, &h1, &w0, &w1), s = 0;   \
+          for (int64_t ih = h0; ih < h1; ih++)                              \
+            for (int64_t iw = w0; iw < w1; iw++) s += plane[ih * g.W + iw]; \
+          po[(pl * g.HO + oh) * g.WO + ow] = (T)(s / div);                  \
+        }                                                                   \
+    }                                                                       \
+  }
+
 static int avg_pool_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin) {
   pool_geom g;
   memcpy(&g, n->i, sizeof g);
@@ -260,29 +293,18 @@ static int avg_pool_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor *
 
 lt_tensor *lt_nn_avg_pool2d(lt_ctx *c, lt_tensor *x, int kh, int kw, int sh, int sw, int ph, int pw,
                             int count_include_pad, int ceil_mode) {
-  pool_geom g;
+  pool_geom g = { 0 }; /* (set by pool_check; GCC cannot see it through the error path) */
   if (pool_check(c, "avg_pool2d", x, kh, kw, sh, sw, ph, pw, 1, 1, ceil_mode, &g)) return NULL;
   g.count_pad = count_include_pad != 0;
   int64_t oshape[4] = { g.N, g.C, g.HO, g.WO };
   lt_tensor *xc = lt_op_contiguous(c, x);
-  lt_tensor *out = xc ? lt_tensor_new(c, LT_F32, 4, oshape) : NULL;
+  lt_tensor *out = xc ? lt_tensor_new(c, x->dtype, 4, oshape) : NULL;
   if (!out) {
     lt_tensor_release(xc);
     return NULL;
   }
-  const float *px = lt_f32(xc);
-  float *po = lt_f32(out);
-  for (int64_t pl = 0; pl < g.N * g.C; pl++) {
-    const float *plane = px + pl * g.H * g.W;
-    for (int64_t oh = 0; oh < g.HO; oh++)
-      for (int64_t ow = 0; ow < g.WO; ow++) {
-        int64_t h0, h1, w0, w1;
-        double div = avg_window(&g, oh, ow, &h0, &h1, &w0, &w1), s = 0;
-        for (int64_t ih = h0; ih < h1; ih++)
-          for (int64_t iw = w0; iw < w1; iw++) s += plane[ih * g.W + iw];
-        po[(pl * g.HO + oh) * g.WO + ow] = (float)(s / div);
-      }
-  }
+  if (x->dtype == LT_F64) AVG_POOL_PLANES(double, lt_f64(xc), lt_f64(out))
+  else AVG_POOL_PLANES(float, lt_f32(xc), lt_f32(out))
   lt_tensor_release(xc);
   lt_node *nd;
   if (lt_record(c, out, "avg_pool2d", avg_pool_backward, 1, &x, &nd)) {

@@ -232,7 +232,7 @@ function MHA:forward(query, key, value, opts)
   local function heads(t) return t:reshape(B, t:size(2), Hn, d):transpose(2, 3) end
   q, k, v = heads(q), heads(k), heads(v)
   if self.add_zero_attn then -- a zero key and value, never masked
-    local z = lt.zeros(B, Hn, 1, d)
+    local z = lt.zeros(B, Hn, 1, d, k:dtype())
     k, v = lt.cat({ k, z }, 3), lt.cat({ v, z }, 3)
     if mask then mask = F.pad(mask, { 0, 1 }) end
   end
