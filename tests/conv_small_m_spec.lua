@@ -94,3 +94,24 @@ describe("conv2d on the small-M GEMM", function()
     end)
   end
 end)
+
+-- autocast's products are lutra's bf16 GEMM (lt_gemm): a wide layer on one thread keeps them, as on two
+describe("conv2d on one thread under autocast", function()
+  local it_bf16 = lt._bf16_info().active and it or pending
+  it_bf16("computes in bf16 as on two threads", function()
+    local s = shapes[1]
+    local x, w, b = data(s)
+    local function fwd(threads, ac)
+      local was = lt.get_num_threads()
+      lt.set_num_threads(threads)
+      local f = function() return F.conv2d(x, w, b, { stride = s.s, padding = s.p }) end
+      local ok, y = pcall(function() return ac and lt.autocast("bfloat16", f) or f() end)
+      lt.set_num_threads(was)
+      assert(ok, y)
+      return y
+    end
+    local one, two = fwd(1, true), fwd(2, true)
+    assert.is_true(rel_diff(one, two) <= 1e-5)
+    assert.is_true(rel_diff(one, fwd(1, false)) > 1e-4) -- bf16 operands: not the fp32 result
+  end)
+end)

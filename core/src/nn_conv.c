@@ -17,6 +17,7 @@
 #include "lt_conv.h"
 #include "lt_ctx.h"
 #include "lt_errors.h"
+#include "lt_gemm_bf16.h"
 #include "lt_gemm_small_m.h"
 #include "lt_nn.h"
 #include "lt_pool.h"
@@ -600,12 +601,14 @@ static int dc_weight_grad(lt_ctx *c, const conv_geom *g, const float *x, const f
  * time into an L1/L2-sized block and the result written straight into the output (no [O, P] copy and bias pass);
  * the input gradient takes W^T, transposed once per call, in blocks of KC rows against the item's gradient read in
  * place. The weight gradient stays on OpenBLAS (its k is the item's P, and the weight is C there, not packed).
- * One thread only (the pool's split of OpenBLAS's GEMMs keeps the 2-thread case), AVX-512, and only for wide
- * GEMMs (K >= 512, O >= 64): LeNet's and the first layers' small K gain nothing from it. */
+ * One thread only (the pool's split of OpenBLAS's GEMMs keeps the 2-thread case), outside autocast (whose products
+ * are lt_gemm's bf16 GEMM), AVX-512, and only for wide GEMMs (K >= 512, O >= 64): LeNet's and the first layers'
+ * small K gain nothing from it. */
 #define SM_KC 256 /* rows of the col block (forward) and of the W^T block (input gradient) */
 
 static int sm_ok(lt_ctx *c, const conv_geom *g) {
-  return c->num_threads == 1 && geom_k(g) >= 512 && g->O >= 64 && lt_gemm_small_m_ok();
+  return c->num_threads == 1 && c->autocast == LT_AUTOCAST_OFF && geom_k(g) >= 512 && g->O >= 64 &&
+         lt_gemm_small_m_ok();
 }
 
 /* channels per col block: KC rows, whole channels */
