@@ -35,6 +35,9 @@ do
   bench("softmax_fb_4d_last", function() x:softmax(4):backward(g); x:zero_grad(true) end)
   bench("softmax_fb_4d_dim2", function() x:softmax(2):backward(g); x:zero_grad(true) end)
   bench("log_softmax_fb_4d_last", function() x:log_softmax(4):backward(g); x:zero_grad(true) end)
+  -- a softmax over a dim followed by a few elements ([batch, classes, 4]: rows 4 apart)
+  local xs, gs = lt.randn(4096, 16, 4):requires_grad(true), lt.randn(4096, 16, 4)
+  bench("softmax_fb_small_inner", function() xs:softmax(2):backward(gs); xs:zero_grad(true) end)
   local a = lt.randn(64, 16)
   bench("softmax 64x16", function() return a:softmax(2) end, 2000)
   bench("log_softmax 64x16", function() return a:log_softmax(2) end, 2000)
@@ -42,6 +45,14 @@ do
   bench("add_bias_row 1024x1024", function() return b + bias end, 50)
   local m1, m2 = lt.randn(1024, 128), lt.randn(128, 128)
   bench("matmul 1024x128x128", function() return m1:matmul(m2) end, 200)
+end
+do -- a training batch gathered from a data set larger than the caches (the MLP benchmarks' batches)
+  local X, perm, pos = lt.randn(60000, 784), lt.randperm(60000), 0
+  bench("index_select 64 rows of 60000x784", function()
+    if pos + 64 > 60000 then pos = 0 end
+    pos = pos + 64
+    return X:index_select(1, perm:narrow(1, pos - 63, 64))
+  end, 200)
 end
 local B = 16
 local function x4(c, h, w) return lt.randn(B, c, h, w):requires_grad(true) end

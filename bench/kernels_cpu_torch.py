@@ -28,6 +28,10 @@ def sfb(d, log=False):
         (x.log_softmax(d) if log else x.softmax(d)).backward(g); x.grad = None
     return f
 bench("softmax_fb_4d_last", sfb(3)); bench("softmax_fb_4d_dim2", sfb(1)); bench("log_softmax_fb_4d_last", sfb(3, True))
+xs, gs = torch.randn(4096, 16, 4, requires_grad=True), torch.randn(4096, 16, 4)
+def small_inner():
+    xs.softmax(1).backward(gs); xs.grad = None
+bench("softmax_fb_small_inner", small_inner)
 a = torch.randn(64, 16)
 bench("softmax 64x16", lambda: a.softmax(1), 2000)
 bench("log_softmax 64x16", lambda: a.log_softmax(1), 2000)
@@ -35,6 +39,12 @@ b, bias = torch.randn(1024, 1024), torch.randn(1024)
 bench("add_bias_row 1024x1024", lambda: b + bias, 50)
 m1, m2 = torch.randn(1024, 128), torch.randn(128, 128)
 bench("matmul 1024x128x128", lambda: m1.matmul(m2), 200)
+X, perm, pos = torch.randn(60000, 784), torch.randperm(60000), [0]  # a training batch gathered from a large data set
+def gather64():
+    if pos[0] + 64 > 60000: pos[0] = 0
+    pos[0] += 64
+    return X.index_select(0, perm.narrow(0, pos[0] - 64, 64))
+bench("index_select 64 rows of 60000x784", gather64, 200)
 B = 16
 x4 = lambda c, h, w: torch.randn(B, c, h, w, requires_grad=True)
 x3 = lambda c, l: torch.randn(B, c, l, requires_grad=True)

@@ -75,8 +75,9 @@ describe("embedding", function()
       run:advance { batches = 5 } -- batch_idx 0..4: the last one took 22 ms, the four before 2 ms
       -- the median of the recent batches is still ~2 ms: a 12 ms budget trains several batches (believing
       -- the spike and decaying, as before, trained one batch in each of the next two advances)
+      -- (up to five tries: on a loaded machine a preemption inside one advance can cost it its second batch)
       local best = 0
-      for _ = 1, 2 do
+      for _ = 1, 5 do
         local before = t.global_step
         run:advance { seconds = 0.012 }
         best = math.max(best, t.global_step - before)
@@ -124,8 +125,21 @@ describe("embedding", function()
   end)
 
   describe("lutra.core.run_active", function()
+    -- run_active counts the runs of every Lua state in the process: a fit an earlier spec left running in a
+    -- thread (a background job or lt.thread worker not yet joined; seen once under PUC Lua 5.4 on a loaded
+    -- machine) would read as this state's. Such a run is given up to 10 s to end; one still running then fails
+    -- here, saying so, and a count left raised for good (a run that never left) fails as well.
+    local function settled()
+      local t0 = now()
+      while core.run_active() and now() - t0 < 10 do collectgarbage() end
+      local f, threads = io.open("/proc/self/status"), "?"
+      if f then threads = f:read("*a"):match("Threads:%s*(%d+)") or "?"; f:close() end
+      assert.is_false(core.run_active(), "a run was active before this case started and for the 10 s after (" ..
+        threads .. " threads in this process: an lt.background job or lt.thread worker not joined?)")
+    end
+
     it("is false outside a run and true inside fit, validate and a stepwise advance", function()
-      assert.is_false(core.run_active())
+      settled()
       local seen = {}
       local m, loader = slow_model(0)
       local ts = m.training_step
@@ -148,6 +162,7 @@ describe("embedding", function()
     end)
 
     it("goes back to false when a hook raises", function()
+      settled()
       local m, loader = slow_model(0)
       function m:training_step() error("boom") end
       local t = lt.Trainer(quiet { max_epochs = 1 })

@@ -138,8 +138,14 @@ end)
 
 -- The host's floating-point mode is the host's: lutra flushes denormals (FTZ/DAZ) in its own work only.
 local FP = [[
-local TINY = tonumber("2.2250738585072014e-308") -- read at run time: the JIT cannot fold the division
+local TINY = tonumber("2.2250738585072014e-308") -- read at run time: the parser cannot fold the division
 local function host_denormal() return TINY / 4 end -- 5.56e-309 unless the thread flushes denormals
+-- Interpreted only: LuaJIT's trace compiler treats TINY (an upvalue never assigned) as a constant and folds
+-- TINY / 4 into the trace at compile time, in the mode the compiling thread had then, so a compiled
+-- host_denormal answers 5.56e-309 whatever the thread's mode is later. It starts a trace after a few calls when
+-- its hot counter shares a slot with a loop of the fit's (the slots are hashed by bytecode address, which ASLR
+-- moves: about one run in twenty).
+if rawget(_G, "jit") then jit.off(host_denormal) end
 local out = { host_denormal() }
 local lt = require "lutra"
 out[#out + 1] = host_denormal() -- after require

@@ -1,12 +1,14 @@
 /* blas.c — CPU feature detection, the OpenBLAS kernel-family choice, dlopen, and a fallback GEMM. */
 #include "lt_blas.h"
 #include "lt_cpus.h"
+#include "lt_errors.h"
 #include "lt_gemm_bf16.h"
 #include "lt_pool.h"
 #include "lt_simd.h"
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sys/mman.h>
 #include <stdio.h>
@@ -390,4 +392,20 @@ void lt_blas_dgemm(int transa, int transb, int m, int n, int k, double alpha, co
    * split over the pool: they serve precision (gradchecks, LBFGS on small models), not speed. */
   dgemm_ptr(CblasRowMajor, transa ? CblasTrans : CblasNoTrans, transb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a,
             lda, b, ldb, beta, c, ldc);
+}
+
+int lt_gemm_f64(lt_ctx *c, int transa, int transb, int64_t m, int64_t n, int64_t k, double alpha, const double *a,
+                int64_t lda, const double *b, int64_t ldb, double beta, double *cc, int64_t ldc) {
+  if (m > INT_MAX || n > INT_MAX || k > INT_MAX || lda > INT_MAX || ldb > INT_MAX || ldc > INT_MAX)
+    return lt_fail(c, LT_E_BLAS_SIZE);
+  if (m == 0 || n == 0) return LT_OK;
+  if (lt_blas_ready(c)) return LT_ERR;
+  if (k == 0) { /* C = beta * C, with beta = 0 overwriting (the BLAS's rule: no NaN from old contents) */
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < n; j++) cc[i * ldc + j] = beta == 0 ? 0 : beta * cc[i * ldc + j];
+    return LT_OK;
+  }
+  lt_blas_dgemm(transa, transb, (int)m, (int)n, (int)k, alpha, a, (int)(lda ? lda : 1), b, (int)(ldb ? ldb : 1), beta,
+                cc, (int)(ldc ? ldc : 1));
+  return LT_OK;
 }

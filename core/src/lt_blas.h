@@ -50,5 +50,9 @@ void lt_blas_sgemm(int transa, int transb, int m, int n, int k, float alpha, con
 /* Row-major dgemm (float64), the same contract; cblas_dgemm of the loaded library, or a plain C loop. */
 void lt_blas_dgemm(int transa, int transb, int m, int n, int k, double alpha, const double *a, int lda, const double *b,
                    int ldb, double beta, double *c, int ldc);
+/* The float64 GEMM of the ops (matmul, conv): lt_blas_dgemm on int64 sizes, C = alpha * op(A) op(B) + beta * C.
+ * Fails with LT_E_BLAS_SIZE past 2^31, returns at once for an empty C, and for k = 0 scales C by beta. */
+int lt_gemm_f64(lt_ctx *c, int transa, int transb, int64_t m, int64_t n, int64_t k, double alpha, const double *a,
+                int64_t lda, const double *b, int64_t ldb, double beta, double *cc, int64_t ldc);
 
 #endif

@@ -17,6 +17,8 @@
 #include "lt_conv.h"
 #include "lt_ctx.h"
 #include "lt_errors.h"
+#include "lt_gemm_bf16.h"
+#include "lt_gemm_small_m.h"
 #include "lt_nn.h"
 #include "lt_pool.h"
 #include "lt_simd.h"
@@ -185,6 +187,7 @@ __attribute__((target("avx512f"))) static void im2col_s2_avx512(const conv_geom 
                                                                 int64_t ld) {
   const int64_t WO = g->WO, HO = g->HO, W = g->W, SH = g->SH, nc = (WO + 7) / 8;
   const __m512i even = _mm512_set_epi32(15, 13, 11, 9, 7, 5, 3, 1, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i evens2 = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0); /* a's, b's */
   const __m512 zero = _mm512_setzero_ps();
   __mmask16 kload[S2_MAX_CHUNKS], kstore[S2_MAX_CHUNKS];
   for (int64_t q = 0; q < nc; q++) kstore[q] = (__mmask16)((1u << (WO - 8 * q < 8 ? WO - 8 * q : 8)) - 1);
@@ -201,17 +204,76 @@ __attribute__((target("avx512f"))) static void im2col_s2_avx512(const conv_geom 
           for (int64_t ow = lo > 8 * q ? lo : 8 * q; ow < hi && ow < 8 * q + 8; ow++) m |= 1u << (2 * (ow - 8 * q));
           kload[q] = (__mmask16)m;
         }
+        const float *src0 = x + ch * g->H * W + (ki - g->PH) * W - g->PW + kj; /* row oh at src0 + oh * SH * W */
+        if (WO == 8) { /* rows of 8 (DCGAN's 16x16 layer): two rows a permute and a full store */
+          for (int64_t oh = 0; oh < HO; oh += 2, dst += 16) {
+            const __m512 a = oh >= oh_lo && oh < oh_hi ? _mm512_maskz_loadu_ps(kload[0], src0 + oh * SH * W) : zero;
+            const __m512 b =
+                oh + 1 >= oh_lo && oh + 1 < oh_hi ? _mm512_maskz_loadu_ps(kload[0], src0 + (oh + 1) * SH * W) : zero;
+            _mm512_mask_storeu_ps(dst, oh + 1 < HO ? (__mmask16)0xFFFF : (__mmask16)0x00FF,
+                                  _mm512_permutex2var_ps(a, evens2, b));
+          }
+          continue;
+        }
         int64_t oh = 0;
         for (; oh < oh_lo; oh++, dst += WO)
           for (int64_t q = 0; q < nc; q++) _mm512_mask_storeu_ps(dst + 8 * q, kstore[q], zero);
         for (; oh < oh_hi; oh++, dst += WO) {
-          const float *src = x + ch * g->H * W + (oh * SH - g->PH + ki) * W - g->PW + kj;
+          const float *src = src0 + oh * SH * W;
           for (int64_t q = 0; q < nc; q++)
             _mm512_mask_storeu_ps(dst + 8 * q, kstore[q],
                                   _mm512_permutexvar_ps(even, _mm512_maskz_loadu_ps(kload[q], src + 16 * q)));
         }
         for (; oh < HO; oh++, dst += WO)
           for (int64_t q = 0; q < nc; q++) _mm512_mask_storeu_ps(dst + 8 * q, kstore[q], zero);
+      }
+    }
+}
+
+/* Stride-2 col2im on AVX-512, gathering as col2im_s1_avx512 does: each 16-wide chunk of an input row (ch, ih)
+ * sums, for every tap (ki, kj) that lands on it, the column row's outputs ow = (x + PW - kj) / 2 where that is a
+ * whole number: one load of the 9 outputs a chunk can meet and one permute that spreads them over the lanes of
+ * one parity (the other lanes zero). The scalar scatter it replaces (a load-add-store per output, 8 outputs a
+ * row in DCGAN's 16x16 layer) was 6% of Conv2d 128->256 k4 s2's fwd+bwd. W <= 64, KW <= 16: the masks per
+ * chunk and tap are made once. */
+__attribute__((target("avx512f"))) static void col2im_s2_avx512(const conv_geom *g, const float *col, int64_t ld,
+                                                                float *gx) {
+  const int64_t W = g->W, WO = g->WO, HO = g->HO, SH = g->SH, KW = g->KW, nc = (W + 15) / 16;
+  /* lane l takes output (l + r) / 2 of the loaded 9 when l + r is even, r the parity of PW - kj */
+  const __m512i idx[2] = { _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0),
+                           _mm512_set_epi32(8, 7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0) };
+  const __mmask16 parity[2] = { 0x5555, 0xAAAA };
+  int64_t ob[4][16]; /* chunk q, tap kj: the first output loaded, which outputs are inside the row, the lanes */
+  __mmask16 kload[4][16], klane[4][16], kst[4];
+  for (int64_t q = 0; q < nc; q++) {
+    const int64_t n = W - 16 * q < 16 ? W - 16 * q : 16;
+    kst[q] = (__mmask16)((1u << n) - 1);
+    for (int64_t kj = 0; kj < KW; kj++) {
+      const int64_t d = g->PW - kj, r = d & 1, o = 8 * q + (d - r) / 2;
+      const int64_t lo = o < 0 ? -o : 0, hi = WO - o < 9 ? WO - o : 9;
+      ob[q][kj] = o;
+      kload[q][kj] = hi <= lo ? 0 : (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
+      klane[q][kj] = parity[r] & kst[q];
+    }
+  }
+  for (int64_t ch = 0; ch < g->C; ch++)
+    for (int64_t ih = 0; ih < g->H; ih++) {
+      float *dst = gx + (ch * g->H + ih) * W;
+      for (int64_t q = 0; q < nc; q++) {
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0; /* even and odd taps: two chains of adds */
+        for (int64_t ki = 0; ki < g->KH; ki++) {
+          const int64_t t = ih + g->PH - ki, oh = SH == 2 ? t >> 1 : t / SH;
+          if (t < 0 || oh * SH != t || oh >= HO) continue;
+          const float *row = col + (ch * g->KH + ki) * KW * ld + oh * WO;
+          for (int64_t kj = 0; kj < KW; kj++, row += ld) {
+            const __m512 v = _mm512_maskz_permutexvar_ps(klane[q][kj], idx[(g->PW - kj) & 1],
+                                                         _mm512_maskz_loadu_ps(kload[q][kj], row + ob[q][kj]));
+            if (kj & 1) a1 = _mm512_add_ps(a1, v);
+            else a0 = _mm512_add_ps(a0, v);
+          }
+        }
+        _mm512_mask_storeu_ps(dst + 16 * q, kst[q],
+                              _mm512_add_ps(_mm512_maskz_loadu_ps(kst[q], dst + 16 * q), _mm512_add_ps(a0, a1)));
       }
     }
 }
@@ -238,6 +300,10 @@ static void fold(const conv_geom *g, const float *col, int64_t ld, float *gx) {
     col2im_s1_avx512(g, col, ld, gx);
     return;
   }
+  if (g->SW == 2 && g->W <= 64 && g->KW <= 16 && __builtin_cpu_supports("avx512f")) {
+    col2im_s2_avx512(g, col, ld, gx);
+    return;
+  }
 #endif
   col2im(g, col, ld, gx);
 }
@@ -245,6 +311,10 @@ static void fold(const conv_geom *g, const float *col, int64_t ld, float *gx) {
 /* dst = src + bias (one output plane out of the GEMM's [O, m*P] block), compiled per CPU */
 LT_VECTOR_FN static void add_bias_row(float *restrict dst, const float *restrict src, float bias, int64_t n) {
   for (int64_t p = 0; p < n; p++) dst[p] = src[p] + bias;
+}
+
+LT_VECTOR_FN static void add_bias_inplace(float *y, float bias, int64_t n) {
+  for (int64_t p = 0; p < n; p++) y[p] += bias;
 }
 
 int lt_conv_check_sizes(lt_ctx *c, const char *op, const int64_t *oshape, int64_t K, int64_t PH, int64_t PW) {
@@ -523,6 +593,64 @@ static int dc_weight_grad(lt_ctx *c, const conv_geom *g, const float *x, const f
   return LT_OK;
 }
 
+/* --- the weight read in place: lutra's small-M GEMM ------------------------------------------------------
+ * DCGAN's Conv2d 128->256 k4 s2 16x16 (K = 2048, P = 64) spent 16% of fwd+bwd in OpenBLAS packing the 2 MB
+ * weight again for every item (forward, and transposed for the input gradient), and batching items into one GEMM
+ * only moved that cost into im2col/col2im on a col past L2. Here each item runs lutra's 8 x 32 register tile
+ * (gemm_small_m.c), which reads A's rows in place: the forward takes W as it is, with im2col done KC rows at a
+ * time into an L1/L2-sized block and the result written straight into the output (no [O, P] copy and bias pass);
+ * the input gradient takes W^T, transposed once per call, in blocks of KC rows against the item's gradient read in
+ * place. The weight gradient stays on OpenBLAS (its k is the item's P, and the weight is C there, not packed).
+ * One thread only (the pool's split of OpenBLAS's GEMMs keeps the 2-thread case), outside autocast (whose products
+ * are lt_gemm's bf16 GEMM), AVX-512, and only for wide GEMMs (K >= 512, O >= 64): LeNet's and the first layers'
+ * small K gain nothing from it. */
+#define SM_KC 256 /* rows of the col block (forward) and of the W^T block (input gradient) */
+
+static int sm_ok(lt_ctx *c, const conv_geom *g) {
+  return c->num_threads == 1 && c->autocast == LT_AUTOCAST_OFF && geom_k(g) >= 512 && g->O >= 64 &&
+         lt_gemm_small_m_ok();
+}
+
+/* channels per col block: KC rows, whole channels */
+static int64_t sm_cb(const conv_geom *g) {
+  int64_t cb = SM_KC / (g->KH * g->KW);
+  return cb < 1 ? 1 : cb > g->C ? g->C : cb;
+}
+static int64_t sm_col_floats(const conv_geom *g) { return sm_cb(g) * g->KH * g->KW * geom_p(g); }
+
+/* y [N, O, P] = W @ im2col(x) + b, per item in blocks of channels; col: sm_col_floats */
+static void sm_forward(const conv_geom *g, const float *x, const float *w, const float *b, float *y, float *col) {
+  const int64_t K = geom_k(g), P = geom_p(g), CHW = g->C * g->H * g->W, cb = sm_cb(g), KK = g->KH * g->KW;
+  for (int64_t i = 0; i < g->N; i++) {
+    float *yi = y + i * g->O * P;
+    for (int64_t c0 = 0; c0 < g->C; c0 += cb) {
+      conv_geom gs = *g; /* the channels c0 .. c0 + gs.C of the item */
+      gs.C = g->C - c0 < cb ? g->C - c0 : cb;
+      unfold(&gs, x + i * CHW + c0 * g->H * g->W, col, P);
+      lt_gemm_small_m(g->O, P, gs.C * KK, w + c0 * KK, K, col, P, LT_GEMM_SM_NR, yi, P, c0 > 0, 1);
+    }
+    if (b)
+      for (int64_t o = 0; o < g->O; o++) add_bias_inplace(yi + o * P, b[o], P);
+  }
+}
+
+/* gx [N, C, H, W] += col2im(W^T @ gy) per item; wt: W^T [K, O] (filled here), gcol [K, P] */
+static void sm_input_grad(const conv_geom *g, const float *w, const float *gy, float *gx, float *wt, float *gcol) {
+  const int64_t K = geom_k(g), P = geom_p(g), CHW = g->C * g->H * g->W;
+  for (int64_t o0 = 0; o0 < g->O; o0 += 16) /* in 16 x 16 blocks: the strided side stays in cache */
+    for (int64_t k0 = 0; k0 < K; k0 += 16)
+      for (int64_t o = o0; o < o0 + 16 && o < g->O; o++)
+        for (int64_t k = k0; k < k0 + 16 && k < K; k++) wt[k * g->O + o] = w[o * K + k];
+  for (int64_t i = 0; i < g->N; i++) {
+    const float *gi = gy + i * g->O * P;
+    for (int64_t r0 = 0; r0 < K; r0 += SM_KC) {
+      const int64_t rows = K - r0 < SM_KC ? K - r0 : SM_KC;
+      lt_gemm_small_m(rows, P, g->O, wt + r0 * g->O, g->O, gi, P, LT_GEMM_SM_NR, gcol + r0 * P, P, 0, 1);
+    }
+    fold(g, gcol, P, gx + i * CHW);
+  }
+}
+
 static int conv2d_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin) {
   lt_tensor *x = n->inputs[0], *w = n->inputs[1], *b = n->ninputs > 2 ? n->inputs[2] : NULL;
   conv_geom g;
@@ -537,6 +665,17 @@ static int conv2d_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **g
   if (need_x && !(wc = lt_op_contiguous(c, w))) goto fail;
   if (!direct && (!(col = scratch(c, K * nb * P)) || !(gperm = scratch(c, g.O * nb * P)))) goto fail;
   if (need_x && !(gx = lt_tensor_zeros(c, LT_F32, 4, x->shape))) goto fail;
+  const int sm = !direct && need_x && sm_ok(c, &g); /* the input gradient on the small-M GEMM (below) */
+  if (sm) {
+    float *wt = scratch(c, K * g.O), *gcol = wt ? scratch(c, K * P) : NULL;
+    if (!gcol) {
+      if (wt) lt_free(wt, sizeof(float) * (size_t)(K * g.O));
+      goto fail;
+    }
+    sm_input_grad(&g, lt_f32(wc), lt_f32(gc), lt_f32(gx), wt, gcol);
+    lt_free(wt, sizeof(float) * (size_t)(K * g.O));
+    lt_free(gcol, sizeof(float) * (size_t)(K * P));
+  }
   /* the im2col path accumulates its chunks with beta = 1: into w's existing gradient directly when it has one
    * (lt_grad_inplace_target), else into zeros */
   const lt_tensor *ops[3] = { x, w, gout };
@@ -545,7 +684,7 @@ static int conv2d_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **g
   else if (need_w && !(gw = lt_tensor_zeros(c, LT_F32, 4, w->shape))) goto fail;
   const float *pg = lt_f32(gc);
   if (direct && need_w && dc_weight_grad(c, &g, lt_f32(xc), pg, lt_f32(gw))) goto fail;
-  for (int64_t i0 = 0; i0 < g.N && !direct && (need_w || need_x); i0 += nb) {
+  for (int64_t i0 = 0; i0 < g.N && !direct && (need_w || (need_x && !sm)); i0 += nb) {
     const int64_t m = g.N - i0 < nb ? g.N - i0 : nb, ld = m * P;
     for (int64_t j = 0; j < m; j++)
       for (int64_t o = 0; o < g.O; o++)
@@ -554,7 +693,7 @@ static int conv2d_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **g
       for (int64_t j = 0; j < m; j++) unfold(&g, lt_f32(xc) + (i0 + j) * CHW, col + j * P, ld);
       if (lt_gemm(c, 0, 1, g.O, K, ld, 1.0f, gperm, ld, col, ld, 1.0f, lt_f32(gw), K)) goto fail;
     }
-    if (need_x) {
+    if (need_x && !sm) {
       if (lt_gemm(c, 1, 0, K, ld, g.O, 1.0f, lt_f32(wc), K, gperm, ld, 0.0f, col, ld)) goto fail;
       for (int64_t j = 0; j < m; j++) fold(&g, col + j * P, ld, lt_f32(gx) + (i0 + j) * CHW);
     }
@@ -649,12 +788,17 @@ lt_tensor *lt_nn_conv2d_f32_act(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor
   lt_tensor *wc = xc ? lt_op_contiguous(c, w) : NULL;
   lt_tensor *bc = wc && b ? lt_op_contiguous(c, b) : NULL;
   if (!wc || (b && !bc)) goto fail;
-  const int direct = direct_ok(&g, x);
+  const int direct = direct_ok(&g, x), sm = !direct && sm_ok(c, &g);
   if (direct) {
     dc_job j = { .g = &g, .x = lt_f32(xc), .w = lt_f32(wc), .b = b ? lt_f32(bc) : NULL, .out = lt_f32(out) };
     if (dc_run(c, &j)) goto fail;
+  } else if (sm) {
+    float *smcol = scratch(c, sm_col_floats(&g));
+    if (!smcol) goto fail;
+    sm_forward(&g, lt_f32(xc), lt_f32(wc), b ? lt_f32(bc) : NULL, lt_f32(out), smcol);
+    lt_free(smcol, sizeof(float) * (size_t)sm_col_floats(&g));
   } else if (!(col = scratch(c, K * nb * P)) || !(tmp = scratch(c, g.O * nb * P))) goto fail;
-  for (int64_t i0 = 0; i0 < g.N && !direct; i0 += nb) {
+  for (int64_t i0 = 0; i0 < g.N && !direct && !sm; i0 += nb) {
     const int64_t m = g.N - i0 < nb ? g.N - i0 : nb, ld = m * P;
     for (int64_t j = 0; j < m; j++) unfold(&g, lt_f32(xc) + (i0 + j) * CHW, col + j * P, ld);
     if (lt_gemm(c, 0, 0, g.O, ld, K, 1.0f, lt_f32(wc), K, col, ld, 0.0f, tmp, ld)) goto fail;

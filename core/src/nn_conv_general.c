@@ -12,7 +12,6 @@
  * Dilation 1 with one group goes to nn_conv.c's tuned kernel instead (lt_nn_conv2d_ex dispatches); one input
  * channel per group (depthwise) to the direct kernels of nn_conv_depthwise.c (conv_run dispatches).
  */
-#include <limits.h>
 #include <string.h>
 
 #include "lt_alloc.h"
@@ -46,23 +45,6 @@ static void *conv_scratch(lt_ctx *c, size_t es, int64_t n) {
   return p;
 }
 
-/* lt_gemm's contract for float64, on the BLAS's dgemm */
-static int gemm_f64(lt_ctx *c, int transa, int transb, int64_t m, int64_t n, int64_t k, double alpha, const double *a,
-                    int64_t lda, const double *b, int64_t ldb, double beta, double *cc, int64_t ldc) {
-  if (m > INT_MAX || n > INT_MAX || k > INT_MAX || lda > INT_MAX || ldb > INT_MAX || ldc > INT_MAX)
-    return lt_fail(c, LT_E_BLAS_SIZE);
-  if (m == 0 || n == 0) return LT_OK;
-  if (lt_blas_ready(c)) return LT_ERR;
-  if (k == 0) {
-    for (int64_t i = 0; i < m; i++)
-      for (int64_t j = 0; j < n; j++) cc[i * ldc + j] = beta == 0 ? 0 : beta * cc[i * ldc + j];
-    return LT_OK;
-  }
-  lt_blas_dgemm(transa, transb, (int)m, (int)n, (int)k, alpha, a, (int)(lda ? lda : 1), b, (int)(ldb ? ldb : 1), beta,
-                cc, (int)(ldc ? ldc : 1));
-  return LT_OK;
-}
-
 static double sum_f64(const double *p, int64_t n) {
   double s = 0;
   for (int64_t i = 0; i < n; i++) s += p[i];
@@ -93,7 +75,7 @@ typedef enum conv_pass { CONV_FORWARD, CONV_INPUT_GRAD, CONV_WEIGHT_GRAD } conv_
 #undef CONV_SUM
 #define CONV_T double
 #define CONV_SFX f64
-#define CONV_GEMM gemm_f64
+#define CONV_GEMM lt_gemm_f64
 #define CONV_SUM sum_f64
 #include "conv_unfold.h"
 #undef CONV_T

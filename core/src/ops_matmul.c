@@ -25,23 +25,6 @@ int lt_gemm(lt_ctx *c, int transa, int transb, int64_t m, int64_t n, int64_t k, 
   return LT_OK;
 }
 
-/* lt_gemm for float64 (lt_blas_dgemm), with the same size checks */
-static int gemm_f64(lt_ctx *c, int transa, int transb, int64_t m, int64_t n, int64_t k, const double *a, int64_t lda,
-                    const double *b, int64_t ldb, double *cc, int64_t ldc) {
-  if (m > INT_MAX || n > INT_MAX || k > INT_MAX || lda > INT_MAX || ldb > INT_MAX || ldc > INT_MAX)
-    return lt_fail(c, LT_E_BLAS_SIZE);
-  if (m == 0 || n == 0) return LT_OK;
-  if (lt_blas_ready(c)) return LT_ERR;
-  if (k == 0) {
-    for (int64_t i = 0; i < m; i++)
-      for (int64_t j = 0; j < n; j++) cc[i * ldc + j] = 0;
-    return LT_OK;
-  }
-  lt_blas_dgemm(transa, transb, (int)m, (int)n, (int)k, 1.0, a, (int)(lda ? lda : 1), b, (int)(ldb ? ldb : 1), 0.0, cc,
-                (int)(ldc ? ldc : 1));
-  return LT_OK;
-}
-
 /* How a 2-D slice (rows, cols, row stride, col stride) can be handed to the BLAS. */
 static int blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, int *trans, int64_t *ld) {
   if (cs == 1 && (rs >= cols || rows == 1)) {
@@ -158,7 +141,8 @@ static lt_tensor *matmul_nd(lt_ctx *c, lt_tensor *a, lt_tensor *b) {
       if (da >= 0 && A->shape[da] != 1) offa += idx * A->stride[da];
       if (db >= 0 && Bm->shape[db] != 1) offb += idx * Bm->stride[db];
     }
-    if (f64 ? gemm_f64(c, ta, tb, n, m, k, lt_f64(A) + offa, lda, lt_f64(Bm) + offb, ldb, lt_f64(out) + bi * n * m, m)
+    if (f64 ? lt_gemm_f64(c, ta, tb, n, m, k, 1.0, lt_f64(A) + offa, lda, lt_f64(Bm) + offb, ldb, 0.0,
+                          lt_f64(out) + bi * n * m, m)
             : lt_gemm(c, ta, tb, n, m, k, 1.0f, lt_f32(A) + offa, lda, lt_f32(Bm) + offb, ldb, 0.0f,
                       lt_f32(out) + bi * n * m, m))
       goto fail;

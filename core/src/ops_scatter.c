@@ -8,6 +8,7 @@
 
 #include "lt_errors.h"
 #include "lt_ops.h"
+#include "lt_scatter_walk.h"
 
 /* x float32 or float64 */
 static int check_float_input(lt_ctx *c, const char *op, const lt_tensor *x) {
@@ -57,18 +58,14 @@ static lt_tensor *src_grad(lt_ctx *c, lt_tensor *gs, const lt_tensor *src) {
   return r;
 }
 
+static const int64_t no_src[LT_MAX_DIM]; /* a value's strides: the walk reads src at offset 0, unused */
+
 /* out[..., idx[i], ...] = (or +=) src[i] (or value) along dim, out contiguous; for float and double */
 #define SCATTER_LOOP(NAME, T)                                                                                      \
   static void NAME(T *po, const int64_t *ost, const lt_tensor *idx, int dim, const lt_tensor *src, T v, int add) { \
     const T *ps = src ? (const T *)src->storage->data + src->offset : NULL;                                        \
     for (int64_t i = 0, N = lt_numel(idx); i < N; i++) {                                                           \
-      int64_t rem = i, off = 0, soff = 0, ix = lt_get_flat_i64(idx, i);                                            \
-      for (int d = idx->ndim - 1; d >= 0; d--) {                                                                   \
-        int64_t k = rem % idx->shape[d];                                                                           \
-        rem /= idx->shape[d];                                                                                      \
-        off += (d == dim ? ix : k) * ost[d];                                                                       \
-        if (src) soff += k * src->stride[d];                                                                       \
-      }                                                                                                            \
+      int64_t soff, off = lt_scatter_at(idx, dim, i, ost, src ? src->stride : no_src, &soff);                      \
       T s = src ? ps[soff] : v;                                                                                    \
       if (add) po[off] += s;                                                                                       \
       else po[off] = s;                                                                                            \

@@ -12,6 +12,7 @@
 #include "lt_alloc.h"
 #include "lt_errors.h"
 #include "lt_ops.h"
+#include "lt_scatter_walk.h"
 
 const char *const lt_scatter_reduce_names[LT_SR_COUNT] = { "sum", "prod", "mean", "amax", "amin" };
 
@@ -32,14 +33,8 @@ static int plan_make(lt_ctx *c, sr_plan *p, const lt_tensor *out, int dim, const
     return lt_fail(c, "scatter_reduce: out of memory");
   }
   for (int64_t i = 0; i < p->n; i++) {
-    int64_t rem = i, off = 0, soff = 0, ix = lt_get_flat_i64(idx, i);
-    for (int d = idx->ndim - 1; d >= 0; d--) {
-      int64_t k = rem % idx->shape[d];
-      rem /= idx->shape[d];
-      off += (d == dim ? ix : k) * ost[d];
-      soff += k * src->stride[d];
-    }
-    p->o[i] = off;
+    int64_t soff;
+    p->o[i] = lt_scatter_at(idx, dim, i, ost, src->stride, &soff);
     p->s[i] = soff;
   }
   return LT_OK;
