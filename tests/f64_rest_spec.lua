@@ -113,6 +113,21 @@ describe("pools, group/instance norm and attention in float64 against torch 1.13
       "group_norm: input is float64 and weight is float32: both must have the same float dtype")
   end)
 
+  it("attention masks of either float dtype (0/1 or additive, broadcast) act as the float32 and int64 ones", function()
+    local q, k, v = lt.randn(2, 4, 5):double(), lt.randn(2, 6, 5):double(), lt.randn(2, 6, 3):double()
+    local sdpa = F.scaled_dot_product_attention
+    local binary = lt.tensor({ { 0, 1, 0, 0, 1, 0 } }, "float64"):expand(4, 6)
+    local bias = lt.tensor({ { 0.5, -1, 2, 0.25, -0.75, 3 } }, "float64"):expand(4, 6)
+    for _, dt in ipairs { "float64", "float32" } do
+      local qq, kk, vv = q:to(dt), k:to(dt), v:to(dt)
+      local want = sdpa(qq, kk, vv, { attn_mask = binary:long() }):double():tolist()
+      assert.are.same(want, sdpa(qq, kk, vv, { attn_mask = binary }):double():tolist())
+      assert.are.same(want, sdpa(qq, kk, vv, { attn_mask = binary:float() }):double():tolist())
+      assert.are.same(sdpa(qq, kk, vv, { attn_mask = bias:to(dt) }):tolist(),
+        sdpa(qq, kk, vv, { attn_mask = bias }):tolist())
+    end
+  end)
+
   it("a float64 dataset through DataLoader and the Trainer (the batches and the logged loss stay float64)", function()
     local X = lt.tensor({ { 0.1, 0.2, 0.3 }, { 1 / 3, -0.5, 0.25 }, { 0.7, -1.1, 2 }, { -0.3, 0.9, 1 / 7 } }, "float64")
     local Y = lt.tensor({ { 1 / 3 }, { -2 / 3 }, { 0.1 }, { 0.2 } }, "float64")

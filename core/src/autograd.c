@@ -311,7 +311,7 @@ static int backward(lt_ctx *c, lt_tensor *root, lt_tensor *grad) {
   lt_node *r = root->grad_fn;
   r->mark = 1;
   r->deps = 0;
-  if (vec_push(c, &all, r) || vec_push(c, &stack, r) || check_versions(c, r)) {
+  if (vec_push(c, &all, r) || (r->refcount++, vec_push(c, &stack, r)) || check_versions(c, r)) {
     rc = LT_ERR;
     goto done;
   }
@@ -332,7 +332,7 @@ static int backward(lt_ctx *c, lt_tensor *root, lt_tensor *grad) {
       if (!m->mark) {
         m->mark = 1;
         m->deps = 0;
-        if (vec_push(c, &all, m) || vec_push(c, &stack, m) || check_versions(c, m)) {
+        if (vec_push(c, &all, m) || (m->refcount++, vec_push(c, &stack, m)) || check_versions(c, m)) {
           rc = LT_ERR;
           goto done;
         }
@@ -396,7 +396,10 @@ done:
     if (rc == LT_OK) rc = hrc;
     free(leaves.v);
   }
-  /* free the graph that was walked; on failure only the transient gradients */
+  /* free the graph that was walked; on failure only the transient gradients. Each node in `all` holds a
+   * reference (taken when it was found) until its turn: freeing one node's inputs may drop the last other
+   * reference to a node found after it (an intermediate tensor whose Lua object was already collected), which
+   * would otherwise be freed while still listed here. */
   for (size_t i = 0; i < all.n; i++) {
     lt_node *n = all.v[i];
     n->mark = 0;
@@ -407,6 +410,7 @@ done:
       lt_tensor_release(n->grad_acc);
       n->grad_acc = NULL;
     }
+    lt_node_release(n);
   }
   lt_tensor_release(seed);
   free(all.v);

@@ -15,8 +15,9 @@
 
 #include "lt_ops.h"
 
-/* mask: NULL, or broadcastable to [B.., L, S]: an int64 tensor (non-zero = masked), a float32 tensor of only
- * 0 and 1 (1 = masked), or any other float32 tensor (added to the scaled scores). No gradient reaches it.
+/* q, k, v: float32 or float64, one dtype (the output's and the gradients'). mask: NULL, or broadcastable to
+ * [B.., L, S]: an int64 tensor (non-zero = masked), a float tensor (float32 or float64, whatever q's dtype) of only
+ * 0 and 1 (1 = masked), or any other float tensor (added to the scaled scores). No gradient reaches it.
  * scale <= 0 means 1/sqrt(E). weights: NULL, or receives the [B.., L, S] weights used (after dropout; no
  * autograd). A row whose keys are all masked is NaN, as in PyTorch. */
 lt_tensor *lt_nn_sdpa(lt_ctx *c, lt_tensor *q, lt_tensor *k, lt_tensor *v, lt_tensor *mask, int is_causal,

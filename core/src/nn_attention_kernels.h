@@ -22,14 +22,16 @@ static void ATT_FN(apply_mask)(const att_mask *m, int64_t bh, int64_t i, T *row,
   if (m->i) {
     for (int64_t j = 0; j < n; j++)
       if (m->i[o + j * m->ss]) row[j] = -INFINITY;
+  } else if (m->d) { /* a float64 mask */
+    if (m->binary) {
+      for (int64_t j = 0; j < n; j++)
+        if (m->d[o + j * m->ss] != 0.0) row[j] = -INFINITY;
+    } else {
+      for (int64_t j = 0; j < n; j++) row[j] += (T)m->d[o + j * m->ss];
+    }
   } else if (m->binary) {
     for (int64_t j = 0; j < n; j++)
       if (m->f[o + j * m->ss] != 0.0f) row[j] = -INFINITY;
-  } else if (m->d && m->binary) {
-    for (int64_t j = 0; j < n; j++)
-      if (m->d[o + j * m->ss] != 0.0) row[j] = -INFINITY;
-  } else if (m->d) {
-    for (int64_t j = 0; j < n; j++) row[j] += (T)m->d[o + j * m->ss];
   } else {
     for (int64_t j = 0; j < n; j++) row[j] += m->f[o + j * m->ss];
   }
