@@ -3,8 +3,9 @@
  * double. ops_softmax.c includes it once per element type, after defining:
  *   SM_T              the element type (float, double)
  *   SM_FN(name)       name with the type's suffix (the functions here are static, one set per type)
- *   SM_EXP(x)         exp of one element (float32: lt_simd.h's vectorising approximation; float64: libm's exp,
- *                     as float64 is asked for its precision)
+ *   SM_EXP(x)         exp of one element, called only with x <= 0 or NaN (x minus its row's max, or a log-
+ *                     probability): float32's sm_expf_nonpos (ops_softmax.c) relies on it and returns garbage
+ *                     for x > 88; float64 uses libm's exp, as float64 is asked for its precision
  *   SM_LOG_SUM(s)     log of a (double) sum of exps, in loops over rows that vectorise
  *   SM_LONG           rows longer than this take SM_SUM_LONG / SM_DOT_LONG for their sums, where 16 lanes of
  *                     SM_T would lose precision (float32 from 4096)
