@@ -15,7 +15,12 @@ local only = os.getenv("ONLY")
 local function bench(name, fn, n)
   if only and not name:find(only, 1, true) then return end
   n = n or 20
-  for _ = 1, 3 do fn() end
+  -- warm-up to the steady state, the same rule on both sides: at least 3 calls and 0.2 s of CPU time. A loop's
+  -- first dead results reach lutra's allocator cache only when the first GC cycle has run (after ~4 MB of
+  -- tensors handed out, core/bind/l_util.c's pacing); until then each result is fresh memory, whose page faults
+  -- cost ~20-30 us each on this VM: 3 calls of warm-up timed that first cycle, not the kernel
+  local w0, w = now(), 0
+  repeat fn(); w = w + 1 until w >= 3 and now() - w0 >= 0.2
   local t = {}
   for i = 1, 5 do local t0 = now(); for _ = 1, n do fn() end; t[i] = (now() - t0) / n * 1e6 end
   table.sort(t)

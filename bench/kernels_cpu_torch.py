@@ -6,7 +6,9 @@ clk = time.process_time if os.environ.get("CLK", "2") == "2" else time.perf_coun
 only = os.environ.get("ONLY")
 def bench(name, fn, n=20):
     if only and only not in name: return
-    for _ in range(3): fn()
+    w0, w = clk(), 0  # warm-up to the steady state: at least 3 calls and 0.2 s of CPU time (kernels_cpu.lua)
+    while w < 3 or clk() - w0 < 0.2:
+        fn(); w += 1
     t = []
     for i in range(5):
         t0 = clk()
