@@ -71,7 +71,11 @@ local function tri_indices(fname, row, col, offset, upper)
   offset = offset or 0
   if row == 0 or col == 0 then return core.zeros({ 2, 0 }, "int64") end
   return util.call_as(fname, function()
-    local k = core.arange(1, col + 1, 1, "int64"):view(1, col) - core.arange(1, row + 1, 1, "int64"):view(row, 1)
+    -- k = col index - row index, allocated first: a size too large fails there, before the row- and col-long
+    -- aranges (for 1e9 x 1e9 those were 16 GB, filled before the [row x col] difference failed: OOM-killed)
+    local k = core.empty({ row, col }, "int64")
+    k:copy_(core.arange(1, col + 1, 1, "int64"):view(1, col))
+    k:sub_(core.arange(1, row + 1, 1, "int64"):view(row, 1))
     local mask = upper and k:ge(offset) or k:le(offset)
     local nz = mask:nonzero()
     if nz:size(1) == 0 then return core.zeros({ 2, 0 }, "int64") end
