@@ -11,6 +11,7 @@
 #ifndef LT_SIMD_H
 #define LT_SIMD_H
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -155,6 +156,28 @@ static inline double lt_dot_f32(const float *x, const float *y, int64_t n) {
     total += s;
   }
   return total;
+}
+
+/* float64 rows: plain loops in index order (float64 is asked for its precision, not its speed); the max is NaN
+ * if the row holds one, as lt_max_f32's */
+static inline double lt_sum_f64(const double *x, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; i++) s += x[i];
+  return s;
+}
+static inline double lt_dot_f64(const double *x, const double *y, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; i++) s += x[i] * y[i];
+  return s;
+}
+static inline double lt_max_f64(const double *x, int64_t n) {
+  double m = -INFINITY;
+  int any = 0;
+  for (int64_t i = 0; i < n; i++) {
+    m = x[i] > m ? x[i] : m;
+    any |= x[i] != x[i];
+  }
+  return any ? NAN : m;
 }
 
 #endif

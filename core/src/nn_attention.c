@@ -100,27 +100,6 @@ typedef struct att_job {
   const att_out *dq, *dk, *dv;
 } att_job;
 
-/* sums and max of a contiguous float64 row (lt_simd.h's are float32's); the max is NaN if the row holds one */
-static inline double sum_f64(const double *x, int64_t n) {
-  double s = 0;
-  for (int64_t i = 0; i < n; i++) s += x[i];
-  return s;
-}
-static inline double dot_f64(const double *x, const double *y, int64_t n) {
-  double s = 0;
-  for (int64_t i = 0; i < n; i++) s += x[i] * y[i];
-  return s;
-}
-static inline double max_f64(const double *x, int64_t n) {
-  double m = -INFINITY;
-  int any = 0;
-  for (int64_t i = 0; i < n; i++) {
-    m = x[i] > m ? x[i] : m;
-    any |= x[i] != x[i];
-  }
-  return any ? NAN : m;
-}
-
 #define T float
 #define ATT_FN(x) x##_f32
 #define ATT_GEMM lt_blas_sgemm
@@ -141,9 +120,9 @@ static inline double max_f64(const double *x, int64_t n) {
 #define ATT_FN(x) x##_f64
 #define ATT_GEMM lt_blas_dgemm
 #define ATT_EXP exp
-#define ATT_MAX max_f64
-#define ATT_SUM sum_f64
-#define ATT_DOT dot_f64
+#define ATT_MAX lt_max_f64
+#define ATT_SUM lt_sum_f64
+#define ATT_DOT lt_dot_f64
 #include "nn_attention_kernels.h"
 #undef T
 #undef ATT_FN

@@ -45,12 +45,6 @@ static void *conv_scratch(lt_ctx *c, size_t es, int64_t n) {
   return p;
 }
 
-static double sum_f64(const double *p, int64_t n) {
-  double s = 0;
-  for (int64_t i = 0; i < n; i++) s += p[i];
-  return s;
-}
-
 /* The three passes, per chunk of nb items and per group, over one col buffer [Kg, nb*P] (item i's columns at
  * i*P) and one buffer t [Og, nb*P] of the chunk's outputs, so each GEMM spans the chunk (wide enough for
  * OpenBLAS's kernels and threads even on 4x4 planes); the items' unfolds and folds run on lutra's pool:
@@ -76,7 +70,7 @@ typedef enum conv_pass { CONV_FORWARD, CONV_INPUT_GRAD, CONV_WEIGHT_GRAD } conv_
 #define CONV_T double
 #define CONV_SFX f64
 #define CONV_GEMM lt_gemm_f64
-#define CONV_SUM sum_f64
+#define CONV_SUM lt_sum_f64
 #include "conv_unfold.h"
 #undef CONV_T
 #undef CONV_SFX

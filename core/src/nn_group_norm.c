@@ -25,18 +25,6 @@ typedef struct gn_geom {
   int64_t N, C, G, S; /* S: positions per channel */
 } gn_geom;
 
-/* sums of a contiguous float64 row (lt_sum_f32 and lt_dot_f32 are float32's) */
-static inline double sum_f64(const double *x, int64_t n) {
-  double s = 0;
-  for (int64_t i = 0; i < n; i++) s += x[i];
-  return s;
-}
-static inline double dot_f64(const double *x, const double *y, int64_t n) {
-  double s = 0;
-  for (int64_t i = 0; i < n; i++) s += x[i] * y[i];
-  return s;
-}
-
 /* The row loops and the two passes over element type T (D: f32 or f64, lt_D reads a tensor's data; SUM, DOT: the
  * row sums ending in double): float32's in float lanes compiled per CPU, float64's in double throughout.
  *   sq_dev_sum_D: sum of (x - m)^2 over a row, the second pass of a two-pass variance (no cancellation when
@@ -128,7 +116,7 @@ __attribute__((noinline)) static void gn_backward_##D(const gn_geom *gp, const l
 }
 // clang-format on
 GN_KERNELS(f32, float, lt_sum_f32, lt_dot_f32)
-GN_KERNELS(f64, double, sum_f64, dot_f64)
+GN_KERNELS(f64, double, lt_sum_f64, lt_dot_f64)
 
 static int gn_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin) {
   lt_tensor *x = n->inputs[0], *w = n->inputs[1], *b = n->inputs[2];

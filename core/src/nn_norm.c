@@ -246,11 +246,7 @@ fail:
  * ln_row_backward_S: with xh = (x - mean) * is and gh = g * w, dx = is * (gh - mean(gh) - xh * mean(gh * xh));
  * gw += g * xh and gb += g (both accumulate over the rows; NULL when not wanted; dx NULL likewise). */
 static inline double row_sum_f32(const float *x, int64_t n) { return lt_sum_f32(x, n); }
-static inline double row_sum_f64(const double *x, int64_t n) {
-  double s = 0;
-  for (int64_t k = 0; k < n; k++) s += x[k];
-  return s;
-}
+static inline double row_sum_f64(const double *x, int64_t n) { return lt_sum_f64(x, n); }
 // clang-format off
 #define LN_KERNELS(S, T)                                                                                            \
 LT_VECTOR_FN static void ln_row_forward_##S(const T *x, T *y, int64_t M, const T *w, const T *b, double eps, T *mean,\
