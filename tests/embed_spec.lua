@@ -171,6 +171,29 @@ describe("embedding", function()
       assert.truthy(tostring(err):find("boom", 1, true))
       assert.is_false(core.run_active())
     end)
+
+    it("goes back to false when the loops' own Lua calls raise between hooks, and the loops run again", function()
+      -- training_step's result is read by the loops' C code outside any hook's protected call: a table whose
+      -- __index errs raised past the run's end, and the run count stayed raised for good
+      settled()
+      local m, loader = slow_model(0)
+      local ts = m.training_step
+      local bad = true
+      function m:training_step(b, i)
+        if bad then return setmetatable({}, { __index = function() error("index boom") end }) end
+        return ts(self, b, i)
+      end
+      local t = lt.Trainer(quiet { max_epochs = 1, limit_train_batches = 2 })
+      local ok, err = pcall(t.fit, t, m, loader)
+      assert.is_false(ok)
+      assert.truthy(tostring(err):find("index boom", 1, true), tostring(err))
+      assert.is_false(core.run_active())
+      bad = false
+      t = lt.Trainer(quiet { max_epochs = 1, limit_train_batches = 2 })
+      t:fit(m, loader)
+      assert.are.equal(2, t.global_step)
+      assert.is_false(core.run_active())
+    end)
   end)
 
   describe("interactive defaults", function()

@@ -20,6 +20,7 @@
 #define LOOPS_MT "lutra.Loops"
 
 static void release_refs(l_loops *H, lua_State *L);
+static int run_guarded(lua_State *L);
 
 /* ---- the Lua object ------------------------------------------------------------------------------------- */
 
@@ -56,6 +57,7 @@ static int l_loops_gc(lua_State *L) {
   free(H->cb_refs);
   free(H->params);
   luaL_unref(L, LUA_REGISTRYINDEX, H->ref_msgh);
+  luaL_unref(L, LUA_REGISTRYINDEX, H->ref_guarded);
   lt_loops_clear(&H->lp);
   free_prof(H);
   H->lp.c = NULL;
@@ -77,7 +79,8 @@ static void release_refs(l_loops *H, lua_State *L) {
 static int l_loops_new(lua_State *L) {
   l_loops *H = lua_newuserdata(L, sizeof *H);
   memset(H, 0, sizeof *H);
-  H->ref_env = H->ref_R = H->ref_trainer = H->ref_model = H->ref_msgh = H->ref_err = H->ref_dm = LUA_NOREF;
+  H->ref_env = H->ref_R = H->ref_trainer = H->ref_model = H->ref_msgh = H->ref_err = H->ref_dm = H->ref_guarded =
+      LUA_NOREF;
   luaL_getmetatable(L, LOOPS_MT);
   lua_setmetatable(L, -2);
   H->host = l_loop_host(H);
@@ -87,6 +90,9 @@ static int l_loops_new(lua_State *L) {
   H->L = L;
   lua_pushcfunction(L, l_msgh);
   H->ref_msgh = luaL_ref(L, LUA_REGISTRYINDEX);
+  l_push_upvalues(L); /* the binding's upvalues (l_util.h): the loops' C code reads tensors through them */
+  lua_pushcclosure(L, run_guarded, 2);
+  H->ref_guarded = luaL_ref(L, LUA_REGISTRYINDEX);
   return 1;
 }
 
@@ -126,8 +132,31 @@ static int l_detach(lua_State *L) {
   return 0;
 }
 
+/* One run of the C loops, protected: the loops' C code calls the Lua API between its hooks' protected calls
+ * (a table's fields, new strings and tables), and any of these may raise (out of memory, an __index that
+ * errs). Raised through with_state unprotected, the error skipped its l_run_leave and H->running--: the
+ * process-wide run count stayed raised for good (lutra_run_active() true with no run, so a host's Ctrl-C
+ * was ignored) and these loops refused every later call as "while the loops are running". Caught here, it
+ * is the run's failure like a hook's. */
+typedef struct {
+  l_loops *H;
+  int (*fn)(l_loops *, void *);
+  void *arg;
+  int rc;
+} guarded_call;
+
+static int run_guarded(lua_State *L) {
+  guarded_call *g = lua_touserdata(L, 1);
+  lua_pop(L, 1);
+  g->rc = g->fn(g->H, g->arg);
+  return 0;
+}
+
 static int with_state(lua_State *L, l_loops *H, int (*fn)(l_loops *, void *), void *arg) {
   lua_State *saved = H->L;
+  guarded_call g = { H, fn, arg, LT_ERR };
+  lua_rawgeti(L, LUA_REGISTRYINDEX, H->ref_guarded);
+  lua_pushlightuserdata(L, &g);
   H->L = L;
   l_run_enter();
   H->running++;
@@ -136,11 +165,16 @@ static int with_state(lua_State *L, l_loops *H, int (*fn)(l_loops *, void *), vo
    * number an integer?", so a table's denormal keys (jit.profile's registry entries) land on key 0 when the
    * table grows: the sampler's thread was unanchored and collected, and the advanced profiler crashed. The
    * computing parts (backward, the optimizer step, the pool's kernels) enter lutra's mode themselves. */
-  int rc = fn(H, arg);
+  int raised = lua_pcall(L, 1, 0, 0);
   H->running--;
   l_run_leave();
   H->L = saved;
-  return rc;
+  if (!raised) return g.rc;
+  /* the run's failure, as a hook's is: its error object is what push_status gives the trainer, which ends
+   * the run (on_exception, detach) as for any failed run */
+  luaL_unref(L, LUA_REGISTRYINDEX, H->ref_err);
+  H->ref_err = luaL_ref(L, LUA_REGISTRYINDEX);
+  return LT_ERR;
 }
 
 static int do_refresh(l_loops *H, void *arg) { return l_refresh_targets(H, &H->lp, arg != NULL); }

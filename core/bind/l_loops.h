@@ -64,7 +64,8 @@ typedef struct l_loops {
   lt_host host;
   lua_State *L;
   int ref_env, ref_R, ref_trainer, ref_model, ref_msgh, ref_err;
-  int ref_dm; /* the run's datamodule (env.datamodule at the last refresh), or LUA_NOREF */
+  int ref_guarded; /* l_loop.c's run_guarded, made once: with_state calls it with no allocation per run */
+  int ref_dm;      /* the run's datamodule (env.datamodule at the last refresh), or LUA_NOREF */
   int ncb, cb_cap;
   int *cb_refs;
   l_target *targets[LT_NHOOKS];
