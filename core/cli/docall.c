@@ -4,7 +4,6 @@
  * and the REPL (repl.c) both use it and the REPL does not depend on main.c.
  */
 #include <stdio.h>
-#include <string.h>
 
 #include <lua.h>
 #include <lauxlib.h>
@@ -43,7 +42,8 @@ static int cli_not_a_table_hint(lua_State *L)
   return 0;
 }
 
-/* lutra's one message handler (core/bind/l_msgh.c) with the hint above, less the binary's own C entry point */
+/* lutra's one message handler (core/bind/l_msgh.c, which leaves out nameless C frames such as the binary's own
+ * entry point) with the hint above */
 int cli_traceback(lua_State *L)
 {
   l_msgh_with(L, cli_not_a_table_hint);
@@ -51,15 +51,6 @@ int cli_traceback(lua_State *L)
     lua_getfield(L, -1, "msg");
     if (lua_isstring(L, -1)) lua_replace(L, -2);
     else lua_pop(L, 1);
-  }
-  { /* drop the frame of the binary's own C entry point at the bottom ("[C]: at 0x...") */
-    size_t len;
-    const char *tb = lua_tolstring(L, -1, &len);
-    const char *last = tb ? strrchr(tb, '\n') : NULL;
-    if (last != NULL && strncmp(last, "\n\t[C]: at 0x", 12) == 0) {
-      lua_pushlstring(L, tb, (size_t)(last - tb));
-      lua_replace(L, -2);
-    }
   }
   return 1;
 }
