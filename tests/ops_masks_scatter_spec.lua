@@ -202,7 +202,7 @@ describe("scatter, scatter_add, index_add, index_fill, masked_select, nonzero", 
       err_of(function() return x:scatter(2, lt.ones(1, 1), 1) end), 1, true)
     assert.matches("index_add: source [2 x 2] must be the input [2 x 3] with dim 1 of the index's size 1",
       err_of(function() return x:index_add(1, I{ 1 }, lt.ones(2, 2)) end), 1, true)
-    assert.matches("index_add: unknown option 'beta' (known: alpha)",
+    assert.matches("index_add: unknown option 'beta' (known options: alpha)",
       err_of(function() return x:index_add(1, I{ 1 }, lt.ones(1, 3), { beta = 1 }) end), 1, true)
     assert.matches("index_fill: index must be 1-D, got [1 x 1]",
       err_of(function() return x:index_fill(1, I{ { 1 } }, 0) end), 1, true)
@@ -391,7 +391,7 @@ describe("random tensors", function()
       err_of(function() return lt.multinomial(lt.tensor{ 1, -1 }, 1) end), 1, true)
     assert.matches("multinomial: row 2 has no positive probability",
       err_of(function() return lt.multinomial(lt.tensor{ { 1, 1 }, { 0, 0 } }, 1) end), 1, true)
-    assert.matches("multinomial: unknown option 'replace' (known: replacement)",
+    assert.matches("multinomial: unknown option 'replace' (known options: replacement)",
       err_of(function() return lt.multinomial(lt.ones(2), 1, { replace = true }) end), 1, true)
     assert.matches("multinomial: probabilities must be 1-D or 2-D, got [1 x 1 x 2]",
       err_of(function() return lt.multinomial(lt.ones(1, 1, 2), 1) end), 1, true)

@@ -48,18 +48,17 @@ static int l_index_add(lua_State *L) {
   lt_tensor *idx1 = l_checktensor(L, 3, "index_add");
   lt_tensor *src = l_checktensor(L, 4, "index_add");
   double alpha = 1;
+  static const char *const known[] = { "alpha", NULL };
+  l_check_opts(L, 5, "index_add", known);
   if (!lua_isnoneornil(L, 5)) {
-    if (!lua_istable(L, 5))
-      return l_errorf(L, "index_add: options must be a table {alpha = 1}, got %s", luaL_typename(L, 5));
-    lua_pushnil(L);
-    while (lua_next(L, 5)) {
-      const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
-      if (!k || strcmp(k, "alpha")) return l_errorf(L, "index_add: unknown option '%s' (known: alpha)", k ? k : "?");
+    lua_getfield(L, 5, "alpha");
+    if (!lua_isnil(L, -1)) {
       if (lua_type(L, -1) != LUA_TNUMBER) return l_errorf(L, "index_add: option 'alpha' must be a number");
       alpha = lua_tonumber(L, -1);
-      lua_pop(L, 1);
     }
+    lua_pop(L, 1);
   }
+
   lt_tensor *idx = l_index_from_lua(L, idx1, "index_add");
   return push_released(L, lt_op_index_add(L_CTX(L), x, dim, idx, src, alpha), idx);
 }

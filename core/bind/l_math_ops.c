@@ -11,23 +11,6 @@
 
 #define T(i, name) l_checktensor(L, (i), (name))
 
-/* Checks that the options table at idx (nil or absent: none) holds only the names in `known`. */
-static void check_opts(lua_State *L, int idx, const char *fname, const char *const *known, const char *list) {
-  if (lua_isnoneornil(L, idx)) return;
-  if (!lua_istable(L, idx)) l_errorf(L, "%s: options must be a table {%s}, got %s", fname, list, luaL_typename(L, idx));
-  lua_pushnil(L);
-  while (lua_next(L, idx)) {
-    int ok = 0;
-    if (lua_type(L, -2) == LUA_TSTRING)
-      for (const char *const *k = known; *k; k++) ok |= !strcmp(lua_tostring(L, -2), *k);
-    if (!ok) {
-      const char *name = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : luaL_typename(L, -2);
-      l_errorf(L, "%s: unknown option '%s' (known: %s)", fname, name, list);
-    }
-    lua_pop(L, 1);
-  }
-}
-
 static int opt_bool(lua_State *L, int idx, const char *fname, const char *key, int def) {
   if (lua_isnoneornil(L, idx)) return def;
   lua_getfield(L, idx, key);
@@ -46,7 +29,7 @@ static int l_argsort(lua_State *L) {
   int oi = lua_istable(L, 2) ? 2 : 3;
   int dim = lua_istable(L, 2) ? last_dim(t) : l_optdim(L, 2, t->ndim, "argsort", last_dim(t));
   static const char *const known[] = { "descending", "stable", NULL };
-  check_opts(L, oi, "argsort", known, "descending, stable");
+  l_check_opts(L, oi, "argsort", known);
   int desc = opt_bool(L, oi, "argsort", "descending", 0);
   (void)opt_bool(L, oi, "argsort", "stable", 1); /* every sort here is stable */
   lt_tensor *i = lt_op_argsort(L_CTX(L), t, dim, desc);

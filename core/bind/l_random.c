@@ -33,19 +33,17 @@ static int l_multinomial(lua_State *L) {
   lt_tensor *p = l_checktensor(L, 1, "multinomial");
   int64_t n = l_checkint(L, 2, "multinomial", "num_samples", 1, L_INT_MAX);
   int replacement = 0;
+  static const char *const known[] = { "replacement", NULL };
+  l_check_opts(L, 3, "multinomial", known);
   if (!lua_isnoneornil(L, 3)) {
-    if (!lua_istable(L, 3))
-      return l_errorf(L, "multinomial: options must be a table {replacement = false}, got %s", luaL_typename(L, 3));
-    lua_pushnil(L);
-    while (lua_next(L, 3)) {
-      const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
-      if (!k || strcmp(k, "replacement"))
-        return l_errorf(L, "multinomial: unknown option '%s' (known: replacement)", k ? k : "?");
+    lua_getfield(L, 3, "replacement");
+    if (!lua_isnil(L, -1)) {
       if (!lua_isboolean(L, -1)) return l_errorf(L, "multinomial: option 'replacement' must be a boolean");
       replacement = lua_toboolean(L, -1);
-      lua_pop(L, 1);
     }
+    lua_pop(L, 1);
   }
+
   lt_tensor *r = lt_op_multinomial(L_CTX(L), p, n, replacement);
   if (!r) return l_error_as(L, "multinomial");
   int64_t *pi = lt_i64(r);

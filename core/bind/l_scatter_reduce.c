@@ -19,20 +19,14 @@ static int parse_reduce(lua_State *L, int i, const char *fname) {
 }
 
 static int parse_include_self(lua_State *L, int i, const char *fname) {
+  static const char *const known[] = { "include_self", NULL };
+  l_check_opts(L, i, fname, known);
   if (lua_isnoneornil(L, i)) return 1;
-  if (!lua_istable(L, i))
-    return l_errorf(L, "%s: options must be a table {include_self = true}, got %s", fname, luaL_typename(L, i));
-  int include_self = 1;
-  lua_pushnil(L);
-  while (lua_next(L, i)) {
-    const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
-    if (!k || strcmp(k, "include_self"))
-      return l_errorf(L, "%s: unknown option '%s' (known options: include_self)", fname, k ? k : luaL_typename(L, -2));
-    if (!lua_isboolean(L, -1))
-      return l_errorf(L, "%s: option 'include_self' must be a boolean, got %s", fname, luaL_typename(L, -1));
-    include_self = lua_toboolean(L, -1);
-    lua_pop(L, 1);
-  }
+  lua_getfield(L, i, "include_self");
+  int t = lua_type(L, -1), include_self = t == LUA_TNIL || lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  if (t != LUA_TNIL && t != LUA_TBOOLEAN)
+    return l_errorf(L, "%s: option 'include_self' must be a boolean, got %s", fname, lua_typename(L, t));
   return include_self;
 }
 

@@ -20,11 +20,52 @@ static double scalar_for(lua_State *L, const lt_tensor *t, lt_binop op, double s
   return s;
 }
 
-/* a op b where either may be a number (for metamethods and lt.add(x, 2)) */
+/* add and sub's alpha, PyTorch's `torch.add(x, y, alpha=2)`: a number third (as x:add_(y, 2) takes it) or
+ * {alpha = 2}; the other ops take no third argument. Anything else there is an error: ignored, x:add(y, 2)
+ * gave x + y and lt.add(x, y, {out = o}) left o untouched. Returns alpha (1 when not given). */
+static double binary_alpha(lua_State *L, lt_binop op, const char *name) {
+  static const char *const known[] = { "alpha", NULL };
+  int takes_alpha = op == LT_ADD || op == LT_SUB;
+  if (lua_gettop(L) > 3 || (!takes_alpha && !lua_isnoneornil(L, 3)))
+    l_errorf(L, "%s: expected (input, other%s), got %d arguments", name, takes_alpha ? "[, alpha]" : "", lua_gettop(L));
+  if (lua_isnoneornil(L, 3)) return 1;
+  if (lua_type(L, 3) == LUA_TNUMBER) return lua_tonumber(L, 3);
+  if (lua_istable(L, 3)) {
+    lua_getfield(L, 3, "out");
+    int has_out = !lua_isnil(L, -1);
+    lua_pop(L, 1);
+    if (has_out)
+      l_errorf(L,
+               "%s: option 'out' is not supported: use the result (y = lt.%s(a, b)), or update a tensor in place "
+               "with a:%s_(b)",
+               name, name, name);
+  }
+  l_check_opts(L, 3, name, known);
+  lua_getfield(L, 3, "alpha");
+  if (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TNUMBER)
+    l_errorf(L, "%s: option 'alpha' must be a number, got %s", name, luaL_typename(L, -1));
+  double alpha = lua_isnil(L, -1) ? 1 : lua_tonumber(L, -1);
+  lua_pop(L, 1);
+  return alpha;
+}
+
+/* a op b where either may be a number (for metamethods and lt.add(x, 2)); add and sub scale b by alpha */
 static int binary(lua_State *L, lt_binop op) {
   const char *name = lt_binop_name(op);
   lt_tensor *a = l_f64_gate(L, l_totensor(L, 1), name), *b = l_f64_gate(L, l_totensor(L, 2), name);
   lt_ctx *c = L_CTX(L);
+  double alpha = binary_alpha(L, op, name);
+  if (alpha != 1 && b && (a || lua_type(L, 1) == LUA_TNUMBER)) { /* a op alpha * b, differentiable in both */
+    if (b->dtype == LT_I64 && alpha != floor(alpha))
+      l_errorf(L, "%s: alpha must be an integer for an int64 tensor, got %.14g", name, alpha);
+    lt_tensor *scaled = lt_op_binary_scalar(c, LT_MUL, b, scalar_for(L, b, LT_MUL, alpha, ""), 0);
+    if (!scaled) return l_error(L);
+    lt_tensor *r = a ? lt_op_binary(c, op, a, scaled) : lt_op_binary_scalar(c, op, scaled, lua_tonumber(L, 1), 1);
+    lt_tensor_release(scaled);
+    return l_push(L, r);
+  }
+  if (alpha != 1 && a && lua_type(L, 2) == LUA_TNUMBER)
+    return l_push(L, lt_op_binary_scalar(c, op, a, scalar_for(L, a, op, alpha * lua_tonumber(L, 2), ""), 0));
   if (a && b) return l_push(L, lt_op_binary(c, op, a, b));
   if (a && lua_type(L, 2) == LUA_TNUMBER)
     return l_push(L, lt_op_binary_scalar(c, op, a, scalar_for(L, a, op, lua_tonumber(L, 2), ""), 0));

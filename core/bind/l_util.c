@@ -183,6 +183,31 @@ void l_check(lua_State *L, int status) {
   if (status != LT_OK) l_error(L);
 }
 
+static void join_names(const char *const *names, char *buf, size_t size) {
+  size_t n = 0;
+  buf[0] = 0;
+  for (const char *const *k = names; *k && n < size; k++)
+    n += (size_t)snprintf(buf + n, size - n, "%s%s", n ? ", " : "", *k);
+}
+
+void l_check_opts(lua_State *L, int idx, const char *fname, const char *const *known) {
+  if (lua_isnoneornil(L, idx)) return;
+  char list[256];
+  join_names(known, list, sizeof list);
+  if (idx < 0) idx = lua_gettop(L) + idx + 1;
+  if (!lua_istable(L, idx)) l_errorf(L, "%s: options must be a table {%s}, got %s", fname, list, luaL_typename(L, idx));
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    int ok = 0;
+    if (lua_type(L, -2) == LUA_TSTRING)
+      for (const char *const *k = known; *k && !ok; k++) ok = !strcmp(lua_tostring(L, -2), *k);
+    if (!ok)
+      l_errorf(L, "%s: unknown option '%s' (known options: %s)", fname,
+               lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : luaL_typename(L, -2), list);
+    lua_pop(L, 1);
+  }
+}
+
 /* GC pacing. The Lua GC sees a tensor as a 16-byte userdata; the C bytes behind it come back only when the
  * GC collects the box. Memory that the core frees by reference counting (gradients, the graph, scratch) needs
  * no GC, so what is counted is the bytes of tensors handed to Lua (l_push). Every L_GC_QUANTUM of them, the
@@ -408,14 +433,9 @@ int l_checkshape_only(lua_State *L, int first, int64_t *shape, const char *fname
 lt_dtype l_checkdtype(lua_State *L, int idx, lt_dtype def, const char *fname) {
   if (lua_isnoneornil(L, idx)) return def;
   if (lua_type(L, idx) == LUA_TTABLE) { /* PyTorch's dtype= keyword: {dtype = "float64"}, nothing else */
+    static const char *const known[] = { "dtype", NULL };
     if (idx < 0) idx = lua_gettop(L) + idx + 1;
-    lua_pushnil(L);
-    while (lua_next(L, idx)) {
-      lua_pop(L, 1);
-      if (lua_type(L, -1) != LUA_TSTRING || strcmp(lua_tostring(L, -1), "dtype"))
-        l_errorf(L, "%s: unknown option '%s' (known options: dtype)", fname,
-                 lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : luaL_typename(L, -1));
-    }
+    l_check_opts(L, idx, fname, known);
     lua_getfield(L, idx, "dtype");
     lua_replace(L, idx);
     if (lua_isnil(L, idx)) return def;

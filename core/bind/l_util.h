@@ -70,6 +70,10 @@ int l_error(lua_State *L);
 int l_error_as(lua_State *L, const char *fname);
 /* Checks a core status; on failure raises. */
 void l_check(lua_State *L, int status);
+/* The bindings' one options checker: the value at idx is none, nil or a table whose keys are all in known (a
+ * NULL-terminated list); raises "fname: options must be a table {a, b}, got ..." or "fname: unknown option 'k'
+ * (known options: a, b)". The values are the caller's to check. */
+void l_check_opts(lua_State *L, int idx, const char *fname, const char *const *known);
 
 /* Argument checks in the Lua way, "bad argument #2 to 'full' (number expected, got string)", that name the
  * function even when it was tail-called (`return lt.full({2}, "x")`), where luaL_check* say '?' because the
