@@ -6,6 +6,7 @@
  */
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "lt_errors.h"
 #include "lt_ops.h"
@@ -13,6 +14,7 @@
 #include "ops_ew_internal.h"
 #include "ops_ew_kernels.h"
 #include "ops_f64.h"
+#include "ops_stream.h"
 
 static const char *const binop_names[] = { "add", "sub", "mul", "div", "pow", "maximum", "minimum",
                                            "eq",  "ne",  "lt",  "le",  "gt",  "ge" };
@@ -50,6 +52,42 @@ static void binary_part(void *arg, int i, int nparts) {
   if (lo < hi) binary_range((lt_binop)j->op, &j->it, j->po, j->px, j->py, lo, hi);
 }
 
+/* A new result this large (bytes; twice a core's L2 cache, at least 2 MB) of add, sub, mul or div is written
+ * with streaming stores (ops_stream.c says why): rows of unit stride whose operands are rows or numbers, as
+ * `a + b` and `x + bias` are. */
+static int64_t stream_min_bytes(void) {
+  static int64_t cached;
+  int64_t v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+  if (v == 0) {
+    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    v = 2 * (l2 > 0 ? (int64_t)l2 : INT64_C(1) << 20);
+    if (v < (INT64_C(2) << 20)) v = INT64_C(2) << 20;
+    __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+  }
+  return v;
+}
+
+static int streams(lt_binop op, const lt_iter *it, int64_t total) {
+  return op <= LT_DIV && it->s[0] == 1 && (it->s[1] == 0 || it->s[1] == 1) && (it->s[2] == 0 || it->s[2] == 1) &&
+         (it->s[1] | it->s[2]) && total * (int64_t)sizeof(float) >= stream_min_bytes();
+}
+
+static void binary_range_streamed(lt_binop op, const lt_iter *it, float *po, const float *px, const float *py,
+                                  int64_t lo, int64_t hi) {
+  EW_SEGMENTS(it, lo, hi, o0, o1, o2, len) {
+    lt_stream_binary_row(op, po + o0, px + o1, it->s[1], py + o2, it->s[2], len);
+  }
+  EW_SEGMENTS_END;
+  lt_stream_fence();
+}
+
+static void binary_streamed_part(void *arg, int i, int nparts) {
+  const ew_job *j = arg;
+  int64_t lo, hi;
+  lt_pool_range(j->total, i, nparts, 16, &lo, &hi);
+  if (lo < hi) binary_range_streamed((lt_binop)j->op, &j->it, j->po, j->px, j->py, lo, hi);
+}
+
 /* out = x op y over a common shape; all float32; out may alias x (in-place). */
 static void binary_f32(lt_ctx *c, lt_binop op, int ndim, const int64_t *shape, lt_tensor *out, const lt_tensor *x,
                        const lt_tensor *y) {
@@ -57,8 +95,12 @@ static void binary_f32(lt_ctx *c, lt_binop op, int ndim, const int64_t *shape, l
   ew_binary_iter(&j.it, ndim, shape, out, x, y);
   j.total = j.it.rows * j.it.n;
   if (j.total == 0) return;
-  int parts = overlaps(out, x) || overlaps(out, y) ? 1 : ew_parts(c, j.total, op == LT_POW ? 4 : 1);
-  if (parts > 1) lt_pool_run(binary_part, &j, parts);
+  int in_place = overlaps(out, x) || overlaps(out, y);
+  int parts = in_place ? 1 : ew_parts(c, j.total, op == LT_POW ? 4 : 1);
+  /* in place, the lines are in the cache already (just read) */
+  int stream = !in_place && streams(op, &j.it, j.total);
+  if (parts > 1) lt_pool_run(stream ? binary_streamed_part : binary_part, &j, parts);
+  else if (stream) binary_range_streamed(op, &j.it, j.po, j.px, j.py, 0, j.total);
   else binary_range(op, &j.it, j.po, j.px, j.py, 0, j.total);
 }
 
