@@ -193,6 +193,7 @@ static const char *const f64_names[] = {
   "round",
   "rsqrt",
   "rsqrt_",
+  "save_image",
   "scaled_dot_product_attention",
   "scatter",
   "scatter_add",
