@@ -50,6 +50,7 @@ local function run_op(img, op)
   if n == "resized_crop" then return F.resized_crop(img, arg(1), arg(2), arg(3), arg(4), arg(5)) end
   if n == "to_tensor" then return F.to_tensor(img) end
   if n == "double" then return img:double() end
+  if n == "convert" then return F.convert_image_dtype(img, arg(1)) end
   if n == "normalize" then return F.normalize(img, arg(1), arg(2)) end
   error("unknown op " .. n)
 end
@@ -231,6 +232,23 @@ describe("lt.vision.transforms", function()
     -- the pixel values divided in double: exactly v / 255
     assert.are.equal(0, (x - img:double() / 255):abs():max():item())
     assert.are.equal("float64", F.to_tensor(F.as_pixel_image(img:double())):dtype())
+  end)
+
+  it("ConvertImageDtype: a pixel image to [0, 1] floats of either dtype, a float image cast", function()
+    local x = T.ConvertImageDtype()(img)
+    assert.are.equal("float32", x:dtype())
+    assert.is_false(F.is_pixel_image(x))
+    assert.are.equal(0, (x - F.to_tensor(img)):abs():max():item())
+    local y = T.ConvertImageDtype("double")(img)
+    assert.are.equal("float64", y:dtype())
+    assert.are.equal(0, (y - img:double() / 255):abs():max():item())
+    assert.are.equal(y, F.convert_image_dtype(y, "float64"))
+    assert.are.equal("float32", F.convert_image_dtype(y):dtype())
+    assert.are.equal("ConvertImageDtype(dtype=float64)", tostring(T.ConvertImageDtype("float64")))
+    assert.matches("convert_image_dtype: dtype must be 'float32' or 'float64' (lutra has no uint8 dtype",
+      err_of(F.convert_image_dtype, img, "int64"), 1, true)
+    assert.matches("ConvertImageDtype: dtype must be 'float32' or 'float64', got uint8",
+      err_of(T.ConvertImageDtype, "uint8"), 1, true)
   end)
 
   it("refuses images of another dtype or rank, naming it, in the functions and in the kernels", function()

@@ -112,6 +112,26 @@ function F.to_tensor(img)
   return img:to(dtype):div(255)
 end
 
+local FLOAT_DTYPES = { float32 = "float32", float = "float32", float64 = "float64", double = "float64" }
+-- the float dtype a name means (nil = float32, torchvision's default), or nil: for F and ConvertImageDtype
+local function float_dtype(dtype) return FLOAT_DTYPES[dtype == nil and "float32" or dtype] end
+F._float_dtype = float_dtype
+
+--- F.convert_image_dtype(img[, dtype = "float32"]): img as a float image of dtype (float32 or float64), as
+--- torchvision's: a pixel image (torchvision's uint8) divided by 255 in dtype, a float image converted; an image
+--- already of dtype is returned as it is.
+function F.convert_image_dtype(img, dtype)
+  image_arg("convert_image_dtype", img)
+  local want = float_dtype(dtype)
+  if not want then
+    error("convert_image_dtype: dtype must be 'float32' or 'float64' (lutra has no uint8 dtype: a pixel image holds "
+      .. "0..255 in a float tensor), got " .. tostring(dtype), 2)
+  end
+  if F.is_pixel_image(img) then return img:to(want):div(255) end
+  if img:dtype() == want then return img end
+  return img:to(want)
+end
+
 --- F.normalize(x, mean, std[, inplace]): (x[c] - mean[c]) / std[c] per channel of a float image (or a batch
 --- [... x C x H x W]).
 function F.normalize(x, mean, std, inplace)
