@@ -37,6 +37,11 @@ describe("lt.utils.make_grid", function()
     it("lays out " .. cs.name .. " as torchvision's make_grid", function()
       X.check(cs.name, lt.utils.make_grid(X.tensor(cs.input), cs.opts), cs.grid)
     end)
+    it("lays out " .. cs.name .. " from float64 images in float64: the float32 numbers", function()
+      local g = lt.utils.make_grid(X.tensor(cs.input):double(), cs.opts)
+      assert.are.equal("float64", g:dtype())
+      X.check(cs.name .. " (float64)", g, cs.grid)
+    end)
   end
 
   it("takes a Lua list of images as a batch, and leaves its input alone when normalizing", function()
@@ -60,8 +65,8 @@ describe("lt.utils.make_grid", function()
       err_of(lt.utils.make_grid, x, { normalize = true, value_range = { 1 } }), 1, true)
     assert.matches("make_grid: expected an image [H x W], [C x H x W] or a batch [B x C x H x W], got [3]",
       err_of(lt.utils.make_grid, lt.rand(3)), 1, true)
-    assert.matches("make_grid: expected a float32 tensor, got int64", err_of(lt.utils.make_grid, lt.zeros({ 2, 2 }, "int64")),
-      1, true)
+    assert.matches("make_grid: expected a float32 or float64 tensor, got int64",
+      err_of(lt.utils.make_grid, lt.zeros({ 2, 2 }, "int64")), 1, true)
     assert.matches("make_grid: expected a tensor or a non-empty list of tensors, got an empty list",
       err_of(lt.utils.make_grid, {}), 1, true)
     assert.matches("make_grid: list element 2 is a number, expected a tensor", err_of(lt.utils.make_grid, { x[1], 3 }),
@@ -106,6 +111,28 @@ describe("lt.utils.save_image", function()
     assert.are.equal("L", im.mode)
     assert.are.same({ 4, 1 }, im.size)
     assert.are.same({ 0, 0, 255, 0 }, im.data)
+  end)
+
+  it("writes float64 images as torchvision does, v * 255 + 0.5 truncated in double", function()
+    -- 99.5 / 255 - 1e-12: in double s = 99.99999999..., byte 99; its float32 rounding gives 100
+    local v = 99.5 / 255 - 1e-12
+    local x = lt.tensor({ { { v, 0.5, 1.5 } }, { { 0, 1, -1 } }, { { 0.25, 0 / 0, 0.999 } } }, "float64")
+    lt.utils.save_image(x, dir .. "/f64.png")
+    local im = pil_read(dir .. "/f64.png")
+    assert.are.equal("RGB", im.mode)
+    assert.are.same({ 99, 0, 64, 128, 255, 0, 255, 0, 255 }, im.data)
+    lt.utils.save_image(x:float(), dir .. "/f32.png")
+    assert.are.equal(100, pil_read(dir .. "/f32.png").data[1])
+    for _, cs in ipairs(grids) do
+      local path = dir .. "/" .. cs.name .. "_f64.png"
+      lt.utils.save_image(X.tensor(cs.input):double(), path, cs.opts)
+      local data = pil_read(path).data
+      assert.are.equal(#cs.png_bytes, #data)
+      for i, b in ipairs(cs.png_bytes) do
+        -- no normalised value of these grids lies within float32's error of a half: the same bytes
+        assert(data[i] == b, string.format("%s: byte %d is %d, expected %d", cs.name, i, data[i], b))
+      end
+    end
   end)
 
   it("replaces a file whole and reports failures with the path, leaving no partial file", function()

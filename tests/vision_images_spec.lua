@@ -1,7 +1,8 @@
 -- tests/vision_images_spec.lua — lt.vision: PNG/JPEG decoding, every transform and its functional form, and
 -- ImageFolder, against torchvision 0.14 on PIL images (tests/fixtures/vision_images.json and the image folder
--- tests/fixtures/vision_images/, from gen_vision_images.py); hostile files; random transforms' reproducibility;
--- the error messages.
+-- tests/fixtures/vision_images/, from gen_vision_images.py), float64 images among them (torchvision's tensor
+-- functions in double, to 1e-12) and every float32 case again on a float64 image (float64 out, the float32 numbers
+-- within their tolerance); hostile files; random transforms' reproducibility; the error messages.
 local lt = require "lutra"
 local cjson = require "cjson"
 local X = require "tests.helpers.nn_fixtures"
@@ -21,7 +22,7 @@ end
 
 local function check(name, got, ref, atol)
   assert.are.same(ref.shape, shape_of(got), name .. ": shape")
-  local d = (got:contiguous():view(-1) - lt.tensor(ref.data)):abs():max():item()
+  local d = (got:contiguous():view(-1) - lt.tensor(ref.data, got:dtype())):abs():max():item()
   assert(d <= atol, string.format("%s: max |got - torchvision| = %g > %g", name, d, atol))
   return d
 end
@@ -48,6 +49,8 @@ local function run_op(img, op)
   if n == "blur" then return F.gaussian_blur(img, arg(1), arg(2)) end
   if n == "resized_crop" then return F.resized_crop(img, arg(1), arg(2), arg(3), arg(4), arg(5)) end
   if n == "to_tensor" then return F.to_tensor(img) end
+  if n == "double" then return img:double() end
+  if n == "convert" then return F.convert_image_dtype(img, arg(1)) end
   if n == "normalize" then return F.normalize(img, arg(1), arg(2)) end
   error("unknown op " .. n)
 end
@@ -69,8 +72,19 @@ describe("lt.vision against torchvision 0.14", function()
       local img = V.io.read_image(ROOT .. "/" .. case.file, case.mode)
       for _, op in ipairs(case.ops) do img = run_op(img, op) end
       assert.are.equal(case.pixels, F.is_pixel_image(img), "pixel image or float image")
+      assert.are.equal(case.dtype, img:dtype())
       check(case.name, img, case.output, case.atol)
     end)
+    if case.dtype == "float32" then
+      -- the same ops on the image as float64 (a pixel image stays one): float64 results, the same numbers
+      it("F on a float64 image: " .. case.name .. " (" .. case.file .. ")", function()
+        local img = F.as_pixel_image(V.io.read_image(ROOT .. "/" .. case.file, case.mode):double())
+        for _, op in ipairs(case.ops) do img = run_op(img, op) end
+        assert.are.equal(case.pixels, F.is_pixel_image(img), "pixel image or float image")
+        assert.are.equal("float64", img:dtype())
+        check(case.name .. " (float64)", img, case.output, case.atol)
+      end)
+    end
   end
 
   for _, p in ipairs(fixture.pipelines) do
@@ -80,6 +94,16 @@ describe("lt.vision against torchvision 0.14", function()
       for i = 1, #ds do
         local s = ds:get(i)
         check(p.name .. " sample " .. i, s[1], p.outputs[i], p.atol)
+      end
+    end)
+    it("ImageFolder with Compose on float64 images: " .. p.name .. " on every sample", function()
+      local tf = build(p.transforms)
+      local ds = V.datasets.ImageFolder(ROOT,
+        { transform = function(img) return tf(F.as_pixel_image(img:double())) end })
+      for i = 1, #ds do
+        local s = ds:get(i)
+        assert.are.equal("float64", s[1]:dtype())
+        check(p.name .. " float64 sample " .. i, s[1], p.outputs[i], p.atol)
       end
     end)
   end
@@ -167,6 +191,83 @@ describe("lt.vision.transforms", function()
     for k = 1, 3 do assert.are.equal(0, (tf(img) - a[k]):abs():max():item()) end
     assert.is_true((a[1] - a[2]):abs():max():item() > 0)
     assert.are.same({ 3, 10, 10 }, shape_of(a[1]))
+  end)
+
+  it("every transform takes a float64 image and gives float64: the float32 numbers with the same seed", function()
+    local img64 = F.as_pixel_image(img:double())
+    local transforms = { T.Resize(9), T.Resize({ 7, 12 }, { interpolation = "nearest" }), T.CenterCrop(10),
+      T.Pad({ 1, 2 }, { padding_mode = "symmetric" }), T.Grayscale(3), T.RandomHorizontalFlip(1),
+      T.RandomVerticalFlip(1), T.RandomCrop(10, { padding = 2, padding_mode = "reflect" }), T.RandomResizedCrop(12),
+      T.ColorJitter { brightness = 0.4, contrast = 0.4, saturation = 0.4, hue = 0.1 }, T.RandomRotation(30),
+      T.GaussianBlur(5, { sigma = { 0.5, 2 } }) }
+    for _, tf in ipairs(transforms) do
+      for _, pre in ipairs { T.Lambda(function(x) return x end), T.ToTensor() } do -- pixel images, float images
+        local name = tostring(tf) .. " after " .. tostring(pre)
+        lt.manual_seed(11)
+        local a = tf(pre(img))
+        lt.manual_seed(11)
+        local b = tf(pre(img64))
+        assert.are.equal("float64", b:dtype(), name)
+        assert.are.equal(F.is_pixel_image(a), F.is_pixel_image(b), name)
+        assert.are.same(shape_of(a), shape_of(b), name)
+        local d = (b - a:double()):abs():max():item()
+        assert(d <= (F.is_pixel_image(a) and 0 or 1e-6), string.format("%s: max |float64 - float32| = %g", name, d))
+      end
+    end
+    local x = F.to_tensor(img64)
+    local n = T.Normalize({ 0.485, 0.456, 0.406 }, { 0.229, 0.224, 0.225 })(x)
+    assert.are.equal("float64", n:dtype())
+    -- the mean and std in double, as torchvision's (in float32 the error would be ~1e-8)
+    local want = (x[1] - 0.485) / 0.229
+    assert(((n[1] - want):abs():max():item()) < 1e-15)
+  end)
+
+  it("to_tensor gives the default dtype, as torchvision's: float64 after lt.set_default_dtype('float64')", function()
+    assert.are.equal("float32", F.to_tensor(img):dtype())
+    lt.set_default_dtype("float64")
+    local ok, x = pcall(T.ToTensor(), img)
+    lt.set_default_dtype("float32")
+    assert(ok, x)
+    assert.are.equal("float64", x:dtype())
+    -- the pixel values divided in double: exactly v / 255
+    assert.are.equal(0, (x - img:double() / 255):abs():max():item())
+    assert.are.equal("float64", F.to_tensor(F.as_pixel_image(img:double())):dtype())
+  end)
+
+  it("ConvertImageDtype: a pixel image to [0, 1] floats of either dtype, a float image cast", function()
+    local x = T.ConvertImageDtype()(img)
+    assert.are.equal("float32", x:dtype())
+    assert.is_false(F.is_pixel_image(x))
+    assert.are.equal(0, (x - F.to_tensor(img)):abs():max():item())
+    local y = T.ConvertImageDtype("double")(img)
+    assert.are.equal("float64", y:dtype())
+    assert.are.equal(0, (y - img:double() / 255):abs():max():item())
+    assert.are.equal(y, F.convert_image_dtype(y, "float64"))
+    assert.are.equal("float32", F.convert_image_dtype(y):dtype())
+    assert.are.equal("ConvertImageDtype(dtype=float64)", tostring(T.ConvertImageDtype("float64")))
+    assert.matches("convert_image_dtype: dtype must be 'float32' or 'float64' (lutra has no uint8 dtype",
+      err_of(F.convert_image_dtype, img, "int64"), 1, true)
+    assert.matches("ConvertImageDtype: dtype must be 'float32' or 'float64', got uint8",
+      err_of(T.ConvertImageDtype, "uint8"), 1, true)
+  end)
+
+  it("refuses images of another dtype or rank, naming it, in the functions and in the kernels", function()
+    local arg = { resize = 4, pad = 1, rotate = 10, gaussian_blur = 3, adjust_hue = 0.1 } -- hflip, to_tensor: none
+    for _, fname in ipairs { "resize", "pad", "rotate", "gaussian_blur", "adjust_hue", "hflip", "to_tensor" } do
+      assert.matches(fname .. ": expected a float32 or float64 image [C x H x W], got dtype int64",
+        err_of(F[fname], lt.zeros({ 3, 5, 6 }, "int64"), arg[fname]), 1, true)
+      assert.matches(fname .. ": expected an image [C x H x W], got a tensor of shape [5 x 6]",
+        err_of(F[fname], lt.zeros({ 5, 6 }, "float64"), arg[fname]), 1, true)
+    end
+    assert.matches("normalize: expected a float32 or float64 tensor [... x C x H x W], got dtype int64 of shape "
+      .. "[3 x 2 x 2]", err_of(F.normalize, lt.zeros({ 3, 2, 2 }, "int64"), { 0 }, { 1 }), 1, true)
+    local C = require("lutra.core")._images
+    assert.matches("resize: expected a float32 or float64 image [C x H x W], got dtype int64",
+      err_of(C.resize, lt.zeros({ 3, 5, 6 }, "int64"), 2, 2, false, false), 1, true)
+    assert.matches("pad: expected a float32 or float64 image [C x H x W], got dtype int64",
+      err_of(C.pad, lt.zeros({ 3, 5, 6 }, "int64"), 1, 1, 1, 1, 0, { 0 }), 1, true)
+    assert.matches("gaussian_blur: expected an image [channels x height x width] with at least one pixel, got [5 x 6]",
+      err_of(C.gaussian_blur, lt.zeros({ 5, 6 }, "float64"), 3, 3, 1, 1, false), 1, true)
   end)
 
   it("RandomCrop takes a window of the (padded) image", function()

@@ -1,6 +1,6 @@
 /*
  * l_image.c — core._write_png(path, img): the PNG writer of core/src/image_png.c for lua/lutra/utils/init.lua
- * (lt.utils.save_image builds the grid and checks the options; img is float32 [C x H x W], C = 1, 3 or 4).
+ * (lt.utils.save_image builds the grid and checks the options; img is float32 or float64 [C x H x W], C = 1, 3 or 4).
  */
 #include "l_util.h"
 #include "lt_image.h"

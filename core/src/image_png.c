@@ -1,5 +1,5 @@
 /*
- * image_png.c — PNG files from float32 images through libpng's simplified write API (png_image_write_to_memory,
+ * image_png.c — PNG files from float32 or float64 images through libpng's simplified write API (png_image_write_to_memory,
  * libpng 1.6), which reports failures in the png_image rather than by longjmp; the encoded bytes then go to disk
  * with lt_file_write_atomic, so a crash never leaves half a PNG under the final name.
  */
@@ -13,14 +13,20 @@
 #include "lt_image.h"
 #include "lt_ops.h"
 
+/* torchvision's mul(255).add_(0.5).clamp_(0, 255).to(uint8), in the image's dtype */
 static unsigned char to_byte(float v) {
   float s = v * 255.0f + 0.5f;
   if (!(s > 0)) return 0; /* NaN too */
   return s >= 255.0f ? 255 : (unsigned char)s;
 }
+static unsigned char to_byte_f64(double v) {
+  double s = v * 255.0 + 0.5;
+  if (!(s > 0)) return 0;
+  return s >= 255.0 ? 255 : (unsigned char)s;
+}
 
 int lt_png_write(lt_ctx *c, const char *path, lt_tensor *img) {
-  if (lt_check_dtype(c, "save_image", "the image", img, LT_F32)) return LT_ERR;
+  if (lt_check_float(c, "save_image", "the image", img)) return LT_ERR;
   char b[128];
   if (img->ndim != 3 || (img->shape[0] != 1 && img->shape[0] != 3 && img->shape[0] != 4))
     return lt_fail(c, "save_image: expected an image [channels x height x width] with 1, 3 or 4 channels, got %s",
@@ -37,9 +43,11 @@ int lt_png_write(lt_ctx *c, const char *path, lt_tensor *img) {
     lt_tensor_release(x);
     return lt_fail(c, LT_E_OOM, nbytes);
   }
-  const float *p = lt_f32(x); /* planar [C, H, W] -> interleaved rows of [W, C] */
+  /* planar [C, H, W] -> interleaved rows of [W, C] */
   for (int64_t k = 0; k < ch; k++)
-    for (size_t i = 0; i < npix; i++) pix[i * (size_t)ch + (size_t)k] = to_byte(p[(size_t)k * npix + i]);
+    for (size_t i = 0; i < npix; i++)
+      pix[i * (size_t)ch + (size_t)k] =
+          x->dtype == LT_F64 ? to_byte_f64(lt_f64(x)[(size_t)k * npix + i]) : to_byte(lt_f32(x)[(size_t)k * npix + i]);
   lt_tensor_release(x);
 
   png_image im;

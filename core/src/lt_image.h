@@ -1,5 +1,5 @@
 /*
- * lt_image.h — images out: a float32 [C x H x W] tensor (C = 1 gray, 3 RGB, 4 RGBA; values in [0, 1]) written as
+ * lt_image.h — images out: a float32 or float64 [C x H x W] tensor (C = 1 gray, 3 RGB, 4 RGBA; values in [0, 1]) written as
  * an 8-bit PNG through libpng (image_png.c), each value v stored as min(255, max(0, floor(v * 255 + 0.5))) as
  * torchvision's save_image does (NaN as 0). The file is written atomically (lt_fileio.h).
  *

@@ -1,9 +1,10 @@
 /*
- * lt_vision.h — images in and pixel kernels for lt.vision (lua/lutra/vision/). An image is a float32 tensor
- * [C x H x W] (C = 1 gray, 2 gray+alpha, 3 RGB, 4 RGBA). Decoded images hold the 8-bit pixel values as
- * whole numbers in [0, 255] (a "pixel image", what torchvision's read_image holds as uint8); the kernels take
- * a `pixels` flag that rounds and clamps their results to whole numbers in [0, 255] as an 8-bit image (PIL)
- * would, and leave [0, 1] float images unrounded.
+ * lt_vision.h — images in and pixel kernels for lt.vision (lua/lutra/vision/). An image is a float32 or float64
+ * tensor [C x H x W] (C = 1 gray, 2 gray+alpha, 3 RGB, 4 RGBA); every kernel returns its image's dtype and computes
+ * a float64 image in double where torchvision's tensor functions do (any other dtype: a message naming it).
+ * Decoded images are float32 and hold the 8-bit pixel values as whole numbers in [0, 255] (a "pixel image", what
+ * torchvision's read_image holds as uint8); the kernels take a `pixels` flag that rounds and clamps their results
+ * to whole numbers in [0, 255] as an 8-bit image (PIL) would, and leave [0, 1] float images unrounded.
  *
  *   lt_tensor *img = lt_image_decode(c, "read_image: cat.jpg", bytes, n, LT_IMAGE_RGB);
  *   lt_tensor *small = lt_vision_resize(c, img, 224, 224, LT_RESIZE_BILINEAR, 1);

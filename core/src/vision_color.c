@@ -41,25 +41,36 @@ static void hue_pixel8(float *r, float *g, float *b, unsigned shift) {
   *r = o[i % 6][0], *g = o[i % 6][1], *b = o[i % 6][2];
 }
 
-/* torchvision's _rgb2hsv, hue moved, _hsv2rgb (float32, [0, 1]) */
-static void hue_pixelf(float *r, float *g, float *b, float shift) {
-  float R = *r, G = *g, B = *b;
-  float maxc = fmaxf(R, fmaxf(G, B)), minc = fminf(R, fminf(G, B));
-  float cr = maxc - minc, eq = maxc == minc;
-  float s = cr / (eq ? 1.0f : maxc), crd = eq ? 1.0f : cr;
-  float rc = (maxc - R) / crd, gc = (maxc - G) / crd, bc = (maxc - B) / crd;
-  float hr = maxc == R ? bc - gc : 0.0f;
-  float hg = (maxc == G && maxc != R) ? 2.0f + rc - bc : 0.0f;
-  float hb = (maxc != G && maxc != R) ? 4.0f + gc - rc : 0.0f;
-  float h = fmodf((hr + hg + hb) / 6.0f + 1.0f, 1.0f);
-  h = fmodf(h + shift, 1.0f);
-  if (h < 0) h += 1.0f;
-  float v = maxc, hi = floorf(h * 6.0f), f = h * 6.0f - hi;
-  int i = (int)hi % 6;
-  float p = fminf(fmaxf(v * (1.0f - s), 0.0f), 1.0f), q = fminf(fmaxf(v * (1.0f - s * f), 0.0f), 1.0f);
-  float t = fminf(fmaxf(v * (1.0f - s * (1.0f - f)), 0.0f), 1.0f);
-  float o[6][3] = { { v, t, p }, { q, v, p }, { p, v, t }, { p, q, v }, { t, p, v }, { v, p, q } };
-  *r = o[i][0], *g = o[i][1], *b = o[i][2];
+/* torchvision's _rgb2hsv, hue moved, _hsv2rgb ([0, 1]) in the image's dtype: T float with the f-suffixed maths, or
+ * double */
+#define HUE_PIXEL(T, NAME, MAX, MIN, FLOOR, FMOD)                                                 \
+  static void NAME(T *r, T *g, T *b, T shift) {                                                   \
+    T R = *r, G = *g, B = *b;                                                                     \
+    T maxc = MAX(R, MAX(G, B)), minc = MIN(R, MIN(G, B));                                         \
+    T cr = maxc - minc, eq = maxc == minc;                                                        \
+    T s = cr / (eq ? (T)1 : maxc), crd = eq ? (T)1 : cr;                                          \
+    T rc = (maxc - R) / crd, gc = (maxc - G) / crd, bc = (maxc - B) / crd;                        \
+    T hr = maxc == R ? bc - gc : (T)0;                                                            \
+    T hg = (maxc == G && maxc != R) ? (T)2 + rc - bc : (T)0;                                      \
+    T hb = (maxc != G && maxc != R) ? (T)4 + gc - rc : (T)0;                                      \
+    T h = FMOD((hr + hg + hb) / (T)6 + (T)1, (T)1);                                               \
+    h = FMOD(h + shift, (T)1);                                                                    \
+    if (h < 0) h += (T)1;                                                                         \
+    T v = maxc, hi = FLOOR(h * (T)6), f = h * (T)6 - hi;                                          \
+    int i = (int)hi % 6;                                                                          \
+    T p = MIN(MAX(v * ((T)1 - s), (T)0), (T)1), q = MIN(MAX(v * ((T)1 - s * f), (T)0), (T)1);     \
+    T t = MIN(MAX(v * ((T)1 - s * ((T)1 - f)), (T)0), (T)1);                                      \
+    T o[6][3] = { { v, t, p }, { q, v, p }, { p, v, t }, { p, q, v }, { t, p, v }, { v, p, q } }; \
+    *r = o[i][0], *g = o[i][1], *b = o[i][2];                                                     \
+  }
+HUE_PIXEL(float, hue_pixel_f32, fmaxf, fminf, floorf, fmodf)
+HUE_PIXEL(double, hue_pixel_f64, fmax, fmin, floor, fmod)
+
+/* a double image's pixel through the 8-bit path: its values are whole numbers 0..255, exact in float */
+static void hue_pixel8_f64(double *r, double *g, double *b, unsigned shift) {
+  float R = (float)*r, G = (float)*g, B = (float)*b;
+  hue_pixel8(&R, &G, &B, shift);
+  *r = R, *g = G, *b = B;
 }
 
 lt_tensor *lt_vision_adjust_hue(lt_ctx *c, lt_tensor *img, double hue_factor, int pixels) {
@@ -76,16 +87,27 @@ lt_tensor *lt_vision_adjust_hue(lt_ctx *c, lt_tensor *img, double hue_factor, in
     return NULL;
   }
   lt_tensor *out = lt_tensor_new_like(c, x);
-  if (out) memcpy(lt_f32(out), lt_f32(x), (size_t)lt_numel(x) * sizeof(float));
+  size_t es = lt_dtype_size(x->dtype);
+  if (out)
+    memcpy((char *)out->storage->data + out->offset * es, (char *)x->storage->data + x->offset * es,
+           (size_t)lt_numel(x) * es);
   lt_tensor_release(x);
   if (!out) return NULL;
   int64_t np = out->shape[1] * out->shape[2];
-  float *p = lt_f32(out);
   /* numpy's np.uint8(hue_factor * 255): truncation, then modulo 256 */
   unsigned shift = (unsigned)((int)(hue_factor * 255.0) & 255);
+  if (out->dtype == LT_F64) {
+    double *p = lt_f64(out);
+    for (int64_t i = 0; i < np; i++) {
+      if (pixels) hue_pixel8_f64(p + i, p + np + i, p + 2 * np + i, shift);
+      else hue_pixel_f64(p + i, p + np + i, p + 2 * np + i, hue_factor);
+    }
+    return out;
+  }
+  float *p = lt_f32(out);
   for (int64_t i = 0; i < np; i++) {
     if (pixels) hue_pixel8(p + i, p + np + i, p + 2 * np + i, shift);
-    else hue_pixelf(p + i, p + np + i, p + 2 * np + i, (float)hue_factor);
+    else hue_pixel_f32(p + i, p + np + i, p + 2 * np + i, (float)hue_factor);
   }
   return out;
 }
@@ -132,22 +154,29 @@ lt_tensor *lt_vision_gaussian_blur(lt_ctx *c, lt_tensor *img, int kx, int ky, do
   gauss1d(kys, ky, sy);
   int64_t ch = p->shape[0], ph = p->shape[1], pw = p->shape[2];
   int64_t shape[3] = { ch, h, w };
-  lt_tensor *out = lt_tensor_new(c, LT_F32, 3, shape);
-  if (out) {
-    const float *s = lt_f32(p);
-    float *o = lt_f32(out);
-    /* the 2-D kernel is the outer product ky x kx, summed as torchvision's conv2d does it */
-    for (int64_t k = 0; k < ch; k++)
-      for (int64_t y = 0; y < h; y++)
-        for (int64_t xx = 0; xx < w; xx++) {
-          float acc = 0.0f;
-          for (int i = 0; i < ky; i++) {
-            const float *row = s + (k * ph + y + i) * pw + xx;
-            for (int j = 0; j < kx; j++) acc += kys[i] * kxs[j] * row[j];
-          }
-          o[(k * h + y) * w + xx] = pixels ? fminf(fmaxf(roundf(acc), 0.0f), 255.0f) : acc;
-        }
-  }
+  lt_tensor *out = lt_tensor_new(c, p->dtype, 3, shape);
+  /* the 2-D kernel is the outer product ky x kx, summed as torchvision's conv2d does it: in float32 for float32
+   * images and for pixel images of either dtype (torchvision blurs a PIL image as a float32 tensor); for float64
+   * images torchvision casts the float32 1-D kernels to double and sums in double. ACC is the sum's type. */
+#define BLUR_PLANES(T, GET, ACC)                                                            \
+  do {                                                                                      \
+    const T *s = GET(p);                                                                    \
+    T *o = GET(out);                                                                        \
+    for (int64_t k = 0; k < ch; k++)                                                        \
+      for (int64_t y = 0; y < h; y++)                                                       \
+        for (int64_t xx = 0; xx < w; xx++) {                                                \
+          ACC acc = 0;                                                                      \
+          for (int i = 0; i < ky; i++) {                                                    \
+            const T *row = s + (k * ph + y + i) * pw + xx;                                  \
+            for (int j = 0; j < kx; j++) acc += (ACC)kys[i] * (ACC)kxs[j] * (ACC)row[j];    \
+          }                                                                                 \
+          o[(k * h + y) * w + xx] = (T)(pixels ? fmin(fmax(round(acc), 0.0), 255.0) : acc); \
+        }                                                                                   \
+  } while (0)
+  if (out && out->dtype == LT_F64 && !pixels) BLUR_PLANES(double, lt_f64, double);
+  else if (out && out->dtype == LT_F64) BLUR_PLANES(double, lt_f64, float);
+  else if (out) BLUR_PLANES(float, lt_f32, float);
+#undef BLUR_PLANES
   lt_tensor_release(p);
   return out;
 }

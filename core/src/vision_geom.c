@@ -54,25 +54,29 @@ lt_tensor *lt_vision_pad(lt_ctx *c, lt_tensor *img, const int64_t pad[4], lt_pad
   }
   int64_t oh = h + pad[1] + pad[3], ow = w + pad[0] + pad[2];
   int64_t shape[3] = { ch, oh, ow };
-  lt_tensor *out = lt_tensor_new(c, LT_F32, 3, shape);
-  if (out) {
-    const float *s = lt_f32(x);
-    float *o = lt_f32(out);
-    for (int64_t k = 0; k < ch; k++) {
-      float f = mode == LT_PAD_CONSTANT ? (float)fill[nfill == 1 ? 0 : k] : 0.0f;
-      for (int64_t y = 0; y < oh; y++) {
-        int64_t sy = y - pad[1];
-        int inside_y = sy >= 0 && sy < h;
-        if (mode != LT_PAD_CONSTANT) sy = fold(sy, h, mode);
-        for (int64_t xx = 0; xx < ow; xx++) {
-          int64_t sx = xx - pad[0];
-          float *d = o + (k * oh + y) * ow + xx;
-          if (mode == LT_PAD_CONSTANT) *d = inside_y && sx >= 0 && sx < w ? s[(k * h + sy) * w + sx] : f;
-          else *d = s[(k * h + sy) * w + fold(sx, w, mode)];
-        }
-      }
-    }
-  }
+  lt_tensor *out = lt_tensor_new(c, x->dtype, 3, shape);
+#define PAD_PLANES(T, GET)                                                                                \
+  do {                                                                                                    \
+    const T *s = GET(x);                                                                                  \
+    T *o = GET(out);                                                                                      \
+    for (int64_t k = 0; k < ch; k++) {                                                                    \
+      T f = mode == LT_PAD_CONSTANT ? (T)fill[nfill == 1 ? 0 : k] : (T)0;                                 \
+      for (int64_t y = 0; y < oh; y++) {                                                                  \
+        int64_t sy = y - pad[1];                                                                          \
+        int inside_y = sy >= 0 && sy < h;                                                                 \
+        if (mode != LT_PAD_CONSTANT) sy = fold(sy, h, mode);                                              \
+        for (int64_t xx = 0; xx < ow; xx++) {                                                             \
+          int64_t sx = xx - pad[0];                                                                       \
+          T *d = o + (k * oh + y) * ow + xx;                                                              \
+          if (mode == LT_PAD_CONSTANT) *d = inside_y && sx >= 0 && sx < w ? s[(k * h + sy) * w + sx] : f; \
+          else *d = s[(k * h + sy) * w + fold(sx, w, mode)];                                              \
+        }                                                                                                 \
+      }                                                                                                   \
+    }                                                                                                     \
+  } while (0)
+  if (out && x->dtype == LT_F64) PAD_PLANES(double, lt_f64);
+  else if (out) PAD_PLANES(float, lt_f32);
+#undef PAD_PLANES
   lt_tensor_release(x);
   return out;
 }
@@ -115,26 +119,30 @@ lt_tensor *lt_vision_rotate(lt_ctx *c, lt_tensor *img, double degrees, int expan
     m[2] = t2, m[5] = t5;
   }
   int64_t shape[3] = { ch, oh, ow };
-  lt_tensor *out = lt_tensor_new(c, LT_F32, 3, shape);
-  if (out) {
-    const float *s = lt_f32(x);
-    float *o = lt_f32(out);
-    /* Pillow's affine_transform, nearest: sample at each output pixel's centre, truncating toward -1 outside */
-    double xo = m[2] + m[1] * 0.5 + m[0] * 0.5, yo = m[5] + m[4] * 0.5 + m[3] * 0.5;
-    for (int64_t y = 0; y < oh; y++) {
-      double xx = xo, yy = yo;
-      for (int64_t px = 0; px < ow; px++) {
-        int64_t xi = xx < 0.0 ? -1 : (int64_t)xx, yi = yy < 0.0 ? -1 : (int64_t)yy;
-        int in = xi >= 0 && xi < w && yi >= 0 && yi < h;
-        for (int64_t k = 0; k < ch; k++)
-          o[(k * oh + y) * ow + px] = in ? s[(k * h + yi) * w + xi] : (float)fill[nfill == 1 ? 0 : k];
-        xx += m[0];
-        yy += m[3];
-      }
-      xo += m[1];
-      yo += m[4];
-    }
-  }
+  lt_tensor *out = lt_tensor_new(c, x->dtype, 3, shape);
+  /* Pillow's affine_transform, nearest: sample at each output pixel's centre, truncating toward -1 outside */
+#define ROTATE_PLANES(T, GET)                                                                      \
+  do {                                                                                             \
+    const T *s = GET(x);                                                                           \
+    T *o = GET(out);                                                                               \
+    double xo = m[2] + m[1] * 0.5 + m[0] * 0.5, yo = m[5] + m[4] * 0.5 + m[3] * 0.5;               \
+    for (int64_t y = 0; y < oh; y++) {                                                             \
+      double xx = xo, yy = yo;                                                                     \
+      for (int64_t px = 0; px < ow; px++) {                                                        \
+        int64_t xi = xx < 0.0 ? -1 : (int64_t)xx, yi = yy < 0.0 ? -1 : (int64_t)yy;                \
+        int in = xi >= 0 && xi < w && yi >= 0 && yi < h;                                           \
+        for (int64_t k = 0; k < ch; k++)                                                           \
+          o[(k * oh + y) * ow + px] = in ? s[(k * h + yi) * w + xi] : (T)fill[nfill == 1 ? 0 : k]; \
+        xx += m[0];                                                                                \
+        yy += m[3];                                                                                \
+      }                                                                                            \
+      xo += m[1];                                                                                  \
+      yo += m[4];                                                                                  \
+    }                                                                                              \
+  } while (0)
+  if (out && x->dtype == LT_F64) ROTATE_PLANES(double, lt_f64);
+  else if (out) ROTATE_PLANES(float, lt_f32);
+#undef ROTATE_PLANES
   lt_tensor_release(x);
   return out;
 }

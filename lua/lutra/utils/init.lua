@@ -42,7 +42,9 @@ local function as_batch(where, t)
     t = s
   end
   if not lt.is_tensor(t) then error(where .. ": expected a tensor or a list of tensors, got " .. type(t), 3) end
-  if t:dtype() ~= "float32" then error(where .. ": expected a float32 tensor, got " .. t:dtype(), 3) end
+  if t:dtype() ~= "float32" and t:dtype() ~= "float64" then
+    error(where .. ": expected a float32 or float64 tensor, got " .. t:dtype(), 3)
+  end
   local n = t:dim()
   if n < 2 or n > 4 then
     error(where .. ": expected an image [H x W], [C x H x W] or a batch [B x C x H x W], got " .. t:shape_str(), 3)
@@ -84,7 +86,7 @@ local function grid_of(where, tensor, opts)
     local xmaps = math.min(nrow, nmaps)
     local ymaps = math.ceil(nmaps / xmaps)
     local h, w = t:size(3) + padding, t:size(4) + padding
-    local grid = lt.full({ c, h * ymaps + padding, w * xmaps + padding }, pad_value)
+    local grid = lt.full({ c, h * ymaps + padding, w * xmaps + padding }, pad_value, t:dtype())
     local k = 1
     for y = 0, ymaps - 1 do
       for x = 0, xmaps - 1 do

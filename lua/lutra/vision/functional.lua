@@ -4,11 +4,13 @@
 --   local img = lt.vision.io.read_image("cat.jpg")           -- pixel image [3 x H x W], values 0..255
 --   local x = F.to_tensor(F.center_crop(F.resize(img, 256), 224))   -- float [3 x 224 x 224] in [0, 1]
 --
--- Images are float32 tensors [C x H x W]. Two kinds, as torchvision has PIL images and tensors: a *pixel image*
--- (what read_image/decode_image return, and what these functions make of one) holds 8-bit values 0..255 and every
--- function rounds its result to 8 bits the way Pillow does, so the numbers are torchvision's on PIL images; any
--- other float image (after to_tensor, values in [0, 1]) is transformed as torchvision transforms tensors, with no
--- rounding. lutra has no uint8 dtype: a pixel image costs float32's 4 bytes a value, and which kind an image is, is
+-- Images are float32 or float64 tensors [C x H x W], and every function returns the dtype it is given, as
+-- torchvision's tensor functions do (readers return float32, as ToTensor; img:double() makes a float64 image). Two
+-- kinds, as torchvision has PIL images and tensors: a *pixel image* (what read_image/decode_image return, and what
+-- these functions make of one) holds 8-bit values 0..255 and every function rounds its result to 8 bits the way
+-- Pillow does, so the numbers are torchvision's on PIL images, in either dtype; any other float image (after
+-- to_tensor, values in [0, 1]) is transformed as torchvision transforms tensors, with no rounding, in its dtype.
+-- lutra has no uint8 dtype: a pixel image costs float32's 4 bytes a value, and which kind an image is, is
 -- remembered by the tensor object (F.is_pixel_image): a pixel image's clone or arithmetic result is a float image.
 -- Pixel offsets (crop's top and left) count from 0 at the top-left corner, as torchvision's; sizes are {h, w}.
 -- The kernels are C (core/src/vision_*.c) or whole-tensor ops: no per-pixel Lua.
@@ -24,7 +26,8 @@ local pixel_images = setmetatable({}, { __mode = "k" })
 --- F applied to one), which the functions round as Pillow does.
 function F.is_pixel_image(img) return pixel_images[img] == true end
 
---- F.as_pixel_image(img): marks a float32 [C x H x W] tensor of whole numbers 0..255 as a pixel image; returns it.
+--- F.as_pixel_image(img): marks a float32 or float64 [C x H x W] tensor of whole numbers 0..255 as a pixel image;
+--- returns it.
 function F.as_pixel_image(img)
   pixel_images[img] = true
   return img
@@ -35,12 +38,15 @@ local function like(src, out)
   return out
 end
 
+local IMAGE_DTYPES = { float32 = true, float64 = true }
+
 local function image_arg(fname, img)
   if not lt.is_tensor(img) then
-    error(string.format("%s: expected an image (a float32 tensor [C x H x W]), got %s", fname, type(img)), 3)
+    error(string.format("%s: expected an image (a float32 or float64 tensor [C x H x W]), got %s", fname, type(img)),
+      3)
   end
-  if img:dtype() ~= "float32" then
-    error(string.format("%s: expected a float32 image [C x H x W], got dtype %s", fname, img:dtype()), 3)
+  if not IMAGE_DTYPES[img:dtype()] then
+    error(string.format("%s: expected a float32 or float64 image [C x H x W], got dtype %s", fname, img:dtype()), 3)
   end
   if img:dim() ~= 3 then
     error(string.format("%s: expected an image [C x H x W], got a tensor of shape %s", fname, shape_str(img)), 3)
@@ -97,17 +103,41 @@ local function interpolation_arg(fname, v)
   return v
 end
 
---- F.to_tensor(img): a pixel image as a float image in [0, 1] (value / 255), as torchvision's to_tensor.
+--- F.to_tensor(img): a pixel image as a float image in [0, 1] (value / 255), as torchvision's to_tensor: in the
+--- default dtype (float64 after lt.set_default_dtype("float64"), as torchvision's torch.get_default_dtype()); a
+--- float64 image stays float64.
 function F.to_tensor(img)
   image_arg("to_tensor", img)
-  return img:div(255)
+  local dtype = img:dtype() == "float64" and "float64" or lt.get_default_dtype()
+  return img:to(dtype):div(255)
+end
+
+local FLOAT_DTYPES = { float32 = "float32", float = "float32", float64 = "float64", double = "float64" }
+-- the float dtype a name means (nil = float32, torchvision's default), or nil: for F and ConvertImageDtype
+local function float_dtype(dtype) return FLOAT_DTYPES[dtype == nil and "float32" or dtype] end
+F._float_dtype = float_dtype
+
+--- F.convert_image_dtype(img[, dtype = "float32"]): img as a float image of dtype (float32 or float64), as
+--- torchvision's: a pixel image (torchvision's uint8) divided by 255 in dtype, a float image converted; an image
+--- already of dtype is returned as it is.
+function F.convert_image_dtype(img, dtype)
+  image_arg("convert_image_dtype", img)
+  local want = float_dtype(dtype)
+  if not want then
+    error("convert_image_dtype: dtype must be 'float32' or 'float64' (lutra has no uint8 dtype: a pixel image holds "
+      .. "0..255 in a float tensor), got " .. tostring(dtype), 2)
+  end
+  if F.is_pixel_image(img) then return img:to(want):div(255) end
+  if img:dtype() == want then return img end
+  return img:to(want)
 end
 
 --- F.normalize(x, mean, std[, inplace]): (x[c] - mean[c]) / std[c] per channel of a float image (or a batch
 --- [... x C x H x W]).
 function F.normalize(x, mean, std, inplace)
-  if not lt.is_tensor(x) or x:dtype() ~= "float32" or x:dim() < 3 then
-    error("normalize: expected a float32 tensor [... x C x H x W]", 2)
+  if not lt.is_tensor(x) or not IMAGE_DTYPES[x:dtype()] or x:dim() < 3 then
+    error(string.format("normalize: expected a float32 or float64 tensor [... x C x H x W], got %s",
+      lt.is_tensor(x) and string.format("dtype %s of shape %s", x:dtype(), shape_str(x)) or type(x)), 2)
   end
   if F.is_pixel_image(x) then
     error("normalize: expected a float image, got a pixel image (values 0..255): apply to_tensor first", 2)
@@ -128,7 +158,8 @@ function F.normalize(x, mean, std, inplace)
     if s[c] == 0 then error(string.format("normalize: std[%d] is 0 (division by zero)", c), 2) end
   end
   local shape = { ch, 1, 1 }
-  local mt, st = lt.tensor(m):view(shape), lt.tensor(s):view(shape)
+  -- in the image's dtype, as torchvision's torch.as_tensor(mean, dtype=tensor.dtype)
+  local mt, st = lt.tensor(m, x:dtype()):view(shape), lt.tensor(s, x:dtype()):view(shape)
   if inplace then return x:sub_(mt):div_(st) end
   return x:sub(mt):div(st)
 end
@@ -274,7 +305,9 @@ F.to_grayscale = F.rgb_to_grayscale
 -- _blend on float images: f b + (1 - f) a clamped to [0, 1]
 local function blend(img, degenerate, f)
   if F.is_pixel_image(img) then
-    return like(img, img:sub(degenerate):mul(f):add(degenerate):clamp(0, 255):floor())
+    -- in float32 for a float64 pixel image too: Pillow's arithmetic (whole numbers 0..255 convert exactly)
+    local a, d = img:float(), degenerate:float()
+    return like(img, a:sub(d):mul(f):add(d):clamp(0, 255):floor():to(img:dtype()))
   end
   return img:mul(f):add(degenerate:mul(1 - f)):clamp(0, 1)
 end

@@ -137,6 +137,15 @@ local ToTensor = class("ToTensor")
 function ToTensor:forward(img) return F.to_tensor(img) end
 function T.ToTensor() return new(ToTensor, {}) end
 
+--- ConvertImageDtype([dtype = "float32"]): F.convert_image_dtype (a pixel image to [0, 1] floats of dtype).
+local ConvertImageDtype = class("ConvertImageDtype", function(s) return "dtype=" .. s.dtype end)
+function ConvertImageDtype:forward(img) return F.convert_image_dtype(img, self.dtype) end
+function T.ConvertImageDtype(dtype)
+  local want = F._float_dtype(dtype)
+  if not want then error("ConvertImageDtype: dtype must be 'float32' or 'float64', got " .. tostring(dtype), 2) end
+  return new(ConvertImageDtype, { dtype = want })
+end
+
 --- Normalize(mean, std[, {inplace}]): (x - mean) / std per channel.
 local Normalize = class("Normalize", function(s) return "mean=" .. fmt_list(s.mean) .. ", std=" .. fmt_list(s.std) end)
 function Normalize:forward(x) return F.normalize(x, self.mean, self.std, self.inplace) end
