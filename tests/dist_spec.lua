@@ -485,13 +485,19 @@ local function max_weight_diff(a, b)
   return d
 end
 
+-- train.lua's mode on 1 rank with batch bs_one and on 2 ranks with batch bs_two: what rank 0 of the first run and
+-- ranks 0 and 1 of the second wrote
+local function one_vs_two(mode, bs_one, bs_two)
+  local one = mpirun(1, "train.lua", { mode, tostring(bs_one) })
+  assert(one.code == 0, one.out .. one.err)
+  local two = mpirun(2, "train.lua", { mode, tostring(bs_two) })
+  assert(two.code == 0, two.out .. two.err)
+  return result(one, mode, 0), result(two, mode, 0), result(two, mode, 1)
+end
+
 mpi_describe("Trainer{strategy='ddp'} under mpirun", function()
   it("2 ranks x batch 32 give the weights of 1 rank x batch 64 (to 1e-5), identical on both ranks", function()
-    local one = mpirun(1, "train.lua", { "equiv", "64" })
-    assert(one.code == 0, one.out .. one.err)
-    local two = mpirun(2, "train.lua", { "equiv", "32" })
-    assert(two.code == 0, two.out .. two.err)
-    local a, b0, b1 = result(one, "equiv", 0), result(two, "equiv", 0), result(two, "equiv", 1)
+    local a, b0, b1 = one_vs_two("equiv", 64, 32)
     assert.are.equal("none", a.strategy) -- mpirun -np 1: auto stays a single process
     assert.are.equal("ddp", b0.strategy) -- chosen automatically with 2 ranks
     assert.same({ 2, 0, true }, { b0.world_size, b0.global_rank, b0.is_global_zero })
@@ -504,11 +510,7 @@ mpi_describe("Trainer{strategy='ddp'} under mpirun", function()
   end)
 
   it("a float64 model on 2 ranks x batch 32 gets the weights of 1 rank x batch 64 to 1e-12", function()
-    local one = mpirun(1, "train.lua", { "f64", "64" })
-    assert(one.code == 0, one.out .. one.err)
-    local two = mpirun(2, "train.lua", { "f64", "32" })
-    assert(two.code == 0, two.out .. two.err)
-    local a, b0, b1 = result(one, "f64", 0), result(two, "f64", 0), result(two, "f64", 1)
+    local a, b0, b1 = one_vs_two("f64", 64, 32)
     assert.are.equal("ddp", b0.strategy)
     assert.same({ "float64", "float64", "float64", "float64" }, b0.dtypes)
     assert.are.equal(8, b0.global_step)
@@ -522,11 +524,7 @@ mpi_describe("Trainer{strategy='ddp'} under mpirun", function()
   end)
 
   it("a model mixing float32 and float64 parameters trains under ddp as on one rank", function()
-    local one = mpirun(1, "train.lua", { "mix", "64" })
-    assert(one.code == 0, one.out .. one.err)
-    local two = mpirun(2, "train.lua", { "mix", "32" })
-    assert(two.code == 0, two.out .. two.err)
-    local a, b0, b1 = result(one, "mix", 0), result(two, "mix", 0), result(two, "mix", 1)
+    local a, b0, b1 = one_vs_two("mix", 64, 32)
     assert.same({ "float32", "float32", "float64", "float64" }, b0.dtypes)
     assert.are.equal(8, b1.global_step)
     assert.is_true(max_weight_diff(a.weights, b0.weights) < 1e-5)
@@ -550,11 +548,7 @@ mpi_describe("Trainer{strategy='ddp'} under mpirun", function()
     end)
 
   it("accumulating gradients reduces once per optimizer step, with the weights of one rank", function()
-    local one = mpirun(1, "train.lua", { "accum", "32" })
-    assert(one.code == 0, one.out .. one.err)
-    local two = mpirun(2, "train.lua", { "accum", "16" })
-    assert(two.code == 0, two.out .. two.err)
-    local a, b0, b1 = result(one, "accum", 0), result(two, "accum", 0), result(two, "accum", 1)
+    local a, b0, b1 = one_vs_two("accum", 32, 16)
     assert.are.equal(16, b0.steps_seen) -- 2 epochs x 8 micro-batches of 2 x 16 of the 256 samples
     assert.are.equal(8, b0.global_step)
     assert.are.equal(8, b0.reductions) -- one all-reduce per step, not per micro-batch (DDP's no_sync)
