@@ -348,10 +348,60 @@ mpi_describe("collectives on 2 ranks", function()
 
   it("all_reduce of int64 is exact beyond 2^32; mean of int64 and strided views are errors", function()
     assert.same({ 3, 2 ^ 41 + 1 }, r0.int64_sum)
-    assert.matches("all_reduce: op 'mean' needs float32 tensors, tensor 1 is int64", r0.int64_mean_err, 1, true)
+    assert.matches("all_reduce: op 'mean' needs float32 or float64 tensors, tensor 1 is int64", r0.int64_mean_err, 1,
+      true)
     assert.matches("all_reduce: tensor 1 is not contiguous", r0.noncontig_err, 1, true)
     assert.matches("all_reduce: unknown op 'avg' (expected sum, mean, max or min)", r0.bad_op_err, 1, true)
     assert.matches("all_reduce: expected a tensor or a list of tensors, got number", r0.bad_arg_err, 1, true)
+  end)
+
+  it("all_reduce of float64 keeps values float32 cannot hold (1 + 2^-40), each op", function()
+    local e = 2 ^ -40
+    for _, r in ipairs { r0, r1 } do
+      assert.are.equal("float64", r.f64_dtype)
+      assert.same({ 2 + 3 * e, -3 * e, 2 ^ 31 + 2 ^ -20 }, r.f64_sum)
+      assert.same({ 1 + 1.5 * e, -1.5 * e, 2 ^ 30 + 2 ^ -21 }, r.f64_mean)
+      assert.same({ 1 + 2 * e, -e, 2 ^ 30 + 2 ^ -20 }, r.f64_max)
+      assert.same({ 1 + e, -2 * e, 2 ^ 30 }, r.f64_min)
+    end
+  end)
+
+  it("all_reduce of a list mixing float32, float64 and int64 reduces each in its own dtype", function()
+    local e = 2 ^ -40
+    for _, r in ipairs { r0, r1 } do
+      assert.same({ "float32", { 3, 3, 3, 3, 3 } }, r.mixed[1])
+      assert.same({ "float64", { 2 + 3 * e, 2 + 3 * e, 2 + 3 * e, 2 + 3 * e } }, r.mixed[2])
+      assert.same({ "int64", { 2 ^ 41 + 1 } }, r.mixed[3])
+      assert.same({ "float64", { 3 * e, 3 * e, 3 * e } }, r.mixed[4])
+      assert.same({ "float32", { 0.25, 0.25, 0.25, 0.25, 0.25, 0.25, 0.25 } }, r.mixed[5])
+      assert.same({ { 1 + 1.5 * e, 1 + 1.5 * e }, { 1.5, 1.5 } }, r.mixed_mean)
+      assert.matches("all_reduce: the ranks disagree: rank 1 has 1 tensors of 4 elements in total (4 of them "
+        .. "float64), rank 0 has 1 tensors of 4 elements in total (0 of them float64)", r.f64_mismatch_err, 1, true)
+    end
+  end)
+
+  it("broadcasts float64 tensors (contiguous or not) exactly; a dtype that differs across ranks is an error", function()
+    local e = 2 ^ -40
+    for _, r in ipairs { r0, r1 } do
+      assert.same({ "float64", { 1 + 2 * e, 1 } }, r.bcast_f64)
+      assert.same({ { 1 + e, 2 + e, 3 + e }, { 4 + e, 5 + e, 6 + e } }, r.bcast_f64_view)
+      assert.matches("broadcast: the ranks disagree: rank 1 has a float64 tensor of 2 elements, rank 0 has a "
+        .. "float32 tensor of 2 elements", r.bcast_dtype_err, 1, true)
+    end
+  end)
+
+  it("GradReducer of float32 and float64 parameters keeps one dtype per bucket and float64 means exact", function()
+    local e = 2 ^ -40
+    local want = { { "float32", { 1.5, 1.5 } }, { "float64", { 1 + 1.5 * e, 1 + 1.5 * e } },
+      { "float32", { 2, 2, 2 } }, { "float64", { 1.5 * e } } }
+    for _, r in ipairs { r0, r1 } do
+      assert.are.equal(2, r.mixed_nbuckets) -- {q4, q2} float64, {q3, q1} float32
+      assert.same(want, r.mixed_grads)
+      assert.same(want, r.mixed_grads_attached)
+      -- only the first step copies gradients into buckets (2 + 3 floats, 2 + 1 doubles), later ones are views
+      assert.are.equal(5 * 4 + 3 * 8, r.mixed_copied)
+      assert.matches("gradient reducer: tensor 2 is int64, expected float32 or float64", r.reducer_int64_err, 1, true)
+    end
   end)
 
   it("reduces plain numbers", function()
@@ -435,13 +485,19 @@ local function max_weight_diff(a, b)
   return d
 end
 
+-- train.lua's mode on 1 rank with batch bs_one and on 2 ranks with batch bs_two: what rank 0 of the first run and
+-- ranks 0 and 1 of the second wrote
+local function one_vs_two(mode, bs_one, bs_two)
+  local one = mpirun(1, "train.lua", { mode, tostring(bs_one) })
+  assert(one.code == 0, one.out .. one.err)
+  local two = mpirun(2, "train.lua", { mode, tostring(bs_two) })
+  assert(two.code == 0, two.out .. two.err)
+  return result(one, mode, 0), result(two, mode, 0), result(two, mode, 1)
+end
+
 mpi_describe("Trainer{strategy='ddp'} under mpirun", function()
   it("2 ranks x batch 32 give the weights of 1 rank x batch 64 (to 1e-5), identical on both ranks", function()
-    local one = mpirun(1, "train.lua", { "equiv", "64" })
-    assert(one.code == 0, one.out .. one.err)
-    local two = mpirun(2, "train.lua", { "equiv", "32" })
-    assert(two.code == 0, two.out .. two.err)
-    local a, b0, b1 = result(one, "equiv", 0), result(two, "equiv", 0), result(two, "equiv", 1)
+    local a, b0, b1 = one_vs_two("equiv", 64, 32)
     assert.are.equal("none", a.strategy) -- mpirun -np 1: auto stays a single process
     assert.are.equal("ddp", b0.strategy) -- chosen automatically with 2 ranks
     assert.same({ 2, 0, true }, { b0.world_size, b0.global_rank, b0.is_global_zero })
@@ -451,6 +507,30 @@ mpi_describe("Trainer{strategy='ddp'} under mpirun", function()
     assert.are.equal(8, b1.steps_seen)
     assert.is_true(max_weight_diff(a.weights, b0.weights) < 1e-5)
     assert.are.equal(0, max_weight_diff(b0.weights, b1.weights)) -- the same update on every rank, bit for bit
+  end)
+
+  it("a float64 model on 2 ranks x batch 32 gets the weights of 1 rank x batch 64 to 1e-12", function()
+    local a, b0, b1 = one_vs_two("f64", 64, 32)
+    assert.are.equal("ddp", b0.strategy)
+    assert.same({ "float64", "float64", "float64", "float64" }, b0.dtypes)
+    assert.are.equal(8, b0.global_step)
+    local d = max_weight_diff(a.weights, b0.weights)
+    assert.is_true(d < 1e-12, "max difference " .. d)
+    assert.are.equal(0, max_weight_diff(b0.weights, b1.weights))
+    -- float32 arithmetic would be ~1e-7 away: the float64 run differs from the float32 one by more than that
+    local f32 = mpirun(1, "train.lua", { "equiv", "64" })
+    assert(f32.code == 0, f32.out .. f32.err)
+    assert.is_true(max_weight_diff(a.weights, result(f32, "equiv", 0).weights) > 1e-9)
+  end)
+
+  it("a model mixing float32 and float64 parameters trains under ddp as on one rank", function()
+    local a, b0, b1 = one_vs_two("mix", 64, 32)
+    assert.same({ "float32", "float32", "float64", "float64" }, b0.dtypes)
+    assert.are.equal(8, b1.global_step)
+    assert.is_true(max_weight_diff(a.weights, b0.weights) < 1e-5)
+    local d64 = max_weight_diff({ a.weights[3], a.weights[4] }, { b0.weights[3], b0.weights[4] })
+    assert.is_true(d64 < 1e-5, "float64 layer: " .. d64)
+    assert.are.equal(0, max_weight_diff(b0.weights, b1.weights))
   end)
 
   it("a datamodule's loaders (asked for at the loops' start) are sharded: the weights of the same loaders given",
@@ -468,11 +548,7 @@ mpi_describe("Trainer{strategy='ddp'} under mpirun", function()
     end)
 
   it("accumulating gradients reduces once per optimizer step, with the weights of one rank", function()
-    local one = mpirun(1, "train.lua", { "accum", "32" })
-    assert(one.code == 0, one.out .. one.err)
-    local two = mpirun(2, "train.lua", { "accum", "16" })
-    assert(two.code == 0, two.out .. two.err)
-    local a, b0, b1 = result(one, "accum", 0), result(two, "accum", 0), result(two, "accum", 1)
+    local a, b0, b1 = one_vs_two("accum", 32, 16)
     assert.are.equal(16, b0.steps_seen) -- 2 epochs x 8 micro-batches of 2 x 16 of the 256 samples
     assert.are.equal(8, b0.global_step)
     assert.are.equal(8, b0.reductions) -- one all-reduce per step, not per micro-batch (DDP's no_sync)

@@ -9,7 +9,7 @@
  *   broadcast(tensor, src) -> tensor         in place
  *   broadcast_string(s|nil, src) -> string   src's string on every rank
  *   all_reduce_numbers({v...}, op) -> {v...} op "sum" | "mean" | "max" | "min"
- *   all_reduce(list, op, bucket_bytes)       in place, float32 in buckets, int64 one by one
+ *   all_reduce(list, op, bucket_bytes)       in place: float32, float64 in buckets (one dtype each), int64 one by one
  *   reducer(params, bucket_bytes, op, grads) -> reducer with :ready(i), :finish(), :stats(), :nbuckets(),
  *                                               :attach() (every backward reduces), :detach(), :free()
  */

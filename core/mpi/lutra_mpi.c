@@ -42,13 +42,14 @@ static void m_allreduce_i64(int64_t *v, int n, lt_mpi_op op) {
 }
 static char done_request; /* out of memory for a request: the reduction was made blocking, and is done */
 
-static void *m_iallreduce_f32(float *v, int n, lt_mpi_op op) {
+static void *m_iallreduce(void *v, int n, lt_mpi_type type, lt_mpi_op op) {
+  MPI_Datatype t = type == LT_MPI_DOUBLE ? MPI_DOUBLE : MPI_FLOAT;
   MPI_Request *req = malloc(sizeof *req);
   if (!req) {
-    MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_FLOAT, op_of(op), MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, v, n, t, op_of(op), MPI_COMM_WORLD);
     return &done_request;
   }
-  MPI_Iallreduce(MPI_IN_PLACE, v, n, MPI_FLOAT, op_of(op), MPI_COMM_WORLD, req);
+  MPI_Iallreduce(MPI_IN_PLACE, v, n, t, op_of(op), MPI_COMM_WORLD, req);
   return req;
 }
 static int m_test(void *req) {
@@ -68,7 +69,7 @@ static const lt_mpi_api api = {
   LT_MPI_API_VERSION, m_initialized,   m_finalized,     m_init_thread_funneled,
   m_finalize,         m_comm_world,    m_abort,         m_barrier,
   m_bcast_bytes,      m_allgather_i64, m_allreduce_f64, m_allreduce_i64,
-  m_iallreduce_f32,   m_test,          m_wait,
+  m_iallreduce,       m_test,          m_wait,
 };
 
 __attribute__((visibility("default"))) const lt_mpi_api *lutra_mpi_api(void);

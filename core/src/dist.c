@@ -244,12 +244,15 @@ static int check_same(lt_ctx *c, const char *what, sig_desc desc, int k, const i
   return rc;
 }
 
-static const char *dtype_of(int64_t v) { return v == LT_F32 || v == LT_I64 ? lt_dtype_name((lt_dtype)v) : "?"; }
+static const char *dtype_of(int64_t v) {
+  return v == LT_F32 || v == LT_I64 || v == LT_F64 ? lt_dtype_name((lt_dtype)v) : "?";
+}
 static void desc_tensor(const int64_t *v, char *buf, size_t n) {
   snprintf(buf, n, "a %s tensor of %lld elements", dtype_of(v[1]), (long long)v[0]);
 }
 static void desc_list(const int64_t *v, char *buf, size_t n) {
-  snprintf(buf, n, "%lld tensors of %lld elements in total", (long long)v[0], (long long)v[1]);
+  snprintf(buf, n, "%lld tensors of %lld elements in total (%lld of them float64)", (long long)v[0], (long long)v[1],
+           (long long)v[2]);
 }
 
 static void *tensor_data(const lt_tensor *t) {
@@ -296,17 +299,30 @@ int lt_dist_allreduce_scalars(lt_ctx *c, double *v, int n, lt_dist_op op) {
 
 /* ---- the reducer ----------------------------------------------------------------------------------- */
 
+/* A bucket holds tensors of one dtype (float32 or float64), reduced as MPI_FLOAT or MPI_DOUBLE. */
 typedef struct bucket {
   int first, count; /* its parameters: order[first .. first+count) */
-  int64_t numel;    /* payload floats */
-  int64_t nfloats;  /* payload + one presence flag per parameter (grads mode) */
-  lt_tensor *buf_t; /* the buffer, a 1-D float32 tensor: gradients become views of it */
-  float *buf;
+  lt_dtype dtype;   /* of its tensors and its buffer */
+  int64_t numel;    /* payload elements */
+  int64_t nelems;   /* payload + one presence flag per parameter (grads mode) */
+  lt_tensor *buf_t; /* the buffer, a 1-D tensor of the bucket's dtype: gradients become views of it */
+  char *buf;
+  size_t esize; /* bytes per element */
   size_t bytes;
   int pending; /* parameters not yet ready this step */
   int launched, done;
-  void *req; /* the reduction in flight (lt_mpi_api.iallreduce_f32) */
+  void *req; /* the reduction in flight (lt_mpi_api.iallreduce) */
 } bucket;
+
+/* The presence flag of the bucket's slot-th parameter (grads mode), in the bucket's own dtype. */
+static void set_flag(bucket *b, int slot, int present) {
+  if (b->dtype == LT_F64) ((double *)(void *)b->buf)[b->numel + slot] = present ? 1.0 : 0.0;
+  else ((float *)(void *)b->buf)[b->numel + slot] = present ? 1.0f : 0.0f;
+}
+static int get_flag(const bucket *b, int slot) {
+  if (b->dtype == LT_F64) return ((const double *)(const void *)b->buf)[b->numel + slot] != 0.0;
+  return ((const float *)(const void *)b->buf)[b->numel + slot] != 0.0f;
+}
 
 struct lt_dist_reducer {
   int n;
@@ -381,11 +397,11 @@ lt_dist_reducer *lt_dist_reducer_new(lt_ctx *c, int n, lt_tensor *const *params,
     lt_fail(c, "%s: op must be sum or mean, got %s", what, op_name(op));
     return NULL;
   }
-  int64_t total = 0;
+  int64_t total = 0, total_f64 = 0;
   for (int i = 0; i < n; i++) {
     lt_tensor *t = params[i];
-    if (t->dtype != LT_F32) {
-      lt_fail(c, "%s: tensor %d is %s, expected float32", what, i + 1, lt_dtype_name(t->dtype));
+    if (t->dtype != LT_F32 && t->dtype != LT_F64) {
+      lt_fail(c, "%s: tensor %d is %s, expected float32 or float64", what, i + 1, lt_dtype_name(t->dtype));
       return NULL;
     }
     if (!grads && !lt_is_contiguous(t)) {
@@ -398,9 +414,10 @@ lt_dist_reducer *lt_dist_reducer_new(lt_ctx *c, int n, lt_tensor *const *params,
       return NULL;
     }
     total += lt_numel(t);
+    if (t->dtype == LT_F64) total_f64 += lt_numel(t);
   }
-  int64_t sig[2] = { n, total };
-  if (check_same(c, what, desc_list, 2, sig)) return NULL;
+  int64_t sig[3] = { n, total, total_f64 }; /* the buckets' MPI types must match too */
+  if (check_same(c, what, desc_list, 3, sig)) return NULL;
 
   lt_dist_reducer *r = calloc(1, sizeof *r);
   if (!r) {
@@ -439,17 +456,23 @@ lt_dist_reducer *lt_dist_reducer_new(lt_ctx *c, int n, lt_tensor *const *params,
     r->keys[k] = params[i];
     r->idx[k] = i;
   }
-  int64_t cap = (int64_t)(bucket_bytes / sizeof(float));
-  if (cap < 1) cap = 1;
-  /* buckets in reverse parameter order: the last layers' gradients are ready first */
+  /* buckets in reverse parameter order (the last layers' gradients are ready first), one open bucket per
+   * dtype as PyTorch's DDP does: a bucket never mixes float32 and float64, and a model that alternates them
+   * still fills buckets to the cap. A bucket's index is the order in which it was opened. */
+  int open[2] = { -1, -1 }; /* float32's, float64's */
   for (int k = 0; k < n; k++) {
     int i = n - 1 - k;
-    r->order[k] = i;
+    lt_dtype dt = params[i]->dtype;
+    int d = dt == LT_F64;
+    int64_t cap = (int64_t)(bucket_bytes / lt_dtype_size(dt));
+    if (cap < 1) cap = 1;
     int64_t m = lt_numel(params[i]);
-    bucket *b = r->nb > 0 ? &r->b[r->nb - 1] : NULL;
+    bucket *b = open[d] >= 0 ? &r->b[open[d]] : NULL;
     if (!b || (b->numel > 0 && b->numel + m > cap)) {
+      open[d] = r->nb;
       b = &r->b[r->nb++];
-      b->first = k;
+      b->dtype = dt;
+      b->esize = lt_dtype_size(dt);
     }
     r->bucket_of[i] = (int)(b - r->b);
     r->offset[i] = b->numel;
@@ -457,17 +480,23 @@ lt_dist_reducer *lt_dist_reducer_new(lt_ctx *c, int n, lt_tensor *const *params,
     b->numel += m;
     b->count++;
   }
+  /* order: the parameters grouped by bucket, each bucket's in reverse parameter order */
+  for (int j = 0, first = 0; j < r->nb; j++) {
+    r->b[j].first = first;
+    first += r->b[j].count;
+  }
+  for (int i = 0; i < n; i++) r->order[r->b[r->bucket_of[i]].first + r->slot[i]] = i;
   for (int j = 0; j < r->nb; j++) {
     bucket *b = &r->b[j];
-    b->nfloats = b->numel + (grads ? b->count : 0);
-    b->bytes = (size_t)b->nfloats * sizeof(float);
-    int64_t len = b->nfloats;
-    b->buf_t = lt_tensor_zeros(c, LT_F32, 1, &len);
+    b->nelems = b->numel + (grads ? b->count : 0);
+    b->bytes = (size_t)b->nelems * b->esize;
+    int64_t len = b->nelems;
+    b->buf_t = lt_tensor_zeros(c, b->dtype, 1, &len);
     if (!b->buf_t) {
       lt_dist_reducer_free(r);
       return NULL;
     }
-    b->buf = lt_f32(b->buf_t);
+    b->buf = tensor_data(b->buf_t);
     b->pending = b->count;
   }
   return r;
@@ -478,7 +507,7 @@ lt_dist_reducer *lt_dist_reducer_new(lt_ctx *c, int n, lt_tensor *const *params,
  * and packing and unpacking copy nothing (zero_grad without set_to_none keeps the view). */
 static int is_bucket_view(const lt_dist_reducer *r, const bucket *b, int i, const lt_tensor *g) {
   const lt_tensor *p = r->params[i];
-  return g && g->storage == b->buf_t->storage && g->offset == r->offset[i] && g->dtype == LT_F32 &&
+  return g && g->storage == b->buf_t->storage && g->offset == r->offset[i] && g->dtype == b->dtype &&
          lt_same_shape(g, p) && lt_is_contiguous(g);
 }
 
@@ -487,20 +516,22 @@ static int pack(lt_ctx *c, lt_dist_reducer *r, bucket *b) {
   for (int k = b->first; k < b->first + b->count; k++) {
     int i = r->order[k];
     lt_tensor *p = r->params[i];
-    float *dst = b->buf + r->offset[i];
+    char *dst = b->buf + (size_t)r->offset[i] * b->esize;
     int64_t m = lt_numel(p);
+    size_t nbytes = b->esize * (size_t)m;
     lt_tensor *src = r->grads ? p->grad : p;
-    if (r->grads) b->buf[b->numel + r->slot[i]] = src ? 1.0f : 0.0f;
+    if (r->grads) set_flag(b, r->slot[i], src != NULL);
     if (r->grads && is_bucket_view(r, b, i, src)) continue;
     if (!src) {
-      memset(dst, 0, sizeof(float) * (size_t)m);
+      memset(dst, 0, nbytes);
       continue;
     }
-    if (r->grads && (!lt_is_contiguous(src) || !lt_same_shape(src, p) || src->dtype != LT_F32)) {
+    if (r->grads && (!lt_is_contiguous(src) || !lt_same_shape(src, p) || src->dtype != b->dtype)) {
       char b1[128], b2[128];
-      if (lt_numel(src) != m || src->dtype != LT_F32)
-        return lt_fail(c, "gradient reducer: parameter %d has shape %s but its grad is %s %s", i + 1,
-                       lt_shape_str(p, b1, sizeof b1), lt_dtype_name(src->dtype), lt_shape_str(src, b2, sizeof b2));
+      if (lt_numel(src) != m || src->dtype != b->dtype)
+        return lt_fail(c, "gradient reducer: parameter %d is %s %s but its grad is %s %s", i + 1,
+                       lt_dtype_name(p->dtype), lt_shape_str(p, b1, sizeof b1), lt_dtype_name(src->dtype),
+                       lt_shape_str(src, b2, sizeof b2));
       lt_tensor *cg = lt_op_contiguous(c, src); /* a strided grad (assigned by the user): made contiguous */
       if (!cg) return LT_ERR;
       lt_tensor *v = lt_op_reshape(c, cg, p->ndim, p->shape);
@@ -510,14 +541,14 @@ static int pack(lt_ctx *c, lt_dist_reducer *r, bucket *b) {
       p->grad = v;
       src = v;
     }
-    memcpy(dst, lt_f32(src), sizeof(float) * (size_t)m);
-    r->st.bytes_copied += (int64_t)sizeof(float) * m;
+    memcpy(dst, tensor_data(src), nbytes);
+    r->st.bytes_copied += (int64_t)nbytes;
   }
   return LT_OK;
 }
 
 static void launch(lt_dist_reducer *r, bucket *b) {
-  b->req = M->iallreduce_f32(b->buf, (int)b->nfloats, mpi_op(r->op));
+  b->req = M->iallreduce(b->buf, (int)b->nelems, b->dtype == LT_F64 ? LT_MPI_DOUBLE : LT_MPI_FLOAT, mpi_op(r->op));
   b->launched = 1;
   r->st.buckets++;
   r->st.bytes += (int64_t)b->bytes;
@@ -553,24 +584,32 @@ int lt_dist_bucket_ready(lt_ctx *c, lt_dist_reducer *r, int i) {
 }
 
 static void unpack_bucket(lt_ctx *c, lt_dist_reducer *r, bucket *b, int *rc) {
-  float scale = r->op == LT_DIST_MEAN ? 1.0f / (float)W.size : 1.0f;
-  if (scale != 1.0f) /* the mean, in place, in one pass */
-    for (int64_t j = 0; j < b->numel; j++) b->buf[j] *= scale;
+  if (r->op == LT_DIST_MEAN && W.size > 1) { /* the mean, in place, in one pass (in the bucket's dtype) */
+    if (b->dtype == LT_F64) {
+      double *v = (double *)(void *)b->buf, scale = 1.0 / (double)W.size;
+      for (int64_t j = 0; j < b->numel; j++) v[j] *= scale;
+    } else {
+      float *v = (float *)(void *)b->buf, scale = 1.0f / (float)W.size;
+      for (int64_t j = 0; j < b->numel; j++) v[j] *= scale;
+    }
+  }
   for (int k = b->first; k < b->first + b->count; k++) {
     int i = r->order[k];
     lt_tensor *p = r->params[i];
-    const float *src = b->buf + r->offset[i];
+    const char *src = b->buf + (size_t)r->offset[i] * b->esize;
     int64_t m = lt_numel(p);
+    size_t nbytes = b->esize * (size_t)m;
     if (!r->grads) {
-      memcpy(lt_f32(p), src, sizeof(float) * (size_t)m);
+      memcpy(tensor_data(p), src, nbytes);
       continue;
     }
-    if (b->buf[b->numel + r->slot[i]] == 0.0f) continue; /* no rank had a gradient: keep none */
-    if (is_bucket_view(r, b, i, p->grad)) continue;      /* already in place */
+    if (!get_flag(b, r->slot[i])) continue;         /* no rank had a gradient: keep none */
+    if (is_bucket_view(r, b, i, p->grad)) continue; /* already in place */
     /* someone else holds the old grad (a Lua reference): it gets this step's values too (later steps
        accumulate into the view; p.grad read again gives the view) */
-    if (p->grad && p->grad->refcount > 1 && lt_is_contiguous(p->grad) && lt_numel(p->grad) == m)
-      memcpy(lt_f32(p->grad), src, sizeof(float) * (size_t)m);
+    if (p->grad && p->grad->refcount > 1 && lt_is_contiguous(p->grad) && lt_numel(p->grad) == m &&
+        p->grad->dtype == b->dtype)
+      memcpy(tensor_data(p->grad), src, nbytes);
     int64_t stride[LT_MAX_DIM];
     lt_contiguous_strides(p->ndim, p->shape, stride);
     lt_tensor *view = lt_tensor_alias(c, b->buf_t, p->ndim, p->shape, stride, r->offset[i]);
@@ -657,19 +696,20 @@ void lt_dist_reducer_detach(lt_dist_reducer *r) {
 int lt_dist_allreduce(lt_ctx *c, int n, lt_tensor *const *ts, lt_dist_op op, size_t bucket_bytes) {
   CHECK_INIT(c, "all_reduce");
   int nf = 0;
-  lt_tensor **f32 = malloc(sizeof *f32 * (size_t)(n > 0 ? n : 1));
-  if (!f32) return lt_fail(c, LT_E_OOM, sizeof *f32 * (size_t)n);
+  lt_tensor **fl = malloc(sizeof *fl * (size_t)(n > 0 ? n : 1)); /* float32 and float64: the bucketed ones */
+  if (!fl) return lt_fail(c, LT_E_OOM, sizeof *fl * (size_t)n);
   int rc = LT_OK;
   for (int i = 0; i < n; i++) lt_mark_modified(ts[i]); /* each is reduced in place */
   for (int i = 0; i < n && rc == LT_OK; i++) {
     lt_tensor *t = ts[i];
-    if (t->dtype == LT_F32) {
-      f32[nf++] = t;
+    if (t->dtype == LT_F32 || t->dtype == LT_F64) {
+      fl[nf++] = t;
       continue;
     }
     /* int64: one collective each (counts, indices) */
     if (op == LT_DIST_MEAN) {
-      rc = lt_fail(c, "all_reduce: op 'mean' needs float32 tensors, tensor %d is int64", i + 1);
+      rc = lt_fail(c, "all_reduce: op 'mean' needs float32 or float64 tensors, tensor %d is %s", i + 1,
+                   lt_dtype_name(t->dtype));
       break;
     }
     if (!lt_is_contiguous(t)) {
@@ -688,13 +728,13 @@ int lt_dist_allreduce(lt_ctx *c, int n, lt_tensor *const *ts, lt_dist_op op, siz
     }
   }
   if (rc == LT_OK) {
-    lt_dist_reducer *r = lt_dist_reducer_new(c, nf, f32, bucket_bytes, op, 0);
+    lt_dist_reducer *r = lt_dist_reducer_new(c, nf, fl, bucket_bytes, op, 0);
     if (!r) rc = LT_ERR;
     else {
       rc = lt_dist_reducer_finish(c, r);
       lt_dist_reducer_free(r);
     }
   }
-  free(f32);
+  free(fl);
   return rc;
 }

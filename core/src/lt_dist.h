@@ -65,12 +65,14 @@ int lt_dist_broadcast(lt_ctx *c, lt_tensor *t, int src);
 int lt_dist_broadcast_bytes(lt_ctx *c, void *buf, size_t n, int src);
 /* n doubles reduced element-wise across ranks, in place (mean: sum / world_size). */
 int lt_dist_allreduce_scalars(lt_ctx *c, double *v, int n, lt_dist_op op);
-/* In-place all-reduce of the values of n tensors (float32: packed into buckets of bucket_bytes, each
- * reduced with MPI_Iallreduce while the next is packed; int64: one by one, sum/max/min). */
+/* In-place all-reduce of the values of n tensors (float32 and float64: packed into buckets of bucket_bytes,
+ * one dtype per bucket, each reduced with MPI_Iallreduce while the next is packed; int64: one by one,
+ * sum/max/min). */
 int lt_dist_allreduce(lt_ctx *c, int n, lt_tensor *const *ts, lt_dist_op op, size_t bucket_bytes);
 
 /* ---- the gradient reducer ------------------------------------------------------------------------- */
-/* Buckets are filled in reverse parameter order (the order backward finishes them). A bucket is sent
+/* Buckets are filled in reverse parameter order (the order backward finishes them), one open bucket per
+ * dtype (float32, float64: a bucket never mixes them; int64 tensors are refused naming the dtype). A bucket is sent
  * (MPI_Iallreduce) when all its parameters are ready, and buckets are always sent in index order, so
  * every rank issues the same collectives in the same order whatever order its gradients became ready.
  * With grads = 1 the reducer reduces params[i]->grad (a parameter without a gradient counts as zeros;

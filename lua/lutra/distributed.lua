@@ -163,7 +163,8 @@ function D.broadcast_string(s, src)
 end
 
 --- all_reduce(tensor | {tensors}, op="sum"[, {bucket_cap_mb=25}]): reduces across ranks, in place.
---- float32 tensors travel packed in buckets (one MPI_Iallreduce per bucket); int64 ones one by one.
+--- float32 and float64 tensors travel packed in buckets of one dtype each (one MPI_Iallreduce per bucket, as
+--- MPI_FLOAT or MPI_DOUBLE); int64 ones one by one. A list may mix the three dtypes.
 function D.all_reduce(x, op, opts)
   need_init("all_reduce")
   op = check_op("all_reduce", op)

@@ -1,6 +1,8 @@
 -- tests/dist/train.lua — a small Trainer run under mpirun, for tests/dist_spec.lua.
 --   train.lua OUTDIR MODE [batch_size]
 -- MODE: "equiv"   a few SGD steps of an MLP (batch_size per rank); writes the final weights
+--       "f64"     equiv's run with a float64 model and float64 data
+--       "mix"     equiv's run with a model mixing float32 (first layer) and float64 (second layer) parameters
 --       "dm"      equiv's run with the loaders from a datamodule (and a validation loader): writes the weights
 --       "log"     logs a rank-dependent value with and without sync_dist, CSVLogger in OUTDIR
 --       "raise"   rank 1 raises in on_train_batch_end at batch_idx 3
@@ -28,16 +30,21 @@ lt.manual_seed(1234)
 local N = 256
 local X = lt.randn(N, 8)
 local Y = (X:narrow(2, 1, 4):argmax(2)):view(N)
-local ds = lt.data.TensorDataset(X, Y)
+local ds = lt.data.TensorDataset(mode == "f64" and X:double() or X, Y)
 
 local Model = {}
 Model.__index = Model
 local function new_model(seed)
   lt.manual_seed(seed)
   local m = setmetatable({ net = lt.nn.Sequential { lt.nn.Linear(8, 16), lt.nn.Tanh(), lt.nn.Linear(16, 4) } }, Model)
+  if mode == "f64" then m.net:double() end
+  if mode == "mix" then m.net[3]:double() end
   return m
 end
-function Model:forward(x) return self.net(x) end
+function Model:forward(x)
+  if mode == "mix" then return self.net[3](self.net[2](self.net[1](x)):double()) end
+  return self.net(x)
+end
 function Model:training_step(batch, batch_idx)
   local loss = lt.F.cross_entropy(self:forward(batch[1]), batch[2])
   if mode == "log" then
@@ -64,8 +71,14 @@ local function weights(m)
   return w
 end
 
+local function dtypes(m)
+  local d = {}
+  for i, p in ipairs(m.net:parameters()) do d[i] = p:dtype() end
+  return d
+end
+
 local rank = D.launched() and select(2, D.launched()) or 0
-if mode == "equiv" then
+if mode == "equiv" or mode == "f64" or mode == "mix" then
   local m = new_model(10 + rank) -- different initial weights per rank: rank 0's are broadcast
   local loader = lt.data.DataLoader(ds, { batch_size = bs, shuffle = true, seed = 5 })
   local trainer = lt.Trainer { max_epochs = 2, logger = false, enable_checkpointing = false, enable_progress_bar = false,
@@ -73,7 +86,7 @@ if mode == "equiv" then
   trainer:fit(m, loader)
   write(trainer.global_rank, { weights = weights(m), world_size = trainer.world_size, global_rank = trainer.global_rank,
     is_global_zero = trainer.is_global_zero, strategy = trainer.strategy, global_step = trainer.global_step,
-    batches = #loader, steps_seen = m.steps_seen })
+    batches = #loader, steps_seen = m.steps_seen, dtypes = dtypes(m) })
 elseif mode == "dm" then -- equiv's run, its loaders from a datamodule (asked for after on_fit_start, then sharded)
   local m = new_model(10 + rank)
   local Data = lt.DataModule:extend("Data")

@@ -38,6 +38,25 @@ res.int64_mean_err = err(D.all_reduce, lt.tensor({ 1 }, "int64"), "mean")
 res.noncontig_err = err(D.all_reduce, lt.zeros(3, 4):t(), "sum")
 res.bad_op_err = err(D.all_reduce, lt.zeros(2), "avg")
 res.bad_arg_err = err(D.all_reduce, 42, "sum")
+-- float64: values float32 cannot hold (1 + k * 2^-40) travel as MPI_DOUBLE, each op
+local e = 2 ^ -40
+for _, op in ipairs { "sum", "mean", "max", "min" } do
+  local t = lt.tensor({ 1 + (r + 1) * e, -(r + 1) * e, 2 ^ 30 + r * 2 ^ -20 }, "float64")
+  D.all_reduce(t, op)
+  res["f64_" .. op] = t:totable()
+  res.f64_dtype = t:dtype()
+end
+-- a list mixing float32, float64 and int64 through 24-byte buckets (a bucket never mixes dtypes)
+local mixed = { lt.full({ 5 }, r + 1), lt.full({ 2, 2 }, 1 + (r + 1) * e, { dtype = "float64" }),
+  lt.tensor({ 2 ^ 40 + r }, "int64"), lt.full({ 3 }, (r + 1) * e, { dtype = "float64" }), lt.full({ 7 }, 0.25 * r) }
+D.all_reduce(mixed, "sum", { bucket_cap_mb = 24 / 2 ^ 20 })
+res.mixed = {}
+for i, t in ipairs(mixed) do res.mixed[i] = { t:dtype(), t:view(-1):totable() } end
+local mixed_mean = { lt.full({ 2 }, 1 + (r + 1) * e, { dtype = "float64" }), lt.full({ 2 }, r + 1) }
+D.all_reduce(mixed_mean, "mean")
+res.mixed_mean = { mixed_mean[1]:totable(), mixed_mean[2]:totable() }
+-- ranks that disagree on a tensor's dtype: an error on every rank, no hang (MPI_FLOAT against MPI_DOUBLE)
+res.f64_mismatch_err = err(D.all_reduce, { lt.zeros(4, { dtype = r == 0 and "float32" or "float64" }) }, "sum")
 -- numbers
 res.number_sum = D.all_reduce_number(r + 0.5, "sum")
 res.number_mean = D.all_reduce_number(r + 0.5, "mean")
@@ -62,6 +81,14 @@ res.bcast_long_string = #D.broadcast_string(r == 1 and string.rep("x", 100000) o
 -- a shape that differs across ranks: an error on every rank, no hang
 res.bcast_mismatch_err = err(D.broadcast, lt.zeros(2 + r), 0)
 res.bcast_src_err = err(D.broadcast, lt.zeros(2), 5)
+-- float64 broadcast: contiguous, a strided view, and a dtype that differs across ranks
+local b64 = lt.tensor({ 1 + (r + 1) * e, r }, "float64")
+D.broadcast(b64, 1)
+res.bcast_f64 = { b64:dtype(), b64:totable() }
+local base64 = (lt.arange(1, 7):view(2, 3) * (r + 1)):double() + e
+D.broadcast(base64:t(), 0)
+res.bcast_f64_view = base64:totable()
+res.bcast_dtype_err = err(D.broadcast, lt.zeros(2, { dtype = r == 0 and "float32" or "float64" }), 0)
 
 -- the gradient reducer: mean of gradients, a parameter with a gradient on rank 1 only, one with none anywhere
 local p1, p2, p3, p4 = lt.param(lt.zeros(3)), lt.param(lt.zeros(2, 2)), lt.param(lt.zeros(4)), lt.param(lt.zeros(1))
@@ -82,6 +109,34 @@ res.reducer_bad_op = err(D.GradReducer, { p1 }, { op = "max" })
 res.reducer_bad_opt = err(D.GradReducer, { p1 }, { bucket_mb = 1 })
 res.reducer_bad_mb = err(D.GradReducer, { p1 }, { bucket_cap_mb = 0 })
 res.reducer_inf_mb = err(D.GradReducer, { p1 }, { bucket_cap_mb = math.huge })
+res.reducer_int64_err = err(D.GradReducer, { p1, lt.zeros(2, { dtype = "int64" }) })
+
+-- a reducer of float32 and float64 parameters, interleaved: one open bucket per dtype (24-byte cap: 6 floats,
+-- 3 doubles), so the buckets are {q4, q2} (float64) and {q3, q1} (float32), and float64 gradients keep values
+-- float32 cannot hold
+do
+  local q1, q2 = lt.param(lt.zeros(2)), lt.param(lt.zeros(2, { dtype = "float64" }))
+  local q3, q4 = lt.param(lt.zeros(3)), lt.param(lt.zeros(1, { dtype = "float64" }))
+  local mred = D.GradReducer({ q1, q2, q3, q4 }, { bucket_cap_mb = 24 / 2 ^ 20 })
+  res.mixed_nbuckets = mred:nbuckets()
+  local w = (r + 1) * e
+  local loss = (q1 * (r + 1)):sum():double() + (q2 * (1 + w)):sum() + (q3 * 2):sum():double() + (q4 * w):sum()
+  loss:backward()
+  mred:finish()
+  res.mixed_grads = {}
+  for i, q in ipairs { q1, q2, q3, q4 } do res.mixed_grads[i] = { q.grad:dtype(), q.grad:totable() } end
+  -- attached to backward, with gradients as views of the buckets on the second step: the same means
+  mred:attach()
+  for _ = 1, 2 do
+    for _, q in ipairs { q1, q2, q3, q4 } do q.grad:zero_() end
+    loss = (q1 * (r + 1)):sum():double() + (q2 * (1 + w)):sum() + (q3 * 2):sum():double() + (q4 * w):sum()
+    loss:backward()
+  end
+  mred:detach()
+  res.mixed_grads_attached = {}
+  for i, q in ipairs { q1, q2, q3, q4 } do res.mixed_grads_attached[i] = { q.grad:dtype(), q.grad:totable() } end
+  res.mixed_copied = mred:stats().bytes_copied
+end
 
 -- the reducer attached to backward: every backward() reduces as gradients become final (tiny buckets:
 -- several are sent during backward); the result equals reducing after backward
