@@ -1,6 +1,7 @@
--- tests/conv_small_m_spec.lua — conv2d's wide layers on lutra's small-M GEMM (nn_conv.c: K = C*kh*kw >= 512 and
--- O >= 64 on one thread, AVX-512): forward and input gradient against the same call on two threads (OpenBLAS's
--- path), against float64 (nn_conv_general.c with dgemm), and a finite-difference check of both gradients.
+-- tests/conv_small_m_spec.lua — conv2d's wide layers on lutra's small-M GEMM (nn_conv.c: K = C*kh*kw >= 512,
+-- O >= 64 and P = Ho*Wo >= 64 on one thread, AVX-512): forward and input gradient against the same call on two
+-- threads (OpenBLAS's path), against float64 (nn_conv_general.c with dgemm), and a finite-difference check of both
+-- gradients. Wide layers over fewer positions take OpenBLAS's path on one thread too, in chunks of items.
 -- Shapes cover odd sizes (P not a multiple of the 32-column tile, O not a multiple of the 8-row tile), the
 -- channel blocks of 256 col rows (a ragged last block), strides 1, 2 and 3, 1-D rows, no bias, wide output rows;
 -- and the stride-2 im2col/col2im rows (AVX-512) that both GEMM paths use.
@@ -16,7 +17,11 @@ end
 local shapes = {
   { n = 2, c = 128, h = 16, w = 16, o = 256, k = { 4, 4 }, s = { 2, 2 }, p = { 1, 1 }, bias = true }, -- DCGAN
   { n = 3, c = 64, h = 9, w = 11, o = 64, k = { 3, 3 }, s = { 1, 1 }, p = { 1, 1 }, bias = true }, -- P = 99
-  { n = 2, c = 40, h = 13, w = 15, o = 70, k = { 4, 4 }, s = { 2, 2 }, p = { 1, 1 }, bias = true }, -- 16+16+8 ch
+  { n = 2, c = 40, h = 13, w = 15, o = 70, k = { 4, 4 }, s = { 2, 2 }, p = { 1, 1 }, bias = true }, -- P = 56
+  { n = 2, c = 40, h = 17, w = 19, o = 70, k = { 4, 4 }, s = { 2, 2 }, p = { 1, 1 }, bias = true }, -- 16+16+8 ch
+  -- a large weight over few output positions (DCGAN's 256->512 on 8x8, smaller): OpenBLAS's path on any thread
+  -- count, 16 items a chunk (P = 16: the weight packed once per 256 columns), a ragged last chunk of 4
+  { n = 20, c = 64, h = 8, w = 8, o = 128, k = { 4, 4 }, s = { 2, 2 }, p = { 1, 1 }, bias = true },
   { n = 2, c = 48, h = 10, w = 12, o = 65, k = { 3, 5 }, s = { 3, 3 }, p = { 2, 2 }, bias = false }, -- stride 3
   { n = 3, c = 128, h = 1, w = 37, o = 65, k = { 1, 5 }, s = { 1, 1 }, p = { 0, 2 }, bias = true }, -- 1-D rows
   { n = 1, c = 64, h = 5, w = 70, o = 64, k = { 3, 3 }, s = { 1, 1 }, p = { 1, 1 }, bias = true }, -- rows of 70

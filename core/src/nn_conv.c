@@ -36,11 +36,15 @@ static int64_t geom_p(const conv_geom *g) { return g->HO * g->WO; }
  * is larger. Measured on LeNet shapes (batch 64): one big GEMM over the whole batch was 2-3x slower than
  * cache-sized chunks, since OpenBLAS then streams a multi-MB packed operand through memory. On DCGAN's
  * Conv2d 128->256 k4 s2 16x16 (K = 2048, one item a chunk) OpenBLAS re-packs the weight for every item (14% of
- * fwd+bwd samples); 4 items a chunk cut that to 5.5%, but im2col/col2im on the 2 MB col grew by as much. */
+ * fwd+bwd samples); 4 items a chunk cut that to 5.5%, but im2col/col2im on the 2 MB col grew by as much. A weight
+ * larger than the cap over few output positions is another matter: Conv2d 256->512 k4 s2 on 8x8 (P = 16) packed
+ * its 8 MB weight for every 16 columns, 40% of fwd+bwd (77 ms a batch of 16 against PyTorch's 23 on 2 threads,
+ * AMD EPYC Zen 4); chunks of at least 256 columns there took it to 24 ms. */
 static int64_t chunk_items(const conv_geom *g) {
   int64_t per = geom_k(g) * geom_p(g), cap = (int64_t)1 << 16;
   int64_t m = per > 0 ? cap / per : g->N;
   if (m < 1) m = 1;
+  if (g->O * geom_k(g) > cap && m * geom_p(g) < 256) m = (256 + geom_p(g) - 1) / geom_p(g);
   if (m > g->N) m = g->N;
   return m;
 }
@@ -603,11 +607,13 @@ static int dc_weight_grad(lt_ctx *c, const conv_geom *g, const float *x, const f
  * place. The weight gradient stays on OpenBLAS (its k is the item's P, and the weight is C there, not packed).
  * One thread only (the pool's split of OpenBLAS's GEMMs keeps the 2-thread case), outside autocast (whose products
  * are lt_gemm's bf16 GEMM), AVX-512, and only for wide GEMMs (K >= 512, O >= 64): LeNet's and the first layers'
- * small K gain nothing from it. */
+ * small K gain nothing from it. And over at least 64 output positions: reading the weight once per item costs its
+ * whole size for each P columns, and for 256->512 k4 s2 on 8x8 (P = 16) this path took 72 ms against 41 for
+ * OpenBLAS's on chunks of 256 columns (one thread, Zen 4). */
 #define SM_KC 256 /* rows of the col block (forward) and of the W^T block (input gradient) */
 
 static int sm_ok(lt_ctx *c, const conv_geom *g) {
-  return c->num_threads == 1 && c->autocast == LT_AUTOCAST_OFF && geom_k(g) >= 512 && g->O >= 64 &&
+  return c->num_threads == 1 && c->autocast == LT_AUTOCAST_OFF && geom_k(g) >= 512 && g->O >= 64 && geom_p(g) >= 64 &&
          lt_gemm_small_m_ok();
 }
 
