@@ -38,8 +38,12 @@ describe("add and sub with alpha", function()
   it("int64 tensors take an integral alpha and refuse a fractional one, as PyTorch's", function()
     local a, b = lt.tensor({ 1, 2 }):long(), lt.tensor({ 10, 20 }):long()
     assert.are.same({ 31, 62 }, a:add(b, 3):totable())
-    assert.matches("add: alpha must be an integer for an int64 tensor, got 2.5", err_of(function() return a:add(b, 2.5) end),
-      1, true)
+    for _, bad in ipairs { 2.5, 1 / 0, -1e300, 2 ^ 63 } do
+      assert.matches(("add: alpha must be an integer within int64's range for an int64 tensor, got %.14g"):format(bad),
+        err_of(function() return a:add(b, bad) end), 1, true)
+    end
+    assert.matches("sub: alpha must be an integer within int64's range", err_of(function() return lt.sub(a, b, 0 / 0) end), 1,
+      true)
   end)
 
   it("differentiate through both operands (finite differences)", function()
