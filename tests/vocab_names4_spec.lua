@@ -96,6 +96,10 @@ describe("index_copy and index_put, as torch 1.13", function()
       x.index_put, x, { i2 }, lt.ones(2, 4, "float64"))
     expect("index_put: accumulate must be a boolean, got number",
       x.index_put, x, { i2 }, lt.ones(2, 4), 1)
+    local xi = lt.zeros(3, 4):long()
+    for _, v in ipairs { 0.5, 1 / 0, 2 ^ 63 } do -- named by the op, not by the lt.full it makes the value with
+      expect(("index_put_: value %.14g is not an int64 value (the tensor is int64)"):format(v), xi.index_put_, xi, { i2 }, v)
+    end
   end)
 end)
 

@@ -105,7 +105,12 @@ local function index_put(fname, x, indices, values, accumulate)
   if accumulate ~= nil and type(accumulate) ~= "boolean" then
     error(fmt("%s: accumulate must be a boolean, got %s", fname, type(accumulate)), 3)
   end
-  if type(values) == "number" then values = core.full({}, values, x:dtype()) end
+  if type(values) == "number" then
+    if x:dtype() == "int64" and not (values == math.floor(values) and values >= -2 ^ 63 and values < 2 ^ 63) then
+      error(fmt("%s: value %.14g is not an int64 value (the tensor is int64)", fname, values), 3)
+    end
+    values = core.full({}, values, x:dtype())
+  end
   if not core.is_tensor(values) then error(fmt("%s: values must be a tensor or a number, got %s", fname, type(values)), 3) end
   same_dtype(fname, x, "values", values)
   local idx, bshape = broadcast(fname, indices)
