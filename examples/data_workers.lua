@@ -48,7 +48,10 @@ local function loader(ds, shuffle)
     batch_size = 32, shuffle = shuffle, num_workers = opts.workers, persistent_workers = opts.workers > 0 or nil,
     worker_init_fn = opts.workers > 0 and function(id)
       local info = require("lutra").data.get_worker_info()
-      print(string.format("worker %d of %d: seed %d", id, info.num_workers, info.seed))
+      -- one write per line: the workers run at once, and print's separate writes of the text and its newline
+      -- could interleave with another worker's line
+      io.stdout:write(string.format("worker %d of %d: seed %d\n", id, info.num_workers, info.seed))
+      io.stdout:flush()
     end or nil,
   })
 end
