@@ -56,7 +56,7 @@ static int binary(lua_State *L, lt_binop op) {
   lt_ctx *c = L_CTX(L);
   double alpha = binary_alpha(L, op, name);
   if (alpha != 1 && b && (a || lua_type(L, 1) == LUA_TNUMBER)) { /* a op alpha * b, differentiable in both */
-    if (b->dtype == LT_I64 && (alpha != floor(alpha) || !l_is_int64(alpha)))
+    if (b->dtype == LT_I64 && !l_is_int64(alpha))                /* an integer in range; NaN is neither */
       l_errorf(L, "%s: alpha must be an integer within int64's range for an int64 tensor, got %.14g", name, alpha);
     lt_tensor *scaled = lt_op_binary_scalar(c, LT_MUL, b, alpha, 0);
     if (!scaled) return l_error(L);
