@@ -1,6 +1,7 @@
 -- tests/conv_small_m_spec.lua — conv2d's wide layers on lutra's small-M GEMM (nn_conv.c: K = C*kh*kw >= 512,
 -- O >= 64 and P = Ho*Wo >= 64 on one thread, AVX-512): forward and input gradient against the same call on two
--- threads (OpenBLAS's path), against float64 (nn_conv_general.c with dgemm), and a finite-difference check of both
+-- threads (OpenBLAS's GEMMs over the whole batch, or each thread's range of a batch split as in
+-- tests/conv_split_spec.lua), against float64 (nn_conv_general.c with dgemm), and a finite-difference check of both
 -- gradients. Wide layers over fewer positions take OpenBLAS's path on one thread too, in chunks of items.
 -- Shapes cover odd sizes (P not a multiple of the 32-column tile, O not a multiple of the 8-row tile), the
 -- channel blocks of 256 col rows (a ragged last block), strides 1, 2 and 3, 1-D rows, no bias, wide output rows;

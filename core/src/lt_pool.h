@@ -18,8 +18,8 @@
  *   static void part(void *arg, int i, int n) { ... elements i*len/n .. (i+1)*len/n ... }
  *   lt_pool_run(part, &args, lt_pool_threads());
  *
- * Workers start on the first job. A job submitted while another is running (two host threads) runs on its
- * caller alone.
+ * Workers start on the first job. A job submitted while another is running (two host threads, or a part of a job
+ * starting one) runs on its caller alone.
  */
 #ifndef LT_POOL_H
 #define LT_POOL_H
@@ -33,7 +33,8 @@ typedef void (*lt_pool_fn)(void *arg, int part, int nparts);
 /* Total threads including the caller (1 = no workers; 0 = every CPU available, following changes); takes
  * effect at the next job, capped by the CPUs available. */
 void lt_pool_set_threads(int n);
-/* The threads the next job may run on (the count set, capped by the CPUs available when last checked). */
+/* The threads the next job may run on (the count set, capped by the CPUs available when last checked); 1 inside a
+ * part of a job, whose nested jobs run on the thread running the part. */
 int lt_pool_threads(void);
 /* Workers running now (threads besides the caller; they start at the first job after a change). */
 int lt_pool_workers(void);

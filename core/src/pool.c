@@ -112,6 +112,10 @@ static unsigned spin_while(atomic_uint *word, unsigned seen) {
 }
 
 #define MAX_PARTS 0xffff
+/* Set while this thread runs a part of a job: a GEMM or kernel inside the part then asks for one thread
+ * (lt_pool_threads), as the nested job would run on it alone anyway (lt_pool_run's trylock), and sizes its work
+ * for one thread instead of splitting it into parts that run one after the other. */
+static __thread int in_part;
 
 /* Claims and runs parts of the current job until none is left; a worker copies the caller's MXCSR first. */
 static void run_parts(int is_worker) {
@@ -126,7 +130,9 @@ static void run_parts(int is_worker) {
     if (is_worker && _mm_getcsr() != P.csr) _mm_setcsr(P.csr);
 #endif
     if (is_worker && lt_gemm_bf16_mode() != P.gemm_mode) lt_gemm_bf16_set_mode(P.gemm_mode);
+    in_part = 1;
     P.fn(P.arg, i, n);
+    in_part = 0;
     if (is_worker) {
       /* seq_cst with the caller's store of caller_waits and its re-check of done: either it sees this part
        * done, or this load sees it waiting */
@@ -260,6 +266,7 @@ void lt_pool_set_threads(int n) {
 }
 
 int lt_pool_threads(void) {
+  if (in_part) return 1; /* a job started inside a part runs on its caller alone (lt_pool_run) */
   int n = P.want > 0 && (P.avail <= 0 || P.want < P.avail) ? P.want : P.avail;
   return n < 1 ? 1 : n;
 }
@@ -279,7 +286,7 @@ void lt_pool_set_flush_denormal(int on) { P.flush_denormal = on != 0; }
 void lt_pool_run(lt_pool_fn fn, void *arg, int nparts) {
   unsigned fp = lt_fp_enter(P.flush_denormal); /* lutra's mode for the whole job, on every thread of it */
   if (nparts <= 1 || nparts > MAX_PARTS || P.want == 1 || pthread_mutex_trylock(&P.run_lock) != 0) {
-    for (int i = 0; i < nparts; i++) fn(arg, i, nparts);
+    for (int i = 0; i < nparts; i++) fn(arg, i, nparts); /* in_part unchanged: these parts are the caller's own */
   } else {
     recheck();
     if (P.nworkers != target() - 1) resize();
@@ -292,7 +299,9 @@ void lt_pool_run(lt_pool_fn fn, void *arg, int nparts) {
 #endif
     if (P.nworkers == 0) {
       P.job++;
+      in_part = 1;
       for (int i = 0; i < nparts; i++) fn(arg, i, nparts);
+      in_part = 0;
     } else {
       run_job();
     }

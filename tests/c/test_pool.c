@@ -1,7 +1,8 @@
 /* test_pool.c — lutra's thread pool (core/src/pool.c) without Lua: every part runs exactly once whatever the
  * thread count, a job flushes denormals on every thread unless turned off (then it follows the caller's
  * state) and leaves the caller's state as it was, the count changes up and down between jobs,
- * two host threads submitting at once both finish, a forked child runs jobs, and idle workers sleep. */
+ * two host threads submitting at once both finish, a job started inside a part asks for one thread, a forked child
+ * runs jobs, and idle workers sleep. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -16,7 +17,12 @@
 #include "check.h"
 
 #define NPARTS 64
-typedef struct job { atomic_int count[NPARTS]; atomic_int threads_seen; pthread_t who[NPARTS]; int ftz[NPARTS]; } job;
+typedef struct job {
+  atomic_int count[NPARTS];
+  atomic_int threads_seen;
+  pthread_t who[NPARTS];
+  int ftz[NPARTS];
+} job;
 
 static void part(void *arg, int i, int n) {
   job *j = arg;
@@ -56,6 +62,26 @@ static int job_ftz_everywhere(int want) {
   return all;
 }
 
+/* A part asks for the threads a job started inside it may use (1: it would run on this thread alone), runs such a
+ * job, and records both; the caller's count is read after the outer job. */
+typedef struct nested {
+  atomic_int inner_threads_max, inner_parts, outer_parts;
+} nested;
+static void inner_part(void *arg, int i, int n) {
+  (void)i, (void)n;
+  atomic_fetch_add(&((nested *)arg)->inner_parts, 1);
+}
+static void outer_part(void *arg, int i, int n) {
+  nested *s = arg;
+  (void)i, (void)n;
+  int t = lt_pool_threads();
+  if (t > atomic_load(&s->inner_threads_max)) atomic_store(&s->inner_threads_max, t);
+  lt_pool_run(inner_part, s, 4);
+  atomic_fetch_add(&s->outer_parts, 1);
+  volatile double x = 0;
+  for (int k = 0; k < 20000; k++) x += k;
+}
+
 static void *submitter(void *arg) {
   int *ok = arg;
   *ok = 1;
@@ -81,7 +107,10 @@ int main(void) {
           "lt_pool_threads reports the count asked for, at most the CPUs available");
   }
   int ok = 1, most = 0;
-  for (int r = 0; r < 20; r++) { ok &= run_and_check(NPARTS, &d); if (d > most) most = d; }
+  for (int r = 0; r < 20; r++) {
+    ok &= run_and_check(NPARTS, &d);
+    if (d > most) most = d;
+  }
   CHECK(ok, "three threads: every part exactly once, 20 jobs in a row");
   CHECK(most >= 2, "parts ran on more than one thread");
   CHECK(run_and_check(1, NULL) && run_and_check(2, NULL) && run_and_check(0, NULL) == 1, "1, 2 and 0 parts");
@@ -102,6 +131,15 @@ int main(void) {
 
   lt_pool_set_threads(2);
   CHECK(run_and_check(NPARTS, NULL), "down to 2 threads between jobs");
+  {
+    nested s;
+    memset(&s, 0, sizeof s);
+    lt_pool_run(outer_part, &s, 8);
+    CHECK(atomic_load(&s.inner_threads_max) == 1 && atomic_load(&s.inner_parts) == 32 &&
+              atomic_load(&s.outer_parts) == 8,
+          "inside a part: one thread for a nested job, whose parts all run");
+    CHECK(lt_pool_threads() == lt_pool_workers() + 1, "outside the job again: the pool's count");
+  }
   lt_pool_set_threads(4);
   CHECK(run_and_check(NPARTS, NULL), "up to 4 threads between jobs");
 
@@ -156,7 +194,8 @@ int main(void) {
     CHECK(ok, "lt_pool_range: parts tile [0, n) in order, starts aligned");
     lt_pool_set_threads(2);
     CHECK(lt_pool_parts(2, 999, 1000) == 1 && lt_pool_parts(2, 1000, 1000) == 2 && lt_pool_parts(2, 1600, 1000) == 3 &&
-              lt_pool_parts(8, 5000, 1000) == 8 && lt_pool_parts(8, 2000, 1000) == 4 && lt_pool_parts(1, 5000, 1000) == 1,
+              lt_pool_parts(8, 5000, 1000) == 8 && lt_pool_parts(8, 2000, 1000) == 4 &&
+              lt_pool_parts(1, 5000, 1000) == 1,
           "lt_pool_parts: one part below the minimum work, else at least the thread policy capped by the pool, "
           "up to 4 parts a thread of at least half the minimum each");
   }
