@@ -4,7 +4,10 @@
 -- per range (the split's threshold) and more items than threads: ranges of unequal length (5 items: 3 + 2), the
 -- small-M GEMM inside each range (K >= 512, O >= 64, P >= 64) and OpenBLAS's chunks (O < 64, or P < 64), a gradient
 -- accumulated into an existing one, only one of the two gradients asked for. Each result is checked against the
--- same call on one thread and in float64 (nn_conv_general.c on dgemm).
+-- same call on one thread and in float64 (nn_conv_general.c on dgemm). The general path (nn_conv_general.c:
+-- dilated, grouped and transposed convolutions, float64) splits its passes the same way: its forward, input and
+-- weight gradients (a transposed convolution's backward runs its forward pass with the weight gradient fused) on two
+-- threads against one, in float32 and float64.
 local lt = require "lutra"
 local F = lt.F
 
@@ -96,4 +99,59 @@ describe("conv2d's batch split over two threads", function()
       assert.is_true(rel_diff(only_w.gw, both.gw) == 0, name_of(s))
     end
   end)
+end)
+
+-- the general path: f(x, w, b) on `threads` threads, y and the three gradients
+local function run_general(threads, f, x, w, b, g)
+  local was = lt.get_num_threads()
+  lt.set_num_threads(threads)
+  local ok, res = pcall(function()
+    local xl, wl, bl = x:clone():requires_grad(true), w:clone():requires_grad(true), b:clone():requires_grad(true)
+    local y = f(xl, wl, bl)
+    y:backward(g)
+    return { y = y, gx = xl.grad, gw = wl.grad, gb = bl.grad }
+  end)
+  lt.set_num_threads(was)
+  assert(ok, res)
+  return res
+end
+
+-- x, weight, out channels of the output gradient, and the layer; every one above 4M multiply-adds per range
+local general = {
+  { what = "dilated 3x3, dilation 2, 5 items", x = { 5, 64, 20, 20 }, w = { 64, 64, 3, 3 },
+    f = function(x, w, b) return F.conv2d(x, w, b, { padding = 2, dilation = 2 }) end },
+  { what = "grouped 3x3, 4 groups, 3 items", x = { 3, 64, 20, 20 }, w = { 128, 16, 3, 3 },
+    f = function(x, w, b) return F.conv2d(x, w, b, { padding = 1, groups = 4 }) end },
+  { what = "1-d, dilation 4, 5 items", x = { 5, 64, 256 }, w = { 64, 64, 3 },
+    f = function(x, w, b) return F.conv1d(x, w, b, { padding = 4, dilation = 4 }) end },
+  { what = "transposed k4 s2, 128 -> 64, 5 items", x = { 5, 128, 12, 12 }, w = { 128, 64, 4, 4 },
+    f = function(x, w, b) return F.conv_transpose2d(x, w, b, { stride = 2, padding = 1 }) end },
+}
+
+describe("the general convolutions' batch split over two threads", function()
+  for _, c in ipairs(general) do
+    for _, dt in ipairs { "float32", "float64" } do
+      it(c.what .. ", " .. dt .. ": matches one thread", function()
+        lt.manual_seed(5)
+        local x, w = lt.randn(c.x), lt.randn(c.w) * 0.05
+        local f64 = dt == "float64"
+        local probe = c.f(x, w, nil)
+        local b = lt.randn(probe:size(2))
+        local g = lt.randn(probe:shape())
+        if f64 then x, w, b, g = x:double(), w:double(), b:double(), g:double() end
+        local one, two = run_general(1, c.f, x, w, b, g), run_general(2, c.f, x, w, b, g)
+        local tol = f64 and 1e-12 or 1e-5
+        for _, k in ipairs { "y", "gx", "gw", "gb" } do
+          assert.are.equal(dt, two[k]:dtype(), k)
+          assert.is_true(rel_diff(two[k], one[k]) <= tol, k .. " on two threads against one: " .. rel_diff(two[k], one[k]))
+        end
+        if not f64 then -- and against float64 on one thread
+          local d = run_general(1, c.f, x:double(), w:double(), b:double(), g:double())
+          for _, k in ipairs { "y", "gx", "gw", "gb" } do
+            assert.is_true(rel_diff(two[k], d[k]:float()) <= 1e-5, k .. " against float64")
+          end
+        end
+      end)
+    end
+  end
 end)

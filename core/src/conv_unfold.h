@@ -2,8 +2,9 @@
  * conv_unfold.h — the kernels of nn_conv_general.c's im2col + GEMM convolution, written once for every float
  * element type: nn_conv_general.c includes it once per dtype with CONV_T (the element type), CONV_SFX (the name
  * suffix), CONV_GEMM (its lt_gemm-shaped GEMM) and CONV_SUM (a plane's sum in double) set, after defining
- * gconv_geom, conv_pass and the chunk sizes. It defines, suffixed: unfold_or_fold (im2col and its adjoint
- * col2im for one item), conv_run (the three passes over the batch), add_bias and bias_sums.
+ * gconv_geom, conv_pass, the chunk sizes and conv_split_parts. It defines, suffixed: unfold_or_fold (im2col and its
+ * adjoint col2im for one item), conv_run (the three passes over the batch, split among the pool's threads when that
+ * pays), add_bias and bias_sums.
  *
  * Rows are short (an output row of WO positions per kernel tap), so the strides 1 and 2 get loops with the stride
  * a constant, which GCC vectorises (stride 2 loads as pairs of vectors and a permute). The adjoint at stride 2 and
@@ -123,23 +124,28 @@ static void CONV_FN(gather_or_scatter)(const gconv_geom *g, CONV_T *y, CONV_T *t
     }
 }
 
-/* The three passes (conv_pass) on the im2col + GEMM path, per chunk of nb items and per group. With wg_out,
- * CONV_FORWARD also adds the weight gradient wg_out += wg_gy @ im2col(in)^T from the same unfolded chunk (a
- * transposed convolution's backward unfolds its output gradient once for both of its gradients) */
-static int CONV_FN(conv_run)(lt_ctx *c, const gconv_geom *g, conv_pass pass, const CONV_T *in, const CONV_T *other,
-                             CONV_T *out, const CONV_T *wg_gy, CONV_T *wg_out) {
-  const int64_t Kg = g_kg(g), P = g_p(g), Og = g_og(g), Cg = g_cg(g), HW = g->H * g->W;
-  /* small planes only: a plane of CONV_CHUNK_MAX_P columns or more makes a wide enough GEMM alone, and then the
-   * item's [Og, P] block of y (or gy) is the GEMM's operand itself, with no gather or scatter */
+/* items per chunk: small planes only; a plane of CONV_CHUNK_MAX_P columns or more makes a wide enough GEMM alone,
+ * and then the item's [Og, P] block of y (or gy) is the GEMM's operand itself, with no gather or scatter */
+static int64_t CONV_FN(chunk_items)(const gconv_geom *g) {
+  const int64_t Kg = g_kg(g), P = g_p(g);
   int64_t nb = P < CONV_CHUNK_MAX_P ? CONV_CHUNK_FLOATS / (Kg * P > 0 ? Kg * P : 1) : 1;
-  nb = nb < 1 ? 1 : nb > g->N ? g->N : nb;
-  const int64_t tsize = nb > 1 ? Og * nb * P : 0, csize = Kg * nb * P;
-  CONV_T *col = conv_scratch(c, sizeof(CONV_T), csize),
-         *tbuf = col && tsize ? conv_scratch(c, sizeof(CONV_T), tsize) : NULL;
-  if (!col || (tsize && !tbuf)) {
-    if (col) lt_free(col, sizeof(CONV_T) * (size_t)csize);
-    return LT_ERR;
-  }
+  return nb < 1 ? 1 : nb > g->N ? g->N : nb;
+}
+/* the scratch of conv_items: col [Kg, nb*P], then the gathered outputs [Og, nb*P] when a chunk has several items */
+static int64_t CONV_FN(scratch_elems)(const gconv_geom *g) {
+  const int64_t nb = CONV_FN(chunk_items)(g);
+  return (g_kg(g) + (nb > 1 ? g_og(g) : 0)) * nb * g_p(g);
+}
+
+/* The three passes (conv_pass) on the im2col + GEMM path over the g->N items given, per chunk of nb items and per
+ * group; scratch: scratch_elems. With wg_out, CONV_FORWARD also adds the weight gradient wg_out += wg_gy @
+ * im2col(in)^T from the same unfolded chunk (a transposed convolution's backward unfolds its output gradient once
+ * for both of its gradients) */
+static int CONV_FN(conv_items)(lt_ctx *c, const gconv_geom *g, conv_pass pass, const CONV_T *in, const CONV_T *other,
+                               CONV_T *out, const CONV_T *wg_gy, CONV_T *wg_out, CONV_T *scratch) {
+  const int64_t Kg = g_kg(g), P = g_p(g), Og = g_og(g), Cg = g_cg(g), HW = g->H * g->W;
+  const int64_t nb = CONV_FN(chunk_items)(g);
+  CONV_T *col = scratch, *tbuf = scratch + Kg * nb * P;
   int rc = LT_OK;
   for (int64_t n0 = 0; n0 < g->N && !rc; n0 += nb) {
     const int64_t m = n0 + nb <= g->N ? nb : g->N - n0, L = m * P; /* the chunk's items and columns */
@@ -171,9 +177,92 @@ static int CONV_FN(conv_run)(lt_ctx *c, const gconv_geom *g, conv_pass pass, con
       }
     }
   }
-  lt_free(col, sizeof(CONV_T) * (size_t)csize);
-  if (tbuf) lt_free(tbuf, sizeof(CONV_T) * (size_t)tsize);
   return rc;
+}
+
+/* A pass over the batch split among the pool's threads (conv_split_parts): each part runs conv_items on its range
+ * of items with its own scratch, GEMMs on its own thread; a weight gradient is added per range, the first range's
+ * into the gradient itself and the others' into buffers of their own, added in range order afterwards. */
+typedef struct CONV_FN(split_job) {
+  lt_ctx *c;
+  const gconv_geom *g;
+  conv_pass pass;
+  int nparts, failed;
+  const CONV_T *in, *other, *wg_gy;
+  CONV_T *out, *wg_out, *wsum; /* wsum: the weight gradient summed in this pass (out or wg_out), NULL if none */
+  CONV_T *scratch;
+  int64_t each; /* scratch per part, then (wsum) the part's own weight gradient of wsize */
+  int64_t wsize;
+} CONV_FN(split_job);
+
+static void CONV_FN(split_part)(void *arg, int part, int nparts) {
+  CONV_FN(split_job) *j = arg;
+  const gconv_geom *g = j->g;
+  int64_t lo, hi;
+  lt_pool_range(g->N, part, nparts, 1, &lo, &hi);
+  if (lo >= hi) return;
+  gconv_geom gs = *g;
+  gs.N = hi - lo;
+  const int64_t x_item = g->C * g->H * g->W, y_item = g->O * g_p(g);
+  CONV_T *scratch = j->scratch + part * (j->each + (j->wsum ? j->wsize : 0));
+  CONV_T *wpart = j->wsum && part > 0 ? scratch + j->each : j->wsum;
+  if (wpart && part > 0) memset(wpart, 0, sizeof(CONV_T) * (size_t)j->wsize);
+  int rc;
+  switch (j->pass) {
+    case CONV_FORWARD:
+      rc = CONV_FN(conv_items)(j->c, &gs, j->pass, j->in + lo * x_item, j->other, j->out + lo * y_item,
+                               j->wg_gy ? j->wg_gy + lo * y_item : NULL, wpart, scratch);
+      break;
+    case CONV_INPUT_GRAD:
+      rc = CONV_FN(conv_items)(j->c, &gs, j->pass, j->in + lo * y_item, j->other, j->out + lo * x_item, NULL, NULL,
+                               scratch);
+      break;
+    default:
+      rc = CONV_FN(conv_items)(j->c, &gs, j->pass, j->in + lo * x_item, j->other + lo * y_item, wpart, NULL, NULL,
+                               scratch);
+      break;
+  }
+  if (rc) __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
+}
+
+/* The pass over the whole batch (see conv_items): on one thread's GEMMs per range of items when the batch is split
+ * among the pool's threads, else in chunks whose GEMMs and folds take the pool themselves. */
+static int CONV_FN(conv_run)(lt_ctx *c, const gconv_geom *g, conv_pass pass, const CONV_T *in, const CONV_T *other,
+                             CONV_T *out, const CONV_T *wg_gy, CONV_T *wg_out) {
+  const int parts = conv_split_parts(c, g);
+  if (parts <= 1) {
+    const int64_t n = CONV_FN(scratch_elems)(g);
+    CONV_T *scratch = conv_scratch(c, sizeof(CONV_T), n);
+    if (!scratch) return LT_ERR;
+    int rc = CONV_FN(conv_items)(c, g, pass, in, other, out, wg_gy, wg_out, scratch);
+    lt_free(scratch, sizeof(CONV_T) * (size_t)n);
+    return rc;
+  }
+  gconv_geom gs = *g;
+  gs.N = (g->N + parts - 1) / parts; /* the longest range */
+  CONV_FN(split_job)
+  j = { .c = c,
+        .g = g,
+        .pass = pass,
+        .nparts = parts,
+        .in = in,
+        .other = other,
+        .wg_gy = wg_gy,
+        .out = out,
+        .wg_out = wg_out };
+  j.wsum = pass == CONV_WEIGHT_GRAD ? out : pass == CONV_FORWARD ? wg_out : NULL;
+  j.wsize = g->O * g_kg(g);
+  j.each = (CONV_FN(scratch_elems)(&gs) + 15) / 16 * 16; /* whole cache lines per part */
+  const int64_t total = parts * (j.each + (j.wsum ? j.wsize : 0));
+  if (!(j.scratch = conv_scratch(c, sizeof(CONV_T), total))) return LT_ERR;
+  lt_pool_run(CONV_FN(split_part), &j, parts);
+  if (!j.failed && j.wsum)
+    for (int i = 1; i < parts && (int64_t)i * gs.N < g->N; i++) {
+      const CONV_T *w = j.scratch + i * (j.each + j.wsize) + j.each;
+      for (int64_t k = 0; k < j.wsize; k++) j.wsum[k] += w[k];
+    }
+  lt_free(j.scratch, sizeof(CONV_T) * (size_t)total);
+  return j.failed ? LT_ERR : LT_OK;
 }
 
 /* y [N, Ch, P] += b[ch] */
