@@ -19,6 +19,13 @@ int lt_conv_check_sizes(lt_ctx *c, const char *op, const int64_t *oshape, int64_
  * the dtypes ("conv2d: input is float32 and weight is float64: both must have the same float dtype") */
 int lt_conv_check_dtypes(lt_ctx *c, const char *op, const lt_tensor *x, const lt_tensor *w, const lt_tensor *b);
 
+/* Threads for a convolution's batch split (nn_conv.c, nn_conv_general.c): on more than one thread the batch of N
+ * items is cut into one range per thread, each running the one-thread kernel on its own scratch, when every range
+ * has at least 4M multiply-adds (O output channels x K unfolded rows x P positions per item). 1 (no split) under
+ * autocast (its bf16 GEMM threads itself), when a GEMM size of the split would pass an int (lt_gemm's bound, checked
+ * here so that a part cannot raise an error), or when the BLAS does not load (the one-part path then reports it). */
+int lt_conv_split_parts(lt_ctx *c, int64_t N, int64_t O, int64_t K, int64_t P);
+
 /* nn_conv.c's tuned float32 conv2d (no dilation, one group) with its fused activation. lt_nn_conv2d_act
  * (nn_conv_general.c) is the entry every caller uses: it sends float64 to the general im2col + dgemm path, so the
  * tuned file never calls the general one and the two do not call each other around a loop. */

@@ -732,19 +732,21 @@ static int backward_items(lt_ctx *c, const conv_geom *g, int sm, const float *x,
  * one-thread algorithm on it: its own scratch, GEMMs on its own thread (a GEMM inside a pool part runs on the
  * thread that calls it: lt_pool.h), the small-M GEMM where the shapes allow. The weight gradient is summed per
  * range, the first range into the gradient itself and the others into buffers of their own added in range order
- * afterwards. Taken above SPLIT_MIN_MACS multiply-adds a range, outside autocast (whose bf16 GEMM threads itself),
- * while every GEMM size fits an int (lt_gemm's bound, checked once here: a part cannot raise an error). */
+ * afterwards. When: lt_conv_split_parts. */
 #define SPLIT_MIN_MACS 4e6
 
-static int split_parts(lt_ctx *c, const conv_geom *g) {
+int lt_conv_split_parts(lt_ctx *c, int64_t N, int64_t O, int64_t K, int64_t P) {
   int nt = c->num_threads < lt_pool_threads() ? c->num_threads : lt_pool_threads();
-  if (nt > g->N) nt = (int)g->N;
+  if (nt > N) nt = (int)N;
   if (nt < 2 || c->autocast != LT_AUTOCAST_OFF) return 1;
-  const double K = (double)geom_k(g), P = (double)geom_p(g);
-  if ((double)g->N * g->O * K * P / nt < SPLIT_MIN_MACS) return 1;
-  if (K * P * (double)g->N >= INT32_MAX || (double)g->O * P * (double)g->N >= INT32_MAX || K * g->O >= INT32_MAX)
-    return 1;
-  return lt_blas_ready(c) ? 1 : nt; /* an error there: the whole-batch path reports it */
+  const double n = (double)N, o = (double)O, k = (double)K, p = (double)P;
+  if (n * o * k * p / nt < SPLIT_MIN_MACS) return 1;
+  if (k * p * n >= INT32_MAX || o * p * n >= INT32_MAX || k * o >= INT32_MAX) return 1;
+  return lt_blas_ready(c) ? 1 : nt;
+}
+
+static int split_parts(lt_ctx *c, const conv_geom *g) {
+  return lt_conv_split_parts(c, g->N, g->O, geom_k(g), geom_p(g));
 }
 
 typedef struct split_job {

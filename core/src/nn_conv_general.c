@@ -20,7 +20,6 @@
 #include "lt_conv_dw.h"
 #include "lt_ctx.h"
 #include "lt_errors.h"
-#include "lt_gemm_bf16.h"
 #include "lt_nn.h"
 #include "lt_pool.h"
 #include "lt_simd.h"
@@ -58,21 +57,11 @@ typedef enum conv_pass { CONV_FORWARD, CONV_INPUT_GRAD, CONV_WEIGHT_GRAD } conv_
 #define CONV_PAR_MIN (INT64_C(1) << 15)      /* floats unfolded or folded below which the pool does not pay */
 #define CONV_CHUNK_MAX_P 512                 /* output planes (HO*WO) from which items go one at a time */
 
-/* Threads for one pass: on more than one thread the batch is cut into one range of items per thread, each running
- * the one-thread pass on its own scratch (conv_unfold.h's conv_run), when every range has SPLIT_MIN_MACS
- * multiply-adds: chunks whose GEMMs alone were split kept the unfolds and gathers on the caller and had each
- * thread pack the shared operand (nn_conv.c does the same for its kernel). Not under autocast (its bf16 GEMM threads
- * itself), and only while every GEMM size fits an int (lt_gemm's bound, checked here: a part cannot raise an error)
- * and the BLAS is loaded. */
-#define SPLIT_MIN_MACS 4e6
+/* Threads for one pass: the batch cut into one range of items per thread (lt_conv_split_parts), each running the
+ * one-thread pass on its own scratch (conv_unfold.h's conv_run): chunks whose GEMMs alone were split kept the
+ * unfolds and gathers on the caller and had each thread pack the shared operand. */
 static int conv_split_parts(lt_ctx *c, const gconv_geom *g) {
-  int nt = c->num_threads < lt_pool_threads() ? c->num_threads : lt_pool_threads();
-  if (nt > g->N) nt = (int)g->N;
-  if (nt < 2 || c->autocast != LT_AUTOCAST_OFF) return 1;
-  const double Kg = (double)g_kg(g), P = (double)g_p(g), N = (double)g->N;
-  if (N * g->O * Kg * P / nt < SPLIT_MIN_MACS) return 1;
-  if (Kg * P * N >= INT32_MAX || (double)g->O * P * N >= INT32_MAX || Kg * g->O >= INT32_MAX) return 1;
-  return lt_blas_ready(c) ? 1 : nt; /* an error there: the one-part path reports it */
+  return lt_conv_split_parts(c, g->N, g->O, g_kg(g), g_p(g));
 }
 
 /* the kernels of both dtypes from one source (conv_unfold.h): *_f32 and *_f64 */
