@@ -7,11 +7,7 @@ local gradcheck = require "tests.helpers.gradcheck"
 
 -- largest difference relative to the reference's largest magnitude (sums of many products of either sign:
 -- an element near 0 carries the rounding of the whole sum)
-local function rel_diff(a, b)
-  assert.are.same(b:size(), a:size())
-  local scale = b:abs():max():item()
-  return (a - b):abs():max():item() / (scale > 0 and scale or 1)
-end
+local rel_diff = require "tests.helpers.rel_diff"
 
 -- forward and weight/bias gradients through the direct path and the im2col path
 local function both_paths(s)

@@ -9,11 +9,7 @@
 local lt = require "lutra"
 local F = lt.F
 
-local function rel_diff(a, b)
-  assert.are.same(b:size(), a:size())
-  local scale = b:abs():max():item()
-  return (a - b):abs():max():item() / (scale > 0 and scale or 1)
-end
+local rel_diff = require "tests.helpers.rel_diff"
 
 local shapes = {
   { n = 2, c = 128, h = 16, w = 16, o = 256, k = { 4, 4 }, s = { 2, 2 }, p = { 1, 1 }, bias = true }, -- DCGAN

@@ -11,11 +11,7 @@
 local lt = require "lutra"
 local F = lt.F
 
-local function rel_diff(a, b)
-  assert.are.same(b:size(), a:size())
-  local scale = b:abs():max():item()
-  return (a - b):abs():max():item() / (scale > 0 and scale or 1)
-end
+local rel_diff = require "tests.helpers.rel_diff"
 
 local shapes = {
   -- small-M GEMM per range: K = 576, O = 64, P = 256; 5 x 64 x 576 x 256 = 47M multiply-adds
