@@ -34,7 +34,7 @@ describe("index_select with rows fetched ahead", function()
   end)
 
   it("rows longer than the bytes fetched ahead, repeated and reversed indices, float64", function()
-    local x = source(100, 3000, "float32") -- 12000-byte rows: only the first 4096 are asked for ahead
+    local x = source(100, 3000, "float32") -- 12000-byte rows: only the first 256 are asked for ahead
     check_rows(x, { 100, 99, 1, 1, 1, 2, 100, 20, 20, 33, 5, 5 })
     local d = source(2000, 80, "float64") -- 640-byte rows, 1.3 MB
     check_rows(d, { 2000, 1999, 1998, 1997, 1996, 1995, 1994, 1993, 1992, 1991, 3, 3, 1 })

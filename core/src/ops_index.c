@@ -4,6 +4,7 @@
 
 #include "lt_errors.h"
 #include "lt_ops.h"
+#include "lt_simd.h"
 
 static int check_index_tensor(lt_ctx *c, const char *op, const lt_tensor *idx) {
   return lt_check_dtype(c, op, "index", idx, LT_I64);
@@ -135,11 +136,19 @@ static int index_select_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor 
  * larger than the caches waits on the memory's latency for each row; with the next rows' loads under way the
  * copy runs nearer the memory's bandwidth (a 64-row batch of 784 floats from 60000 rows: ~30% less CPU time).
  * Of a long row only the first GATHER_AHEAD_BYTES: the hardware prefetcher follows a row once it is read. */
-#define GATHER_AHEAD 8
-#define GATHER_AHEAD_BYTES 4096
+#define GATHER_AHEAD 16
+#define GATHER_AHEAD_BYTES 256
 /* Only rows of a cache line or more from a source larger than a core's L2: below that a row is as near as the
  * prefetch would bring it, and the look-ahead's index read would be the row's cost doubled. */
 #define GATHER_AHEAD_MIN_SOURCE ((uint64_t)1 << 20)
+
+/* n bytes from src to dst in 64-byte vector moves: glibc's memmove takes `rep movsb` from 2 KB up, which ran
+ * the copies of a gathered batch (64 rows of 3136 bytes) ~15% slower on an AMD EPYC Zen 4 */
+LT_VECTOR_FN static void copy_row(char *restrict dst, const char *restrict src, size_t n) {
+  size_t i = 0;
+  for (; i + 64 <= n; i += 64) memcpy(dst + i, src + i, 64);
+  if (i < n) memcpy(dst + i, src + i, n - i);
+}
 
 /* Asks for row j of the index's rows (when in range; a bad index is reported when its row is copied). */
 static void prefetch_row(const lt_tensor *idx, int64_t j, const char *src, int64_t len, size_t row) {
@@ -191,8 +200,8 @@ lt_tensor *lt_op_index_select(lt_ctx *c, lt_tensor *a, int dim, lt_tensor *idx) 
       return NULL;
     }
     for (int64_t o = 0; o < outer; o++)
-      memcpy(dst + ((o * k + j) * inner) * (int64_t)es, src + ((o * len + ix) * inner) * (int64_t)es,
-             (size_t)inner * es);
+      copy_row(dst + ((o * k + j) * inner) * (int64_t)es, src + ((o * len + ix) * inner) * (int64_t)es,
+               (size_t)inner * es);
   }
   lt_tensor_release(ac);
   if (lt_is_float(a->dtype)) {
