@@ -12,6 +12,7 @@
 
 #include <stdint.h>
 
+#include "lt_alloc.h"
 #include "lt_errors.h"
 #include "lt_nn.h"
 
@@ -27,40 +28,34 @@ static inline lt_tensor *lt_nn_pool_grad_buffers(lt_ctx *c, lt_tensor *gout, con
 typedef double (*lt_nn_avg_window_fn)(const void *geom, int64_t oh, int64_t ow, int64_t *h0, int64_t *h1, int64_t *w0,
                                       int64_t *w1);
 
-/* the spreading loop of lt_nn_avg_pool_backward over element type T */
-#define LT_NN_AVG_POOL_SPREAD(T, pg, px, planes, H, W, HO, WO, geom, window) \
-  const T *src = (pg);                                                       \
-  T *dst = (px);                                                             \
-  for (int64_t pl = 0; pl < (planes); pl++) {                                \
-    T *plane = dst + pl * (H) * (W);                                         \
-    for (int64_t oh = 0; oh < (HO); oh++)                                    \
-      for (int64_t ow = 0; ow < (WO); ow++) {                                \
-        int64_t h0, h1, w0, w1;                                              \
-        const double div = window(geom, oh, ow, &h0, &h1, &w0, &w1);         \
-        const T v = (T)(src[(pl * (HO) + oh) * (WO) + ow] / div);            \
-        for (int64_t ih = h0; ih < h1; ih++)                                 \
-          for (int64_t iw = w0; iw < w1; iw++) plane[ih * (W) + iw] += v;    \
-      }                                                                      \
-  }
+/* One output cell's window: rows [h0, h1) x columns [w0, w1) of the plane, and the divisor of its sum */
+typedef struct lt_nn_avg_win {
+  int64_t h0, h1, w0, w1;
+  double div;
+} lt_nn_avg_win;
+
+/* The backward of an average pool from its windows' table (HO*WO entries, row-major; the same for every plane): gin[0]
+ * = each output's gradient / its divisor, added over its window. The planes are split over the pool when the work
+ * pays. In nn_pool.c. */
+int lt_nn_avg_pool_backward_table(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin, const lt_nn_avg_win *win);
 
 /* The average pools' backward, float32 or float64 (the input's dtype). n: the pool's node (inputs[0]: the
- * input); gout: [N x C x HO x WO]. Static inline so that the pool's window function inlines into the loop. */
+ * input); gout: [N x C x HO x WO]. The windows are the same in every plane, so they are asked of `window` once per
+ * output cell into a table (not once per cell of every plane, as the spreading loop did before the pool split it). */
 static inline int lt_nn_avg_pool_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin, const void *geom,
                                           lt_nn_avg_window_fn window) {
-  const lt_tensor *x = n->inputs[0];
-  lt_tensor *gc;
-  lt_tensor *gx = lt_nn_pool_grad_buffers(c, gout, x, &gc);
-  if (!gx) return LT_ERR;
-  const int64_t planes = x->shape[0] * x->shape[1], H = x->shape[2], W = x->shape[3];
-  const int64_t HO = gc->shape[2], WO = gc->shape[3];
-  if (x->dtype == LT_F64) {
-    LT_NN_AVG_POOL_SPREAD(double, lt_f64(gc), lt_f64(gx), planes, H, W, HO, WO, geom, window)
-  } else {
-    LT_NN_AVG_POOL_SPREAD(float, lt_f32(gc), lt_f32(gx), planes, H, W, HO, WO, geom, window)
-  }
-  lt_tensor_release(gc);
-  gin[0] = gx;
-  return LT_OK;
+  const int64_t HO = gout->shape[2], WO = gout->shape[3];
+  const size_t bytes = sizeof(lt_nn_avg_win) * (size_t)(HO * WO);
+  lt_nn_avg_win *win = lt_alloc(bytes);
+  if (!win) return lt_fail(c, LT_E_OOM, bytes);
+  for (int64_t oh = 0; oh < HO; oh++)
+    for (int64_t ow = 0; ow < WO; ow++) {
+      lt_nn_avg_win *e = win + oh * WO + ow;
+      e->div = window(geom, oh, ow, &e->h0, &e->h1, &e->w0, &e->w1);
+    }
+  int rc = lt_nn_avg_pool_backward_table(c, n, gout, gin, win);
+  lt_free(win, bytes);
+  return rc;
 }
 
 #endif

@@ -13,6 +13,7 @@
 #include "lt_errors.h"
 #include "lt_nn.h"
 #include "lt_nn_pool.h"
+#include "lt_pool.h"
 #include "lt_simd.h"
 
 typedef struct pool_geom {
@@ -247,6 +248,62 @@ fail:
 }
 
 /* ---- average ------------------------------------------------------------------------------------ */
+
+/* ---- the average pools' backward over a windows' table (lt_nn_pool.h), planes split over the pool ---------- */
+typedef struct avg_spread_job {
+  const lt_nn_avg_win *win;
+  const void *src; /* the output gradient [planes x HO x WO] */
+  void *dst;       /* the input gradient [planes x H x W], zeroed */
+  int64_t planes, H, W, HO, WO;
+  int f64;
+} avg_spread_job;
+
+#define AVG_SPREAD(T)                                                          \
+  for (int64_t pl = lo; pl < hi; pl++) {                                       \
+    const T *g = (const T *)j->src + pl * j->HO * j->WO;                       \
+    T *plane = (T *)j->dst + pl * j->H * j->W;                                 \
+    for (int64_t k = 0; k < j->HO * j->WO; k++) {                              \
+      const lt_nn_avg_win *e = j->win + k;                                     \
+      const T v = (T)(g[k] / e->div);                                          \
+      for (int64_t ih = e->h0; ih < e->h1; ih++)                               \
+        for (int64_t iw = e->w0; iw < e->w1; iw++) plane[ih * j->W + iw] += v; \
+    }                                                                          \
+  }
+
+static void avg_spread_part(void *arg, int part, int nparts) {
+  const avg_spread_job *j = arg;
+  int64_t lo, hi;
+  lt_pool_range(j->planes, part, nparts, 1, &lo, &hi);
+  if (j->f64) AVG_SPREAD(double)
+  else AVG_SPREAD(float)
+}
+#undef AVG_SPREAD
+
+#define AVG_SPREAD_PAR_MIN (INT64_C(1) << 16) /* input cells below which a pool hand-off does not pay */
+
+int lt_nn_avg_pool_backward_table(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin, const lt_nn_avg_win *win) {
+  const lt_tensor *x = n->inputs[0];
+  lt_tensor *gc;
+  lt_tensor *gx = lt_nn_pool_grad_buffers(c, gout, x, &gc);
+  if (!gx) return LT_ERR;
+  const int f64 = x->dtype == LT_F64;
+  avg_spread_job j = { win,
+                       f64 ? (const void *)lt_f64(gc) : (const void *)lt_f32(gc),
+                       f64 ? (void *)lt_f64(gx) : (void *)lt_f32(gx),
+                       x->shape[0] * x->shape[1],
+                       x->shape[2],
+                       x->shape[3],
+                       gc->shape[2],
+                       gc->shape[3],
+                       f64 };
+  int parts = lt_pool_parts(c->num_threads, j.planes * j.H * j.W, AVG_SPREAD_PAR_MIN);
+  if (parts > j.planes) parts = (int)j.planes;
+  if (parts > 1) lt_pool_run(avg_spread_part, &j, parts);
+  else avg_spread_part(&j, 0, 1);
+  lt_tensor_release(gc);
+  gin[0] = gx;
+  return LT_OK;
+}
 
 /* window of output (oh, ow): clipped bounds and the divisor (an lt_nn_avg_window_fn) */
 static double avg_window(const void *geom, int64_t oh, int64_t ow, int64_t *h0, int64_t *h1, int64_t *w0, int64_t *w1) {

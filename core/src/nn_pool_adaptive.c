@@ -15,6 +15,7 @@
 #include "lt_errors.h"
 #include "lt_nn.h"
 #include "lt_nn_pool.h"
+#include "lt_pool.h"
 #include "lt_simd.h"
 
 typedef struct apool_geom {
@@ -93,7 +94,7 @@ static inline double run_sum_d(const double *x, int64_t n) {
 }
 
 /* The kernels over element type T (suffix S: f or d), each over planes [0, planes):
- * - avg_planes_S: the window means; a window of whole rows is one contiguous run.
+ * - avg_planes_S: the window means of planes [p0, p1); a window of whole rows is one contiguous run.
  * - max_planes_S: each window's first maximum in row-major order (a NaN wins) and its flat position. Separable
  *   and branch-free: each cell gets an integer key (cell_key_S: the value's order, then its row reversed, in CK,
  *   twice T's width), so the winner is the largest key: the maxima down each output row's window rows in every
@@ -105,8 +106,9 @@ static inline double run_sum_d(const double *x, int64_t n) {
  *   into (the same values as the general backward's 0 + g / cells); a window of whole rows is one fill. */
 // clang-format off
 #define APOOL_KERNELS(S, T, K, UK, KMAX, CK)                                                                         \
-  LT_VECTOR_FN static void avg_planes_##S(const apool_geom *g, const apool_win *w, const T *x, T *out) {          \
-    for (int64_t pl = 0; pl < g->N * g->C; pl++) {                                                                \
+  LT_VECTOR_FN static void avg_planes_##S(const apool_geom *g, const apool_win *w, const T *x, T *out, int64_t p0, \
+                                          int64_t p1) {                                                           \
+    for (int64_t pl = p0; pl < p1; pl++) {                                                                        \
       const T *plane = x + pl * g->H * g->W;                                                                      \
       T *o = out + pl * g->OH * g->OW;                                                                            \
       for (int64_t i = 0; i < g->OH; i++)                                                                         \
@@ -180,6 +182,34 @@ static inline double run_sum_d(const double *x, int64_t n) {
 APOOL_KERNELS(f, float, int32_t, uint32_t, INT32_MAX, int64_t)
 APOOL_KERNELS(d, double, int64_t, uint64_t, INT64_MAX, __int128)
 
+/* The window means over the pool's threads, a range of planes each, when the work pays */
+typedef struct avg_job {
+  const apool_geom *g;
+  const apool_win *w;
+  const void *x;
+  void *out;
+  int f64;
+} avg_job;
+
+static void avg_part(void *arg, int part, int nparts) {
+  const avg_job *j = arg;
+  int64_t lo, hi;
+  lt_pool_range(j->g->N * j->g->C, part, nparts, 1, &lo, &hi);
+  if (j->f64) avg_planes_d(j->g, j->w, j->x, j->out, lo, hi);
+  else avg_planes_f(j->g, j->w, j->x, j->out, lo, hi);
+}
+
+#define AVG_PAR_MIN (INT64_C(1) << 16) /* input cells below which a pool hand-off does not pay */
+
+static void avg_run(lt_ctx *c, const apool_geom *g, const apool_win *w, const void *x, void *out, int f64) {
+  avg_job j = { g, w, x, out, f64 };
+  const int64_t planes = g->N * g->C;
+  int parts = lt_pool_parts(c->num_threads, planes * g->H * g->W, AVG_PAR_MIN);
+  if (parts > planes) parts = (int)planes;
+  if (parts > 1) lt_pool_run(avg_part, &j, parts);
+  else avg_part(&j, 0, 1);
+}
+
 /* ---- backward (the max pools' is lt_nn_max_pool_backward, nn_pool.c) -------------------------------------- */
 
 static int aavg_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin) {
@@ -222,8 +252,8 @@ static lt_tensor *adaptive_pool(lt_ctx *c, const char *op, lt_tensor *x, int64_t
   const int f64 = x->dtype == LT_F64;
   if (is_max && f64) max_planes_d(&g, &w, lt_f64(xc), lt_f64(out), lt_i64(ind), w.keys);
   else if (is_max) max_planes_f(&g, &w, lt_f32(xc), lt_f32(out), lt_i64(ind), w.keys);
-  else if (f64) avg_planes_d(&g, &w, lt_f64(xc), lt_f64(out));
-  else avg_planes_f(&g, &w, lt_f32(xc), lt_f32(out));
+  else if (f64) avg_run(c, &g, &w, lt_f64(xc), lt_f64(out), 1);
+  else avg_run(c, &g, &w, lt_f32(xc), lt_f32(out), 0);
   win_free(&g, &w);
   lt_tensor_release(xc);
   lt_node *nd;
