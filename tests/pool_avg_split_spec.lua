@@ -1,21 +1,26 @@
--- tests/pool_avg_split_spec.lua — the average pools over the pool's threads: adaptive_avg_pool2d's forward (a range
--- of planes per thread, core/src/nn_pool_adaptive.c) and the average pools' backward (a windows' table shared by
--- every plane, then a range of planes per thread: lt_nn_avg_pool_backward_table in core/src/nn_pool.c). Each
--- plane is computed as on one thread, so two threads give the same bits, in float32 and float64; the inputs have
--- more than 64K cells (the split's threshold) and a plane count the two threads cut unevenly. And the tables'
--- windows against sums written out here: adaptive windows that overlap (13 -> 7) and avg_pool2d with padding,
--- ceil_mode and count_include_pad off.
+-- tests/pool_avg_split_spec.lua — the average pools and group_norm over the pool's threads: adaptive_avg_pool2d's
+-- forward (a range of planes per thread, core/src/nn_pool_adaptive.c), the average pools' backward (a windows'
+-- table shared by every plane, then a range of planes per thread: lt_nn_avg_pool_backward_table in
+-- core/src/nn_pool.c), group_norm's forward (a range of rows) and backward (a range of groups, whose channels own
+-- their weight and bias gradients: core/src/nn_group_norm.c). Each plane, row or group is computed as on one
+-- thread, so two threads give the same bits, in float32 and float64; the inputs have more than 64K cells (the
+-- split's threshold) and counts the two threads cut unevenly. And the tables' windows against sums written out
+-- here: adaptive windows that overlap (13 -> 7) and avg_pool2d with padding, ceil_mode and count_include_pad off.
 local lt = require "lutra"
 local F = lt.F
 
-local function run(threads, f, x, g)
+local function run(threads, f, x, g, params)
   local was = lt.get_num_threads()
   lt.set_num_threads(threads)
   local ok, res = pcall(function()
     local xl = x:clone():requires_grad(true)
-    local y = f(xl)
+    local ps = {}
+    for i, p in ipairs(params or {}) do ps[i] = p:clone():requires_grad(true) end
+    local y = f(xl, unpack(ps))
     y:backward(g)
-    return { y = y, gx = xl.grad }
+    local r = { y = y, gx = xl.grad }
+    for i, p in ipairs(ps) do r[i] = p.grad end
+    return r
   end)
   lt.set_num_threads(was)
   assert(ok, res)
@@ -41,6 +46,18 @@ describe("the average pools over two threads", function()
         assert.is_true(lt.equal(one.gx, two.gx), "input gradient")
       end)
     end
+  end
+
+  for _, dt in ipairs { "float32", "float64" } do
+    it("group_norm, 12 groups of 8 channels, " .. dt .. ": the same bits as one thread", function()
+      lt.manual_seed(4)
+      local x, w, b = lt.randn(5, 96, 15, 11):to(dt), lt.randn(96):to(dt), lt.randn(96):to(dt) -- 79K cells
+      local f = function(t, ww, bb) return F.group_norm(t, 12, ww, bb) end
+      local g = lt.randn(x:shape()):to(dt)
+      local one, two = run(1, f, x, g, { w, b }), run(2, f, x, g, { w, b })
+      for _, k in ipairs { "y", "gx", 1, 2 } do assert.is_true(lt.equal(one[k], two[k]), tostring(k)) end
+      assert.is_true(one.y:allclose(F.group_norm(x, 12, w, b), 0, 0)) -- the grad-free forward: the same rows
+    end)
   end
 
   it("spreads each output's gradient over its window, divided by the window's count", function()

@@ -19,6 +19,7 @@
 #include "lt_ctx.h"
 #include "lt_errors.h"
 #include "lt_nn.h"
+#include "lt_pool.h"
 #include "lt_simd.h"
 
 typedef struct gn_geom {
@@ -30,8 +31,10 @@ typedef struct gn_geom {
  *   sq_dev_sum_D: sum of (x - m)^2 over a row, the second pass of a two-pass variance (no cancellation when
  *                 |mean| >> std);  affine_row_D: y = x * scale + shift;
  *   input_grad_row_D: gx = rstd * (g * w - md - (x - mean) * rstd * mdx);
- *   gn_forward_D: normalises every row, saves (mean, rstd) per row in st, updates the running statistics;
- *   gn_backward_D: the gradients of x, weight and bias (each NULL when not wanted). */
+ *   gn_forward_D: normalises rows [r0, r1), saves (mean, rstd) per row in st; gn_running_D: updates the running
+ *                 statistics from the saved ones;
+ *   gn_backward_D: the gradients of x, weight and bias (each NULL when not wanted) of groups [g0, g1), items in
+ *                 order: a channel's weight and bias gradients add the items in the same order whatever the range. */
 // clang-format off
 #define GN_KERNELS(D, T, SUM, DOT)                                                                                 \
 LT_VECTOR_FN static double sq_dev_sum_##D(const T *x, int64_t n, T m) {                                            \
@@ -55,13 +58,12 @@ LT_VECTOR_FN static void input_grad_row_##D(T *restrict gx, const T *restrict g,
   for (int64_t i = 0; i < n; i++) gx[i] = rstd * (g[i] * w - md - (x[i] - mean) * rstd * mdx);                     \
 }                                                                                                                  \
 __attribute__((noinline)) static void gn_forward_##D(const gn_geom *gp, const lt_tensor *xc, const lt_tensor *wc, const lt_tensor *bc,       \
-                           lt_tensor *out, lt_tensor *stats, lt_tensor *running_mean, lt_tensor *running_var,       \
-                           double eps, double momentum) {                                                          \
+                           lt_tensor *out, lt_tensor *stats, double eps, int64_t r0, int64_t r1) {                  \
   const gn_geom g = *gp;                                                                                           \
-  const int64_t groups = g.G, M = (g.C / groups) * g.S, rows = g.N * groups;                                       \
+  const int64_t groups = g.G, M = (g.C / groups) * g.S;                                                            \
   const T *px = lt_##D(xc), *pw = wc ? lt_##D(wc) : NULL, *pb = bc ? lt_##D(bc) : NULL;                            \
   T *po = lt_##D(out), *st = lt_##D(stats);                                                                        \
-  for (int64_t row = 0; row < rows; row++) {                                                                       \
+  for (int64_t row = r0; row < r1; row++) {                                                                        \
     const T *xr = px + row * M;                                                                                    \
     const T fm = (T)(SUM(xr, M) / (double)M);                                                                      \
     const double var = sq_dev_sum_##D(xr, M, fm) / (double)M;                                                      \
@@ -74,7 +76,13 @@ __attribute__((noinline)) static void gn_forward_##D(const gn_geom *gp, const lt
       affine_row_##D(po + row * M + k * g.S, xr + k * g.S, g.S, scale, bk - fm * scale);                           \
     }                                                                                                              \
   }                                                                                                                \
-  for (int64_t gr = 0; running_mean && gr < groups; gr++) { /* batch averages of the row statistics */             \
+}                                                                                                                  \
+static void gn_running_##D(const gn_geom *gp, const lt_tensor *xc, const lt_tensor *stats, lt_tensor *running_mean, \
+                           lt_tensor *running_var, double momentum) {                                              \
+  const gn_geom g = *gp;                                                                                           \
+  const int64_t groups = g.G, M = (g.C / groups) * g.S;                                                            \
+  const T *px = lt_##D(xc), *st = lt_##D(stats);                                                                   \
+  for (int64_t gr = 0; gr < groups; gr++) { /* batch averages of the row statistics */                             \
     double sm = 0, sv = 0;                                                                                         \
     for (int64_t i = 0; i < g.N; i++) {                                                                            \
       const int64_t row = i * groups + gr;                                                                         \
@@ -87,11 +95,12 @@ __attribute__((noinline)) static void gn_forward_##D(const gn_geom *gp, const lt
   }                                                                                                                \
 }                                                                                                                  \
 __attribute__((noinline)) static void gn_backward_##D(const gn_geom *gp, const lt_tensor *xc, const lt_tensor *gc, const lt_tensor *wc,      \
-                            const lt_tensor *stats, lt_tensor *gx, lt_tensor *gw, lt_tensor *gb) {                 \
+                            const lt_tensor *stats, lt_tensor *gx, lt_tensor *gw, lt_tensor *gb, int64_t g0, int64_t g1) { \
   const gn_geom g = *gp;                                                                                           \
   const int64_t Cg = g.C / g.G, M = Cg * g.S;                                                                      \
   const T *px = lt_##D(xc), *py = lt_##D(gc), *pw = wc ? lt_##D(wc) : NULL, *st = lt_##D(stats);                   \
-  for (int64_t row = 0; row < g.N * g.G; row++) {                                                                  \
+  for (int64_t it = 0; it < g.N * (g1 - g0); it++) { /* items in order, groups [g0, g1) of each */                \
+    const int64_t row = (it / (g1 - g0)) * g.G + g0 + it % (g1 - g0);                                             \
     const T mean = st[2 * row], rstd = st[2 * row + 1];                                                            \
     const int64_t c0 = (row % g.G) * Cg;                                                                           \
     const T *xr = px + row * M, *gr = py + row * M;                                                                \
@@ -118,6 +127,39 @@ __attribute__((noinline)) static void gn_backward_##D(const gn_geom *gp, const l
 GN_KERNELS(f32, float, lt_sum_f32, lt_dot_f32)
 GN_KERNELS(f64, double, lt_sum_f64, lt_dot_f64)
 
+/* The rows (forward) or the groups (backward: each group's channels own their weight and bias gradients) over the
+ * pool's threads, a range each, when the work pays; every row is computed as on one thread, so the bits do not
+ * depend on the thread count. */
+typedef struct gn_job {
+  const gn_geom *g;
+  const lt_tensor *x, *w, *b, *gy, *stats;
+  lt_tensor *out, *gx, *gw, *gb, *st; /* st: the forward's stats */
+  double eps;
+  int backward;
+} gn_job;
+
+static void gn_part(void *arg, int part, int nparts) {
+  const gn_job *j = arg;
+  int64_t lo, hi;
+  lt_pool_range(j->backward ? j->g->G : j->g->N * j->g->G, part, nparts, 1, &lo, &hi);
+  if (lo >= hi) return;
+  const int f64 = j->x->dtype == LT_F64;
+  if (j->backward && f64) gn_backward_f64(j->g, j->x, j->gy, j->w, j->stats, j->gx, j->gw, j->gb, lo, hi);
+  else if (j->backward) gn_backward_f32(j->g, j->x, j->gy, j->w, j->stats, j->gx, j->gw, j->gb, lo, hi);
+  else if (f64) gn_forward_f64(j->g, j->x, j->w, j->b, j->out, j->st, j->eps, lo, hi);
+  else gn_forward_f32(j->g, j->x, j->w, j->b, j->out, j->st, j->eps, lo, hi);
+}
+
+#define GN_PAR_MIN (INT64_C(1) << 16) /* elements below which a pool hand-off does not pay */
+
+static void gn_run(lt_ctx *c, gn_job *j) {
+  const int64_t units = j->backward ? j->g->G : j->g->N * j->g->G;
+  int parts = lt_pool_parts(c->num_threads, j->g->N * j->g->C * j->g->S, GN_PAR_MIN);
+  if (parts > units) parts = (int)units;
+  if (parts > 1) lt_pool_run(gn_part, j, parts);
+  else gn_part(j, 0, 1);
+}
+
 static int gn_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin) {
   lt_tensor *x = n->inputs[0], *w = n->inputs[1], *b = n->inputs[2];
   gn_geom g;
@@ -129,8 +171,8 @@ static int gn_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin) 
   if (x->requires_grad && !(gx = lt_tensor_new(c, x->dtype, x->ndim, x->shape))) goto fail;
   if (w && w->requires_grad && !(gw = lt_tensor_zeros(c, x->dtype, 1, &g.C))) goto fail;
   if (b && b->requires_grad && !(gb = lt_tensor_zeros(c, x->dtype, 1, &g.C))) goto fail;
-  if (x->dtype == LT_F64) gn_backward_f64(&g, xc, gc, wc, n->saved[0], gx, gw, gb);
-  else gn_backward_f32(&g, xc, gc, wc, n->saved[0], gx, gw, gb);
+  gn_job j = { .g = &g, .x = xc, .w = wc, .gy = gc, .stats = n->saved[0], .gx = gx, .gw = gw, .gb = gb, .backward = 1 };
+  gn_run(c, &j);
   gin[0] = gx;
   gin[1] = gw;
   gin[2] = gb;
@@ -184,8 +226,10 @@ lt_tensor *lt_nn_group_norm(lt_ctx *c, lt_tensor *x, int64_t groups, lt_tensor *
   if (stats && weight) wc = lt_op_contiguous(c, weight);
   if (stats && bias) bc = lt_op_contiguous(c, bias);
   if (!stats || (weight && !wc) || (bias && !bc)) goto fail;
-  if (x->dtype == LT_F64) gn_forward_f64(&g, xc, wc, bc, out, stats, running_mean, running_var, eps, momentum);
-  else gn_forward_f32(&g, xc, wc, bc, out, stats, running_mean, running_var, eps, momentum);
+  gn_job j = { .g = &g, .x = xc, .w = wc, .b = bc, .out = out, .st = stats, .eps = eps };
+  gn_run(c, &j);
+  if (running_mean && x->dtype == LT_F64) gn_running_f64(&g, xc, stats, running_mean, running_var, momentum);
+  else if (running_mean) gn_running_f32(&g, xc, stats, running_mean, running_var, momentum);
   lt_tensor_release(xc);
   lt_tensor_release(wc);
   lt_tensor_release(bc);
