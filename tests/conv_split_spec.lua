@@ -35,9 +35,9 @@ local function data(s)
   return lt.randn(s.n, s.c, s.h, s.w), lt.randn(s.o, s.c, s.k, s.k) * 0.05, lt.randn(s.o), lt.randn(s.n, s.o, ho, ho)
 end
 
--- on `threads` threads: y and the gradients asked for (want: "x", "w" or "both"); `twice` runs the backward twice
--- (the second one accumulating into the gradients of the first)
-local function run(threads, s, x, w, b, g, want, twice)
+-- f(x, w, b) on `threads` threads: y and the gradients asked for (want: "x", "w" or "both"); `twice` runs the
+-- backward twice (the second one accumulating into the gradients of the first)
+local function run_f(threads, f, x, w, b, g, want, twice)
   local was = lt.get_num_threads()
   lt.set_num_threads(threads)
   local ok, res = pcall(function()
@@ -46,7 +46,7 @@ local function run(threads, s, x, w, b, g, want, twice)
     local bl = b:clone():requires_grad(true)
     local y
     for _ = 1, twice and 2 or 1 do
-      y = F.conv2d(xl, wl, bl, { stride = s.s, padding = s.p })
+      y = f(xl, wl, bl)
       y:backward(g)
     end
     return { y = y, gx = xl.grad, gw = wl.grad, gb = bl.grad }
@@ -54,6 +54,12 @@ local function run(threads, s, x, w, b, g, want, twice)
   lt.set_num_threads(was)
   assert(ok, res)
   return res
+end
+
+-- conv2d at shape s's stride and padding
+local function run(threads, s, x, w, b, g, want, twice)
+  return run_f(threads, function(xx, ww, bb) return F.conv2d(xx, ww, bb, { stride = s.s, padding = s.p }) end, x, w,
+    b, g, want, twice)
 end
 
 local function check(s, want, twice)
@@ -97,21 +103,6 @@ describe("conv2d's batch split over two threads", function()
   end)
 end)
 
--- the general path: f(x, w, b) on `threads` threads, y and the three gradients
-local function run_general(threads, f, x, w, b, g)
-  local was = lt.get_num_threads()
-  lt.set_num_threads(threads)
-  local ok, res = pcall(function()
-    local xl, wl, bl = x:clone():requires_grad(true), w:clone():requires_grad(true), b:clone():requires_grad(true)
-    local y = f(xl, wl, bl)
-    y:backward(g)
-    return { y = y, gx = xl.grad, gw = wl.grad, gb = bl.grad }
-  end)
-  lt.set_num_threads(was)
-  assert(ok, res)
-  return res
-end
-
 -- x, weight, out channels of the output gradient, and the layer; every one above 4M multiply-adds per range
 local general = {
   { what = "dilated 3x3, dilation 2, 5 items", x = { 5, 64, 20, 20 }, w = { 64, 64, 3, 3 },
@@ -135,14 +126,14 @@ describe("the general convolutions' batch split over two threads", function()
         local b = lt.randn(probe:size(2))
         local g = lt.randn(probe:shape())
         if f64 then x, w, b, g = x:double(), w:double(), b:double(), g:double() end
-        local one, two = run_general(1, c.f, x, w, b, g), run_general(2, c.f, x, w, b, g)
+        local one, two = run_f(1, c.f, x, w, b, g), run_f(2, c.f, x, w, b, g)
         local tol = f64 and 1e-12 or 1e-5
         for _, k in ipairs { "y", "gx", "gw", "gb" } do
           assert.are.equal(dt, two[k]:dtype(), k)
           assert.is_true(rel_diff(two[k], one[k]) <= tol, k .. " on two threads against one: " .. rel_diff(two[k], one[k]))
         end
         if not f64 then -- and against float64 on one thread
-          local d = run_general(1, c.f, x:double(), w:double(), b:double(), g:double())
+          local d = run_f(1, c.f, x:double(), w:double(), b:double(), g:double())
           for _, k in ipairs { "y", "gx", "gw", "gb" } do
             assert.is_true(rel_diff(two[k], d[k]:float()) <= 1e-5, k .. " against float64")
           end
