@@ -21,23 +21,32 @@ static inline __mmask16 first_n(int64_t n) {
   return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? 0 : (__mmask16)((1u << n) - 1);
 }
 
-/* C[mr x nc] (+)= A[mr x k] B[k x nc], nc <= NR (the lanes past nc are neither read from C nor written) */
-SM_TARGET __attribute__((always_inline)) static inline void tile(int mr, int64_t k, const float *a, int64_t lda,
-                                                                 const float *b, int64_t ldb, float *c, int64_t ldc,
-                                                                 int64_t nc, int accumulate) {
+/* C[mr x nc] (+)= A[mr x k] B[k x nc], nc <= NR (the lanes past nc are neither read from C nor written). A's element
+ * (i, p) is at ar[i] + p, or + acol[p] when ACOL (a constant after inlining); B's row p at b + p * ldb; C's row i at
+ * cr[i]. */
+SM_TARGET __attribute__((always_inline)) static inline void tile(int mr, int64_t k, const float *const *ar,
+                                                                 const int64_t *acol, const float *b, int64_t ldb,
+                                                                 float *const *cr, int64_t nc, int accumulate,
+                                                                 const int ACOL) {
   __m512 acc0[MR], acc1[MR];
-  for (int i = 0; i < mr; i++) acc0[i] = acc1[i] = _mm512_setzero_ps();
+  const float *a[MR];
+  for (int i = 0; i < mr; i++) acc0[i] = acc1[i] = _mm512_setzero_ps(), a[i] = ar[i];
   __mmask16 m0 = first_n(nc), m1 = first_n(nc - 16);
+  const int full = nc == NR; /* whole panels load without masks (the masks spilled: 96 against 114 GFLOP/s) */
   for (int64_t p = 0; p < k; p++) {
-    __m512 b0 = _mm512_maskz_loadu_ps(m0, b + p * ldb), b1 = _mm512_maskz_loadu_ps(m1, b + p * ldb + 16);
+    const float *bp = b + p * ldb;
+    const int64_t col = ACOL ? acol[p] : p;
+    __m512 b0, b1;
+    if (full) b0 = _mm512_loadu_ps(bp), b1 = _mm512_loadu_ps(bp + 16);
+    else b0 = _mm512_maskz_loadu_ps(m0, bp), b1 = _mm512_maskz_loadu_ps(m1, bp + 16);
     for (int i = 0; i < mr; i++) {
-      __m512 ai = _mm512_set1_ps(a[i * lda + p]);
+      __m512 ai = _mm512_set1_ps(a[i][col]);
       acc0[i] = _mm512_fmadd_ps(ai, b0, acc0[i]);
       acc1[i] = _mm512_fmadd_ps(ai, b1, acc1[i]);
     }
   }
   for (int i = 0; i < mr; i++) {
-    float *ci = c + i * ldc;
+    float *ci = cr[i];
     if (accumulate) {
       acc0[i] = _mm512_add_ps(acc0[i], _mm512_maskz_loadu_ps(m0, ci));
       acc1[i] = _mm512_add_ps(acc1[i], _mm512_maskz_loadu_ps(m1, ci + 16));
@@ -47,21 +56,39 @@ SM_TARGET __attribute__((always_inline)) static inline void tile(int mr, int64_t
   }
 }
 
-/* every row block of one column panel: the panel stays in L1 across them */
-SM_TARGET static void panel(int64_t m, int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
-                            int64_t ldc, int64_t nc, int accumulate) {
-  int64_t i = 0;
-  for (; i + MR <= m; i += MR) tile(MR, k, a + i * lda, lda, b, ldb, c + i * ldc, ldc, nc, accumulate);
-  switch (m - i) { /* the rest of the rows: constant row counts, so the sums stay in registers */
-    case 7: tile(7, k, a + i * lda, lda, b, ldb, c + i * ldc, ldc, nc, accumulate); break;
-    case 6: tile(6, k, a + i * lda, lda, b, ldb, c + i * ldc, ldc, nc, accumulate); break;
-    case 5: tile(5, k, a + i * lda, lda, b, ldb, c + i * ldc, ldc, nc, accumulate); break;
-    case 4: tile(4, k, a + i * lda, lda, b, ldb, c + i * ldc, ldc, nc, accumulate); break;
-    case 3: tile(3, k, a + i * lda, lda, b, ldb, c + i * ldc, ldc, nc, accumulate); break;
-    case 2: tile(2, k, a + i * lda, lda, b, ldb, c + i * ldc, ldc, nc, accumulate); break;
-    case 1: tile(1, k, a + i * lda, lda, b, ldb, c + i * ldc, ldc, nc, accumulate); break;
-    default: break;
+/* every row block of one column panel: the panel stays in L1 across them. A's row i at a + aoff[i] (aoff NULL:
+ * a + i * lda), C's at c + coff[i] (coff NULL: c + i * ldc); A's columns and B as in tile. */
+SM_TARGET __attribute__((always_inline)) static inline void panel_g(const lt_gemm_rows *g, const float *b, float *c,
+                                                                    int64_t nc, const int ACOL) {
+  const int64_t m = g->m, k = g->k, lda = g->lda, ldb = g->ldb, ldc = g->ldc, *aoff = g->aoff, *acol = g->acol;
+  const int64_t *coff = g->coff;
+  const float *a = g->a;
+  const int accumulate = g->accumulate;
+  for (int64_t i = 0; i < m; i += MR) {
+    const float *ar[MR];
+    float *cr[MR];
+    const int mr = m - i < MR ? (int)(m - i) : MR;
+    for (int r = 0; r < mr; r++) {
+      ar[r] = aoff ? a + aoff[i + r] : a + (i + r) * lda;
+      cr[r] = coff ? c + coff[i + r] : c + (i + r) * ldc;
+    }
+    switch (mr) { /* constant row counts, so the sums stay in registers */
+      case 8: tile(8, k, ar, acol, b, ldb, cr, nc, accumulate, ACOL); break;
+      case 7: tile(7, k, ar, acol, b, ldb, cr, nc, accumulate, ACOL); break;
+      case 6: tile(6, k, ar, acol, b, ldb, cr, nc, accumulate, ACOL); break;
+      case 5: tile(5, k, ar, acol, b, ldb, cr, nc, accumulate, ACOL); break;
+      case 4: tile(4, k, ar, acol, b, ldb, cr, nc, accumulate, ACOL); break;
+      case 3: tile(3, k, ar, acol, b, ldb, cr, nc, accumulate, ACOL); break;
+      case 2: tile(2, k, ar, acol, b, ldb, cr, nc, accumulate, ACOL); break;
+      default: tile(1, k, ar, acol, b, ldb, cr, nc, accumulate, ACOL); break;
+    }
   }
+}
+
+SM_TARGET static void panel(const lt_gemm_rows *g, const float *b, float *c, int64_t nc) { panel_g(g, b, c, nc, 0); }
+
+SM_TARGET static void panel_acol(const lt_gemm_rows *g, const float *b, float *c, int64_t nc) {
+  panel_g(g, b, c, nc, 1);
 }
 
 int lt_gemm_small_m_ok(void) {
@@ -76,9 +103,9 @@ int lt_gemm_small_m_ok(void) {
 }
 #else
 int lt_gemm_small_m_ok(void) { return 0; }
-static void panel(int64_t m, int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb, float *c, int64_t ldc,
-                  int64_t nc, int accumulate) {
-  (void)m, (void)k, (void)a, (void)lda, (void)b, (void)ldb, (void)c, (void)ldc, (void)nc, (void)accumulate;
+static void panel(const lt_gemm_rows *g, const float *b, float *c, int64_t nc) { (void)g, (void)b, (void)c, (void)nc; }
+static void panel_acol(const lt_gemm_rows *g, const float *b, float *c, int64_t nc) {
+  (void)g, (void)b, (void)c, (void)nc;
 }
 #endif
 
@@ -120,7 +147,10 @@ static void sm_part(void *arg, int i, int nparts) {
   lt_pool_range(panels, i, nparts, 1, &lo, &hi);
   for (int64_t q = lo; q < hi; q++) {
     int64_t nc = j->n - q * NR < NR ? j->n - q * NR : NR;
-    panel(j->m, j->k, j->a, j->lda, j->b + q * j->panel_stride, j->ldb, j->c + q * NR, j->ldc, nc, j->accumulate);
+    const lt_gemm_rows g = {
+      .m = j->m, .k = j->k, .a = j->a, .lda = j->lda, .ldb = j->ldb, .ldc = j->ldc, .accumulate = j->accumulate
+    };
+    panel(&g, j->b + q * j->panel_stride, j->c + q * NR, nc);
   }
 }
 
@@ -132,4 +162,35 @@ void lt_gemm_small_m(int64_t m, int64_t n, int64_t k, const float *a, int64_t ld
   int parts = threads < panels ? threads : (int)panels;
   if (parts > 1) lt_pool_run(sm_part, &j, parts);
   else sm_part(&j, 0, 1);
+}
+
+/* Blocks of rows and of k: a panel's block of B (KB rows of 32 floats: 32 KB) stays in L1 while the tiles of a
+ * block of rows run over it, the sums of C carried from one block of k to the next through C (L1/L2). Without
+ * them a convolution's k of 1024-4096 taps streamed B from L2 for every tile. A packed B (bpanel, ldb = 32) keeps
+ * the block in consecutive lines: rows 1 KB apart (O = 256 in place) fell into 8 of L1's 64 sets. */
+#define RB 128
+#define KB 256
+
+void lt_gemm_small_m_rows(const lt_gemm_rows *g) {
+  for (int64_t r0 = 0; r0 < g->m; r0 += RB)
+    for (int64_t q = 0; q < g->n; q += NR) {
+      const int64_t nc = g->n - q < NR ? g->n - q : NR;
+      int64_t k0 = 0;
+      do { /* at least once: with k = 0 the rows of C are zeros (or kept, when accumulating) */
+        lt_gemm_rows s = *g;
+        s.m = g->m - r0 < RB ? g->m - r0 : RB;
+        s.k = g->k - k0 < KB ? g->k - k0 : KB;
+        if (s.k < 0) s.k = 0;
+        if (g->aoff) s.aoff = g->aoff + r0;
+        else s.a = g->a + r0 * g->lda;
+        if (g->acol) s.acol = g->acol + k0;
+        else s.a += k0;
+        if (g->coff) s.coff = g->coff + r0;
+        else s.c = g->c + r0 * g->ldc;
+        s.accumulate = g->accumulate || k0 > 0;
+        const float *bq = g->b + k0 * g->ldb + q / NR * (g->bpanel ? g->bpanel : NR);
+        if (s.acol) panel_acol(&s, bq, s.c + q, nc);
+        else panel(&s, bq, s.c + q, nc);
+      } while ((k0 += KB) < g->k);
+    }
 }

@@ -33,5 +33,24 @@ void lt_gemm_small_m_pack_n(const float *b, int64_t k, int64_t n, float *packed)
  * ldb = NR; a row-major [k x n] B read in place has panel_stride = NR and ldb = n. threads: parts on the pool. */
 void lt_gemm_small_m(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
                      int64_t panel_stride, float *c, int64_t ldc, int accumulate, int threads);
+/* The same on one thread with A gathered: C [m x n] (+ C when accumulate) = A B, where A's element (i, p) is at
+ * a + aoff[i] + acol[p] (aoff NULL: + i * lda; acol NULL: + p), B's column panel q (columns q*NR ..) at
+ * b + q * bpanel (bpanel 0: + q * NR, B's columns in place) and its row p at + p * ldb, and C's row i at c + coff[i]
+ * (coff NULL: + i * ldc). A convolution reads its input this way without unfolding it: a row of A is an output
+ * position (or a kernel tap), a column a kernel tap (or a position), each an offset into the zero-padded input
+ * (nn_conv.c, "the input read in place"). */
+typedef struct lt_gemm_rows {
+  int64_t m, n, k;
+  const float *a;
+  int64_t lda;
+  const int64_t *aoff, *acol;
+  const float *b;
+  int64_t ldb, bpanel;
+  float *c;
+  int64_t ldc;
+  const int64_t *coff;
+  int accumulate;
+} lt_gemm_rows;
+void lt_gemm_small_m_rows(const lt_gemm_rows *g);
 
 #endif

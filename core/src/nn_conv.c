@@ -8,7 +8,9 @@
  * gcol = W^T @ g folded back (col2im) into gx; gb = sums of g. Scratch buffers come from lt_alloc's
  * size-class cache, so a steady training step makes no malloc.
  * One input channel at stride 1 (the first layer of an image net) takes a direct convolution instead when the
- * input does not require grad (see "direct convolution" below).
+ * input does not require grad (see "direct convolution" below). Wide layers (K >= 512, O >= 64, P >= 64) run on
+ * lutra's small-M GEMM with AVX-512: their forward and weight gradient read the zero-padded input in place, without
+ * im2col, and skip the kernel rows that meet only padding ("the input read in place" below).
  */
 #include <stdio.h>
 #include <string.h>
@@ -598,20 +600,18 @@ static int dc_weight_grad(lt_ctx *c, const conv_geom *g, const float *x, const f
   return LT_OK;
 }
 
-/* --- the weight read in place: lutra's small-M GEMM ------------------------------------------------------
+/* --- lutra's small-M GEMM for the wide layers -------------------------------------------------------------
  * DCGAN's Conv2d 128->256 k4 s2 16x16 (K = 2048, P = 64) spent 16% of fwd+bwd in OpenBLAS packing the 2 MB
  * weight again for every item (forward, and transposed for the input gradient), and batching items into one GEMM
- * only moved that cost into im2col/col2im on a col past L2. Here each item runs lutra's 8 x 32 register tile
- * (gemm_small_m.c), which reads A's rows in place: the forward takes W as it is, with im2col done KC rows at a
- * time into an L1/L2-sized block and the result written straight into the output (no [O, P] copy and bias pass);
- * the input gradient takes W^T, transposed once per call, in blocks of KC rows against the item's gradient read in
- * place. The weight gradient stays on OpenBLAS (its k is the item's P, and the weight is C there, not packed).
- * One thread only (the pool's split of OpenBLAS's GEMMs keeps the 2-thread case), outside autocast (whose products
- * are lt_gemm's bf16 GEMM), AVX-512, and only for wide GEMMs (K >= 512, O >= 64): LeNet's and the first layers'
- * small K gain nothing from it. And over at least 64 output positions: reading the weight once per item costs its
- * whole size for each P columns, and for 256->512 k4 s2 on 8x8 (P = 16) this path took 72 ms against 41 for
- * OpenBLAS's on chunks of 256 columns (one thread, Zen 4). */
-#define SM_KC 256 /* rows of the col block (forward) and of the W^T block (input gradient) */
+ * only moved that cost into im2col/col2im on a col past L2. Here the products run lutra's 8 x 32 register tile
+ * (gemm_small_m.c), which reads A in place: the forward and the weight gradient read the zero-padded input itself
+ * (no im2col; "the input read in place" below), the input gradient takes W^T, transposed once per call, in blocks
+ * of KC rows against each item's gradient read in place, then col2im. One thread, or one range of a batch split
+ * over the pool (below); outside autocast (whose products are lt_gemm's bf16 GEMM), AVX-512, and only for wide
+ * GEMMs (K >= 512, O >= 64): LeNet's and the first layers' small K gain nothing from it. And over at least 64 output
+ * positions: the input gradient reads W^T once per item, its whole size for each P columns (for 256->512 k4 s2 on
+ * 8x8, P = 16, that took 72 ms against 41 for OpenBLAS's on chunks of 256 columns, one thread, Zen 4). */
+#define SM_KC 256 /* rows of the W^T block (input gradient) */
 
 /* the shapes the small-M GEMM pays for (below), on a thread of its own */
 static int sm_fits(const conv_geom *g) {
@@ -621,39 +621,62 @@ static int sm_ok(lt_ctx *c, const conv_geom *g) {
   return c->num_threads == 1 && c->autocast == LT_AUTOCAST_OFF && sm_fits(g);
 }
 
-/* channels per col block: KC rows, whole channels */
-static int64_t sm_cb(const conv_geom *g) {
-  int64_t cb = SM_KC / (g->KH * g->KW);
-  return cb < 1 ? 1 : cb > g->C ? g->C : cb;
-}
-static int64_t sm_col_floats(const conv_geom *g) { return sm_cb(g) * g->KH * g->KW * geom_p(g); }
-
-/* y [N, O, P] = W @ im2col(x) + b, per item in blocks of channels; col: sm_col_floats */
-static void sm_forward(const conv_geom *g, const float *x, const float *w, const float *b, float *y, float *col) {
-  const int64_t K = geom_k(g), P = geom_p(g), CHW = g->C * g->H * g->W, cb = sm_cb(g), KK = g->KH * g->KW;
-  for (int64_t i = 0; i < g->N; i++) {
-    float *yi = y + i * g->O * P;
-    for (int64_t c0 = 0; c0 < g->C; c0 += cb) {
-      conv_geom gs = *g; /* the channels c0 .. c0 + gs.C of the item */
-      gs.C = g->C - c0 < cb ? g->C - c0 : cb;
-      unfold(&gs, x + i * CHW + c0 * g->H * g->W, col, P);
-      lt_gemm_small_m(g->O, P, gs.C * KK, w + c0 * KK, K, col, P, LT_GEMM_SM_NR, yi, P, c0 > 0, 1);
+/* dst[c * ldd + r] = src[r * lds + c] (add: +=) for rows r0 .. r1 and columns c0 .. cols, element by element */
+static void transpose_rest(const float *src, int64_t lds, int64_t cols, float *dst, int64_t ldd, int add, int64_t r0,
+                           int64_t r1, int64_t c0) {
+  for (int64_t r = r0; r < r1; r++)
+    for (int64_t c = c0; c < cols; c++) {
+      if (add) dst[c * ldd + r] += src[r * lds + c];
+      else dst[c * ldd + r] = src[r * lds + c];
     }
-    if (b)
-      for (int64_t o = 0; o < g->O; o++) add_bias_inplace(yi + o * P, b[o], P);
+}
+
+#ifdef CONV_AVX512
+/* in 8 x 8 blocks of eight 8-float rows: two rounds of unpacks and shuffles and one of 128-bit lane swaps (element
+ * by element, the transposes around the direct convolution's GEMMs took 8% of the weight gradient's time) */
+__attribute__((target("avx512f"))) static void transpose_avx(const float *src, int64_t lds, int64_t rows, int64_t cols,
+                                                             float *dst, int64_t ldd, int add) {
+  int64_t r0 = 0;
+  for (; r0 + 8 <= rows; r0 += 8) {
+    int64_t c0 = 0;
+    for (; c0 + 8 <= cols; c0 += 8) {
+      __m256 r[8], t[8], u[8];
+      for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(src + (r0 + i) * lds + c0);
+      for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+      }
+      for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+      }
+      for (int j = 0; j < 8; j++) { /* column c0 + j: rows 0-3 from u[j % 4], rows 4-7 from u[4 + j % 4] */
+        __m256 v = _mm256_permute2f128_ps(u[j & 3], u[4 + (j & 3)], j < 4 ? 0x20 : 0x31);
+        float *d = dst + (c0 + j) * ldd + r0;
+        if (add) v = _mm256_add_ps(v, _mm256_loadu_ps(d));
+        _mm256_storeu_ps(d, v);
+      }
+    }
+    transpose_rest(src, lds, cols, dst, ldd, add, r0, r0 + 8, c0);
   }
+  transpose_rest(src, lds, cols, dst, ldd, add, r0, rows, 0);
+}
+#endif
+
+/* dst [cols x rows] (row stride ldd) = src [rows x cols] (row stride lds) transposed (add: dst += it) */
+static void transpose_f32(const float *src, int64_t lds, int64_t rows, int64_t cols, float *dst, int64_t ldd, int add) {
+#ifdef CONV_AVX512
+  if (__builtin_cpu_supports("avx512f")) {
+    transpose_avx(src, lds, rows, cols, dst, ldd, add);
+    return;
+  }
+#endif
+  transpose_rest(src, lds, cols, dst, ldd, add, 0, rows, 0);
 }
 
-/* wt [K, O] = W^T, in 16 x 16 blocks: the strided side stays in cache */
-static void sm_transpose(const conv_geom *g, const float *w, float *wt) {
-  const int64_t K = geom_k(g);
-  for (int64_t o0 = 0; o0 < g->O; o0 += 16)
-    for (int64_t k0 = 0; k0 < K; k0 += 16)
-      for (int64_t o = o0; o < o0 + 16 && o < g->O; o++)
-        for (int64_t k = k0; k < k0 + 16 && k < K; k++) wt[k * g->O + o] = w[o * K + k];
-}
-
-/* gx [N, C, H, W] += col2im(W^T @ gy) per item; wt: W^T [K, O] (sm_transpose), gcol [K, P] */
+/* gx [N, C, H, W] += col2im(W^T @ gy) per item; wt: W^T [K, O] (transpose_f32), gcol [K, P] */
 static void sm_input_grad(const conv_geom *g, const float *wt, const float *gy, float *gx, float *gcol) {
   const int64_t K = geom_k(g), P = geom_p(g), CHW = g->C * g->H * g->W;
   for (int64_t i = 0; i < g->N; i++) {
@@ -666,14 +689,167 @@ static void sm_input_grad(const conv_geom *g, const float *wt, const float *gy, 
   }
 }
 
+/* --- the input read in place: forward and weight gradient without im2col ------------------------------------
+ * im2col copies each input value about KH*KW / (SH*SW) times (4 for k4 s2) before a GEMM reads it. Here the GEMM
+ * reads the zero-padded input xp itself (lt_gemm_small_m_rows): a product's element (output position, kernel tap)
+ * is xp[pos_off[position] + tap_off[tap]]. The taps go in (ki, c, kj) order, so the taps of one kernel row are one
+ * contiguous range and an output row whose windows reach into the top or bottom padding runs only the kernel rows
+ * that meet the input: the padding's multiply-adds are skipped (oneDNN skips them too: PyTorch's k4 s2 p1 layers
+ * on 16x16 and 8x8 inputs ran 12-16% faster than the same layers on inputs with the padding made explicit).
+ * Positions go in (oh, item, ow) order: one GEMM covers the same output rows of every item of the range, and the
+ * weight gradient, whose k runs over positions, finds each kernel row's output rows as one contiguous range.
+ * - forward: y^T [positions, O] = A [positions, taps] @ wr [taps, O] (wr: W transposed, taps in (ki, c, kj) order),
+ *   rows written item by item ((item, oh, ow) order), each item's [P, O] then transposed into y with the bias;
+ * - weight gradient: gw^T [taps, O] = A^T [taps, positions] @ gy^T [positions, O] per kernel row, the taps' rows of
+ *   gw^T in gw's own (c, ki, kj) order, then added into gw transposed.
+ * Scratch: the padded items (their size and a tenth), the result or gy^T (the output's size), the offsets. */
+
+/* xp [C, HP, WP] of one item: x with its padding made zeros */
+static int64_t xp_floats(const conv_geom *g) { return g->C * (g->H + 2 * g->PH) * (g->W + 2 * g->PW); }
+static void pad_item(const conv_geom *g, const float *x, float *xp) {
+  const int64_t WP = g->W + 2 * g->PW, HP = g->H + 2 * g->PH;
+  memset(xp, 0, sizeof(float) * (size_t)xp_floats(g));
+  for (int64_t ch = 0; ch < g->C; ch++)
+    for (int64_t ih = 0; ih < g->H; ih++)
+      memcpy(xp + (ch * HP + ih + g->PH) * WP + g->PW, x + (ch * g->H + ih) * g->W, sizeof(float) * (size_t)g->W);
+}
+
+/* the offset tables at the front of the scratch, in floats (whole cache lines): per position (oh, item, ow) its
+ * window's corner in xp (pos) and its row of the forward's result (row, items in order); per tap (ki, c, kj) its
+ * place in a window (tap) and its row of gw^T (trow) */
+typedef struct dir_tables {
+  int64_t *pos, *row, *tap, *trow;
+} dir_tables;
+static int64_t tables_floats(const conv_geom *g) { return (2 * (2 * g->N * geom_p(g) + 2 * geom_k(g)) + 15) / 16 * 16; }
+static dir_tables make_tables(const conv_geom *g, float *scratch) {
+  const int64_t N = g->N, P = geom_p(g), K = geom_k(g), WP = g->W + 2 * g->PW, HPWP = (g->H + 2 * g->PH) * WP;
+  dir_tables t = { (int64_t *)scratch, (int64_t *)scratch + N * P, (int64_t *)scratch + 2 * N * P,
+                   (int64_t *)scratch + 2 * N * P + K };
+  for (int64_t oh = 0, q = 0; oh < g->HO; oh++)
+    for (int64_t i = 0; i < N; i++)
+      for (int64_t ow = 0; ow < g->WO; ow++, q++) {
+        t.pos[q] = i * xp_floats(g) + g->SH * oh * WP + g->SW * ow;
+        t.row[q] = (i * P + oh * g->WO + ow) * g->O;
+      }
+  for (int64_t ki = 0, q = 0; ki < g->KH; ki++)
+    for (int64_t ch = 0; ch < g->C; ch++)
+      for (int64_t kj = 0; kj < g->KW; kj++, q++) {
+        t.tap[q] = ch * HPWP + ki * WP + kj;
+        t.trow[q] = ((ch * g->KH + ki) * g->KW + kj) * g->O;
+      }
+  return t;
+}
+
+/* the kernel rows [*lo, *hi) whose taps meet the input (not the padding) at output row oh */
+static void rows_meeting(const conv_geom *g, int64_t oh, int64_t *lo, int64_t *hi) {
+  const int64_t top = g->SH * oh - g->PH; /* the input row of kernel row 0 */
+  *lo = top < 0 ? -top : 0;
+  *hi = g->H - top < g->KH ? g->H - top : g->KH;
+  if (*lo > g->KH) *lo = g->KH;
+  if (*hi < *lo) *hi = *lo;
+}
+
+/* the output channels rounded up to whole panels of the small-M GEMM's 32 columns */
+static int64_t o_panels(const conv_geom *g) { return (g->O + LT_GEMM_SM_NR - 1) / LT_GEMM_SM_NR * LT_GEMM_SM_NR; }
+
+/* wr = W transposed and packed for the forward's B: panel q (output channels 32q ..) holds [K, 32], its taps in
+ * (ki, c, kj) order; K * o_panels floats. wt [K, O]: room for W^T on the way */
+static void reorder_weight(const conv_geom *g, const float *w, float *wt, float *wr) {
+  const int64_t K = geom_k(g), O = g->O, NR = LT_GEMM_SM_NR;
+  transpose_f32(w, K, O, K, wt, O, 0);
+  for (int64_t q = 0; q < O; q += NR) {
+    const int64_t nc = O - q < NR ? O - q : NR;
+    float *dst = wr + q * K;
+    for (int64_t ki = 0; ki < g->KH; ki++)
+      for (int64_t ch = 0; ch < g->C; ch++)
+        for (int64_t kj = 0; kj < g->KW; kj++, dst += NR)
+          memcpy(dst, wt + ((ch * g->KH + ki) * g->KW + kj) * O + q, sizeof(float) * (size_t)nc);
+  }
+}
+
+/* y [N, O, P] = conv(x) + b for the items of g; wr: reorder_weight; scratch: sm_fwd_floats */
+static int64_t sm_fwd_floats(const conv_geom *g) {
+  return tables_floats(g) + g->N * xp_floats(g) + g->N * geom_p(g) * g->O;
+}
+static void sm_forward(const conv_geom *g, const float *x, const float *wr, const float *b, float *y, float *scratch) {
+  const int64_t N = g->N, P = geom_p(g), O = g->O, CKW = g->C * g->KW, CHW = g->C * g->H * g->W;
+  const dir_tables t = make_tables(g, scratch);
+  float *xp = scratch + tables_floats(g), *yt = xp + N * xp_floats(g);
+  for (int64_t i = 0; i < N; i++) pad_item(g, x + i * CHW, xp + i * xp_floats(g));
+  for (int64_t oh0 = 0, oh1; oh0 < g->HO; oh0 = oh1) { /* output rows with the same kernel rows, every item */
+    int64_t lo, hi, lo1, hi1;
+    rows_meeting(g, oh0, &lo, &hi);
+    for (oh1 = oh0 + 1; oh1 < g->HO; oh1++) {
+      rows_meeting(g, oh1, &lo1, &hi1);
+      if (lo1 != lo || hi1 != hi) break;
+    }
+    const int64_t q0 = oh0 * N * g->WO;
+    const lt_gemm_rows gr = { .m = (oh1 - oh0) * N * g->WO,
+                              .n = O,
+                              .k = (hi - lo) * CKW,
+                              .a = xp,
+                              .aoff = t.pos + q0,
+                              .acol = t.tap + lo * CKW,
+                              .b = wr + lo * CKW * LT_GEMM_SM_NR,
+                              .ldb = LT_GEMM_SM_NR,
+                              .bpanel = geom_k(g) * LT_GEMM_SM_NR,
+                              .c = yt,
+                              .coff = t.row + q0 };
+    lt_gemm_small_m_rows(&gr);
+  }
+  for (int64_t i = 0; i < N; i++) {
+    float *yi = y + i * O * P;
+    transpose_f32(yt + i * P * O, O, P, O, yi, P, 0);
+    if (b)
+      for (int64_t o = 0; o < O; o++) add_bias_inplace(yi + o * P, b[o], P);
+  }
+}
+
+/* gw [O, K] += the weight gradient over the items of g; scratch: sm_gw_floats */
+static int64_t sm_gw_floats(const conv_geom *g) {
+  return tables_floats(g) + g->N * xp_floats(g) + g->N * geom_p(g) * o_panels(g) + geom_k(g) * g->O;
+}
+static void sm_weight_grad(const conv_geom *g, const float *x, const float *gy, float *gw, float *scratch) {
+  const int64_t N = g->N, P = geom_p(g), O = g->O, K = geom_k(g), CKW = g->C * g->KW, CHW = g->C * g->H * g->W;
+  const dir_tables t = make_tables(g, scratch);
+  const int64_t NR = LT_GEMM_SM_NR, NP = N * P;
+  float *xp = scratch + tables_floats(g), *gyt = xp + N * xp_floats(g), *gwt = gyt + NP * o_panels(g);
+  for (int64_t i = 0; i < N; i++) pad_item(g, x + i * CHW, xp + i * xp_floats(g));
+  for (int64_t q = 0; q < O; q += NR) /* gy^T in (oh, item, ow) order, packed in panels of 32 channels */
+    for (int64_t oh = 0; oh < g->HO; oh++)
+      for (int64_t i = 0; i < N; i++)
+        transpose_f32(gy + (i * O + q) * P + oh * g->WO, P, O - q < NR ? O - q : NR, g->WO,
+                      gyt + q * NP + (oh * N + i) * g->WO * NR, NR, 0);
+  for (int64_t ki = 0; ki < g->KH; ki++) {
+    int64_t lo, hi; /* the output rows at which kernel row ki meets the input */
+    lt_conv_valid_range(ki, g->SH, g->PH, g->H, g->HO, &lo, &hi);
+    if (hi < lo) hi = lo;
+    const int64_t q0 = lo * N * g->WO;
+    const lt_gemm_rows gr = { .m = CKW,
+                              .n = O,
+                              .k = (hi - lo) * N * g->WO,
+                              .a = xp,
+                              .aoff = t.tap + ki * CKW,
+                              .acol = t.pos + q0,
+                              .b = gyt + q0 * NR,
+                              .ldb = NR,
+                              .bpanel = NP * NR,
+                              .c = gwt,
+                              .coff = t.trow + ki * CKW };
+    lt_gemm_small_m_rows(&gr);
+  }
+  transpose_f32(gwt, O, K, O, gw, K, 1);
+}
+
 /* --- the items of a batch: forward and backward on the im2col + GEMM path or the small-M GEMM -------------
  * g->N items from x (or gy) on: the whole batch (GEMMs on the pool's threads when they pay), or one thread's range
  * of it (below). Scratch sizes: fwd_floats and bwd_floats. */
 static int64_t fwd_floats(const conv_geom *g, int sm) {
-  return sm ? sm_col_floats(g) : (geom_k(g) + g->O) * chunk_items(g) * geom_p(g);
+  return sm ? sm_fwd_floats(g) : (geom_k(g) + g->O) * chunk_items(g) * geom_p(g);
 }
 
-/* y = conv(x) + b; scratch: fwd_floats */
+/* y = conv(x) + b; scratch: fwd_floats; w: the weight as it is, or as reorder_weight made it (sm)
+ * made it */
 static int forward_items(lt_ctx *c, const conv_geom *g, int sm, const float *x, const float *w, const float *b,
                          float *y, float *scratch) {
   if (sm) {
@@ -693,22 +869,25 @@ static int forward_items(lt_ctx *c, const conv_geom *g, int sm, const float *x, 
   return LT_OK;
 }
 
-/* the backward's scratch: col [K, nb*P] and the gathered gradient [O, nb*P] (when the chunk loop runs), then the
- * small-M path's gcol [K, P] (sm: the input gradient there) */
+/* the backward's scratch: on the small-M path the input gradient's gcol [K, P] and the weight gradient's
+ * sm_gw_floats one after the other; else col [K, nb*P] and the gathered gradient [O, nb*P] */
 static int64_t bwd_floats(const conv_geom *g, int sm, int need_x, int need_w) {
-  const int64_t chunks = need_w || (need_x && !sm) ? (geom_k(g) + g->O) * chunk_items(g) * geom_p(g) : 0;
-  return chunks + (sm ? geom_k(g) * geom_p(g) : 0);
+  if (sm) return (need_x ? geom_k(g) * geom_p(g) : 0) + (need_w ? sm_gw_floats(g) : 0);
+  return (geom_k(g) + g->O) * chunk_items(g) * geom_p(g);
 }
 
-/* gx = conv's input gradient (gx zeroed, NULL: not wanted), gw += its weight gradient (NULL: not wanted); sm: the
- * input gradient on the small-M GEMM with wt = W^T; scratch: bwd_floats */
+/* gx = conv's input gradient (gx zeroed, NULL: not wanted), gw += its weight gradient (NULL: not wanted); sm: both
+ * on the small-M GEMM, with wt = W^T for the input gradient; scratch: bwd_floats */
 static int backward_items(lt_ctx *c, const conv_geom *g, int sm, const float *x, const float *w, const float *wt,
                           const float *gy, float *gx, float *gw, float *scratch) {
   const int64_t K = geom_k(g), P = geom_p(g), CHW = g->C * g->H * g->W, nb = chunk_items(g);
-  const int chunks = gw || (gx && !sm);
-  float *col = scratch, *gperm = col + K * nb * P, *gcol = chunks ? gperm + g->O * nb * P : scratch;
-  if (gx && sm) sm_input_grad(g, wt, gy, gx, gcol);
-  for (int64_t i0 = 0; i0 < g->N && chunks; i0 += nb) {
+  if (sm) {
+    if (gx) sm_input_grad(g, wt, gy, gx, scratch);
+    if (gw) sm_weight_grad(g, x, gy, gw, scratch + (gx ? K * P : 0));
+    return LT_OK;
+  }
+  float *col = scratch, *gperm = col + K * nb * P;
+  for (int64_t i0 = 0; i0 < g->N; i0 += nb) {
     const int64_t m = g->N - i0 < nb ? g->N - i0 : nb, ld = m * P;
     for (int64_t j = 0; j < m; j++)
       for (int64_t o = 0; o < g->O; o++)
@@ -717,7 +896,7 @@ static int backward_items(lt_ctx *c, const conv_geom *g, int sm, const float *x,
       for (int64_t j = 0; j < m; j++) unfold(g, x + (i0 + j) * CHW, col + j * P, ld);
       if (lt_gemm(c, 0, 1, g->O, K, ld, 1.0f, gperm, ld, col, ld, 1.0f, gw, K)) return LT_ERR;
     }
-    if (gx && !sm) {
+    if (gx) {
       if (lt_gemm(c, 1, 0, K, ld, g->O, 1.0f, w, K, gperm, ld, 0.0f, col, ld)) return LT_ERR;
       for (int64_t j = 0; j < m; j++) fold(g, col + j * P, ld, gx + (i0 + j) * CHW);
     }
@@ -814,8 +993,8 @@ static int conv2d_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **g
   int need_x = x->requires_grad, need_w = w->requires_grad, need_b = b && b->requires_grad;
   const int direct = direct_ok(&g, x); /* the forward took the direct path: no input gradient */
   const int parts = direct ? 1 : split_parts(c, &g);
-  /* the input gradient on the small-M GEMM: on one thread, or per range of a split batch */
-  const int sm = !direct && need_x && (parts > 1 ? sm_fits(&g) : sm_ok(c, &g));
+  /* the gradients on the small-M GEMM: on one thread, or per range of a split batch */
+  const int sm = !direct && (need_x || need_w) && (parts > 1 ? sm_fits(&g) : sm_ok(c, &g));
   lt_tensor *gc = lt_op_contiguous(c, gout), *xc = NULL, *wc = NULL, *gx = NULL, *gw = NULL, *gb = NULL;
   float *work = NULL, *wt = NULL;
   const int64_t nwork = parts == 1 && !direct ? bwd_floats(&g, sm, need_x, need_w) : 0;
@@ -823,8 +1002,8 @@ static int conv2d_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **g
   if (need_w && !(xc = lt_op_contiguous(c, x))) goto fail;
   if (need_x && !(wc = lt_op_contiguous(c, w))) goto fail;
   if (nwork && !(work = scratch(c, nwork))) goto fail;
-  if (sm && !(wt = scratch(c, K * g.O))) goto fail;
-  if (sm) sm_transpose(&g, lt_f32(wc), wt);
+  if (sm && need_x && !(wt = scratch(c, K * g.O))) goto fail;
+  if (sm && need_x) transpose_f32(lt_f32(wc), K, g.O, K, wt, g.O, 0);
   if (need_x && !(gx = lt_tensor_zeros(c, LT_F32, 4, x->shape))) goto fail;
   /* the im2col path accumulates its chunks with beta = 1: into w's existing gradient directly when it has one
    * (lt_grad_inplace_target), else into zeros */
@@ -933,8 +1112,9 @@ lt_tensor *lt_nn_conv2d_f32_act(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor
   g.WO = (g.W + 2 * g.PW - g.KW) / g.SW + 1;
   int64_t oshape[4] = { g.N, g.O, g.HO, g.WO };
   if (lt_conv_check_sizes(c, "conv2d", oshape, geom_k(&g), g.HO, g.WO)) return NULL;
-  float *work = NULL;
+  float *work = NULL, *wr = NULL;
   int64_t nwork = 0;
+  const int64_t nwr = geom_k(&g) * o_panels(&g); /* wr, and W^T on the way */
   lt_tensor *out = lt_tensor_new(c, LT_F32, 4, oshape);
   lt_tensor *xc = out ? lt_op_contiguous(c, x) : NULL;
   lt_tensor *wc = xc ? lt_op_contiguous(c, w) : NULL;
@@ -942,24 +1122,27 @@ lt_tensor *lt_nn_conv2d_f32_act(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor
   if (!wc || (b && !bc)) goto fail;
   const int direct = direct_ok(&g, x), parts = direct ? 1 : split_parts(c, &g);
   const int sm = !direct && (parts > 1 ? sm_fits(&g) : sm_ok(c, &g));
-  const float *pb = b ? lt_f32(bc) : NULL;
+  const float *pb = b ? lt_f32(bc) : NULL, *wuse = lt_f32(wc);
+  if (sm) { /* the forward reads the weight as wr (reorder_weight), made once for every range */
+    if (!(wr = scratch(c, 2 * nwr))) goto fail;
+    reorder_weight(&g, wuse, wr + nwr, wr);
+    wuse = wr;
+  }
   if (direct) {
-    dc_job j = { .g = &g, .x = lt_f32(xc), .w = lt_f32(wc), .b = pb, .out = lt_f32(out) };
+    dc_job j = { .g = &g, .x = lt_f32(xc), .w = wuse, .b = pb, .out = lt_f32(out) };
     if (dc_run(c, &j)) goto fail;
   } else if (parts > 1) {
-    split_job j = {
-      .c = c, .g = &g, .sm = sm, .nparts = parts, .x = lt_f32(xc), .w = lt_f32(wc), .b = pb, .y = lt_f32(out)
-    };
+    split_job j = { .c = c, .g = &g, .sm = sm, .nparts = parts, .x = lt_f32(xc), .w = wuse, .b = pb, .y = lt_f32(out) };
     if (split_run(c, &j)) goto fail;
   } else {
     nwork = fwd_floats(&g, sm);
-    if (!(work = scratch(c, nwork)) || forward_items(c, &g, sm, lt_f32(xc), lt_f32(wc), pb, lt_f32(out), work))
-      goto fail;
+    if (!(work = scratch(c, nwork)) || forward_items(c, &g, sm, lt_f32(xc), wuse, pb, lt_f32(out), work)) goto fail;
   }
   lt_tensor_release(xc);
   lt_tensor_release(wc);
   lt_tensor_release(bc);
   if (work) lt_free(work, sizeof(float) * (size_t)nwork);
+  if (wr) lt_free(wr, sizeof(float) * (size_t)(2 * nwr));
   if (act == LT_ACT_RELU) lt_relu_inplace_f32(lt_f32(out), lt_numel(out));
   lt_tensor *ins[3] = { x, w, b };
   lt_node *nd;
@@ -983,5 +1166,6 @@ fail:
   lt_tensor_release(wc);
   lt_tensor_release(bc);
   if (work) lt_free(work, sizeof(float) * (size_t)nwork);
+  if (wr) lt_free(wr, sizeof(float) * (size_t)(2 * nwr));
   return NULL;
 }
