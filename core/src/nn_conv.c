@@ -652,11 +652,15 @@ __attribute__((target("avx512f"))) static void transpose_avx(const float *src, i
         u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
         u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
       }
-      for (int j = 0; j < 8; j++) { /* column c0 + j: rows 0-3 from u[j % 4], rows 4-7 from u[4 + j % 4] */
-        __m256 v = _mm256_permute2f128_ps(u[j & 3], u[4 + (j & 3)], j < 4 ? 0x20 : 0x31);
+      /* column c0 + j: rows 0-3 from u[j % 4], rows 4-7 from u[4 + j % 4]; the low lanes for j < 4, the high ones
+       * after (two loops: the lane selector must be a constant even where the compiler does not unroll, at -O0) */
+      __m256 v[8];
+      for (int j = 0; j < 4; j++) v[j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x20);
+      for (int j = 0; j < 4; j++) v[4 + j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x31);
+      for (int j = 0; j < 8; j++) {
         float *d = dst + (c0 + j) * ldd + r0;
-        if (add) v = _mm256_add_ps(v, _mm256_loadu_ps(d));
-        _mm256_storeu_ps(d, v);
+        if (add) v[j] = _mm256_add_ps(v[j], _mm256_loadu_ps(d));
+        _mm256_storeu_ps(d, v[j]);
       }
     }
     transpose_rest(src, lds, cols, dst, ldd, add, r0, r0 + 8, c0);
