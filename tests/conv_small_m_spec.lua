@@ -33,19 +33,28 @@ local shapes = {
   { n = 2, c = 36, h = 13, w = 16, o = 5, k = { 3, 3 }, s = { 2, 2 }, p = { 1, 1 }, bias = true },
   { n = 2, c = 8, h = 9, w = 20, o = 6, k = { 5, 5 }, s = { 2, 2 }, p = { 2, 2 }, bias = false },
   { n = 1, c = 3, h = 6, w = 31, o = 4, k = { 2, 7 }, s = { 2, 2 }, p = { 0, 3 }, bias = true },
+  -- dilated: the wide layer read in place with its taps DH rows and DW columns apart (the vision bench's 64 k3 d2),
+  -- strided and unequal dilations, kernel rows that meet only padding at dilation 3, and a narrow layer through
+  -- the plain im2col/col2im rows (the AVX-512 rows take no dilation)
+  { n = 2, c = 64, h = 12, w = 13, o = 64, k = { 3, 3 }, s = { 1, 1 }, p = { 2, 2 }, d = { 2, 2 }, bias = true },
+  { n = 3, c = 64, h = 15, w = 17, o = 70, k = { 3, 3 }, s = { 2, 1 }, p = { 2, 1 }, d = { 2, 3 }, bias = true },
+  { n = 2, c = 64, h = 5, w = 14, o = 64, k = { 3, 3 }, s = { 1, 1 }, p = { 4, 1 }, d = { 3, 1 }, bias = false },
+  { n = 2, c = 8, h = 11, w = 20, o = 6, k = { 3, 2 }, s = { 2, 1 }, p = { 1, 0 }, d = { 2, 4 }, bias = true },
 }
 
 local function name_of(s)
-  return string.format("[%d x %d x %d x %d] -> %d, kernel %dx%d stride %d,%d padding %d,%d%s", s.n, s.c, s.h, s.w,
-    s.o, s.k[1], s.k[2], s.s[1], s.s[2], s.p[1], s.p[2], s.bias and ", bias" or "")
+  return string.format("[%d x %d x %d x %d] -> %d, kernel %dx%d stride %d,%d padding %d,%d%s%s", s.n, s.c, s.h, s.w,
+    s.o, s.k[1], s.k[2], s.s[1], s.s[2], s.p[1], s.p[2], s.d and (" dilation %d,%d"):format(s.d[1], s.d[2]) or "",
+    s.bias and ", bias" or "")
 end
 
 local function data(s)
   lt.manual_seed(7)
   local x, w = lt.randn(s.n, s.c, s.h, s.w), lt.randn(s.o, s.c, s.k[1], s.k[2]) * 0.05
   local b = s.bias and lt.randn(s.o) or nil
-  local ho = math.floor((s.h + 2 * s.p[1] - s.k[1]) / s.s[1]) + 1
-  local wo = math.floor((s.w + 2 * s.p[2] - s.k[2]) / s.s[2]) + 1
+  local d = s.d or { 1, 1 }
+  local ho = math.floor((s.h + 2 * s.p[1] - d[1] * (s.k[1] - 1) - 1) / s.s[1]) + 1
+  local wo = math.floor((s.w + 2 * s.p[2] - d[2] * (s.k[2] - 1) - 1) / s.s[2]) + 1
   return x, w, b, lt.randn(s.n, s.o, ho, wo)
 end
 
@@ -56,7 +65,7 @@ local function run(threads, x, w, b, g, s)
   local ok, res = pcall(function()
     local xl, wl = x:clone():requires_grad(true), w:clone():requires_grad(true)
     local bl = b and b:clone():requires_grad(true)
-    local y = F.conv2d(xl, wl, bl, { stride = s.s, padding = s.p })
+    local y = F.conv2d(xl, wl, bl, { stride = s.s, padding = s.p, dilation = s.d })
     y:backward(g)
     return { y, xl.grad, wl.grad, bl and bl.grad }
   end)
@@ -82,14 +91,14 @@ describe("conv2d on the small-M GEMM", function()
 
   -- conv2d is linear in x and in w: the central difference of sum(y * g) along a random direction equals the
   -- directional derivative up to float32 rounding of the sums
-  for _, i in ipairs { 1, 3, 5 } do
+  for _, i in ipairs { 1, 3, 5, 15, 16 } do
     local s = shapes[i]
     it("gradients agree with finite differences: " .. name_of(s), function()
       local x, w, b, g = data(s)
       local r = run(1, x, w, b, g, s)
       local was = lt.get_num_threads()
       lt.set_num_threads(1)
-      local function L(xx, ww) return (F.conv2d(xx, ww, b, { stride = s.s, padding = s.p }) * g):sum():item() end
+      local function L(xx, ww) return (F.conv2d(xx, ww, b, { stride = s.s, padding = s.p, dilation = s.d }) * g):sum():item() end
       local vx, vw = lt.randn(x:shape()), lt.randn(w:shape()) * 0.05
       local h = 0.5
       local fx = (L(x + vx * h, w) - L(x - vx * h, w)) / (2 * h)
@@ -111,7 +120,7 @@ describe("conv2d on one thread under autocast", function()
     local function fwd(threads, ac)
       local was = lt.get_num_threads()
       lt.set_num_threads(threads)
-      local f = function() return F.conv2d(x, w, b, { stride = s.s, padding = s.p }) end
+      local f = function() return F.conv2d(x, w, b, { stride = s.s, padding = s.p, dilation = s.d }) end
       local ok, y = pcall(function() return ac and lt.autocast("bfloat16", f) or f() end)
       lt.set_num_threads(was)
       assert(ok, y)

@@ -31,6 +31,9 @@ int lt_conv_split_parts(lt_ctx *c, int64_t N, int64_t O, int64_t K, int64_t P);
  * tuned file never calls the general one and the two do not call each other around a loop. */
 lt_tensor *lt_nn_conv2d_f32_act(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, int sh, int sw, int ph, int pw,
                                 lt_act act);
+/* the same for a dilated kernel (stride, padding, dilation: [2] each), one group, no activation */
+lt_tensor *lt_nn_conv2d_f32_dilated(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, const int *stride,
+                                    const int *padding, const int *dilation);
 
 /* range [lo, hi) of output positions o (of nout) whose input position o*S - P + off lies in [0, n): the columns an
  * unfolded kernel tap at offset off reads from the input, the rest being padding */

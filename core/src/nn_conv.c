@@ -28,7 +28,7 @@
 #include "lt_size.h"
 
 typedef struct conv_geom {
-  int64_t N, C, H, W, O, KH, KW, SH, SW, PH, PW, HO, WO;
+  int64_t N, C, H, W, O, KH, KW, SH, SW, PH, PW, HO, WO, DH, DW; /* DH, DW: the dilation (1: taps side by side) */
 } conv_geom;
 _Static_assert(sizeof(conv_geom) <= sizeof(((lt_node *)0)->i), "conv_geom must fit in a node's integer slots");
 
@@ -59,17 +59,17 @@ LT_VECTOR_FN static void im2col(const conv_geom *g, const float *x, float *col, 
   for (int64_t ch = 0; ch < g->C; ch++)
     for (int64_t ki = 0; ki < g->KH; ki++) {
       int64_t oh_lo, oh_hi;
-      lt_conv_valid_range(ki, SH, g->PH, g->H, HO, &oh_lo, &oh_hi);
+      lt_conv_valid_range(ki * g->DH, SH, g->PH, g->H, HO, &oh_lo, &oh_hi);
       for (int64_t kj = 0; kj < g->KW; kj++) {
         float *row = col + ((ch * g->KH + ki) * g->KW + kj) * ld;
         int64_t lo, hi;
-        lt_conv_valid_range(kj, SW, g->PW, g->W, WO, &lo, &hi);
+        lt_conv_valid_range(kj * g->DW, SW, g->PW, g->W, WO, &lo, &hi);
         for (int64_t i = 0; i < oh_lo * WO; i++) row[i] = 0;
         for (int64_t i = oh_hi * WO; i < HO * WO; i++) row[i] = 0;
-        const float *base = x + ch * g->H * g->W - g->PW + kj;
+        const float *base = x + ch * g->H * g->W - g->PW + kj * g->DW;
         for (int64_t oh = oh_lo; oh < oh_hi; oh++) {
           float *restrict dst = row + oh * WO;
-          const float *restrict src = base + (oh * SH - g->PH + ki) * g->W;
+          const float *restrict src = base + (oh * SH - g->PH + ki * g->DH) * g->W;
           for (int64_t ow = 0; ow < lo; ow++) dst[ow] = 0;
           if (SW == 1)
             for (int64_t ow = lo; ow < hi; ow++) dst[ow] = src[ow];
@@ -89,15 +89,15 @@ LT_VECTOR_FN static void col2im(const conv_geom *g, const float *col, int64_t ld
   for (int64_t ch = 0; ch < g->C; ch++)
     for (int64_t ki = 0; ki < g->KH; ki++) {
       int64_t oh_lo, oh_hi;
-      lt_conv_valid_range(ki, SH, g->PH, g->H, HO, &oh_lo, &oh_hi);
+      lt_conv_valid_range(ki * g->DH, SH, g->PH, g->H, HO, &oh_lo, &oh_hi);
       for (int64_t kj = 0; kj < g->KW; kj++) {
         const float *row = col + ((ch * g->KH + ki) * g->KW + kj) * ld;
         int64_t lo, hi;
-        lt_conv_valid_range(kj, SW, g->PW, g->W, WO, &lo, &hi);
-        float *base = gx + ch * g->H * g->W - g->PW + kj;
+        lt_conv_valid_range(kj * g->DW, SW, g->PW, g->W, WO, &lo, &hi);
+        float *base = gx + ch * g->H * g->W - g->PW + kj * g->DW;
         for (int64_t oh = oh_lo; oh < oh_hi; oh++) {
           const float *restrict src = row + oh * WO;
-          float *restrict dst = base + (oh * SH - g->PH + ki) * g->W;
+          float *restrict dst = base + (oh * SH - g->PH + ki * g->DH) * g->W;
           if (SW == 1)
             for (int64_t ow = lo; ow < hi; ow++) dst[ow] += src[ow];
           else if (SW == 2)
@@ -286,9 +286,14 @@ __attribute__((target("avx512f"))) static void col2im_s2_avx512(const conv_geom 
 }
 #endif
 
-/* dispatch: the AVX-512 row code for strides 1 and 2 when the CPU has it */
+/* dispatch: the AVX-512 row code for strides 1 and 2 without dilation when the CPU has it */
+static int undilated(const conv_geom *g) { return g->DH == 1 && g->DW == 1; }
 static void unfold(const conv_geom *g, const float *x, float *col, int64_t ld) {
 #ifdef CONV_AVX512
+  if (!undilated(g)) {
+    im2col(g, x, col, ld);
+    return;
+  }
   if (g->SW == 1 && g->SH == 1 && g->WO <= 64 && __builtin_cpu_supports("avx512f")) {
     im2col_s1_avx512(g, x, col, ld);
     return;
@@ -303,6 +308,10 @@ static void unfold(const conv_geom *g, const float *x, float *col, int64_t ld) {
 
 static void fold(const conv_geom *g, const float *col, int64_t ld, float *gx) {
 #ifdef CONV_AVX512
+  if (!undilated(g)) {
+    col2im(g, col, ld, gx);
+    return;
+  }
   if (g->SW == 1 && g->SH == 1 && g->W <= 64 && g->KW <= 16 && __builtin_cpu_supports("avx512f")) {
     col2im_s1_avx512(g, col, ld, gx);
     return;
@@ -365,7 +374,8 @@ static float *scratch(lt_ctx *c, int64_t n) {
 #define DC_PAR_MIN (INT64_C(1) << 18) /* multiply-adds below which a pool hand-off does not pay */
 
 static int direct_ok(const conv_geom *g, const lt_tensor *x) {
-  return g->C == 1 && g->SH == 1 && g->SW == 1 && g->KH <= 7 && g->KW <= 7 && !x->requires_grad;
+  return g->C == 1 && g->SH == 1 && g->SW == 1 && g->DH == 1 && g->DW == 1 && g->KH <= 7 && g->KW <= 7 &&
+         !x->requires_grad;
 }
 static int64_t dc_ldp(const conv_geom *g) { return 16 * ((g->WO + 15) / 16) + g->KW - 1; }
 static int64_t dc_padsize(const conv_geom *g) { return (g->HO + g->KH - 1) * dc_ldp(g); }
@@ -738,17 +748,19 @@ static dir_tables make_tables(const conv_geom *g, float *scratch) {
   for (int64_t ki = 0, q = 0; ki < g->KH; ki++)
     for (int64_t ch = 0; ch < g->C; ch++)
       for (int64_t kj = 0; kj < g->KW; kj++, q++) {
-        t.tap[q] = ch * HPWP + ki * WP + kj;
+        t.tap[q] = ch * HPWP + ki * g->DH * WP + kj * g->DW;
         t.trow[q] = ((ch * g->KH + ki) * g->KW + kj) * g->O;
       }
   return t;
 }
 
-/* the kernel rows [*lo, *hi) whose taps meet the input (not the padding) at output row oh */
+/* the kernel rows [*lo, *hi) whose taps meet the input (not the padding) at output row oh: kernel row ki reads
+ * input row top + ki*DH */
 static void rows_meeting(const conv_geom *g, int64_t oh, int64_t *lo, int64_t *hi) {
   const int64_t top = g->SH * oh - g->PH; /* the input row of kernel row 0 */
-  *lo = top < 0 ? -top : 0;
-  *hi = g->H - top < g->KH ? g->H - top : g->KH;
+  *lo = top < 0 ? (-top + g->DH - 1) / g->DH : 0;
+  *hi = top >= g->H ? 0 : (g->H - 1 - top) / g->DH + 1;
+  if (*hi > g->KH) *hi = g->KH;
   if (*lo > g->KH) *lo = g->KH;
   if (*hi < *lo) *hi = *lo;
 }
@@ -826,7 +838,7 @@ static void sm_weight_grad(const conv_geom *g, const float *x, const float *gy, 
                       gyt + q * NP + (oh * N + i) * g->WO * NR, NR, 0);
   for (int64_t ki = 0; ki < g->KH; ki++) {
     int64_t lo, hi; /* the output rows at which kernel row ki meets the input */
-    lt_conv_valid_range(ki, g->SH, g->PH, g->H, g->HO, &lo, &hi);
+    lt_conv_valid_range(ki * g->DH, g->SH, g->PH, g->H, g->HO, &lo, &hi);
     if (hi < lo) hi = lo;
     const int64_t q0 = lo * N * g->WO;
     const lt_gemm_rows gr = { .m = CKW,
@@ -1074,8 +1086,8 @@ static int conv2d_relu_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tenso
   return rc;
 }
 
-lt_tensor *lt_nn_conv2d_f32_act(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, int sh, int sw, int ph, int pw,
-                                lt_act act) {
+static lt_tensor *conv2d_f32(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, int sh, int sw, int ph, int pw,
+                             int dh, int dw, lt_act act) {
   char b1[128], b2[128];
   if (lt_conv_check_dtypes(c, "conv2d", x, w, b)) return NULL;
   if (w->ndim != 4) {
@@ -1096,24 +1108,26 @@ lt_tensor *lt_nn_conv2d_f32_act(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor
             (long long)w->shape[1], lt_shape_str(x, b1, sizeof b1), lt_shape_str(w, b2, sizeof b2));
     return NULL;
   }
-  if (sh < 1 || sw < 1 || ph < 0 || pw < 0) {
-    lt_fail(c, "conv2d: stride must be >= 1 and padding >= 0, got stride %dx%d, padding %dx%d", sh, sw, ph, pw);
+  if (sh < 1 || sw < 1 || ph < 0 || pw < 0 || dh < 1 || dw < 1) {
+    lt_fail(
+        c, "conv2d: stride and dilation must be >= 1 and padding >= 0, got stride %dx%d, padding %dx%d, dilation %dx%d",
+        sh, sw, ph, pw, dh, dw);
     return NULL;
   }
   if (b && (b->ndim != 1 || b->shape[0] != w->shape[0])) {
     lt_fail(c, "conv2d: bias must be [%lld], got %s", (long long)w->shape[0], lt_shape_str(b, b1, sizeof b1));
     return NULL;
   }
-  conv_geom g = {
-    x->shape[0], x->shape[1], x->shape[2], x->shape[3], w->shape[0], w->shape[2], w->shape[3], sh, sw, ph, pw, 0, 0
-  };
-  if (g.H + 2 * g.PH < g.KH || g.W + 2 * g.PW < g.KW) {
-    lt_fail(c, "conv2d: kernel %lldx%lld is larger than the padded input %lldx%lld (input %s)", (long long)g.KH,
-            (long long)g.KW, (long long)(g.H + 2 * g.PH), (long long)(g.W + 2 * g.PW), lt_shape_str(x, b1, sizeof b1));
+  conv_geom g = { x->shape[0], x->shape[1], x->shape[2], x->shape[3], w->shape[0], w->shape[2], w->shape[3], sh,
+                  sw,          ph,          pw,          0,           0,           dh,          dw };
+  const int64_t eh = g.DH * (g.KH - 1) + 1, ew = g.DW * (g.KW - 1) + 1; /* the dilated kernel (sizes < 2^31 each) */
+  if (g.H + 2 * g.PH < eh || g.W + 2 * g.PW < ew) {
+    lt_fail(c, "conv2d: kernel %lldx%lld is larger than the padded input %lldx%lld (input %s)", (long long)eh,
+            (long long)ew, (long long)(g.H + 2 * g.PH), (long long)(g.W + 2 * g.PW), lt_shape_str(x, b1, sizeof b1));
     return NULL;
   }
-  g.HO = (g.H + 2 * g.PH - g.KH) / g.SH + 1;
-  g.WO = (g.W + 2 * g.PW - g.KW) / g.SW + 1;
+  g.HO = (g.H + 2 * g.PH - eh) / g.SH + 1;
+  g.WO = (g.W + 2 * g.PW - ew) / g.SW + 1;
   int64_t oshape[4] = { g.N, g.O, g.HO, g.WO };
   if (lt_conv_check_sizes(c, "conv2d", oshape, geom_k(&g), g.HO, g.WO)) return NULL;
   float *work = NULL, *wr = NULL;
@@ -1172,4 +1186,14 @@ fail:
   if (work) lt_free(work, sizeof(float) * (size_t)nwork);
   if (wr) lt_free(wr, sizeof(float) * (size_t)(2 * nwr));
   return NULL;
+}
+
+lt_tensor *lt_nn_conv2d_f32_act(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, int sh, int sw, int ph, int pw,
+                                lt_act act) {
+  return conv2d_f32(c, x, w, b, sh, sw, ph, pw, 1, 1, act);
+}
+
+lt_tensor *lt_nn_conv2d_f32_dilated(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b, const int *stride,
+                                    const int *padding, const int *dilation) {
+  return conv2d_f32(c, x, w, b, stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1], LT_ACT_NONE);
 }
