@@ -1108,10 +1108,8 @@ static lt_tensor *conv2d_f32(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b
             (long long)w->shape[1], lt_shape_str(x, b1, sizeof b1), lt_shape_str(w, b2, sizeof b2));
     return NULL;
   }
-  if (sh < 1 || sw < 1 || ph < 0 || pw < 0 || dh < 1 || dw < 1) {
-    lt_fail(
-        c, "conv2d: stride and dilation must be >= 1 and padding >= 0, got stride %dx%d, padding %dx%d, dilation %dx%d",
-        sh, sw, ph, pw, dh, dw);
+  if (sh < 1 || sw < 1 || ph < 0 || pw < 0) {
+    lt_fail(c, "conv2d: stride must be >= 1 and padding >= 0, got stride %dx%d, padding %dx%d", sh, sw, ph, pw);
     return NULL;
   }
   if (b && (b->ndim != 1 || b->shape[0] != w->shape[0])) {
@@ -1120,7 +1118,9 @@ static lt_tensor *conv2d_f32(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b
   }
   conv_geom g = { x->shape[0], x->shape[1], x->shape[2], x->shape[3], w->shape[0], w->shape[2], w->shape[3], sh,
                   sw,          ph,          pw,          0,           0,           dh,          dw };
-  const int64_t eh = g.DH * (g.KH - 1) + 1, ew = g.DW * (g.KW - 1) + 1; /* the dilated kernel (sizes < 2^31 each) */
+  /* the dilated kernel; no overflow: a dilation other than 1 comes from lt_nn_conv2d_ex, which checked it (>= 1, as
+   * stride and padding) and this extent against the padded input first */
+  const int64_t eh = g.DH * (g.KH - 1) + 1, ew = g.DW * (g.KW - 1) + 1;
   if (g.H + 2 * g.PH < eh || g.W + 2 * g.PW < ew) {
     lt_fail(c, "conv2d: kernel %lldx%lld is larger than the padded input %lldx%lld (input %s)", (long long)eh,
             (long long)ew, (long long)(g.H + 2 * g.PH), (long long)(g.W + 2 * g.PW), lt_shape_str(x, b1, sizeof b1));
