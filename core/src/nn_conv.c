@@ -615,20 +615,25 @@ static int dc_weight_grad(lt_ctx *c, const conv_geom *g, const float *x, const f
  * weight again for every item (forward, and transposed for the input gradient), and batching items into one GEMM
  * only moved that cost into im2col/col2im on a col past L2. Here the products run lutra's 8 x 32 register tile
  * (gemm_small_m.c), which reads A in place: the forward and the weight gradient read the zero-padded input itself
- * (no im2col; "the input read in place" below), the input gradient takes W^T, transposed once per call, in blocks
- * of KC rows against each item's gradient read in place, then col2im. One thread, or one range of a batch split
+ * (no im2col; "the input read in place" below); the input gradient of a stride-1 layer is the forward of the
+ * flipped convolution (below), of the others W^T, transposed once per call, in blocks of KC rows against each
+ * item's gradient read in place, then col2im. One thread, or one range of a batch split
  * over the pool (below); outside autocast (whose products are lt_gemm's bf16 GEMM), AVX-512, and only for wide
  * GEMMs (K >= 512, O >= 64): LeNet's and the first layers' small K gain nothing from it. And over at least 64 output
  * positions: the input gradient reads W^T once per item, its whole size for each P columns (for 256->512 k4 s2 on
  * 8x8, P = 16, that took 72 ms against 41 for OpenBLAS's on chunks of 256 columns, one thread, Zen 4). */
 #define SM_KC 256 /* rows of the W^T block (input gradient) */
 
-/* the shapes the small-M GEMM pays for (below), on a thread of its own */
-static int sm_fits(const conv_geom *g) {
-  return geom_k(g) >= 512 && g->O >= 64 && geom_p(g) >= 64 && lt_gemm_small_m_ok();
-}
-static int sm_ok(lt_ctx *c, const conv_geom *g) {
-  return c->num_threads == 1 && c->autocast == LT_AUTOCAST_OFF && sm_fits(g);
+/* The shapes the small-M GEMM pays for (below), on a thread of its own (one thread, or a range of a split batch):
+ * the wide layers' forward over at least 64 positions in all; their weight gradient (SM_W) over at least 64 an
+ * item; their input gradient (SM_X) at stride 1 (flipped_geom) or over at least 64 positions an item (sm_input_grad,
+ * per item). Conv2d 256->512 k4 s2 on 8x8 (P = 16), one thread, Zen 4: forward 13.1 -> 11.3 ms in place; its
+ * input gradient 11.5 on im2col + OpenBLAS against 24 on the tile; its weight gradient no faster in place on one
+ * thread and slower on two (a range's 128 positions against gw^T's 8 MB). */
+enum { SM_W = 1, SM_X = 2 };
+static int sm_wide(const conv_geom *g) { return geom_k(g) >= 512 && g->O >= 64 && lt_gemm_small_m_ok(); }
+static int sm_thread(lt_ctx *c, int parts) {
+  return parts > 1 || (c->num_threads == 1 && c->autocast == LT_AUTOCAST_OFF);
 }
 
 /* dst[c * ldd + r] = src[r * lds + c] (add: +=) for rows r0 .. r1 and columns c0 .. cols, element by element */
@@ -857,11 +862,104 @@ static void sm_weight_grad(const conv_geom *g, const float *x, const float *gy, 
   transpose_f32(gwt, O, K, O, gw, K, 1);
 }
 
+/* --- the input gradient of a stride-1 convolution as a convolution ----------------------------------------------
+ * At stride 1 the input gradient is itself a convolution: gx = conv(gy, W'), W' [C, O, KH, KW] the weight with its
+ * channel axes swapped and its taps reversed (W'[c, o, ki, kj] = W[o, c, KH-1-ki, KW-1-kj]), the same dilation, and
+ * padding DH*(KH-1) - PH (DW*(KW-1) - PW) so that its output is the input's size. It then runs sm_forward: the
+ * gradient read in place, its padded rows skipped, no col2im: for DeepLab's 64->64 k3 d2 on 28x28, batch 16, one
+ * thread, the input gradient took 10.0 ms of CPU against 11.3 for the W^T tile + col2im (medians of 6, Zen 4). When
+ * that padding would be negative (a padding larger than the kernel's reach) or the swapped shapes are not wide,
+ * sm_input_grad instead. */
+static int flipped_geom(const conv_geom *g, conv_geom *t) {
+  const int64_t ph = g->DH * (g->KH - 1) - g->PH, pw = g->DW * (g->KW - 1) - g->PW;
+  if (g->SH != 1 || g->SW != 1 || ph < 0 || pw < 0) return 0;
+  *t = (conv_geom){ .N = g->N,
+                    .C = g->O,
+                    .H = g->HO,
+                    .W = g->WO,
+                    .O = g->C,
+                    .KH = g->KH,
+                    .KW = g->KW,
+                    .SH = 1,
+                    .SW = 1,
+                    .PH = ph,
+                    .PW = pw,
+                    .HO = g->H,
+                    .WO = g->W,
+                    .DH = g->DH,
+                    .DW = g->DW };
+  return sm_wide(t) && geom_p(t) >= 64; /* not the items': a chunk of the batch decides as the whole batch did */
+}
+
+/* wr for flipped_geom's t from w [O, C, KH, KW]: W' built in wf, then reorder_weight (wt: room on the way) */
+static void reorder_flipped(const conv_geom *g, const conv_geom *t, const float *w, float *wf, float *wt, float *wr) {
+  const int64_t KHW = g->KH * g->KW;
+  for (int64_t o = 0; o < g->O; o++)
+    for (int64_t ch = 0; ch < g->C; ch++)
+      for (int64_t k = 0; k < KHW; k++) wf[(ch * g->O + o) * KHW + KHW - 1 - k] = w[(o * g->C + ch) * KHW + k];
+  reorder_weight(t, wf, wt, wr);
+}
+
+/* the floats of the weight the input gradient reads: W^T [K, O], or flipped_geom's wr with reorder_flipped's
+ * room (W' and W'^T) after it */
+static int64_t gx_weight_floats(const conv_geom *g) {
+  conv_geom t;
+  return flipped_geom(g, &t) ? geom_k(&t) * o_panels(&t) + 2 * geom_k(g) * g->O : geom_k(g) * g->O;
+}
+static void gx_weight(const conv_geom *g, const float *w, float *wt) {
+  conv_geom t;
+  const int64_t K = geom_k(g);
+  if (flipped_geom(g, &t)) {
+    float *wf = wt + geom_k(&t) * o_panels(&t);
+    reorder_flipped(g, &t, w, wf, wf + K * g->O, wt);
+  } else transpose_f32(w, K, g->O, K, wt, g->O, 0);
+}
+
+/* gx's scratch on the small-M path */
+static int64_t gx_floats(const conv_geom *g) {
+  conv_geom t;
+  return flipped_geom(g, &t) ? sm_fwd_floats(&t) : geom_k(g) * geom_p(g);
+}
+
+/* gx [N, C, H, W] = the input gradient (every element written); wt: gx_weight */
+static void sm_gx(const conv_geom *g, const float *wt, const float *gy, float *gx, float *scratch) {
+  conv_geom t;
+  if (flipped_geom(g, &t)) sm_forward(&t, gy, wt, NULL, gx, scratch);
+  else sm_input_grad(g, wt, gy, gx, scratch);
+}
+
 /* --- the items of a batch: forward and backward on the im2col + GEMM path or the small-M GEMM -------------
  * g->N items from x (or gy) on: the whole batch (GEMMs on the pool's threads when they pay), or one thread's range
  * of it (below). Scratch sizes: fwd_floats and bwd_floats. */
+/* The small-M path takes the items a few at a time: a chunk's padded input and result (or gy^T) stay in L2 (half
+ * of Zen 4's 1 MB) from the padding to the GEMMs to the transposes, where a whole range of items made them a trip
+ * through L3 each (4.2 MB of padded input for the dilated 64->64 layer on 28x28, batch 16: its forward 9.2-10.1 ->
+ * 8.4-8.5 ms, its input gradient 9.1-10.4 -> 8.3-9.1, one thread, Zen 4). */
+#define SM_CHUNK_BYTES (512 * 1024)
+static int64_t sm_chunk(const conv_geom *g) {
+  const int64_t per = (int64_t)sizeof(float) * (xp_floats(g) + geom_p(g) * o_panels(g));
+  const int64_t nb = SM_CHUNK_BYTES / per;
+  return nb < 1 ? 1 : nb < g->N ? nb : g->N;
+}
+/* the weight gradient's chunks: at least SM_GW_POSITIONS output positions, since each chunk reads and writes all of
+ * gw^T [K, O] once (2 MB for DCGAN's 128->256 k4 s2, P = 64: chunks of 2 items took its gradient from 12.5 to 21 ms) */
+#define SM_GW_POSITIONS 1024
+static int64_t sm_gw_chunk(const conv_geom *g) {
+  const int64_t least = (SM_GW_POSITIONS + geom_p(g) - 1) / geom_p(g), nb = sm_chunk(g) > least ? sm_chunk(g) : least;
+  return nb < g->N ? nb : g->N;
+}
+static conv_geom with_items(const conv_geom *g, int64_t n) {
+  conv_geom c = *g;
+  c.N = n;
+  return c;
+}
+
 static int64_t fwd_floats(const conv_geom *g, int sm) {
-  return sm ? sm_fwd_floats(g) : (geom_k(g) + g->O) * chunk_items(g) * geom_p(g);
+  if (sm) {
+    const conv_geom c = with_items(g, sm_chunk(g));
+    return sm_fwd_floats(&c);
+  }
+  return (geom_k(g) + g->O) * chunk_items(g) * geom_p(g);
 }
 
 /* y = conv(x) + b; scratch: fwd_floats; w: the weight as it is, or as reorder_weight made it (sm)
@@ -869,7 +967,11 @@ static int64_t fwd_floats(const conv_geom *g, int sm) {
 static int forward_items(lt_ctx *c, const conv_geom *g, int sm, const float *x, const float *w, const float *b,
                          float *y, float *scratch) {
   if (sm) {
-    sm_forward(g, x, w, b, y, scratch);
+    const int64_t nb = sm_chunk(g), CHW = g->C * g->H * g->W, OP = g->O * geom_p(g);
+    for (int64_t i0 = 0; i0 < g->N; i0 += nb) {
+      const conv_geom c = with_items(g, g->N - i0 < nb ? g->N - i0 : nb);
+      sm_forward(&c, x + i0 * CHW, w, b, y + i0 * OP, scratch);
+    }
     return LT_OK;
   }
   const int64_t K = geom_k(g), P = geom_p(g), CHW = g->C * g->H * g->W, nb = chunk_items(g);
@@ -888,20 +990,37 @@ static int forward_items(lt_ctx *c, const conv_geom *g, int sm, const float *x, 
 /* the backward's scratch: on the small-M path the input gradient's gcol [K, P] and the weight gradient's
  * sm_gw_floats one after the other; else col [K, nb*P] and the gathered gradient [O, nb*P] */
 static int64_t bwd_floats(const conv_geom *g, int sm, int need_x, int need_w) {
-  if (sm) return (need_x ? geom_k(g) * geom_p(g) : 0) + (need_w ? sm_gw_floats(g) : 0);
-  return (geom_k(g) + g->O) * chunk_items(g) * geom_p(g);
+  /* the input gradient's chunks, the weight gradient's, then the im2col path's, one after the other in one scratch */
+  const conv_geom cx = with_items(g, sm_chunk(g)), cw = with_items(g, sm_gw_chunk(g));
+  const int64_t nx = need_x && (sm & SM_X) ? gx_floats(&cx) : 0, nw = need_w && (sm & SM_W) ? sm_gw_floats(&cw) : 0;
+  const int64_t ni =
+      (need_x && !(sm & SM_X)) || (need_w && !(sm & SM_W)) ? (geom_k(g) + g->O) * chunk_items(g) * geom_p(g) : 0;
+  return nx > nw ? (nx > ni ? nx : ni) : (nw > ni ? nw : ni);
 }
 
-/* gx = conv's input gradient (gx zeroed, NULL: not wanted), gw += its weight gradient (NULL: not wanted); sm: both
- * on the small-M GEMM, with wt = W^T for the input gradient; scratch: bwd_floats */
+/* gx = conv's input gradient (gx zeroed, NULL: not wanted), gw += its weight gradient (NULL: not wanted); sm: which
+ * of them run on the small-M GEMM (SM_X: the input gradient, with wt = gx_weight; SM_W: the weight gradient), the
+ * others on im2col + GEMM; scratch: bwd_floats */
 static int backward_items(lt_ctx *c, const conv_geom *g, int sm, const float *x, const float *w, const float *wt,
                           const float *gy, float *gx, float *gw, float *scratch) {
-  const int64_t K = geom_k(g), P = geom_p(g), CHW = g->C * g->H * g->W, nb = chunk_items(g);
-  if (sm) {
-    if (gx) sm_input_grad(g, wt, gy, gx, scratch);
-    if (gw) sm_weight_grad(g, x, gy, gw, scratch + (gx ? K * P : 0));
-    return LT_OK;
+  const int64_t K = geom_k(g), P = geom_p(g), CHW = g->C * g->H * g->W, nb = chunk_items(g), OP = g->O * P;
+  if (gx && (sm & SM_X)) {
+    const int64_t nx = sm_chunk(g);
+    for (int64_t i0 = 0; i0 < g->N; i0 += nx) {
+      const conv_geom cx = with_items(g, g->N - i0 < nx ? g->N - i0 : nx);
+      sm_gx(&cx, wt, gy + i0 * OP, gx + i0 * CHW, scratch);
+    }
+    gx = NULL;
   }
+  if (gw && (sm & SM_W)) {
+    const int64_t nw = sm_gw_chunk(g);
+    for (int64_t i0 = 0; i0 < g->N; i0 += nw) {
+      const conv_geom cw = with_items(g, g->N - i0 < nw ? g->N - i0 : nw);
+      sm_weight_grad(&cw, x + i0 * CHW, gy + i0 * OP, gw, scratch);
+    }
+    gw = NULL;
+  }
+  if (!gx && !gw) return LT_OK;
   float *col = scratch, *gperm = col + K * nb * P;
   for (int64_t i0 = 0; i0 < g->N; i0 += nb) {
     const int64_t m = g->N - i0 < nb ? g->N - i0 : nb, ld = m * P;
@@ -1005,22 +1124,28 @@ static int conv2d_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **g
   lt_tensor *x = n->inputs[0], *w = n->inputs[1], *b = n->ninputs > 2 ? n->inputs[2] : NULL;
   conv_geom g;
   memcpy(&g, n->i, sizeof g);
-  const int64_t K = geom_k(&g), P = geom_p(&g);
+  const int64_t P = geom_p(&g);
   int need_x = x->requires_grad, need_w = w->requires_grad, need_b = b && b->requires_grad;
   const int direct = direct_ok(&g, x); /* the forward took the direct path: no input gradient */
   const int parts = direct ? 1 : split_parts(c, &g);
   /* the gradients on the small-M GEMM: on one thread, or per range of a split batch */
-  const int sm = !direct && (need_x || need_w) && (parts > 1 ? sm_fits(&g) : sm_ok(c, &g));
+  conv_geom flipped;
+  const int sm = !direct && (need_x || need_w) && sm_thread(c, parts) && sm_wide(&g)
+                     ? (geom_p(&g) >= 64 ? SM_W : 0) | (geom_p(&g) >= 64 || flipped_geom(&g, &flipped) ? SM_X : 0)
+                     : 0;
   lt_tensor *gc = lt_op_contiguous(c, gout), *xc = NULL, *wc = NULL, *gx = NULL, *gw = NULL, *gb = NULL;
   float *work = NULL, *wt = NULL;
+  const int64_t nwt = (sm & SM_X) && need_x ? gx_weight_floats(&g) : 0;
   const int64_t nwork = parts == 1 && !direct ? bwd_floats(&g, sm, need_x, need_w) : 0;
   if (!gc) goto fail;
   if (need_w && !(xc = lt_op_contiguous(c, x))) goto fail;
   if (need_x && !(wc = lt_op_contiguous(c, w))) goto fail;
   if (nwork && !(work = scratch(c, nwork))) goto fail;
-  if (sm && need_x && !(wt = scratch(c, K * g.O))) goto fail;
-  if (sm && need_x) transpose_f32(lt_f32(wc), K, g.O, K, wt, g.O, 0);
-  if (need_x && !(gx = lt_tensor_zeros(c, LT_F32, 4, x->shape))) goto fail;
+  if (nwt && !(wt = scratch(c, nwt))) goto fail;
+  if (nwt) gx_weight(&g, lt_f32(wc), wt);
+  const int gx_written = (sm & SM_X) && flipped_geom(&g, &flipped); /* sm_gx writes every element: no zeros first */
+  if (need_x && !(gx = gx_written ? lt_tensor_new(c, LT_F32, 4, x->shape) : lt_tensor_zeros(c, LT_F32, 4, x->shape)))
+    goto fail;
   /* the im2col path accumulates its chunks with beta = 1: into w's existing gradient directly when it has one
    * (lt_grad_inplace_target), else into zeros */
   const lt_tensor *ops[3] = { x, w, gout };
@@ -1062,14 +1187,14 @@ static int conv2d_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **g
   lt_tensor_release(xc);
   lt_tensor_release(wc);
   if (work) lt_free(work, sizeof(float) * (size_t)nwork);
-  if (wt) lt_free(wt, sizeof(float) * (size_t)(K * g.O));
+  if (wt) lt_free(wt, sizeof(float) * (size_t)nwt);
   return LT_OK;
 fail:
   lt_tensor_release(gc);
   lt_tensor_release(xc);
   lt_tensor_release(wc);
   if (work) lt_free(work, sizeof(float) * (size_t)nwork);
-  if (wt) lt_free(wt, sizeof(float) * (size_t)(K * g.O));
+  if (wt) lt_free(wt, sizeof(float) * (size_t)nwt);
   lt_tensor_release(gx);
   lt_tensor_release(gw);
   lt_tensor_release(gb);
@@ -1139,7 +1264,7 @@ static lt_tensor *conv2d_f32(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b
   lt_tensor *bc = wc && b ? lt_op_contiguous(c, b) : NULL;
   if (!wc || (b && !bc)) goto fail;
   const int direct = direct_ok(&g, x), parts = direct ? 1 : split_parts(c, &g);
-  const int sm = !direct && (parts > 1 ? sm_fits(&g) : sm_ok(c, &g));
+  const int sm = !direct && sm_thread(c, parts) && sm_wide(&g) && g.N * geom_p(&g) >= 64;
   const float *pb = b ? lt_f32(bc) : NULL, *wuse = lt_f32(wc);
   if (sm) { /* the forward reads the weight as wr (reorder_weight), made once for every range */
     if (!(wr = scratch(c, 2 * nwr))) goto fail;
