@@ -59,6 +59,11 @@ static inline void lt_pool_range(int64_t n, int i, int nparts, int64_t align, in
   *hi = *lo + per < n ? *lo + per : n;
 }
 
+/* lt_pool_run over ranges: fn(arg, lo, hi) for the nparts ranges of [0, n) that lt_pool_range gives (empty ones
+ * skipped); nparts <= 1: fn(arg, 0, n) on the caller. For the short loops around a kernel's parallel body (a
+ * weight's repacking, partial sums added up) that would otherwise leave the other threads waiting. */
+typedef void (*lt_pool_range_fn)(void *arg, int64_t lo, int64_t hi);
+void lt_pool_for(int nparts, int64_t n, int64_t align, lt_pool_range_fn fn, void *arg);
 /* The threads lutra starts (its pool, OpenBLAS's) never take SIGPROF: a sampling profiler's signal (LuaJIT's
  * jit.profile, the advanced profiler of lua/lutra/trainer/profilers.lua) must reach the thread running Lua; a worker
  * taking it leaves LuaJIT's profile hook half set and the sampling stops. Wrap thread creation in these: the

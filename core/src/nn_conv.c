@@ -774,18 +774,38 @@ static void rows_meeting(const conv_geom *g, int64_t oh, int64_t *lo, int64_t *h
 static int64_t o_panels(const conv_geom *g) { return (g->O + LT_GEMM_SM_NR - 1) / LT_GEMM_SM_NR * LT_GEMM_SM_NR; }
 
 /* wr = W transposed and packed for the forward's B: panel q (output channels 32q ..) holds [K, 32], its taps in
- * (ki, c, kj) order; K * o_panels floats. wt [K, O]: room for W^T on the way */
-static void reorder_weight(const conv_geom *g, const float *w, float *wt, float *wr) {
+ * (ki, c, kj) order; K * o_panels floats. wt [K, O]: room for W^T on the way. Panels [p0, p1) here (each reads
+ * only its own 32 rows of W); reorder_weight runs them on the pool's threads, so that the other threads do not wait
+ * for a 2 MB weight (DCGAN's 128->256) to be repacked on the caller. */
+static void reorder_panels(const conv_geom *g, const float *w, float *wt, float *wr, int64_t p0, int64_t p1) {
   const int64_t K = geom_k(g), O = g->O, NR = LT_GEMM_SM_NR;
-  transpose_f32(w, K, O, K, wt, O, 0);
-  for (int64_t q = 0; q < O; q += NR) {
+  for (int64_t q = p0 * NR; q < O && q < p1 * NR; q += NR) {
     const int64_t nc = O - q < NR ? O - q : NR;
+    transpose_f32(w + q * K, K, nc, K, wt + q, O, 0);
     float *dst = wr + q * K;
     for (int64_t ki = 0; ki < g->KH; ki++)
       for (int64_t ch = 0; ch < g->C; ch++)
         for (int64_t kj = 0; kj < g->KW; kj++, dst += NR)
           memcpy(dst, wt + ((ch * g->KH + ki) * g->KW + kj) * O + q, sizeof(float) * (size_t)nc);
   }
+}
+typedef struct reorder_job {
+  const conv_geom *g;
+  const float *w;
+  float *wf, *wt, *wr; /* wf: W' (flipped) built first when given */
+} reorder_job;
+static void flip_rows(const conv_geom *g, const float *w, float *wf, int64_t c0, int64_t c1);
+static void reorder_range(void *arg, int64_t p0, int64_t p1) {
+  const reorder_job *j = arg;
+  if (j->wf) { /* W' rows (the flipped layer's output channels) of these panels, from the original weight */
+    const conv_geom *t = j->g;
+    flip_rows(t, j->w, j->wf, p0 * LT_GEMM_SM_NR, p1 * LT_GEMM_SM_NR < t->O ? p1 * LT_GEMM_SM_NR : t->O);
+    reorder_panels(t, j->wf, j->wt, j->wr, p0, p1);
+  } else reorder_panels(j->g, j->w, j->wt, j->wr, p0, p1);
+}
+static void reorder_weight(int parts, const conv_geom *g, const float *w, float *wt, float *wr) {
+  reorder_job j = { g, w, NULL, wt, wr };
+  lt_pool_for(parts, o_panels(g) / LT_GEMM_SM_NR, 1, reorder_range, &j);
 }
 
 /* y [N, O, P] = conv(x) + b for the items of g; wr: reorder_weight; scratch: sm_fwd_floats */
@@ -891,13 +911,29 @@ static int flipped_geom(const conv_geom *g, conv_geom *t) {
   return sm_wide(t) && geom_p(t) >= 64; /* not the items': a chunk of the batch decides as the whole batch did */
 }
 
-/* wr for flipped_geom's t from w [O, C, KH, KW]: W' built in wf, then reorder_weight (wt: room on the way) */
-static void reorder_flipped(const conv_geom *g, const conv_geom *t, const float *w, float *wf, float *wt, float *wr) {
-  const int64_t KHW = g->KH * g->KW;
-  for (int64_t o = 0; o < g->O; o++)
-    for (int64_t ch = 0; ch < g->C; ch++)
-      for (int64_t k = 0; k < KHW; k++) wf[(ch * g->O + o) * KHW + KHW - 1 - k] = w[(o * g->C + ch) * KHW + k];
-  reorder_weight(t, wf, wt, wr);
+/* rows [c0, c1) of W' [C, O, KH, KW] (t: flipped_geom's, t->O = C, t->C = O) from w [O, C, KH, KW] */
+static void flip_rows(const conv_geom *t, const float *w, float *wf, int64_t c0, int64_t c1) {
+  const int64_t KHW = t->KH * t->KW, C = t->O, O = t->C;
+  for (int64_t ch = c0; ch < c1; ch++)
+    for (int64_t o = 0; o < O; o++)
+      for (int64_t k = 0; k < KHW; k++) wf[(ch * O + o) * KHW + KHW - 1 - k] = w[(o * C + ch) * KHW + k];
+}
+
+/* wr for flipped_geom's t from w [O, C, KH, KW]: W' built in wf, then reorder_panels (wt: room on the way) */
+static void reorder_flipped(int parts, const conv_geom *t, const float *w, float *wf, float *wt, float *wr) {
+  reorder_job j = { t, w, wf, wt, wr };
+  lt_pool_for(parts, o_panels(t) / LT_GEMM_SM_NR, 1, reorder_range, &j);
+}
+
+/* W^T [K, O] from w [O, K], rows of w [o0, o1) at a time on the pool */
+typedef struct wt_job {
+  const float *w;
+  float *wt;
+  int64_t K, O;
+} wt_job;
+static void wt_range(void *arg, int64_t o0, int64_t o1) {
+  const wt_job *j = arg;
+  transpose_f32(j->w + o0 * j->K, j->K, o1 - o0, j->K, j->wt + o0, j->O, 0);
 }
 
 /* the floats of the weight the input gradient reads: W^T [K, O], or flipped_geom's wr with reorder_flipped's
@@ -906,13 +942,16 @@ static int64_t gx_weight_floats(const conv_geom *g) {
   conv_geom t;
   return flipped_geom(g, &t) ? geom_k(&t) * o_panels(&t) + 2 * geom_k(g) * g->O : geom_k(g) * g->O;
 }
-static void gx_weight(const conv_geom *g, const float *w, float *wt) {
+static void gx_weight(int parts, const conv_geom *g, const float *w, float *wt) {
   conv_geom t;
   const int64_t K = geom_k(g);
   if (flipped_geom(g, &t)) {
     float *wf = wt + geom_k(&t) * o_panels(&t);
-    reorder_flipped(g, &t, w, wf, wf + K * g->O, wt);
-  } else transpose_f32(w, K, g->O, K, wt, g->O, 0);
+    reorder_flipped(parts, &t, w, wf, wf + K * g->O, wt);
+  } else {
+    wt_job j = { w, wt, K, g->O };
+    lt_pool_for(parts, g->O, 16, wt_range, &j);
+  }
 }
 
 /* gx's scratch on the small-M path */
@@ -998,12 +1037,15 @@ static int64_t bwd_floats(const conv_geom *g, int sm, int need_x, int need_w) {
   return nx > nw ? (nx > ni ? nx : ni) : (nw > ni ? nw : ni);
 }
 
-/* gx = conv's input gradient (gx zeroed, NULL: not wanted), gw += its weight gradient (NULL: not wanted); sm: which
+/* gx = conv's input gradient (NULL: not wanted), gw += its weight gradient (NULL: not wanted); sm: which
  * of them run on the small-M GEMM (SM_X: the input gradient, with wt = gx_weight; SM_W: the weight gradient), the
  * others on im2col + GEMM; scratch: bwd_floats */
 static int backward_items(lt_ctx *c, const conv_geom *g, int sm, const float *x, const float *w, const float *wt,
                           const float *gy, float *gx, float *gw, float *scratch) {
   const int64_t K = geom_k(g), P = geom_p(g), CHW = g->C * g->H * g->W, nb = chunk_items(g), OP = g->O * P;
+  conv_geom t;
+  if (gx && !((sm & SM_X) && flipped_geom(g, &t))) /* the others add into gx: zeros first, on this range's thread */
+    memset(gx, 0, sizeof(float) * (size_t)(g->N * CHW));
   if (gx && (sm & SM_X)) {
     const int64_t nx = sm_chunk(g);
     for (int64_t i0 = 0; i0 < g->N; i0 += nx) {
@@ -1099,6 +1141,20 @@ static void split_part(void *arg, int part, int nparts) {
     __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
 }
 
+/* gw += the other ranges' sums, in range order, over the pool (elements [lo, hi) of gw each) */
+typedef struct gw_sum_job {
+  const split_job *j;
+  int ranges;
+  int64_t OK;
+} gw_sum_job;
+static void gw_sum_range(void *arg, int64_t lo, int64_t hi) {
+  const gw_sum_job *s = arg;
+  for (int i = 1; i < s->ranges; i++) {
+    const float *part = s->j->scratch + i * (s->j->each + s->OK) + s->j->each;
+    for (int64_t k = lo; k < hi; k++) s->j->gw[k] += part[k];
+  }
+}
+
 /* runs j over nparts ranges; scratch allocated here */
 static int split_run(lt_ctx *c, split_job *j) {
   const conv_geom *g = j->g;
@@ -1111,20 +1167,35 @@ static int split_run(lt_ctx *c, split_job *j) {
   if (!(j->scratch = scratch(c, total))) return LT_ERR;
   lt_pool_run(split_part, j, j->nparts);
   const int rc = j->failed ? LT_ERR : LT_OK;
-  if (rc == LT_OK && j->backward && j->gw)
-    for (int i = 1; i < j->nparts && (int64_t)i * ((g->N + j->nparts - 1) / j->nparts) < g->N; i++) {
-      const float *part = j->scratch + i * (j->each + OK) + j->each;
-      for (int64_t k = 0; k < OK; k++) j->gw[k] += part[k];
-    }
+  if (rc == LT_OK && j->backward && j->gw) {
+    gw_sum_job s = { j, 1, OK };
+    while (s.ranges < j->nparts && (int64_t)s.ranges * ((g->N + j->nparts - 1) / j->nparts) < g->N) s.ranges++;
+    lt_pool_for(j->nparts, OK, 16, gw_sum_range, &s);
+  }
   lt_free(j->scratch, sizeof(float) * (size_t)total);
   return rc;
+}
+
+/* gb[o] = the sum of gy's plane o over the items, for o in [o0, o1) (vector lanes, then double) */
+typedef struct bias_grad_job {
+  const conv_geom *g;
+  const float *gy;
+  float *gb;
+} bias_grad_job;
+static void bias_grad_range(void *arg, int64_t o0, int64_t o1) {
+  const bias_grad_job *j = arg;
+  const int64_t P = geom_p(j->g), O = j->g->O;
+  for (int64_t o = o0; o < o1; o++) {
+    double s = 0;
+    for (int64_t i = 0; i < j->g->N; i++) s += lt_sum_f32(j->gy + (i * O + o) * P, P);
+    j->gb[o] = (float)s;
+  }
 }
 
 static int conv2d_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **gin) {
   lt_tensor *x = n->inputs[0], *w = n->inputs[1], *b = n->ninputs > 2 ? n->inputs[2] : NULL;
   conv_geom g;
   memcpy(&g, n->i, sizeof g);
-  const int64_t P = geom_p(&g);
   int need_x = x->requires_grad, need_w = w->requires_grad, need_b = b && b->requires_grad;
   const int direct = direct_ok(&g, x); /* the forward took the direct path: no input gradient */
   const int parts = direct ? 1 : split_parts(c, &g);
@@ -1142,10 +1213,8 @@ static int conv2d_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **g
   if (need_x && !(wc = lt_op_contiguous(c, w))) goto fail;
   if (nwork && !(work = scratch(c, nwork))) goto fail;
   if (nwt && !(wt = scratch(c, nwt))) goto fail;
-  if (nwt) gx_weight(&g, lt_f32(wc), wt);
-  const int gx_written = (sm & SM_X) && flipped_geom(&g, &flipped); /* sm_gx writes every element: no zeros first */
-  if (need_x && !(gx = gx_written ? lt_tensor_new(c, LT_F32, 4, x->shape) : lt_tensor_zeros(c, LT_F32, 4, x->shape)))
-    goto fail;
+  if (nwt) gx_weight(parts, &g, lt_f32(wc), wt);
+  if (need_x && !(gx = lt_tensor_new(c, LT_F32, 4, x->shape))) goto fail; /* every element written by the ranges */
   /* the im2col path accumulates its chunks with beta = 1: into w's existing gradient directly when it has one
    * (lt_grad_inplace_target), else into zeros */
   const lt_tensor *ops[3] = { x, w, gout };
@@ -1171,13 +1240,9 @@ static int conv2d_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **g
     if (split_run(c, &j)) goto fail;
   } else if (!direct && backward_items(c, &g, sm, px, pw, wt, pg, pgx, pgw, work)) goto fail;
   if (need_b) {
-    if (!(gb = lt_tensor_zeros(c, LT_F32, 1, &g.O))) goto fail;
-    float *pb = lt_f32(gb);
-    for (int64_t o = 0; o < g.O; o++) {
-      double s = 0;
-      for (int64_t i = 0; i < g.N; i++) s += lt_sum_f32(pg + (i * g.O + o) * P, P); /* vector lanes, then double */
-      pb[o] = (float)s;
-    }
+    if (!(gb = lt_tensor_new(c, LT_F32, 1, &g.O))) goto fail;
+    bias_grad_job j = { &g, pg, lt_f32(gb) };
+    lt_pool_for(parts, g.O, 16, bias_grad_range, &j);
   }
   gin[0] = gx;
   if (wacc) lt_tensor_release(gw); /* already added into w.grad */
@@ -1268,7 +1333,7 @@ static lt_tensor *conv2d_f32(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b
   const float *pb = b ? lt_f32(bc) : NULL, *wuse = lt_f32(wc);
   if (sm) { /* the forward reads the weight as wr (reorder_weight), made once for every range */
     if (!(wr = scratch(c, 2 * nwr))) goto fail;
-    reorder_weight(&g, wuse, wr + nwr, wr);
+    reorder_weight(parts, &g, wuse, wr + nwr, wr);
     wuse = wr;
   }
   if (direct) {

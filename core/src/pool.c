@@ -310,6 +310,29 @@ void lt_pool_run(lt_pool_fn fn, void *arg, int nparts) {
   lt_fp_leave(fp);
 }
 
+typedef struct pool_for_job {
+  lt_pool_range_fn fn;
+  void *arg;
+  int64_t n, align;
+} pool_for_job;
+
+static void pool_for_part(void *arg, int i, int nparts) {
+  const pool_for_job *j = arg;
+  int64_t lo, hi;
+  lt_pool_range(j->n, i, nparts, j->align, &lo, &hi);
+  if (lo < hi) j->fn(j->arg, lo, hi);
+}
+
+void lt_pool_for(int nparts, int64_t n, int64_t align, lt_pool_range_fn fn, void *arg) {
+  if (n <= 0) return;
+  if (nparts <= 1) {
+    fn(arg, 0, n);
+    return;
+  }
+  pool_for_job j = { fn, arg, n, align };
+  lt_pool_run(pool_for_part, &j, nparts);
+}
+
 /* Workers run this library's code: stop them before it is unloaded (a Lua state closing lutra/core.so) or the
  * process ends. */
 __attribute__((destructor)) static void pool_fini(void) { lt_pool_set_threads(1); }
