@@ -1,8 +1,9 @@
--- tests/conv_small_m_spec.lua — conv2d's wide layers on lutra's small-M GEMM (nn_conv.c: K = C*kh*kw >= 512,
--- O >= 64 and P = Ho*Wo >= 64 on one thread, AVX-512): the output and the gradients against the same call on two
--- threads (OpenBLAS's GEMMs over the whole batch, or each thread's range of a batch split as in
+-- tests/conv_small_m_spec.lua — conv2d's wide layers on lutra's small-M GEMM (nn_conv.c: K = C*kh*kw >= 256 and
+-- O >= 64, AVX-512; the forward over 64 positions in all, the weight gradient over 64 an item, the input gradient
+-- over 64 an item or, at stride 1, as the forward of the flipped convolution): the output and the gradients against
+-- the same call on two threads (OpenBLAS's GEMMs over the whole batch, or each thread's range of a batch split as in
 -- tests/conv_split_spec.lua), against float64 (nn_conv_general.c with dgemm), and a finite-difference check of both
--- gradients. Wide layers over fewer positions take OpenBLAS's path on one thread too, in chunks of items.
+-- gradients. Wide layers over fewer positions take OpenBLAS's path for their gradients, in chunks of items.
 -- Shapes cover odd sizes (P not a multiple of the 32-column tile, O not a multiple of the 8-row tile), the
 -- channel blocks of 256 col rows (a ragged last block), strides 1, 2 and 3, 1-D rows, no bias, wide output rows;
 -- the kernel rows that meet only padding (the forward and the weight gradient read the input in place and skip them),
@@ -24,6 +25,10 @@ local shapes = {
   { n = 3, c = 128, h = 1, w = 37, o = 65, k = { 1, 5 }, s = { 1, 1 }, p = { 0, 2 }, bias = true }, -- 1-D rows
   { n = 1, c = 64, h = 5, w = 70, o = 64, k = { 3, 3 }, s = { 1, 1 }, p = { 1, 1 }, bias = true }, -- rows of 70
   { n = 2, c = 600, h = 3, w = 3, o = 64, k = { 1, 1 }, s = { 1, 1 }, p = { 0, 0 }, bias = true }, -- 1x1, 600 ch
+  -- K between 256 and 512: a conv1d-like k11 s2 (K = 440), and a 3x3 whose flipped input gradient would have
+  -- 32 output channels (too narrow: W^T + col2im instead)
+  { n = 3, c = 40, h = 1, w = 50, o = 64, k = { 1, 11 }, s = { 1, 2 }, p = { 0, 5 }, bias = true },
+  { n = 2, c = 32, h = 10, w = 9, o = 64, k = { 3, 3 }, s = { 1, 1 }, p = { 1, 1 }, bias = false },
   -- the input read in place: kernel rows skipped where they meet only padding (rows of taps 1-2, 0-1 at stride 2),
   -- and a padding wider than the kernel, whose first and last output rows meet no input row at all (bias alone)
   { n = 3, c = 64, h = 15, w = 17, o = 96, k = { 3, 3 }, s = { 2, 2 }, p = { 1, 1 }, bias = true }, -- P = 72

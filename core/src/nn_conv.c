@@ -8,9 +8,10 @@
  * gcol = W^T @ g folded back (col2im) into gx; gb = sums of g. Scratch buffers come from lt_alloc's
  * size-class cache, so a steady training step makes no malloc.
  * One input channel at stride 1 (the first layer of an image net) takes a direct convolution instead when the
- * input does not require grad (see "direct convolution" below). Wide layers (K >= 512, O >= 64, P >= 64) run on
- * lutra's small-M GEMM with AVX-512: their forward and weight gradient read the zero-padded input in place, without
- * im2col, and skip the kernel rows that meet only padding ("the input read in place" below).
+ * input does not require grad (see "direct convolution" below). Wide layers (K >= 256, O >= 64) run on lutra's
+ * small-M GEMM with AVX-512: their forward and weight gradient read the zero-padded input in place, without im2col,
+ * and skip the kernel rows that meet only padding ("the input read in place" below); at stride 1 their input
+ * gradient is the forward of the flipped convolution.
  */
 #include <stdio.h>
 #include <string.h>
@@ -619,9 +620,11 @@ static int dc_weight_grad(lt_ctx *c, const conv_geom *g, const float *x, const f
  * flipped convolution (below), of the others W^T, transposed once per call, in blocks of KC rows against each
  * item's gradient read in place, then col2im. One thread, or one range of a batch split
  * over the pool (below); outside autocast (whose products are lt_gemm's bf16 GEMM), AVX-512, and only for wide
- * GEMMs (K >= 512, O >= 64): LeNet's and the first layers' small K gain nothing from it. And over at least 64 output
- * positions: the input gradient reads W^T once per item, its whole size for each P columns (for 256->512 k4 s2 on
- * 8x8, P = 16, that took 72 ms against 41 for OpenBLAS's on chunks of 256 columns, one thread, Zen 4). */
+ * GEMMs (K >= 256, O >= 64): LeNet's and the first layers' small K gain nothing from it; from K = 256 it pays
+ * (one thread, fwd+bwd, batch 16, Zen 4: Conv1d 40->64 k11 s2 on L400, K = 440, 7.1-7.9 -> 6.7-7.2 ms; Conv2d
+ * 48->96 k3 on 14x14, K = 432, 9.0-9.2 -> 8.4-8.8). And over at least 64 output positions (sm_wide below): the
+ * input gradient reads W^T once per item, its whole size for each P columns (for 256->512 k4 s2 on 8x8, P = 16,
+ * that took 72 ms against 41 for OpenBLAS's on chunks of 256 columns, one thread, Zen 4). */
 #define SM_KC 256 /* rows of the W^T block (input gradient) */
 
 /* The shapes the small-M GEMM pays for (below), on a thread of its own (one thread, or a range of a split batch):
@@ -631,7 +634,7 @@ static int dc_weight_grad(lt_ctx *c, const conv_geom *g, const float *x, const f
  * input gradient 11.5 on im2col + OpenBLAS against 24 on the tile; its weight gradient no faster in place on one
  * thread and slower on two (a range's 128 positions against gw^T's 8 MB). */
 enum { SM_W = 1, SM_X = 2 };
-static int sm_wide(const conv_geom *g) { return geom_k(g) >= 512 && g->O >= 64 && lt_gemm_small_m_ok(); }
+static int sm_wide(const conv_geom *g) { return geom_k(g) >= 256 && g->O >= 64 && lt_gemm_small_m_ok(); }
 static int sm_thread(lt_ctx *c, int parts) {
   return parts > 1 || (c->num_threads == 1 && c->autocast == LT_AUTOCAST_OFF);
 }
