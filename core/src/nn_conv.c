@@ -853,7 +853,7 @@ static void sm_forward(const conv_geom *g, const float *x, const float *wr, cons
 static int64_t sm_gw_floats(const conv_geom *g) {
   return tables_floats(g) + g->N * xp_floats(g) + g->N * geom_p(g) * o_panels(g) + geom_k(g) * g->O;
 }
-static void sm_weight_grad(const conv_geom *g, const float *x, const float *gy, float *gw, float *scratch) {
+static void sm_weight_grad(const conv_geom *g, const float *x, const float *gy, float *gw, int add, float *scratch) {
   const int64_t N = g->N, P = geom_p(g), O = g->O, K = geom_k(g), CKW = g->C * g->KW, CHW = g->C * g->H * g->W;
   const dir_tables t = make_tables(g, scratch);
   const int64_t NR = LT_GEMM_SM_NR, NP = N * P;
@@ -882,7 +882,7 @@ static void sm_weight_grad(const conv_geom *g, const float *x, const float *gy, 
                               .coff = t.trow + ki * CKW };
     lt_gemm_small_m_rows(&gr);
   }
-  transpose_f32(gwt, O, K, O, gw, K, 1);
+  transpose_f32(gwt, O, K, O, gw, K, add);
 }
 
 /* --- the input gradient of a stride-1 convolution as a convolution ----------------------------------------------
@@ -1040,11 +1040,12 @@ static int64_t bwd_floats(const conv_geom *g, int sm, int need_x, int need_w) {
   return nx > nw ? (nx > ni ? nx : ni) : (nw > ni ? nw : ni);
 }
 
-/* gx = conv's input gradient (NULL: not wanted), gw += its weight gradient (NULL: not wanted); sm: which
+/* gx = conv's input gradient (NULL: not wanted), gw += its weight gradient (gw_fresh: gw = it, over whatever gw
+ * held) (NULL: not wanted); sm: which
  * of them run on the small-M GEMM (SM_X: the input gradient, with wt = gx_weight; SM_W: the weight gradient), the
  * others on im2col + GEMM; scratch: bwd_floats */
 static int backward_items(lt_ctx *c, const conv_geom *g, int sm, const float *x, const float *w, const float *wt,
-                          const float *gy, float *gx, float *gw, float *scratch) {
+                          const float *gy, float *gx, float *gw, int gw_fresh, float *scratch) {
   const int64_t K = geom_k(g), P = geom_p(g), CHW = g->C * g->H * g->W, nb = chunk_items(g), OP = g->O * P;
   conv_geom t;
   if (gx && !((sm & SM_X) && flipped_geom(g, &t))) /* the others add into gx: zeros first, on this range's thread */
@@ -1061,7 +1062,7 @@ static int backward_items(lt_ctx *c, const conv_geom *g, int sm, const float *x,
     const int64_t nw = sm_gw_chunk(g);
     for (int64_t i0 = 0; i0 < g->N; i0 += nw) {
       const conv_geom cw = with_items(g, g->N - i0 < nw ? g->N - i0 : nw);
-      sm_weight_grad(&cw, x + i0 * CHW, gy + i0 * OP, gw, scratch);
+      sm_weight_grad(&cw, x + i0 * CHW, gy + i0 * OP, gw, !gw_fresh || i0 > 0, scratch);
     }
     gw = NULL;
   }
@@ -1074,7 +1075,8 @@ static int backward_items(lt_ctx *c, const conv_geom *g, int sm, const float *x,
         memcpy(gperm + o * ld + j * P, gy + ((i0 + j) * g->O + o) * P, sizeof(float) * (size_t)P);
     if (gw) {
       for (int64_t j = 0; j < m; j++) unfold(g, x + (i0 + j) * CHW, col + j * P, ld);
-      if (lt_gemm(c, 0, 1, g->O, K, ld, 1.0f, gperm, ld, col, ld, 1.0f, gw, K)) return LT_ERR;
+      const float beta = gw_fresh && i0 == 0 ? 0.0f : 1.0f;
+      if (lt_gemm(c, 0, 1, g->O, K, ld, 1.0f, gperm, ld, col, ld, beta, gw, K)) return LT_ERR;
     }
     if (gx) {
       if (lt_gemm(c, 1, 0, K, ld, g->O, 1.0f, w, K, gperm, ld, 0.0f, col, ld)) return LT_ERR;
@@ -1111,7 +1113,7 @@ static int split_parts(lt_ctx *c, const conv_geom *g) {
 typedef struct split_job {
   lt_ctx *c;
   const conv_geom *g;
-  int backward, sm, nparts;
+  int backward, sm, nparts, gw_fresh; /* gw_fresh: gw's contents are to be overwritten, not added to */
   const float *x, *w, *b, *wt, *gy;
   float *y, *gx, *gw; /* the output, or the gradients (NULL: not wanted) */
   float *scratch;     /* per part: `each` floats, then (parts > 0, weight gradient) O*K for its sum */
@@ -1135,12 +1137,13 @@ static void split_part(void *arg, int part, int nparts) {
     return;
   }
   float *gw = j->gw;
+  int fresh = j->gw_fresh;
   if (gw && part > 0) { /* this range's own sum, added to the others' by the caller */
     gw = scratch + j->each;
-    memset(gw, 0, sizeof(float) * (size_t)OK);
+    fresh = 1;
   }
   if (backward_items(j->c, &gs, j->sm, j->x + lo * CHW, j->w, j->wt, j->gy + lo * g->O * P,
-                     j->gx ? j->gx + lo * CHW : NULL, gw, scratch))
+                     j->gx ? j->gx + lo * CHW : NULL, gw, fresh, scratch))
     __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
 }
 
@@ -1223,7 +1226,7 @@ static int conv2d_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **g
   const lt_tensor *ops[3] = { x, w, gout };
   lt_tensor *wacc = need_w && !direct ? lt_grad_inplace_target(w, ops, 3) : NULL;
   if (wacc) gw = lt_tensor_retain(wacc);
-  else if (need_w && !(gw = lt_tensor_zeros(c, LT_F32, 4, w->shape))) goto fail;
+  else if (need_w && !(gw = lt_tensor_new(c, LT_F32, 4, w->shape))) goto fail; /* written, not added to */
   const float *pg = lt_f32(gc);
   if (direct && need_w && dc_weight_grad(c, &g, lt_f32(xc), pg, lt_f32(gw))) goto fail;
   const float *px = xc ? lt_f32(xc) : NULL, *pw = wc ? lt_f32(wc) : NULL;
@@ -1239,9 +1242,10 @@ static int conv2d_backward(lt_ctx *c, lt_node *n, lt_tensor *gout, lt_tensor **g
                     .wt = wt,
                     .gy = pg,
                     .gx = pgx,
-                    .gw = pgw };
+                    .gw = pgw,
+                    .gw_fresh = !wacc };
     if (split_run(c, &j)) goto fail;
-  } else if (!direct && backward_items(c, &g, sm, px, pw, wt, pg, pgx, pgw, work)) goto fail;
+  } else if (!direct && backward_items(c, &g, sm, px, pw, wt, pg, pgx, pgw, !wacc, work)) goto fail;
   if (need_b) {
     if (!(gb = lt_tensor_new(c, LT_F32, 1, &g.O))) goto fail;
     bias_grad_job j = { &g, pg, lt_f32(gb) };
