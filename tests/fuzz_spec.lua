@@ -191,6 +191,9 @@ describe("fuzz: maths", function()
     { "int64 + 1e300", function() return i64 { 1 } + 1e300 end, "^add: the scalar 1e%+300 is outside int64's range %(the tensor is int64: convert it with :float%(%) first%)" },
     { "int64 * -inf", function() return i64 { 1 }:mul(-INF) end, "^mul: the scalar %-inf is outside int64's range" },
     { "int64 add_(inf)", function() return i64 { 1 }:add_(INF) end, "^add_: the scalar inf is outside int64's range" },
+    -- a number first with alpha: the scalar reaches the core without the operators' path (the API fuzz found
+    -- fill_'s message here, not add's)
+    { "2^63 + int64 * alpha", function() return lt.add(2 ^ 63, i64 { 1, 2 }, -3) end, "^add: the scalar 9%.2233720368548e%+18 is outside int64's range %(the tensor is int64: convert it with :float%(%) first%)" },
     { "int64 x[1] = 1e300", function() local y = i64 { 1, 2 }; y[1] = 1e300 end, "^index: value 1e%+300 is not an int64 value %(the tensor is int64%)" },
     { "x[1] = string", function() local y = z(2); y[1] = "a" end, "^bad argument #3 to '__newindex' %(number expected, got string%)" },
     { "where unbroadcastable", function() return lt.where(z(2), z(3), z(2)) end, "^where: shapes %[3%] and %[2%] cannot be broadcast" },

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "l_names.h"
+#include "lt_errors.h"
 #include "l_tensor.h"
 
 /* ---- lifecycle ------------------------------------------------------------------------------ */
@@ -113,8 +114,7 @@ static int l_newindex(lua_State *L) {
     /* the value is checked before the row view exists: an error raised after would leak it */
     lt_tensor *src = l_totensor(L, 3);
     double v = src ? 0 : l_checknumber(L, 3);
-    if (!src && t->dtype == LT_I64 && !l_is_int64(v))
-      return l_errorf(L, "index: value %.14g is not an int64 value (the tensor is int64)", v);
+    if (!src && t->dtype == LT_I64 && !l_is_int64(v)) return l_errorf(L, LT_E_NOT_INT64, "index", v);
     lt_ctx *c = L_CTX(L);
     lt_tensor *row = lt_op_select(c, t, 0, i - 1);
     if (!row) return l_error(L);

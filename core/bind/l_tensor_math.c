@@ -10,16 +10,6 @@
 
 /* ---- maths ------------------------------------------------------------------------------------ */
 
-/* lt_op_binary_scalar(_) computes an int64 tensor with an integral scalar in int64 (except div and pow, which
- * give float32): such a scalar must be an int64 value. Said here under the op's name (the core refuses it too,
- * in the fill_ that makes the scalar tensor). */
-static double scalar_for(lua_State *L, const lt_tensor *t, lt_binop op, double s, const char *suffix) {
-  if (t->dtype == LT_I64 && op != LT_DIV && op != LT_POW && s == floor(s) && !l_is_int64(s))
-    l_errorf(L, "%s%s: the scalar %.14g is outside int64's range (the tensor is int64: convert it with :float() first)",
-             lt_binop_name(op), suffix, s);
-  return s;
-}
-
 /* add and sub's alpha, PyTorch's `torch.add(x, y, alpha=2)`: a number third (as x:add_(y, 2) takes it) or
  * {alpha = 2}; the other ops take no third argument. Anything else there is an error: ignored, x:add(y, 2)
  * gave x + y and lt.add(x, y, {out = o}) left o untouched. Returns alpha (1 when not given). */
@@ -65,12 +55,10 @@ static int binary(lua_State *L, lt_binop op) {
     return l_push(L, r);
   }
   if (alpha != 1 && a && lua_type(L, 2) == LUA_TNUMBER)
-    return l_push(L, lt_op_binary_scalar(c, op, a, scalar_for(L, a, op, alpha * lua_tonumber(L, 2), ""), 0));
+    return l_push(L, lt_op_binary_scalar(c, op, a, alpha * lua_tonumber(L, 2), 0));
   if (a && b) return l_push(L, lt_op_binary(c, op, a, b));
-  if (a && lua_type(L, 2) == LUA_TNUMBER)
-    return l_push(L, lt_op_binary_scalar(c, op, a, scalar_for(L, a, op, lua_tonumber(L, 2), ""), 0));
-  if (b && lua_type(L, 1) == LUA_TNUMBER)
-    return l_push(L, lt_op_binary_scalar(c, op, b, scalar_for(L, b, op, lua_tonumber(L, 1), ""), 1));
+  if (a && lua_type(L, 2) == LUA_TNUMBER) return l_push(L, lt_op_binary_scalar(c, op, a, lua_tonumber(L, 2), 0));
+  if (b && lua_type(L, 1) == LUA_TNUMBER) return l_push(L, lt_op_binary_scalar(c, op, b, lua_tonumber(L, 1), 1));
   return l_errorf(L, "%s: expected tensors or numbers, got %s and %s", name, luaL_typename(L, 1), luaL_typename(L, 2));
 }
 static int l_add(lua_State *L) { return binary(L, LT_ADD); }
@@ -96,7 +84,7 @@ static int inplace_binary(lua_State *L, lt_binop op) {
       l_check(L, lt_op_axpy_(c, a, l_checknumber(L, 3), b));
     else l_check(L, lt_op_binary_(c, op, a, b));
   } else {
-    l_check(L, lt_op_binary_scalar_(c, op, a, scalar_for(L, a, op, l_checknumber(L, 2), "_")));
+    l_check(L, lt_op_binary_scalar_(c, op, a, l_checknumber(L, 2)));
   }
   lua_settop(L, 1);
   return 1;

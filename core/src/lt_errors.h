@@ -15,6 +15,13 @@
 #define LT_E_DTYPE "%s: %s must be %s, got %s"
 /* op: an op that has no float64 kernel yet, given a float64 tensor (lt_check_no_f64) */
 #define LT_E_NO_F64 "%s: float64 is not supported yet (float32 only)"
+/* a number that an int64 tensor would hold: NaN, +-inf and values outside [-2^63, 2^63) have no int64 (casting
+ * them is undefined) */
+#define LT_E_NOT_INT64 "%s: value %.14g is not an int64 value (the tensor is int64)"
+/* an integral number with an int64 tensor in add/sub/mul/...: computed in int64, so it must be one (PyTorch: an
+ * overflow error); %s%s: the op's name and "_" for the in-place form */
+#define LT_E_INT64_SCALAR \
+  "%s%s: the scalar %.14g is outside int64's range (the tensor is int64: convert it with :float() first)"
 #define LT_E_DTYPE_MATCH "%s: dtypes differ: a is %s, b is %s (convert one with :float() or :long())"
 /* op, dim (1-based), ndim */
 #define LT_E_DIM_RANGE "%s: dim %d out of range for a %d-dimensional tensor (expected 1..%d, or -%d..-1)"

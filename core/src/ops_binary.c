@@ -345,6 +345,10 @@ static int scalar_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor **gin)
 lt_tensor *lt_op_binary_scalar(lt_ctx *c, lt_binop op, lt_tensor *a, double s, int scalar_first) {
   const char *name = binop_names[op];
   if (a->dtype == LT_I64 && s == floor(s) && op != LT_DIV && op != LT_POW) {
+    if (!(s >= -0x1p63 && s < 0x1p63)) { /* +-inf, 2^63 and beyond: no int64 holds them */
+      lt_fail(c, LT_E_INT64_SCALAR, name, "", s);
+      return NULL;
+    }
     lt_tensor *out = lt_tensor_new(c, is_compare(op) ? LT_F32 : LT_I64, a->ndim, a->shape);
     if (!out) return NULL;
     lt_tensor *sv = lt_op_full(c, LT_I64, 0, NULL, s);
@@ -404,6 +408,7 @@ int lt_op_binary_scalar_(lt_ctx *c, lt_binop op, lt_tensor *a, double s) {
   if (a->dtype == LT_I64) {
     if (s != floor(s) || op == LT_DIV || op == LT_POW || is_compare(op))
       return lt_fail(c, "%s_: cannot update an int64 tensor in place with a non-integer result", name);
+    if (!(s >= -0x1p63 && s < 0x1p63)) return lt_fail(c, LT_E_INT64_SCALAR, name, "_", s);
     lt_tensor *sv = lt_op_full(c, LT_I64, 0, NULL, s);
     if (!sv) return LT_ERR;
     lt_mark_modified(a);

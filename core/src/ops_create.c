@@ -73,8 +73,7 @@ int lt_op_fill_(lt_ctx *c, lt_tensor *t, double v) {
   if (lt_check_inplace(c, "fill_", t)) return LT_ERR;
   if (t->dtype == LT_I64) {
     /* NaN fails the first test, +-inf and 2^63 the range: their casts to int64 are undefined */
-    if (!(v == floor(v) && v >= -0x1p63 && v < 0x1p63))
-      return lt_fail(c, "fill_: value %.14g is not an int64 value (the tensor is int64)", v);
+    if (!(v == floor(v) && v >= -0x1p63 && v < 0x1p63)) return lt_fail(c, LT_E_NOT_INT64, "fill_", v);
     lt_mark_modified(t);
     int64_t iv = (int64_t)v, *p = lt_i64(t);
     LT_FOR_EACH_ELEMENT(t, o, p[o] = iv);
