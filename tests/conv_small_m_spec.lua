@@ -1,6 +1,6 @@
 -- tests/conv_small_m_spec.lua — conv2d's wide layers on lutra's small-M GEMM (nn_conv.c: K = C*kh*kw >= 256 and
 -- O >= 64, AVX-512; the forward over 64 positions in all, the weight gradient over 64 an item, the input gradient
--- over 64 an item or, at stride 1, as the forward of the flipped convolution): the output and the gradients against
+-- over 64 an item: at stride 1 as the forward of the flipped convolution, strided by phases): the output and the gradients against
 -- the same call on two threads (OpenBLAS's GEMMs over the whole batch, or each thread's range of a batch split as in
 -- tests/conv_split_spec.lua), against float64 (nn_conv_general.c with dgemm), and a finite-difference check of both
 -- gradients. Wide layers over fewer positions take OpenBLAS's path for their gradients, in chunks of items.
@@ -29,6 +29,9 @@ local shapes = {
   -- 32 output channels (too narrow: W^T + col2im instead)
   { n = 3, c = 40, h = 1, w = 50, o = 64, k = { 1, 11 }, s = { 1, 2 }, p = { 0, 5 }, bias = true },
   { n = 2, c = 32, h = 10, w = 9, o = 64, k = { 3, 3 }, s = { 1, 1 }, p = { 1, 1 }, bias = false },
+  -- the strided input gradient by phases: unequal strides, a kernel row count below the stride (a phase of input
+  -- rows that no tap reaches) and odd sizes
+  { n = 2, c = 64, h = 25, w = 20, o = 64, k = { 2, 5 }, s = { 3, 2 }, p = { 1, 2 }, bias = true },
   -- the input read in place: kernel rows skipped where they meet only padding (rows of taps 1-2, 0-1 at stride 2),
   -- and a padding wider than the kernel, whose first and last output rows meet no input row at all (bias alone)
   { n = 3, c = 64, h = 15, w = 17, o = 96, k = { 3, 3 }, s = { 2, 2 }, p = { 1, 1 }, bias = true }, -- P = 72

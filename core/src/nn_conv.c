@@ -11,7 +11,7 @@
  * input does not require grad (see "direct convolution" below). Wide layers (K >= 256, O >= 64) run on lutra's
  * small-M GEMM with AVX-512: their forward and weight gradient read the zero-padded input in place, without im2col,
  * and skip the kernel rows that meet only padding ("the input read in place" below); at stride 1 their input
- * gradient is the forward of the flipped convolution.
+ * gradient is the forward of the flipped convolution, at larger strides one product per phase of input rows.
  */
 #include <stdio.h>
 #include <string.h>
@@ -617,8 +617,8 @@ static int dc_weight_grad(lt_ctx *c, const conv_geom *g, const float *x, const f
  * only moved that cost into im2col/col2im on a col past L2. Here the products run lutra's 8 x 32 register tile
  * (gemm_small_m.c), which reads A in place: the forward and the weight gradient read the zero-padded input itself
  * (no im2col; "the input read in place" below); the input gradient of a stride-1 layer is the forward of the
- * flipped convolution (below), of the others W^T, transposed once per call, in blocks of KC rows against each
- * item's gradient read in place, then col2im. One thread, or one range of a batch split
+ * flipped convolution, of a strided one a product per phase (both below), of the others W^T, transposed once per
+ * call, in blocks of KC rows against each item's gradient read in place, then col2im. One thread, or one range of a batch split
  * over the pool (below); outside autocast (whose products are lt_gemm's bf16 GEMM), AVX-512, and only for wide
  * GEMMs (K >= 256, O >= 64): LeNet's and the first layers' small K gain nothing from it; from K = 256 it pays
  * (one thread, fwd+bwd, batch 16, Zen 4: Conv1d 40->64 k11 s2 on L400, K = 440, 7.1-7.9 -> 6.7-7.2 ms; Conv2d
@@ -939,16 +939,125 @@ static void wt_range(void *arg, int64_t o0, int64_t o1) {
   transpose_f32(j->w + o0 * j->K, j->K, o1 - o0, j->K, j->wt + o0, j->O, 0);
 }
 
+/* --- the input gradient of a strided layer by phases -----------------------------------------------------------
+ * At stride s the input rows split into s phases by (ih + PH) mod s: the rows of phase r receive only the kernel
+ * rows ki = r + s*u, from gradient row A - u where A = (ih + PH - r) / s. So each phase (rh, rw) of gx is a
+ * stride-1 product over the gradient: gx[c, ih, iw] = sum over o, u, v of W[o, c, rh + SH*u, rw + SW*v] *
+ * gy[o, Ah - u, Aw - v], read in place from gy padded by ceil(k/s) - 1 rows and columns before (and after, as far as
+ * the input reaches). The phases' GEMMs write gx^T rows [positions, C] for their positions, each position in one
+ * phase, then gx = their transpose: no col2im, and no gcol [K, P] (1 MB an item for DCGAN's 64->128 k4 s2). For
+ * undilated strided layers whose input channels fill the tile's panels (C >= 64) over >= 64 positions an item. */
+typedef struct phase_geom {
+  int64_t top, left, hp, wp; /* gy's padding before, and its padded size */
+} phase_geom;
+static int phases_ok(const conv_geom *g) {
+  return (g->SH > 1 || g->SW > 1) && g->DH == 1 && g->DW == 1 && g->C >= 64 && geom_p(g) >= 64;
+}
+static phase_geom phase_geom_of(const conv_geom *g) {
+  phase_geom p;
+  p.top = (g->KH + g->SH - 1) / g->SH - 1;
+  p.left = (g->KW + g->SW - 1) / g->SW - 1;
+  const int64_t ah = (g->H - 1 + g->PH) / g->SH, aw = (g->W - 1 + g->PW) / g->SW; /* the last rows read */
+  p.hp = p.top + (ah + 1 > g->HO ? ah + 1 : g->HO);
+  p.wp = p.left + (aw + 1 > g->WO ? aw + 1 : g->WO);
+  return p;
+}
+/* the kernel rows (columns) of phase r: r, r + s, ... below k */
+static int64_t phase_u(int64_t k, int64_t s, int64_t r) { return r < k ? (k - r + s - 1) / s : 0; }
+/* the packed weight: per phase in (rh, rw) order, panels of 32 input channels, rows (o, u, v) */
+static int64_t phases_weight_floats(const conv_geom *g) {
+  return g->O * g->KH * g->KW * ((g->C + LT_GEMM_SM_NR - 1) / LT_GEMM_SM_NR * LT_GEMM_SM_NR);
+}
+typedef struct phase_pack_job {
+  const conv_geom *g;
+  const float *w;
+  float *wp;
+} phase_pack_job;
+static void phase_pack_range(void *arg, int64_t p0, int64_t p1) {
+  const phase_pack_job *j = arg;
+  const conv_geom *g = j->g;
+  const int64_t NR = LT_GEMM_SM_NR, CP = (g->C + NR - 1) / NR * NR;
+  float *dst = j->wp;
+  for (int64_t rh = 0; rh < g->SH; rh++)
+    for (int64_t rw = 0; rw < g->SW; rw++) {
+      const int64_t uh = phase_u(g->KH, g->SH, rh), uw = phase_u(g->KW, g->SW, rw), kt = g->O * uh * uw;
+      for (int64_t q = p0 * NR; q < p1 * NR && q < g->C; q += NR) {
+        const int64_t nc = g->C - q < NR ? g->C - q : NR;
+        float *d = dst + q * kt;
+        for (int64_t o = 0; o < g->O; o++)
+          for (int64_t u = 0; u < uh; u++)
+            for (int64_t v = 0; v < uw; v++, d += NR)
+              for (int64_t jj = 0; jj < NR; jj++)
+                d[jj] = jj < nc ? j->w[((o * g->C + q + jj) * g->KH + rh + g->SH * u) * g->KW + rw + g->SW * v] : 0.0f;
+      }
+      dst += CP * kt;
+    }
+}
+/* scratch of one chunk: gy padded, gx^T [N*H*W, C], the position tables (2 per position) and one phase's taps */
+static int64_t phases_floats(const conv_geom *g) {
+  const phase_geom p = phase_geom_of(g);
+  const int64_t HW = g->H * g->W;
+  return (g->N * g->O * p.hp * p.wp + g->N * HW * g->C + 15) / 16 * 16 + 2 * (2 * g->N * HW + g->O * g->KH * g->KW);
+}
+static void phases_input_grad(const conv_geom *g, const float *wp, const float *gy, float *gx, float *scratch) {
+  const phase_geom pg = phase_geom_of(g);
+  const int64_t N = g->N, C = g->C, HW = g->H * g->W, NR = LT_GEMM_SM_NR, CP = (C + NR - 1) / NR * NR;
+  const int64_t plane = pg.hp * pg.wp, item = g->O * plane;
+  float *gyp = scratch, *xt = gyp + N * item;
+  int64_t *pos = (int64_t *)(scratch + (N * item + N * HW * C + 15) / 16 * 16), *row = pos + N * HW,
+          *tap = row + N * HW;
+  memset(gyp, 0, sizeof(float) * (size_t)(N * item));
+  for (int64_t i = 0; i < N; i++)
+    for (int64_t o = 0; o < g->O; o++)
+      for (int64_t oh = 0; oh < g->HO; oh++)
+        memcpy(gyp + i * item + o * plane + (oh + pg.top) * pg.wp + pg.left, gy + ((i * g->O + o) * g->HO + oh) * g->WO,
+               sizeof(float) * (size_t)g->WO);
+  const float *wph = wp;
+  for (int64_t rh = 0; rh < g->SH; rh++)
+    for (int64_t rw = 0; rw < g->SW; rw++) {
+      const int64_t uh = phase_u(g->KH, g->SH, rh), uw = phase_u(g->KW, g->SW, rw), kt = g->O * uh * uw;
+      int64_t m = 0, q = 0;
+      for (int64_t o = 0; o < g->O; o++)
+        for (int64_t u = 0; u < uh; u++)
+          for (int64_t v = 0; v < uw; v++) tap[q++] = o * plane - u * pg.wp - v;
+      for (int64_t i = 0; i < N; i++)
+        for (int64_t ih = (rh - g->PH % g->SH + g->SH) % g->SH; ih < g->H; ih += g->SH)
+          for (int64_t iw = (rw - g->PW % g->SW + g->SW) % g->SW; iw < g->W; iw += g->SW, m++) {
+            const int64_t ah = (ih + g->PH - rh) / g->SH, aw = (iw + g->PW - rw) / g->SW;
+            pos[m] = i * item + (ah + pg.top) * pg.wp + aw + pg.left;
+            row[m] = (i * HW + ih * g->W + iw) * C;
+          }
+      const lt_gemm_rows gr = { .m = m,
+                                .n = C,
+                                .k = kt,
+                                .a = gyp,
+                                .aoff = pos,
+                                .acol = tap,
+                                .b = wph,
+                                .ldb = NR,
+                                .bpanel = kt * NR,
+                                .c = xt,
+                                .coff = row };
+      if (m) lt_gemm_small_m_rows(&gr);
+      wph += CP * kt;
+    }
+  for (int64_t i = 0; i < N; i++) transpose_f32(xt + i * HW * C, C, HW, C, gx + i * C * HW, HW, 0);
+}
+
 /* the floats of the weight the input gradient reads: W^T [K, O], or flipped_geom's wr with reorder_flipped's
- * room (W' and W'^T) after it */
+ * room (W' and W'^T) after it, or the phases' packed weight */
 static int64_t gx_weight_floats(const conv_geom *g) {
   conv_geom t;
+  if (phases_ok(g)) return phases_weight_floats(g);
   return flipped_geom(g, &t) ? geom_k(&t) * o_panels(&t) + 2 * geom_k(g) * g->O : geom_k(g) * g->O;
 }
 static void gx_weight(int parts, const conv_geom *g, const float *w, float *wt) {
   conv_geom t;
   const int64_t K = geom_k(g);
-  if (flipped_geom(g, &t)) {
+  if (phases_ok(g)) {
+    phase_pack_job j = { g, w, wt };
+    lt_pool_for(parts, (g->C + LT_GEMM_SM_NR - 1) / LT_GEMM_SM_NR, 1, phase_pack_range, &j);
+  } else if (flipped_geom(g, &t)) {
     float *wf = wt + geom_k(&t) * o_panels(&t);
     reorder_flipped(parts, &t, w, wf, wf + K * g->O, wt);
   } else {
@@ -960,13 +1069,15 @@ static void gx_weight(int parts, const conv_geom *g, const float *w, float *wt) 
 /* gx's scratch on the small-M path */
 static int64_t gx_floats(const conv_geom *g) {
   conv_geom t;
+  if (phases_ok(g)) return phases_floats(g);
   return flipped_geom(g, &t) ? sm_fwd_floats(&t) : geom_k(g) * geom_p(g);
 }
 
 /* gx [N, C, H, W] = the input gradient (every element written); wt: gx_weight */
 static void sm_gx(const conv_geom *g, const float *wt, const float *gy, float *gx, float *scratch) {
   conv_geom t;
-  if (flipped_geom(g, &t)) sm_forward(&t, gy, wt, NULL, gx, scratch);
+  if (phases_ok(g)) phases_input_grad(g, wt, gy, gx, scratch);
+  else if (flipped_geom(g, &t)) sm_forward(&t, gy, wt, NULL, gx, scratch);
   else sm_input_grad(g, wt, gy, gx, scratch);
 }
 
@@ -1048,7 +1159,7 @@ static int backward_items(lt_ctx *c, const conv_geom *g, int sm, const float *x,
                           const float *gy, float *gx, float *gw, int gw_fresh, float *scratch) {
   const int64_t K = geom_k(g), P = geom_p(g), CHW = g->C * g->H * g->W, nb = chunk_items(g), OP = g->O * P;
   conv_geom t;
-  if (gx && !((sm & SM_X) && flipped_geom(g, &t))) /* the others add into gx: zeros first, on this range's thread */
+  if (gx && !((sm & SM_X) && (flipped_geom(g, &t) || phases_ok(g)))) /* the others add into gx: zeros first */
     memset(gx, 0, sizeof(float) * (size_t)(g->N * CHW));
   if (gx && (sm & SM_X)) {
     const int64_t nx = sm_chunk(g);
