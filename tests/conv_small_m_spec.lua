@@ -1,9 +1,10 @@
 -- tests/conv_small_m_spec.lua — conv2d's wide layers on lutra's small-M GEMM (nn_conv.c: K = C*kh*kw >= 256 and
 -- O >= 64, AVX-512; the forward over 64 positions in all, the weight gradient over 64 an item, the input gradient
--- over 64 an item: at stride 1 as the forward of the flipped convolution, strided by phases): the output and the gradients against
--- the same call on two threads (OpenBLAS's GEMMs over the whole batch, or each thread's range of a batch split as in
--- tests/conv_split_spec.lua), against float64 (nn_conv_general.c with dgemm), and a finite-difference check of both
--- gradients. Wide layers over fewer positions take OpenBLAS's path for their gradients, in chunks of items.
+-- over 64 an item: at stride 1 as the forward of the flipped convolution, strided by phases): the output and the
+-- gradients against the same call on two threads (OpenBLAS's GEMMs over the whole batch, or each thread's range of
+-- a batch split as in tests/conv_split_spec.lua), against float64 (nn_conv_general.c with dgemm), and a
+-- finite-difference check of both gradients. Wide layers over fewer positions take OpenBLAS's path for their
+-- gradients, in chunks of items.
 -- Shapes cover odd sizes (P not a multiple of the 32-column tile, O not a multiple of the 8-row tile), the
 -- channel blocks of 256 col rows (a ragged last block), strides 1, 2 and 3, 1-D rows, no bias, wide output rows;
 -- the kernel rows that meet only padding (the forward and the weight gradient read the input in place and skip them),
