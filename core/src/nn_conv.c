@@ -774,7 +774,8 @@ static void rows_meeting(const conv_geom *g, int64_t oh, int64_t *lo, int64_t *h
 }
 
 /* the output channels rounded up to whole panels of the small-M GEMM's 32 columns */
-static int64_t o_panels(const conv_geom *g) { return (g->O + LT_GEMM_SM_NR - 1) / LT_GEMM_SM_NR * LT_GEMM_SM_NR; }
+static int64_t nr_round(int64_t n) { return (n + LT_GEMM_SM_NR - 1) / LT_GEMM_SM_NR * LT_GEMM_SM_NR; }
+static int64_t o_panels(const conv_geom *g) { return nr_round(g->O); }
 
 /* wr = W transposed and packed for the forward's B: panel q (output channels 32q ..) holds [K, 32], its taps in
  * (ki, c, kj) order; K * o_panels floats. wt [K, O]: room for W^T on the way. Panels [p0, p1) here (each reads
@@ -965,9 +966,7 @@ static phase_geom phase_geom_of(const conv_geom *g) {
 /* the kernel rows (columns) of phase r: r, r + s, ... below k */
 static int64_t phase_u(int64_t k, int64_t s, int64_t r) { return r < k ? (k - r + s - 1) / s : 0; }
 /* the packed weight: per phase in (rh, rw) order, panels of 32 input channels, rows (o, u, v) */
-static int64_t phases_weight_floats(const conv_geom *g) {
-  return g->O * g->KH * g->KW * ((g->C + LT_GEMM_SM_NR - 1) / LT_GEMM_SM_NR * LT_GEMM_SM_NR);
-}
+static int64_t phases_weight_floats(const conv_geom *g) { return g->O * g->KH * g->KW * nr_round(g->C); }
 typedef struct phase_pack_job {
   const conv_geom *g;
   const float *w;
@@ -976,7 +975,7 @@ typedef struct phase_pack_job {
 static void phase_pack_range(void *arg, int64_t p0, int64_t p1) {
   const phase_pack_job *j = arg;
   const conv_geom *g = j->g;
-  const int64_t NR = LT_GEMM_SM_NR, CP = (g->C + NR - 1) / NR * NR;
+  const int64_t NR = LT_GEMM_SM_NR, CP = nr_round(g->C);
   float *dst = j->wp;
   for (int64_t rh = 0; rh < g->SH; rh++)
     for (int64_t rw = 0; rw < g->SW; rw++) {
@@ -1001,7 +1000,7 @@ static int64_t phases_floats(const conv_geom *g) {
 }
 static void phases_input_grad(const conv_geom *g, const float *wp, const float *gy, float *gx, float *scratch) {
   const phase_geom pg = phase_geom_of(g);
-  const int64_t N = g->N, C = g->C, HW = g->H * g->W, NR = LT_GEMM_SM_NR, CP = (C + NR - 1) / NR * NR;
+  const int64_t N = g->N, C = g->C, HW = g->H * g->W, NR = LT_GEMM_SM_NR, CP = nr_round(C);
   const int64_t plane = pg.hp * pg.wp, item = g->O * plane;
   float *gyp = scratch, *xt = gyp + N * item;
   int64_t *pos = (int64_t *)(scratch + (N * item + N * HW * C + 15) / 16 * 16), *row = pos + N * HW,
@@ -1056,7 +1055,7 @@ static void gx_weight(int parts, const conv_geom *g, const float *w, float *wt) 
   const int64_t K = geom_k(g);
   if (phases_ok(g)) {
     phase_pack_job j = { g, w, wt };
-    lt_pool_for(parts, (g->C + LT_GEMM_SM_NR - 1) / LT_GEMM_SM_NR, 1, phase_pack_range, &j);
+    lt_pool_for(parts, nr_round(g->C) / LT_GEMM_SM_NR, 1, phase_pack_range, &j);
   } else if (flipped_geom(g, &t)) {
     float *wf = wt + geom_k(&t) * o_panels(&t);
     reorder_flipped(parts, &t, w, wf, wf + K * g->O, wt);
