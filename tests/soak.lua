@@ -23,7 +23,11 @@ local function open_fds()
   return #lt._io.listdir("/proc/self/fd") -- includes the listing's own descriptor: the same in every sample
 end
 
+-- LuaJIT's compiled traces live in the Lua heap's count: they grow while the JIT keeps finding hot paths (by 600
+-- KiB and more when a loaded CI machine warms up slowly) and are bounded by its maxtrace/maxmcode, not a leak.
+-- Flushing them before each sample leaves only what lutra and the script hold (1214 -> 1215 KiB over 1860 rounds here).
 local function lua_heap_kb()
+  if jit then jit.flush() end
   collectgarbage()
   collectgarbage()
   return collectgarbage("count")
@@ -89,14 +93,14 @@ while elapsed() < seconds do
 end
 os.execute("rm -rf '" .. dir .. "'")
 
--- margins: RSS within 5% + 4 MiB of the warmed-up level (allocator noise), not one fd more, the Lua heap within
--- 10% + 256 KiB (the loaders' and trainers' tables of one round)
+-- margins: RSS within 5% + 4 MiB of the warmed-up level (allocator noise), not one fd more, the Lua heap (without
+-- the JIT's traces) within 2% + 64 KiB: one leaked table per round would pass that within a few hundred rounds
 local fails = {}
 if not os.getenv("LUTRA_SANITIZER") and peak.rss > base.rss * 1.05 + 4096 then
   fails[#fails + 1] = string.format("RSS grew from %d to %d KiB", base.rss, peak.rss)
 end
 if peak.fds > base.fds then fails[#fails + 1] = string.format("open fds grew from %d to %d", base.fds, peak.fds) end
-if peak.heap > base.heap * 1.10 + 256 then
+if peak.heap > base.heap * 1.02 + 64 then
   fails[#fails + 1] = string.format("the Lua heap grew from %.0f to %.0f KiB", base.heap, peak.heap)
 end
 print(string.format("soak: %d rounds (%d epochs); peak RSS %d KiB (%+.1f%%), fds %d, Lua heap %.0f KiB (%+.1f%%)",
