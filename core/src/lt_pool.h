@@ -6,7 +6,7 @@
  * lt_pool_run(fn, arg, n) calls fn(arg, i, n) for i = 0 .. n-1 on the calling thread and the workers, each
  * thread claiming the next part when it finishes one, and returns when all are done. Workers copy the
  * caller's flush-to-zero state. Waiting gives the CPU back: an idle worker spins (no system call) for ~20 us,
- * so it picks up the next job of a training step at once, then parks on a futex until the next job; the
+ * 200 us while its spins keep catching jobs, so it picks up the next job of a training step at once, then parks on a futex until the next job; the
  * caller does the same while a worker finishes its last part. Nothing waits in sched_yield. The pool also
  * runs lutra's large GEMMs (core/src/blas.c): OpenBLAS itself runs on one thread, so no second pool of
  * threads spins beside this one.

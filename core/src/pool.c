@@ -44,8 +44,15 @@
  * some microseconds catches them without a wake-up. Measured with bench/wait.py (2, 20 and 100 us, MLP b64 and
  * GPT steps, on the 2-vCPU EPYC at load 15-17: bench/RESULTS.md): no length won on both workloads beyond the
  * noise (within +-25% wall, +-13% CPU); 20 us is the middle, short enough that an idle worker is asleep during
- * the GEMMs that follow and never holds a shared core for long. */
+ * the GEMMs that follow and never holds a shared core for long.
+ *
+ * A worker whose spin caught its last job spins longer for the next (SPIN_LONG_NS): inside a training step the
+ * gaps between jobs (a batch gathered, the loss, Lua between layers) run 20-100 us, and each one a parked worker
+ * missed cost the next GEMM the wake-up, as the caller's half waited for the worker's (MLP b64 on the quiet Zen 4
+ * VM: 1099 -> 1036 us a step with the long spin). A spin that runs out (the program paused between steps, an
+ * interactive session) parks the worker and the next spin is short again, so an idle process spins 200 us once. */
 #define SPIN_NS 20000L
+#define SPIN_LONG_NS 200000L
 /* Every RECHECK_JOBS jobs the pool re-reads the CPUs the process may use (one sched_getaffinity: ~1 us), and
  * every RECHECK_QUOTA re-checks the cgroup quota as well (a few file reads): a mask or quota changed while
  * the process runs (taskset -p, a container resized) takes effect within that many jobs. */
@@ -95,9 +102,9 @@ static void futex_wake(atomic_uint *word, int n) {
   syscall(SYS_futex, (unsigned *)word, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
 }
 
-/* Spins until *word differs from seen or SPIN_NS pass; returns the value seen last. The clock is read every
+/* Spins until *word differs from seen or limit_ns pass; returns the value seen last. The clock is read every
  * 64 pauses (a pause is ~40-140 cycles on current x86). */
-static unsigned spin_while(atomic_uint *word, unsigned seen) {
+static unsigned spin_while(atomic_uint *word, unsigned seen, long limit_ns) {
   long t0 = 0;
   for (int spins = 0;; spins++) {
     unsigned v = atomic_load_explicit(word, memory_order_acquire);
@@ -105,7 +112,7 @@ static unsigned spin_while(atomic_uint *word, unsigned seen) {
     if ((spins & 63) == 0) {
       long t = now_ns();
       if (!t0) t0 = t;
-      else if (t - t0 > SPIN_NS) return v;
+      else if (t - t0 > limit_ns) return v;
     }
     cpu_relax();
   }
@@ -148,8 +155,10 @@ static void run_parts(int is_worker) {
 static void *worker_main(void *arg) {
   worker *me = arg;
   unsigned seen = me->start_gen;
+  long spin = SPIN_NS;
   for (;;) {
-    unsigned g = spin_while(&P.gen, seen);
+    unsigned g = spin_while(&P.gen, seen, spin);
+    spin = g != seen ? SPIN_LONG_NS : SPIN_NS; /* caught while spinning: the jobs come close together */
     while (g == seen) {
       atomic_fetch_add(&P.sleepers, 1); /* seq_cst: the waker's gen++ then sleepers load sees it, or ... */
       futex_wait(&P.gen, seen);         /* ... this wait sees the new gen and returns at once */
