@@ -1,7 +1,8 @@
 -- index_select along dim 1 asks the memory for the rows a few positions ahead of the one it copies when the
 -- source is larger than a core's L2 and its rows are a cache line or longer (ops_index.c: GATHER_AHEAD rows, at
 -- most GATHER_AHEAD_BYTES of each): the rows it copies and the bad indices it reports stay what they were,
--- whatever the batch length, row length, index order and dtype, on both sides of those thresholds.
+-- whatever the batch length, row length, index order and dtype, on both sides of those thresholds. A gather of
+-- GATHER_PAR_MIN_BYTES (128 KB) or more is split by rows over the pool's threads, every index checked first.
 local lt = require "lutra"
 
 -- element (i, c) of x is (i - 1) * cols + c - 1: a gathered row names its source row (exact in float32 below 2^24)
@@ -62,6 +63,28 @@ describe("index_select with rows fetched ahead", function()
       idx[pos] = 0
       assert.has_error(function() x:index_select(1, lt.tensor(idx, "int64")) end,
         "index_select: index 0 is out of range (indices are 1-based)")
+    end
+  end)
+
+  it("a gather of many bytes split over two threads: the same rows as on one, a bad index anywhere still named", function()
+    local threads = lt.get_num_threads()
+    finally(function() lt.set_num_threads(threads) end)
+    local x = source(9000, 784, "float32") -- 3136-byte rows, 28 MB: 300 rows are 940 KB, split in parts
+    local idx = spread(300, 9000)
+    idx[150], idx[151], idx[300] = 9000, 9000, 1
+    lt.set_num_threads(2)
+    check_rows(x, idx)
+    local two = x:index_select(1, lt.tensor(idx, "int64"))
+    lt.set_num_threads(1)
+    local one = x:index_select(1, lt.tensor(idx, "int64"))
+    assert.is_true(two:equal(one))
+    lt.set_num_threads(2)
+    for _, pos in ipairs({ 1, 150, 299, 300 }) do
+      local bad = {}
+      for j, v in ipairs(idx) do bad[j] = v end
+      bad[pos] = 9001
+      assert.has_error(function() x:index_select(1, lt.tensor(bad, "int64")) end,
+        "index_select: index 9001 out of range 1..9000 of dim 1")
     end
   end)
 
