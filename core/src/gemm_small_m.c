@@ -5,6 +5,7 @@
  * L1 while the tiles of its rows run. */
 #include "lt_gemm_small_m.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "lt_pool.h"
@@ -193,4 +194,50 @@ void lt_gemm_small_m_rows(const lt_gemm_rows *g) {
         else panel(&s, bq, s.c + q, nc);
       } while ((k0 += KB) < g->k);
     }
+}
+
+/* ---- the tile as a general GEMM, B read in place (lt_gemm_small_m_gemm) ------------------------------------ */
+
+typedef struct gemm_job {
+  lt_gemm_rows g; /* the whole product */
+  int64_t panels;
+} gemm_job;
+
+/* C's column panels [lo, hi) of the product */
+static void gemm_panels(void *arg, int64_t lo, int64_t hi) {
+  const gemm_job *j = arg;
+  lt_gemm_rows s = j->g;
+  int64_t c0 = lo * NR, c1 = hi * NR < j->g.n ? hi * NR : j->g.n;
+  s.n = c1 - c0;
+  s.b = j->g.b + c0;
+  s.c = j->g.c + c0;
+  lt_gemm_small_m_rows(&s);
+}
+
+int lt_gemm_small_m_gemm(int transa, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
+                         int64_t ldb, float *c, int64_t ldc, int accumulate, int threads) {
+  if (m <= 0 || n <= 0) return 1;
+  int64_t *offs = NULL;
+  if (transa) { /* op(A)'s element (i, p) is A's (p, i): rows i apart by one float, columns by lda */
+    offs = malloc(sizeof(int64_t) * (size_t)(m + k));
+    if (!offs) return 0;
+    for (int64_t i = 0; i < m; i++) offs[i] = i;
+    for (int64_t p = 0; p < k; p++) offs[m + p] = p * lda;
+  }
+  gemm_job j = { .g = { .m = m,
+                        .n = n,
+                        .k = k,
+                        .a = a,
+                        .lda = lda,
+                        .aoff = offs,
+                        .acol = offs ? offs + m : NULL,
+                        .b = b,
+                        .ldb = ldb,
+                        .c = c,
+                        .ldc = ldc,
+                        .accumulate = accumulate },
+                 .panels = (n + NR - 1) / NR };
+  lt_pool_for(threads < j.panels ? threads : (int)j.panels, j.panels, 1, gemm_panels, &j);
+  free(offs);
+  return 1;
 }

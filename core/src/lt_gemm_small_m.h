@@ -53,4 +53,12 @@ typedef struct lt_gemm_rows {
 } lt_gemm_rows;
 void lt_gemm_small_m_rows(const lt_gemm_rows *g);
 
+/* The tile as a general GEMM where it beats OpenBLAS (lt_blas_sgemm decides, core/src/blas.c): C [m x n] = op(A) B
+ * (+ C when accumulate), row-major, B [k x n] read in place (ldb), op(A) = A [m x k] (lda) or, when transa, A
+ * stored [k x m] (lda) read transposed in place. C's column panels split over `threads` of the pool; every
+ * element is summed along k in order, so the bits do not depend on the split. C is not read unless accumulate
+ * (a NaN in it stays out). Returns 0 when it did not run (no memory for the transposed A's offsets), else 1. */
+int lt_gemm_small_m_gemm(int transa, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
+                         int64_t ldb, float *c, int64_t ldc, int accumulate, int threads);
+
 #endif
