@@ -23,6 +23,7 @@
 #include "lt_errors.h"
 #include "lt_gemm_bf16.h"
 #include "lt_gemm_small_m.h"
+#include "lt_transpose.h"
 #include "lt_nn.h"
 #include "lt_pool.h"
 #include "lt_simd.h"
@@ -639,66 +640,7 @@ static int sm_thread(lt_ctx *c, int parts) {
   return parts > 1 || (c->num_threads == 1 && c->autocast == LT_AUTOCAST_OFF);
 }
 
-/* dst[c * ldd + r] = src[r * lds + c] (add: +=) for rows r0 .. r1 and columns c0 .. cols, element by element */
-static void transpose_rest(const float *src, int64_t lds, int64_t cols, float *dst, int64_t ldd, int add, int64_t r0,
-                           int64_t r1, int64_t c0) {
-  for (int64_t r = r0; r < r1; r++)
-    for (int64_t c = c0; c < cols; c++) {
-      if (add) dst[c * ldd + r] += src[r * lds + c];
-      else dst[c * ldd + r] = src[r * lds + c];
-    }
-}
-
-#ifdef CONV_AVX512
-/* in 8 x 8 blocks of eight 8-float rows: two rounds of unpacks and shuffles and one of 128-bit lane swaps (element
- * by element, the transposes around the direct convolution's GEMMs took 8% of the weight gradient's time) */
-__attribute__((target("avx512f"))) static void transpose_avx(const float *src, int64_t lds, int64_t rows, int64_t cols,
-                                                             float *dst, int64_t ldd, int add) {
-  int64_t r0 = 0;
-  for (; r0 + 8 <= rows; r0 += 8) {
-    int64_t c0 = 0;
-    for (; c0 + 8 <= cols; c0 += 8) {
-      __m256 r[8], t[8], u[8];
-      for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(src + (r0 + i) * lds + c0);
-      for (int i = 0; i < 8; i += 2) {
-        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-      }
-      for (int i = 0; i < 8; i += 4) {
-        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
-        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
-        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
-      }
-      /* column c0 + j: rows 0-3 from u[j % 4], rows 4-7 from u[4 + j % 4]; the low lanes for j < 4, the high ones
-       * after (two loops: the lane selector must be a constant even where the compiler does not unroll, at -O0) */
-      __m256 v[8];
-      for (int j = 0; j < 4; j++) v[j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x20);
-      for (int j = 0; j < 4; j++) v[4 + j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x31);
-      for (int j = 0; j < 8; j++) {
-        float *d = dst + (c0 + j) * ldd + r0;
-        if (add) v[j] = _mm256_add_ps(v[j], _mm256_loadu_ps(d));
-        _mm256_storeu_ps(d, v[j]);
-      }
-    }
-    transpose_rest(src, lds, cols, dst, ldd, add, r0, r0 + 8, c0);
-  }
-  transpose_rest(src, lds, cols, dst, ldd, add, r0, rows, 0);
-}
-#endif
-
-/* dst [cols x rows] (row stride ldd) = src [rows x cols] (row stride lds) transposed (add: dst += it) */
-static void transpose_f32(const float *src, int64_t lds, int64_t rows, int64_t cols, float *dst, int64_t ldd, int add) {
-#ifdef CONV_AVX512
-  if (__builtin_cpu_supports("avx512f")) {
-    transpose_avx(src, lds, rows, cols, dst, ldd, add);
-    return;
-  }
-#endif
-  transpose_rest(src, lds, cols, dst, ldd, add, 0, rows, 0);
-}
-
-/* gx [N, C, H, W] += col2im(W^T @ gy) per item; wt: W^T [K, O] (transpose_f32), gcol [K, P] */
+/* gx [N, C, H, W] += col2im(W^T @ gy) per item; wt: W^T [K, O] (lt_transpose_f32), gcol [K, P] */
 static void sm_input_grad(const conv_geom *g, const float *wt, const float *gy, float *gx, float *gcol) {
   const int64_t K = geom_k(g), P = geom_p(g), CHW = g->C * g->H * g->W;
   for (int64_t i = 0; i < g->N; i++) {
@@ -785,7 +727,7 @@ static void reorder_panels(const conv_geom *g, const float *w, float *wt, float 
   const int64_t K = geom_k(g), O = g->O, NR = LT_GEMM_SM_NR;
   for (int64_t q = p0 * NR; q < O && q < p1 * NR; q += NR) {
     const int64_t nc = O - q < NR ? O - q : NR;
-    transpose_f32(w + q * K, K, nc, K, wt + q, O, 0);
+    lt_transpose_f32(w + q * K, K, nc, K, wt + q, O, 0);
     float *dst = wr + q * K;
     for (int64_t ki = 0; ki < g->KH; ki++)
       for (int64_t ch = 0; ch < g->C; ch++)
@@ -844,7 +786,7 @@ static void sm_forward(const conv_geom *g, const float *x, const float *wr, cons
   }
   for (int64_t i = 0; i < N; i++) {
     float *yi = y + i * O * P;
-    transpose_f32(yt + i * P * O, O, P, O, yi, P, 0);
+    lt_transpose_f32(yt + i * P * O, O, P, O, yi, P, 0);
     if (b)
       for (int64_t o = 0; o < O; o++) add_bias_inplace(yi + o * P, b[o], P);
   }
@@ -863,8 +805,8 @@ static void sm_weight_grad(const conv_geom *g, const float *x, const float *gy, 
   for (int64_t q = 0; q < O; q += NR) /* gy^T in (oh, item, ow) order, packed in panels of 32 channels */
     for (int64_t oh = 0; oh < g->HO; oh++)
       for (int64_t i = 0; i < N; i++)
-        transpose_f32(gy + (i * O + q) * P + oh * g->WO, P, O - q < NR ? O - q : NR, g->WO,
-                      gyt + q * NP + (oh * N + i) * g->WO * NR, NR, 0);
+        lt_transpose_f32(gy + (i * O + q) * P + oh * g->WO, P, O - q < NR ? O - q : NR, g->WO,
+                         gyt + q * NP + (oh * N + i) * g->WO * NR, NR, 0);
   for (int64_t ki = 0; ki < g->KH; ki++) {
     int64_t lo, hi; /* the output rows at which kernel row ki meets the input */
     lt_conv_valid_range(ki * g->DH, g->SH, g->PH, g->H, g->HO, &lo, &hi);
@@ -883,7 +825,7 @@ static void sm_weight_grad(const conv_geom *g, const float *x, const float *gy, 
                               .coff = t.trow + ki * CKW };
     lt_gemm_small_m_rows(&gr);
   }
-  transpose_f32(gwt, O, K, O, gw, K, add);
+  lt_transpose_f32(gwt, O, K, O, gw, K, add);
 }
 
 /* --- the input gradient of a stride-1 convolution as a convolution ----------------------------------------------
@@ -937,7 +879,7 @@ typedef struct wt_job {
 } wt_job;
 static void wt_range(void *arg, int64_t o0, int64_t o1) {
   const wt_job *j = arg;
-  transpose_f32(j->w + o0 * j->K, j->K, o1 - o0, j->K, j->wt + o0, j->O, 0);
+  lt_transpose_f32(j->w + o0 * j->K, j->K, o1 - o0, j->K, j->wt + o0, j->O, 0);
 }
 
 /* --- the input gradient of a strided layer by phases -----------------------------------------------------------
@@ -1040,7 +982,7 @@ static void phases_input_grad(const conv_geom *g, const float *wp, const float *
       if (m) lt_gemm_small_m_rows(&gr);
       wph += CP * kt;
     }
-  for (int64_t i = 0; i < N; i++) transpose_f32(xt + i * HW * C, C, HW, C, gx + i * C * HW, HW, 0);
+  for (int64_t i = 0; i < N; i++) lt_transpose_f32(xt + i * HW * C, C, HW, C, gx + i * C * HW, HW, 0);
 }
 
 /* the floats of the weight the input gradient reads: W^T [K, O], or flipped_geom's wr with reorder_flipped's
