@@ -1,9 +1,10 @@
--- gemm_tile_spec.lua — float32 GEMMs that lutra's AVX-512 tile runs instead of OpenBLAS (core/src/blas.c,
--- tile_pays: B as stored, A as stored or transposed with k <= 512, C = A B or C += A B, m >= 16, n >= 128,
--- k >= 32): the values of the same products in float64, on shapes with partial register tiles (m not a multiple
--- of 8, n not of 32), k past the tile's 256-row blocks, operands that are slices of wider matrices; the same bits
--- on 1 and 2 threads; C never read when it is overwritten; accumulation into an existing gradient. On a CPU
--- without AVX-512 the same products run on OpenBLAS and the spec checks those.
+-- gemm_tile_spec.lua — float32 GEMMs that lutra's AVX-512 tile runs instead of OpenBLAS (core/src/blas.c):
+-- tile_pays (B as stored, A as stored or transposed with k <= 512, C = A B or C += A B, m >= 16, n >= 128,
+-- k >= 32) and tile_pays_nt (C = A B^T as C^T = B A^T when the batch A is the smaller to pack: a Linear's x W^T).
+-- Checked: the values of the same products in float64, on shapes with partial register tiles (m not a multiple of
+-- 8, n not of 32), k past the tile's 256-row blocks, operands that are slices of wider matrices; the same bits on
+-- 1 and 2 threads; C never read when it is overwritten; accumulation into an existing gradient. On a CPU without
+-- AVX-512 the same products run on OpenBLAS and the spec checks those.
 local lt = require "lutra"
 
 -- largest |got - want| / (1 + |want|), got float32 and want float64 (float32's rounding grows with k: a wrong
@@ -53,6 +54,21 @@ describe("GEMMs on lutra's tile", function()
     end
   end)
 
+  it("x W^T (B transposed) matches float64, with and without a bias added into C, sliced operands", function()
+    lt.manual_seed(15)
+    for _, s in ipairs({ { 32, 64, 64 }, { 33, 130, 100 }, { 40, 300, 200 }, { 64, 512, 784 }, { 77, 257, 520 } }) do
+      local m, n, k = s[1], s[2], s[3]
+      for _, slice in ipairs({ false, true }) do
+        local x, w = operand(m, k, false, slice), operand(n, k, false, slice)
+        local bias = lt.randn(n)
+        local want = x:double():matmul(w:double():t())
+        local e1, e2 = rel_err(x:matmul(w:t()), want), rel_err(lt.linear(x, w, bias), want + bias:double())
+        assert.is_true(e1 < 4e-7 * k and e2 < 4e-7 * k, ("m=%d n=%d k=%d slices %s: rel err %g, with bias %g"):format(
+          m, n, k, tostring(slice), e1, e2))
+      end
+    end
+  end)
+
   it("gives the same bits on 1 and 2 threads (C's column panels split, each summed along k in order)", function()
     lt.manual_seed(12)
     for _, s in ipairs({ { 64, 512, 256, false }, { 512, 784, 64, true }, { 100, 333, 300, false } }) do
@@ -61,6 +77,9 @@ describe("GEMMs on lutra's tile", function()
       local two = with_threads(2, function() return a:matmul(b) end)
       assert.is_true(one:equal(two), ("m=%d n=%d k=%d"):format(s[1], s[2], s[3]))
     end
+    local x, w, bias = lt.randn(64, 784), lt.randn(512, 784), lt.randn(512) -- x W^T + b, as C^T = W x^T
+    local one = with_threads(1, function() return lt.linear(x, w, bias) end)
+    assert.is_true(one:equal(with_threads(2, function() return lt.linear(x, w, bias) end)))
   end)
 
   it("does not read an overwritten C: a freed buffer of NaN reused for the result leaves no NaN", function()
@@ -70,8 +89,9 @@ describe("GEMMs on lutra's tile", function()
     for _ = 1, 8 do lt.full({ 64, 512 }, 0 / 0) end
     collectgarbage()
     collectgarbage()
+    local w = lt.randn(512, 256)
     local results = {}
-    for i = 1, 8 do results[i] = a:matmul(b) end
+    for i = 1, 8 do results[i] = i % 2 == 0 and a:matmul(b) or a:matmul(w:t()) end
     for i = 1, 8 do assert.are.equal(0, results[i]:isnan():sum():item()) end
   end)
 

@@ -270,12 +270,23 @@ static int tile_pays(int transa, int transb, int m, int n, int k, float alpha, f
          (!transa || k <= 512) && lt_gemm_small_m_ok();
 }
 
+/* C = A B^T with B stored [n x k] (a Linear layer's forward, x W^T) runs on the tile as C^T = B A^T when A (the
+ * batch) is the smaller thing to pack: m (k + n) < n k floats packed and transposed back, against OpenBLAS packing
+ * all of B. Zen 4, 2 threads: MLP 784-512 at batch 64 280 -> ~240 us, batch 256 ~1000 -> ~930 us. */
+static int tile_pays_nt(int transa, int transb, int m, int n, int k, float alpha, float beta) {
+  return transb && !transa && alpha == 1.0f && (beta == 0.0f || beta == 1.0f) && m >= 32 && n >= 64 && k >= 64 &&
+         (double)m * (k + n) < (double)n * k && lt_gemm_small_m_ok();
+}
+
 static void sgemm_call(int transa, int transb, int m, int n, int k, float alpha, const float *a, int lda,
                        const float *b, int ldb, float beta, float *c, int ldc) {
   int nt = lt_pool_threads();
   int split = nt > 1 && lt_blas_threads_pay(m, n, k) && __atomic_load_n(&B.serial, __ATOMIC_ACQUIRE) == 0;
   if (tile_pays(transa, transb, m, n, k, alpha, beta) &&
       lt_gemm_small_m_gemm(transa, m, n, k, a, lda, b, ldb, c, ldc, beta == 1.0f, split ? nt : 1))
+    return;
+  if (tile_pays_nt(transa, transb, m, n, k, alpha, beta) &&
+      lt_gemm_small_m_gemm_nt(m, n, k, a, lda, b, ldb, c, ldc, beta == 1.0f, split ? nt : 1))
     return;
   if (split) {
     gemm_job j = { transa, transb, m, n, k, lda, ldb, ldc, m > n, alpha, beta, a, b, c };

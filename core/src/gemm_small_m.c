@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "lt_pool.h"
+#include "lt_transpose.h"
 
 #define NR LT_GEMM_SM_NR
 #define MR 8
@@ -239,5 +240,56 @@ int lt_gemm_small_m_gemm(int transa, int64_t m, int64_t n, int64_t k, const floa
                  .panels = (n + NR - 1) / NR };
   lt_pool_for(threads < j.panels ? threads : (int)j.panels, j.panels, 1, gemm_panels, &j);
   free(offs);
+  return 1;
+}
+
+/* ---- C = A B^T as C^T = B A^T (lt_gemm_small_m_gemm_nt) ---------------------------------------------------- */
+
+typedef struct nt_job {
+  int64_t m, n, k, lda, ldb, ldc;
+  const float *a, *b;
+  float *c;
+  int accumulate;
+  float *ap; /* A^T in the tile's panels: panel q, row p holds A[q*NR .. q*NR + 31][p] */
+  float *t;  /* C^T [n x m] */
+} nt_job;
+
+/* panels [lo, hi) of A^T (lanes past m are never loaded: the tile masks a partial panel) */
+static void nt_pack(void *arg, int64_t lo, int64_t hi) {
+  const nt_job *j = arg;
+  for (int64_t q = lo; q < hi; q++) {
+    int64_t rows = j->m - q * NR < NR ? j->m - q * NR : NR;
+    lt_transpose_f32(j->a + q * NR * j->lda, j->lda, rows, j->k, j->ap + q * NR * j->k, NR, 0);
+  }
+}
+
+/* rows [lo, hi) of C^T = B A^T, then into C's columns [lo, hi) */
+static void nt_rows(void *arg, int64_t lo, int64_t hi) {
+  const nt_job *j = arg;
+  const lt_gemm_rows g = { .m = hi - lo,
+                           .n = j->m,
+                           .k = j->k,
+                           .a = j->b + lo * j->ldb,
+                           .lda = j->ldb,
+                           .b = j->ap,
+                           .ldb = NR,
+                           .bpanel = NR * j->k,
+                           .c = j->t + lo * j->m,
+                           .ldc = j->m };
+  lt_gemm_small_m_rows(&g);
+  lt_transpose_f32(j->t + lo * j->m, j->m, hi - lo, j->m, j->c + lo, j->ldc, j->accumulate);
+}
+
+int lt_gemm_small_m_gemm_nt(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
+                            float *c, int64_t ldc, int accumulate, int threads) {
+  if (m <= 0 || n <= 0) return 1;
+  int64_t panels = (m + NR - 1) / NR;
+  float *ap = malloc(sizeof(float) * (size_t)(panels * NR * k + n * m));
+  if (!ap) return 0;
+  nt_job j = { m, n, k, lda, ldb, ldc, a, b, c, accumulate, ap, ap + panels * NR * k };
+  lt_pool_for(threads < panels ? threads : (int)panels, panels, 1, nt_pack, &j);
+  /* C's columns by whole 64-byte lines per part: no line of C written by two threads */
+  lt_pool_for(threads, n, 16, nt_rows, &j);
+  free(ap);
   return 1;
 }
