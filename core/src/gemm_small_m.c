@@ -1,4 +1,5 @@
-/* gemm_small_m.c — lt_gemm_small_m.h: the packed-weight GEMM of the RNN layers' recurrent products. The tile
+/* gemm_small_m.c — lt_gemm_small_m.h: the packed-weight GEMM of the RNN layers' recurrent products, the
+ * convolutions' in-place products and the GEMMs lt_blas_sgemm gives it. The tile
  * (compiled for AVX-512F by its target attribute; called only after CPUID said the CPU has it) keeps C[8 x 32]
  * in 16 vectors; for each k it loads B's 32 columns (two vectors) and broadcasts each row's A[i][k] into a fused
  * multiply-add. 16 independent sums cover the FMA units' latency; a packed panel of k = 256 is 32 KB and stays in

@@ -3,7 +3,9 @@
  * an RNN layer (h_{t-1} W_hh^T forward, dgh_t W_hh backward: [batch x 4*hidden] x [hidden], once per timestep).
  * OpenBLAS packs the whole weight again on every call (15% of an LSTM step); here the weight is packed once per
  * sequence (or read in place, when it is already laid out along C's columns) and each step runs a register tile
- * of 8 rows x 32 columns over it, C's columns split over lutra's pool.
+ * of 8 rows x 32 columns over it, C's columns split over lutra's pool. The same tile reads a convolution's input
+ * in place (lt_gemm_small_m_rows, nn_conv.c) and runs the float32 GEMMs where it beats OpenBLAS
+ * (lt_gemm_small_m_gemm / _nt, chosen by lt_blas_sgemm in blas.c).
  *
  * AVX-512 only, chosen at run time: lt_gemm_small_m_ok() says whether the CPU has it (else the caller keeps
  * lt_blas_sgemm). Sums run along k in order, one fused multiply-add per term, so a result does not depend on the
