@@ -259,15 +259,20 @@ static void gemm_part(void *arg, int i, int nparts) {
   }
 }
 
+/* B's size (floats) up to which the tile reads it again per block of C's rows: 8 MB, a quarter of this machine's L3 */
+#define TILE_B_MAX_FLOATS (2.0 * 1024 * 1024)
+
 /* Where lutra's AVX-512 tile (core/src/gemm_small_m.c) runs a GEMM instead of OpenBLAS: B used as stored (its rows
  * along C's columns, read in place: OpenBLAS packs it on every call) and A as stored or transposed, C = A B or
  * C += A B. Measured on an AMD EPYC Zen 4 against OpenBLAS 0.3.21's SkylakeX kernels (GEMM alone, warm): per core
  * 5-15% faster from m = 16, n = 128, k = 32 (an MLP's weight and input gradients, GPT's, a conv's im2col product);
  * on 2 threads 10-35% (C's column panels split evenly, nothing packed); slower below those sizes (OpenBLAS's small
- * kernels) and for a transposed A over k > 512 (A's strided columns: 3-8% slower at k = 1024). */
+ * kernels), for a transposed A over k > 512 (A's strided columns: 3-8% slower at k = 1024), and when B is larger
+ * than the caches and C has more than one block of rows (the tile reads B again for each block of 128 rows:
+ * 256x4096x1024, a 16 MB B, 4-5% slower). */
 static int tile_pays(int transa, int transb, int m, int n, int k, float alpha, float beta) {
   return !transb && alpha == 1.0f && (beta == 0.0f || beta == 1.0f) && m >= 16 && n >= 128 && k >= 32 &&
-         (!transa || k <= 512) && lt_gemm_small_m_ok();
+         (!transa || k <= 512) && (m <= 128 || (double)k * n <= TILE_B_MAX_FLOATS) && lt_gemm_small_m_ok();
 }
 
 /* C = A B^T with B stored [n x k] (a Linear layer's forward, x W^T) runs on the tile as C^T = B A^T when A (the
