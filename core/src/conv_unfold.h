@@ -225,6 +225,21 @@ static void CONV_FN(split_part)(void *arg, int part, int nparts) {
   if (rc) __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
 }
 
+/* The later ranges' own weight gradients added into wsum in range order, elements [lo, hi): on the pool, as the
+ * sum of a large weight (8 MB for a 256->512 k4 layer) left the other threads waiting when the caller ran it alone */
+typedef struct CONV_FN(wsum_job) {
+  const CONV_FN(split_job) * j;
+  int ranges; /* the ranges that had items (range 0 summed into wsum itself) */
+} CONV_FN(wsum_job);
+
+static void CONV_FN(wsum_range)(void *arg, int64_t lo, int64_t hi) {
+  const CONV_FN(wsum_job) *s = arg;
+  for (int i = 1; i < s->ranges; i++) {
+    const CONV_T *w = s->j->scratch + i * (s->j->each + s->j->wsize) + s->j->each;
+    for (int64_t k = lo; k < hi; k++) s->j->wsum[k] += w[k];
+  }
+}
+
 /* The pass over the whole batch (see conv_items): on one thread's GEMMs per range of items when the batch is split
  * among the pool's threads, else in chunks whose GEMMs and folds take the pool themselves. */
 static int CONV_FN(conv_run)(lt_ctx *c, const gconv_geom *g, conv_pass pass, const CONV_T *in, const CONV_T *other,
@@ -256,11 +271,11 @@ static int CONV_FN(conv_run)(lt_ctx *c, const gconv_geom *g, conv_pass pass, con
   const int64_t total = parts * (j.each + (j.wsum ? j.wsize : 0));
   if (!(j.scratch = conv_scratch(c, sizeof(CONV_T), total))) return LT_ERR;
   lt_pool_run(CONV_FN(split_part), &j, parts);
-  if (!j.failed && j.wsum)
-    for (int i = 1; i < parts && (int64_t)i * gs.N < g->N; i++) {
-      const CONV_T *w = j.scratch + i * (j.each + j.wsize) + j.each;
-      for (int64_t k = 0; k < j.wsize; k++) j.wsum[k] += w[k];
-    }
+  if (!j.failed && j.wsum) {
+    CONV_FN(wsum_job) s = { &j, 1 };
+    while (s.ranges < parts && (int64_t)s.ranges * gs.N < g->N) s.ranges++;
+    lt_pool_for(parts, j.wsize, 16, CONV_FN(wsum_range), &s);
+  }
   lt_free(j.scratch, sizeof(CONV_T) * (size_t)total);
   return j.failed ? LT_ERR : LT_OK;
 }
