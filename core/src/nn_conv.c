@@ -985,41 +985,64 @@ static void phases_input_grad(const conv_geom *g, const float *wp, const float *
   for (int64_t i = 0; i < N; i++) lt_transpose_f32(xt + i * HW * C, C, HW, C, gx + i * C * HW, HW, 0);
 }
 
+/* The input gradient's form on the small-M path, one rule for its weight, scratch and products: by phases (a
+ * strided layer, phases_ok), as the flipped convolution's forward (stride 1, flipped_geom fills *t), or W^T
+ * products folded by col2im. */
+typedef enum { GX_PHASES, GX_FLIPPED, GX_COL2IM } gx_form_t;
+static gx_form_t gx_form(const conv_geom *g, conv_geom *t) {
+  if (phases_ok(g)) return GX_PHASES;
+  return flipped_geom(g, t) ? GX_FLIPPED : GX_COL2IM;
+}
+
 /* the floats of the weight the input gradient reads: W^T [K, O], or flipped_geom's wr with reorder_flipped's
  * room (W' and W'^T) after it, or the phases' packed weight */
 static int64_t gx_weight_floats(const conv_geom *g) {
   conv_geom t;
-  if (phases_ok(g)) return phases_weight_floats(g);
-  return flipped_geom(g, &t) ? geom_k(&t) * o_panels(&t) + 2 * geom_k(g) * g->O : geom_k(g) * g->O;
+  switch (gx_form(g, &t)) {
+    case GX_PHASES: return phases_weight_floats(g);
+    case GX_FLIPPED: return geom_k(&t) * o_panels(&t) + 2 * geom_k(g) * g->O;
+    default: return geom_k(g) * g->O;
+  }
 }
 static void gx_weight(int parts, const conv_geom *g, const float *w, float *wt) {
   conv_geom t;
   const int64_t K = geom_k(g);
-  if (phases_ok(g)) {
-    phase_pack_job j = { g, w, wt };
-    lt_pool_for(parts, nr_round(g->C) / LT_GEMM_SM_NR, 1, phase_pack_range, &j);
-  } else if (flipped_geom(g, &t)) {
-    float *wf = wt + geom_k(&t) * o_panels(&t);
-    reorder_flipped(parts, &t, w, wf, wf + K * g->O, wt);
-  } else {
-    wt_job j = { w, wt, K, g->O };
-    lt_pool_for(parts, g->O, 16, wt_range, &j);
+  switch (gx_form(g, &t)) {
+    case GX_PHASES: {
+      phase_pack_job j = { g, w, wt };
+      lt_pool_for(parts, nr_round(g->C) / LT_GEMM_SM_NR, 1, phase_pack_range, &j);
+      break;
+    }
+    case GX_FLIPPED: {
+      float *wf = wt + geom_k(&t) * o_panels(&t);
+      reorder_flipped(parts, &t, w, wf, wf + K * g->O, wt);
+      break;
+    }
+    default: {
+      wt_job j = { w, wt, K, g->O };
+      lt_pool_for(parts, g->O, 16, wt_range, &j);
+    }
   }
 }
 
 /* gx's scratch on the small-M path */
 static int64_t gx_floats(const conv_geom *g) {
   conv_geom t;
-  if (phases_ok(g)) return phases_floats(g);
-  return flipped_geom(g, &t) ? sm_fwd_floats(&t) : geom_k(g) * geom_p(g);
+  switch (gx_form(g, &t)) {
+    case GX_PHASES: return phases_floats(g);
+    case GX_FLIPPED: return sm_fwd_floats(&t);
+    default: return geom_k(g) * geom_p(g);
+  }
 }
 
 /* gx [N, C, H, W] = the input gradient (every element written); wt: gx_weight */
 static void sm_gx(const conv_geom *g, const float *wt, const float *gy, float *gx, float *scratch) {
   conv_geom t;
-  if (phases_ok(g)) phases_input_grad(g, wt, gy, gx, scratch);
-  else if (flipped_geom(g, &t)) sm_forward(&t, gy, wt, NULL, gx, scratch);
-  else sm_input_grad(g, wt, gy, gx, scratch);
+  switch (gx_form(g, &t)) {
+    case GX_PHASES: phases_input_grad(g, wt, gy, gx, scratch); break;
+    case GX_FLIPPED: sm_forward(&t, gy, wt, NULL, gx, scratch); break;
+    default: sm_input_grad(g, wt, gy, gx, scratch);
+  }
 }
 
 /* --- the items of a batch: forward and backward on the im2col + GEMM path or the small-M GEMM -------------
@@ -1100,7 +1123,7 @@ static int backward_items(lt_ctx *c, const conv_geom *g, int sm, const float *x,
                           const float *gy, float *gx, float *gw, int gw_fresh, float *scratch) {
   const int64_t K = geom_k(g), P = geom_p(g), CHW = g->C * g->H * g->W, nb = chunk_items(g), OP = g->O * P;
   conv_geom t;
-  if (gx && !((sm & SM_X) && (flipped_geom(g, &t) || phases_ok(g)))) /* the others add into gx: zeros first */
+  if (gx && !((sm & SM_X) && gx_form(g, &t) != GX_COL2IM)) /* col2im and the GEMM path add into gx: zeros first */
     memset(gx, 0, sizeof(float) * (size_t)(g->N * CHW));
   if (gx && (sm & SM_X)) {
     const int64_t nx = sm_chunk(g);
