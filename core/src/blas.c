@@ -270,29 +270,34 @@ static void gemm_part(void *arg, int i, int nparts) {
  * kernels), for a transposed A over k > 512 (A's strided columns: 3-8% slower at k = 1024), and when B is larger
  * than the caches and C has more than one block of rows (the tile reads B again for each block of 128 rows:
  * 256x4096x1024, a 16 MB B, 4-5% slower). */
-static int tile_pays(int transa, int transb, int m, int n, int k, float alpha, float beta) {
-  return !transb && alpha == 1.0f && (beta == 0.0f || beta == 1.0f) && m >= 16 && n >= 128 && k >= 32 &&
-         (!transa || k <= 512) && (m <= 128 || (double)k * n <= TILE_B_MAX_FLOATS) && lt_gemm_small_m_ok();
+static int tile_pays(int transa, int m, int n, int k) {
+  return m >= 16 && n >= 128 && k >= 32 && (!transa || k <= 512) && (m <= 128 || (double)k * n <= TILE_B_MAX_FLOATS);
 }
 
 /* C = A B^T with B stored [n x k] (a Linear layer's forward, x W^T) runs on the tile as C^T = B A^T when A (the
  * batch) is the smaller thing to pack: m (k + n) < n k floats packed and transposed back, against OpenBLAS packing
  * all of B. Zen 4, 2 threads: MLP 784-512 at batch 64 280 -> ~240 us, batch 256 ~1000 -> ~930 us. */
-static int tile_pays_nt(int transa, int transb, int m, int n, int k, float alpha, float beta) {
-  return transb && !transa && alpha == 1.0f && (beta == 0.0f || beta == 1.0f) && m >= 32 && n >= 64 && k >= 64 &&
-         (double)m * (k + n) < (double)n * k && lt_gemm_small_m_ok();
+static int tile_pays_nt(int m, int n, int k) {
+  return m >= 32 && n >= 64 && k >= 64 && (double)m * (k + n) < (double)n * k;
+}
+
+/* The GEMM on the tile when it pays (1), else 0 for OpenBLAS: the tile sums C = op(A) op(B) or C += it (alpha 1,
+ * beta 0 or 1) on AVX-512 CPUs, B as stored (tile_pays) or, with A as stored, transposed (tile_pays_nt). */
+static int tile_sgemm(int transa, int transb, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
+                      int ldb, float beta, float *c, int ldc, int threads) {
+  if (alpha != 1.0f || (beta != 0.0f && beta != 1.0f) || !lt_gemm_small_m_ok()) return 0;
+  const int add = beta == 1.0f;
+  if (!transb)
+    return tile_pays(transa, m, n, k) && lt_gemm_small_m_gemm(transa, m, n, k, a, lda, b, ldb, c, ldc, add, threads);
+  if (!transa) return tile_pays_nt(m, n, k) && lt_gemm_small_m_gemm_nt(m, n, k, a, lda, b, ldb, c, ldc, add, threads);
+  return 0;
 }
 
 static void sgemm_call(int transa, int transb, int m, int n, int k, float alpha, const float *a, int lda,
                        const float *b, int ldb, float beta, float *c, int ldc) {
   int nt = lt_pool_threads();
   int split = nt > 1 && lt_blas_threads_pay(m, n, k) && __atomic_load_n(&B.serial, __ATOMIC_ACQUIRE) == 0;
-  if (tile_pays(transa, transb, m, n, k, alpha, beta) &&
-      lt_gemm_small_m_gemm(transa, m, n, k, a, lda, b, ldb, c, ldc, beta == 1.0f, split ? nt : 1))
-    return;
-  if (tile_pays_nt(transa, transb, m, n, k, alpha, beta) &&
-      lt_gemm_small_m_gemm_nt(m, n, k, a, lda, b, ldb, c, ldc, beta == 1.0f, split ? nt : 1))
-    return;
+  if (tile_sgemm(transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, split ? nt : 1)) return;
   if (split) {
     gemm_job j = { transa, transb, m, n, k, lda, ldb, ldc, m > n, alpha, beta, a, b, c };
     int64_t span = m > n ? m : n, parts = (span + GEMM_SPLIT_ALIGN - 1) / GEMM_SPLIT_ALIGN;
