@@ -30,6 +30,9 @@ local shapes = {
   -- 32 output channels (too narrow: W^T + col2im instead)
   { n = 3, c = 40, h = 1, w = 50, o = 64, k = { 1, 11 }, s = { 1, 2 }, p = { 0, 5 }, bias = true },
   { n = 2, c = 32, h = 10, w = 9, o = 64, k = { 3, 3 }, s = { 1, 1 }, p = { 1, 1 }, bias = false },
+  -- a 9x9 kernel (81 taps: the forward's weight repacked in blocks of 64 taps, then 17) into 70 channels (a last
+  -- panel of 6)
+  { n = 2, c = 32, h = 12, w = 11, o = 70, k = { 9, 9 }, s = { 1, 1 }, p = { 4, 4 }, bias = true },
   -- the strided input gradient by phases: unequal strides, a kernel row count below the stride (a phase of input
   -- rows that no tap reaches) and odd sizes
   { n = 2, c = 64, h = 25, w = 20, o = 64, k = { 2, 5 }, s = { 3, 2 }, p = { 1, 2 }, bias = true },
