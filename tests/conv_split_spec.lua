@@ -93,6 +93,13 @@ describe("conv2d's batch split over two threads", function()
     end
   end)
 
+  it("gives a large weight's gradient over few positions the bits of one thread (one product over the batch)", function()
+    local s = shapes[5]
+    local x, w, b, g = data(s)
+    local one, two = run(1, s, x, w, b, g, "both"), run(2, s, x, w, b, g, "both")
+    assert.are.equal(0, (two.gw - one.gw):abs():max():item())
+  end)
+
   it("gives the input gradient alone, and the weight gradient alone", function()
     for _, i in ipairs { 1, 2, 5 } do
       local s = shapes[i]
