@@ -9,7 +9,7 @@ local lt = require "lutra"
 
 -- largest |got - want| / (1 + |want|), got float32 and want float64 (float32's rounding grows with k: a wrong
 -- product or a missed tap is off by ~1)
-local function rel_err(got, want) return ((got:double() - want):abs() / (want:abs() + 1)):max():item() end
+local rel_err = require "tests.helpers.rel_err"
 
 local function with_threads(n, fn)
   local old = lt.get_num_threads()

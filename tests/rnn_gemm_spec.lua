@@ -48,7 +48,7 @@ local function composed(ins)
 end
 
 -- largest |got - want| / (1 + |want|)
-local function rel_err(got, want) return ((got - want):abs() / (want:abs() + 1)):max():item() end
+local rel_err = require "tests.helpers.rel_err"
 
 local NAMES = { "xg", "w_hh", "b_hh", "h0", "c0" }
 
