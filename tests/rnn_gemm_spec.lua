@@ -47,7 +47,6 @@ local function composed(ins)
   return lt.cat(outs, 1)
 end
 
--- largest |got - want| / (1 + |want|)
 local rel_err = require "tests.helpers.rel_err"
 
 local NAMES = { "xg", "w_hh", "b_hh", "h0", "c0" }

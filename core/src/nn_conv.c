@@ -308,6 +308,13 @@ static void unfold(const conv_geom *g, const float *x, float *col, int64_t ld) {
   im2col(g, x, col, ld);
 }
 
+/* one item's output gradient gy [O, P] into the columns of a gathered gy whose rows are ld floats long (the item's P
+ * columns at gperm), for the im2col path's GEMMs */
+static void gather_gy(const conv_geom *g, const float *gy, float *gperm, int64_t ld) {
+  const int64_t P = geom_p(g);
+  for (int64_t o = 0; o < g->O; o++) memcpy(gperm + o * ld, gy + o * P, sizeof(float) * (size_t)P);
+}
+
 static void fold(const conv_geom *g, const float *col, int64_t ld, float *gx) {
 #ifdef CONV_AVX512
   if (!undilated(g)) {
@@ -1159,9 +1166,7 @@ static int backward_items(lt_ctx *c, const conv_geom *g, int sm, const float *x,
   float *col = scratch, *gperm = col + K * nb * P;
   for (int64_t i0 = 0; i0 < g->N; i0 += nb) {
     const int64_t m = g->N - i0 < nb ? g->N - i0 : nb, ld = m * P;
-    for (int64_t j = 0; j < m; j++)
-      for (int64_t o = 0; o < g->O; o++)
-        memcpy(gperm + o * ld + j * P, gy + ((i0 + j) * g->O + o) * P, sizeof(float) * (size_t)P);
+    for (int64_t j = 0; j < m; j++) gather_gy(g, gy + (i0 + j) * OP, gperm + j * P, ld);
     if (gw) {
       for (int64_t j = 0; j < m; j++) unfold(g, x + (i0 + j) * CHW, col + j * P, ld);
       const float beta = gw_fresh && i0 == 0 ? 0.0f : 1.0f;
@@ -1293,8 +1298,7 @@ static void unfold_range(void *arg, int64_t i0, int64_t i1) {
   const int64_t P = geom_p(g), NP = g->N * P, CHW = g->C * g->H * g->W;
   for (int64_t i = i0; i < i1; i++) {
     unfold(g, j->x + i * CHW, j->col + i * P, NP);
-    for (int64_t o = 0; o < g->O; o++)
-      memcpy(j->gperm + o * NP + i * P, j->gy + (i * g->O + o) * P, sizeof(float) * (size_t)P);
+    gather_gy(g, j->gy + i * g->O * P, j->gperm + i * P, NP);
   }
 }
 /* gw (+)= the weight gradient over the whole batch (gw_fresh: written, not added to) */
