@@ -69,6 +69,44 @@ describe("GEMMs on lutra's tile", function()
     end
   end)
 
+  it("applies a Linear's bias and ReLU as x W^T is written: the bits of the product, + bias, then relu", function()
+    lt.manual_seed(16)
+    -- ragged rows (m not a multiple of the transpose's 8-row blocks), ragged columns, long k, sliced operands
+    for _, s in ipairs({ { 32, 64, 64 }, { 33, 130, 100 }, { 64, 512, 784 }, { 77, 257, 520 }, { 45, 99, 300 } }) do
+      local m, n, k = s[1], s[2], s[3]
+      for _, slice in ipairs({ false, true }) do
+        local lin = lt.nn.Linear(k, n)
+        local x = operand(m, k, false, slice)
+        local where = ("m=%d n=%d k=%d slices %s"):format(m, n, k, tostring(slice))
+        local product = x:matmul(lin.weight:detach():t()) -- the product alone (the tile, C = x W^T)
+        local biased = product + lin.bias:detach()
+        assert.is_true(lin:forward(x):equal(biased), where .. ": bias")
+        assert.is_true(lin:forward_relu(x):equal(biased:relu()), where .. ": bias and relu")
+        assert.is_true(lt.nn.Sequential { lin, lt.nn.ReLU() }(x):equal(biased:relu()), where .. ": Sequential")
+        assert.is_true(lt.linear(x, lin.weight):equal(product), where .. ": no bias")
+      end
+    end
+  end)
+
+  it("keeps NaN through the fused ReLU and clamps to +0, as ReLU alone does, on whole blocks and ragged edges", function()
+    lt.manual_seed(17)
+    local m, n, k = 40, 200, 128 -- rows 33-40 and columns 193-200 are the transpose's ragged edges
+    local lin = lt.nn.Linear(k, n)
+    local x = lt.randn(m, k)
+    for _, r in ipairs({ 3, 37 }) do x[r][5] = 0 / 0 end -- every output of these rows is NaN
+    lin.bias:detach()[7] = 0 / 0 -- and of this column
+    lin.bias:detach()[198] = 0 / 0
+    local fused = lin:forward_relu(x)
+    local want = lt.linear(x, lin.weight, lin.bias):relu()
+    assert.is_true(fused:isnan():equal(want:isnan()))
+    assert.are.equal(2 * n + 2 * (m - 2), fused:isnan():sum():item())
+    local finite = want:isnan():logical_not()
+    local got, exp = fused:masked_select(finite), want:masked_select(finite)
+    assert.is_true(got:equal(exp))
+    assert.is_true((1 / got):equal(1 / exp)) -- each zero's sign too (1 / -0 is -inf)
+    assert.is_true(exp:eq(0):sum():item() > 1000) -- the clamped half of the outputs
+  end)
+
   it("gives the same bits on 1 and 2 threads (C's column panels split, each summed along k in order)", function()
     lt.manual_seed(12)
     for _, s in ipairs({ { 64, 512, 256, false }, { 512, 784, 64, true }, { 100, 333, 300, false } }) do

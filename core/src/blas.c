@@ -289,15 +289,21 @@ static int tile_sgemm(int transa, int transb, int m, int n, int k, float alpha, 
   const int add = beta == 1.0f;
   if (!transb)
     return tile_pays(transa, m, n, k) && lt_gemm_small_m_gemm(transa, m, n, k, a, lda, b, ldb, c, ldc, add, threads);
-  if (!transa) return tile_pays_nt(m, n, k) && lt_gemm_small_m_gemm_nt(m, n, k, a, lda, b, ldb, c, ldc, add, threads);
+  if (!transa)
+    return tile_pays_nt(m, n, k) && lt_gemm_small_m_gemm_nt(m, n, k, a, lda, b, ldb, c, ldc, add, NULL, 0, threads);
   return 0;
+}
+
+/* The threads a GEMM of this size runs on: the pool's, when splitting it pays and no caller asked for serial GEMMs. */
+static int gemm_threads(int m, int n, int k) {
+  int nt = lt_pool_threads();
+  return nt > 1 && lt_blas_threads_pay(m, n, k) && __atomic_load_n(&B.serial, __ATOMIC_ACQUIRE) == 0 ? nt : 1;
 }
 
 static void sgemm_call(int transa, int transb, int m, int n, int k, float alpha, const float *a, int lda,
                        const float *b, int ldb, float beta, float *c, int ldc) {
-  int nt = lt_pool_threads();
-  int split = nt > 1 && lt_blas_threads_pay(m, n, k) && __atomic_load_n(&B.serial, __ATOMIC_ACQUIRE) == 0;
-  if (tile_sgemm(transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, split ? nt : 1)) return;
+  int nt = gemm_threads(m, n, k), split = nt > 1;
+  if (tile_sgemm(transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, nt)) return;
   if (split) {
     gemm_job j = { transa, transb, m, n, k, lda, ldb, ldc, m > n, alpha, beta, a, b, c };
     int64_t span = m > n ? m : n, parts = (span + GEMM_SPLIT_ALIGN - 1) / GEMM_SPLIT_ALIGN;
@@ -405,6 +411,17 @@ void lt_blas_sgemm(int transa, int transb, int m, int n, int k, float alpha, con
     return;
   }
   sgemm_call(transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+int lt_blas_linear_tile(int m, int n, int k, const float *x, int ldx, const float *w, int ldw, const float *bias,
+                        int relu, float *c, int ldc) {
+  lt_blas_init();
+  /* the cases lt_blas_sgemm sends elsewhere: products with a side of 1 (gemv, outer), autocast's bf16, a thin C over
+   * a long k (in chunks) */
+  if (m <= 1 || n <= 1 || k <= 1 || ((long)m * n <= GEMM_THIN_MN && k > 2 * GEMM_KCHUNK)) return 0;
+  if (lt_gemm_bf16_mode() == LT_AUTOCAST_BF16 && lt_gemm_bf16_wants(m, n, k) && lt_gemm_bf16_active()) return 0;
+  if (!lt_gemm_small_m_ok() || !tile_pays_nt(m, n, k)) return 0;
+  return lt_gemm_small_m_gemm_nt(m, n, k, x, ldx, w, ldw, c, ldc, 0, bias, relu, gemm_threads(m, n, k));
 }
 
 /* ---- float64: cblas_dgemm from the library lt_blas_init loaded (a plain C loop without one) ---------------- */

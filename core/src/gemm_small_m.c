@@ -250,9 +250,10 @@ typedef struct nt_job {
   int64_t m, n, k, lda, ldb, ldc;
   const float *a, *b;
   float *c;
-  int accumulate;
-  float *ap; /* A^T in the tile's panels: panel q, row p holds A[q*NR .. q*NR + 31][p] */
-  float *t;  /* C^T [n x m] */
+  int accumulate, relu;
+  const float *bias; /* [n] or NULL: added to C's columns as they are written, before the ReLU */
+  float *ap;         /* A^T in the tile's panels: panel q, row p holds A[q*NR .. q*NR + 31][p] */
+  float *t;          /* C^T [n x m] */
 } nt_job;
 
 /* panels [lo, hi) of A^T (lanes past m are never loaded: the tile masks a partial panel) */
@@ -264,7 +265,7 @@ static void nt_pack(void *arg, int64_t lo, int64_t hi) {
   }
 }
 
-/* rows [lo, hi) of C^T = B A^T, then into C's columns [lo, hi) */
+/* rows [lo, hi) of C^T = B A^T, then into C's columns [lo, hi) with the bias and the ReLU (while they are in cache) */
 static void nt_rows(void *arg, int64_t lo, int64_t hi) {
   const nt_job *j = arg;
   const lt_gemm_rows g = { .m = hi - lo,
@@ -278,16 +279,17 @@ static void nt_rows(void *arg, int64_t lo, int64_t hi) {
                            .c = j->t + lo * j->m,
                            .ldc = j->m };
   lt_gemm_small_m_rows(&g);
-  lt_transpose_f32(j->t + lo * j->m, j->m, hi - lo, j->m, j->c + lo, j->ldc, j->accumulate);
+  lt_transpose_ep_f32(j->t + lo * j->m, j->m, hi - lo, j->m, j->c + lo, j->ldc, j->accumulate,
+                      j->bias ? j->bias + lo : NULL, j->relu);
 }
 
 int lt_gemm_small_m_gemm_nt(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
-                            float *c, int64_t ldc, int accumulate, int threads) {
+                            float *c, int64_t ldc, int accumulate, const float *bias, int relu, int threads) {
   if (m <= 0 || n <= 0) return 1;
   int64_t panels = (m + NR - 1) / NR;
   float *ap = malloc(sizeof(float) * (size_t)(panels * NR * k + n * m));
   if (!ap) return 0;
-  nt_job j = { m, n, k, lda, ldb, ldc, a, b, c, accumulate, ap, ap + panels * NR * k };
+  nt_job j = { m, n, k, lda, ldb, ldc, a, b, c, accumulate, relu, bias, ap, ap + panels * NR * k };
   lt_pool_for(threads < panels ? threads : (int)panels, panels, 1, nt_pack, &j);
   /* C's columns by whole 64-byte lines per part: no line of C written by two threads */
   lt_pool_for(threads, n, 16, nt_rows, &j);

@@ -65,9 +65,10 @@ int lt_gemm_small_m_gemm(int transa, int64_t m, int64_t n, int64_t k, const floa
 /* C [m x n] = A B^T (+ C when accumulate), A [m x k] (lda) and B [n x k] (ldb) row-major (a Linear layer's x W^T),
  * computed as C^T = B A^T: A^T packed into the tile's panels (m x k floats: fewer than B's n x k when m is the
  * batch), B's rows read in place, each part's rows of C^T transposed into its columns of C. The same sums along k in
- * order as lt_gemm_small_m_gemm, split over `threads` by C's columns. Returns 0 when it did not run (no memory for
- * the packed A and C^T), else 1. */
+ * order as lt_gemm_small_m_gemm, split over `threads` by C's columns. A Linear layer's epilogue on the way into C
+ * (lt_transpose_ep_f32): bias [n] (or NULL) added to each row, then the ReLU when relu. Returns 0 when it did not run
+ * (no memory for the packed A and C^T), else 1. */
 int lt_gemm_small_m_gemm_nt(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
-                            float *c, int64_t ldc, int accumulate, int threads);
+                            float *c, int64_t ldc, int accumulate, const float *bias, int relu, int threads);
 
 #endif

@@ -11,5 +11,10 @@
 
 /* dst [cols x rows] (row stride ldd) = src [rows x cols] (row stride lds) transposed (add: dst += it) */
 void lt_transpose_f32(const float *src, int64_t lds, int64_t rows, int64_t cols, float *dst, int64_t ldd, int add);
+/* the same, each element then given its source row's bias (bias[r]; NULL: none) and, when relu, the ReLU
+ * (y < 0 ? 0 : y): dst[c][r] = relu((add ? dst[c][r] : 0) + src[r][c] + bias[r]), summed in that order. A Linear
+ * layer's epilogue, when its product was computed transposed (lt_gemm_small_m_gemm_nt). */
+void lt_transpose_ep_f32(const float *src, int64_t lds, int64_t rows, int64_t cols, float *dst, int64_t ldd, int add,
+                         const float *bias, int relu);
 
 #endif

@@ -322,6 +322,25 @@ static int linear_gelu_backward(lt_ctx *c, lt_node *n, lt_tensor *g, lt_tensor *
   return linear_grads(c, n, d, gin);
 }
 
+/* po [rows x out_f] = x [rows x in_f] W^T + b (b NULL: no bias), then the ReLU when relu. Where lutra's tile runs the
+ * product, the bias and the ReLU are applied as it writes po (one pass over the output, on every thread of the
+ * GEMM); elsewhere the bias is preloaded into po, the GEMM adds into it and the ReLU follows. The same bits either
+ * way the tile runs it (lt_blas_linear_tile). */
+static int linear_product(lt_ctx *c, int64_t rows, int64_t out_f, int64_t in_f, const float *x, const float *w,
+                          const float *b, int relu, float *po) {
+  lt_gemm_bf16_scope(c); /* autocast's precision, which lt_blas_linear_tile leaves to lt_gemm */
+  if (rows > 0 && out_f > 0 && in_f > 0 && rows <= INT_MAX && out_f <= INT_MAX && in_f <= INT_MAX) {
+    if (lt_blas_ready(c)) return LT_ERR;
+    if (lt_blas_linear_tile((int)rows, (int)out_f, (int)in_f, x, (int)in_f, w, (int)in_f, b, relu, po, (int)out_f))
+      return LT_OK;
+  }
+  if (b)
+    for (int64_t r = 0; r < rows; r++) memcpy(po + r * out_f, b, sizeof(float) * (size_t)out_f);
+  int rc = lt_gemm(c, 0, 1, rows, out_f, in_f, 1.0f, x, in_f, w, in_f, b ? 1.0f : 0.0f, po, out_f);
+  if (!rc && relu) lt_relu_inplace_f32(po, rows * out_f);
+  return rc;
+}
+
 static const char *act_op_name(lt_act act) {
   switch (act) {
     case LT_ACT_RELU: return "linear_relu";
@@ -370,20 +389,11 @@ lt_tensor *lt_op_linear_act(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b,
   }
   int64_t rows = lt_numel(x) / (in_f ? in_f : 1);
   float *po = lt_f32(pre ? pre : out);
-  if (b) {
-    lt_tensor *bc = lt_op_contiguous(c, b);
-    if (!bc) {
-      lt_tensor_release(out);
-      lt_tensor_release(pre);
-      lt_tensor_release(xc);
-      lt_tensor_release(wc);
-      return NULL;
-    }
-    const float *pb = lt_f32(bc);
-    for (int64_t r = 0; r < rows; r++) memcpy(po + r * out_f, pb, sizeof(float) * (size_t)out_f);
-    lt_tensor_release(bc);
-  }
-  int rc = lt_gemm(c, 0, 1, rows, out_f, in_f, 1.0f, lt_f32(xc), in_f, lt_f32(wc), in_f, b ? 1.0f : 0.0f, po, out_f);
+  lt_tensor *bc = b ? lt_op_contiguous(c, b) : NULL;
+  int rc = b && !bc ? LT_ERR
+                    : linear_product(c, rows, out_f, in_f, lt_f32(xc), lt_f32(wc), bc ? lt_f32(bc) : NULL,
+                                     act == LT_ACT_RELU, po);
+  lt_tensor_release(bc);
   lt_tensor_release(xc);
   lt_tensor_release(wc);
   if (rc) {
@@ -391,9 +401,8 @@ lt_tensor *lt_op_linear_act(lt_ctx *c, lt_tensor *x, lt_tensor *w, lt_tensor *b,
     lt_tensor_release(pre);
     return NULL;
   }
-  /* the activation while the GEMM's output is in cache */
-  if (act == LT_ACT_RELU) lt_relu_inplace_f32(po, lt_numel(out));
-  else if (gelu) lt_gelu_f32(c, po, lt_f32(out), lt_numel(out), act == LT_ACT_GELU_TANH);
+  /* GELU while the GEMM's output is in cache (the ReLU was applied with the product) */
+  if (gelu) lt_gelu_f32(c, po, lt_f32(out), lt_numel(out), act == LT_ACT_GELU_TANH);
   lt_node *nd;
   if (lt_record(c, out, act_op_name(act),
                 act == LT_ACT_RELU ? linear_relu_backward
