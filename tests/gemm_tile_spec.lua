@@ -88,6 +88,22 @@ describe("GEMMs on lutra's tile", function()
     end
   end)
 
+  it("runs a Linear with a bias on the tile up to twice the plain product's packing, to float64's values", function()
+    lt.manual_seed(18)
+    -- m (k + n) between 1 and 2 times n k: the plain x W^T stays on OpenBLAS, the Linear with a bias takes the tile
+    for _, s in ipairs({ { 256, 256, 512 }, { 100, 200, 150 }, { 384, 512, 512 } }) do
+      local m, n, k = s[1], s[2], s[3]
+      local lin, x = lt.nn.Linear(k, n), lt.randn(m, k)
+      local want = x:double():matmul(lin.weight:detach():double():t()) + lin.bias:detach():double()
+      local y = lin:forward(x)
+      local err = rel_err(y, want)
+      assert.is_true(err < 4e-7 * k, ("m=%d n=%d k=%d: rel err %g"):format(m, n, k, err))
+      assert.is_true(lin:forward_relu(x):equal(y:relu()), ("m=%d n=%d k=%d: relu"):format(m, n, k))
+      local one = with_threads(1, function() return lin:forward_relu(x) end)
+      assert.is_true(one:equal(with_threads(2, function() return lin:forward_relu(x) end)))
+    end
+  end)
+
   it("keeps NaN through the fused ReLU and clamps to +0, as ReLU alone does, on whole blocks and ragged edges", function()
     lt.manual_seed(17)
     local m, n, k = 40, 200, 128 -- rows 33-40 and columns 193-200 are the transpose's ragged edges

@@ -48,7 +48,7 @@ int lt_blas_ready(lt_ctx *c);
 void lt_blas_sgemm(int transa, int transb, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
                    int ldb, float beta, float *c, int ldc);
 /* A Linear layer's forward in one pass over C when lutra's tile runs it (lt_gemm_small_m_gemm_nt: AVX-512, sizes
- * where x is the smaller operand to pack): C [m x n] = relu?(x [m x k] w [n x k]^T + bias [n]), the bias (or NULL)
+ * where packing x costs less than OpenBLAS packing w, or, with a bias or a ReLU, up to twice as much): C [m x n] = relu?(x [m x k] w [n x k]^T + bias [n]), the bias (or NULL)
  * and the ReLU applied as the product is written. The same bits as lt_blas_sgemm with the bias preloaded into C
  * (beta 1), then lt_relu_inplace_f32. Returns 0, having done nothing, where lt_blas_sgemm would not use the tile
  * (the caller then does those three steps), else 1. */
