@@ -548,6 +548,98 @@ describe("fused Linear + ReLU", function()
   end)
 end)
 
+describe("Sequential's intermediate outputs", function()
+  -- live bytes grown by one forward and backward with the collector stopped (nothing freed but by reference counts)
+  local function grown_by_step(seq, x)
+    local was = collectgarbage("isrunning")
+    collectgarbage()
+    collectgarbage("stop")
+    local ok, r = pcall(function()
+      local function step() seq(x):sum():backward() end
+      step() -- the parameters' gradients exist from here on, accumulated in place
+      local before = lt.memory_stats().live_bytes
+      step()
+      return lt.memory_stats().live_bytes - before
+    end)
+    if was ~= false then collectgarbage("restart") end
+    if not ok then error(r, 0) end
+    return r
+  end
+
+  it("are freed by the graph once backward is done with them, without the collector", function()
+    lt.manual_seed(21)
+    local x = lt.randn(64, 100)
+    local seq = nn.Sequential { nn.Linear(100, 200), nn.ReLU(), nn.Linear(200, 300), nn.Tanh(), nn.Flatten(),
+      nn.Dropout(0.1), nn.Linear(300, 10) }
+    -- left for the collector: the output [64 x 10] and the sum (and their boxes); the intermediates [64 x 200] and
+    -- three [64 x 300] (204 KB) are freed
+    assert.is_true(grown_by_step(seq, x) < 16 * 1024)
+    -- without a graph each is freed as soon as the next layer has used it: one forward holds the output alone
+    collectgarbage()
+    collectgarbage("stop")
+    local before = lt.memory_stats().live_bytes
+    local y = lt.no_grad(function() return seq(x) end)
+    local held = lt.memory_stats().live_bytes - before
+    collectgarbage("restart")
+    assert.are.equal(640, y:numel())
+    assert.is_true(held < 8 * 1024, ("forward without a graph holds %d bytes"):format(held))
+    -- a child of the user's between two library layers: what it takes and returns stays for the collector (it may
+    -- keep them): the [64 x 200] going in and the [64 x 300] coming out
+    local kept
+    local mine = { forward = function(_, h) kept = h; return seq[3]:forward(h) end }
+    local seq2 = nn.Sequential { seq[1], seq[2], mine, nn.Tanh(), seq[7] }
+    assert.is_true(grown_by_step(seq2, x) >= (64 * 200 + 64 * 300) * 4)
+    assert.are.equal(200, kept:size(2)) -- still a tensor after forward and backward
+    assert.is_true(kept:sum():item() > 0)
+  end)
+
+  it("give the values and gradients of the layers applied one by one", function()
+    lt.manual_seed(22)
+    local seq = nn.Sequential { nn.Linear(5, 7), nn.ReLU(), nn.Linear(7, 6), nn.Sigmoid(), nn.Linear(6, 2) }
+    local x = lt.randn(4, 5):requires_grad(true)
+    seq(x):pow(2):sum():backward()
+    local gx, gw = x.grad:clone(), seq[3].weight.grad:clone()
+    x.grad = nil
+    seq:zero_grad(true)
+    local h = seq[3]:forward(seq[2]:forward(seq[1]:forward(x)))
+    local y = seq[5]:forward(seq[4]:forward(h))
+    assert.is_true(y:equal(seq(x)))
+    y:pow(2):sum():backward()
+    assert.is_true(x.grad:equal(gx))
+    assert.is_true(seq[3].weight.grad:equal(gw))
+  end)
+
+  it("never include the input or the output, nor a child's output that is its input (an in-place ReLU)", function()
+    local seq = nn.Sequential { nn.Linear(3, 4), nn.ReLU(true), nn.Dropout(0), nn.Linear(4, 2) }
+    local x = lt.randn(2, 3)
+    local y = seq(x)
+    assert.are.equal(6, x:numel())
+    assert.are.equal(4, y:numel())
+    local one = nn.Sequential { nn.Linear(3, 4) }
+    assert.are.equal(8, one(x):numel())
+    local first = nn.Sequential { nn.Dropout(0), nn.Linear(3, 4), nn.ReLU() } -- x itself reaches the Linear
+    first(x)
+    assert.are.equal(6, x:numel())
+  end)
+
+  it("leave a released box an error that says so, never a crash or a nil", function()
+    local core = require "lutra.core"
+    local b = lt.randn(3, 3) * 2
+    assert.is_true(core._release(b))
+    assert.is_false(core._release(b)) -- already empty
+    assert.is_false(core._release(3))
+    assert.is_false(lt.is_tensor(b))
+    for _, f in ipairs({ function() return b + 1 end, function() return b:sum() end, function() return b[1] end,
+      function() return b.grad end, function() return #b end, function() return lt.maximum(b, 1) end }) do
+      local ok, err = pcall(f)
+      assert.is_false(ok)
+      assert.is_truthy(tostring(err):find("released tensor", 1, true), tostring(err))
+    end
+    b = nil -- luacheck: ignore
+    collectgarbage() -- its finalizer finds the box empty
+  end)
+end)
+
 describe("memory", function()
   -- Runs in a fresh process: the live-tensor count is process-wide, and in this busted process earlier specs'
   -- objects (coroutines, closures, finalizers) can be released at any later collection, moving the count.

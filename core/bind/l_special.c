@@ -81,7 +81,7 @@ static lt_tensor *scalar_like(lua_State *L, int i, const lt_tensor *like) {
 }
 
 /* a value's type for messages: "tensor" for a tensor */
-static const char *type_of(lua_State *L, int i) { return l_totensor(L, i) ? "tensor" : luaL_typename(L, i); }
+static const char *type_of(lua_State *L, int i) { return l_totensor(L, i) ? "tensor" : l_typename(L, i); }
 
 static int fn_binary(lua_State *L, lt_fn2op op, const char *name) {
   const char *gate = lt_fn2op_name(op);

@@ -59,6 +59,7 @@ static int l_index_lua(lua_State *L, const char *method, int nargs) {
 /* x.grad, x[i], then methods */
 static int l_index(lua_State *L) {
   lt_tensor *t = l_totensor(L, 1);
+  if (!t && l_is_released_box(L, 1)) return l_errorf(L, "index: %s", L_RELEASED_BOX);
   if (lua_type(L, 2) == LUA_TSTRING) {
     size_t len;
     const char *k = lua_tolstring(L, 2, &len);
@@ -133,6 +134,13 @@ static int l_is_tensor(lua_State *L) {
   return 1;
 }
 
+/* core._release(x) -> whether x held a tensor: lets go of it now (l_release_box; lua/lutra/nn/sequential.lua says
+ * when that is safe) */
+static int l_release(lua_State *L) {
+  lua_pushboolean(L, l_release_box(L, 1));
+  return 1;
+}
+
 void l_tensor_add(lua_State *L, const luaL_Reg *plain, const luaL_Reg *ops, const luaL_Reg *fns) {
   int mod = lua_gettop(L);
   lua_pushvalue(L, lua_upvalueindex(2)); /* the tensor metatable */
@@ -173,6 +181,6 @@ void l_tensor_register(lua_State *L) {
   lua_pushstring(L, "lutra.Tensor");
   lua_setfield(L, mt, "__name");
   lua_settop(L, mod);
-  static const luaL_Reg box_functions[] = { { "is_tensor", l_is_tensor }, { NULL, NULL } };
+  static const luaL_Reg box_functions[] = { { "is_tensor", l_is_tensor }, { "_release", l_release }, { NULL, NULL } };
   l_setops(L, box_functions);
 }

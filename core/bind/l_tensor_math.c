@@ -59,7 +59,7 @@ static int binary(lua_State *L, lt_binop op) {
   if (a && b) return l_push(L, lt_op_binary(c, op, a, b));
   if (a && lua_type(L, 2) == LUA_TNUMBER) return l_push(L, lt_op_binary_scalar(c, op, a, lua_tonumber(L, 2), 0));
   if (b && lua_type(L, 1) == LUA_TNUMBER) return l_push(L, lt_op_binary_scalar(c, op, b, lua_tonumber(L, 1), 1));
-  return l_errorf(L, "%s: expected tensors or numbers, got %s and %s", name, luaL_typename(L, 1), luaL_typename(L, 2));
+  return l_errorf(L, "%s: expected tensors or numbers, got %s and %s", name, l_typename(L, 1), l_typename(L, 2));
 }
 static int l_add(lua_State *L) { return binary(L, LT_ADD); }
 static int l_sub(lua_State *L) { return binary(L, LT_SUB); }

@@ -137,6 +137,18 @@ lt_tensor *l_totensor(lua_State *L, int idx) {
   return same ? b->t : NULL;
 }
 
+int l_is_released_box(lua_State *L, int idx) {
+  l_box *b = lua_touserdata(L, idx);
+  if (!b || b->t || !lua_getmetatable(L, idx)) return 0;
+  int same = lua_rawequal(L, -1, lua_upvalueindex(2));
+  lua_pop(L, 1);
+  return same;
+}
+
+const char *l_typename(lua_State *L, int idx) {
+  return l_is_released_box(L, idx) ? "released tensor" : luaL_typename(L, idx);
+}
+
 lt_tensor *l_f64_gate(lua_State *L, lt_tensor *t, const char *fname) {
   if (t && t->dtype == LT_F64 && !l_f64_capable(fname)) {
     lt_check_no_f64(L_CTX(L), fname, t);
@@ -154,6 +166,8 @@ lt_tensor *l_checktensor(lua_State *L, int idx, const char *fname) {
     int method;
     const char *reg = registered_name(L, name, sizeof name, &method);
     const char *got = luaL_typename(L, idx);
+    if (l_is_released_box(L, idx))
+      l_errorf(L, "bad argument #%d to '%s' (%s)", idx, reg && method ? reg : fname, L_RELEASED_BOX);
     l_errorf(L, "bad argument #%d to '%s' (tensor expected, got %s)", idx, reg && method ? reg : fname, got);
   }
   return l_f64_gate(L, t, fname);
@@ -335,12 +349,30 @@ static int owns_storage(const lt_tensor *t) {
   return holders == 1;
 }
 
+/* The bytes the collector gives back when it frees t's box (what the pacing counts for it). */
+static uint64_t gc_bytes(const lt_tensor *t) {
+  return sizeof *t + (t->storage && owns_storage(t) ? t->storage->nbytes : 0);
+}
+
 int l_push(lua_State *L, lt_tensor *t) {
   if (!t) return l_error(L);
   push_box(L, t);
   l_state *S = L_STATE(L);
-  S->gc_debt += sizeof *t + (t->storage && owns_storage(t) ? t->storage->nbytes : 0);
+  /* the collector is asked for the boxes pushed before this one, this one's bytes at the next push: a box released
+   * before then (l_release_box: nn.Sequential's intermediates) never asks for work */
   l_gc_account(L, S);
+  S->gc_debt += gc_bytes(t);
+  return 1;
+}
+
+int l_release_box(lua_State *L, int idx) {
+  lt_tensor *t = l_totensor(L, idx);
+  if (!t) return 0;
+  l_state *S = L_STATE(L);
+  uint64_t n = gc_bytes(t);
+  S->gc_debt = S->gc_debt > n ? S->gc_debt - n : 0; /* no longer the collector's to give back */
+  ((l_box *)lua_touserdata(L, idx))->t = NULL;
+  lt_tensor_release(t);
   return 1;
 }
 

@@ -60,6 +60,18 @@ lt_tensor *l_f64_gate(lua_State *L, lt_tensor *t, const char *fname);
 int l_push(lua_State *L, lt_tensor *t);
 /* Pushes a box that takes one more reference to t. */
 void l_push_retained(lua_State *L, lt_tensor *t);
+/* Releases the tensor of the box at idx now instead of when the collector frees the box (nn.Sequential's
+ * intermediate outputs: l_tensor.c's _release) and takes its bytes out of the pacing's count; the box is left
+ * empty, and passing it to a function afterwards is the error L_RELEASED_BOX. Returns 0 (and does nothing) for
+ * anything but a box holding a tensor. */
+int l_release_box(lua_State *L, int idx);
+/* 1 for a tensor box that l_release_box emptied */
+int l_is_released_box(lua_State *L, int idx);
+/* luaL_typename for messages, "released tensor" for an emptied box (not "userdata") */
+const char *l_typename(lua_State *L, int idx);
+#define L_RELEASED_BOX                                                                                       \
+  "a released tensor: nn.Sequential frees an output it passes from one layer to the next once the next one " \
+  "has used it"
 /* Raises a formatted message (printf formats, unlike luaL_error which knows only %d %s %f). */
 int l_errorf(lua_State *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Raises the core message of the last failure. */

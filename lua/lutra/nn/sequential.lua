@@ -51,11 +51,34 @@ local function fused(a, b)
   return nil
 end
 
+-- An output passed from one child to the next is released as soon as the next child has returned, when both are
+-- library modules that keep no reference to it in Lua (the classes below, their own forward). Handed to Lua, a
+-- tensor is freed only when the garbage collector takes its box, a GC cycle or more after the step that made it;
+-- released, it lives as long as the graph needs it for backward (the core's reference counts) and its buffer is
+-- back in lutra's allocator for the next step's output of the same size. MLP 784-512-256-10, one SGD step on 2
+-- threads (AMD EPYC Zen 4): b64 ~2% and b256 ~3% less time, the GC's cycles fewer by the outputs' bytes. A child
+-- of another class (a user's module may keep its input or output, as may a subclass) keeps them for the collector.
+local releases_ok
+local function keeps_nothing(m)
+  if not releases_ok then
+    local A, C, P = require "lutra.nn.activation", require "lutra.nn.conv", require "lutra.nn.pool"
+    releases_ok = {}
+    for _, cls in ipairs({ require "lutra.nn.linear", A.ReLU, A.GELU, A.Tanh, A.Sigmoid, C.Conv1d, C.Conv2d,
+      P.MaxPool2d, P.AvgPool2d, require "lutra.nn.flatten", require "lutra.nn.dropout" }) do
+      releases_ok[cls] = true
+    end
+  end
+  return releases_ok[getmetatable(m)] == true and rawget(m, "forward") == nil
+end
+local release = require("lutra.core")._release
+
 function Sequential:forward(x)
   local i, n = 1, #self
+  local input, made_by = x, nil -- made_by: the child that returned x, when it keeps nothing
   while i <= n do
     local m = self[i]
     local f = i < n and fused(m, self[i + 1])
+    local prev, last = x, f and self[i + 1] or m
     if f then
       if f == "relu" then x = m:forward_relu(x) else x = m:forward_gelu(x, self[i + 1].approximate) end
       i = i + 2
@@ -63,6 +86,9 @@ function Sequential:forward(x)
       x = m:forward(x)
       i = i + 1
     end
+    local ok = keeps_nothing(m) and keeps_nothing(last)
+    if made_by and ok and prev ~= input and prev ~= x then release(prev) end
+    made_by = ok and last or nil
   end
   return x
 end
