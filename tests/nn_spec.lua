@@ -616,6 +616,10 @@ describe("Sequential's intermediate outputs", function()
     assert.are.equal(4, y:numel())
     local one = nn.Sequential { nn.Linear(3, 4) }
     assert.are.equal(8, one(x):numel())
+    -- a user's module's output passed on unchanged by a library child stays the user's (it may keep it)
+    local keep = { forward = function(self, t) self.last = t * 2; return self.last end }
+    nn.Sequential { keep, nn.Dropout(0), nn.Linear(3, 4) }(x)
+    assert.are.equal(6, keep.last:numel())
     local first = nn.Sequential { nn.Dropout(0), nn.Linear(3, 4), nn.ReLU() } -- x itself reaches the Linear
     first(x)
     assert.are.equal(6, x:numel())

@@ -88,7 +88,8 @@ function Sequential:forward(x)
     end
     local ok = keeps_nothing(m) and keeps_nothing(last)
     if made_by and ok and prev ~= input and prev ~= x then release(prev) end
-    made_by = ok and last or nil
+    -- a child that returned its input (Dropout(0) or in eval, an in-place ReLU) did not make it: whoever made it still does
+    if x == prev then made_by = made_by and ok and made_by or nil else made_by = ok and last or nil end
   end
   return x
 end
