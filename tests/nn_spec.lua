@@ -620,6 +620,12 @@ describe("Sequential's intermediate outputs", function()
     local keep = { forward = function(self, t) self.last = t * 2; return self.last end }
     nn.Sequential { keep, nn.Dropout(0), nn.Linear(3, 4) }(x)
     assert.are.equal(6, keep.last:numel())
+    lt.no_grad(function() nn.Sequential { keep, nn.ReLU(true), nn.Linear(3, 4) }(x) end) -- in place: its input back
+    assert.are.equal(6, keep.last:numel())
+    -- a user's module that keeps a library layer's output and hands it back unchanged
+    local peek = { forward = function(self, t) self.seen = t; return t end }
+    nn.Sequential { nn.Linear(3, 4), peek, nn.Linear(4, 2) }(x)
+    assert.are.equal(8, peek.seen:numel())
     local first = nn.Sequential { nn.Dropout(0), nn.Linear(3, 4), nn.ReLU() } -- x itself reaches the Linear
     first(x)
     assert.are.equal(6, x:numel())

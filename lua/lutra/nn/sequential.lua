@@ -34,47 +34,45 @@ function Sequential:add(m)
   return self
 end
 
+-- The library's classes Sequential treats specially, loaded at its first forward (they require this file's module).
+local L
+local function library()
+  if not L then
+    local A, C, P = require "lutra.nn.activation", require "lutra.nn.conv", require "lutra.nn.pool"
+    L = { Linear = require "lutra.nn.linear", Conv2d = C.Conv2d, ReLU = A.ReLU, GELU = A.GELU, keeps_nothing = {} }
+    for _, cls in ipairs({ L.Linear, A.ReLU, A.GELU, A.Tanh, A.Sigmoid, C.Conv1d, C.Conv2d, P.MaxPool2d, P.AvgPool2d,
+      require "lutra.nn.flatten", require "lutra.nn.dropout" }) do
+      L.keeps_nothing[cls] = true
+    end
+  end
+  return L
+end
+
 -- A Linear or Conv2d followed by a ReLU, or a Linear followed by a GELU, runs as one fused op (the activation
 -- on the output while it is in cache, one node less in the graph); only for the library's own classes, with
 -- their own forward. Returns which fusion applies ("relu" or "gelu"), or nil.
-local Linear, Conv2d, ReLU, GELU
 local function fused(a, b)
-  if not Linear then
-    Linear, Conv2d = require "lutra.nn.linear", require("lutra.nn.conv").Conv2d
-    local A = require "lutra.nn.activation"
-    ReLU, GELU = A.ReLU, A.GELU
-  end
+  local lib = library()
   local ca, cb = getmetatable(a), getmetatable(b)
   if rawget(a, "forward") ~= nil or rawget(b, "forward") ~= nil then return nil end
-  if cb == ReLU and (ca == Linear or ca == Conv2d) then return "relu" end
-  if cb == GELU and ca == Linear then return "gelu" end
+  if cb == lib.ReLU and (ca == lib.Linear or ca == lib.Conv2d) then return "relu" end
+  if cb == lib.GELU and ca == lib.Linear then return "gelu" end
   return nil
 end
 
 -- An output passed from one child to the next is released as soon as the next child has returned, when both are
--- library modules that keep no reference to it in Lua (the classes below, their own forward). Handed to Lua, a
--- tensor is freed only when the garbage collector takes its box, a GC cycle or more after the step that made it;
--- released, it lives as long as the graph needs it for backward (the core's reference counts) and its buffer is
--- back in lutra's allocator for the next step's output of the same size. MLP 784-512-256-10, one SGD step on 2
--- threads (AMD EPYC Zen 4): b64 ~2% and b256 ~3% less time, the GC's cycles fewer by the outputs' bytes. A child
--- of another class (a user's module may keep its input or output, as may a subclass) keeps them for the collector.
-local releases_ok
-local function keeps_nothing(m)
-  if not releases_ok then
-    local A, C, P = require "lutra.nn.activation", require "lutra.nn.conv", require "lutra.nn.pool"
-    releases_ok = {}
-    for _, cls in ipairs({ require "lutra.nn.linear", A.ReLU, A.GELU, A.Tanh, A.Sigmoid, C.Conv1d, C.Conv2d,
-      P.MaxPool2d, P.AvgPool2d, require "lutra.nn.flatten", require "lutra.nn.dropout" }) do
-      releases_ok[cls] = true
-    end
-  end
-  return releases_ok[getmetatable(m)] == true and rawget(m, "forward") == nil
-end
+-- library modules that keep no reference to it in Lua (library().keeps_nothing, with their own forward). Handed to
+-- Lua, a tensor is freed only when the garbage collector takes its box, a GC cycle or more after the step that made
+-- it; released, it lives as long as the graph needs it for backward (the core's reference counts) and its buffer is
+-- back in lutra's allocator for the next step's output of the same size (MLP 784-512-256-10 at batch 256, 2
+-- threads, AMD EPYC Zen 4: ~5% less time a step). A child of another class (a user's module may keep its input or
+-- output, as may a subclass) keeps them for the collector.
+local function keeps_nothing(m) return library().keeps_nothing[getmetatable(m)] == true and rawget(m, "forward") == nil end
 local release = require("lutra.core")._release
 
 function Sequential:forward(x)
   local i, n = 1, #self
-  local input, made_by = x, nil -- made_by: the child that returned x, when it keeps nothing
+  local library_made = false -- x was returned by a child that keeps nothing (never the caller's input)
   while i <= n do
     local m = self[i]
     local f = i < n and fused(m, self[i + 1])
@@ -86,10 +84,13 @@ function Sequential:forward(x)
       x = m:forward(x)
       i = i + 1
     end
-    local ok = keeps_nothing(m) and keeps_nothing(last)
-    if made_by and ok and prev ~= input and prev ~= x then release(prev) end
-    -- a child that returned its input (Dropout(0) or in eval, an in-place ReLU) did not make it: whoever made it still does
-    if x == prev then made_by = made_by and ok and made_by or nil else made_by = ok and last or nil end
+    local keeps = keeps_nothing(m) and keeps_nothing(last)
+    if x ~= prev then
+      if library_made and keeps then release(prev) end
+      library_made = keeps
+    elseif not keeps then -- its input handed back by a child that may have kept it
+      library_made = false
+    end -- (a library child that handed back its input, Dropout(0) or an in-place ReLU, did not make it)
   end
   return x
 end
