@@ -102,6 +102,9 @@ describe("GEMMs on lutra's tile", function()
       assert.is_true(lin:forward_relu(x):equal(y:relu()), ("m=%d n=%d k=%d: relu"):format(m, n, k))
       local one = with_threads(1, function() return lin:forward_relu(x) end)
       assert.is_true(one:equal(with_threads(2, function() return lin:forward_relu(x) end)))
+      -- without a bias the forward is the plain product, and the fused ReLU keeps its bits
+      local plain = lt.nn.Linear(k, n, { bias = false })
+      assert.is_true(plain:forward_relu(x):equal(plain:forward(x):relu()), ("m=%d n=%d k=%d: no bias"):format(m, n, k))
     end
   end)
 

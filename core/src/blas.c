@@ -276,19 +276,17 @@ static int tile_pays(int transa, int m, int n, int k) {
 
 /* C = A B^T with B stored [n x k] (a Linear layer's forward, x W^T) runs on the tile as C^T = B A^T when A (the
  * batch) is the smaller thing to pack: m (k + n) < n k floats packed and transposed back, against OpenBLAS packing
- * all of B. Zen 4, 2 threads: MLP 784-512 at batch 64 280 -> ~240 us, batch 256 ~1000 -> ~930 us. */
-static int tile_pays_nt(int m, int n, int k) {
-  return m >= 32 && n >= 64 && k >= 64 && (double)m * (k + n) < (double)n * k;
+ * all of B (room 1). Zen 4, 2 threads: MLP 784-512 at batch 64 280 -> ~240 us, batch 256 ~1000 -> ~930 us. */
+static int tile_pays_nt(int m, int n, int k, double room) {
+  return m >= 32 && n >= 64 && k >= 64 && (double)m * (k + n) < room * n * k;
 }
-
-/* A Linear layer's forward with a bias or a ReLU takes the tile up to twice that packing: there the bias and the ReLU
- * cost nothing more (applied as C^T is transposed into C), while beside OpenBLAS they are a pass over C before the
- * product and one after, on one thread. Zen 4, 2 threads, x [m x k] W [n x k], bias and ReLU (m x k x n): 384 x 512 x
- * 512 1.24 -> 1.14 ms, 512 x 512 x 512 1.56 -> 1.42 ms, 256 x 512 x 256 ~5% less; past twice (768 x 512 x 512,
- * 1024 x 384 x 1152) no gain or 3% more. */
-static int tile_pays_linear(int m, int n, int k, int epilogue) {
-  return tile_pays_nt(m, n, k) || (epilogue && m >= 32 && n >= 64 && k >= 64 && (double)m * (k + n) < 2.0 * n * k);
-}
+/* A Linear layer's forward with a bias takes the tile up to twice that packing (room 2): there the bias (and a ReLU)
+ * cost nothing more, applied as C^T is transposed into C, while beside OpenBLAS the bias is a pass over C before the
+ * product (and the ReLU one after), on one thread. Zen 4, 2 threads, x [m x k] W [n x k], bias and ReLU (m x k x n):
+ * 384 x 512 x 512 1.24 -> 1.14 ms, 512 x 512 x 512 1.56 -> 1.42 ms, 256 x 512 x 256 ~5% less; past twice (768 x 512
+ * x 512, 1024 x 384 x 1152) no gain or 3% more. Only with a bias: a bias-free forward is a plain product
+ * (lt_blas_sgemm), and its fused ReLU must have the bits of that product's ReLU. */
+#define TILE_LINEAR_BIAS_ROOM 2.0
 
 /* The GEMM on the tile when it pays (1), else 0 for OpenBLAS: the tile sums C = op(A) op(B) or C += it (alpha 1,
  * beta 0 or 1) on AVX-512 CPUs, B as stored (tile_pays) or, with A as stored, transposed (tile_pays_nt). */
@@ -299,7 +297,8 @@ static int tile_sgemm(int transa, int transb, int m, int n, int k, float alpha, 
   if (!transb)
     return tile_pays(transa, m, n, k) && lt_gemm_small_m_gemm(transa, m, n, k, a, lda, b, ldb, c, ldc, add, threads);
   if (!transa)
-    return tile_pays_nt(m, n, k) && lt_gemm_small_m_gemm_nt(m, n, k, a, lda, b, ldb, c, ldc, add, NULL, 0, threads);
+    return tile_pays_nt(m, n, k, 1.0) &&
+           lt_gemm_small_m_gemm_nt(m, n, k, a, lda, b, ldb, c, ldc, add, NULL, 0, threads);
   return 0;
 }
 
@@ -391,6 +390,14 @@ LT_VECTOR_FN static void outer(int m, int n, float alpha, const float *a, int sa
   }
 }
 
+/* autocast's bf16 path takes this product (lt_gemm_bf16.h) */
+static int bf16_takes(int m, int n, int k) {
+  return lt_gemm_bf16_mode() == LT_AUTOCAST_BF16 && lt_gemm_bf16_wants(m, n, k) && lt_gemm_bf16_active();
+}
+
+/* a thin C over a long k, run in k-chunks accumulated with beta = 1 */
+static int thin_long_k(int m, int n, int k) { return (long)m * n <= GEMM_THIN_MN && k > 2 * GEMM_KCHUNK; }
+
 void lt_blas_sgemm(int transa, int transb, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
                    int ldb, float beta, float *c, int ldc) {
   lt_blas_init();
@@ -404,13 +411,13 @@ void lt_blas_sgemm(int transa, int transb, int m, int n, int k, float alpha, con
     return;
   }
   /* inside autocast's ops (lt_gemm_bf16.h): bf16 operands, fp32 sums */
-  if (lt_gemm_bf16_mode() == LT_AUTOCAST_BF16 && lt_gemm_bf16_wants(m, n, k) && lt_gemm_bf16_active()) {
+  if (bf16_takes(m, n, k)) {
     int serial = __atomic_load_n(&B.serial, __ATOMIC_ACQUIRE) > 0;
     if (lt_gemm_bf16(transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
                      !serial && lt_blas_threads_pay(m, n, k) ? B.info.threads : 1) == LT_OK)
       return; /* else no memory for its buffers: fp32 below */
   }
-  if ((long)m * n <= GEMM_THIN_MN && k > 2 * GEMM_KCHUNK) {
+  if (thin_long_k(m, n, k)) {
     for (int p0 = 0; p0 < k; p0 += GEMM_KCHUNK) {
       int kc = k - p0 < GEMM_KCHUNK ? k - p0 : GEMM_KCHUNK;
       const float *ap = transa ? a + (size_t)p0 * lda : a + p0;
@@ -427,9 +434,8 @@ int lt_blas_linear_tile(int m, int n, int k, const float *x, int ldx, const floa
   lt_blas_init();
   /* the cases lt_blas_sgemm sends elsewhere: products with a side of 1 (gemv, outer), autocast's bf16, a thin C over
    * a long k (in chunks) */
-  if (m <= 1 || n <= 1 || k <= 1 || ((long)m * n <= GEMM_THIN_MN && k > 2 * GEMM_KCHUNK)) return 0;
-  if (lt_gemm_bf16_mode() == LT_AUTOCAST_BF16 && lt_gemm_bf16_wants(m, n, k) && lt_gemm_bf16_active()) return 0;
-  if (!lt_gemm_small_m_ok() || !tile_pays_linear(m, n, k, bias || relu)) return 0;
+  if (m <= 1 || n <= 1 || k <= 1 || thin_long_k(m, n, k) || bf16_takes(m, n, k)) return 0;
+  if (!lt_gemm_small_m_ok() || !tile_pays_nt(m, n, k, bias ? TILE_LINEAR_BIAS_ROOM : 1.0)) return 0;
   return lt_gemm_small_m_gemm_nt(m, n, k, x, ldx, w, ldw, c, ldc, 0, bias, relu, gemm_threads(m, n, k));
 }
 

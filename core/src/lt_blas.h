@@ -47,11 +47,12 @@ int lt_blas_ready(lt_ctx *c);
 /* Row-major sgemm, C = alpha * op(A) op(B) + beta * C. */
 void lt_blas_sgemm(int transa, int transb, int m, int n, int k, float alpha, const float *a, int lda, const float *b,
                    int ldb, float beta, float *c, int ldc);
-/* A Linear layer's forward in one pass over C when lutra's tile runs it (lt_gemm_small_m_gemm_nt: AVX-512, sizes
- * where packing x costs less than OpenBLAS packing w, or, with a bias or a ReLU, up to twice as much): C [m x n] = relu?(x [m x k] w [n x k]^T + bias [n]), the bias (or NULL)
- * and the ReLU applied as the product is written. The same bits as lt_blas_sgemm with the bias preloaded into C
- * (beta 1), then lt_relu_inplace_f32. Returns 0, having done nothing, where lt_blas_sgemm would not use the tile
- * (the caller then does those three steps), else 1. */
+/* A Linear layer's forward in one pass over C when lutra's tile runs it (lt_gemm_small_m_gemm_nt, on AVX-512 CPUs):
+ * C [m x n] = relu?(x [m x k] w [n x k]^T + bias [n]), the bias (or NULL) and the ReLU applied as the product is
+ * written. It runs where lt_blas_sgemm would put x w^T on the tile (packing x costs less than OpenBLAS packing w),
+ * with the same bits as lt_blas_sgemm with the bias preloaded into C (beta 1) then lt_relu_inplace_f32; with a bias
+ * also where packing x costs up to twice that (blas.c says why), where lt_blas_sgemm would use OpenBLAS. Returns 0,
+ * having done nothing, elsewhere (the caller then does those three steps), else 1. */
 int lt_blas_linear_tile(int m, int n, int k, const float *x, int ldx, const float *w, int ldw, const float *bias,
                         int relu, float *c, int ldc);
 /* Row-major dgemm (float64), the same contract; cblas_dgemm of the loaded library, or a plain C loop. */
