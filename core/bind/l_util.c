@@ -129,20 +129,23 @@ void *l_checkudata(lua_State *L, int narg, const char *tname) {
   return NULL;
 }
 
-lt_tensor *l_totensor(lua_State *L, int idx) {
+/* the tensor box at idx (holding a tensor or emptied), or NULL for any other value */
+static l_box *box_at(lua_State *L, int idx) {
   l_box *b = lua_touserdata(L, idx);
   if (!b || !lua_getmetatable(L, idx)) return NULL;
   int same = lua_rawequal(L, -1, lua_upvalueindex(2));
   lua_pop(L, 1);
-  return same ? b->t : NULL;
+  return same ? b : NULL;
+}
+
+lt_tensor *l_totensor(lua_State *L, int idx) {
+  l_box *b = box_at(L, idx);
+  return b ? b->t : NULL;
 }
 
 int l_is_released_box(lua_State *L, int idx) {
-  l_box *b = lua_touserdata(L, idx);
-  if (!b || b->t || !lua_getmetatable(L, idx)) return 0;
-  int same = lua_rawequal(L, -1, lua_upvalueindex(2));
-  lua_pop(L, 1);
-  return same;
+  l_box *b = box_at(L, idx);
+  return b && !b->t;
 }
 
 const char *l_typename(lua_State *L, int idx) {
@@ -349,29 +352,23 @@ static int owns_storage(const lt_tensor *t) {
   return holders == 1;
 }
 
-/* The bytes the collector gives back when it frees t's box (what the pacing counts for it). */
-static uint64_t gc_bytes(const lt_tensor *t) {
-  return sizeof *t + (t->storage && owns_storage(t) ? t->storage->nbytes : 0);
-}
-
 int l_push(lua_State *L, lt_tensor *t) {
   if (!t) return l_error(L);
   push_box(L, t);
   l_state *S = L_STATE(L);
-  /* the collector is asked for the boxes pushed before this one, this one's bytes at the next push: a box released
-   * before then (l_release_box: nn.Sequential's intermediates) never asks for work */
+  S->gc_debt += sizeof *t + (t->storage && owns_storage(t) ? t->storage->nbytes : 0);
   l_gc_account(L, S);
-  S->gc_debt += gc_bytes(t);
   return 1;
 }
 
+/* The bytes a released box was counted for stay in the pacing's count: they are usually paid already (the next
+ * layer's output was pushed, and the collector asked, before the release), and the pacing keeps no per-box record
+ * of what is paid, so taking them out would take out other boxes' bytes. */
 int l_release_box(lua_State *L, int idx) {
-  lt_tensor *t = l_totensor(L, idx);
-  if (!t) return 0;
-  l_state *S = L_STATE(L);
-  uint64_t n = gc_bytes(t);
-  S->gc_debt = S->gc_debt > n ? S->gc_debt - n : 0; /* no longer the collector's to give back */
-  ((l_box *)lua_touserdata(L, idx))->t = NULL;
+  l_box *b = box_at(L, idx);
+  if (!b || !b->t) return 0;
+  lt_tensor *t = b->t;
+  b->t = NULL;
   lt_tensor_release(t);
   return 1;
 }

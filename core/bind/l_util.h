@@ -61,9 +61,8 @@ int l_push(lua_State *L, lt_tensor *t);
 /* Pushes a box that takes one more reference to t. */
 void l_push_retained(lua_State *L, lt_tensor *t);
 /* Releases the tensor of the box at idx now instead of when the collector frees the box (nn.Sequential's
- * intermediate outputs: l_tensor.c's _release) and takes its bytes out of the pacing's count; the box is left
- * empty, and passing it to a function afterwards is the error L_RELEASED_BOX. Returns 0 (and does nothing) for
- * anything but a box holding a tensor. */
+ * intermediate outputs: l_tensor.c's _release); the box is left empty, and passing it to a function afterwards is
+ * the error L_RELEASED_BOX. Returns 0 (and does nothing) for anything but a box holding a tensor. */
 int l_release_box(lua_State *L, int idx);
 /* 1 for a tensor box that l_release_box emptied */
 int l_is_released_box(lua_State *L, int idx);

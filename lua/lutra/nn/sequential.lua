@@ -65,7 +65,7 @@ end
 -- Lua, a tensor is freed only when the garbage collector takes its box, a GC cycle or more after the step that made
 -- it; released, it lives as long as the graph needs it for backward (the core's reference counts) and its buffer is
 -- back in lutra's allocator for the next step's output of the same size (MLP 784-512-256-10 at batch 256, 2
--- threads, AMD EPYC Zen 4: ~5% less time a step). A child of another class (a user's module may keep its input or
+-- threads, AMD EPYC Zen 4: ~3% less time a step). A child of another class (a user's module may keep its input or
 -- output, as may a subclass) keeps them for the collector.
 local function keeps_nothing(m) return library().keeps_nothing[getmetatable(m)] == true and rawget(m, "forward") == nil end
 local release = require("lutra.core")._release
